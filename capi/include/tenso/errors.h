@@ -1,0 +1,80 @@
+/*
+ * tenso/errors.h - status codes and the thread-local error message.
+ *
+ * Every fallible function returns a tenso_status: TENSO_OK (0) on success, a negative
+ * TENSO_E_* code on failure. The values are pinned: they are part of the ABI and are never
+ * renumbered; new codes are only ever appended. Success is decided by the return value alone;
+ * the message from tenso_last_error() is detail for humans.
+ */
+#ifndef TENSO_ERRORS_H
+#define TENSO_ERRORS_H
+
+#include "tenso/common.h"
+
+TENSO_BEGIN_DECL
+
+/** A status code. An int32_t, not a C enum, so its size and signedness are fixed. */
+typedef int32_t tenso_status;
+
+#define TENSO_OK                       0
+/** An argument is invalid: a NULL pointer, a bad dtype or alignment, a length mismatch. */
+#define TENSO_E_INVALID_ARGUMENT      -1
+/** The destination buffer is too small; the needed size is reported through an out-param. */
+#define TENSO_E_BUFFER_TOO_SMALL      -2
+/** The input ends before the packet does (also: a stream that ends inside a packet). */
+#define TENSO_E_TRUNCATED             -3
+/** The input does not start with the magic bytes "TNSO". */
+#define TENSO_E_BAD_MAGIC             -4
+/** The protocol version byte is not one this library reads (1 to 4). */
+#define TENSO_E_UNSUPPORTED_VERSION   -5
+/** An unknown dtype code, or one that the packet kind does not allow. */
+#define TENSO_E_BAD_DTYPE             -6
+/** More dimensions than allowed (32, or the decode option's tighter max_ndim). */
+#define TENSO_E_TOO_MANY_DIMS         -7
+/** The element count overflows or exceeds the limit (1e9, or max_elements). */
+#define TENSO_E_TOO_MANY_ELEMENTS     -8
+/** The XXH3-64 integrity footer does not match the bytes it covers. */
+#define TENSO_E_CHECKSUM              -9
+/** The LZ4 frame is invalid, or its decompressed size is not shape x itemsize. */
+#define TENSO_E_COMPRESSION          -10
+/** A bundle is invalid: bad key UTF-8, entry lengths that disagree with their packets. */
+#define TENSO_E_BAD_BUNDLE           -11
+/** The packet is structurally invalid in a way no more specific code describes. */
+#define TENSO_E_MALFORMED            -12
+/** A limit other than ndim/elements was exceeded: nesting depth, max_packet_bytes. */
+#define TENSO_E_LIMIT                -13
+/** The packet kind is valid but not what the call handles (e.g. a bundle's dtype). */
+#define TENSO_E_UNSUPPORTED_KIND     -14
+/** An allocation failed. */
+#define TENSO_E_NO_MEMORY            -15
+/** A system call failed; the message carries errno's text. */
+#define TENSO_E_IO                   -16
+/** A stream ended cleanly before the first byte of a packet: not a failure of the data. */
+#define TENSO_E_END_OF_STREAM        -17
+/** The feature or device is not available in this build or on this machine. */
+#define TENSO_E_NOT_AVAILABLE        -18
+/** A user callback returned non-zero and aborted the operation. */
+#define TENSO_E_USER                 -19
+/** A bug in tenso: an unexpected internal exception. Please report it. */
+#define TENSO_E_INTERNAL             -20
+
+/**
+ * The message for the last failure on the calling thread.
+ * @return never NULL; "" when nothing has failed. Library-owned, valid until the next tenso
+ *         call on this thread.
+ * @since 1.0
+ */
+TENSO_API const char *tenso_last_error(void);
+
+/** Resets the calling thread's message to "". @since 1.0 */
+TENSO_API void tenso_error_clear(void);
+
+/**
+ * The symbolic name of a status ("TENSO_E_CHECKSUM"); "TENSO_E_UNKNOWN" for values this
+ * version does not know. Static storage, thread-safe. @since 1.0
+ */
+TENSO_API const char *tenso_status_name(tenso_status status);
+
+TENSO_END_DECL
+
+#endif /* TENSO_ERRORS_H */

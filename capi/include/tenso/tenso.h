@@ -1,0 +1,485 @@
+/*
+ * tenso/tenso.h - the tenso C API.
+ *
+ * tenso moves tensors between processes, languages, files and hosts as Tenso packets: a
+ * 10-byte header, the shape, zero padding to an alignment boundary (64 by default) and the raw
+ * C-contiguous little-endian body, optionally followed by an XXH3-64 integrity footer. Reading
+ * a packet is a pointer into the bytes; writing one is a single copy, or none with vectored
+ * I/O. The bytes are those of the Tenso protocol v4 (PyPI `tenso` 0.24); v1 to v3 are read.
+ *
+ * API tiers
+ *   - This header and the ones it includes are the stable API: everything declared here keeps
+ *     its signature and meaning for the life of soname libtenso.so.1 (see README, "ABI").
+ *   - Structs the caller fills (options) start with a version field and only ever grow at the
+ *     end; initialise them with the *_INIT macros or *_init() functions.
+ *   - The families tenso_shm_*, tenso_cache_* and tenso_gpu_* are reserved for shared memory,
+ *     the multi-process tensor cache and device transfers.
+ *
+ * Conventions
+ *   - Fallible functions return tenso_status (tenso/errors.h); details of the last failure on
+ *     the calling thread are in tenso_last_error(). No function throws or aborts.
+ *   - Output parameters come first and are named *_out or out.
+ *   - Objects the library allocates are released with the matching tenso_*_free (objects) or
+ *     tenso_buffer_dispose (caller-owned struct contents); every free accepts NULL. Never pass
+ *     tenso memory to free().
+ *   - Decoding never reads outside (data, len). Everything read from the wire is checked
+ *     against limits (tenso_decode_options) before it is used to index or allocate memory.
+ *   - No global initialisation is needed. Functions without a handle are thread-safe. Views are
+ *     immutable and may be read from any number of threads; a tenso_value is used by one
+ *     thread at a time.
+ */
+#ifndef TENSO_TENSO_H
+#define TENSO_TENSO_H
+
+#include "tenso/common.h"
+#include "tenso/dlpack.h"
+#include "tenso/errors.h"
+#include "tenso/version.h"
+
+TENSO_BEGIN_DECL
+
+/* ============================================================================================
+ * Version
+ * ========================================================================================== */
+
+/** TENSO_VERSION_NUMBER of the loaded library; compare with the header's to detect a
+ *  mismatch between the headers a program was built with and the library it runs with.
+ *  @since 1.0 */
+TENSO_API uint32_t tenso_version_number(void);
+
+/** TENSO_VERSION_STRING of the loaded library ("1.0.0"). Static storage. @since 1.0 */
+TENSO_API const char *tenso_version_string(void);
+
+/** The wire protocol version the library writes: 4. @since 1.0 */
+TENSO_API uint32_t tenso_protocol_version(void);
+
+/* ============================================================================================
+ * Dtypes, kinds, flags and limits (wire values)
+ * ========================================================================================== */
+
+/** A dtype code as stored in the packet header. */
+typedef int32_t tenso_dtype;
+
+#define TENSO_DTYPE_FLOAT32     1
+#define TENSO_DTYPE_INT32       2
+#define TENSO_DTYPE_FLOAT64     3
+#define TENSO_DTYPE_INT64       4
+#define TENSO_DTYPE_UINT8       5
+#define TENSO_DTYPE_UINT16      6
+#define TENSO_DTYPE_BOOL        7  /* one byte per element, 0 or 1 */
+#define TENSO_DTYPE_FLOAT16     8
+#define TENSO_DTYPE_INT8        9
+#define TENSO_DTYPE_INT16      10
+#define TENSO_DTYPE_UINT32     11
+#define TENSO_DTYPE_UINT64     12
+#define TENSO_DTYPE_COMPLEX64  13  /* interleaved (re, im) float32 */
+#define TENSO_DTYPE_COMPLEX128 14
+#define TENSO_DTYPE_BFLOAT16   15  /* the upper 16 bits of a float32 */
+#define TENSO_DTYPE_QINT8      16  /* quantized packets only */
+#define TENSO_DTYPE_QUINT8     17
+#define TENSO_DTYPE_QINT4      18
+#define TENSO_DTYPE_QUINT4     19
+#define TENSO_DTYPE_STRING     20  /* string packets only */
+#define TENSO_DTYPE_BYTES      21
+
+/** What a packet holds. */
+typedef int32_t tenso_kind;
+
+#define TENSO_KIND_DENSE        1
+#define TENSO_KIND_BUNDLE       2
+#define TENSO_KIND_SPARSE_COO   3
+#define TENSO_KIND_SPARSE_CSR   4
+#define TENSO_KIND_SPARSE_CSC   5
+#define TENSO_KIND_QUANTIZED    6
+#define TENSO_KIND_STRING       7
+#define TENSO_KIND_RAGGED       8
+#define TENSO_KIND_GPU_IPC_REF  9
+
+/* Header flag bits (tenso_packet_info.flags, tenso_view_flags). */
+#define TENSO_FLAG_ALIGNED      0x0001u
+#define TENSO_FLAG_INTEGRITY    0x0002u
+#define TENSO_FLAG_COMPRESSION  0x0004u
+#define TENSO_FLAG_SPARSE_COO   0x0008u
+#define TENSO_FLAG_BUNDLE       0x0010u
+#define TENSO_FLAG_SPARSE_CSR   0x0020u
+#define TENSO_FLAG_SPARSE_CSC   0x0040u
+#define TENSO_FLAG_CUST_ALIGN   0x0080u
+#define TENSO_FLAG_STRING       0x0100u
+#define TENSO_FLAG_RAGGED       0x0200u
+#define TENSO_FLAG_GPU_IPC_REF  0x0400u
+
+#define TENSO_MAX_NDIM            32
+#define TENSO_MAX_ELEMENTS        1000000000ULL
+#define TENSO_MAX_DEPTH           64
+#define TENSO_MAX_BUNDLE_ENTRIES  255
+#define TENSO_DEFAULT_ALIGNMENT   64
+/** The largest alignment the encoder accepts (a page is the useful maximum). */
+#define TENSO_MAX_ALIGNMENT       (1u << 20)
+
+/** Bytes per element of a dense dtype; 0 for codes that are not dense (0, 16 to 21, unknown).
+ *  @since 1.0 */
+TENSO_API size_t tenso_dtype_itemsize(tenso_dtype dtype);
+
+/** The numpy name of a dtype ("float32", "bfloat16", "qint4", "string"); "unknown" otherwise.
+ *  Static storage. @since 1.0 */
+TENSO_API const char *tenso_dtype_name(tenso_dtype dtype);
+
+/** The dtype code for a numpy name, the inverse of tenso_dtype_name().
+ *  @return TENSO_E_BAD_DTYPE for names tenso does not know. @since 1.0 */
+TENSO_API tenso_status tenso_dtype_from_name(tenso_dtype *out, const char *name);
+
+/* ============================================================================================
+ * Buffers the library fills
+ * ========================================================================================== */
+
+/**
+ * Bytes allocated by tenso on the caller's behalf. The caller owns the struct and releases its
+ * contents with tenso_buffer_dispose(). `data` is aligned to 64 bytes, so a packet written into
+ * it can be read back with its body aligned.
+ */
+typedef struct tenso_buffer {
+    uint8_t *data;
+    size_t size;
+    size_t reserved; /* the allocation's capacity; do not touch */
+} tenso_buffer;
+
+#define TENSO_BUFFER_INIT { NULL, 0, 0 }
+
+/** Frees the buffer's contents and resets it to TENSO_BUFFER_INIT. NULL is accepted.
+ *  @since 1.0 */
+TENSO_API void tenso_buffer_dispose(tenso_buffer *buf);
+
+/* ============================================================================================
+ * Options
+ * ========================================================================================== */
+
+/** tenso_encode_options.flags: append an XXH3-64 footer to every body. */
+#define TENSO_ENCODE_INTEGRITY  0x1u
+/** tenso_encode_options.flags: LZ4-frame-compress dense bodies (ignored for other kinds). */
+#define TENSO_ENCODE_COMPRESS   0x2u
+
+/**
+ * How to encode. Zero means "default" in every field.
+ */
+typedef struct tenso_encode_options {
+    uint32_t version;           /* TENSO_ENCODE_OPTIONS_VERSION */
+    uint32_t flags;             /* TENSO_ENCODE_* bits */
+    uint32_t alignment;         /* body alignment, a power of two; 0 = 64 */
+    int32_t compression_level;  /* LZ4 frame level; 0 = fast (the default) */
+} tenso_encode_options;
+
+#define TENSO_ENCODE_OPTIONS_VERSION 1
+#define TENSO_ENCODE_OPTIONS_INIT { TENSO_ENCODE_OPTIONS_VERSION, 0, 0, 0 }
+
+/** Fills *opts with defaults for struct version `version`.
+ *  @return TENSO_E_INVALID_ARGUMENT for a NULL opts or an unknown version. @since 1.0 */
+TENSO_API tenso_status tenso_encode_options_init(tenso_encode_options *opts, uint32_t version);
+
+/** tenso_decode_options.flags: do not verify integrity footers (they are still framed). */
+#define TENSO_DECODE_SKIP_CHECKSUM  0x1u
+
+/**
+ * Limits and switches for decoding. Zero means "default" in every field; a limit can only be
+ * made tighter than the protocol's own (32 dims, 1e9 elements, depth 64).
+ */
+typedef struct tenso_decode_options {
+    uint32_t version;           /* TENSO_DECODE_OPTIONS_VERSION */
+    uint32_t flags;             /* TENSO_DECODE_* bits */
+    uint32_t max_ndim;          /* 0 = TENSO_MAX_NDIM */
+    uint32_t max_depth;         /* bundle/sparse nesting; 0 = TENSO_MAX_DEPTH */
+    uint64_t max_elements;      /* per tensor; 0 = TENSO_MAX_ELEMENTS */
+    uint64_t max_packet_bytes;  /* whole packet, also bounds stream allocations; 0 = no limit */
+} tenso_decode_options;
+
+#define TENSO_DECODE_OPTIONS_VERSION 1
+#define TENSO_DECODE_OPTIONS_INIT { TENSO_DECODE_OPTIONS_VERSION, 0, 0, 0, 0, 0 }
+
+/** Fills *opts with defaults for struct version `version`. @since 1.0 */
+TENSO_API tenso_status tenso_decode_options_init(tenso_decode_options *opts, uint32_t version);
+
+/* ============================================================================================
+ * Encoding a dense tensor
+ *
+ * Every encoder takes NULL options as "all defaults". The packet bytes are identical to the
+ * upstream `tenso.dumps` for every uncompressed case; compressed bodies are valid LZ4 frames
+ * (liblz4) that upstream decodes.
+ * ========================================================================================== */
+
+/**
+ * A dense tensor to encode, described by the caller. Nothing is copied until an encode call;
+ * the memory must stay valid and unchanged while tenso uses it.
+ */
+typedef struct tenso_tensor {
+    const void *data;       /* C-contiguous little-endian elements; may be NULL if nbytes is 0 */
+    uint64_t nbytes;        /* must equal product(shape) * itemsize */
+    const uint64_t *shape;  /* ndim entries, each < 2^32; may be NULL if ndim is 0 */
+    uint32_t ndim;          /* 0 (a scalar) to 32 */
+    tenso_dtype dtype;      /* a dense dtype, 1 to 15 */
+} tenso_tensor;
+
+/**
+ * An upper bound of the packet size for tensor `t` under `opts`: exact without compression.
+ * @param bound_out  receives the size.
+ * @return TENSO_E_INVALID_ARGUMENT for an invalid tensor or options. @since 1.0
+ */
+TENSO_API tenso_status tenso_dumps_bound(size_t *bound_out, const tenso_tensor *t,
+                                         const tenso_encode_options *opts);
+
+/**
+ * Encodes `t` into the caller's buffer: one pass over the body (copy, hashing each chunk while
+ * it is still in cache when integrity is on).
+ * @param dst          where the packet goes; the body is aligned in memory when dst is.
+ * @param dst_capacity bytes available at dst.
+ * @param written_out  receives the packet length; with TENSO_E_BUFFER_TOO_SMALL, the size
+ *                     needed (an upper bound when compressing).
+ * @since 1.0
+ */
+TENSO_API tenso_status tenso_dumps_into(void *dst, size_t dst_capacity, size_t *written_out,
+                                        const tenso_tensor *t, const tenso_encode_options *opts);
+
+/**
+ * Encodes `t` into a buffer the library allocates (64-byte aligned).
+ * @param out  an initialised tenso_buffer (TENSO_BUFFER_INIT); its previous contents are
+ *             disposed of. Release with tenso_buffer_dispose().
+ * @since 1.0
+ */
+TENSO_API tenso_status tenso_dumps(tenso_buffer *out, const tenso_tensor *t,
+                                   const tenso_encode_options *opts);
+
+/**
+ * Writes the packet for `t` to a file descriptor (file, pipe or socket) with vectored I/O:
+ * header and padding from a small buffer, the body straight from `t->data`, never copied.
+ * Partial writes and EINTR are handled; a non-blocking fd that would block is waited for.
+ * @param written_out  may be NULL; receives the bytes written, also on failure.
+ * @return TENSO_E_IO with errno's text when the system refuses. @since 1.0
+ */
+TENSO_API tenso_status tenso_write_fd(uint64_t *written_out, int fd, const tenso_tensor *t,
+                                      const tenso_encode_options *opts);
+
+/**
+ * Saves the packet for `t` at `path` atomically: it is written to a temporary file in the same
+ * directory, flushed, and renamed over `path`; on failure the old file is left intact.
+ * @since 1.0
+ */
+TENSO_API tenso_status tenso_save_file(const char *path, const tenso_tensor *t,
+                                       const tenso_encode_options *opts);
+
+/* ============================================================================================
+ * Values: bundles and pre-encoded packets
+ *
+ * A tenso_value describes something to encode: a dense tensor, a bundle (string key -> value,
+ * insertion order kept, at most 255 entries, nesting at most 64 deep) or an already encoded
+ * packet inserted verbatim. Values borrow tensor and packet memory; it must outlive the encode
+ * calls. A value is used from one thread at a time.
+ * ========================================================================================== */
+
+typedef struct tenso_value tenso_value;
+
+/** A value for a dense tensor; the shape is copied, the data borrowed. @since 1.0 */
+TENSO_API tenso_status tenso_value_new_tensor(tenso_value **out, const tenso_tensor *t);
+
+/**
+ * A value that is an encoded packet, inserted as it is (its own options apply). The bytes are
+ * borrowed and must be exactly one packet (tenso_packet_length() equal to `len`).
+ * @since 1.0
+ */
+TENSO_API tenso_status tenso_value_new_packet(tenso_value **out, const void *packet, size_t len);
+
+/** An empty bundle. @since 1.0 */
+TENSO_API tenso_status tenso_value_new_bundle(tenso_value **out);
+
+/**
+ * Appends `key` -> `child` to a bundle. The child's description is copied (its borrowed memory
+ * stays borrowed), so the child may be freed or changed afterwards without affecting `bundle`.
+ * @param key      UTF-8, need not be NUL-terminated; up to 2^32-1 bytes.
+ * @return TENSO_E_INVALID_ARGUMENT when `bundle` is not a bundle, the key is not UTF-8, the
+ *         bundle already has 255 entries or would nest more than 64 deep. Duplicate keys are
+ *         allowed by the wire format and kept in order. @since 1.0
+ */
+TENSO_API tenso_status tenso_bundle_insert(tenso_value *bundle, const char *key, size_t key_len,
+                                           const tenso_value *child);
+
+/** Number of entries of a bundle value; 0 for other values and NULL. @since 1.0 */
+TENSO_API uint32_t tenso_bundle_count(const tenso_value *bundle);
+
+/** Frees a value; NULL is accepted. @since 1.0 */
+TENSO_API void tenso_value_free(tenso_value *v);
+
+/** As tenso_dumps_bound(), for a value. @since 1.0 */
+TENSO_API tenso_status tenso_value_dumps_bound(size_t *bound_out, const tenso_value *v,
+                                               const tenso_encode_options *opts);
+/** As tenso_dumps_into(), for a value. @since 1.0 */
+TENSO_API tenso_status tenso_value_dumps_into(void *dst, size_t dst_capacity, size_t *written_out,
+                                              const tenso_value *v,
+                                              const tenso_encode_options *opts);
+/** As tenso_dumps(), for a value. @since 1.0 */
+TENSO_API tenso_status tenso_value_dumps(tenso_buffer *out, const tenso_value *v,
+                                         const tenso_encode_options *opts);
+/** As tenso_write_fd(), for a value: every tensor body goes to the fd uncopied. @since 1.0 */
+TENSO_API tenso_status tenso_value_write_fd(uint64_t *written_out, int fd, const tenso_value *v,
+                                            const tenso_encode_options *opts);
+/** As tenso_save_file(), for a value. @since 1.0 */
+TENSO_API tenso_status tenso_value_save_file(const char *path, const tenso_value *v,
+                                             const tenso_encode_options *opts);
+
+/* ============================================================================================
+ * Inspecting packets without decoding them
+ * ========================================================================================== */
+
+/** What the header of a packet says, read without touching the body. */
+typedef struct tenso_packet_info {
+    uint32_t version;        /* wire version, 1 to 4 */
+    uint32_t flags;          /* TENSO_FLAG_* bits */
+    tenso_kind kind;
+    tenso_dtype dtype;       /* 0 for bundles, sparse containers and IPC references */
+    uint32_t ndim;           /* dimensions; 0 for bundles */
+    uint32_t entry_count;    /* bundles: number of entries; otherwise 0 */
+    uint32_t alignment;      /* body alignment relative to the packet start (1 if unpadded) */
+    uint32_t reserved0;
+    uint64_t shape[TENSO_MAX_NDIM];
+    uint64_t body_offset;    /* where the body starts, from the packet start; 0 for containers */
+    uint64_t body_size;      /* body bytes as stored (compressed size with LZ4); 0 if unknown */
+    uint64_t packet_size;    /* exact packet length; 0 when `len` is too short to tell */
+    uint64_t reserved[4];
+} tenso_packet_info;
+
+/**
+ * Reads a packet's header (and shape and metadata) without touching its body.
+ * @param data, len  at least the header and shape; more bytes let packet_size be filled.
+ * @return TENSO_E_TRUNCATED when the header itself is incomplete; the status of any header
+ *         check that fails (magic, version, dtype, limits). @since 1.0
+ */
+TENSO_API tenso_status tenso_inspect(tenso_packet_info *out, const void *data, size_t len);
+
+/**
+ * The exact length of the packet that starts at `data`, worked out from its headers alone
+ * (for an LZ4 body, from the frame's block headers), so packets can be framed in streams and
+ * in buffers with slack after them.
+ * @param length_out  with TENSO_OK, the packet length (<= len). With TENSO_E_TRUNCATED, the
+ *                    total number of bytes needed before the next call can make progress
+ *                    (> len): read that many and call again.
+ * @since 1.0
+ */
+TENSO_API tenso_status tenso_packet_length(size_t *length_out, const void *data, size_t len);
+
+/* ============================================================================================
+ * Decoding: views
+ *
+ * A tenso_view is a decoded packet. For a dense packet its data pointer points into the bytes
+ * it was decoded from (zero copy) unless the view owns its bytes (tenso_view_owns_data): a
+ * decompressed body, or a packet read from a stream or file. A view that borrows is valid only
+ * while those bytes are alive and unchanged. Bundle entries are child views owned by (and
+ * valid as long as) their parent. Views are immutable and thread-safe to read.
+ * ========================================================================================== */
+
+typedef struct tenso_view tenso_view;
+
+/**
+ * Decodes the packet at the start of `data`. Trailing bytes after it are ignored. The
+ * integrity footer, when present, is verified (unless TENSO_DECODE_SKIP_CHECKSUM); LZ4 bodies
+ * are decompressed into memory the view owns and must decompress to exactly shape x itemsize.
+ * Cost without integrity or compression: O(ndim + bundle entries), independent of body size.
+ * @param opts  NULL for defaults.
+ * @since 1.0
+ */
+TENSO_API tenso_status tenso_loads(tenso_view **out, const void *data, size_t len,
+                                   const tenso_decode_options *opts);
+
+/** Frees a view and its children; NULL is accepted. Child views must not be freed. @since 1.0 */
+TENSO_API void tenso_view_free(tenso_view *v);
+
+/* Accessors. They accept NULL and then return 0 / NULL. Pointers are borrowed from the view. */
+/** @since 1.0 */ TENSO_API tenso_kind tenso_view_kind(const tenso_view *v);
+/** @since 1.0 */ TENSO_API tenso_dtype tenso_view_dtype(const tenso_view *v);
+/** @since 1.0 */ TENSO_API uint32_t tenso_view_ndim(const tenso_view *v);
+/** ndim entries; NULL for ndim 0. @since 1.0 */
+TENSO_API const uint64_t *tenso_view_shape(const tenso_view *v);
+/** The body: C-contiguous elements; NULL when empty. @since 1.0 */
+TENSO_API const void *tenso_view_data(const tenso_view *v);
+/** Body bytes (decompressed size for LZ4 packets). @since 1.0 */
+TENSO_API uint64_t tenso_view_nbytes(const tenso_view *v);
+/** Header flags as on the wire (TENSO_FLAG_*). @since 1.0 */
+TENSO_API uint32_t tenso_view_flags(const tenso_view *v);
+/** Wire version the packet was written with (1 to 4). @since 1.0 */
+TENSO_API uint32_t tenso_view_version(const tenso_view *v);
+/** Declared body alignment, relative to the packet start. @since 1.0 */
+TENSO_API uint32_t tenso_view_alignment(const tenso_view *v);
+/** Exact length of the packet the view was decoded from. @since 1.0 */
+TENSO_API uint64_t tenso_view_packet_size(const tenso_view *v);
+/** 1 when the data lives in memory the view owns, 0 when it points into the caller's bytes.
+ *  @since 1.0 */
+TENSO_API int tenso_view_owns_data(const tenso_view *v);
+
+/** Number of entries of a bundle view; 0 for other kinds. @since 1.0 */
+TENSO_API uint32_t tenso_view_bundle_count(const tenso_view *v);
+
+/**
+ * Entry `index` of a bundle view.
+ * @param key_out, key_len_out  the key's UTF-8 bytes (not NUL-terminated), borrowed.
+ * @param child_out             the entry's view, owned by `v`.
+ * @return TENSO_E_UNSUPPORTED_KIND when v is not a bundle; TENSO_E_INVALID_ARGUMENT for an
+ *         index out of range. @since 1.0
+ */
+TENSO_API tenso_status tenso_view_bundle_entry(const char **key_out, size_t *key_len_out,
+                                               const tenso_view **child_out, const tenso_view *v,
+                                               uint32_t index);
+
+/**
+ * The first entry of a bundle view with the given key.
+ * @return TENSO_E_INVALID_ARGUMENT (message "key not found") when there is none. @since 1.0
+ */
+TENSO_API tenso_status tenso_view_bundle_find(const tenso_view **child_out, const tenso_view *v,
+                                              const char *key, size_t key_len);
+
+/* ============================================================================================
+ * Streams and files
+ * ========================================================================================== */
+
+/**
+ * Reads exactly one packet from a file descriptor (socket, pipe, file): the header is read
+ * and checked against the limits first, then one aligned buffer is allocated for the packet
+ * and filled; nothing past the packet is consumed. The returned view owns that buffer.
+ * @return TENSO_E_END_OF_STREAM when the stream ends before the packet's first byte;
+ *         TENSO_E_TRUNCATED when it ends inside the packet; TENSO_E_IO on a read error.
+ * @since 1.0
+ */
+TENSO_API tenso_status tenso_read_fd(tenso_view **out, int fd, const tenso_decode_options *opts);
+
+/** tenso_load_file mode: read the packet into an aligned buffer the view owns. */
+#define TENSO_LOAD_READ 0u
+/** tenso_load_file mode: map the file read-only; the view keeps the mapping. O(1) in the file
+ *  size without integrity checking, and works for files larger than memory. */
+#define TENSO_LOAD_MMAP 1u
+
+/**
+ * Loads the first packet of the file at `path`.
+ * @param mode  TENSO_LOAD_READ or TENSO_LOAD_MMAP.
+ * @since 1.0
+ */
+TENSO_API tenso_status tenso_load_file(tenso_view **out, const char *path, uint32_t mode,
+                                       const tenso_decode_options *opts);
+
+/* ============================================================================================
+ * DLPack export
+ *
+ * The exported tensor aliases the view's data (never copied) and is flagged READ_ONLY. It
+ * holds its own reference to whatever the view owns (a decompressed body, a stream buffer, a
+ * mapping), so it stays valid after tenso_view_free(); when the view borrows the caller's
+ * bytes, those must outlive the DLPack tensor too. The consumer calls the deleter exactly
+ * once; the struct may be moved, since its bookkeeping lives in manager_ctx. bfloat16 maps to
+ * kDLBfloat, bool to kDLBool, complex to kDLComplex.
+ * ========================================================================================== */
+
+/**
+ * Exports a dense view as a DLManagedTensorVersioned (DLPack 1.1, device kDLCPU).
+ * @return TENSO_E_UNSUPPORTED_KIND for views that are not dense. @since 1.0
+ */
+TENSO_API tenso_status tenso_view_to_dlpack(DLManagedTensorVersioned **out, const tenso_view *v);
+
+/** As tenso_view_to_dlpack(), as the pre-1.0 DLManagedTensor for older consumers (which have
+ *  no read-only flag: they must not write through it). @since 1.0 */
+TENSO_API tenso_status tenso_view_to_dlpack_legacy(DLManagedTensor **out, const tenso_view *v);
+
+TENSO_END_DECL
+
+#endif /* TENSO_TENSO_H */

@@ -1,0 +1,144 @@
+// codec.hpp - encoding (values -> a plan of byte segments -> a buffer or a file descriptor) and
+// decoding (bytes -> scanned Node tree -> View tree bound to the bytes).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tenso/tenso.h"
+#include "wire.hpp"
+
+namespace tenso {
+
+// ------------------------------------------------------------------------------------------
+// Encoding
+// ------------------------------------------------------------------------------------------
+
+struct EncodeOptions {
+    bool integrity = false;
+    bool compress = false;
+    uint32_t alignment = TENSO_DEFAULT_ALIGNMENT;
+    int level = 0;
+    static EncodeOptions from(const tenso_encode_options *opts);
+};
+
+// A dense tensor as the caller described it (data borrowed).
+struct Tensor {
+    int dtype = 0;
+    uint32_t ndim = 0;
+    uint64_t shape[TENSO_MAX_NDIM] = {};
+    const uint8_t *data = nullptr;
+    uint64_t nbytes = 0;
+    static Tensor from(const tenso_tensor *t);  // validates dtype, shape and nbytes
+};
+
+// Something to encode. Tensor data and packet bytes are borrowed; keys are owned.
+struct Value {
+    struct Entry;
+    enum Type { kTensor, kBundle, kPacket } type = kTensor;
+    Tensor tensor;
+    const uint8_t *packet = nullptr;
+    size_t packet_len = 0;
+    std::vector<Entry> entries;
+    uint32_t depth() const;  // nesting levels below this value
+};
+
+struct Value::Entry {
+    std::string key;
+    Value value;
+};
+
+// The bytes of an encoded value as a list of segments: header bytes built in an arena, bodies
+// referenced where the caller keeps them (so a fd sink never copies them), and footers that a
+// sink computes over the segments of their hash group.
+class Plan {
+public:
+    // measure_only: compressed bodies are sized by their LZ4 bound instead of compressed.
+    Plan(const EncodeOptions &opts, bool measure_only) : opts_(opts), measure_(measure_only) {}
+
+    void add(const Value &v);
+    void add(const Tensor &t);
+    size_t size() const { return size_; }
+
+    // Writes the packet to dst (size() bytes): one pass over every body, hashing each chunk
+    // right after copying it, while it is still in cache.
+    void write_to(uint8_t *dst) const;
+    // Writes the packet to fd with vectored I/O. Returns bytes written; throws on failure
+    // (with *written updated).
+    void write_fd(int fd, uint64_t *written);
+
+private:
+    struct Seg {
+        const uint8_t *ext = nullptr;  // external bytes, or nullptr for arena bytes
+        size_t off = 0;                // arena offset
+        size_t len = 0;
+        int group = -1;                // hash group the bytes belong to
+        bool footer = false;           // the 8-byte digest of `group`
+    };
+    EncodeOptions opts_;
+    bool measure_;
+    std::vector<uint8_t> arena_;
+    std::vector<Seg> segs_;
+    std::vector<std::vector<uint8_t>> owned_;  // compressed bodies
+    size_t size_ = 0;
+    int group_ = -1, groups_ = 0;
+
+    size_t put(const void *p, size_t n);  // arena bytes; returns their arena offset
+    void ext(const uint8_t *p, size_t n);
+    void open_hash() { group_ = groups_++; }
+    void close_hash();
+    void add_value(const Value &v, int depth);
+    void add_tensor(const Tensor &t);
+    const uint8_t *seg_ptr(const Seg &s) const { return s.ext ? s.ext : arena_.data() + s.off; }
+};
+
+// LZ4 frame compression of a dense body (liblz4 frame API).
+size_t lz4_bound(size_t n, int level);
+size_t lz4_compress(uint8_t *dst, size_t cap, const uint8_t *src, size_t n, int level);
+// Decompresses a whole frame into exactly `n` bytes; fails unless the frame holds exactly n.
+void lz4_decompress(uint8_t *dst, size_t n, const uint8_t *src, size_t len);
+
+// XXH3-64, seed 0: the integrity footer's hash.
+uint64_t xxh3(const void *p, size_t n);
+
+// 64-byte aligned heap memory, shared by the views that point into it.
+std::shared_ptr<uint8_t> alloc_aligned(size_t n);
+
+// ------------------------------------------------------------------------------------------
+// Decoding
+// ------------------------------------------------------------------------------------------
+
+struct View {
+    struct Entry;
+    int kind = 0;
+    uint32_t version = 0, flags = 0;
+    int dtype = 0;
+    uint32_t ndim = 0;
+    uint64_t shape[TENSO_MAX_NDIM] = {};
+    uint32_t alignment = 1;
+    const uint8_t *data = nullptr;
+    uint64_t nbytes = 0;
+    uint64_t packet_size = 0;
+    bool owns_data = false;
+    std::shared_ptr<const void> keep;  // whatever keeps `data` alive, when the view owns it
+    std::vector<Entry> entries;
+};
+
+struct View::Entry {
+    const char *key = nullptr;
+    size_t key_len = 0;
+    View view;
+};
+
+// Decodes the packet at buf[0]. `keep` owns buf when the caller hands ownership to the view
+// (stream buffers, mappings); null when the view borrows the caller's bytes.
+std::unique_ptr<View> decode(const uint8_t *buf, size_t len, const Limits &limits,
+                             std::shared_ptr<const void> keep);
+
+// Fills a packet info from a (possibly partial) packet.
+void inspect(tenso_packet_info *out, const uint8_t *buf, size_t len);
+
+}  // namespace tenso

@@ -1,0 +1,424 @@
+// wire.cpp - dtype table, layout helpers and the packet scanner.
+#include "wire.hpp"
+
+#include <limits>
+
+#include "error.hpp"
+
+namespace tenso {
+
+namespace {
+
+struct DtypeInfo {
+    int code;
+    size_t itemsize;  // 0: not a dense dtype
+    const char *name;
+};
+
+constexpr DtypeInfo kDtypes[] = {
+    {TENSO_DTYPE_FLOAT32, 4, "float32"},     {TENSO_DTYPE_INT32, 4, "int32"},
+    {TENSO_DTYPE_FLOAT64, 8, "float64"},     {TENSO_DTYPE_INT64, 8, "int64"},
+    {TENSO_DTYPE_UINT8, 1, "uint8"},         {TENSO_DTYPE_UINT16, 2, "uint16"},
+    {TENSO_DTYPE_BOOL, 1, "bool"},           {TENSO_DTYPE_FLOAT16, 2, "float16"},
+    {TENSO_DTYPE_INT8, 1, "int8"},           {TENSO_DTYPE_INT16, 2, "int16"},
+    {TENSO_DTYPE_UINT32, 4, "uint32"},       {TENSO_DTYPE_UINT64, 8, "uint64"},
+    {TENSO_DTYPE_COMPLEX64, 8, "complex64"}, {TENSO_DTYPE_COMPLEX128, 16, "complex128"},
+    {TENSO_DTYPE_BFLOAT16, 2, "bfloat16"},   {TENSO_DTYPE_QINT8, 0, "qint8"},
+    {TENSO_DTYPE_QUINT8, 0, "quint8"},       {TENSO_DTYPE_QINT4, 0, "qint4"},
+    {TENSO_DTYPE_QUINT4, 0, "quint4"},       {TENSO_DTYPE_STRING, 0, "string"},
+    {TENSO_DTYPE_BYTES, 0, "bytes"},
+};
+
+const DtypeInfo *find_dtype(int code) {
+    for (const auto &d : kDtypes)
+        if (d.code == code) return &d;
+    return nullptr;
+}
+
+bool is_quantized(int dtype) { return dtype >= TENSO_DTYPE_QINT8 && dtype <= TENSO_DTYPE_QUINT4; }
+
+}  // namespace
+
+// RFC 3629 UTF-8: no overlongs, no surrogates, nothing above U+10FFFF.
+bool valid_utf8(const uint8_t *s, size_t n) {
+    size_t i = 0;
+    while (i < n) {
+        uint8_t c = s[i];
+        if (c < 0x80) { ++i; continue; }
+        size_t len;
+        uint32_t cp;
+        if ((c & 0xE0) == 0xC0) { len = 2; cp = c & 0x1F; }
+        else if ((c & 0xF0) == 0xE0) { len = 3; cp = c & 0x0F; }
+        else if ((c & 0xF8) == 0xF0) { len = 4; cp = c & 0x07; }
+        else return false;
+        if (i + len > n) return false;
+        for (size_t k = 1; k < len; ++k) {
+            if ((s[i + k] & 0xC0) != 0x80) return false;
+            cp = (cp << 6) | (s[i + k] & 0x3F);
+        }
+        static constexpr uint32_t kMin[5] = {0, 0, 0x80, 0x800, 0x10000};
+        if (cp < kMin[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+        i += len;
+    }
+    return true;
+}
+
+namespace {
+
+std::string num(uint64_t v) { return std::to_string(v); }
+
+// Walks bytes [0, len) of one packet tree. `bound` arguments are the absolute end a nested
+// packet must not pass (its container's length field); the top level has none.
+class Scanner {
+public:
+    Scanner(const uint8_t *buf, size_t len, const Limits &lim, bool header_only)
+        : b_(buf), len_(len), lim_(lim), header_only_(header_only) {}
+
+    Node packet(size_t start, size_t bound, int bound_status, int depth);
+
+private:
+    const uint8_t *b_;
+    size_t len_;
+    const Limits &lim_;
+    bool header_only_;
+
+    // Requires bytes up to `end`: past the container's bound is an inconsistency, past the
+    // packet-size limit a LIMIT, past what we have a NeedMore.
+    void need(size_t end, size_t bound, int bound_status, const char *what) {
+        if (end > bound)
+            fail(bound_status, std::string(what) + " runs past the length its container gives");
+        if (lim_.max_packet_bytes && end > lim_.max_packet_bytes)
+            fail(TENSO_E_LIMIT, "packet is larger than max_packet_bytes (" +
+                                    num(lim_.max_packet_bytes) + ")");
+        if (end > len_) throw NeedMore{end};
+    }
+
+    static size_t add(size_t a, uint64_t b) {
+        if (b > std::numeric_limits<size_t>::max() - a)
+            fail(TENSO_E_MALFORMED, "packet length overflows");
+        return a + size_t(b);
+    }
+
+    size_t read_shape(Node &n, size_t pos, size_t bound, int bst) {
+        if (n.ndim > lim_.max_ndim)
+            fail(TENSO_E_TOO_MANY_DIMS,
+                 "ndim " + num(n.ndim) + " exceeds the limit of " + num(lim_.max_ndim));
+        need(pos + 4 * size_t(n.ndim), bound, bst, "shape");
+        for (uint32_t i = 0; i < n.ndim; ++i) n.shape[i] = rd32(b_ + pos + 4 * i);
+        return pos + 4 * size_t(n.ndim);
+    }
+
+    // Reads the optional exponent byte, then sets alignment and body_off.
+    size_t read_alignment(Node &n, size_t pos, size_t bound, int bst) {
+        if (n.flags & TENSO_FLAG_CUST_ALIGN) {
+            need(pos + 1, bound, bst, "alignment exponent");
+            unsigned e = b_[pos++];
+            if (e >= 64) fail(TENSO_E_MALFORMED, "alignment exponent " + num(e) + " is not < 64");
+            if (e > kMaxAlignLog2)
+                fail(TENSO_E_LIMIT, "alignment 2^" + num(e) + " exceeds the limit of 2^" +
+                                        num(kMaxAlignLog2));
+            n.alignment = 1u << e;
+        } else {
+            n.alignment = (n.flags & TENSO_FLAG_ALIGNED) ? TENSO_DEFAULT_ALIGNMENT : 1;
+        }
+        n.body_off = pos + pad_to(pos - n.start, n.alignment);
+        return n.body_off;
+    }
+
+    // Body of body_len bytes at body_off, then the footer if flagged.
+    void finish(Node &n, size_t bound, int bst) {
+        if (header_only_) return;
+        size_t end = add(n.body_off, n.body_len);
+        if (n.flags & TENSO_FLAG_INTEGRITY) {
+            n.footer = true;
+            end = add(end, kFooterLen);
+        }
+        need(end, bound, bst, "body");
+        n.end = end;
+    }
+
+    size_t lz4_frame_end(size_t pos, size_t bound, int bst, uint64_t raw_len);
+    void dense(Node &n, size_t pos, size_t bound, int bst);
+    void quantized(Node &n, size_t pos, size_t bound, int bst);
+    void string_like(Node &n, size_t pos, size_t bound, int bst);
+    void bundle(Node &n, size_t pos, size_t bound, int bst, int depth);
+    void sparse(Node &n, size_t pos, size_t bound, int bst, int depth);
+};
+
+Node Scanner::packet(size_t start, size_t bound, int bst, int depth) {
+    if (depth > int(lim_.max_depth))
+        fail(TENSO_E_LIMIT, "packets nest deeper than " + num(lim_.max_depth));
+    Node n;
+    n.start = start;
+    need(start + 4, bound, bst, "header");
+    if (std::memcmp(b_ + start, kMagic, 4) != 0) fail(TENSO_E_BAD_MAGIC, "bad magic: not a Tenso packet");
+    need(start + kHeaderLegacy, bound, bst, "header");
+    n.version = b_[start + 4];
+    size_t pos;
+    uint8_t reserved = 0;
+    if (n.version == 4) {
+        need(start + kHeaderV4, bound, bst, "header");
+        n.flags = rd16(b_ + start + 5);
+        n.dtype = b_[start + 7];
+        n.ndim = b_[start + 8];
+        reserved = b_[start + 9];
+        pos = start + kHeaderV4;
+    } else if (n.version >= 1 && n.version <= 3) {
+        // v1 to v3 share one 8-byte layout; v2 never sets bit 7, v1 never sets any flag.
+        n.flags = b_[start + 5];
+        n.dtype = b_[start + 6];
+        n.ndim = b_[start + 7];
+        pos = start + kHeaderLegacy;
+    } else {
+        fail(TENSO_E_UNSUPPORTED_VERSION, "unsupported protocol version " + num(n.version));
+    }
+    n.kind = kind_of(n.flags, n.dtype, n.version, reserved);
+    switch (n.kind) {
+    case TENSO_KIND_GPU_IPC_REF:
+        if (n.version != 4 || reserved != 1 || n.ndim != 0)
+            fail(TENSO_E_MALFORMED, "GPU IPC reference needs v4, discriminator 1 and ndim 0");
+        if (n.flags & TENSO_FLAG_INTEGRITY)
+            fail(TENSO_E_MALFORMED, "GPU IPC reference must not carry an integrity footer");
+        need(start + kIpcRefLen, bound, bst, "GPU IPC reference");
+        n.end = start + kIpcRefLen;
+        n.dtype = 0;
+        break;
+    case TENSO_KIND_BUNDLE: bundle(n, pos, bound, bst, depth); break;
+    case TENSO_KIND_SPARSE_COO:
+    case TENSO_KIND_SPARSE_CSR:
+    case TENSO_KIND_SPARSE_CSC: sparse(n, pos, bound, bst, depth); break;
+    case TENSO_KIND_STRING:
+    case TENSO_KIND_RAGGED: string_like(n, pos, bound, bst); break;
+    case TENSO_KIND_QUANTIZED: quantized(n, pos, bound, bst); break;
+    default: dense(n, pos, bound, bst); break;
+    }
+    return n;
+}
+
+void Scanner::dense(Node &n, size_t pos, size_t bound, int bst) {
+    size_t item = dtype_itemsize(n.dtype);
+    if (!item) fail(TENSO_E_BAD_DTYPE, "unknown dtype code " + num(unsigned(n.dtype)));
+    pos = read_shape(n, pos, bound, bst);
+    n.nbytes = checked_numel(n.shape, n.ndim, lim_.max_elements) * item;
+    read_alignment(n, pos, bound, bst);
+    if (n.flags & TENSO_FLAG_COMPRESSION) {
+        n.compressed = true;
+        if (header_only_) return;
+        n.body_len = lz4_frame_end(n.body_off, bound, bst, n.nbytes) - n.body_off;
+    } else {
+        n.body_len = n.nbytes;
+    }
+    finish(n, bound, bst);
+}
+
+// Finds the end of the LZ4 frame at `pos` from its header and block headers alone: the wire
+// stores no compressed length, and this is what lets compressed packets be framed exactly.
+size_t Scanner::lz4_frame_end(size_t pos, size_t bound, int bst, uint64_t raw_len) {
+    need(pos + 7, bound, bst, "LZ4 frame header");
+    const uint8_t *p = b_ + pos;
+    if (rd32(p) != 0x184D2204u) fail(TENSO_E_COMPRESSION, "compressed body is not an LZ4 frame");
+    uint8_t flg = p[4], bd = p[5];
+    if ((flg >> 6) != 1 || (flg & 0x02) || (bd & 0x8F))
+        fail(TENSO_E_COMPRESSION, "LZ4 frame descriptor is invalid");
+    unsigned bsid = (bd >> 4) & 7;
+    if (bsid < 4) fail(TENSO_E_COMPRESSION, "LZ4 frame block size id is invalid");
+    bool block_sum = flg & 0x10, content_size = flg & 0x08, content_sum = flg & 0x04;
+    size_t hdr = 7 + (content_size ? 8 : 0) + ((flg & 0x01) ? 4 : 0);
+    need(pos + hdr, bound, bst, "LZ4 frame header");
+    if (content_size && rd64(p + 6) != raw_len)
+        fail(TENSO_E_COMPRESSION, "LZ4 frame content size " + num(rd64(p + 6)) +
+                                      " is not the tensor's " + num(raw_len) + " bytes");
+    size_t max_block = size_t(1) << (8 + 2 * bsid);
+    // No sane encoder needs more than 2x + 64 KiB; beyond that the frame is hostile.
+    uint64_t cap = 2 * raw_len + 65536;
+    size_t q = pos + hdr;
+    for (;;) {
+        need(q + 4, bound, bst, "LZ4 block");
+        uint32_t bs = rd32(b_ + q);
+        q += 4;
+        if (bs == 0) break;
+        size_t size = bs & 0x7FFFFFFFu;
+        if (size > max_block) fail(TENSO_E_COMPRESSION, "LZ4 block larger than the frame's block size");
+        q = add(q, size + (block_sum ? 4 : 0));
+        if (q - pos > cap)
+            fail(TENSO_E_COMPRESSION, "LZ4 frame is longer than any encoding of " + num(raw_len) + " bytes");
+    }
+    if (content_sum) q += 4;
+    need(q, bound, bst, "LZ4 frame");
+    return q;
+}
+
+void Scanner::quantized(Node &n, size_t pos, size_t bound, int bst) {
+    pos = read_shape(n, pos, bound, bst);
+    uint64_t count = checked_numel(n.shape, n.ndim, lim_.max_elements);
+    need(pos + 10, bound, bst, "quantization metadata");
+    uint8_t scheme = b_[pos], axis = b_[pos + 1];
+    uint32_t group = rd32(b_ + pos + 2), nscales = rd32(b_ + pos + 6);
+    uint64_t expect;
+    switch (scheme) {
+    case 0: expect = 1; break;
+    case 1:
+        if (axis >= n.ndim) fail(TENSO_E_MALFORMED, "per-channel axis " + num(axis) + " is out of range");
+        expect = n.shape[axis];
+        break;
+    case 2:
+        if (group == 0) fail(TENSO_E_MALFORMED, "per-group quantization with group size 0");
+        expect = (count + group - 1) / group;
+        break;
+    default: fail(TENSO_E_MALFORMED, "unknown quantization scheme " + num(scheme));
+    }
+    if (nscales != expect)
+        fail(TENSO_E_MALFORMED, "num_scales " + num(nscales) + " does not match the scheme (" +
+                                    num(expect) + ")");
+    pos = add(pos + 10, uint64_t(nscales) * 8);
+    need(pos, bound, bst, "quantization scales");
+    read_alignment(n, pos, bound, bst);
+    bool four_bit = n.dtype == TENSO_DTYPE_QINT4 || n.dtype == TENSO_DTYPE_QUINT4;
+    n.nbytes = four_bit ? (count + 1) / 2 : count;
+    n.body_len = n.nbytes;
+    finish(n, bound, bst);
+}
+
+// String (dtype 20) and direct ragged packets: u64 offsets x (count+1), then the payload.
+void Scanner::string_like(Node &n, size_t pos, size_t bound, int bst) {
+    if (n.ndim != 1) fail(TENSO_E_MALFORMED, "string/ragged packet needs ndim 1, has " + num(n.ndim));
+    pos = read_shape(n, pos, bound, bst);
+    uint64_t count = n.shape[0];
+    if (count > lim_.max_elements) fail(TENSO_E_TOO_MANY_ELEMENTS, "too many strings: " + num(count));
+    read_alignment(n, pos, bound, bst);
+    size_t offs_end = add(n.body_off, (count + 1) * 8);
+    need(offs_end, bound, bst, "string offsets");
+    uint64_t payload = rd64(b_ + offs_end - 8);
+    if (payload > lim_.max_elements)
+        fail(TENSO_E_TOO_MANY_ELEMENTS, "string payload of " + num(payload) + " bytes exceeds the limit");
+    n.body_len = add(offs_end - n.body_off, payload);
+    n.nbytes = n.body_len;
+    finish(n, bound, bst);
+}
+
+void Scanner::bundle(Node &n, size_t pos, size_t bound, int bst, int depth) {
+    uint32_t count = n.count = n.ndim;
+    n.ndim = 0;
+    n.dtype = 0;
+    if (header_only_) return;
+    n.children.reserve(count);
+    for (uint32_t i = 0; i < count; ++i) {
+        need(pos + 4, bound, bst, "bundle key length");
+        Node::Child c;
+        c.key_len = rd32(b_ + pos);
+        c.key_off = pos + 4;
+        pos = add(c.key_off, c.key_len);
+        need(pos + 4, bound, bst, "bundle key");
+        if (!valid_utf8(b_ + c.key_off, c.key_len))
+            fail(TENSO_E_BAD_BUNDLE, "bundle key " + num(i) + " is not valid UTF-8");
+        size_t vlen = rd32(b_ + pos);
+        pos += 4;
+        size_t vend = add(pos, vlen);
+        if (vend > bound) fail(bst, "bundle value runs past the length its container gives");
+        c.node = packet(pos, vend, TENSO_E_BAD_BUNDLE, depth + 1);
+        if (c.node.end != vend)
+            fail(TENSO_E_BAD_BUNDLE, "bundle value length " + num(vlen) + " disagrees with its packet (" +
+                                         num(c.node.end - pos) + " bytes)");
+        pos = vend;
+        n.children.push_back(std::move(c));
+    }
+    n.end = pos;
+}
+
+void Scanner::sparse(Node &n, size_t pos, size_t bound, int bst, int depth) {
+    n.dtype = 0;
+    pos = read_shape(n, pos, bound, bst);
+    if (header_only_) return;
+    n.children.reserve(3);
+    for (int i = 0; i < 3; ++i) {
+        need(pos + 4, bound, bst, "sparse component length");
+        size_t clen = rd32(b_ + pos);
+        pos += 4;
+        size_t cend = add(pos, clen);
+        if (cend > bound) fail(bst, "sparse component runs past the length its container gives");
+        Node::Child c;
+        c.node = packet(pos, cend, TENSO_E_MALFORMED, depth + 1);
+        if (c.node.kind != TENSO_KIND_DENSE)
+            fail(TENSO_E_MALFORMED, "sparse component " + num(i) + " is not a dense packet");
+        if (c.node.end != cend)
+            fail(TENSO_E_MALFORMED, "sparse component length disagrees with its packet");
+        pos = cend;
+        n.children.push_back(std::move(c));
+    }
+    n.end = pos;
+}
+
+}  // namespace
+
+size_t dtype_itemsize(int dtype) {
+    const DtypeInfo *d = find_dtype(dtype);
+    return d ? d->itemsize : 0;
+}
+
+const char *dtype_name(int dtype) {
+    const DtypeInfo *d = find_dtype(dtype);
+    return d ? d->name : "unknown";
+}
+
+int dtype_from_name(const std::string &name) {
+    for (const auto &d : kDtypes)
+        if (name == d.name) return d.code;
+    return 0;
+}
+
+uint64_t checked_numel(const uint64_t *shape, uint32_t ndim, uint64_t max_elements) {
+    uint64_t n = 1;
+    for (uint32_t i = 0; i < ndim; ++i) {
+        if (shape[i] == 0) return 0;  // an empty tensor, whatever the other dims say
+    }
+    for (uint32_t i = 0; i < ndim; ++i) {
+        if (shape[i] > max_elements || n > max_elements / shape[i])
+            fail(TENSO_E_TOO_MANY_ELEMENTS,
+                 "shape has more than " + num(max_elements) + " elements");
+        n *= shape[i];
+    }
+    return n;
+}
+
+void write_header(uint8_t *p, uint16_t flags, uint8_t dtype, uint8_t ndim, uint8_t reserved) {
+    std::memcpy(p, kMagic, 4);
+    p[4] = 4;
+    wr16(p + 5, flags);
+    p[7] = dtype;
+    p[8] = ndim;
+    p[9] = reserved;
+}
+
+int kind_of(uint32_t flags, int dtype, uint32_t version, uint8_t reserved) {
+    (void)version;
+    (void)reserved;
+    if (flags & TENSO_FLAG_GPU_IPC_REF) return TENSO_KIND_GPU_IPC_REF;
+    if (flags & TENSO_FLAG_BUNDLE) return TENSO_KIND_BUNDLE;
+    if (flags & TENSO_FLAG_SPARSE_COO) return TENSO_KIND_SPARSE_COO;
+    if (flags & TENSO_FLAG_SPARSE_CSR) return TENSO_KIND_SPARSE_CSR;
+    if (flags & TENSO_FLAG_SPARSE_CSC) return TENSO_KIND_SPARSE_CSC;
+    if (flags & TENSO_FLAG_STRING) return TENSO_KIND_STRING;
+    if (flags & TENSO_FLAG_RAGGED) return TENSO_KIND_RAGGED;
+    if (is_quantized(dtype)) return TENSO_KIND_QUANTIZED;
+    return TENSO_KIND_DENSE;
+}
+
+Limits Limits::from(const tenso_decode_options *o) {
+    Limits l;
+    if (!o) return l;
+    if (o->version != TENSO_DECODE_OPTIONS_VERSION)
+        fail(TENSO_E_INVALID_ARGUMENT, "unknown tenso_decode_options version " + num(o->version));
+    if (o->max_ndim && o->max_ndim < l.max_ndim) l.max_ndim = o->max_ndim;
+    if (o->max_depth && o->max_depth < l.max_depth) l.max_depth = o->max_depth;
+    if (o->max_elements && o->max_elements < l.max_elements) l.max_elements = o->max_elements;
+    l.max_packet_bytes = o->max_packet_bytes;
+    l.verify_checksums = !(o->flags & TENSO_DECODE_SKIP_CHECKSUM);
+    return l;
+}
+
+Node scan(const uint8_t *buf, size_t len, const Limits &limits, bool header_only) {
+    Scanner s(buf, len, limits, header_only);
+    return s.packet(0, std::numeric_limits<size_t>::max(), TENSO_E_MALFORMED, 0);
+}
+
+}  // namespace tenso

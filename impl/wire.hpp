@@ -1,0 +1,119 @@
+// wire.hpp - the Tenso wire format, in one place.
+//
+// Everything that knows where a byte sits in a packet lives in wire.hpp/wire.cpp: the layout
+// arithmetic shared by the encoder and the decoder, and the scanner that turns bytes into a
+// validated Node tree (which the decoder, the inspector and the stream framer all use).
+// Facts: shared/reference/tenso-wire-v4.md; the pinned upstream package's bytes are the law.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "tenso/tenso.h"
+
+namespace tenso {
+
+constexpr uint8_t kMagic[4] = {'T', 'N', 'S', 'O'};
+constexpr size_t kHeaderV4 = 10;
+constexpr size_t kHeaderLegacy = 8;  // v1 to v3
+constexpr size_t kFooterLen = 8;
+constexpr size_t kIpcRefLen = 106;
+constexpr unsigned kMaxAlignLog2 = 20;  // TENSO_MAX_ALIGNMENT
+
+// ---- little-endian helpers (the wire is LE on every host) ----
+inline uint16_t rd16(const uint8_t *p) { return uint16_t(p[0] | (p[1] << 8)); }
+inline uint32_t rd32(const uint8_t *p) {
+    return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
+}
+inline uint64_t rd64(const uint8_t *p) { return uint64_t(rd32(p)) | uint64_t(rd32(p + 4)) << 32; }
+inline void wr16(uint8_t *p, uint16_t v) { p[0] = uint8_t(v); p[1] = uint8_t(v >> 8); }
+inline void wr32(uint8_t *p, uint32_t v) {
+    for (int i = 0; i < 4; ++i) p[i] = uint8_t(v >> (8 * i));
+}
+inline void wr64(uint8_t *p, uint64_t v) {
+    for (int i = 0; i < 8; ++i) p[i] = uint8_t(v >> (8 * i));
+}
+
+// ---- dtypes ----
+size_t dtype_itemsize(int dtype);       // 0 for anything that is not a dense dtype
+const char *dtype_name(int dtype);      // "unknown" for codes we do not know
+int dtype_from_name(const std::string &name);  // 0 when unknown
+
+// RFC 3629 UTF-8 (no overlongs, surrogates or code points above U+10FFFF).
+bool valid_utf8(const uint8_t *s, size_t n);
+
+// ---- layout arithmetic shared by encoder and decoder ----
+inline size_t pad_to(size_t header_len, size_t alignment) {
+    return (alignment - header_len % alignment) % alignment;
+}
+inline bool is_pow2(uint64_t v) { return v && !(v & (v - 1)); }
+inline unsigned log2_exact(uint64_t v) {
+    unsigned e = 0;
+    while ((uint64_t(1) << e) < v) ++e;
+    return e;
+}
+// Flags for the alignment choice: ALIGNED for 64, CUST_ALIGN (+ exponent byte) otherwise.
+inline uint16_t align_flags(uint32_t alignment) {
+    return alignment == TENSO_DEFAULT_ALIGNMENT ? TENSO_FLAG_ALIGNED : TENSO_FLAG_CUST_ALIGN;
+}
+
+// Element count of a shape, or fail with TOO_MANY_ELEMENTS on overflow / over the limit.
+uint64_t checked_numel(const uint64_t *shape, uint32_t ndim, uint64_t max_elements);
+
+// Writes a v4 base header (10 bytes).
+void write_header(uint8_t *p, uint16_t flags, uint8_t dtype, uint8_t ndim, uint8_t reserved = 0);
+
+// ---- decode limits ----
+struct Limits {
+    uint32_t max_ndim = TENSO_MAX_NDIM;
+    uint32_t max_depth = TENSO_MAX_DEPTH;
+    uint64_t max_elements = TENSO_MAX_ELEMENTS;
+    uint64_t max_packet_bytes = 0;  // 0 = none
+    bool verify_checksums = true;
+    static Limits from(const tenso_decode_options *opts);
+};
+
+// ---- the scanned form of a packet ----
+// Offsets are absolute within the scanned buffer. A Node never points at memory itself, so
+// scanning can run on a prefix (stream framing) and the same Node can later be bound to bytes.
+struct Node {
+    struct Child;
+
+    int kind = 0;
+    uint32_t version = 0;
+    uint32_t flags = 0;
+    int dtype = 0;
+    uint32_t ndim = 0;
+    uint64_t shape[TENSO_MAX_NDIM] = {};
+    uint32_t alignment = 1;
+    size_t start = 0;     // first byte of the packet
+    size_t body_off = 0;  // first byte of the body (0 for containers)
+    size_t body_len = 0;  // body bytes as stored (compressed length for LZ4)
+    uint64_t nbytes = 0;  // logical body bytes (numel * itemsize for dense)
+    size_t end = 0;       // one past the last byte, footer included
+    uint32_t count = 0;   // bundle entries
+    bool footer = false;
+    bool compressed = false;
+    std::vector<Child> children;  // bundle entries, sparse components
+};
+
+struct Node::Child {
+    size_t key_off = 0;  // bundles only
+    size_t key_len = 0;
+    Node node;
+};
+
+// Scans the packet that starts at buf[0], validating its structure and the limits, without
+// reading bodies (except LZ4 block headers, to find a compressed body's end).
+// Throws NeedMore when `len` bytes are not enough, Error for anything invalid.
+// header_only: stop after the header, shape and metadata (no body, entries or components);
+// end, body_len and children are then left unset.
+Node scan(const uint8_t *buf, size_t len, const Limits &limits, bool header_only = false);
+
+// The kind a header announces (dispatch order of the reference engine).
+int kind_of(uint32_t flags, int dtype, uint32_t version, uint8_t reserved);
+
+}  // namespace tenso
