@@ -17,6 +17,7 @@
 #include <xxhash.h>
 
 #include "error.hpp"
+#include "sparse.hpp"
 
 namespace tenso {
 
@@ -76,6 +77,7 @@ Tensor Tensor::from(const tenso_tensor *t) {
 }
 
 uint32_t Value::depth() const {
+    if (type == kSparse) return 1;  // components are packets one level down
     uint32_t d = 0;
     for (const auto &e : entries) d = std::max(d, 1 + e.value.depth());
     return d;
@@ -179,13 +181,13 @@ void Plan::add(const Value &v) {
     add_value(v, 0);
 }
 
-void Plan::add(const Tensor &t) { add_tensor(t); }
+void Plan::add(const Tensor &t) { add_tensor(t, opts_); }
 
-void Plan::add_tensor(const Tensor &t) {
-    const uint32_t a = opts_.alignment;
+void Plan::add_tensor(const Tensor &t, const EncodeOptions &o) {
+    const uint32_t a = o.alignment;
     uint16_t flags = align_flags(a);
-    if (opts_.integrity) flags |= TENSO_FLAG_INTEGRITY;
-    if (opts_.compress) flags |= TENSO_FLAG_COMPRESSION;
+    if (o.integrity) flags |= TENSO_FLAG_INTEGRITY;
+    if (o.compress) flags |= TENSO_FLAG_COMPRESSION;
     uint8_t head[kHeaderV4 + 4 * TENSO_MAX_NDIM + 1];
     write_header(head, flags, uint8_t(t.dtype), uint8_t(t.ndim));
     size_t h = kHeaderV4;
@@ -193,24 +195,101 @@ void Plan::add_tensor(const Tensor &t) {
     if (flags & TENSO_FLAG_CUST_ALIGN) head[h++] = uint8_t(log2_exact(a));
     put(head, h);
     put(nullptr, pad_to(h, a));
-    if (opts_.integrity) open_hash();
-    if (!opts_.compress) {
+    if (o.integrity) open_hash();
+    if (!o.compress) {
         ext(t.data, t.nbytes);
     } else if (measure_) {
-        size_ += lz4_bound(t.nbytes, opts_.level);  // sized, never written
+        size_ += lz4_bound(t.nbytes, o.level);  // sized, never written
     } else {
-        std::vector<uint8_t> z(lz4_bound(t.nbytes, opts_.level));
-        z.resize(lz4_compress(z.data(), z.size(), t.data, t.nbytes, opts_.level));
+        std::vector<uint8_t> z(lz4_bound(t.nbytes, o.level));
+        z.resize(lz4_compress(z.data(), z.size(), t.data, t.nbytes, o.level));
         owned_.push_back(std::move(z));
         ext(owned_.back().data(), owned_.back().size());
     }
+    if (o.integrity) close_hash();
+}
+
+// Sparse containers: header, shape, then three length-prefixed dense packets that upstream
+// always writes with the default options.
+void Plan::add_sparse(const Value &v) {
+    static const EncodeOptions kComponent;
+    uint16_t flag = v.sparse_kind == TENSO_KIND_SPARSE_COO   ? TENSO_FLAG_SPARSE_COO
+                    : v.sparse_kind == TENSO_KIND_SPARSE_CSR ? TENSO_FLAG_SPARSE_CSR
+                                                             : TENSO_FLAG_SPARSE_CSC;
+    uint8_t head[kHeaderV4 + 4 * TENSO_MAX_NDIM];
+    write_header(head, flag, 0, uint8_t(v.tensor.ndim));
+    for (uint32_t i = 0; i < v.tensor.ndim; ++i) wr32(head + kHeaderV4 + 4 * i, uint32_t(v.tensor.shape[i]));
+    put(head, kHeaderV4 + 4 * size_t(v.tensor.ndim));
+    for (const Tensor &part : v.parts) {
+        size_t len_off = put(nullptr, 4);
+        size_t before = size_;
+        add_tensor(part, kComponent);
+        wr32(arena_.data() + len_off, uint32_t(size_ - before));
+    }
+}
+
+// Quantized: the footer hashes the metadata and the body, not the exponent byte or padding.
+void Plan::add_quantized(const Value &v) {
+    const QuantDesc &q = v.quant;
+    const uint32_t a = opts_.alignment;  // compression never applies to quantized bodies
+    uint16_t flags = align_flags(a) | (opts_.integrity ? TENSO_FLAG_INTEGRITY : 0);
+    uint8_t head[kHeaderV4 + 4 * TENSO_MAX_NDIM];
+    write_header(head, flags, uint8_t(q.dtype), uint8_t(v.tensor.ndim));
+    size_t h = kHeaderV4;
+    for (uint32_t i = 0; i < v.tensor.ndim; ++i, h += 4) wr32(head + h, uint32_t(v.tensor.shape[i]));
+    put(head, h);
+    if (opts_.integrity) open_hash();
+    uint8_t meta[10];
+    meta[0] = uint8_t(q.scheme);
+    meta[1] = uint8_t(q.axis);
+    wr32(meta + 2, q.group_size);
+    wr32(meta + 6, q.num_scales);
+    put(meta, sizeof meta);
+    for (const float *arr : {q.scales, q.zero_points})
+        for (uint32_t i = 0; i < q.num_scales; ++i) {
+            uint32_t bits;
+            std::memcpy(&bits, arr + i, 4);
+            uint8_t le[4];
+            wr32(le, bits);
+            put(le, 4);
+        }
+    h += sizeof meta + 8 * size_t(q.num_scales);
+    const int group = group_;
+    group_ = -1;
+    if (flags & TENSO_FLAG_CUST_ALIGN) {
+        uint8_t e = uint8_t(log2_exact(a));
+        put(&e, 1);
+        ++h;
+    }
+    put(nullptr, pad_to(h, a));
+    group_ = group;
+    ext(q.data, q.nbytes);
+    if (opts_.integrity) close_hash();
+}
+
+// Strings: always 64-aligned; the footer covers offsets and payload.
+void Plan::add_strings(const Value &v) {
+    const uint64_t count = v.tensor.shape[0];
+    uint16_t flags = TENSO_FLAG_STRING | TENSO_FLAG_ALIGNED | (opts_.integrity ? TENSO_FLAG_INTEGRITY : 0);
+    uint8_t head[kHeaderV4 + 4];
+    write_header(head, flags, TENSO_DTYPE_STRING, 1);
+    wr32(head + kHeaderV4, uint32_t(count));
+    put(head, sizeof head);
+    put(nullptr, pad_to(sizeof head, TENSO_DEFAULT_ALIGNMENT));
+    if (opts_.integrity) open_hash();
+    static_assert(sizeof(uint64_t) == 8, "offsets are u64");
+    ext(reinterpret_cast<const uint8_t *>(v.offsets), (count + 1) * 8);  // host is little-endian
+    ext(v.tensor.data, v.tensor.nbytes);
     if (opts_.integrity) close_hash();
 }
 
 void Plan::add_value(const Value &v, int depth) {
     switch (v.type) {
-    case Value::kTensor: add_tensor(v.tensor); return;
+    case Value::kTensor: add_tensor(v.tensor, opts_); return;
     case Value::kPacket: ext(v.packet, v.packet_len); return;
+    case Value::kSparse: add_sparse(v); return;
+    case Value::kQuantized: add_quantized(v); return;
+    case Value::kStrings: add_strings(v); return;
     case Value::kBundle: break;
     }
     if (v.entries.size() > TENSO_MAX_BUNDLE_ENTRIES)
@@ -322,8 +401,76 @@ void Plan::write_fd(int fd, uint64_t *written) {
 
 namespace {
 
-void bind(View &v, const Node &n, const uint8_t *buf, const Limits &lim,
-          const std::shared_ptr<const void> &keep) {
+void check_footer(const Node &n, const uint8_t *buf, const Limits &lim) {
+    if (!n.footer || !lim.verify_checksums) return;
+    const uint8_t *body = buf + n.body_off;
+    uint64_t want = rd64(body + n.body_len), got;
+    if (n.meta_len) {  // quantized: metadata and body, as one stream
+        XXH3_state_t st;
+        XXH3_64bits_reset(&st);
+        XXH3_64bits_update(&st, buf + n.meta_off, n.meta_len);
+        XXH3_64bits_update(&st, body, n.body_len);
+        got = XXH3_64bits_digest(&st);
+    } else {
+        got = xxh3(body, n.body_len);
+    }
+    if (want != got) fail(TENSO_E_CHECKSUM, "integrity check failed: XXH3 of the body does not match the footer");
+}
+
+void bind(View &v, const Node &n, const uint8_t *buf, const Limits &lim, const std::shared_ptr<const void> &keep);
+
+void bind_children(View &v, const Node &n, const uint8_t *buf, const Limits &lim,
+                   const std::shared_ptr<const void> &keep) {
+    v.entries.resize(n.children.size());
+    for (size_t i = 0; i < n.children.size(); ++i) {
+        const Node::Child &c = n.children[i];
+        v.entries[i].key = reinterpret_cast<const char *>(buf + c.key_off);
+        v.entries[i].key_len = c.key_len;
+        bind(v.entries[i].view, c.node, buf, lim, keep);
+    }
+}
+
+void bind_sparse(View &v) {
+    SparseArray comps[3];
+    for (int i = 0; i < 3; ++i) {
+        const View &c = v.entries[size_t(i)].view;
+        comps[i] = SparseArray{c.dtype, c.ndim, c.ndim ? c.shape[0] : 0, c.data};
+    }
+    check_sparse(v.kind, v.shape, v.ndim, comps, TENSO_E_MALFORMED);
+}
+
+void bind_quantized(View &v, const Node &n, const uint8_t *buf) {
+    const uint8_t *m = buf + n.meta_off;
+    QuantDesc &q = v.quant;
+    q.dtype = n.dtype;
+    q.scheme = m[0];
+    q.axis = m[1];
+    q.group_size = rd32(m + 2);
+    q.num_scales = rd32(m + 6);
+    v.qparams.resize(2 * size_t(q.num_scales));
+    std::memcpy(v.qparams.data(), m + 10, 8 * size_t(q.num_scales));  // f32 LE on an LE host
+    v.data = buf + n.body_off;
+    v.nbytes = n.body_len;
+}
+
+// Strings and direct ragged packets: offsets must start at 0 and never decrease (the scanner
+// already sized the payload from the last one).
+void bind_strings(View &v, const Node &n, const uint8_t *buf, const Limits &lim) {
+    const uint64_t count = n.shape[0];
+    const uint8_t *body = buf + n.body_off;
+    v.offsets.resize(count + 1);
+    std::memcpy(v.offsets.data(), body, (count + 1) * 8);
+    if (v.offsets[0] != 0) fail(TENSO_E_MALFORMED, "string offsets do not start at 0");
+    for (uint64_t i = 1; i <= count; ++i)
+        if (v.offsets[i] < v.offsets[i - 1])
+            fail(TENSO_E_MALFORMED, "string offsets decrease at " + num(i));
+    v.data = body + (count + 1) * 8;
+    v.nbytes = v.offsets[count];
+    if (lim.validate_utf8 && n.kind == TENSO_KIND_STRING && !valid_utf8(v.data, v.nbytes))
+        fail(TENSO_E_MALFORMED, "string payload is not valid UTF-8");
+}
+
+void bind(View &v, const Node &n, const uint8_t *buf, const Limits &lim, const std::shared_ptr<const void> &keep) {
     v.kind = n.kind;
     v.version = n.version;
     v.flags = n.flags;
@@ -334,28 +481,25 @@ void bind(View &v, const Node &n, const uint8_t *buf, const Limits &lim,
     v.packet_size = n.end - n.start;
     v.keep = keep;
     v.owns_data = bool(keep);
+    check_footer(n, buf, lim);
     switch (n.kind) {
-    case TENSO_KIND_DENSE: break;
-    case TENSO_KIND_BUNDLE:
-        v.entries.resize(n.children.size());
-        for (size_t i = 0; i < n.children.size(); ++i) {
-            const Node::Child &c = n.children[i];
-            v.entries[i].key = reinterpret_cast<const char *>(buf + c.key_off);
-            v.entries[i].key_len = c.key_len;
-            bind(v.entries[i].view, c.node, buf, lim, keep);
-        }
+    case TENSO_KIND_BUNDLE: bind_children(v, n, buf, lim, keep); return;
+    case TENSO_KIND_SPARSE_COO:
+    case TENSO_KIND_SPARSE_CSR:
+    case TENSO_KIND_SPARSE_CSC:
+        bind_children(v, n, buf, lim, keep);
+        bind_sparse(v);
         return;
-    default:
-        fail(TENSO_E_UNSUPPORTED_KIND, std::string("packets of this kind (") +
-                                           (n.kind == TENSO_KIND_STRING ? "string" : "composite") +
-                                           ") are not decoded by this build");
+    case TENSO_KIND_QUANTIZED: bind_quantized(v, n, buf); return;
+    case TENSO_KIND_STRING:
+    case TENSO_KIND_RAGGED: bind_strings(v, n, buf, lim); return;
+    case TENSO_KIND_GPU_IPC_REF:
+        v.data = buf + n.start + kHeaderV4;
+        v.nbytes = kIpcRefLen - kHeaderV4;
+        return;
+    default: break;
     }
     const uint8_t *body = buf + n.body_off;
-    if (n.footer && lim.verify_checksums) {
-        uint64_t want = rd64(body + n.body_len);
-        uint64_t got = xxh3(body, n.body_len);
-        if (want != got) fail(TENSO_E_CHECKSUM, "integrity check failed: XXH3 of the body does not match the footer");
-    }
     v.nbytes = n.nbytes;
     if (n.compressed) {
         std::shared_ptr<uint8_t> out = alloc_aligned(n.nbytes);

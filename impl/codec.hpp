@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "tenso/tenso.h"
+#include "quant.hpp"
 #include "wire.hpp"
 
 namespace tenso {
@@ -35,17 +36,22 @@ struct Tensor {
     static Tensor from(const tenso_tensor *t);  // validates dtype, shape and nbytes
 };
 
-// Something to encode. Tensor data and packet bytes are borrowed; keys are owned.
+// Something to encode. Tensor data and packet bytes are borrowed unless `owned` holds them;
+// keys are owned. Copying a Value is cheap (owned storage is shared).
 struct Value {
     struct Entry;
-    enum Type { kTensor, kBundle, kPacket } type = kTensor;
-    Tensor tensor;
+    enum Type { kTensor, kBundle, kPacket, kSparse, kQuantized, kStrings } type = kTensor;
+    Tensor tensor;                 // kTensor; kSparse: the matrix shape; kStrings: shape [count]
     const uint8_t *packet = nullptr;
-    size_t packet_len = 0;
-    std::vector<Entry> entries;
+    size_t packet_len = 0;         // kPacket
+    std::vector<Entry> entries;    // kBundle
+    int sparse_kind = 0;
+    std::vector<Tensor> parts;     // kSparse: the three components
+    QuantDesc quant;               // kQuantized (its shape points into tensor.shape)
+    const uint64_t *offsets = nullptr;  // kStrings: count + 1 offsets; payload in tensor.data
+    std::shared_ptr<const void> owned;
     uint32_t depth() const;  // nesting levels below this value
 };
-
 struct Value::Entry {
     std::string key;
     Value value;
@@ -91,7 +97,10 @@ private:
     void open_hash() { group_ = groups_++; }
     void close_hash();
     void add_value(const Value &v, int depth);
-    void add_tensor(const Tensor &t);
+    void add_tensor(const Tensor &t, const EncodeOptions &o);
+    void add_sparse(const Value &v);
+    void add_quantized(const Value &v);
+    void add_strings(const Value &v);
     const uint8_t *seg_ptr(const Seg &s) const { return s.ext ? s.ext : arena_.data() + s.off; }
 };
 
@@ -119,14 +128,16 @@ struct View {
     uint32_t ndim = 0;
     uint64_t shape[TENSO_MAX_NDIM] = {};
     uint32_t alignment = 1;
-    const uint8_t *data = nullptr;
+    const uint8_t *data = nullptr;  // dense / quantized / ipc: the body; strings: the payload
     uint64_t nbytes = 0;
     uint64_t packet_size = 0;
     bool owns_data = false;
     std::shared_ptr<const void> keep;  // whatever keeps `data` alive, when the view owns it
-    std::vector<Entry> entries;
+    std::vector<Entry> entries;        // bundle entries; sparse components (no keys)
+    QuantDesc quant;                   // quantized: scales/zero points point into qparams
+    std::vector<float> qparams;
+    std::vector<uint64_t> offsets;     // strings and direct ragged: count + 1, checked
 };
-
 struct View::Entry {
     const char *key = nullptr;
     size_t key_len = 0;

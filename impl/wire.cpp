@@ -254,23 +254,13 @@ void Scanner::quantized(Node &n, size_t pos, size_t bound, int bst) {
     need(pos + 10, bound, bst, "quantization metadata");
     uint8_t scheme = b_[pos], axis = b_[pos + 1];
     uint32_t group = rd32(b_ + pos + 2), nscales = rd32(b_ + pos + 6);
-    uint64_t expect;
-    switch (scheme) {
-    case 0: expect = 1; break;
-    case 1:
-        if (axis >= n.ndim) fail(TENSO_E_MALFORMED, "per-channel axis " + num(axis) + " is out of range");
-        expect = n.shape[axis];
-        break;
-    case 2:
-        if (group == 0) fail(TENSO_E_MALFORMED, "per-group quantization with group size 0");
-        expect = (count + group - 1) / group;
-        break;
-    default: fail(TENSO_E_MALFORMED, "unknown quantization scheme " + num(scheme));
-    }
+    uint64_t expect = expected_num_scales(scheme, axis, group, n.shape, n.ndim, count, TENSO_E_MALFORMED);
     if (nscales != expect)
         fail(TENSO_E_MALFORMED, "num_scales " + num(nscales) + " does not match the scheme (" +
                                     num(expect) + ")");
+    n.meta_off = pos;
     pos = add(pos + 10, uint64_t(nscales) * 8);
+    n.meta_len = pos - n.meta_off;
     need(pos, bound, bst, "quantization scales");
     read_alignment(n, pos, bound, bst);
     bool four_bit = n.dtype == TENSO_DTYPE_QINT4 || n.dtype == TENSO_DTYPE_QUINT4;
@@ -389,6 +379,20 @@ void write_header(uint8_t *p, uint16_t flags, uint8_t dtype, uint8_t ndim, uint8
     p[9] = reserved;
 }
 
+uint64_t expected_num_scales(int scheme, uint32_t axis, uint32_t group_size, const uint64_t *shape,
+                             uint32_t ndim, uint64_t numel, int32_t status) {
+    switch (scheme) {
+    case 0: return 1;
+    case 1:
+        if (axis >= ndim) fail(status, "per-channel axis " + num(axis) + " is out of range");
+        return shape[axis];
+    case 2:
+        if (group_size == 0) fail(status, "per-group quantization with group size 0");
+        return (numel + group_size - 1) / group_size;
+    default: fail(status, "unknown quantization scheme " + num(unsigned(scheme)));
+    }
+}
+
 int kind_of(uint32_t flags, int dtype, uint32_t version, uint8_t reserved) {
     (void)version;
     (void)reserved;
@@ -412,7 +416,10 @@ Limits Limits::from(const tenso_decode_options *o) {
     if (o->max_depth && o->max_depth < l.max_depth) l.max_depth = o->max_depth;
     if (o->max_elements && o->max_elements < l.max_elements) l.max_elements = o->max_elements;
     l.max_packet_bytes = o->max_packet_bytes;
+    if (o->flags & ~uint32_t(TENSO_DECODE_SKIP_CHECKSUM | TENSO_DECODE_VALIDATE_UTF8))
+        fail(TENSO_E_INVALID_ARGUMENT, "unknown decode flags");
     l.verify_checksums = !(o->flags & TENSO_DECODE_SKIP_CHECKSUM);
+    l.validate_utf8 = o->flags & TENSO_DECODE_VALIDATE_UTF8;
     return l;
 }
 

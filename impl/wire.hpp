@@ -16,6 +16,9 @@
 
 namespace tenso {
 
+// Bodies travel as they lie in memory, and the wire is little-endian.
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "tenso supports little-endian hosts only");
+
 constexpr uint8_t kMagic[4] = {'T', 'N', 'S', 'O'};
 constexpr size_t kHeaderV4 = 10;
 constexpr size_t kHeaderLegacy = 8;  // v1 to v3
@@ -63,6 +66,11 @@ inline uint16_t align_flags(uint32_t alignment) {
 // Element count of a shape, or fail with TOO_MANY_ELEMENTS on overflow / over the limit.
 uint64_t checked_numel(const uint64_t *shape, uint32_t ndim, uint64_t max_elements);
 
+// How many scales a quantization scheme needs (0 per tensor, 1 per channel, 2 per group);
+// fails with `status` for an unknown scheme, an axis out of range or a group size of 0.
+uint64_t expected_num_scales(int scheme, uint32_t axis, uint32_t group_size, const uint64_t *shape,
+                             uint32_t ndim, uint64_t numel, int32_t status);
+
 // Writes a v4 base header (10 bytes).
 void write_header(uint8_t *p, uint16_t flags, uint8_t dtype, uint8_t ndim, uint8_t reserved = 0);
 
@@ -73,6 +81,7 @@ struct Limits {
     uint64_t max_elements = TENSO_MAX_ELEMENTS;
     uint64_t max_packet_bytes = 0;  // 0 = none
     bool verify_checksums = true;
+    bool validate_utf8 = false;
     static Limits from(const tenso_decode_options *opts);
 };
 
@@ -95,6 +104,8 @@ struct Node {
     uint64_t nbytes = 0;  // logical body bytes (numel * itemsize for dense)
     size_t end = 0;       // one past the last byte, footer included
     uint32_t count = 0;   // bundle entries
+    size_t meta_off = 0;  // quantized: scheme byte .. last zero point
+    size_t meta_len = 0;
     bool footer = false;
     bool compressed = false;
     std::vector<Child> children;  // bundle entries, sparse components

@@ -12,6 +12,7 @@
 #include "dlpack.hpp"
 #include "error.hpp"
 #include "io.hpp"
+#include "sparse.hpp"
 
 struct tenso_value {
     tenso::Value v;
@@ -358,6 +359,348 @@ tenso_status tenso_value_save_file(const char *path, const tenso_value *v, const
     to_file(path, v->v, opts);
     TENSO_API_END
 }
+
+/* ---------------------------------------------------------------- composite kinds */
+
+namespace {
+
+tenso_value *new_value(tenso::Value v) { return new tenso_value{std::move(v)}; }
+
+// The shape a quantized description refers to, checked into a Tensor-sized array.
+void copy_shape(tenso::Tensor &dst, uint32_t ndim, const uint64_t *shape) {
+    if (ndim > TENSO_MAX_NDIM) tenso::fail(TENSO_E_TOO_MANY_DIMS, "ndim exceeds 32");
+    if (ndim && !shape) tenso::fail(TENSO_E_INVALID_ARGUMENT, "shape is NULL");
+    for (uint32_t i = 0; i < ndim; ++i) {
+        if (shape[i] > UINT32_MAX) tenso::fail(TENSO_E_INVALID_ARGUMENT, "dimension does not fit the wire's u32");
+        dst.shape[i] = shape[i];
+    }
+    dst.ndim = ndim;
+}
+
+tenso_quantized describe(const tenso::QuantDesc &q, const uint64_t *shape, uint32_t ndim) {
+    tenso_quantized out;
+    out.data = q.data;
+    out.nbytes = q.nbytes;
+    out.shape = ndim ? shape : nullptr;
+    out.scales = q.scales;
+    out.zero_points = q.zero_points;
+    out.ndim = ndim;
+    out.dtype = q.dtype;
+    out.scheme = q.scheme;
+    out.axis = int32_t(q.axis);
+    out.group_size = q.group_size;
+    out.num_scales = q.num_scales;
+    return out;
+}
+
+tenso::QuantDesc from_public(const tenso_quantized *q, int32_t status) {
+    tenso::QuantDesc d;
+    d.dtype = q->dtype;
+    d.scheme = q->scheme;
+    int32_t axis = q->axis;
+    if (q->scheme == TENSO_QUANT_PER_CHANNEL && axis < 0) axis += int32_t(q->ndim);
+    if (axis < 0) tenso::fail(status, "axis is out of range");
+    d.axis = uint32_t(axis);
+    d.group_size = q->group_size;
+    d.num_scales = q->num_scales;
+    d.ndim = q->ndim;
+    d.shape = q->shape;
+    d.scales = q->scales;
+    d.zero_points = q->zero_points;
+    d.data = static_cast<const uint8_t *>(q->data);
+    d.nbytes = q->nbytes;
+    tenso::check_quant(d, status);
+    if (d.num_scales && (!d.scales || !d.zero_points)) tenso::fail(status, "scales or zero_points is NULL");
+    if (d.nbytes && !d.data) tenso::fail(status, "data is NULL");
+    return d;
+}
+
+}  // namespace
+
+extern "C" {
+
+tenso_status tenso_value_new_sparse(tenso_value **out, tenso_kind format, uint32_t ndim, const uint64_t *shape,
+                                    const tenso_tensor *a, const tenso_tensor *b, const tenso_tensor *c) {
+    CHECK_ARG(out);
+    *out = nullptr;
+    CHECK_ARG(shape);
+    CHECK_ARG(a);
+    CHECK_ARG(b);
+    CHECK_ARG(c);
+    if (format != TENSO_KIND_SPARSE_COO && format != TENSO_KIND_SPARSE_CSR && format != TENSO_KIND_SPARSE_CSC)
+        return set_error(TENSO_E_INVALID_ARGUMENT, "format must be TENSO_KIND_SPARSE_COO, _CSR or _CSC");
+    TENSO_API_BEGIN
+    tenso::Value v;
+    v.type = tenso::Value::kSparse;
+    v.sparse_kind = format;
+    copy_shape(v.tensor, ndim, shape);
+    tenso::SparseArray comps[3];
+    for (const tenso_tensor *t : {a, b, c}) {
+        v.parts.push_back(tenso::Tensor::from(t));
+        const tenso::Tensor &p = v.parts.back();
+        comps[v.parts.size() - 1] = tenso::SparseArray{p.dtype, p.ndim, p.ndim ? p.shape[0] : 0, p.data};
+    }
+    tenso::check_sparse(format, v.tensor.shape, v.tensor.ndim, comps, TENSO_E_INVALID_ARGUMENT);
+    *out = new_value(std::move(v));
+    TENSO_API_END
+}
+
+tenso_status tenso_view_component(const tenso_view **child_out, const tenso_view *v, uint32_t index) {
+    CHECK_ARG(child_out);
+    *child_out = nullptr;
+    CHECK_ARG(v);
+    int k = V(v)->kind;
+    if (k != TENSO_KIND_SPARSE_COO && k != TENSO_KIND_SPARSE_CSR && k != TENSO_KIND_SPARSE_CSC)
+        return set_error(TENSO_E_UNSUPPORTED_KIND, "view is not a sparse matrix");
+    if (index >= 3) return set_error(TENSO_E_INVALID_ARGUMENT, "a sparse view has components 0, 1 and 2");
+    *child_out = H(&V(v)->entries[index].view);
+    return TENSO_OK;
+}
+
+tenso_status tenso_quantize(tenso_value **out, const tenso_tensor *input, tenso_dtype qdtype, int32_t scheme,
+                            int32_t axis, uint32_t group_size) {
+    CHECK_ARG(out);
+    *out = nullptr;
+    CHECK_ARG(input);
+    TENSO_API_BEGIN
+    tenso::Tensor in = tenso::Tensor::from(input);
+    if (scheme == TENSO_QUANT_PER_CHANNEL) {
+        if (axis < 0) axis += int32_t(in.ndim);
+        if (axis < 0 || uint32_t(axis) >= in.ndim)
+            tenso::fail(TENSO_E_INVALID_ARGUMENT, "per-channel axis is out of range");
+    } else {
+        axis = 0;
+    }
+    if (scheme != TENSO_QUANT_PER_GROUP) group_size = 0;
+    auto res = std::make_shared<tenso::QuantOutput>(
+        tenso::quantize(in.data, in.dtype, in.shape, in.ndim, qdtype, scheme, uint32_t(axis), group_size));
+    tenso::Value v;
+    v.type = tenso::Value::kQuantized;
+    v.tensor = in;
+    v.tensor.dtype = qdtype;
+    v.tensor.data = nullptr;
+    tenso::QuantDesc &q = v.quant;
+    q.dtype = qdtype;
+    q.scheme = scheme;
+    q.axis = uint32_t(axis);
+    q.group_size = group_size;
+    q.num_scales = uint32_t(res->scales.size());
+    q.ndim = in.ndim;
+    q.scales = res->scales.data();
+    q.zero_points = res->zero_points.data();
+    q.data = res->packed.data();
+    q.nbytes = res->packed.size();
+    v.owned = std::move(res);
+    *out = new_value(std::move(v));
+    TENSO_API_END
+}
+
+tenso_status tenso_value_new_quantized(tenso_value **out, const tenso_quantized *q) {
+    CHECK_ARG(out);
+    *out = nullptr;
+    CHECK_ARG(q);
+    TENSO_API_BEGIN
+    tenso::Value v;
+    v.type = tenso::Value::kQuantized;
+    copy_shape(v.tensor, q->ndim, q->shape);
+    v.quant = from_public(q, TENSO_E_INVALID_ARGUMENT);
+    v.quant.shape = nullptr;  // the value's own copy (tensor.shape) is used from here on
+    *out = new_value(std::move(v));
+    TENSO_API_END
+}
+
+tenso_status tenso_value_quantized(tenso_quantized *out, const tenso_value *v) {
+    CHECK_ARG(out);
+    CHECK_ARG(v);
+    if (v->v.type != tenso::Value::kQuantized) return set_error(TENSO_E_UNSUPPORTED_KIND, "value is not quantized");
+    *out = describe(v->v.quant, v->v.tensor.shape, v->v.tensor.ndim);
+    return TENSO_OK;
+}
+
+tenso_status tenso_view_quantized(tenso_quantized *out, const tenso_view *v) {
+    CHECK_ARG(out);
+    CHECK_ARG(v);
+    const tenso::View &w = *V(v);
+    if (w.kind != TENSO_KIND_QUANTIZED) return set_error(TENSO_E_UNSUPPORTED_KIND, "view is not quantized");
+    tenso::QuantDesc q = w.quant;
+    q.scales = w.qparams.data();
+    q.zero_points = w.qparams.data() + q.num_scales;
+    q.data = w.data;
+    q.nbytes = w.nbytes;
+    *out = describe(q, w.shape, w.ndim);
+    return TENSO_OK;
+}
+
+tenso_status tenso_dequantize(float *dst, uint64_t dst_count, const tenso_quantized *q) {
+    CHECK_ARG(q);
+    CHECK_ARG(dst || !dst_count);
+    TENSO_API_BEGIN
+    tenso::QuantDesc d = from_public(q, TENSO_E_INVALID_ARGUMENT);
+    uint64_t n = tenso::checked_numel(d.shape, d.ndim, TENSO_MAX_ELEMENTS);
+    if (dst_count != n)
+        tenso::fail(TENSO_E_INVALID_ARGUMENT, "dst_count " + std::to_string(dst_count) + " is not the element count " +
+                                                  std::to_string(n));
+    tenso::dequantize(dst, d);
+    TENSO_API_END
+}
+
+tenso_status tenso_value_new_strings(tenso_value **out, uint64_t count, const uint64_t *offsets, const void *payload) {
+    CHECK_ARG(out);
+    *out = nullptr;
+    CHECK_ARG(offsets);
+    TENSO_API_BEGIN
+    if (count > UINT32_MAX) tenso::fail(TENSO_E_INVALID_ARGUMENT, "more strings than the wire's u32 count");
+    if (offsets[0] != 0) tenso::fail(TENSO_E_INVALID_ARGUMENT, "offsets[0] must be 0");
+    for (uint64_t i = 1; i <= count; ++i)
+        if (offsets[i] < offsets[i - 1]) tenso::fail(TENSO_E_INVALID_ARGUMENT, "offsets decrease at " + std::to_string(i));
+    uint64_t len = offsets[count];
+    if (len && !payload) tenso::fail(TENSO_E_INVALID_ARGUMENT, "payload is NULL");
+    if (!tenso::valid_utf8(static_cast<const uint8_t *>(payload), len))
+        tenso::fail(TENSO_E_INVALID_ARGUMENT, "string payload is not valid UTF-8");
+    tenso::Value v;
+    v.type = tenso::Value::kStrings;
+    v.tensor.dtype = TENSO_DTYPE_STRING;
+    v.tensor.ndim = 1;
+    v.tensor.shape[0] = count;
+    v.tensor.data = static_cast<const uint8_t *>(payload);
+    v.tensor.nbytes = len;
+    v.offsets = offsets;
+    *out = new_value(std::move(v));
+    TENSO_API_END
+}
+
+tenso_status tenso_view_string_offsets(const uint64_t **offsets_out, const char **payload_out, const tenso_view *v) {
+    CHECK_ARG(offsets_out);
+    CHECK_ARG(payload_out);
+    CHECK_ARG(v);
+    const tenso::View &w = *V(v);
+    if (w.kind != TENSO_KIND_STRING && w.kind != TENSO_KIND_RAGGED)
+        return set_error(TENSO_E_UNSUPPORTED_KIND, "view is not a string or ragged packet");
+    *offsets_out = w.offsets.data();
+    *payload_out = reinterpret_cast<const char *>(w.data);
+    return TENSO_OK;
+}
+
+}  // extern "C"
+
+namespace {
+const char kRaggedOffsets[] = "__ragged_offsets__";
+const char kRaggedFlat[] = "__ragged_flat__";
+const char kRaggedCount[] = "__ragged_count__";
+
+uint64_t read_u64(const void *p, uint64_t i) {
+    uint64_t v;
+    std::memcpy(&v, static_cast<const uint8_t *>(p) + 8 * i, 8);
+    return v;
+}
+
+void check_ragged_offsets(const void *offs, uint64_t count, uint64_t flat_len, int32_t status) {
+    if (read_u64(offs, 0) != 0) tenso::fail(status, "ragged offsets do not start at 0");
+    for (uint64_t i = 1; i <= count; ++i)
+        if (read_u64(offs, i) < read_u64(offs, i - 1)) tenso::fail(status, "ragged offsets decrease at " + std::to_string(i));
+    if (read_u64(offs, count) != flat_len)
+        tenso::fail(status, "ragged offsets end at " + std::to_string(read_u64(offs, count)) + ", not the flat length " +
+                                std::to_string(flat_len));
+}
+}  // namespace
+
+extern "C" {
+
+tenso_status tenso_value_new_ragged(tenso_value **out, const tenso_tensor *flat, uint64_t count,
+                                    const uint64_t *row_offsets) {
+    CHECK_ARG(out);
+    *out = nullptr;
+    CHECK_ARG(flat);
+    CHECK_ARG(row_offsets);
+    TENSO_API_BEGIN
+    tenso::Tensor f = tenso::Tensor::from(flat);
+    if (f.ndim != 1) tenso::fail(TENSO_E_INVALID_ARGUMENT, "the flat values of a ragged array are 1-D");
+    if (count >= UINT32_MAX) tenso::fail(TENSO_E_INVALID_ARGUMENT, "too many rows");
+    check_ragged_offsets(row_offsets, count, f.shape[0], TENSO_E_INVALID_ARGUMENT);
+    auto count_arr = std::make_shared<uint64_t>(count);
+    tenso::Value offs, cnt, flatv;
+    offs.tensor.dtype = cnt.tensor.dtype = TENSO_DTYPE_UINT64;
+    offs.tensor.ndim = cnt.tensor.ndim = 1;
+    offs.tensor.shape[0] = count + 1;
+    offs.tensor.data = reinterpret_cast<const uint8_t *>(row_offsets);
+    offs.tensor.nbytes = (count + 1) * 8;
+    cnt.tensor.shape[0] = 1;
+    cnt.tensor.data = reinterpret_cast<const uint8_t *>(count_arr.get());
+    cnt.tensor.nbytes = 8;
+    flatv.tensor = f;
+    tenso::Value v;
+    v.type = tenso::Value::kBundle;
+    v.entries.push_back({kRaggedOffsets, offs});
+    v.entries.push_back({kRaggedFlat, flatv});
+    v.entries.push_back({kRaggedCount, cnt});
+    v.owned = std::move(count_arr);
+    *out = new_value(std::move(v));
+    TENSO_API_END
+}
+
+tenso_status tenso_view_ragged(const tenso_view **flat_out, const tenso_view **offsets_out, const tenso_view *v) {
+    CHECK_ARG(flat_out);
+    CHECK_ARG(offsets_out);
+    *flat_out = *offsets_out = nullptr;
+    CHECK_ARG(v);
+    TENSO_API_BEGIN
+    const tenso::View &w = *V(v);
+    const tenso::View *parts[3] = {nullptr, nullptr, nullptr};
+    const char *names[3] = {kRaggedOffsets, kRaggedFlat, kRaggedCount};
+    if (w.kind == TENSO_KIND_BUNDLE)
+        for (const auto &e : w.entries)
+            for (int i = 0; i < 3; ++i)
+                if (!parts[i] && e.key_len == std::strlen(names[i]) && std::memcmp(e.key, names[i], e.key_len) == 0)
+                    parts[i] = &e.view;
+    if (!parts[0] || !parts[1] || !parts[2]) tenso::fail(TENSO_E_UNSUPPORTED_KIND, "view is not a ragged array bundle");
+    const tenso::View &offs = *parts[0], &flat = *parts[1], &cnt = *parts[2];
+    for (const tenso::View *p : parts)
+        if (p->kind != TENSO_KIND_DENSE || p->ndim != 1) tenso::fail(TENSO_E_MALFORMED, "ragged parts must be 1-D dense arrays");
+    if (offs.dtype != TENSO_DTYPE_UINT64 || cnt.dtype != TENSO_DTYPE_UINT64 || cnt.shape[0] != 1)
+        tenso::fail(TENSO_E_MALFORMED, "ragged offsets and count must be uint64 (count: one element)");
+    uint64_t count = read_u64(cnt.data, 0);
+    if (offs.shape[0] != count + 1 || count == UINT64_MAX)
+        tenso::fail(TENSO_E_MALFORMED, "ragged offsets do not have count + 1 entries");
+    check_ragged_offsets(offs.data, count, flat.shape[0], TENSO_E_MALFORMED);
+    *flat_out = H(&flat);
+    *offsets_out = H(&offs);
+    TENSO_API_END
+}
+
+tenso_status tenso_value_new_ipc_ref(tenso_value **out, const tenso_ipc_ref *ref) {
+    CHECK_ARG(out);
+    *out = nullptr;
+    CHECK_ARG(ref);
+    TENSO_API_BEGIN
+    auto bytes = std::shared_ptr<uint8_t>(new uint8_t[tenso::kIpcRefLen], std::default_delete<uint8_t[]>());
+    uint8_t *p = bytes.get();
+    tenso::write_header(p, TENSO_FLAG_GPU_IPC_REF, 0, 0, 1);  // reserved byte 1: the discriminator
+    std::memcpy(p + 10, ref->handle, 64);
+    tenso::wr64(p + 74, ref->byte_offset);
+    tenso::wr64(p + 82, ref->nbytes);
+    std::memcpy(p + 90, ref->device_uuid, 16);
+    tenso::Value v;
+    v.type = tenso::Value::kPacket;
+    v.packet = p;
+    v.packet_len = tenso::kIpcRefLen;
+    v.owned = std::move(bytes);
+    *out = new_value(std::move(v));
+    TENSO_API_END
+}
+
+tenso_status tenso_view_ipc_ref(tenso_ipc_ref *out, const tenso_view *v) {
+    CHECK_ARG(out);
+    CHECK_ARG(v);
+    const tenso::View &w = *V(v);
+    if (w.kind != TENSO_KIND_GPU_IPC_REF) return set_error(TENSO_E_UNSUPPORTED_KIND, "view is not a GPU IPC reference");
+    std::memcpy(out->handle, w.data, 64);
+    out->byte_offset = tenso::rd64(w.data + 64);
+    out->nbytes = tenso::rd64(w.data + 72);
+    std::memcpy(out->device_uuid, w.data + 80, 16);
+    return TENSO_OK;
+}
+
+}  // extern "C"
 
 /* ---------------------------------------------------------------- inspecting */
 

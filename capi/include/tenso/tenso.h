@@ -177,6 +177,8 @@ TENSO_API tenso_status tenso_encode_options_init(tenso_encode_options *opts, uin
 
 /** tenso_decode_options.flags: do not verify integrity footers (they are still framed). */
 #define TENSO_DECODE_SKIP_CHECKSUM  0x1u
+/** tenso_decode_options.flags: check that string payloads are UTF-8 (O(payload)). */
+#define TENSO_DECODE_VALIDATE_UTF8  0x2u
 
 /**
  * Limits and switches for decoding. Zero means "default" in every field; a limit can only be
@@ -268,12 +270,14 @@ TENSO_API tenso_status tenso_save_file(const char *path, const tenso_tensor *t,
  * Values: bundles and pre-encoded packets
  *
  * A tenso_value describes something to encode: a dense tensor, a bundle (string key -> value,
- * insertion order kept, at most 255 entries, nesting at most 64 deep) or an already encoded
- * packet inserted verbatim. Values borrow tensor and packet memory; it must outlive the encode
+ * insertion order kept, at most 255 entries, nesting at most 64 deep), an already encoded
+ * packet inserted verbatim, or one of the composite kinds below. Values borrow tensor and packet memory; it must outlive the encode
  * calls. A value is used from one thread at a time.
  * ========================================================================================== */
 
 typedef struct tenso_value tenso_value;
+/** A decoded packet; see "Decoding: views" below. */
+typedef struct tenso_view tenso_view;
 
 /** A value for a dense tensor; the shape is copied, the data borrowed. @since 1.0 */
 TENSO_API tenso_status tenso_value_new_tensor(tenso_value **out, const tenso_tensor *t);
@@ -321,6 +325,147 @@ TENSO_API tenso_status tenso_value_write_fd(uint64_t *written_out, int fd, const
 /** As tenso_save_file(), for a value. @since 1.0 */
 TENSO_API tenso_status tenso_value_save_file(const char *path, const tenso_value *v,
                                              const tenso_encode_options *opts);
+
+/* ============================================================================================
+ * Composite kinds: sparse matrices, quantized tensors, strings, ragged arrays, GPU references
+ *
+ * Each kind has a value constructor (to encode it, alone or inside bundles and streams) and a
+ * view accessor (to read it after tenso_loads). Bytes are those of the upstream package.
+ * ========================================================================================== */
+
+/**
+ * A sparse matrix from three dense component tensors (borrowed, like tenso_value_new_tensor):
+ *   TENSO_KIND_SPARSE_COO: a = data, b = row indices, c = column indices, all nnz long;
+ *   TENSO_KIND_SPARSE_CSR: a = data, b = column indices (nnz), c = indptr (shape[0] + 1);
+ *   TENSO_KIND_SPARSE_CSC: a = data, b = row indices (nnz), c = indptr (shape[1] + 1).
+ * Indices and indptr are 1-D integer tensors (int32 or int64, as scipy holds them). The
+ * structure is checked: lengths agree, indptr starts at 0, never decreases and ends at nnz,
+ * indices lie inside the shape. As upstream, components are always written with alignment 64,
+ * no integrity and no compression, whatever the encode options say.
+ * @param ndim, shape  the matrix shape; ndim must be 2.
+ * @return TENSO_E_INVALID_ARGUMENT for a structure that fails the checks. @since 1.0
+ */
+TENSO_API tenso_status tenso_value_new_sparse(tenso_value **out, tenso_kind format, uint32_t ndim,
+                                              const uint64_t *shape, const tenso_tensor *a,
+                                              const tenso_tensor *b, const tenso_tensor *c);
+
+/**
+ * Component `index` (0, 1, 2 as in tenso_value_new_sparse) of a sparse view: a dense view
+ * owned by `v`. tenso_loads has already checked the structure as tenso_value_new_sparse does.
+ * @return TENSO_E_UNSUPPORTED_KIND when v is not sparse. @since 1.0
+ */
+TENSO_API tenso_status tenso_view_component(const tenso_view **child_out, const tenso_view *v,
+                                            uint32_t index);
+
+#define TENSO_QUANT_PER_TENSOR   0
+#define TENSO_QUANT_PER_CHANNEL  1
+#define TENSO_QUANT_PER_GROUP    2
+
+/**
+ * A quantized tensor, in parts. As an input (tenso_value_new_quantized) every pointer is
+ * borrowed; as an output (tenso_value_quantized, tenso_view_quantized) every pointer is
+ * borrowed from the value or view it came from.
+ * Element i is dequantized as (q_i - zero_points[k]) * scales[k], where k is 0 (per tensor),
+ * the index along `axis` (per channel) or i / group_size over the C-order elements (per group).
+ */
+typedef struct tenso_quantized {
+    const void *data;          /* packed: 1 byte per element, or for 4-bit dtypes 2 per byte
+                                  (element 2k in the low nibble, 2k+1 in the high nibble) */
+    uint64_t nbytes;           /* numel, or ceil(numel / 2) for 4-bit dtypes */
+    const uint64_t *shape;
+    const float *scales;       /* num_scales entries */
+    const float *zero_points;  /* num_scales entries; floats, neither rounded nor clamped */
+    uint32_t ndim;
+    tenso_dtype dtype;         /* TENSO_DTYPE_QINT8, QUINT8, QINT4 or QUINT4 */
+    int32_t scheme;            /* TENSO_QUANT_* */
+    int32_t axis;              /* per channel: 0 <= axis < ndim; otherwise 0 */
+    uint32_t group_size;       /* per group: > 0; otherwise 0 */
+    uint32_t num_scales;       /* 1, shape[axis], or ceil(numel / group_size) */
+} tenso_quantized;
+
+/**
+ * Quantizes a float32, float16 or bfloat16 tensor, bit-exact with upstream
+ * QuantizedTensor.quantize: min-max affine per block, scale = f32((max - min) / (qmax - qmin)),
+ * zero point = f32(qmin - min / scale) in float32, q = clip(round_half_even(x / scale + zp));
+ * a constant block gets scale 1 and zero point 0. The value owns its packed data and scales.
+ * @param axis  per channel: the channel axis, negative counts from the end; otherwise ignored.
+ * @param group_size  per group: elements per group (> 0); otherwise ignored.
+ * @since 1.0
+ */
+TENSO_API tenso_status tenso_quantize(tenso_value **out, const tenso_tensor *input, tenso_dtype qdtype,
+                                      int32_t scheme, int32_t axis, uint32_t group_size);
+
+/** A quantized value from parts (borrowed); they are checked for consistency. @since 1.0 */
+TENSO_API tenso_status tenso_value_new_quantized(tenso_value **out, const tenso_quantized *q);
+
+/** The parts of a quantized value (from tenso_quantize or tenso_value_new_quantized).
+ *  @return TENSO_E_UNSUPPORTED_KIND for other values. @since 1.0 */
+TENSO_API tenso_status tenso_value_quantized(tenso_quantized *out, const tenso_value *v);
+
+/** The parts of a quantized view. Scales and zero points are copied into the view at decode
+ *  time (they are unaligned on the wire). @since 1.0 */
+TENSO_API tenso_status tenso_view_quantized(tenso_quantized *out, const tenso_view *v);
+
+/**
+ * Dequantizes into `dst` (dst_count must be the element count), bit-exact with upstream
+ * QuantizedTensor.dequantize (float32 arithmetic).
+ * @since 1.0
+ */
+TENSO_API tenso_status tenso_dequantize(float *dst, uint64_t dst_count, const tenso_quantized *q);
+
+/**
+ * A string tensor (dtype 20): `count` UTF-8 strings given as count + 1 offsets into one
+ * payload (offsets[0] == 0, never decreasing, offsets[count] == payload bytes). Borrowed.
+ * The payload is checked to be UTF-8. Always 64-aligned (upstream ignores custom alignment
+ * here); integrity covers offsets and payload. Unlike upstream, strings also travel inside
+ * bundles and streams.
+ * @since 1.0
+ */
+TENSO_API tenso_status tenso_value_new_strings(tenso_value **out, uint64_t count,
+                                               const uint64_t *offsets, const void *payload);
+
+/**
+ * The strings of a string view (or the rows of a direct ragged packet): string i is
+ * payload[offsets[i] .. offsets[i+1]), count = tenso_view_shape(v)[0]. `offsets` is an aligned
+ * copy owned by the view, checked at decode time; `payload` points into the packet.
+ * With TENSO_DECODE_VALIDATE_UTF8, tenso_loads also checked the payload is UTF-8.
+ * @since 1.0
+ */
+TENSO_API tenso_status tenso_view_string_offsets(const uint64_t **offsets_out, const char **payload_out,
+                                                 const tenso_view *v);
+
+/**
+ * A ragged array in upstream's form: a bundle of "__ragged_offsets__" (uint64, count + 1
+ * element offsets into flat), "__ragged_flat__" (all rows, concatenated) and
+ * "__ragged_count__" (uint64 [count]). `flat` and `row_offsets` are borrowed.
+ * @since 1.0
+ */
+TENSO_API tenso_status tenso_value_new_ragged(tenso_value **out, const tenso_tensor *flat, uint64_t count,
+                                              const uint64_t *row_offsets);
+
+/**
+ * Reads a bundle view as a ragged array, checking its form: the three keys, offsets that
+ * start at 0, never decrease and end at the flat length, and a count that matches.
+ * @param flat_out, offsets_out  dense 1-D child views owned by `v` (offsets: uint64, count+1).
+ * @return TENSO_E_UNSUPPORTED_KIND when `v` is not a bundle in that form. @since 1.0
+ */
+TENSO_API tenso_status tenso_view_ragged(const tenso_view **flat_out, const tenso_view **offsets_out,
+                                         const tenso_view *v);
+
+/** A GPU IPC reference: where another process finds device memory (106 bytes on the wire). */
+typedef struct tenso_ipc_ref {
+    uint8_t handle[64];      /* opaque, e.g. cudaIpcMemHandle_t */
+    uint64_t byte_offset;
+    uint64_t nbytes;
+    uint8_t device_uuid[16];
+} tenso_ipc_ref;
+
+/** A GPU IPC reference packet. Encode options do not apply (it never has a footer).
+ *  @since 1.0 */
+TENSO_API tenso_status tenso_value_new_ipc_ref(tenso_value **out, const tenso_ipc_ref *ref);
+
+/** The reference held by a GPU IPC reference view. @since 1.0 */
+TENSO_API tenso_status tenso_view_ipc_ref(tenso_ipc_ref *out, const tenso_view *v);
 
 /* ============================================================================================
  * Inspecting packets without decoding them
@@ -371,8 +516,6 @@ TENSO_API tenso_status tenso_packet_length(size_t *length_out, const void *data,
  * while those bytes are alive and unchanged. Bundle entries are child views owned by (and
  * valid as long as) their parent. Views are immutable and thread-safe to read.
  * ========================================================================================== */
-
-typedef struct tenso_view tenso_view;
 
 /**
  * Decodes the packet at the start of `data`. Trailing bytes after it are ignored. The

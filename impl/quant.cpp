@@ -1,0 +1,233 @@
+// quant.cpp - quantize / dequantize kernels.
+//
+// Bit-exactness with upstream (NumPy 2 semantics) decides the arithmetic:
+//   scale = f32((max - min) / (qmax - qmin))   computed in double, rounded once to float
+//   zp    = f32(qmin - f32(min / scale))       float32 (NEP 50: the Python float is weak)
+//   q     = clip(rint(x / scale + zp))         float32, round half to even
+//   x'    = (q - zp) * scale                   float32
+// The loops are plain and branch-free so the compiler vectorises them (this file is built
+// with -O3 and -ffp-contract=off: a fused multiply-add would change the bits).
+#include "quant.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "error.hpp"
+#include "tenso/tenso.h"
+#include "wire.hpp"
+
+namespace tenso {
+
+namespace {
+
+struct Range {
+    int qmin, qmax;
+};
+
+Range range_of(int qdtype) {
+    switch (qdtype) {
+    case TENSO_DTYPE_QINT8: return {-128, 127};
+    case TENSO_DTYPE_QUINT8: return {0, 255};
+    case TENSO_DTYPE_QINT4: return {-8, 7};
+    case TENSO_DTYPE_QUINT4: return {0, 15};
+    default: fail(TENSO_E_BAD_DTYPE, "not a quantized dtype: " + std::to_string(qdtype));
+    }
+}
+
+float half_to_float(uint16_t h) {
+    uint32_t sign = uint32_t(h & 0x8000) << 16, exp = (h >> 10) & 0x1F, man = h & 0x3FF, bits;
+    if (exp == 0x1F) {
+        bits = sign | 0x7F800000u | (man << 13);  // inf / nan
+    } else if (exp) {
+        bits = sign | ((exp + 112) << 23) | (man << 13);
+    } else if (!man) {
+        bits = sign;
+    } else {  // subnormal: normalise
+        exp = 113;
+        while (!(man & 0x400)) { man <<= 1; --exp; }
+        bits = sign | (exp << 23) | ((man & 0x3FF) << 13);
+    }
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
+}
+
+// The input as float32 (a copy only for float16/bfloat16, as upstream's astype does).
+std::vector<float> widen(const uint8_t *src, int dtype, uint64_t n, const float **out) {
+    std::vector<float> tmp;
+    if (dtype == TENSO_DTYPE_FLOAT32) {
+        *out = reinterpret_cast<const float *>(src);
+        return tmp;
+    }
+    tmp.resize(n);
+    for (uint64_t i = 0; i < n; ++i) {
+        uint16_t h;
+        std::memcpy(&h, src + 2 * i, 2);
+        if (dtype == TENSO_DTYPE_BFLOAT16) {
+            uint32_t bits = uint32_t(h) << 16;
+            std::memcpy(&tmp[i], &bits, 4);
+        } else {
+            tmp[i] = half_to_float(h);
+        }
+    }
+    *out = tmp.data();
+    return tmp;
+}
+
+struct Params {
+    float scale, zp;
+};
+
+Params params_for(float mn, float mx, Range r) {
+    if (mn == mx) return {1.0f, 0.0f};
+    float scale = float((double(mx) - double(mn)) / double(r.qmax - r.qmin));
+    float zp = float(r.qmin) - mn / scale;
+    return {scale, zp};
+}
+
+// min/max over `count` runs of `len` elements starting every `stride` elements.
+void min_max(const float *x, uint64_t count, uint64_t len, uint64_t stride, float *mn, float *mx) {
+    float lo = x[0], hi = x[0];
+    for (uint64_t c = 0; c < count; ++c) {
+        const float *p = x + c * stride;
+        for (uint64_t i = 0; i < len; ++i) {
+            lo = std::min(lo, p[i]);
+            hi = std::max(hi, p[i]);
+        }
+    }
+    *mn = lo;
+    *mx = hi;
+}
+
+// q[i] = clip(rint(x[i] / scale + zp)). Clipping before rounding gives the same integers
+// (the bounds are integers and rounding is monotone), and keeps |v| < 2^22 so adding and
+// subtracting 1.5 * 2^23 rounds half to even in the default rounding mode without SSE4.1.
+void quantize_run(int8_t *q, const float *x, uint64_t n, Params p, Range r) {
+    const float lo = float(r.qmin), hi = float(r.qmax), magic = 12582912.0f;
+    for (uint64_t i = 0; i < n; ++i) {
+        float v = x[i] / p.scale + p.zp;
+        v = std::min(std::max(v, lo), hi);
+        v = (v + magic) - magic;
+        q[i] = int8_t(int32_t(v));  // unsigned types wrap to their byte value
+    }
+}
+
+void pack4(uint8_t *dst, const int8_t *q, uint64_t n) {
+    for (uint64_t k = 0; k < n / 2; ++k)
+        dst[k] = uint8_t((uint8_t(q[2 * k]) & 0x0F) | ((uint8_t(q[2 * k + 1]) & 0x0F) << 4));
+    if (n % 2) dst[n / 2] = uint8_t(q[n - 1]) & 0x0F;
+}
+
+}  // namespace
+
+bool is_4bit(int qdtype) { return qdtype == TENSO_DTYPE_QINT4 || qdtype == TENSO_DTYPE_QUINT4; }
+bool is_signed_q(int qdtype) { return qdtype == TENSO_DTYPE_QINT8 || qdtype == TENSO_DTYPE_QINT4; }
+uint64_t quant_body_len(int qdtype, uint64_t numel) { return is_4bit(qdtype) ? (numel + 1) / 2 : numel; }
+
+void check_quant(const QuantDesc &q, int32_t status) {
+    range_of(q.dtype);
+    uint64_t n = checked_numel(q.shape, q.ndim, TENSO_MAX_ELEMENTS);
+    uint64_t expect = expected_num_scales(q.scheme, q.axis, q.group_size, q.shape, q.ndim, n, status);
+    if (q.num_scales != expect)
+        fail(status, "num_scales " + std::to_string(q.num_scales) + " does not match the scheme (" +
+                         std::to_string(expect) + ")");
+    if (q.nbytes != quant_body_len(q.dtype, n))
+        fail(status, "quantized body is " + std::to_string(q.nbytes) + " bytes, not " +
+                         std::to_string(quant_body_len(q.dtype, n)));
+}
+
+QuantOutput quantize(const uint8_t *src, int src_dtype, const uint64_t *shape, uint32_t ndim, int qdtype,
+                     int scheme, uint32_t axis, uint32_t group_size) {
+    if (src_dtype != TENSO_DTYPE_FLOAT32 && src_dtype != TENSO_DTYPE_FLOAT16 && src_dtype != TENSO_DTYPE_BFLOAT16)
+        fail(TENSO_E_BAD_DTYPE, "quantize takes float32, float16 or bfloat16 input");
+    const Range r = range_of(qdtype);
+    const uint64_t n = checked_numel(shape, ndim, TENSO_MAX_ELEMENTS);
+    const float *x = nullptr;
+    std::vector<float> widened = widen(src, src_dtype, n, &x);
+    std::vector<int8_t> q(n);
+    QuantOutput out;
+
+    auto block = [&](uint64_t off, uint64_t count, uint64_t len, uint64_t stride) {
+        float mn, mx;
+        min_max(x + off, count, len, stride, &mn, &mx);
+        Params p = params_for(mn, mx, r);
+        for (uint64_t c = 0; c < count; ++c)
+            quantize_run(q.data() + off + c * stride, x + off + c * stride, len, p, r);
+        out.scales.push_back(p.scale);
+        out.zero_points.push_back(p.zp);
+    };
+
+    if (n == 0) {
+        // numpy cannot take the min of nothing; an empty tensor gets the constant-block params.
+        uint64_t groups = scheme == TENSO_QUANT_PER_CHANNEL ? shape[axis] : (scheme == TENSO_QUANT_PER_TENSOR);
+        out.scales.assign(groups, 1.0f);
+        out.zero_points.assign(groups, 0.0f);
+    } else if (scheme == TENSO_QUANT_PER_TENSOR) {
+        block(0, 1, n, n);
+    } else if (scheme == TENSO_QUANT_PER_CHANNEL) {
+        if (axis >= ndim) fail(TENSO_E_INVALID_ARGUMENT, "per-channel axis is out of range");
+        uint64_t outer = 1, inner = 1, channels = shape[axis];
+        for (uint32_t i = 0; i < axis; ++i) outer *= shape[i];
+        for (uint32_t i = axis + 1; i < ndim; ++i) inner *= shape[i];
+        // Channel c covers `outer` runs of `inner` elements, one every channels * inner.
+        for (uint64_t c = 0; c < channels; ++c) block(c * inner, outer, inner, channels * inner);
+    } else if (scheme == TENSO_QUANT_PER_GROUP) {
+        if (!group_size) fail(TENSO_E_INVALID_ARGUMENT, "per-group quantization needs a group size > 0");
+        for (uint64_t g = 0; g < n; g += group_size) block(g, 1, std::min<uint64_t>(group_size, n - g), 0);
+    } else {
+        fail(TENSO_E_INVALID_ARGUMENT, "unknown quantization scheme " + std::to_string(scheme));
+    }
+
+    out.packed.resize(quant_body_len(qdtype, n));
+    if (is_4bit(qdtype)) pack4(out.packed.data(), q.data(), n);
+    else if (n) std::memcpy(out.packed.data(), q.data(), n);
+    return out;
+}
+
+namespace {
+// Integer value of element i, for each storage kind; inlined into the dequantize loops.
+struct Q8s { const uint8_t *d; float operator()(uint64_t i) const { return float(int8_t(d[i])); } };
+struct Q8u { const uint8_t *d; float operator()(uint64_t i) const { return float(d[i]); } };
+struct Q4 {
+    const uint8_t *d;
+    bool sgn;
+    float operator()(uint64_t i) const {
+        int32_t nib = (d[i >> 1] >> ((i & 1) * 4)) & 0x0F;
+        return float(sgn && nib > 7 ? nib - 16 : nib);
+    }
+};
+
+template <class Get>
+void dequantize_with(float *dst, const QuantDesc &q, uint64_t n, Get get) {
+    auto apply = [&](uint64_t off, uint64_t count, uint64_t len, uint64_t stride, uint64_t k) {
+        const float s = q.scales[k], z = q.zero_points[k];
+        for (uint64_t c = 0; c < count; ++c) {
+            const uint64_t base = off + c * stride;
+            for (uint64_t i = 0; i < len; ++i) dst[base + i] = (get(base + i) - z) * s;
+        }
+    };
+    if (q.scheme == TENSO_QUANT_PER_TENSOR) {
+        apply(0, 1, n, n, 0);
+    } else if (q.scheme == TENSO_QUANT_PER_CHANNEL) {
+        uint64_t outer = 1, inner = 1, channels = q.shape[q.axis];
+        for (uint32_t i = 0; i < q.axis; ++i) outer *= q.shape[i];
+        for (uint32_t i = q.axis + 1; i < q.ndim; ++i) inner *= q.shape[i];
+        for (uint64_t c = 0; c < channels; ++c) apply(c * inner, outer, inner, channels * inner, c);
+    } else {
+        for (uint64_t g = 0, k = 0; g < n; g += q.group_size, ++k)
+            apply(g, 1, std::min<uint64_t>(q.group_size, n - g), 0, k);
+    }
+}
+}  // namespace
+
+void dequantize(float *dst, const QuantDesc &q) {
+    check_quant(q, TENSO_E_INVALID_ARGUMENT);
+    const uint64_t n = checked_numel(q.shape, q.ndim, TENSO_MAX_ELEMENTS);
+    if (!n) return;
+    if (is_4bit(q.dtype)) dequantize_with(dst, q, n, Q4{q.data, is_signed_q(q.dtype)});
+    else if (is_signed_q(q.dtype)) dequantize_with(dst, q, n, Q8s{q.data});
+    else dequantize_with(dst, q, n, Q8u{q.data});
+}
+
+}  // namespace tenso
