@@ -13,6 +13,10 @@
 #include <cstring>
 #include <string>
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 #include "error.hpp"
 #include "tenso/tenso.h"
 #include "wire.hpp"
@@ -87,11 +91,30 @@ Params params_for(float mn, float mx, Range r) {
 }
 
 // min/max over `count` runs of `len` elements starting every `stride` elements.
+// (NaN inputs are not supported, as upstream's quantization of them is meaningless anyway.)
 void min_max(const float *x, uint64_t count, uint64_t len, uint64_t stride, float *mn, float *mx) {
     float lo = x[0], hi = x[0];
     for (uint64_t c = 0; c < count; ++c) {
         const float *p = x + c * stride;
-        for (uint64_t i = 0; i < len; ++i) {
+        uint64_t i = 0;
+#if defined(__SSE2__)
+        if (len >= 4) {
+            __m128 vlo = _mm_set1_ps(lo), vhi = _mm_set1_ps(hi);
+            for (; i + 4 <= len; i += 4) {
+                __m128 v = _mm_loadu_ps(p + i);
+                vlo = _mm_min_ps(vlo, v);
+                vhi = _mm_max_ps(vhi, v);
+            }
+            float l[4], h[4];
+            _mm_storeu_ps(l, vlo);
+            _mm_storeu_ps(h, vhi);
+            for (int k = 0; k < 4; ++k) {
+                lo = std::min(lo, l[k]);
+                hi = std::max(hi, h[k]);
+            }
+        }
+#endif
+        for (; i < len; ++i) {
             lo = std::min(lo, p[i]);
             hi = std::max(hi, p[i]);
         }
@@ -103,9 +126,28 @@ void min_max(const float *x, uint64_t count, uint64_t len, uint64_t stride, floa
 // q[i] = clip(rint(x[i] / scale + zp)). Clipping before rounding gives the same integers
 // (the bounds are integers and rounding is monotone), and keeps |v| < 2^22 so adding and
 // subtracting 1.5 * 2^23 rounds half to even in the default rounding mode without SSE4.1.
+// The SSE2 path does the same operations in the same order, so the bits are identical.
 void quantize_run(int8_t *q, const float *x, uint64_t n, Params p, Range r) {
     const float lo = float(r.qmin), hi = float(r.qmax), magic = 12582912.0f;
-    for (uint64_t i = 0; i < n; ++i) {
+    uint64_t i = 0;
+#if defined(__SSE2__)
+    const __m128 vs = _mm_set1_ps(p.scale), vz = _mm_set1_ps(p.zp), vlo = _mm_set1_ps(lo),
+                 vhi = _mm_set1_ps(hi), vm = _mm_set1_ps(magic);
+    auto one = [&](const float *src) {
+        __m128 v = _mm_add_ps(_mm_div_ps(_mm_loadu_ps(src), vs), vz);
+        v = _mm_min_ps(_mm_max_ps(v, vlo), vhi);
+        v = _mm_sub_ps(_mm_add_ps(v, vm), vm);
+        return _mm_cvttps_epi32(v);
+    };
+    for (; i + 16 <= n; i += 16) {
+        __m128i a = _mm_packs_epi32(one(x + i), one(x + i + 4));
+        __m128i b = _mm_packs_epi32(one(x + i + 8), one(x + i + 12));
+        // Codes lie in [-128, 127] or [0, 255]: saturating packs keep them exact.
+        __m128i bytes = r.qmin < 0 ? _mm_packs_epi16(a, b) : _mm_packus_epi16(a, b);
+        _mm_storeu_si128(reinterpret_cast<__m128i *>(q + i), bytes);
+    }
+#endif
+    for (; i < n; ++i) {
         float v = x[i] / p.scale + p.zp;
         v = std::min(std::max(v, lo), hi);
         v = (v + magic) - magic;
@@ -145,15 +187,18 @@ QuantOutput quantize(const uint8_t *src, int src_dtype, const uint64_t *shape, u
     const uint64_t n = checked_numel(shape, ndim, TENSO_MAX_ELEMENTS);
     const float *x = nullptr;
     std::vector<float> widened = widen(src, src_dtype, n, &x);
-    std::vector<int8_t> q(n);
     QuantOutput out;
+    out.packed.resize(quant_body_len(qdtype, n));
+    // 8-bit codes go straight into the packet body; 4-bit ones are packed from a scratch copy.
+    std::vector<int8_t> scratch(is_4bit(qdtype) ? n : 0);
+    int8_t *q = is_4bit(qdtype) ? scratch.data() : reinterpret_cast<int8_t *>(out.packed.data());
 
     auto block = [&](uint64_t off, uint64_t count, uint64_t len, uint64_t stride) {
         float mn, mx;
         min_max(x + off, count, len, stride, &mn, &mx);
         Params p = params_for(mn, mx, r);
         for (uint64_t c = 0; c < count; ++c)
-            quantize_run(q.data() + off + c * stride, x + off + c * stride, len, p, r);
+            quantize_run(q + off + c * stride, x + off + c * stride, len, p, r);
         out.scales.push_back(p.scale);
         out.zero_points.push_back(p.zp);
     };
@@ -179,25 +224,14 @@ QuantOutput quantize(const uint8_t *src, int src_dtype, const uint64_t *shape, u
         fail(TENSO_E_INVALID_ARGUMENT, "unknown quantization scheme " + std::to_string(scheme));
     }
 
-    out.packed.resize(quant_body_len(qdtype, n));
-    if (is_4bit(qdtype)) pack4(out.packed.data(), q.data(), n);
-    else if (n) std::memcpy(out.packed.data(), q.data(), n);
+    if (is_4bit(qdtype)) pack4(out.packed.data(), q, n);
     return out;
 }
 
 namespace {
-// Integer value of element i, for each storage kind; inlined into the dequantize loops.
+// Integer value of element i (signed or unsigned bytes); inlined into the dequantize loops.
 struct Q8s { const uint8_t *d; float operator()(uint64_t i) const { return float(int8_t(d[i])); } };
 struct Q8u { const uint8_t *d; float operator()(uint64_t i) const { return float(d[i]); } };
-struct Q4 {
-    const uint8_t *d;
-    bool sgn;
-    float operator()(uint64_t i) const {
-        int32_t nib = (d[i >> 1] >> ((i & 1) * 4)) & 0x0F;
-        return float(sgn && nib > 7 ? nib - 16 : nib);
-    }
-};
-
 template <class Get>
 void dequantize_with(float *dst, const QuantDesc &q, uint64_t n, Get get) {
     auto apply = [&](uint64_t off, uint64_t count, uint64_t len, uint64_t stride, uint64_t k) {
@@ -225,9 +259,22 @@ void dequantize(float *dst, const QuantDesc &q) {
     check_quant(q, TENSO_E_INVALID_ARGUMENT);
     const uint64_t n = checked_numel(q.shape, q.ndim, TENSO_MAX_ELEMENTS);
     if (!n) return;
-    if (is_4bit(q.dtype)) dequantize_with(dst, q, n, Q4{q.data, is_signed_q(q.dtype)});
-    else if (is_signed_q(q.dtype)) dequantize_with(dst, q, n, Q8s{q.data});
-    else dequantize_with(dst, q, n, Q8u{q.data});
+    const bool sgn = is_signed_q(q.dtype);
+    const uint8_t *codes = q.data;
+    std::vector<uint8_t> unpacked;
+    if (is_4bit(q.dtype)) {
+        // One vectorisable pass to bytes, then the 8-bit loops: cheaper than nibble
+        // arithmetic inside the affine loop. (x ^ 8) - 8 sign-extends a 4-bit value.
+        unpacked.resize(n + 1);
+        for (uint64_t k = 0; k < (n + 1) / 2; ++k) {
+            uint8_t b = q.data[k], l = b & 0x0F, h = b >> 4;
+            unpacked[2 * k] = sgn ? uint8_t((l ^ 8) - 8) : l;
+            unpacked[2 * k + 1] = sgn ? uint8_t((h ^ 8) - 8) : h;
+        }
+        codes = unpacked.data();
+    }
+    if (sgn) dequantize_with(dst, q, n, Q8s{codes});
+    else dequantize_with(dst, q, n, Q8u{codes});
 }
 
 }  // namespace tenso
