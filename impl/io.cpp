@@ -46,6 +46,9 @@ struct Fd {
 struct Mapping {
     void *addr;
     size_t len;
+    Mapping(void *a, size_t n) : addr(a), len(n) {}
+    Mapping(const Mapping &) = delete;  // exactly one owner unmaps
+    Mapping &operator=(const Mapping &) = delete;
     ~Mapping() { ::munmap(addr, len); }
 };
 
@@ -91,7 +94,7 @@ std::unique_ptr<View> load_file(const char *path, bool mmap_mode, const Limits &
     size_t len = size_t(st.st_size);
     void *addr = ::mmap(nullptr, len, PROT_READ, MAP_SHARED, f.fd, 0);
     if (addr == MAP_FAILED) fail(TENSO_E_IO, errno_text("mmap"));
-    auto map = std::make_shared<Mapping>(Mapping{addr, len});
+    auto map = std::make_shared<Mapping>(addr, len);
     return decode(static_cast<const uint8_t *>(addr), len, limits, map);
 }
 

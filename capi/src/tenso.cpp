@@ -360,6 +360,8 @@ tenso_status tenso_value_save_file(const char *path, const tenso_value *v, const
     TENSO_API_END
 }
 
+}  // extern "C"
+
 /* ---------------------------------------------------------------- composite kinds */
 
 namespace {
@@ -701,6 +703,8 @@ tenso_status tenso_view_ipc_ref(tenso_ipc_ref *out, const tenso_view *v) {
 }
 
 }  // extern "C"
+
+extern "C" {
 
 /* ---------------------------------------------------------------- inspecting */
 
