@@ -78,6 +78,7 @@ Tensor Tensor::from(const tenso_tensor *t) {
 
 uint32_t Value::depth() const {
     if (type == kSparse) return 1;  // components are packets one level down
+    if (type == kPacket) return packet_depth;
     uint32_t d = 0;
     for (const auto &e : entries) d = std::max(d, 1 + e.value.depth());
     return d;
@@ -316,6 +317,7 @@ void Plan::write_to(uint8_t *dst) const {
     int active = -1;
     for (const Seg &s : segs_) {
         if (s.footer) {
+            if (active != s.group) XXH3_64bits_reset(&st);  // an empty body: nothing was hashed
             wr64(dst, XXH3_64bits_digest(&st));
             dst += kFooterLen;
             active = -1;
@@ -378,6 +380,7 @@ void Plan::write_fd(int fd, uint64_t *written) {
     for (const Seg &s : segs_) {
         if (s.group < 0) continue;
         if (s.footer) {
+            if (active != s.group) XXH3_64bits_reset(&st);  // an empty body: nothing was hashed
             wr64(arena_.data() + s.off, XXH3_64bits_digest(&st));
             active = -1;
             continue;

@@ -44,6 +44,7 @@ struct Value {
     Tensor tensor;                 // kTensor; kSparse: the matrix shape; kStrings: shape [count]
     const uint8_t *packet = nullptr;
     size_t packet_len = 0;         // kPacket
+    uint32_t packet_depth = 0;     // kPacket: how deep its own bundles/sparse components nest
     std::vector<Entry> entries;    // kBundle
     int sparse_kind = 0;
     std::vector<Tensor> parts;     // kSparse: the three components

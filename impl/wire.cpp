@@ -1,6 +1,7 @@
 // wire.cpp - dtype table, layout helpers and the packet scanner.
 #include "wire.hpp"
 
+#include <algorithm>
 #include <limits>
 
 #include "error.hpp"
@@ -391,6 +392,12 @@ uint64_t expected_num_scales(int scheme, uint32_t axis, uint32_t group_size, con
         return (numel + group_size - 1) / group_size;
     default: fail(status, "unknown quantization scheme " + num(unsigned(scheme)));
     }
+}
+
+uint32_t nesting_depth(const Node &n) {
+    uint32_t d = 0;
+    for (const auto &c : n.children) d = std::max(d, 1 + nesting_depth(c.node));
+    return d;
 }
 
 int kind_of(uint32_t flags, int dtype, uint32_t version, uint8_t reserved) {

@@ -124,6 +124,9 @@ struct Node::Child {
 // end, body_len and children are then left unset.
 Node scan(const uint8_t *buf, size_t len, const Limits &limits, bool header_only = false);
 
+// Levels of packets nested below `n` (bundle values, sparse components).
+uint32_t nesting_depth(const Node &n);
+
 // The kind a header announces (dispatch order of the reference engine).
 int kind_of(uint32_t flags, int dtype, uint32_t version, uint8_t reserved);
 

@@ -121,6 +121,7 @@ void tenso_buffer_dispose(tenso_buffer *buf) {
 }
 
 tenso_status tenso_encode_options_init(tenso_encode_options *opts, uint32_t version) {
+    t_error.clear();
     CHECK_ARG(opts);
     if (version != TENSO_ENCODE_OPTIONS_VERSION)
         return set_error(TENSO_E_INVALID_ARGUMENT, "unknown tenso_encode_options version");
@@ -129,6 +130,7 @@ tenso_status tenso_encode_options_init(tenso_encode_options *opts, uint32_t vers
 }
 
 tenso_status tenso_decode_options_init(tenso_decode_options *opts, uint32_t version) {
+    t_error.clear();
     CHECK_ARG(opts);
     if (version != TENSO_DECODE_OPTIONS_VERSION)
         return set_error(TENSO_E_INVALID_ARGUMENT, "unknown tenso_decode_options version");
@@ -267,12 +269,13 @@ tenso_status tenso_value_new_packet(tenso_value **out, const void *packet, size_
     CHECK_ARG(packet);
     TENSO_API_BEGIN
     const auto *p = static_cast<const uint8_t *>(packet);
-    size_t exact;
+    tenso::Node n;
     try {
-        exact = tenso::scan(p, len, tenso::Limits()).end;
+        n = tenso::scan(p, len, tenso::Limits());
     } catch (const tenso::NeedMore &) {
         tenso::fail(TENSO_E_TRUNCATED, "packet is truncated");
     }
+    size_t exact = n.end;
     if (exact != len)
         tenso::fail(TENSO_E_INVALID_ARGUMENT, "bytes are not exactly one packet (" + std::to_string(exact) +
                                                   " of " + std::to_string(len) + ")");
@@ -280,6 +283,7 @@ tenso_status tenso_value_new_packet(tenso_value **out, const void *packet, size_
     v->v.type = tenso::Value::kPacket;
     v->v.packet = p;
     v->v.packet_len = len;
+    v->v.packet_depth = tenso::nesting_depth(n);
     *out = v;
     TENSO_API_END
 }
@@ -448,6 +452,7 @@ tenso_status tenso_value_new_sparse(tenso_value **out, tenso_kind format, uint32
 }
 
 tenso_status tenso_view_component(const tenso_view **child_out, const tenso_view *v, uint32_t index) {
+    t_error.clear();
     CHECK_ARG(child_out);
     *child_out = nullptr;
     CHECK_ARG(v);
@@ -512,6 +517,7 @@ tenso_status tenso_value_new_quantized(tenso_value **out, const tenso_quantized 
 }
 
 tenso_status tenso_value_quantized(tenso_quantized *out, const tenso_value *v) {
+    t_error.clear();
     CHECK_ARG(out);
     CHECK_ARG(v);
     if (v->v.type != tenso::Value::kQuantized) return set_error(TENSO_E_UNSUPPORTED_KIND, "value is not quantized");
@@ -520,6 +526,7 @@ tenso_status tenso_value_quantized(tenso_quantized *out, const tenso_value *v) {
 }
 
 tenso_status tenso_view_quantized(tenso_quantized *out, const tenso_view *v) {
+    t_error.clear();
     CHECK_ARG(out);
     CHECK_ARG(v);
     const tenso::View &w = *V(v);
@@ -572,6 +579,7 @@ tenso_status tenso_value_new_strings(tenso_value **out, uint64_t count, const ui
 }
 
 tenso_status tenso_view_string_offsets(const uint64_t **offsets_out, const char **payload_out, const tenso_view *v) {
+    t_error.clear();
     CHECK_ARG(offsets_out);
     CHECK_ARG(payload_out);
     CHECK_ARG(v);
@@ -691,6 +699,7 @@ tenso_status tenso_value_new_ipc_ref(tenso_value **out, const tenso_ipc_ref *ref
 }
 
 tenso_status tenso_view_ipc_ref(tenso_ipc_ref *out, const tenso_view *v) {
+    t_error.clear();
     CHECK_ARG(out);
     CHECK_ARG(v);
     const tenso::View &w = *V(v);
@@ -760,6 +769,7 @@ uint32_t tenso_view_bundle_count(const tenso_view *v) { return v ? uint32_t(V(v)
 
 tenso_status tenso_view_bundle_entry(const char **key_out, size_t *key_len_out, const tenso_view **child_out,
                                      const tenso_view *v, uint32_t index) {
+    t_error.clear();
     CHECK_ARG(key_out);
     CHECK_ARG(key_len_out);
     CHECK_ARG(child_out);
@@ -775,6 +785,7 @@ tenso_status tenso_view_bundle_entry(const char **key_out, size_t *key_len_out, 
 
 tenso_status tenso_view_bundle_find(const tenso_view **child_out, const tenso_view *v, const char *key,
                                     size_t key_len) {
+    t_error.clear();
     CHECK_ARG(child_out);
     *child_out = nullptr;
     CHECK_ARG(v);

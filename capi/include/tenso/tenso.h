@@ -221,8 +221,11 @@ typedef struct tenso_tensor {
 
 /**
  * An upper bound of the packet size for tensor `t` under `opts`: exact without compression.
+ * The tensor checks are those of every encoder below.
  * @param bound_out  receives the size.
- * @return TENSO_E_INVALID_ARGUMENT for an invalid tensor or options. @since 1.0
+ * @return TENSO_E_BAD_DTYPE for a dtype that is not dense, TENSO_E_TOO_MANY_DIMS beyond 32
+ *         dims, TENSO_E_TOO_MANY_ELEMENTS beyond 1e9 elements, TENSO_E_INVALID_ARGUMENT for
+ *         anything else wrong (nbytes, a dimension >= 2^32, NULL pointers, options). @since 1.0
  */
 TENSO_API tenso_status tenso_dumps_bound(size_t *bound_out, const tenso_tensor *t,
                                          const tenso_encode_options *opts);
@@ -285,7 +288,8 @@ TENSO_API tenso_status tenso_value_new_tensor(tenso_value **out, const tenso_ten
 /**
  * A value that is an encoded packet, inserted as it is (its own options apply). The bytes are
  * borrowed and must be exactly one packet (tenso_packet_length() equal to `len`).
- * @since 1.0
+ * @return TENSO_E_TRUNCATED when `len` is shorter than the packet, TENSO_E_INVALID_ARGUMENT
+ *         when it is longer, or the status of the header check that fails. @since 1.0
  */
 TENSO_API tenso_status tenso_value_new_packet(tenso_value **out, const void *packet, size_t len);
 
@@ -611,6 +615,12 @@ TENSO_API tenso_status tenso_load_file(tenso_view **out, const char *path, uint3
  * bytes, those must outlive the DLPack tensor too. The consumer calls the deleter exactly
  * once; the struct may be moved, since its bookkeeping lives in manager_ctx. bfloat16 maps to
  * kDLBfloat, bool to kDLBool, complex to kDLComplex.
+ *
+ * Alignment: a top-level body is aligned as the packet says relative to the packet's start, so
+ * it is aligned in memory when the packet's buffer is (tenso_buffer, mmap, stream buffers are).
+ * Bodies nested in bundles are padded relative to their own sub-packet and can sit at any
+ * address, even one misaligned for their element type; consumers that read through typed
+ * pointers must check (or copy) such tensors.
  * ========================================================================================== */
 
 /**
