@@ -451,7 +451,8 @@ void bind_quantized(View &v, const Node &n, const uint8_t *buf) {
     q.group_size = rd32(m + 2);
     q.num_scales = rd32(m + 6);
     v.qparams.resize(2 * size_t(q.num_scales));
-    std::memcpy(v.qparams.data(), m + 10, 8 * size_t(q.num_scales));  // f32 LE on an LE host
+    if (q.num_scales)  // (a zero-length channel axis has none)
+        std::memcpy(v.qparams.data(), m + 10, 8 * size_t(q.num_scales));  // f32 LE on an LE host
     v.data = buf + n.body_off;
     v.nbytes = n.body_len;
 }

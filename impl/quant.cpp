@@ -149,7 +149,8 @@ void quantize_run(int8_t *q, const float *x, uint64_t n, Params p, Range r) {
 #endif
     for (; i < n; ++i) {
         float v = x[i] / p.scale + p.zp;
-        v = std::min(std::max(v, lo), hi);
+        v = v > lo ? v : lo;  // maxps/minps semantics: a NaN becomes qmin, never an int cast of NaN
+        v = v < hi ? v : hi;
         v = (v + magic) - magic;
         q[i] = int8_t(int32_t(v));  // unsigned types wrap to their byte value
     }

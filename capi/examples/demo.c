@@ -84,7 +84,7 @@ static double now_ns(void) {
     return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
 }
 
-/* "812 ns", "41.3 us", "12.07 ms", "1.20 s" in a field of `width`. */
+/* "812 ns", "41.3 us", "12.07 ms", "1.20 s". */
 static const char *fmt_time(char *buf, size_t cap, double ns) {
     if (ns < 1e3)
         snprintf(buf, cap, "%.0f ns", ns);
@@ -238,15 +238,11 @@ static void run_loads(void *p) {
     tenso_view_free(v);
 }
 
+/* Describes data[0..n) as a float32 vector; shape1 is the caller's one-element shape array. */
 static tenso_tensor f32_vector(const float *data, size_t n, uint64_t *shape1) {
-    tenso_tensor t;
-    memset(&t, 0, sizeof t);
     shape1[0] = n;
-    t.data = data;
-    t.nbytes = n * sizeof(float);
-    t.shape = shape1;
-    t.ndim = 1;
-    t.dtype = TENSO_DTYPE_FLOAT32;
+    const tenso_tensor t = {.data = data, .nbytes = n * sizeof(float), .shape = shape1,
+                            .ndim = 1, .dtype = TENSO_DTYPE_FLOAT32};
     return t;
 }
 
@@ -409,9 +405,12 @@ static void demo_bundle(void) {
     const int64_t step = 123456789012LL;
     const uint64_t wshape[2] = {ROWS, COLS}, bshape[1] = {COLS};
 
-    tenso_tensor tw = {weights, ROWS * COLS * sizeof(float), wshape, 2, TENSO_DTYPE_FLOAT32};
-    tenso_tensor tb = {bias, COLS * sizeof(float), bshape, 1, TENSO_DTYPE_FLOAT32};
-    tenso_tensor ts = {&step, sizeof step, NULL, 0, TENSO_DTYPE_INT64};
+    const tenso_tensor tw = {.data = weights, .nbytes = ROWS * COLS * sizeof(float),
+                             .shape = wshape, .ndim = 2, .dtype = TENSO_DTYPE_FLOAT32};
+    const tenso_tensor tb = {.data = bias, .nbytes = COLS * sizeof(float), .shape = bshape,
+                             .ndim = 1, .dtype = TENSO_DTYPE_FLOAT32};
+    const tenso_tensor ts = {.data = &step, .nbytes = sizeof step, .shape = NULL, .ndim = 0,
+                             .dtype = TENSO_DTYPE_INT64}; /* a scalar */
 
     tenso_value *bundle = NULL, *child = NULL;
     CHECK_OK(tenso_value_new_bundle(&bundle));
@@ -609,8 +608,9 @@ static int pipe_echo(int in, int out) {
             rc = 1;
             break;
         }
-        tenso_tensor t = {tenso_view_data(v), tenso_view_nbytes(v), tenso_view_shape(v),
-                          tenso_view_ndim(v), tenso_view_dtype(v)};
+        const tenso_tensor t = {.data = tenso_view_data(v), .nbytes = tenso_view_nbytes(v),
+                                .shape = tenso_view_shape(v), .ndim = tenso_view_ndim(v),
+                                .dtype = tenso_view_dtype(v)};
         tenso_encode_options opts = TENSO_ENCODE_OPTIONS_INIT;
         opts.flags = (tenso_view_flags(v) & TENSO_FLAG_INTEGRITY) ? TENSO_ENCODE_INTEGRITY : 0u;
         st = tenso_write_fd(NULL, out, &t, &opts);

@@ -765,7 +765,9 @@ uint32_t tenso_view_version(const tenso_view *v) { return v ? V(v)->version : 0;
 uint32_t tenso_view_alignment(const tenso_view *v) { return v ? V(v)->alignment : 0; }
 uint64_t tenso_view_packet_size(const tenso_view *v) { return v ? V(v)->packet_size : 0; }
 int tenso_view_owns_data(const tenso_view *v) { return v && V(v)->owns_data ? 1 : 0; }
-uint32_t tenso_view_bundle_count(const tenso_view *v) { return v ? uint32_t(V(v)->entries.size()) : 0; }
+uint32_t tenso_view_bundle_count(const tenso_view *v) {
+    return v && V(v)->kind == TENSO_KIND_BUNDLE ? uint32_t(V(v)->entries.size()) : 0;
+}
 
 tenso_status tenso_view_bundle_entry(const char **key_out, size_t *key_len_out, const tenso_view **child_out,
                                      const tenso_view *v, uint32_t index) {

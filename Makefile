@@ -1,0 +1,125 @@
+# tenso: a thin front door (STYLE.md 4.4). Every target only runs the machine set-up script,
+# CMake and CTest; the build itself (targets, options, tests, install rules) lives in CMake.
+#
+#   make, make all       configure build/ (Ninja, RelWithDebInfo, warnings as errors), build
+#   make test            build, then run every CTest test in build/
+#   make demo            build and run the demo program (capi/examples/demo.c)
+#   make install         PREFIX=/usr/local [DESTDIR=]: build with that prefix, install
+#   make asan            clang ASan+UBSan build in build-asan/, run the tests and the demo
+#   make fuzz            clang libFuzzer build in build-fuzz/, fuzz each target FUZZ_SECONDS
+#   make bench           build and run the benchmarks (build/bench/tenso_bench)
+#   make check-abi       the ABI tests only (headers, exports, install + consumers)
+#   make bootstrap       install missing Debian packages (also done by every building target)
+#   make upstream        also create the upstream tenso virtualenv (needs PyPI)
+#   make clean           clean build/ (keeps its cache and venv), remove build-asan/ build-fuzz/
+#   make distclean       remove build/, build-asan/ and build-fuzz/ entirely
+
+SHELL := bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := all
+# Targets share build trees and the package manager: run them one after another; CMake and
+# CTest parallelise inside.
+.NOTPARALLEL:
+
+JOBS ?= 2
+PREFIX ?= /usr/local
+DESTDIR ?=
+FUZZ_SECONDS ?= 30
+FUZZ_TARGETS ?= loads stream roundtrip
+CMAKE ?= cmake
+CTEST ?= ctest
+CLANG_CC ?= clang
+CLANG_CXX ?= clang++
+ASAN_OPTIONS ?= detect_leaks=1
+UBSAN_OPTIONS ?= print_stacktrace=1
+
+BUILD := build
+ASAN_BUILD := build-asan
+FUZZ_BUILD := build-fuzz
+BOOTSTRAP := bash tests/tools/bootstrap.sh
+
+# Ninja for a new build tree; an existing one keeps the generator it was made with.
+generator = $(if $(wildcard $(1)/CMakeCache.txt),,-G Ninja)
+
+CONFIGURE = $(CMAKE) -S . -B $(BUILD) $(call generator,$(BUILD)) \
+	-DCMAKE_BUILD_TYPE=RelWithDebInfo -DTENSO_WERROR=ON
+
+.PHONY: all build test demo install asan fuzz bench check-abi bootstrap upstream clean \
+	distclean help
+
+all: build
+
+build: bootstrap
+	$(CONFIGURE)
+	$(CMAKE) --build $(BUILD) -j $(JOBS)
+
+test: build
+	$(CTEST) --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+
+demo: build
+	./$(BUILD)/capi/examples/tenso_demo
+
+# Configure with the prefix (CMake install rules use it), then install.
+install: bootstrap
+	$(CONFIGURE) -DCMAKE_INSTALL_PREFIX=$(PREFIX)
+	$(CMAKE) --build $(BUILD) -j $(JOBS)
+	DESTDIR=$(DESTDIR) $(CMAKE) --install $(BUILD)
+
+asan: bootstrap
+	$(CMAKE) -S . -B $(ASAN_BUILD) $(call generator,$(ASAN_BUILD)) \
+		-DCMAKE_C_COMPILER=$(CLANG_CC) -DCMAKE_CXX_COMPILER=$(CLANG_CXX) \
+		-DCMAKE_BUILD_TYPE=Debug -DTENSO_WERROR=ON -DTENSO_SANITIZE=address,undefined
+	$(CMAKE) --build $(ASAN_BUILD) -j $(JOBS)
+	ASAN_OPTIONS=$(ASAN_OPTIONS) UBSAN_OPTIONS=$(UBSAN_OPTIONS) \
+		$(CTEST) --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS)
+	ASAN_OPTIONS=$(ASAN_OPTIONS) UBSAN_OPTIONS=$(UBSAN_OPTIONS) \
+		./$(ASAN_BUILD)/capi/examples/tenso_demo
+
+# Each target fuzzes a scratch copy of its corpus (new inputs stay in build-fuzz/, never in
+# the repository); crash reproducers land in build-fuzz/artifacts/. All targets run, then the
+# target fails if any of them found something.
+fuzz: bootstrap
+	$(CMAKE) -S . -B $(FUZZ_BUILD) $(call generator,$(FUZZ_BUILD)) \
+		-DCMAKE_C_COMPILER=$(CLANG_CC) -DCMAKE_CXX_COMPILER=$(CLANG_CXX) \
+		-DCMAKE_BUILD_TYPE=RelWithDebInfo -DTENSO_WERROR=ON \
+		-DTENSO_BUILD_FUZZERS=ON -DTENSO_SANITIZE=address,undefined
+	$(CMAKE) --build $(FUZZ_BUILD) -j $(JOBS) --target $(addprefix fuzz_,$(FUZZ_TARGETS))
+	@failed=""; \
+	for t in $(FUZZ_TARGETS); do \
+		corpus=$(FUZZ_BUILD)/corpus/$$t; artifacts=$(FUZZ_BUILD)/artifacts/$$t; \
+		rm -rf "$$corpus" "$$artifacts"; mkdir -p "$$corpus" "$$artifacts"; \
+		if [[ -d tests/fuzz/corpus/$$t ]]; then cp -R tests/fuzz/corpus/$$t/. "$$corpus"/; fi; \
+		echo "== fuzz_$$t: $(FUZZ_SECONDS) s over $$(ls -A "$$corpus" | wc -l) seed inputs"; \
+		if ASAN_OPTIONS=$(ASAN_OPTIONS) UBSAN_OPTIONS=$(UBSAN_OPTIONS) \
+			./$(FUZZ_BUILD)/tests/fuzz/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) \
+			-print_final_stats=1 -artifact_prefix="$$artifacts/" "$$corpus"; then \
+			echo "== fuzz_$$t: ok, corpus now $$(ls -A "$$corpus" | wc -l) inputs"; \
+		else \
+			echo "== fuzz_$$t: FAILED, reproducers in $$artifacts/"; failed="$$failed $$t"; \
+		fi; \
+	done; \
+	if [[ -n "$$failed" ]]; then echo "fuzz: failures in:$$failed"; exit 1; fi
+
+bench: bootstrap
+	$(CONFIGURE) -DTENSO_BUILD_BENCH=ON
+	$(CMAKE) --build $(BUILD) -j $(JOBS) --target tenso_bench
+	./$(BUILD)/bench/tenso_bench
+
+check-abi: build
+	$(CTEST) --test-dir $(BUILD) --output-on-failure -j $(JOBS) -R '^abi\.'
+
+bootstrap:
+	@$(BOOTSTRAP)
+
+upstream:
+	@$(BOOTSTRAP) --upstream
+
+clean:
+	if [[ -f $(BUILD)/CMakeCache.txt ]]; then $(CMAKE) --build $(BUILD) --target clean; fi
+	rm -rf $(ASAN_BUILD) $(FUZZ_BUILD)
+
+distclean:
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)
+
+help:
+	@sed -n '4,15s/^#   //p' Makefile

@@ -1,0 +1,54 @@
+# cmake -P, abi.install_consumer: build tests/abi/consumer.c the way a C user of the installed
+# library would - only with the flags `pkg-config --cflags --libs tenso` gives for PREFIX - as
+# strict C11, check with ldd that the scratch libtenso is the one loaded, and run it.
+#   PREFIX, PKG_CONFIG, CC, SOURCE, WORK_DIR, SOVERSION
+cmake_minimum_required(VERSION 3.16)
+foreach(_v PREFIX PKG_CONFIG CC SOURCE WORK_DIR SOVERSION)
+  if(NOT DEFINED ${_v})
+    message(FATAL_ERROR "pkgconfig_consumer.cmake: -D${_v}= is required")
+  endif()
+endforeach()
+
+file(REMOVE_RECURSE ${WORK_DIR})
+file(MAKE_DIRECTORY ${WORK_DIR})
+
+# Only the scratch prefix is searched; the system's own .pc dirs stay (liblz4 lives there).
+set(ENV{PKG_CONFIG_PATH} "${PREFIX}/lib/pkgconfig")
+unset(ENV{PKG_CONFIG_LIBDIR})
+execute_process(COMMAND ${PKG_CONFIG} --cflags --libs tenso
+  RESULT_VARIABLE _rc OUTPUT_VARIABLE _flags ERROR_VARIABLE _err
+  OUTPUT_STRIP_TRAILING_WHITESPACE)
+if(NOT _rc EQUAL 0)
+  message(FATAL_ERROR "pkg-config --cflags --libs tenso failed (${_rc}) with "
+                      "PKG_CONFIG_PATH=${PREFIX}/lib/pkgconfig: ${_err}")
+endif()
+message(STATUS "pkg-config --cflags --libs tenso: ${_flags}")
+if(NOT _flags MATCHES "-I${PREFIX}/include" OR NOT _flags MATCHES "-L${PREFIX}/lib")
+  message(FATAL_ERROR "the flags do not point into ${PREFIX}: '${_flags}'")
+endif()
+execute_process(COMMAND ${PKG_CONFIG} --modversion tenso OUTPUT_VARIABLE _ver
+  OUTPUT_STRIP_TRAILING_WHITESPACE)
+message(STATUS "pkg-config --modversion tenso: ${_ver}")
+
+separate_arguments(_flags UNIX_COMMAND "${_flags}")
+set(_exe ${WORK_DIR}/consumer)
+execute_process(
+  COMMAND ${CC} -std=c11 -Wall -Wextra -pedantic -Werror ${SOURCE} -o ${_exe} ${_flags}
+  RESULT_VARIABLE _rc OUTPUT_VARIABLE _out ERROR_VARIABLE _out)
+if(NOT _rc EQUAL 0)
+  message(FATAL_ERROR "compiling the consumer with the pkg-config flags failed (${_rc}):\n${_out}")
+endif()
+
+# No rpath was given, as a user would not: point the loader at the scratch lib explicitly,
+# and make sure that is the libtenso it resolves (not one in /usr/local or the build tree).
+set(ENV{LD_LIBRARY_PATH} "${PREFIX}/lib")
+execute_process(COMMAND ldd ${_exe} RESULT_VARIABLE _rc OUTPUT_VARIABLE _ldd ERROR_VARIABLE _ldd)
+if(NOT _ldd MATCHES "libtenso\\.so\\.${SOVERSION} => ${PREFIX}/lib/libtenso\\.so\\.${SOVERSION}")
+  message(FATAL_ERROR "the consumer does not load ${PREFIX}/lib/libtenso.so.${SOVERSION}:\n${_ldd}")
+endif()
+
+execute_process(COMMAND ${_exe} RESULT_VARIABLE _rc OUTPUT_VARIABLE _out ERROR_VARIABLE _out)
+message(STATUS "consumer output:\n${_out}")
+if(NOT _rc EQUAL 0)
+  message(FATAL_ERROR "the pkg-config consumer failed (${_rc})")
+endif()
