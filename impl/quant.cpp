@@ -186,6 +186,12 @@ QuantOutput quantize(const uint8_t *src, int src_dtype, const uint64_t *shape, u
         fail(TENSO_E_BAD_DTYPE, "quantize takes float32, float16 or bfloat16 input");
     const Range r = range_of(qdtype);
     const uint64_t n = checked_numel(shape, ndim, TENSO_MAX_ELEMENTS);
+    if (scheme == TENSO_QUANT_PER_CHANNEL && axis >= ndim)
+        fail(TENSO_E_INVALID_ARGUMENT, "per-channel axis is out of range");
+    if (scheme == TENSO_QUANT_PER_GROUP && !group_size)
+        fail(TENSO_E_INVALID_ARGUMENT, "per-group quantization needs a group size > 0");
+    if (scheme < TENSO_QUANT_PER_TENSOR || scheme > TENSO_QUANT_PER_GROUP)
+        fail(TENSO_E_INVALID_ARGUMENT, "unknown quantization scheme " + std::to_string(scheme));
     const float *x = nullptr;
     std::vector<float> widened = widen(src, src_dtype, n, &x);
     QuantOutput out;
@@ -212,17 +218,13 @@ QuantOutput quantize(const uint8_t *src, int src_dtype, const uint64_t *shape, u
     } else if (scheme == TENSO_QUANT_PER_TENSOR) {
         block(0, 1, n, n);
     } else if (scheme == TENSO_QUANT_PER_CHANNEL) {
-        if (axis >= ndim) fail(TENSO_E_INVALID_ARGUMENT, "per-channel axis is out of range");
         uint64_t outer = 1, inner = 1, channels = shape[axis];
         for (uint32_t i = 0; i < axis; ++i) outer *= shape[i];
         for (uint32_t i = axis + 1; i < ndim; ++i) inner *= shape[i];
         // Channel c covers `outer` runs of `inner` elements, one every channels * inner.
         for (uint64_t c = 0; c < channels; ++c) block(c * inner, outer, inner, channels * inner);
-    } else if (scheme == TENSO_QUANT_PER_GROUP) {
-        if (!group_size) fail(TENSO_E_INVALID_ARGUMENT, "per-group quantization needs a group size > 0");
-        for (uint64_t g = 0; g < n; g += group_size) block(g, 1, std::min<uint64_t>(group_size, n - g), 0);
     } else {
-        fail(TENSO_E_INVALID_ARGUMENT, "unknown quantization scheme " + std::to_string(scheme));
+        for (uint64_t g = 0; g < n; g += group_size) block(g, 1, std::min<uint64_t>(group_size, n - g), 0);
     }
 
     if (is_4bit(qdtype)) pack4(out.packed.data(), q, n);
