@@ -3,6 +3,8 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -345,9 +347,23 @@ void Plan::write_to(uint8_t *dst) const {
 
 namespace {
 // Writes an iovec array completely: partial writes, EINTR, and EAGAIN on non-blocking fds.
+// Sockets go through sendmsg(MSG_NOSIGNAL): a peer that hung up is an I/O error for the
+// caller, not a SIGPIPE that kills the process.
 void writev_all(int fd, struct iovec *iov, size_t cnt, uint64_t *written) {
+    struct stat st;
+    const bool sock = ::fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode);
     while (cnt) {
-        ssize_t r = ::writev(fd, iov, int(std::min<size_t>(cnt, IOV_MAX)));
+        const size_t batch = std::min<size_t>(cnt, IOV_MAX);
+        ssize_t r;
+        if (sock) {
+            struct msghdr m;
+            std::memset(&m, 0, sizeof m);
+            m.msg_iov = iov;
+            m.msg_iovlen = batch;
+            r = ::sendmsg(fd, &m, MSG_NOSIGNAL);
+        } else {
+            r = ::writev(fd, iov, int(batch));
+        }
         if (r < 0) {
             if (errno == EINTR) continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK) {

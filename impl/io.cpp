@@ -56,11 +56,12 @@ struct Mapping {
 
 std::unique_ptr<View> read_packet(int fd, const Limits &limits) {
     std::shared_ptr<uint8_t> buf;
-    size_t cap = 0, have = 0, want = kHeaderLegacy;
+    size_t cap = 0, have = 0, want = sizeof kMagic;  // garbage is told apart from a cut stream
     for (;;) {
         if (want > cap) {
-            // Grow to what the validated headers require (geometrically for bundles, whose
-            // length is learnt entry by entry); never to a size the stream merely claims.
+            // Grow to what the scanner asks for: sizes it has checked against the limits
+            // (shape x itemsize, element-bounded string payloads, keys up to 64 KiB, LZ4
+            // blocks up to 4 MiB) -- geometrically for bundles, learnt entry by entry.
             size_t ncap = std::max(want, std::min(cap * 2, want + (size_t(1) << 20)));
             auto nb = alloc_aligned(ncap);
             if (have) std::memcpy(nb.get(), buf.get(), have);

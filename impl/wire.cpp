@@ -232,6 +232,10 @@ size_t Scanner::lz4_frame_end(size_t pos, size_t bound, int bst, uint64_t raw_le
     size_t max_block = size_t(1) << (8 + 2 * bsid);
     // No sane encoder needs more than 2x + 64 KiB; beyond that the frame is hostile.
     uint64_t cap = 2 * raw_len + 65536;
+    // And the frame must be able to hold what the shape claims, or decoding would allocate
+    // for a claim no data backs: a stored block yields its size, a compressed one at most
+    // 255 bytes per input byte (LZ4's longest match run), never more than the block size.
+    uint64_t can_hold = 0;
     size_t q = pos + hdr;
     for (;;) {
         need(q + 4, bound, bst, "LZ4 block");
@@ -240,12 +244,15 @@ size_t Scanner::lz4_frame_end(size_t pos, size_t bound, int bst, uint64_t raw_le
         if (bs == 0) break;
         size_t size = bs & 0x7FFFFFFFu;
         if (size > max_block) fail(TENSO_E_COMPRESSION, "LZ4 block larger than the frame's block size");
+        can_hold += (bs & 0x80000000u) ? size : std::min<uint64_t>(max_block, 255 * uint64_t(size));
         q = add(q, size + (block_sum ? 4 : 0));
         if (q - pos > cap)
             fail(TENSO_E_COMPRESSION, "LZ4 frame is longer than any encoding of " + num(raw_len) + " bytes");
     }
     if (content_sum) q += 4;
     need(q, bound, bst, "LZ4 frame");
+    if (can_hold < raw_len)
+        fail(TENSO_E_COMPRESSION, "LZ4 frame cannot hold the " + num(raw_len) + " bytes the shape claims");
     return q;
 }
 
@@ -297,6 +304,9 @@ void Scanner::bundle(Node &n, size_t pos, size_t bound, int bst, int depth) {
         need(pos + 4, bound, bst, "bundle key length");
         Node::Child c;
         c.key_len = rd32(b_ + pos);
+        if (c.key_len > TENSO_MAX_KEY_BYTES)
+            fail(TENSO_E_LIMIT, "bundle key of " + num(c.key_len) + " bytes exceeds the limit of " +
+                                    num(TENSO_MAX_KEY_BYTES));
         c.key_off = pos + 4;
         pos = add(c.key_off, c.key_len);
         need(pos + 4, bound, bst, "bundle key");

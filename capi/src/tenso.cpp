@@ -305,7 +305,8 @@ tenso_status tenso_bundle_insert(tenso_value *bundle, const char *key, size_t ke
     if (b.type != tenso::Value::kBundle) tenso::fail(TENSO_E_INVALID_ARGUMENT, "value is not a bundle");
     if (b.entries.size() >= TENSO_MAX_BUNDLE_ENTRIES)
         tenso::fail(TENSO_E_INVALID_ARGUMENT, "a bundle holds at most 255 entries");
-    if (key_len > UINT32_MAX) tenso::fail(TENSO_E_INVALID_ARGUMENT, "key is longer than 2^32-1 bytes");
+    if (key_len > TENSO_MAX_KEY_BYTES)
+        tenso::fail(TENSO_E_INVALID_ARGUMENT, "key is longer than TENSO_MAX_KEY_BYTES (65536)");
     std::string k(key ? key : "", key_len);
     if (!tenso::valid_utf8(reinterpret_cast<const uint8_t *>(k.data()), k.size()))
         tenso::fail(TENSO_E_INVALID_ARGUMENT, "bundle key is not valid UTF-8");

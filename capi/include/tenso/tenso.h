@@ -112,6 +112,9 @@ typedef int32_t tenso_kind;
 #define TENSO_MAX_ELEMENTS        1000000000ULL
 #define TENSO_MAX_DEPTH           64
 #define TENSO_MAX_BUNDLE_ENTRIES  255
+/** The longest bundle key, in bytes, read or written (the wire allows 2^32-1; no real key
+ *  needs more, and a stream reader must not reserve gigabytes for a claimed one). */
+#define TENSO_MAX_KEY_BYTES       65536
 #define TENSO_DEFAULT_ALIGNMENT   64
 /** The largest alignment the encoder accepts (a page is the useful maximum). */
 #define TENSO_MAX_ALIGNMENT       (1u << 20)
@@ -255,6 +258,7 @@ TENSO_API tenso_status tenso_dumps(tenso_buffer *out, const tenso_tensor *t,
  * Writes the packet for `t` to a file descriptor (file, pipe or socket) with vectored I/O:
  * header and padding from a small buffer, the body straight from `t->data`, never copied.
  * Partial writes and EINTR are handled; a non-blocking fd that would block is waited for.
+ * Sockets are written with MSG_NOSIGNAL: a closed peer gives TENSO_E_IO, never SIGPIPE.
  * @param written_out  may be NULL; receives the bytes written, also on failure.
  * @return TENSO_E_IO with errno's text when the system refuses. @since 1.0
  */
@@ -299,7 +303,7 @@ TENSO_API tenso_status tenso_value_new_bundle(tenso_value **out);
 /**
  * Appends `key` -> `child` to a bundle. The child's description is copied (its borrowed memory
  * stays borrowed), so the child may be freed or changed afterwards without affecting `bundle`.
- * @param key      UTF-8, need not be NUL-terminated; up to 2^32-1 bytes.
+ * @param key      UTF-8, need not be NUL-terminated; up to TENSO_MAX_KEY_BYTES bytes.
  * @return TENSO_E_INVALID_ARGUMENT when `bundle` is not a bundle, the key is not UTF-8, the
  *         bundle already has 255 entries or would nest more than 64 deep. Duplicate keys are
  *         allowed by the wire format and kept in order. @since 1.0
