@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Build, install and test the Python SDK, as CI does:
+#
+#   1. create (once) the virtualenv build/venv-sdk and install the pinned build and test
+#      requirements into it (a stamp file makes re-runs offline no-ops);
+#   2. build the wheel with `pip wheel` (libtenso compiled from this repository and bundled,
+#      unless TENSO_USE_SYSTEM_LIB=1) and install exactly that wheel;
+#   3. make sure the pinned upstream tenso venv exists (tests/upstream/venv.sh) for the interop
+#      tests, which are then required to run (TENSO_SKIP_UPSTREAM=1 skips them instead);
+#   4. run pytest on sdk/python/tests; extra arguments go to pytest.
+#
+# Exit status: pytest's; "no tests collected" (pytest's 5) is turned into a failure.
+#
+# Environment: PYTHON (interpreter for the venv, default python3, >= 3.11 for the upstream
+# venv), TENSO_SDK_VENV (default <repo>/build/venv-sdk), JOBS (parallel build jobs),
+# TENSO_USE_SYSTEM_LIB=1 (link an installed libtenso found by pkg-config instead).
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd "$here/../.." && pwd)"
+venv="${TENSO_SDK_VENV:-$repo/build/venv-sdk}"
+base_python="${PYTHON:-python3}"
+log() { printf 'run-tests.sh: %s\n' "$*" >&2; }
+
+# Pinned, verified together on CPython 3.11 x86_64 (same numpy/scipy/ml_dtypes as the
+# upstream venv, so both sides of the interop tests run the same scipy).
+requirements="scikit-build-core==1.1.2
+pybind11==3.1.0
+numpy==2.4.6
+ml_dtypes==0.6.0
+scipy==1.17.1
+pytest==9.2.0
+hypothesis==6.170.15"
+
+py="$venv/bin/python"
+stamp="$venv/.tenso-sdk-requirements"
+if [[ ! -x "$py" ]]; then
+    log "creating $venv"
+    mkdir -p "$(dirname "$venv")"
+    "$base_python" -m venv "$venv"
+fi
+if [[ ! -f "$stamp" ]] || [[ "$(cat "$stamp")" != "$requirements" ]]; then
+    log "installing pinned requirements"
+    rm -f "$stamp"
+    req_file="$(mktemp)"
+    printf '%s\n' "$requirements" > "$req_file"
+    "$py" -m pip install --disable-pip-version-check --no-input --quiet --only-binary=:all: -r "$req_file"
+    rm -f "$req_file"
+    printf '%s\n' "$requirements" > "$stamp"
+fi
+
+# The wheel: built against this checkout's libtenso (CMake tree kept in the venv for fast
+# rebuilds), then installed as a user would install it.
+dist="$venv/dist"
+rm -rf "$dist"
+mkdir -p "$dist"
+log "building the wheel"
+CMAKE_BUILD_PARALLEL_LEVEL="${JOBS:-2}" "$py" -m pip wheel --disable-pip-version-check --no-input --quiet \
+    --no-build-isolation --no-deps -w "$dist" \
+    --config-settings=build-dir="$venv/cmake-build" "$here"
+wheel="$(ls "$dist"/tenso-*.whl)"
+"$py" -m pip install --disable-pip-version-check --no-input --quiet --force-reinstall --no-deps "$wheel"
+log "installed $(basename "$wheel")"
+
+if [[ "${TENSO_SKIP_UPSTREAM:-0}" == 1 ]]; then
+    log "TENSO_SKIP_UPSTREAM=1: the interop tests will be skipped"
+else
+    TENSO_UPSTREAM_PYTHON="$(PYTHON="$base_python" bash "$repo/tests/upstream/venv.sh" | tail -n1)"
+    export TENSO_UPSTREAM_PYTHON TENSO_REQUIRE_UPSTREAM=1
+fi
+
+cd "$here"
+set +e
+TENSO_WHEEL="$wheel" "$py" -m pytest tests -p no:cacheprovider "$@"
+rc=$?
+set -e
+if ((rc == 5)); then
+    log "pytest collected no tests: failing"
+    rc=1
+fi
+exit "$rc"

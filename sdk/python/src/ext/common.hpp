@@ -1,0 +1,136 @@
+// common.hpp - shared pieces of the tenso._tenso extension: status -> exception mapping, dtype
+// mapping, RAII holders for tenso handles, and the owner object that numpy arrays point at.
+//
+// Only the public C header is included: the SDK sees libtenso exactly as any other consumer.
+#pragma once
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "tenso/tenso.h"
+
+// Compile-time gate (STYLE.md rule 12): the SDK is written against the 1.x ABI.
+#if TENSO_VERSION_MAJOR != 1
+#error "tenso's Python SDK is written for libtenso 1.x"
+#endif
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "tenso packets are little-endian; the zero-copy views assume a little-endian host"
+#endif
+
+namespace py = pybind11;
+
+namespace tpy {
+
+// Work on buffers at least this large runs with the GIL released; below it the release and
+// re-acquire would cost more than the work.
+constexpr size_t kReleaseGilBytes = 64 * 1024;
+
+// ---- errors -------------------------------------------------------------------------------
+
+// Raises the exception class registered for `status` (tenso.errors._BY_STATUS) with the
+// calling thread's tenso_last_error() text, and sets its `status` attribute.
+[[noreturn]] void raise_status(tenso_status status);
+// As raise_status, with a message of our own.
+[[noreturn]] void raise_error(tenso_status status, const std::string &message);
+// TensoValueError (a ValueError) with `message`.
+[[noreturn]] void raise_value_error(const std::string &message);
+// TensoTypeError (a TypeError) with `message`.
+[[noreturn]] void raise_type_error(const std::string &message);
+
+inline void check(tenso_status status) {
+    if (status != TENSO_OK) raise_status(status);
+}
+
+// Loads tenso.errors and remembers its status -> class table. Called once at import.
+void init_errors();
+
+// ---- dtypes -------------------------------------------------------------------------------
+
+// The wire dtype for a numpy dtype; raises ValueError ("Unsupported dtype: <name>", as upstream)
+// for dtypes tenso has no code for, and for non-native byte order.
+tenso_dtype dtype_code(const py::dtype &dt);
+// The numpy dtype for a dense wire dtype (bfloat16 comes from ml_dtypes, imported on first use).
+py::dtype numpy_dtype(tenso_dtype code);
+
+// ---- RAII holders for tenso handles ---------------------------------------------------------
+
+struct ViewFree {
+    void operator()(tenso_view *v) const noexcept { tenso_view_free(v); }
+};
+struct ValueFree {
+    void operator()(tenso_value *v) const noexcept { tenso_value_free(v); }
+};
+using ViewPtr = std::unique_ptr<tenso_view, ViewFree>;
+using ValuePtr = std::unique_ptr<tenso_value, ValueFree>;
+
+// A Py_buffer that is released when the holder goes away (the GIL is held then: holders live in
+// Python objects, which are destroyed under the GIL).
+class BufferHold {
+public:
+    BufferHold() = default;
+    BufferHold(const BufferHold &) = delete;
+    BufferHold &operator=(const BufferHold &) = delete;
+    ~BufferHold() { release(); }
+    // PyObject_GetBuffer with `flags`; raises the Python error (TypeError/BufferError) on failure.
+    void acquire(py::handle obj, int flags);
+    void release() noexcept {
+        if (held_) {
+            PyBuffer_Release(&buf_);
+            held_ = false;
+        }
+    }
+    const uint8_t *data() const { return static_cast<const uint8_t *>(buf_.buf); }
+    uint8_t *mutable_data() const { return static_cast<uint8_t *>(buf_.buf); }
+    size_t size() const { return size_t(buf_.len); }
+    bool held() const { return held_; }
+    PyObject *obj() const { return held_ ? buf_.obj : nullptr; }
+
+private:
+    Py_buffer buf_{};
+    bool held_ = false;
+};
+
+// ---- the owner of decoded memory -------------------------------------------------------------
+
+// A decoded packet: the tenso_view and, when the view borrows the caller's bytes, the exported
+// buffer that keeps those bytes alive and unchanged in size. Every array that loads() returns
+// has this object as its numpy `base`, so the source lives exactly as long as any view of it.
+class Packet {
+public:
+    ViewPtr view;
+    BufferHold source;
+    const tenso_view *root() const { return view.get(); }
+};
+
+// Options of a decode walk.
+struct DecodeMode {
+    bool copy = false;   // writeable copies instead of views
+    bool align = false;  // copy views whose data is not aligned to the packet's alignment
+};
+
+// Converts a decoded view (and its children) into Python objects; arrays are views owned by
+// `owner` (a Packet) unless mode.copy.
+py::object to_python(const tenso_view *v, py::handle owner, const DecodeMode &mode);
+
+// Decodes the packet at the start of `data` (any C-contiguous buffer) into a new Packet object
+// that borrows it.
+py::object decode_packet(py::handle data);
+
+// Factories the Python layer registers for composite kinds (QuantizedTensor, StringTensor,
+// scipy.sparse matrices).
+struct Factories {
+    py::object quantized, strings, sparse;
+};
+Factories &factories();
+
+// ---- module parts -----------------------------------------------------------------------------
+
+void init_encode(py::module_ &m);
+void init_decode(py::module_ &m);
+void init_dlpack(py::module_ &m);
+
+}  // namespace tpy

@@ -1,0 +1,106 @@
+"""
+tenso: zero-copy tensor serialization and streaming (Tenso protocol v4).
+
+A drop-in for the upstream ``tenso`` package (0.24) over libtenso's C ABI: the same functions,
+arguments, return types and exceptions, the same bytes on the wire.
+
+Main API:
+    - dumps, loads, dump, load: serialization to and from memory and files.
+    - read_stream, write_stream, iter_dumps: packets over sockets, pipes and file objects.
+    - aread_stream, awrite_stream: the same over asyncio streams.
+    - get_packet_info, is_aligned: packet inspection.
+    - QuantizedTensor, StringTensor, RaggedArray: the composite kinds.
+
+Beyond upstream: ``view`` (DLPack-exportable TensorView objects), ``save_file`` / ``load_file``
+(atomic save, memory-mapped load), the exception classes in ``tenso.errors``, and strings and
+ragged arrays inside bundles.
+"""
+
+from . import errors  # noqa: F401  (first: the extension looks its exception classes up at import)
+from . import _tenso
+from .core import (
+    dump,
+    dumps,
+    iter_dumps,
+    load,
+    load_file,
+    loads,
+    read_stream,
+    save_file,
+    view,
+    write_stream,
+    _make_sparse,
+)
+from .errors import (
+    TensoChecksumError,
+    TensoCorruptError,
+    TensoEOFError,
+    TensoError,
+    TensoIOError,
+    TensoLimitError,
+    TensoTruncatedError,
+    TensoTypeError,
+    TensoUnsupportedError,
+    TensoValueError,
+)
+from .quantize import QuantizedTensor
+from .ragged import RaggedArray, StringTensor
+from .utils import get_packet_info, is_aligned
+from .async_core import aread_stream, awrite_stream
+
+_tenso._set_factories(QuantizedTensor._from_wire, StringTensor._from_raw, _make_sparse)
+
+TensorView = _tenso.TensorView
+Packet = _tenso.Packet
+
+#: GPU direct transfer is not part of this package (upstream's tenso.gpu needs CUDA libraries).
+read_to_device = None
+#: Upstream's shared-memory and cache helpers are not part of this package.
+TensoShm = None
+TensoCache = None
+
+try:
+    from importlib.metadata import version as _version
+
+    __version__ = _version("tenso")
+except Exception:  # pragma: no cover - not installed as a distribution
+    __version__ = "0.24.0+tenso." + _tenso.library_version
+
+#: The libtenso this package runs on: its version and the file it was loaded from.
+library_version: str = _tenso.library_version
+library_path: str = _tenso.library_path
+
+__all__ = [
+    "dumps",
+    "loads",
+    "dump",
+    "load",
+    "read_stream",
+    "write_stream",
+    "aread_stream",
+    "awrite_stream",
+    "read_to_device",
+    "get_packet_info",
+    "is_aligned",
+    "iter_dumps",
+    "QuantizedTensor",
+    "StringTensor",
+    "RaggedArray",
+    "TensoShm",
+    "TensoCache",
+    "view",
+    "save_file",
+    "load_file",
+    "TensorView",
+    "Packet",
+    "TensoError",
+    "TensoValueError",
+    "TensoCorruptError",
+    "TensoTruncatedError",
+    "TensoChecksumError",
+    "TensoUnsupportedError",
+    "TensoLimitError",
+    "TensoTypeError",
+    "TensoEOFError",
+    "TensoIOError",
+]

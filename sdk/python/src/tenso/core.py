@@ -1,0 +1,471 @@
+"""Core serialization: numpy arrays, dicts (bundles), scipy.sparse matrices, quantized tensors,
+string tensors and ragged arrays to Tenso packets and back.
+
+The functions have upstream ``tenso.core``'s names, arguments and return types (0.24). The
+wire work is libtenso's (through the ``tenso._tenso`` extension):
+
+* ``loads`` is zero-copy: arrays are read-only views into the given buffer, whose exported
+  buffer stays held (and the object alive) for as long as any of them exists. ``copy=True``
+  gives writeable copies.
+* Writing to a socket, a pipe or a file with a file descriptor goes through ``tenso_write_fd`` /
+  ``tenso_value_write_fd``: vectored I/O straight from the arrays' memory, never copied into a
+  packet buffer. Large encodes, decodes, hashes and all I/O run with the GIL released.
+* Streams are framed with ``tenso_packet_length`` (the headers say how many bytes to read next),
+  so any readable object works and nothing past the packet is consumed.
+"""
+
+import io
+import mmap
+import select
+import socket
+from typing import Any, BinaryIO, Generator, Optional, Union
+
+import numpy as np
+
+from . import _tenso
+from .config import (
+    KIND_SPARSE_COO,
+    KIND_SPARSE_CSC,
+    KIND_SPARSE_CSR,
+    MAX_BUNDLE_ENTRIES,
+    MAX_DEPTH,
+)
+from .errors import TensoEOFError, TensoLimitError, TensoTruncatedError, TensoTypeError, TensoValueError
+from .quantize import QuantizedTensor
+from .ragged import RaggedArray, StringTensor
+
+BytesLike = Union[bytes, bytearray, memoryview, np.ndarray, mmap.mmap]
+
+_SPARSE_KINDS = {"coo": KIND_SPARSE_COO, "csr": KIND_SPARSE_CSR, "csc": KIND_SPARSE_CSC}
+
+# Stream framing: the first read is the smallest header (v3, 8 bytes); afterwards
+# tenso_packet_length says how many bytes the packet needs. A claimed length is never
+# allocated up front: the buffer grows with the bytes that actually arrive.
+_FIRST_READ = 8
+_GROW_STEP = 1 << 20
+
+
+# ---------------------------------------------------------------------------------------------
+# Encoding
+# ---------------------------------------------------------------------------------------------
+
+
+def _check_alignment(alignment: int) -> None:
+    if not (alignment > 0 and (alignment & (alignment - 1)) == 0):
+        raise TensoValueError("Alignment must be a power of two")
+
+
+def _sparse_value(obj: Any) -> Any:
+    fmt = getattr(obj, "format", None)
+    kind = _SPARSE_KINDS.get(fmt) if isinstance(fmt, str) else None
+    if kind is None:
+        raise TensoValueError("Unknown sparse format")
+    if kind == KIND_SPARSE_COO:
+        parts = (obj.data, obj.row, obj.col)
+    else:
+        parts = (obj.data, obj.indices, obj.indptr)
+    return _tenso.Value.sparse(kind, tuple(obj.shape), *parts)
+
+
+def _to_value(obj: Any, strict: bool, depth: int = 0) -> Any:
+    """The tenso_value for anything dumps() accepts; it borrows the arrays' memory."""
+    if isinstance(obj, np.ndarray):
+        return _tenso.Value.tensor(obj, strict)
+    if isinstance(obj, dict):
+        if depth >= MAX_DEPTH:
+            raise TensoLimitError(f"Bundles nest deeper than {MAX_DEPTH} levels")
+        if len(obj) > MAX_BUNDLE_ENTRIES:
+            raise TensoValueError(
+                f"Bundle has {len(obj)} entries; the wire format encodes the entry count in a single "
+                "byte, so at most 255 entries are supported"
+            )
+        bundle = _tenso.Value.bundle()
+        for key, value in obj.items():
+            bundle.insert(key, _to_value(value, strict, depth + 1))
+        return bundle
+    if isinstance(obj, (QuantizedTensor, StringTensor, RaggedArray)):
+        return obj._to_value()
+    if hasattr(obj, "format") and hasattr(obj, "tocoo"):  # scipy.sparse matrix or array
+        return _sparse_value(obj)
+    if hasattr(obj, "__dlpack__") and not isinstance(obj, (np.generic, bytes, bytearray, memoryview)):
+        # Any CPU DLPack producer (torch, jax, cupy-on-host, our own TensorView): zero-copy.
+        return _tenso.Value.tensor(np.from_dlpack(obj), strict)
+    raise TensoTypeError(f"Cannot serialize object of type {type(obj).__name__!r}")
+
+
+def dumps(
+    tensor: Any,
+    strict: bool = False,
+    check_integrity: bool = False,
+    compress: bool = False,
+    alignment: int = 64,
+) -> memoryview:
+    """
+    Serialize an object (array, sparse matrix, dict, QuantizedTensor, ...) to a Tenso packet.
+
+    Parameters
+    ----------
+    tensor : Any
+        A numpy array, a dict of serializable values (a bundle, nesting allowed), a
+        scipy.sparse COO/CSR/CSC matrix or array, a QuantizedTensor, a StringTensor or a
+        RaggedArray (the last two also inside dicts, which upstream cannot do).
+    strict : bool, default False
+        If True, raise ValueError for non-C-contiguous arrays instead of copying them.
+    check_integrity : bool, default False
+        Append an XXH3-64 footer to every body.
+    compress : bool, default False
+        LZ4-frame-compress dense bodies (sparse, quantized and string bodies are never
+        compressed, as upstream).
+    alignment : int, default 64
+        Body alignment, a power of two (at most 2**20).
+
+    Returns
+    -------
+    memoryview
+        A read-only view of exactly the packet. Its bytes object starts the packet at a 64-byte
+        (or ``alignment``-byte, up to 4096) boundary, so ``loads`` of it gives aligned arrays.
+
+    Raises
+    ------
+    ValueError
+        Bad alignment, unsupported dtype or byte order, non-contiguous input with strict,
+        limits (dims, elements, 255 bundle entries).
+    TypeError
+        An object tenso cannot serialize.
+    """
+    if isinstance(tensor, np.ndarray):
+        return _tenso.dumps_array(tensor, strict, check_integrity, compress, alignment, True)
+    _check_alignment(alignment)
+    return _to_value(tensor, strict).dumps(check_integrity, compress, alignment, True)
+
+
+def _dumps_bytes(tensor: Any, strict: bool, check_integrity: bool, compress: bool = False, alignment: int = 64) -> bytes:
+    """As dumps(), as a bytes object holding exactly the packet."""
+    if isinstance(tensor, np.ndarray):
+        return _tenso.dumps_array(tensor, strict, check_integrity, compress, alignment, False)
+    _check_alignment(alignment)
+    return _to_value(tensor, strict).dumps(check_integrity, compress, alignment, False)
+
+
+def loads(data: BytesLike, copy: bool = False, align: bool = False) -> Any:
+    """
+    Deserialize a Tenso packet into its Python object.
+
+    Parameters
+    ----------
+    data : bytes, bytearray, memoryview, mmap.mmap, numpy array or any C-contiguous buffer
+        The packet (trailing bytes after it are ignored).
+    copy : bool, default False
+        False: zero-copy read-only views into ``data`` (their ``.base`` is a
+        :class:`tenso._tenso.Packet` that holds ``data``'s buffer). True: writeable copies,
+        aligned to the packet's alignment (at least 64).
+    align : bool, default False
+        With copy=False: copy (read-only) any array whose address in ``data`` does not meet the
+        packet's declared alignment. Upstream always does this; here it is opt-in so that
+        ``loads`` never copies unless asked.
+
+    Returns
+    -------
+    numpy.ndarray, dict, scipy.sparse matrix, QuantizedTensor or StringTensor
+        Sparse packets come back as ``coo_matrix`` / ``csr_matrix`` / ``csc_matrix`` (as upstream);
+        ragged arrays as their dict (use ``RaggedArray.loads``).
+
+    Raises
+    ------
+    ValueError
+        Corrupt, truncated (also an EOFError), checksum-failing or unsupported packets; GPU IPC
+        references (decoded on the device, as upstream).
+    TypeError
+        ``data`` does not support the buffer protocol.
+    """
+    return _tenso.loads(data, copy, align)
+
+
+# ---------------------------------------------------------------------------------------------
+# Streams
+# ---------------------------------------------------------------------------------------------
+
+
+def _aligned_buffer(n: int, alignment: int = 64) -> np.ndarray:
+    """A writeable uint8 array of n bytes starting at an ``alignment``-byte boundary."""
+    raw = np.empty(n + alignment, dtype=np.uint8)
+    offset = (-raw.ctypes.data) % alignment
+    return raw[offset : offset + n]
+
+
+def _wait_readable(source: Any) -> None:
+    fileno = getattr(source, "fileno", None)
+    if fileno is not None:
+        try:
+            select.select([fileno()], [], [])
+            return
+        except (OSError, ValueError, io.UnsupportedOperation):
+            pass
+
+
+def _read_some(source: Any, view: memoryview) -> int:
+    """Reads at most len(view) bytes into view; 0 at end of stream. Tries readinto, recv_into,
+    recv, read, in upstream's order."""
+    readinto = getattr(source, "readinto", None)
+    if readinto is not None:
+        while True:
+            n = readinto(view)
+            if n is not None:
+                return n
+            _wait_readable(source)  # a non-blocking raw stream with nothing to read yet
+    recv_into = getattr(source, "recv_into", None)
+    if recv_into is not None:
+        while True:
+            try:
+                return recv_into(view)
+            except BlockingIOError:
+                _wait_readable(source)
+    recv = getattr(source, "recv", None)
+    read = recv if recv is not None else getattr(source, "read", None)
+    if read is None:
+        raise AttributeError(f"Source {type(source)} has no readinto, recv_into, recv or read method")
+    chunk = read(len(view))
+    if not chunk:
+        return 0
+    n = len(chunk)
+    view[:n] = chunk
+    return n
+
+
+def _read_full_packet(source: Any) -> Optional[np.ndarray]:
+    """Exactly one packet's bytes from a stream, in a 64-byte aligned buffer; None when the
+    stream ends before its first byte. Never reads past the packet."""
+    buf = _aligned_buffer(64)
+    have = 0
+    need = _FIRST_READ
+    while True:
+        # Grow towards `need`, but by at most max(have, 1 MiB) at a time: a header claiming
+        # gigabytes costs memory only as the bytes really arrive.
+        target = min(need, max(2 * have, have + _GROW_STEP))
+        if target > len(buf):
+            grown = _aligned_buffer(max(target, min(need, 2 * len(buf))))
+            grown[:have] = buf[:have]
+            buf = grown
+        view = memoryview(buf)  # type: ignore[arg-type]  # an ndarray is a buffer
+        while have < target:
+            n = _read_some(source, view[have:target])
+            if n == 0:
+                if have == 0:
+                    return None
+                raise TensoTruncatedError(f"Stream ended inside a packet: expected {need} bytes, got {have}")
+            have += n
+        if have < need:
+            continue
+        complete, length = _tenso.packet_length(buf[:have])
+        if complete:
+            return buf[:length]
+        need = length
+
+
+def _read_fd_of(source: Any) -> Optional[int]:
+    """A file descriptor read_stream may read from directly (libtenso's tenso_read_fd): one
+    with no Python-level buffer in front of it and no timeout to honour."""
+    if isinstance(source, int) and not isinstance(source, bool):
+        return source
+    if isinstance(source, socket.socket):
+        return source.fileno() if source.gettimeout() is None and source.fileno() >= 0 else None
+    if type(source) is io.FileIO and not source.closed and source.readable():
+        return source.fileno()
+    return None
+
+
+def _write_fd_of(dest: Any) -> Optional[int]:
+    """A file descriptor write_stream/dump may write to directly (tenso_write_fd, vectored):
+    blocking sockets, raw files, and buffered files once flushed."""
+    if isinstance(dest, int) and not isinstance(dest, bool):
+        return dest
+    if isinstance(dest, socket.socket):
+        return dest.fileno() if dest.gettimeout() is None and dest.fileno() >= 0 else None
+    if type(dest) is io.FileIO and not dest.closed and dest.writable():
+        return dest.fileno()
+    if type(dest) is io.BufferedWriter and type(dest.raw) is io.FileIO and not dest.closed:
+        dest.flush()  # what is buffered goes first
+        return dest.raw.fileno()
+    return None
+
+
+def _resync(dest: Any) -> None:
+    """After writing to a buffered file's descriptor behind its back, let it learn the new
+    position (BufferedWriter caches it; seek(0, SEEK_CUR) asks the OS again)."""
+    if type(dest) is io.BufferedWriter and dest.seekable():
+        dest.seek(0, io.SEEK_CUR)
+
+
+def _write_all(write_method: Any, data: memoryview) -> None:
+    view = memoryview(data)
+    while len(view):
+        n = write_method(view)
+        if n is None or n >= len(view):  # sendall/buffered writes return None or everything
+            return
+        view = view[n:]
+
+
+def read_stream(source: Any) -> Optional[Any]:
+    """Read and deserialize one Tenso packet from a synchronous stream.
+
+    ``source`` may be a socket, a file or pipe object, a file descriptor (int), or any object
+    with ``readinto``, ``recv_into``, ``recv`` or ``read``. Every packet kind is supported,
+    compressed ones included (upstream cannot stream those). Blocking sockets, raw files and
+    file descriptors are read by libtenso directly, with the GIL released.
+
+    Returns
+    -------
+    The decoded object, or None if the stream ended before the packet's first byte.
+
+    Raises
+    ------
+    EOFError
+        The stream ended inside a packet (a TensoTruncatedError, also a ValueError).
+    ValueError
+        The bytes are not a valid packet.
+    """
+    fd = _read_fd_of(source)
+    if fd is not None:
+        return _tenso.read_fd(fd)
+    packet = _read_full_packet(source)
+    if packet is None:
+        return None
+    return _tenso.loads(packet)
+
+
+def iter_dumps(
+    tensor: Any, strict: bool = False, check_integrity: bool = False
+) -> Generator[Union[bytes, memoryview], None, None]:
+    """Yield the Tenso packet for ``tensor`` (one bytes object, as upstream 0.24)."""
+    yield _dumps_bytes(tensor, strict, check_integrity)
+
+
+def write_stream(tensor: Any, dest: Any, strict: bool = False, check_integrity: bool = False) -> int:
+    """
+    Write one packet to a destination: a socket, a file or pipe object, a file descriptor (int),
+    or any object with ``sendall`` or ``write``.
+
+    Sockets (blocking), raw and buffered files and file descriptors are written with vectored
+    I/O straight from the arrays' memory (no packet buffer), with the GIL released.
+
+    Returns
+    -------
+    int
+        The number of bytes written.
+    """
+    fd = _write_fd_of(dest)
+    if fd is not None:
+        if isinstance(tensor, np.ndarray):
+            written = _tenso.write_array_fd(tensor, fd, strict, check_integrity)
+        else:
+            written = _to_value(tensor, strict).write_fd(fd, check_integrity)
+        _resync(dest)
+        return written
+    write_method = getattr(dest, "sendall", None) or getattr(dest, "write", None)
+    if write_method is None:
+        raise AttributeError(f"Destination {type(dest)} has no '.write' or '.sendall' method.")
+    packet = dumps(tensor, strict=strict, check_integrity=check_integrity)
+    _write_all(write_method, packet)
+    return len(packet)
+
+
+# ---------------------------------------------------------------------------------------------
+# Files
+# ---------------------------------------------------------------------------------------------
+
+
+def dump(tensor: Any, fp: BinaryIO, strict: bool = False, check_integrity: bool = False) -> None:
+    """
+    Serialize an object and write it to an open binary file (or socket, pipe, fd).
+
+    Files with a descriptor are written with vectored I/O from the arrays' memory; anything else
+    gets one ``write`` of the packet.
+    """
+    write_stream(tensor, fp, strict=strict, check_integrity=check_integrity)
+
+
+def load(fp: BinaryIO, mmap_mode: bool = False, copy: bool = False, align: bool = False) -> Any:
+    """
+    Deserialize an object from an open binary file.
+
+    Parameters
+    ----------
+    fp : BinaryIO
+        Open binary file object (for mmap_mode, one with ``fileno()``).
+    mmap_mode : bool, default False
+        Map the whole file read-only and decode its first packet in place: zero-copy, the arrays
+        keep the mapping alive.
+    copy : bool, default False
+        Return writeable copies.
+    align : bool, default False
+        As in :func:`loads`.
+
+    Raises
+    ------
+    EOFError
+        The file is empty (or at its end).
+    """
+    if mmap_mode:
+        mm = mmap.mmap(fp.fileno(), 0, access=mmap.ACCESS_READ)
+        return loads(mm, copy=copy, align=align)
+    fd = _read_fd_of(fp)
+    if fd is not None:
+        result = _tenso.read_fd(fd, copy)
+    else:
+        packet = _read_full_packet(fp)
+        result = None if packet is None else _tenso.loads(packet, copy, align)
+    if result is None:
+        raise TensoEOFError("Empty file or stream")
+    return result
+
+
+def save_file(
+    path: Any,
+    tensor: Any,
+    strict: bool = False,
+    check_integrity: bool = False,
+    compress: bool = False,
+    alignment: int = 64,
+) -> None:
+    """Write ``tensor``'s packet to ``path`` atomically (temporary file, fsync, rename): the
+    file is either the old one or the complete new one. Not in upstream."""
+    import os
+
+    path = os.fsencode(path)  # bytes: any file name the OS accepts
+    if isinstance(tensor, np.ndarray):
+        _tenso.save_array_file(path, tensor, strict, check_integrity, compress, alignment)
+        return
+    _check_alignment(alignment)
+    _to_value(tensor, strict).save_file(path, check_integrity, compress, alignment)
+
+
+def load_file(path: Any, mmap: bool = True, copy: bool = False) -> Any:
+    """Load the first packet of the file at ``path``. With mmap (the default) the file is mapped
+    read-only and the arrays point into the mapping (O(1) in the file size without integrity
+    footers). Not in upstream."""
+    import os
+
+    return _tenso.load_file(os.fsencode(path), mmap, copy)
+
+
+def view(data: BytesLike) -> Any:
+    """Decode a packet into :class:`tenso.TensorView` objects (a dict of them for bundles):
+    zero-copy, read-only tensors that export through DLPack (``numpy.from_dlpack(v)``,
+    ``torch.from_dlpack(v)``). Not in upstream."""
+    return _tenso.view(data)
+
+
+# ---------------------------------------------------------------------------------------------
+# Decoder callbacks (registered with the extension in tenso/__init__.py)
+# ---------------------------------------------------------------------------------------------
+
+
+def _make_sparse(kind: int, shape: tuple, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> Any:
+    """scipy.sparse matrix for a decoded sparse packet (``*_matrix`` types, as upstream)."""
+    import scipy.sparse as sp
+
+    if kind == KIND_SPARSE_COO:
+        return sp.coo_matrix((a, (b, c)), shape=shape)
+    if kind == KIND_SPARSE_CSR:
+        return sp.csr_matrix((a, b, c), shape=shape)
+    return sp.csc_matrix((a, b, c), shape=shape)

@@ -1,0 +1,173 @@
+"""Exceptions raised by tenso.
+
+Every exception tenso raises for bad data or bad arguments is a :class:`TensoError` and *also*
+the builtin that upstream ``tenso`` 0.24 raises in the same situation, so code written for
+upstream (``except ValueError``, ``except EOFError``) keeps working:
+
+==========================  ===========================  =========================================
+class                       also a                       libtenso status (``.status``)
+==========================  ===========================  =========================================
+TensoValueError             ValueError                   TENSO_E_INVALID_ARGUMENT, BUFFER_TOO_SMALL
+TensoCorruptError           ValueError                   BAD_MAGIC, MALFORMED, BAD_BUNDLE, COMPRESSION
+TensoTruncatedError         ValueError **and** EOFError  TRUNCATED (packet or stream ends early)
+TensoChecksumError          ValueError                   CHECKSUM (XXH3 footer mismatch)
+TensoUnsupportedError       ValueError                   UNSUPPORTED_VERSION, BAD_DTYPE, UNSUPPORTED_KIND
+TensoLimitError             ValueError                   TOO_MANY_DIMS, TOO_MANY_ELEMENTS, LIMIT
+TensoTypeError              TypeError                    (an object tenso cannot serialize)
+TensoEOFError               EOFError                     END_OF_STREAM (``load`` of an empty stream)
+TensoIOError                OSError                      IO (the message carries errno's text)
+TensoMemoryError            MemoryError                  NO_MEMORY
+TensoNotAvailableError      RuntimeError                 NOT_AVAILABLE
+TensoInternalError          RuntimeError                 USER, INTERNAL (a bug: please report it)
+==========================  ===========================  =========================================
+
+This module must not import the rest of the package: the native extension imports it while the
+package is being initialised.
+"""
+
+from typing import Dict, Type
+
+# Status codes (tenso/errors.h). Pinned by the C ABI: never renumbered.
+TENSO_OK = 0
+TENSO_E_INVALID_ARGUMENT = -1
+TENSO_E_BUFFER_TOO_SMALL = -2
+TENSO_E_TRUNCATED = -3
+TENSO_E_BAD_MAGIC = -4
+TENSO_E_UNSUPPORTED_VERSION = -5
+TENSO_E_BAD_DTYPE = -6
+TENSO_E_TOO_MANY_DIMS = -7
+TENSO_E_TOO_MANY_ELEMENTS = -8
+TENSO_E_CHECKSUM = -9
+TENSO_E_COMPRESSION = -10
+TENSO_E_BAD_BUNDLE = -11
+TENSO_E_MALFORMED = -12
+TENSO_E_LIMIT = -13
+TENSO_E_UNSUPPORTED_KIND = -14
+TENSO_E_NO_MEMORY = -15
+TENSO_E_IO = -16
+TENSO_E_END_OF_STREAM = -17
+TENSO_E_NOT_AVAILABLE = -18
+TENSO_E_USER = -19
+TENSO_E_INTERNAL = -20
+
+
+class TensoError(Exception):
+    """Base class of every tenso exception. ``status`` is the libtenso status code (a negative
+    ``TENSO_E_*`` value) when the error came from libtenso, else the closest one."""
+
+    status: int = TENSO_E_INTERNAL
+
+
+class TensoValueError(TensoError, ValueError):
+    """Invalid argument or invalid packet (upstream raises ValueError)."""
+
+    status = TENSO_E_INVALID_ARGUMENT
+
+
+class TensoCorruptError(TensoValueError):
+    """The bytes are not a well-formed Tenso packet."""
+
+    status = TENSO_E_MALFORMED
+
+
+class TensoTruncatedError(TensoCorruptError, EOFError):
+    """The packet (or the stream) ends before the packet does. A ValueError, as upstream's
+    ``loads`` raises for short input, and an EOFError, as upstream's ``read_stream`` raises for a
+    stream cut inside a packet."""
+
+    status = TENSO_E_TRUNCATED
+
+
+class TensoChecksumError(TensoCorruptError):
+    """The XXH3-64 integrity footer does not match the bytes it covers."""
+
+    status = TENSO_E_CHECKSUM
+
+
+class TensoUnsupportedError(TensoValueError):
+    """A valid packet this build cannot return (protocol version, dtype or kind)."""
+
+    status = TENSO_E_UNSUPPORTED_KIND
+
+
+class TensoLimitError(TensoValueError):
+    """A safety limit was exceeded: dimensions, elements, nesting depth, packet size."""
+
+    status = TENSO_E_LIMIT
+
+
+class TensoTypeError(TensoError, TypeError):
+    """An object of a type tenso cannot serialize."""
+
+    status = TENSO_E_INVALID_ARGUMENT
+
+
+class TensoEOFError(TensoError, EOFError):
+    """A stream ended cleanly where a packet was required."""
+
+    status = TENSO_E_END_OF_STREAM
+
+
+class TensoIOError(TensoError, OSError):
+    """A system call failed while reading or writing (the message carries errno's text)."""
+
+    status = TENSO_E_IO
+
+
+class TensoMemoryError(TensoError, MemoryError):
+    """libtenso could not allocate memory."""
+
+    status = TENSO_E_NO_MEMORY
+
+
+class TensoNotAvailableError(TensoError, RuntimeError):
+    """The feature or device is not available in this build or on this machine."""
+
+    status = TENSO_E_NOT_AVAILABLE
+
+
+class TensoInternalError(TensoError, RuntimeError):
+    """A bug in tenso (an unexpected internal failure). Please report it."""
+
+    status = TENSO_E_INTERNAL
+
+
+#: The class raised for each libtenso status. Read by the native extension at import.
+_BY_STATUS: Dict[int, Type[TensoError]] = {
+    TENSO_E_INVALID_ARGUMENT: TensoValueError,
+    TENSO_E_BUFFER_TOO_SMALL: TensoValueError,
+    TENSO_E_TRUNCATED: TensoTruncatedError,
+    TENSO_E_BAD_MAGIC: TensoCorruptError,
+    TENSO_E_UNSUPPORTED_VERSION: TensoUnsupportedError,
+    TENSO_E_BAD_DTYPE: TensoUnsupportedError,
+    TENSO_E_TOO_MANY_DIMS: TensoLimitError,
+    TENSO_E_TOO_MANY_ELEMENTS: TensoLimitError,
+    TENSO_E_CHECKSUM: TensoChecksumError,
+    TENSO_E_COMPRESSION: TensoCorruptError,
+    TENSO_E_BAD_BUNDLE: TensoCorruptError,
+    TENSO_E_MALFORMED: TensoCorruptError,
+    TENSO_E_LIMIT: TensoLimitError,
+    TENSO_E_UNSUPPORTED_KIND: TensoUnsupportedError,
+    TENSO_E_NO_MEMORY: TensoMemoryError,
+    TENSO_E_IO: TensoIOError,
+    TENSO_E_END_OF_STREAM: TensoEOFError,
+    TENSO_E_NOT_AVAILABLE: TensoNotAvailableError,
+    TENSO_E_USER: TensoInternalError,
+    TENSO_E_INTERNAL: TensoInternalError,
+}
+
+__all__ = [
+    "TensoError",
+    "TensoValueError",
+    "TensoCorruptError",
+    "TensoTruncatedError",
+    "TensoChecksumError",
+    "TensoUnsupportedError",
+    "TensoLimitError",
+    "TensoTypeError",
+    "TensoEOFError",
+    "TensoIOError",
+    "TensoMemoryError",
+    "TensoNotAvailableError",
+    "TensoInternalError",
+]

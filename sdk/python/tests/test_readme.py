@@ -1,0 +1,18 @@
+"""The README's examples run as written."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+BLOCKS = re.findall(r"```python\n(.*?)```", README.read_text(encoding="utf-8"), flags=re.S)
+
+
+def test_readme_has_examples():
+    assert len(BLOCKS) >= 5
+
+
+@pytest.mark.parametrize("index", range(len(BLOCKS)))
+def test_readme_example(index, capsys):
+    exec(compile(BLOCKS[index], f"README.md example {index + 1}", "exec"), {"__name__": "__readme__"})
