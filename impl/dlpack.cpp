@@ -3,6 +3,7 @@
 // exactly that.
 #include "dlpack.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include "error.hpp"
@@ -40,6 +41,7 @@ struct Ctx {
     Managed managed;
     std::shared_ptr<const void> keep;
     int64_t shape[TENSO_MAX_NDIM];
+    int64_t strides[TENSO_MAX_NDIM];
 };
 
 template <class Managed>
@@ -48,7 +50,13 @@ Managed *make(const View &v) {
     DLDataType dt = dl_dtype(v.dtype);
     auto *ctx = new Ctx<Managed>();
     ctx->keep = v.keep;
-    for (uint32_t i = 0; i < v.ndim; ++i) ctx->shape[i] = int64_t(v.shape[i]);
+    // Compact row-major strides, in elements: DLPack 1.2 importers require them for ndim > 0.
+    int64_t stride = 1;
+    for (uint32_t i = v.ndim; i-- > 0;) {
+        ctx->shape[i] = int64_t(v.shape[i]);
+        ctx->strides[i] = stride;
+        stride *= std::max<int64_t>(ctx->shape[i], 1);
+    }
     Managed &m = ctx->managed;
     m.manager_ctx = ctx;
     m.deleter = [](Managed *self) {
@@ -59,8 +67,8 @@ Managed *make(const View &v) {
     t.device = {kDLCPU, 0};
     t.ndim = int32_t(v.ndim);
     t.dtype = dt;
-    t.shape = ctx->shape;
-    t.strides = nullptr;  // compact row-major
+    t.shape = v.ndim ? ctx->shape : nullptr;  // a scalar has neither
+    t.strides = v.ndim ? ctx->strides : nullptr;
     t.byte_offset = 0;
     return &m;
 }

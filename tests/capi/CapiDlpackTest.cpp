@@ -151,7 +151,9 @@ public:
         CPPUNIT_ASSERT(dl.shape != nullptr);
         CPPUNIT_ASSERT_EQUAL(int64_t(2), dl.shape[0]);
         CPPUNIT_ASSERT_EQUAL(int64_t(3), dl.shape[1]);
-        CPPUNIT_ASSERT(dl.strides == nullptr);  // compact row-major
+        CPPUNIT_ASSERT(dl.strides != nullptr);  // compact row-major, in elements
+        CPPUNIT_ASSERT_EQUAL(int64_t(3), dl.strides[0]);
+        CPPUNIT_ASSERT_EQUAL(int64_t(1), dl.strides[1]);
         CPPUNIT_ASSERT_EQUAL(uint64_t(0), dl.byte_offset);
         // The view borrows the caller's bytes, so the export stays valid after the view is
         // freed as long as those bytes live.
@@ -359,7 +361,7 @@ public:
         CPPUNIT_ASSERT_EQUAL(uint8_t(64), dl.dtype.bits);
         CPPUNIT_ASSERT_EQUAL(int64_t(2), dl.shape[0]);
         CPPUNIT_ASSERT_EQUAL(int64_t(2), dl.shape[1]);
-        CPPUNIT_ASSERT(dl.strides == nullptr);
+        CPPUNIT_ASSERT(dl.strides != nullptr && dl.strides[0] == 2 && dl.strides[1] == 1);
         CPPUNIT_ASSERT_EQUAL(uint64_t(0), dl.byte_offset);
         CPPUNIT_ASSERT_EQUAL(-4.5, static_cast<const double *>(dl.data)[3]);
         tenso_view_free(v);
@@ -431,6 +433,7 @@ public:
         DLManagedTensorVersioned *m = nullptr;
         TENSO_CHECK_OK(tenso_view_to_dlpack(&m, v));
         CPPUNIT_ASSERT_EQUAL(int32_t(0), m->dl_tensor.ndim);
+        CPPUNIT_ASSERT(m->dl_tensor.shape == nullptr && m->dl_tensor.strides == nullptr);
         CPPUNIT_ASSERT_EQUAL(-1.25f, *static_cast<const float *>(m->dl_tensor.data));
         tenso_view_free(v);
         m->deleter(m);

@@ -613,7 +613,8 @@ TENSO_API tenso_status tenso_load_file(tenso_view **out, const char *path, uint3
 /* ============================================================================================
  * DLPack export
  *
- * The exported tensor aliases the view's data (never copied) and is flagged READ_ONLY. It
+ * The exported tensor aliases the view's data (never copied) and is flagged READ_ONLY; its
+ * strides are the compact row-major ones (shape and strides are NULL for a scalar). It
  * holds its own reference to whatever the view owns (a decompressed body, a stream buffer, a
  * mapping), so it stays valid after tenso_view_free(); when the view borrows the caller's
  * bytes, those must outlive the DLPack tensor too. The consumer calls the deleter exactly
