@@ -1,0 +1,46 @@
+// Package tenso reads and writes Tenso packets (the zero-copy tensor wire format v4 of the
+// PyPI package tenso 0.24) through libtenso's stable C ABI.
+//
+// It is a thin cgo layer: every byte of the wire format is produced and checked by libtenso;
+// this package moves slices across the boundary and turns statuses into Go errors. It needs
+// cgo and an installed libtenso found by pkg-config (see README.md); built with
+// CGO_ENABLED=0 every function returns an error wrapping [ErrNotAvailable].
+//
+// # Reading
+//
+// [Loads] decodes a packet held in memory without copying it: the returned [Tensor]'s Data
+// (and the Data of every bundle entry, sparse component, string payload...) is a sub-slice of
+// the input. The lifetime rule is Go's own: the input stays alive as long as any Tensor
+// refers to it, but it must not be modified while the Tensor is in use (the checks libtenso
+// made, such as the integrity footer, would no longer hold). libtenso keeps no pointer into
+// the input after Loads returns: metadata (shape, keys, quantization scales, string offsets)
+// is copied into Go values, and a body that libtenso had to produce itself (an LZ4 body it
+// decompressed) is copied into Go memory. A Tensor from Loads therefore owns no C memory;
+// its Close does nothing.
+//
+// [ReadFrom] reads exactly one packet from a stream and [LoadFile] loads a file (optionally
+// memory-mapped). When they go through a file descriptor the packet lives in C memory (a
+// buffer or a mapping) and Data aliases it: call [Tensor.Close] when done, after which no
+// slice taken from the Tensor may be used. A cleanup registered with runtime.AddCleanup frees
+// the memory if Close is forgotten, so keep the Tensor itself reachable while using slices of
+// it (the slices alone do not keep it alive).
+//
+// # Writing
+//
+// [Dumps], [DumpsInto], [DumpTo] and [SaveFile] encode a [Tensor]: a dense tensor (see
+// [NewTensor], [FromSlice]), a bundle (ordered [Entry] values, see [NewBundle]) or one of the
+// composite kinds ([NewSparse], [Quantize], [NewStrings], [NewRagged], [NewIPCRef]). A decoded
+// Tensor can be written again as it is. Go memory passed to libtenso is pinned
+// (runtime.Pinner) while libtenso holds it and never retained afterwards.
+//
+// # Errors
+//
+// Failures are [*Error] values carrying the status, the operation and libtenso's message;
+// compare them with errors.Is against the [Status] constants ErrTruncated, ErrChecksum, ...
+// End of stream is ErrEndOfStream and also matches io.EOF.
+//
+// # Threads
+//
+// Functions are safe for concurrent use. A Tensor may be read by many goroutines; Close must
+// not race with other uses of the same Tensor.
+package tenso

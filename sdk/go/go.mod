@@ -1,0 +1,3 @@
+module github.com/tenso-project/tenso/sdk/go
+
+go 1.24

@@ -1,0 +1,29 @@
+//go:build !cgo
+
+package tenso
+
+import (
+	"errors"
+	"slices"
+	"testing"
+)
+
+// Without cgo every libtenso call fails clearly, and the pure-Go parts still work.
+func TestNoCgo(t *testing.T) {
+	if _, err := Loads([]byte("TNSO")); !errors.Is(err, ErrNotAvailable) {
+		t.Fatalf("Loads: %v", err)
+	}
+	if _, err := Dumps(Vector([]float32{1})); !errors.Is(err, ErrNotAvailable) {
+		t.Fatalf("Dumps: %v", err)
+	}
+	if _, err := ReadFrom(nil); !errors.Is(err, ErrNotAvailable) {
+		t.Fatalf("ReadFrom: %v", err)
+	}
+	if err := CheckVersion(); err == nil || LibraryVersion() != "" {
+		t.Fatal("CheckVersion / LibraryVersion")
+	}
+	v, err := Values[int16](FromSlice([]uint64{2}, []int16{3, -4}))
+	if err != nil || !slices.Equal(v, []int16{3, -4}) || Float32.String() != "float32" {
+		t.Fatalf("pure-Go helpers: %v %v", v, err)
+	}
+}

@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# Build, install and test the Go SDK against the installed libtenso, as CI does:
+#
+#   1. build libtenso from this checkout and install it into build/stage-sdk (CMake tree
+#      build/sdk-lib; a no-op when up to date). The Rust SDK's script shares that prefix, so
+#      this runs under an exclusive flock on build/stage-sdk.lock, then holds it shared while
+#      the tests run so nobody reinstalls the library under them;
+#   2. gofmt check, go vet, go test (module github.com/tenso-project/tenso/sdk/go, the
+#      tenso-relay command included), once more with GOEXPERIMENT=cgocheck2 (the full cgo
+#      pointer checks), and the CGO_ENABLED=0 stub build with its test.
+#
+# The library is found through pkg-config (PKG_CONFIG_PATH) and at run time through an rpath
+# in CGO_LDFLAGS, so no LD_LIBRARY_PATH is needed. Test caching is off (-count=1): Go's cache
+# does not see a rebuilt libtenso.
+#
+# Environment: GO (the go binary; default: PATH, then /usr/local/go/bin/go), JOBS (parallel
+# build jobs, default 2), RACE=1 (also run the tests under the race detector), BENCH=1 (also
+# run the benchmarks), TENSO_SKIP_BOOTSTRAP=1 (do not check the Debian build packages).
+# Extra arguments go to every `go test` run (e.g. -run Golden -v).
+#
+# Exit status: non-zero as soon as a step fails.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd "$here/../.." && pwd)"
+build="$repo/build/sdk-lib"
+stage="$repo/build/stage-sdk"
+lock="$repo/build/stage-sdk.lock"
+jobs="${JOBS:-2}"
+log() { printf 'run-tests.sh: %s\n' "$*" >&2; }
+
+# ---- the Go toolchain (1.24 or newer: runtime.AddCleanup) ----
+gobin="${GO:-}"
+if [[ -z "$gobin" ]]; then
+    for candidate in "$(command -v go 2>/dev/null || true)" /usr/local/go/bin/go /usr/lib/go/bin/go \
+        "$HOME/go/bin/go" "$HOME/sdk/go/bin/go"; do
+        if [[ -n "$candidate" && -x "$candidate" ]]; then
+            gobin="$candidate"
+            break
+        fi
+    done
+fi
+if [[ -z "$gobin" ]]; then
+    log "no go toolchain found (looked in PATH and /usr/local/go/bin); set GO=/path/to/go"
+    exit 1
+fi
+export PATH="$(dirname "$gobin"):$PATH"
+export GOTOOLCHAIN=local # never download another toolchain
+log "using $("$gobin" version) at $gobin"
+
+# ---- libtenso, staged ----
+if [[ "${TENSO_SKIP_BOOTSTRAP:-0}" != 1 ]]; then
+    bash "$repo/tests/tools/bootstrap.sh"
+fi
+mkdir -p "$repo/build"
+exec 9>"$lock"
+log "waiting for $lock"
+flock -x 9
+generator=()
+if [[ ! -f "$build/CMakeCache.txt" ]]; then
+    generator=(-G Ninja)
+fi
+cmake -S "$repo" -B "$build" "${generator[@]}" -DCMAKE_INSTALL_PREFIX="$stage" -DTENSO_BUILD_TESTS=OFF >/dev/null
+cmake --build "$build" -j "$jobs" >/dev/null
+cmake --install "$build" >/dev/null
+flock -s 9 # keep the staged library as it is while the tests run
+
+libdir=""
+for d in "$stage/lib" "$stage/lib64" "$stage"/lib/*-linux-gnu; do
+    if [[ -f "$d/pkgconfig/tenso.pc" ]]; then
+        libdir="$d"
+        break
+    fi
+done
+if [[ -z "$libdir" ]]; then
+    log "tenso.pc not found under $stage"
+    exit 1
+fi
+export PKG_CONFIG_PATH="$libdir/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+export CGO_ENABLED=1
+export CGO_LDFLAGS="-Wl,-rpath,$libdir${CGO_LDFLAGS:+ $CGO_LDFLAGS}"
+log "libtenso $(pkg-config --modversion tenso) staged in $stage"
+
+cd "$here"
+unformatted="$(gofmt -l .)"
+if [[ -n "$unformatted" ]]; then
+    log "not gofmt-formatted: $unformatted"
+    exit 1
+fi
+log "go vet"
+go vet ./...
+log "go test"
+go test -count=1 ./... "$@"
+log "go test (GOEXPERIMENT=cgocheck2)"
+GOEXPERIMENT=cgocheck2 go test -count=1 ./... "$@"
+if [[ "${RACE:-0}" == 1 ]]; then
+    log "go test -race"
+    go test -race -count=1 ./... "$@"
+fi
+log "CGO_ENABLED=0: the stub"
+CGO_ENABLED=0 go vet ./...
+CGO_ENABLED=0 go test -count=1 ./... "$@"
+if [[ "${BENCH:-0}" == 1 ]]; then
+    log "benchmarks"
+    go test -count=1 -run '^$' -bench . -benchmem .
+fi
+log "all Go SDK checks passed"

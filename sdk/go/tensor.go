@@ -1,0 +1,305 @@
+package tenso
+
+import (
+	"encoding/binary"
+	"fmt"
+	"reflect"
+	"runtime"
+	"sync/atomic"
+	"unsafe"
+)
+
+// Tensor is a decoded packet, or a value to encode: a dense tensor, a bundle or one of the
+// composite kinds. Which fields matter depends on Kind:
+//
+//	KindDense       DType, Shape, Data (C-contiguous little-endian elements)
+//	KindBundle      Entries (ordered; keys may repeat)
+//	KindSparse*     Shape (2-D), Components: COO data, row, col; CSR data, indices, indptr;
+//	                CSC data, indices, indptr (each a dense Tensor)
+//	KindQuantized   DType (QInt8...QUInt4), Shape, Data (packed codes), Quant
+//	KindString      Shape ([count]), Data (UTF-8 payload), Offsets (count+1)
+//	KindRagged      (decode only) DType, Shape, Data (rows), Offsets
+//	KindGPUIPCRef   IPC
+//
+// A zero Kind is treated as KindDense when encoding. Flags, Version, Alignment and
+// PacketSize describe the packet a Tensor was decoded from (zero for tensors built in Go)
+// and are ignored when encoding, except with EncodeOptions.AsDecoded.
+//
+// See the package documentation for who owns Data.
+type Tensor struct {
+	Kind       Kind
+	DType      DType
+	Shape      []uint64
+	Data       []byte
+	Entries    []Entry
+	Components []*Tensor
+	Quant      *Quantization
+	Offsets    []uint64
+	IPC        *IPCRef
+
+	Flags      uint32 // header flags as on the wire
+	Version    uint32 // wire version it was written with (1 to 4); 0: built in Go
+	Alignment  uint32 // declared body alignment relative to its packet start
+	PacketSize uint64 // length of the packet it was decoded from
+
+	owner    *owner // C memory that Data (and its children's) alias; nil for Go memory
+	ragged   *raggedInfo
+	shapeBuf [4]uint64 // Shape's storage for decoded tensors of up to 4 dimensions
+}
+
+// raggedInfo marks a bundle that libtenso (tenso_view_ragged) recognised as a ragged array.
+type raggedInfo struct {
+	flat, offsets int // entry indices
+}
+
+// liveViews counts tenso views held by Tensors (tests check that Close and cleanups free them).
+var liveViews atomic.Int64
+
+// owner is one C view whose memory some Tensors alias. free is the C free function (so this
+// file stays free of cgo); the cleanup registered at creation is the safety net that Close
+// cancels.
+type owner struct {
+	view    atomic.Pointer[byte]
+	free    func(unsafe.Pointer)
+	cleanup runtime.Cleanup
+}
+
+func newOwner(view unsafe.Pointer, free func(unsafe.Pointer)) *owner {
+	o := &owner{free: free}
+	o.view.Store((*byte)(view))
+	liveViews.Add(1)
+	o.cleanup = runtime.AddCleanup(o, func(v unsafe.Pointer) {
+		free(v)
+		liveViews.Add(-1)
+	}, view)
+	return o
+}
+
+func (o *owner) close() {
+	if v := o.view.Swap(nil); v != nil {
+		o.cleanup.Stop()
+		o.free(unsafe.Pointer(v))
+		liveViews.Add(-1)
+	}
+}
+
+// Close releases the C memory a Tensor from ReadFrom or LoadFile aliases (a stream buffer, a
+// mapping); every Tensor of the same packet (bundle entries, components) shares it, and no
+// slice taken from them may be used afterwards. Tensors from Loads or built in Go hold no C
+// memory: Close does nothing. Close is idempotent and returns nil.
+func (t *Tensor) Close() error {
+	if t != nil && t.owner != nil {
+		t.owner.close()
+	}
+	return nil
+}
+
+// OwnsCMemory reports whether Data aliases C memory that Close releases.
+func (t *Tensor) OwnsCMemory() bool { return t != nil && t.owner != nil }
+
+// NewTensor describes a dense tensor over data (borrowed, not copied): C-contiguous
+// little-endian elements of dtype, product(shape) * dtype.ItemSize() bytes. An empty shape is
+// a scalar.
+func NewTensor(dtype DType, shape []uint64, data []byte) *Tensor {
+	return &Tensor{Kind: KindDense, DType: dtype, Shape: shape, Data: data}
+}
+
+// Element is a Go type whose memory layout is a tenso dtype (on a little-endian machine).
+type Element interface {
+	~bool | ~int8 | ~uint8 | ~int16 | ~uint16 | ~int32 | ~uint32 | ~int64 | ~uint64 |
+		~float32 | ~float64 | ~complex64 | ~complex128
+}
+
+// DTypeOf is the dtype of a Go element type (uint16 for float16/bfloat16 bits).
+func DTypeOf[T Element]() DType {
+	switch reflect.TypeFor[T]().Kind() {
+	case reflect.Bool:
+		return Bool
+	case reflect.Int8:
+		return Int8
+	case reflect.Uint8:
+		return Uint8
+	case reflect.Int16:
+		return Int16
+	case reflect.Uint16:
+		return Uint16
+	case reflect.Int32:
+		return Int32
+	case reflect.Uint32:
+		return Uint32
+	case reflect.Int64:
+		return Int64
+	case reflect.Uint64:
+		return Uint64
+	case reflect.Float32:
+		return Float32
+	case reflect.Float64:
+		return Float64
+	case reflect.Complex64:
+		return Complex64
+	case reflect.Complex128:
+		return Complex128
+	}
+	return 0
+}
+
+var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
+
+// AsBytes reinterprets a slice of elements as its bytes, without copying.
+func AsBytes[T Element](s []T) []byte {
+	if len(s) == 0 {
+		return nil
+	}
+	var zero T
+	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), len(s)*int(unsafe.Sizeof(zero)))
+}
+
+// FromSlice describes a dense tensor over the elements of s, without copying them; shape
+// must multiply to len(s) (an empty shape is a scalar). The dtype follows T (DTypeOf).
+func FromSlice[T Element](shape []uint64, s []T) *Tensor {
+	if !littleEndian {
+		panic("tenso: FromSlice needs a little-endian machine (the wire is little-endian)")
+	}
+	return NewTensor(DTypeOf[T](), shape, AsBytes(s))
+}
+
+// Vector describes a 1-D dense tensor over s, without copying it.
+func Vector[T Element](s []T) *Tensor {
+	return FromSlice([]uint64{uint64(len(s))}, s)
+}
+
+// Values returns the elements of a dense tensor (or of a sparse component) as a []T. It
+// aliases Data when Data is aligned for T, and copies otherwise (bodies nested in bundles
+// are only aligned relative to their own packet). T must match the dtype; uint16 is also
+// accepted for float16 and bfloat16 bits. Bool data must hold only 0 and 1.
+func Values[T Element](t *Tensor) ([]T, error) {
+	if t == nil {
+		return nil, &Error{Status: ErrInvalidArgument, Op: "Values", Message: "nil tensor"}
+	}
+	want := DTypeOf[T]()
+	if want != t.DType && !(want == Uint16 && (t.DType == Float16 || t.DType == BFloat16)) {
+		return nil, &Error{Status: ErrBadDType, Op: "Values",
+			Message: fmt.Sprintf("tensor holds %v, not %v", t.DType, want)}
+	}
+	if !littleEndian {
+		return nil, &Error{Status: ErrNotAvailable, Op: "Values", Message: "big-endian machine"}
+	}
+	var zero T
+	size := int(unsafe.Sizeof(zero))
+	if len(t.Data)%size != 0 {
+		return nil, &Error{Status: ErrMalformed, Op: "Values",
+			Message: fmt.Sprintf("%d bytes is not a whole number of %v elements", len(t.Data), t.DType)}
+	}
+	n := len(t.Data) / size
+	if n == 0 {
+		return []T{}, nil
+	}
+	if want == Bool {
+		for i, b := range t.Data {
+			if b > 1 {
+				return nil, &Error{Status: ErrMalformed, Op: "Values",
+					Message: fmt.Sprintf("bool element %d is %d", i, b)}
+			}
+		}
+	}
+	p := unsafe.Pointer(unsafe.SliceData(t.Data))
+	if uintptr(p)%unsafe.Alignof(zero) == 0 {
+		return unsafe.Slice((*T)(p), n), nil
+	}
+	out := make([]T, n)
+	copy(AsBytes(out), t.Data)
+	return out, nil
+}
+
+// NumElements is the product of the shape (1 for a scalar).
+func (t *Tensor) NumElements() uint64 {
+	n := uint64(1)
+	for _, d := range t.Shape {
+		n *= d
+	}
+	return n
+}
+
+// NewBundle describes a bundle of the given entries, in order.
+func NewBundle(entries ...Entry) *Tensor {
+	return &Tensor{Kind: KindBundle, Entries: entries}
+}
+
+// Get returns the value of the first bundle entry with the given key, or nil.
+func (t *Tensor) Get(key string) *Tensor {
+	if t == nil {
+		return nil
+	}
+	for i := range t.Entries {
+		if t.Entries[i].Key == key {
+			return t.Entries[i].Value
+		}
+	}
+	return nil
+}
+
+// NewIPCRef describes a GPU IPC reference packet.
+func NewIPCRef(ref IPCRef) *Tensor {
+	r := ref
+	return &Tensor{Kind: KindGPUIPCRef, IPC: &r}
+}
+
+// Strings returns the strings of a string tensor (copies).
+func (t *Tensor) Strings() ([]string, error) {
+	if t == nil || t.Kind != KindString {
+		return nil, &Error{Status: ErrUnsupportedKind, Op: "Strings", Message: "not a string tensor"}
+	}
+	if len(t.Offsets) == 0 {
+		return nil, &Error{Status: ErrMalformed, Op: "Strings", Message: "no offsets"}
+	}
+	out := make([]string, len(t.Offsets)-1)
+	for i := range out {
+		a, b := t.Offsets[i], t.Offsets[i+1]
+		if a > b || b > uint64(len(t.Data)) {
+			return nil, &Error{Status: ErrMalformed, Op: "Strings", Message: fmt.Sprintf("offset %d out of range", i)}
+		}
+		out[i] = string(t.Data[a:b])
+	}
+	return out, nil
+}
+
+// Ragged returns the rows of a ragged array: a bundle that libtenso recognised, when it
+// decoded it, as a ragged array (built by NewRagged or upstream's RaggedArray). Row i is
+// flat's elements offsets[i] to offsets[i+1].
+func (t *Tensor) Ragged() (flat *Tensor, offsets []uint64, err error) {
+	if t == nil || t.Kind != KindBundle || t.ragged == nil {
+		return nil, nil, &Error{Status: ErrUnsupportedKind, Op: "Ragged",
+			Message: "not a decoded ragged-array bundle"}
+	}
+	offs := t.Entries[t.ragged.offsets].Value
+	offsets = make([]uint64, len(offs.Data)/8)
+	for i := range offsets {
+		offsets[i] = binary.LittleEndian.Uint64(offs.Data[8*i:])
+	}
+	return t.Entries[t.ragged.flat].Value, offsets, nil
+}
+
+// IsRagged reports whether Ragged would succeed.
+func (t *Tensor) IsRagged() bool { return t != nil && t.Kind == KindBundle && t.ragged != nil }
+
+// writtenWith is the EncodeOptions the decoded tensor t was written with.
+func (t *Tensor) writtenWith(base EncodeOptions) EncodeOptions {
+	o := base
+	o.AsDecoded = false
+	o.Integrity = t.Flags&FlagIntegrity != 0
+	o.Compress = t.Flags&FlagCompression != 0
+	o.Alignment = t.Alignment
+	if o.Alignment == 0 {
+		o.Alignment = DefaultAlignment
+	}
+	return o
+}
+
+func (t *Tensor) decoded() bool { return t.Version != 0 }
+
+func (t *Tensor) kind() Kind {
+	if t.Kind == 0 {
+		return KindDense
+	}
+	return t.Kind
+}

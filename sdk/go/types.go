@@ -1,0 +1,308 @@
+package tenso
+
+import (
+	"fmt"
+	"strings"
+)
+
+// DType is a dtype code as stored in the packet header (tenso.h TENSO_DTYPE_*).
+type DType int32
+
+// Dtype codes. Bool is one byte per element (0 or 1); Complex64 is interleaved float32
+// (re, im); BFloat16 is the upper half of a float32. QInt8 to QUInt4 only occur in quantized
+// tensors, String in string tensors.
+const (
+	Float32    DType = 1
+	Int32      DType = 2
+	Float64    DType = 3
+	Int64      DType = 4
+	Uint8      DType = 5
+	Uint16     DType = 6
+	Bool       DType = 7
+	Float16    DType = 8
+	Int8       DType = 9
+	Int16      DType = 10
+	Uint32     DType = 11
+	Uint64     DType = 12
+	Complex64  DType = 13
+	Complex128 DType = 14
+	BFloat16   DType = 15
+	QInt8      DType = 16
+	QUInt8     DType = 17
+	QInt4      DType = 18
+	QUInt4     DType = 19
+	String     DType = 20
+	Bytes      DType = 21
+)
+
+// dtypeNames and dtypeSizes mirror tenso_dtype_name and tenso_dtype_itemsize; a test checks
+// them against the library for every code, so they cannot drift.
+var dtypeNames = [...]string{
+	Float32: "float32", Int32: "int32", Float64: "float64", Int64: "int64", Uint8: "uint8",
+	Uint16: "uint16", Bool: "bool", Float16: "float16", Int8: "int8", Int16: "int16",
+	Uint32: "uint32", Uint64: "uint64", Complex64: "complex64", Complex128: "complex128",
+	BFloat16: "bfloat16", QInt8: "qint8", QUInt8: "quint8", QInt4: "qint4", QUInt4: "quint4",
+	String: "string", Bytes: "bytes",
+}
+
+var dtypeSizes = [...]int{
+	Float32: 4, Int32: 4, Float64: 8, Int64: 8, Uint8: 1, Uint16: 2, Bool: 1, Float16: 2,
+	Int8: 1, Int16: 2, Uint32: 4, Uint64: 8, Complex64: 8, Complex128: 16, BFloat16: 2,
+	QInt8: 0, QUInt8: 0, QInt4: 0, QUInt4: 0, String: 0, Bytes: 0,
+}
+
+// String returns the numpy name ("float32", "bfloat16", "qint4"), or "unknown".
+func (d DType) String() string {
+	if d > 0 && int(d) < len(dtypeNames) {
+		return dtypeNames[d]
+	}
+	return "unknown"
+}
+
+// ItemSize is the number of bytes per element of a dense dtype; 0 for the others.
+func (d DType) ItemSize() int {
+	if d > 0 && int(d) < len(dtypeSizes) {
+		return dtypeSizes[d]
+	}
+	return 0
+}
+
+// ParseDType returns the dtype with the given numpy name (the inverse of DType.String).
+func ParseDType(name string) (DType, error) {
+	for d, n := range dtypeNames {
+		if n != "" && n == name {
+			return DType(d), nil
+		}
+	}
+	return 0, &Error{Status: ErrBadDType, Op: "ParseDType", Message: fmt.Sprintf("unknown dtype name %q", name)}
+}
+
+// Kind is what a packet holds (tenso.h TENSO_KIND_*).
+type Kind int32
+
+// Packet kinds. KindRagged is the direct ragged framing that no writer produces (ragged
+// arrays are normally bundles, see [NewRagged]).
+const (
+	KindDense     Kind = 1
+	KindBundle    Kind = 2
+	KindSparseCOO Kind = 3
+	KindSparseCSR Kind = 4
+	KindSparseCSC Kind = 5
+	KindQuantized Kind = 6
+	KindString    Kind = 7
+	KindRagged    Kind = 8
+	KindGPUIPCRef Kind = 9
+)
+
+var kindNames = [...]string{
+	KindDense: "dense", KindBundle: "bundle", KindSparseCOO: "sparse_coo",
+	KindSparseCSR: "sparse_csr", KindSparseCSC: "sparse_csc", KindQuantized: "quantized",
+	KindString: "string", KindRagged: "ragged", KindGPUIPCRef: "gpu_ipc_ref",
+}
+
+func (k Kind) String() string {
+	if k > 0 && int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return fmt.Sprintf("Kind(%d)", int32(k))
+}
+
+// Header flag bits (Tensor.Flags, PacketInfo.Flags), as on the wire.
+const (
+	FlagAligned     uint32 = 0x0001
+	FlagIntegrity   uint32 = 0x0002
+	FlagCompression uint32 = 0x0004
+	FlagSparseCOO   uint32 = 0x0008
+	FlagBundle      uint32 = 0x0010
+	FlagSparseCSR   uint32 = 0x0020
+	FlagSparseCSC   uint32 = 0x0040
+	FlagCustAlign   uint32 = 0x0080
+	FlagString      uint32 = 0x0100
+	FlagRagged      uint32 = 0x0200
+	FlagGPUIPCRef   uint32 = 0x0400
+)
+
+// Protocol limits (tenso.h).
+const (
+	MaxNDim          = 32
+	MaxElements      = 1_000_000_000
+	MaxDepth         = 64
+	MaxBundleEntries = 255
+	DefaultAlignment = 64
+	MaxAlignment     = 1 << 20
+	ProtocolVersion  = 4 // the wire version libtenso writes (it reads 1 to 4)
+)
+
+const (
+	ipcHandleLen      = 64
+	ipcDeviceUUIDLen  = 16
+	statusNamePrefix  = "TENSO_E_"
+	statusUnknownName = "TENSO_E_UNKNOWN"
+)
+
+// Status is a libtenso status code (tenso/errors.h). The failure codes are exported as the
+// sentinel errors Err*; a returned error is an [*Error] that wraps one of them, so
+// errors.Is(err, tenso.ErrChecksum) works. The values are pinned by the ABI.
+type Status int32
+
+// Status codes; each failure code is also an error value (the sentinel of its status).
+const (
+	OK                    Status = 0
+	ErrInvalidArgument    Status = -1
+	ErrBufferTooSmall     Status = -2
+	ErrTruncated          Status = -3
+	ErrBadMagic           Status = -4
+	ErrUnsupportedVersion Status = -5
+	ErrBadDType           Status = -6
+	ErrTooManyDims        Status = -7
+	ErrTooManyElements    Status = -8
+	ErrChecksum           Status = -9
+	ErrCompression        Status = -10
+	ErrBadBundle          Status = -11
+	ErrMalformed          Status = -12
+	ErrLimit              Status = -13
+	ErrUnsupportedKind    Status = -14
+	ErrNoMemory           Status = -15
+	ErrIO                 Status = -16
+	ErrEndOfStream        Status = -17
+	ErrNotAvailable       Status = -18
+	ErrUser               Status = -19
+	ErrInternal           Status = -20
+)
+
+// statusNames mirror tenso_status_name (checked by a test), indexed by -status.
+var statusNames = [...]string{
+	"TENSO_OK", "TENSO_E_INVALID_ARGUMENT", "TENSO_E_BUFFER_TOO_SMALL", "TENSO_E_TRUNCATED",
+	"TENSO_E_BAD_MAGIC", "TENSO_E_UNSUPPORTED_VERSION", "TENSO_E_BAD_DTYPE",
+	"TENSO_E_TOO_MANY_DIMS", "TENSO_E_TOO_MANY_ELEMENTS", "TENSO_E_CHECKSUM",
+	"TENSO_E_COMPRESSION", "TENSO_E_BAD_BUNDLE", "TENSO_E_MALFORMED", "TENSO_E_LIMIT",
+	"TENSO_E_UNSUPPORTED_KIND", "TENSO_E_NO_MEMORY", "TENSO_E_IO", "TENSO_E_END_OF_STREAM",
+	"TENSO_E_NOT_AVAILABLE", "TENSO_E_USER", "TENSO_E_INTERNAL",
+}
+
+// Name is the symbolic name, as tenso_status_name gives it ("TENSO_E_CHECKSUM").
+func (s Status) Name() string {
+	if s <= 0 && int(-s) < len(statusNames) {
+		return statusNames[-s]
+	}
+	return statusUnknownName
+}
+
+// Error makes every status usable as a sentinel error.
+func (s Status) Error() string {
+	return "tenso: " + strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(s.Name(), statusNamePrefix), "_", " "))
+}
+
+// Error is a failed libtenso call: the status, the Go function that failed and libtenso's
+// thread-local message, captured in the same cgo call as the failure.
+type Error struct {
+	Status  Status
+	Op      string // the Go function, e.g. "Loads", "ReadFrom"
+	Message string // tenso_last_error() or the Go-side reason
+	Err     error  // an underlying Go error (an io.Writer's, io.EOF at end of stream), or nil
+}
+
+func (e *Error) Error() string {
+	msg := e.Message
+	if msg == "" && e.Err != nil {
+		msg = e.Err.Error()
+	}
+	if msg == "" {
+		return fmt.Sprintf("tenso: %s: %s", e.Op, e.Status.Name())
+	}
+	return fmt.Sprintf("tenso: %s: %s (%s)", e.Op, msg, e.Status.Name())
+}
+
+// Unwrap exposes the status (for errors.Is against the Err* sentinels) and the cause.
+func (e *Error) Unwrap() []error {
+	if e.Err != nil {
+		return []error{e.Status, e.Err}
+	}
+	return []error{e.Status}
+}
+
+// EncodeOptions say how to encode. The zero value is upstream's default: alignment 64, no
+// integrity footer, no compression.
+type EncodeOptions struct {
+	Integrity        bool   // append an XXH3-64 footer to every body
+	Compress         bool   // LZ4-frame-compress dense bodies (other kinds ignore it)
+	Alignment        uint32 // body alignment, a power of two up to MaxAlignment; 0 means 64
+	CompressionLevel int32  // LZ4 level; 0 is the fast default
+	// AsDecoded writes every tensor that was decoded (from Loads, ReadFrom, LoadFile) with
+	// the integrity, compression and alignment it was read with, each bundle entry on its
+	// own, so a packet read and written again keeps its bytes (a relay). The fields above
+	// then only apply to tensors built in Go.
+	AsDecoded bool
+}
+
+// DecodeOptions are limits and switches for decoding. The zero value means the protocol's
+// own limits (32 dims, 1e9 elements per tensor, nesting depth 64); limits can only be made
+// tighter.
+type DecodeOptions struct {
+	SkipChecksum   bool   // do not verify integrity footers (they are still framed)
+	ValidateUTF8   bool   // check that string payloads are UTF-8
+	MaxNDim        uint32 // 0: 32
+	MaxDepth       uint32 // bundle and sparse nesting; 0: 64
+	MaxElements    uint64 // per tensor; 0: 1e9
+	MaxPacketBytes uint64 // whole packet, also bounds stream allocations; 0: no limit
+}
+
+// LoadMode selects how LoadFile reads a file.
+type LoadMode uint32
+
+const (
+	// LoadRead reads the packet into a buffer owned by the Tensor.
+	LoadRead LoadMode = 0
+	// LoadMmap maps the file read-only: O(1) in the file size without integrity checking.
+	// The file must not be truncated while mapped (the process would get SIGBUS).
+	LoadMmap LoadMode = 1
+)
+
+// QuantScheme is how quantization parameters are shared (TENSO_QUANT_*).
+type QuantScheme int32
+
+// Quantization schemes.
+const (
+	PerTensor  QuantScheme = 0
+	PerChannel QuantScheme = 1
+	PerGroup   QuantScheme = 2
+)
+
+// Quantization holds the parameters of a quantized tensor. Element i is dequantized as
+// (q_i - ZeroPoints[k]) * Scales[k], where k is 0 (per tensor), the index along Axis (per
+// channel) or i / GroupSize over the C-order elements (per group).
+type Quantization struct {
+	Scheme     QuantScheme
+	Axis       int32  // per channel: 0 <= Axis < ndim
+	GroupSize  uint32 // per group: > 0
+	Scales     []float32
+	ZeroPoints []float32
+}
+
+// IPCRef is a GPU IPC reference: where another process finds device memory.
+type IPCRef struct {
+	Handle     [ipcHandleLen]byte // opaque, e.g. a cudaIpcMemHandle_t
+	ByteOffset uint64
+	NBytes     uint64
+	DeviceUUID [ipcDeviceUUIDLen]byte
+}
+
+// Entry is one key -> value pair of a bundle, in wire order. Keys are UTF-8 and may repeat.
+type Entry struct {
+	Key   string
+	Value *Tensor
+}
+
+// PacketInfo is what a packet's header says, read without touching the body ([Inspect]).
+type PacketInfo struct {
+	Version    uint32
+	Flags      uint32
+	Kind       Kind
+	DType      DType
+	Shape      []uint64
+	EntryCount uint32 // bundles
+	Alignment  uint32 // body alignment relative to the packet start (1 if unpadded)
+	BodyOffset uint64 // 0 for containers
+	BodySize   uint64 // as stored (compressed size with LZ4); 0 if unknown
+	PacketSize uint64 // 0 when the bytes given are too short to tell
+}
