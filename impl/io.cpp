@@ -54,35 +54,86 @@ struct Mapping {
 
 }  // namespace
 
-std::unique_ptr<View> read_packet(int fd, const Limits &limits) {
-    std::shared_ptr<uint8_t> buf;
-    size_t cap = 0, have = 0, want = sizeof kMagic;  // garbage is told apart from a cut stream
-    for (;;) {
-        if (want > cap) {
-            // Grow to what the scanner asks for: sizes it has checked against the limits
-            // (shape x itemsize, element-bounded string payloads, keys up to 64 KiB, LZ4
-            // blocks up to 4 MiB) -- geometrically for bundles, learnt entry by entry.
-            size_t ncap = std::max(want, std::min(cap * 2, want + (size_t(1) << 20)));
-            auto nb = alloc_aligned(ncap);
-            if (have) std::memcpy(nb.get(), buf.get(), have);
-            buf = std::move(nb);
-            cap = ncap;
+namespace {
+
+struct Unmap {
+    size_t len;
+    void operator()(uint8_t *p) const { ::munmap(p, len); }
+};
+
+// The buffer a stream packet is read into. Small packets live on the heap; past 64 KiB the
+// buffer is anonymous pages grown with mremap, which moves page tables instead of copying
+// bytes, so it can grow with the bytes that actually arrive at no cost.
+class PacketBuffer {
+public:
+    static constexpr size_t kHeapMax = size_t(64) << 10;
+
+    uint8_t *data() { return map_ ? map_.get() : heap_.get(); }
+
+    void reserve(size_t n, size_t used) {
+        if (n <= cap_) return;
+        if (n <= kHeapMax) {
+            auto nb = alloc_aligned(n);
+            if (used) std::memcpy(nb.get(), heap_.get(), used);
+            heap_ = std::move(nb);
+            cap_ = n;
+            return;
         }
-        size_t got = read_full(fd, buf.get() + have, want - have);
-        have += got;
-        if (have < want) {
-            if (have == 0) fail(TENSO_E_END_OF_STREAM, "end of stream");
-            fail(TENSO_E_TRUNCATED, "stream ended inside a packet after " + std::to_string(have) + " bytes");
+        const size_t page = size_t(::sysconf(_SC_PAGESIZE));
+        n = (n + page - 1) / page * page;
+        void *p;
+        if (map_) {
+            p = ::mremap(map_.get(), cap_, n, MREMAP_MAYMOVE);
+        } else {
+            p = ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+            if (p != MAP_FAILED && used) std::memcpy(p, heap_.get(), used);
+        }
+        if (p == MAP_FAILED) throw std::bad_alloc();
+        (void)map_.release();  // mremap already retired the old mapping
+        map_.reset(static_cast<uint8_t *>(p));
+        map_.get_deleter().len = n;
+        heap_.reset();
+        cap_ = n;
+    }
+
+    // Hands the memory to the views that will point into it.
+    std::shared_ptr<const void> share() {
+        if (map_) return std::shared_ptr<const void>(std::move(map_));
+        return heap_;
+    }
+
+private:
+    std::shared_ptr<uint8_t> heap_;
+    std::unique_ptr<uint8_t, Unmap> map_{nullptr, Unmap{0}};
+    size_t cap_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<View> read_packet(int fd, const Limits &limits) {
+    PacketBuffer buf;
+    size_t have = 0, want = sizeof kMagic;  // garbage is told apart from a cut stream
+    for (;;) {
+        while (have < want) {
+            // Memory follows the bytes received (at most twice as many, from 4 KiB on), never
+            // a length the stream merely claims.
+            size_t target = std::min(want, std::max(2 * have, size_t(4096)));
+            buf.reserve(target, have);
+            have += read_full(fd, buf.data() + have, target - have);
+            if (have < target) {
+                if (have == 0) fail(TENSO_E_END_OF_STREAM, "end of stream");
+                fail(TENSO_E_TRUNCATED, "stream ended inside a packet after " + std::to_string(have) + " bytes");
+            }
         }
         try {
-            Node n = scan(buf.get(), have, limits);
-            (void)n;
+            scan(buf.data(), have, limits);
             break;
         } catch (const NeedMore &m) {
             want = m.need;
         }
     }
-    return decode(buf.get(), have, limits, buf);
+    const uint8_t *bytes = buf.data();
+    return decode(bytes, have, limits, buf.share());
 }
 
 std::unique_ptr<View> load_file(const char *path, bool mmap_mode, const Limits &limits) {

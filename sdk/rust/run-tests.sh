@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Build, stage and test the Rust SDK against the installed libtenso, as CI does:
+#
+#   1. build libtenso from this checkout in build/sdk-lib (CMake, tests off) and install it into
+#      build/stage-sdk, the prefix its tenso.pc records. Idempotent: an up-to-date tree costs a
+#      Ninja no-op and an install of unchanged files. The stage is shared with the Go SDK's
+#      script, so it is guarded by flock on build/stage-sdk.lock: exclusive while building and
+#      installing, shared while tests use the library (a rebuild never swaps libtenso.so under a
+#      running test);
+#   2. cargo test (tenso-sys layout/ABI test, unit, integration and doc tests), cargo clippy with
+#      warnings denied, cargo doc with warnings denied, all with PKG_CONFIG_PATH pointing at the
+#      stage. LD_LIBRARY_PATH is not set: the test binaries carry an rpath to the stage.
+#
+# Usage: sdk/rust/run-tests.sh [--bench]     (--bench also runs `cargo bench` at the end)
+# Environment: JOBS (parallel build jobs, default 2), CARGO (default: cargo on PATH or
+# ~/.cargo/bin), TENSO_SDK_STAGE / TENSO_SDK_BUILD to move the stage / build directory.
+# Exit status: non-zero when any step fails.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd "$here/../.." && pwd)"
+stage="${TENSO_SDK_STAGE:-$repo/build/stage-sdk}"
+build="${TENSO_SDK_BUILD:-$repo/build/sdk-lib}"
+lock="$stage.lock"
+jobs="${JOBS:-2}"
+log() { printf 'run-tests.sh: %s\n' "$*" >&2; }
+
+run_bench=0
+for arg in "$@"; do
+    case "$arg" in
+        --bench) run_bench=1 ;;
+        *) log "unknown argument: $arg"; exit 2 ;;
+    esac
+done
+
+# cargo lives in ~/.cargo/bin on these machines and is often not on a non-login PATH.
+export PATH="$PATH:${CARGO_HOME:-${HOME:-/root}/.cargo}/bin:/root/.cargo/bin"
+cargo="${CARGO:-cargo}"
+if ! command -v "$cargo" >/dev/null 2>&1; then
+    log "cargo not found (looked on PATH and in ~/.cargo/bin); install Rust with rustup"
+    exit 1
+fi
+for tool in cmake pkg-config flock; do
+    command -v "$tool" >/dev/null 2>&1 || { log "$tool not found"; exit 1; }
+done
+
+# ---- 1. libtenso into the shared stage
+mkdir -p "$(dirname "$lock")"
+exec 9>"$lock"
+flock -x 9
+configure=1
+if [[ -f "$build/CMakeCache.txt" ]] &&
+    grep -qx "CMAKE_INSTALL_PREFIX:PATH=$stage" "$build/CMakeCache.txt" &&
+    grep -qx "TENSO_BUILD_TESTS:BOOL=OFF" "$build/CMakeCache.txt"; then
+    configure=0  # Ninja re-runs CMake by itself when a CMakeLists.txt changed
+fi
+if ((configure)); then
+    generator=()
+    if [[ ! -f "$build/CMakeCache.txt" ]] && command -v ninja >/dev/null 2>&1; then
+        generator=(-G Ninja)
+    fi
+    log "configuring libtenso in $build (prefix $stage)"
+    cmake -S "$repo" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+        -DCMAKE_INSTALL_PREFIX="$stage" -DTENSO_BUILD_TESTS=OFF
+fi
+cmake --build "$build" -j "$jobs"
+cmake --install "$build" | { grep -v '^-- Up-to-date' || true; }
+flock -s 9  # keep the library in place while the tests use it
+log "libtenso $(PKG_CONFIG_PATH="$stage/lib/pkgconfig" pkg-config --modversion tenso) staged in $stage"
+
+# ---- 2. cargo
+export PKG_CONFIG_PATH="$stage/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+unset LD_LIBRARY_PATH
+cd "$here"
+log "cargo test"
+"$cargo" test --workspace --locked
+log "cargo clippy"
+"$cargo" clippy --workspace --all-targets --locked -- -D warnings
+log "cargo doc"
+RUSTDOCFLAGS="-D warnings" "$cargo" doc --workspace --no-deps --locked
+if ((run_bench)); then
+    log "cargo bench"
+    "$cargo" bench -p tenso --locked
+fi
+log "all Rust SDK checks passed"

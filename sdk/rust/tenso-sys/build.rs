@@ -1,0 +1,55 @@
+//! Finds the installed libtenso with pkg-config and links it.
+//!
+//! - The version must be >= 1.0 and < 2: the declarations in src/lib.rs are those of soname
+//!   libtenso.so.1 (every 1.x keeps them, see the C README's ABI promise).
+//! - `cargo:libdir` / `cargo:include` are passed on to dependents' build scripts as
+//!   `DEP_TENSO_LIBDIR` / `DEP_TENSO_INCLUDE` (the `links` metadata), so the safe crate can
+//!   add an rpath for its own tests and the systest crate can compile C against the same
+//!   headers.
+//! - An rpath to the found libdir is added for this crate's own test binaries, so
+//!   `cargo test` runs without LD_LIBRARY_PATH; it is not propagated to other crates'
+//!   binaries (cargo never passes link args downstream).
+//!
+//! Set `TENSO_NO_PKG_CONFIG=1` together with `TENSO_LIB_DIR` to link without pkg-config.
+use std::env;
+
+fn main() {
+    println!("cargo:rerun-if-env-changed=TENSO_NO_PKG_CONFIG");
+    println!("cargo:rerun-if-env-changed=TENSO_LIB_DIR");
+    println!("cargo:rerun-if-env-changed=TENSO_INCLUDE_DIR");
+
+    if env::var_os("TENSO_NO_PKG_CONFIG").is_some() {
+        let lib_dir = env::var("TENSO_LIB_DIR")
+            .expect("TENSO_NO_PKG_CONFIG is set: TENSO_LIB_DIR must name the libtenso directory");
+        println!("cargo:rustc-link-search=native={lib_dir}");
+        println!("cargo:rustc-link-lib=dylib=tenso");
+        println!("cargo:libdir={lib_dir}");
+        if let Ok(inc) = env::var("TENSO_INCLUDE_DIR") {
+            println!("cargo:include={inc}");
+        }
+        println!("cargo:rustc-link-arg=-Wl,-rpath,{lib_dir}");
+        return;
+    }
+
+    let lib = match pkg_config::Config::new().range_version("1.0".."2.0").cargo_metadata(true).probe("tenso") {
+        Ok(lib) => lib,
+        Err(e) => {
+            eprintln!(
+                "tenso-sys: libtenso >= 1.0, < 2 was not found by pkg-config.\n\
+                 Install it (`make install PREFIX=...` in the tenso repository) and point \
+                 PKG_CONFIG_PATH at <prefix>/lib/pkgconfig.\n\n{e}"
+            );
+            std::process::exit(1);
+        }
+    };
+    // Only the directories that hold libtenso itself: pkg-config also lists those of
+    // dependencies (liblz4's system directories with PKG_CONFIG_ALLOW_SYSTEM_*).
+    if let Some(dir) = lib.link_paths.iter().find(|d| d.join("libtenso.so").exists()) {
+        println!("cargo:libdir={}", dir.display());
+        println!("cargo:rustc-link-arg=-Wl,-rpath,{}", dir.display());
+    }
+    if let Some(dir) = lib.include_paths.iter().find(|d| d.join("tenso/tenso.h").exists()) {
+        println!("cargo:include={}", dir.display());
+    }
+    println!("cargo:version={}", lib.version);
+}

@@ -1,0 +1,569 @@
+//! Raw declarations of the libtenso C ABI (`tenso/tenso.h`, `tenso/errors.h`,
+//! `tenso/version.h`, `tenso/dlpack.h`), written by hand from the headers of libtenso 1.x.
+//!
+//! Everything here is `unsafe` and mirrors C exactly: the `tenso_*` functions, the structs a
+//! caller fills or receives (`#[repr(C)]`, same field order and types), the opaque handles
+//! (zero-sized `#[repr(C)]` structs that are neither `Send`, `Sync` nor `Unpin`, so they can
+//! only be used behind pointers) and every constant of the headers. `tenso_status`,
+//! `tenso_dtype` and `tenso_kind` are `i32` aliases, as in C (never C enums, whose size and
+//! signedness vary); DLPack's two C enums are `u32` aliases plus constants.
+//!
+//! The `systest` crate of this workspace checks these declarations against the installed
+//! headers: struct sizes, alignments and field offsets, every constant's value and every
+//! function's signature (a mismatch fails to compile or fails the test).
+//!
+//! Use the safe `tenso` crate unless you need the raw ABI.
+#![no_std]
+#![allow(non_camel_case_types, non_snake_case, non_upper_case_globals)]
+
+use core::ffi::{c_char, c_int, c_void};
+use core::marker::{PhantomData, PhantomPinned};
+
+// ============================================================================================
+// version.h
+// ============================================================================================
+
+pub const TENSO_VERSION_MAJOR: u32 = 1;
+pub const TENSO_VERSION_MINOR: u32 = 0;
+pub const TENSO_VERSION_PATCH: u32 = 0;
+/// The ABI major: the soname is libtenso.so.TENSO_SOVERSION.
+pub const TENSO_SOVERSION: u32 = 1;
+/// The wire protocol version the library writes (it reads v1 to v4).
+pub const TENSO_PROTOCOL_VERSION: u32 = 4;
+/// `MAJOR * 10000 + MINOR * 100 + PATCH` of the headers these declarations match; compare
+/// with [`tenso_version_number`] at run time.
+pub const TENSO_VERSION_NUMBER: u32 = TENSO_VERSION_MAJOR * 10000 + TENSO_VERSION_MINOR * 100 + TENSO_VERSION_PATCH;
+/// `TENSO_VERSION_STRING`, NUL-terminated.
+pub const TENSO_VERSION_STRING: &[u8] = b"1.0.0\0";
+
+// ============================================================================================
+// errors.h
+// ============================================================================================
+
+/// A status code: `TENSO_OK` or a negative `TENSO_E_*` value (pinned, never renumbered).
+pub type tenso_status = i32;
+
+pub const TENSO_OK: tenso_status = 0;
+pub const TENSO_E_INVALID_ARGUMENT: tenso_status = -1;
+pub const TENSO_E_BUFFER_TOO_SMALL: tenso_status = -2;
+pub const TENSO_E_TRUNCATED: tenso_status = -3;
+pub const TENSO_E_BAD_MAGIC: tenso_status = -4;
+pub const TENSO_E_UNSUPPORTED_VERSION: tenso_status = -5;
+pub const TENSO_E_BAD_DTYPE: tenso_status = -6;
+pub const TENSO_E_TOO_MANY_DIMS: tenso_status = -7;
+pub const TENSO_E_TOO_MANY_ELEMENTS: tenso_status = -8;
+pub const TENSO_E_CHECKSUM: tenso_status = -9;
+pub const TENSO_E_COMPRESSION: tenso_status = -10;
+pub const TENSO_E_BAD_BUNDLE: tenso_status = -11;
+pub const TENSO_E_MALFORMED: tenso_status = -12;
+pub const TENSO_E_LIMIT: tenso_status = -13;
+pub const TENSO_E_UNSUPPORTED_KIND: tenso_status = -14;
+pub const TENSO_E_NO_MEMORY: tenso_status = -15;
+pub const TENSO_E_IO: tenso_status = -16;
+pub const TENSO_E_END_OF_STREAM: tenso_status = -17;
+pub const TENSO_E_NOT_AVAILABLE: tenso_status = -18;
+pub const TENSO_E_USER: tenso_status = -19;
+pub const TENSO_E_INTERNAL: tenso_status = -20;
+
+// ============================================================================================
+// tenso.h: dtypes, kinds, flags and limits
+// ============================================================================================
+
+/// A dtype code as stored in the packet header.
+pub type tenso_dtype = i32;
+
+pub const TENSO_DTYPE_FLOAT32: tenso_dtype = 1;
+pub const TENSO_DTYPE_INT32: tenso_dtype = 2;
+pub const TENSO_DTYPE_FLOAT64: tenso_dtype = 3;
+pub const TENSO_DTYPE_INT64: tenso_dtype = 4;
+pub const TENSO_DTYPE_UINT8: tenso_dtype = 5;
+pub const TENSO_DTYPE_UINT16: tenso_dtype = 6;
+pub const TENSO_DTYPE_BOOL: tenso_dtype = 7;
+pub const TENSO_DTYPE_FLOAT16: tenso_dtype = 8;
+pub const TENSO_DTYPE_INT8: tenso_dtype = 9;
+pub const TENSO_DTYPE_INT16: tenso_dtype = 10;
+pub const TENSO_DTYPE_UINT32: tenso_dtype = 11;
+pub const TENSO_DTYPE_UINT64: tenso_dtype = 12;
+pub const TENSO_DTYPE_COMPLEX64: tenso_dtype = 13;
+pub const TENSO_DTYPE_COMPLEX128: tenso_dtype = 14;
+pub const TENSO_DTYPE_BFLOAT16: tenso_dtype = 15;
+pub const TENSO_DTYPE_QINT8: tenso_dtype = 16;
+pub const TENSO_DTYPE_QUINT8: tenso_dtype = 17;
+pub const TENSO_DTYPE_QINT4: tenso_dtype = 18;
+pub const TENSO_DTYPE_QUINT4: tenso_dtype = 19;
+pub const TENSO_DTYPE_STRING: tenso_dtype = 20;
+pub const TENSO_DTYPE_BYTES: tenso_dtype = 21;
+
+/// What a packet holds.
+pub type tenso_kind = i32;
+
+pub const TENSO_KIND_DENSE: tenso_kind = 1;
+pub const TENSO_KIND_BUNDLE: tenso_kind = 2;
+pub const TENSO_KIND_SPARSE_COO: tenso_kind = 3;
+pub const TENSO_KIND_SPARSE_CSR: tenso_kind = 4;
+pub const TENSO_KIND_SPARSE_CSC: tenso_kind = 5;
+pub const TENSO_KIND_QUANTIZED: tenso_kind = 6;
+pub const TENSO_KIND_STRING: tenso_kind = 7;
+pub const TENSO_KIND_RAGGED: tenso_kind = 8;
+pub const TENSO_KIND_GPU_IPC_REF: tenso_kind = 9;
+
+pub const TENSO_FLAG_ALIGNED: u32 = 0x0001;
+pub const TENSO_FLAG_INTEGRITY: u32 = 0x0002;
+pub const TENSO_FLAG_COMPRESSION: u32 = 0x0004;
+pub const TENSO_FLAG_SPARSE_COO: u32 = 0x0008;
+pub const TENSO_FLAG_BUNDLE: u32 = 0x0010;
+pub const TENSO_FLAG_SPARSE_CSR: u32 = 0x0020;
+pub const TENSO_FLAG_SPARSE_CSC: u32 = 0x0040;
+pub const TENSO_FLAG_CUST_ALIGN: u32 = 0x0080;
+pub const TENSO_FLAG_STRING: u32 = 0x0100;
+pub const TENSO_FLAG_RAGGED: u32 = 0x0200;
+pub const TENSO_FLAG_GPU_IPC_REF: u32 = 0x0400;
+
+pub const TENSO_MAX_NDIM: u32 = 32;
+pub const TENSO_MAX_ELEMENTS: u64 = 1_000_000_000;
+pub const TENSO_MAX_DEPTH: u32 = 64;
+pub const TENSO_MAX_BUNDLE_ENTRIES: u32 = 255;
+/// The longest bundle key, in bytes, read or written.
+pub const TENSO_MAX_KEY_BYTES: u32 = 65536;
+pub const TENSO_DEFAULT_ALIGNMENT: u32 = 64;
+pub const TENSO_MAX_ALIGNMENT: u32 = 1 << 20;
+
+// ============================================================================================
+// tenso.h: buffers and options
+// ============================================================================================
+
+/// Bytes allocated by tenso on the caller's behalf (64-byte aligned); release the contents
+/// with [`tenso_buffer_dispose`]. Start from [`TENSO_BUFFER_INIT`].
+#[repr(C)]
+#[derive(Debug)]
+pub struct tenso_buffer {
+    pub data: *mut u8,
+    pub size: usize,
+    /// The allocation's capacity; do not touch.
+    pub reserved: usize,
+}
+
+/// `TENSO_BUFFER_INIT`.
+pub const TENSO_BUFFER_INIT: tenso_buffer = tenso_buffer { data: core::ptr::null_mut(), size: 0, reserved: 0 };
+
+pub const TENSO_ENCODE_INTEGRITY: u32 = 0x1;
+pub const TENSO_ENCODE_COMPRESS: u32 = 0x2;
+
+/// How to encode; zero means "default" in every field. Start from
+/// [`TENSO_ENCODE_OPTIONS_INIT`].
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct tenso_encode_options {
+    pub version: u32,
+    pub flags: u32,
+    pub alignment: u32,
+    pub compression_level: i32,
+}
+
+pub const TENSO_ENCODE_OPTIONS_VERSION: u32 = 1;
+/// `TENSO_ENCODE_OPTIONS_INIT`.
+pub const TENSO_ENCODE_OPTIONS_INIT: tenso_encode_options =
+    tenso_encode_options { version: TENSO_ENCODE_OPTIONS_VERSION, flags: 0, alignment: 0, compression_level: 0 };
+
+pub const TENSO_DECODE_SKIP_CHECKSUM: u32 = 0x1;
+pub const TENSO_DECODE_VALIDATE_UTF8: u32 = 0x2;
+
+/// Limits and switches for decoding; zero means "default" in every field. Start from
+/// [`TENSO_DECODE_OPTIONS_INIT`].
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct tenso_decode_options {
+    pub version: u32,
+    pub flags: u32,
+    pub max_ndim: u32,
+    pub max_depth: u32,
+    pub max_elements: u64,
+    pub max_packet_bytes: u64,
+}
+
+pub const TENSO_DECODE_OPTIONS_VERSION: u32 = 1;
+/// `TENSO_DECODE_OPTIONS_INIT`.
+pub const TENSO_DECODE_OPTIONS_INIT: tenso_decode_options = tenso_decode_options {
+    version: TENSO_DECODE_OPTIONS_VERSION,
+    flags: 0,
+    max_ndim: 0,
+    max_depth: 0,
+    max_elements: 0,
+    max_packet_bytes: 0,
+};
+
+/// A dense tensor to encode (all memory borrowed for the duration of the call).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct tenso_tensor {
+    pub data: *const c_void,
+    pub nbytes: u64,
+    pub shape: *const u64,
+    pub ndim: u32,
+    pub dtype: tenso_dtype,
+}
+
+// ============================================================================================
+// tenso.h: opaque handles
+// ============================================================================================
+
+/// Something to encode: a tensor, bundle, pre-encoded packet or composite value. Opaque.
+#[repr(C)]
+pub struct tenso_value {
+    _data: [u8; 0],
+    _marker: PhantomData<(*mut u8, PhantomPinned)>,
+}
+
+/// A decoded packet. Opaque.
+#[repr(C)]
+pub struct tenso_view {
+    _data: [u8; 0],
+    _marker: PhantomData<(*mut u8, PhantomPinned)>,
+}
+
+// ============================================================================================
+// tenso.h: composite kinds and inspection structs
+// ============================================================================================
+
+pub const TENSO_QUANT_PER_TENSOR: i32 = 0;
+pub const TENSO_QUANT_PER_CHANNEL: i32 = 1;
+pub const TENSO_QUANT_PER_GROUP: i32 = 2;
+
+/// A quantized tensor, in parts (pointers borrowed).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct tenso_quantized {
+    pub data: *const c_void,
+    pub nbytes: u64,
+    pub shape: *const u64,
+    pub scales: *const f32,
+    pub zero_points: *const f32,
+    pub ndim: u32,
+    pub dtype: tenso_dtype,
+    pub scheme: i32,
+    pub axis: i32,
+    pub group_size: u32,
+    pub num_scales: u32,
+}
+
+/// A GPU IPC reference (106 bytes on the wire).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct tenso_ipc_ref {
+    pub handle: [u8; 64],
+    pub byte_offset: u64,
+    pub nbytes: u64,
+    pub device_uuid: [u8; 16],
+}
+
+/// What the header of a packet says, read without touching the body.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct tenso_packet_info {
+    pub version: u32,
+    pub flags: u32,
+    pub kind: tenso_kind,
+    pub dtype: tenso_dtype,
+    pub ndim: u32,
+    pub entry_count: u32,
+    pub alignment: u32,
+    pub reserved0: u32,
+    pub shape: [u64; TENSO_MAX_NDIM as usize],
+    pub body_offset: u64,
+    pub body_size: u64,
+    pub packet_size: u64,
+    pub reserved: [u64; 4],
+}
+
+pub const TENSO_LOAD_READ: u32 = 0;
+pub const TENSO_LOAD_MMAP: u32 = 1;
+
+// ============================================================================================
+// dlpack.h (DLPack 1.1)
+// ============================================================================================
+
+pub const DLPACK_MAJOR_VERSION: u32 = 1;
+pub const DLPACK_MINOR_VERSION: u32 = 1;
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DLPackVersion {
+    pub major: u32,
+    pub minor: u32,
+}
+
+/// The C enum `DLDeviceType` (all enumerators non-negative, so GCC/Clang make it an
+/// `unsigned int`).
+pub type DLDeviceType = u32;
+pub const kDLCPU: DLDeviceType = 1;
+pub const kDLCUDA: DLDeviceType = 2;
+pub const kDLCUDAHost: DLDeviceType = 3;
+pub const kDLOpenCL: DLDeviceType = 4;
+pub const kDLVulkan: DLDeviceType = 7;
+pub const kDLMetal: DLDeviceType = 8;
+pub const kDLVPI: DLDeviceType = 9;
+pub const kDLROCM: DLDeviceType = 10;
+pub const kDLROCMHost: DLDeviceType = 11;
+pub const kDLExtDev: DLDeviceType = 12;
+pub const kDLCUDAManaged: DLDeviceType = 13;
+pub const kDLOneAPI: DLDeviceType = 14;
+pub const kDLWebGPU: DLDeviceType = 15;
+pub const kDLHexagon: DLDeviceType = 16;
+pub const kDLMAIA: DLDeviceType = 17;
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DLDevice {
+    pub device_type: DLDeviceType,
+    pub device_id: i32,
+}
+
+/// The C enum `DLDataTypeCode` (stored as a `u8` in [`DLDataType::code`]).
+pub type DLDataTypeCode = u32;
+pub const kDLInt: DLDataTypeCode = 0;
+pub const kDLUInt: DLDataTypeCode = 1;
+pub const kDLFloat: DLDataTypeCode = 2;
+pub const kDLOpaqueHandle: DLDataTypeCode = 3;
+pub const kDLBfloat: DLDataTypeCode = 4;
+pub const kDLComplex: DLDataTypeCode = 5;
+pub const kDLBool: DLDataTypeCode = 6;
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DLDataType {
+    pub code: u8,
+    pub bits: u8,
+    pub lanes: u16,
+}
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct DLTensor {
+    pub data: *mut c_void,
+    pub device: DLDevice,
+    pub ndim: i32,
+    pub dtype: DLDataType,
+    pub shape: *mut i64,
+    pub strides: *mut i64,
+    pub byte_offset: u64,
+}
+
+/// The pre-1.0 managed tensor.
+#[repr(C)]
+#[derive(Debug)]
+pub struct DLManagedTensor {
+    pub dl_tensor: DLTensor,
+    pub manager_ctx: *mut c_void,
+    pub deleter: Option<unsafe extern "C" fn(self_: *mut DLManagedTensor)>,
+}
+
+pub const DLPACK_FLAG_BITMASK_READ_ONLY: u64 = 1 << 0;
+pub const DLPACK_FLAG_BITMASK_IS_COPIED: u64 = 1 << 1;
+pub const DLPACK_FLAG_BITMASK_IS_SUBBYTE_TYPE_PADDED: u64 = 1 << 2;
+
+/// The DLPack >= 1.0 managed tensor.
+#[repr(C)]
+#[derive(Debug)]
+pub struct DLManagedTensorVersioned {
+    pub version: DLPackVersion,
+    pub manager_ctx: *mut c_void,
+    pub deleter: Option<unsafe extern "C" fn(self_: *mut DLManagedTensorVersioned)>,
+    pub flags: u64,
+    pub dl_tensor: DLTensor,
+}
+
+// ============================================================================================
+// Functions, in the order of the headers.
+// ============================================================================================
+
+extern "C" {
+    // ---- errors.h
+    pub fn tenso_last_error() -> *const c_char;
+    pub fn tenso_error_clear();
+    pub fn tenso_status_name(status: tenso_status) -> *const c_char;
+
+    // ---- version
+    pub fn tenso_version_number() -> u32;
+    pub fn tenso_version_string() -> *const c_char;
+    pub fn tenso_protocol_version() -> u32;
+
+    // ---- dtypes
+    pub fn tenso_dtype_itemsize(dtype: tenso_dtype) -> usize;
+    pub fn tenso_dtype_name(dtype: tenso_dtype) -> *const c_char;
+    pub fn tenso_dtype_from_name(out: *mut tenso_dtype, name: *const c_char) -> tenso_status;
+
+    // ---- buffers and options
+    pub fn tenso_buffer_dispose(buf: *mut tenso_buffer);
+    pub fn tenso_encode_options_init(opts: *mut tenso_encode_options, version: u32) -> tenso_status;
+    pub fn tenso_decode_options_init(opts: *mut tenso_decode_options, version: u32) -> tenso_status;
+
+    // ---- dense encoding
+    pub fn tenso_dumps_bound(
+        bound_out: *mut usize,
+        t: *const tenso_tensor,
+        opts: *const tenso_encode_options,
+    ) -> tenso_status;
+    pub fn tenso_dumps_into(
+        dst: *mut c_void,
+        dst_capacity: usize,
+        written_out: *mut usize,
+        t: *const tenso_tensor,
+        opts: *const tenso_encode_options,
+    ) -> tenso_status;
+    pub fn tenso_dumps(
+        out: *mut tenso_buffer,
+        t: *const tenso_tensor,
+        opts: *const tenso_encode_options,
+    ) -> tenso_status;
+    pub fn tenso_write_fd(
+        written_out: *mut u64,
+        fd: c_int,
+        t: *const tenso_tensor,
+        opts: *const tenso_encode_options,
+    ) -> tenso_status;
+    pub fn tenso_save_file(
+        path: *const c_char,
+        t: *const tenso_tensor,
+        opts: *const tenso_encode_options,
+    ) -> tenso_status;
+
+    // ---- values
+    pub fn tenso_value_new_tensor(out: *mut *mut tenso_value, t: *const tenso_tensor) -> tenso_status;
+    pub fn tenso_value_new_packet(out: *mut *mut tenso_value, packet: *const c_void, len: usize) -> tenso_status;
+    pub fn tenso_value_new_bundle(out: *mut *mut tenso_value) -> tenso_status;
+    pub fn tenso_bundle_insert(
+        bundle: *mut tenso_value,
+        key: *const c_char,
+        key_len: usize,
+        child: *const tenso_value,
+    ) -> tenso_status;
+    pub fn tenso_bundle_count(bundle: *const tenso_value) -> u32;
+    pub fn tenso_value_free(v: *mut tenso_value);
+    pub fn tenso_value_dumps_bound(
+        bound_out: *mut usize,
+        v: *const tenso_value,
+        opts: *const tenso_encode_options,
+    ) -> tenso_status;
+    pub fn tenso_value_dumps_into(
+        dst: *mut c_void,
+        dst_capacity: usize,
+        written_out: *mut usize,
+        v: *const tenso_value,
+        opts: *const tenso_encode_options,
+    ) -> tenso_status;
+    pub fn tenso_value_dumps(
+        out: *mut tenso_buffer,
+        v: *const tenso_value,
+        opts: *const tenso_encode_options,
+    ) -> tenso_status;
+    pub fn tenso_value_write_fd(
+        written_out: *mut u64,
+        fd: c_int,
+        v: *const tenso_value,
+        opts: *const tenso_encode_options,
+    ) -> tenso_status;
+    pub fn tenso_value_save_file(
+        path: *const c_char,
+        v: *const tenso_value,
+        opts: *const tenso_encode_options,
+    ) -> tenso_status;
+
+    // ---- composite kinds
+    pub fn tenso_value_new_sparse(
+        out: *mut *mut tenso_value,
+        format: tenso_kind,
+        ndim: u32,
+        shape: *const u64,
+        a: *const tenso_tensor,
+        b: *const tenso_tensor,
+        c: *const tenso_tensor,
+    ) -> tenso_status;
+    pub fn tenso_view_component(child_out: *mut *const tenso_view, v: *const tenso_view, index: u32) -> tenso_status;
+    pub fn tenso_quantize(
+        out: *mut *mut tenso_value,
+        input: *const tenso_tensor,
+        qdtype: tenso_dtype,
+        scheme: i32,
+        axis: i32,
+        group_size: u32,
+    ) -> tenso_status;
+    pub fn tenso_value_new_quantized(out: *mut *mut tenso_value, q: *const tenso_quantized) -> tenso_status;
+    pub fn tenso_value_quantized(out: *mut tenso_quantized, v: *const tenso_value) -> tenso_status;
+    pub fn tenso_view_quantized(out: *mut tenso_quantized, v: *const tenso_view) -> tenso_status;
+    pub fn tenso_dequantize(dst: *mut f32, dst_count: u64, q: *const tenso_quantized) -> tenso_status;
+    pub fn tenso_value_new_strings(
+        out: *mut *mut tenso_value,
+        count: u64,
+        offsets: *const u64,
+        payload: *const c_void,
+    ) -> tenso_status;
+    pub fn tenso_view_string_offsets(
+        offsets_out: *mut *const u64,
+        payload_out: *mut *const c_char,
+        v: *const tenso_view,
+    ) -> tenso_status;
+    pub fn tenso_value_new_ragged(
+        out: *mut *mut tenso_value,
+        flat: *const tenso_tensor,
+        count: u64,
+        row_offsets: *const u64,
+    ) -> tenso_status;
+    pub fn tenso_view_ragged(
+        flat_out: *mut *const tenso_view,
+        offsets_out: *mut *const tenso_view,
+        v: *const tenso_view,
+    ) -> tenso_status;
+    pub fn tenso_value_new_ipc_ref(out: *mut *mut tenso_value, ref_: *const tenso_ipc_ref) -> tenso_status;
+    pub fn tenso_view_ipc_ref(out: *mut tenso_ipc_ref, v: *const tenso_view) -> tenso_status;
+
+    // ---- inspecting
+    pub fn tenso_inspect(out: *mut tenso_packet_info, data: *const c_void, len: usize) -> tenso_status;
+    pub fn tenso_packet_length(length_out: *mut usize, data: *const c_void, len: usize) -> tenso_status;
+
+    // ---- views
+    pub fn tenso_loads(
+        out: *mut *mut tenso_view,
+        data: *const c_void,
+        len: usize,
+        opts: *const tenso_decode_options,
+    ) -> tenso_status;
+    pub fn tenso_view_free(v: *mut tenso_view);
+    pub fn tenso_view_kind(v: *const tenso_view) -> tenso_kind;
+    pub fn tenso_view_dtype(v: *const tenso_view) -> tenso_dtype;
+    pub fn tenso_view_ndim(v: *const tenso_view) -> u32;
+    pub fn tenso_view_shape(v: *const tenso_view) -> *const u64;
+    pub fn tenso_view_data(v: *const tenso_view) -> *const c_void;
+    pub fn tenso_view_nbytes(v: *const tenso_view) -> u64;
+    pub fn tenso_view_flags(v: *const tenso_view) -> u32;
+    pub fn tenso_view_version(v: *const tenso_view) -> u32;
+    pub fn tenso_view_alignment(v: *const tenso_view) -> u32;
+    pub fn tenso_view_packet_size(v: *const tenso_view) -> u64;
+    pub fn tenso_view_owns_data(v: *const tenso_view) -> c_int;
+    pub fn tenso_view_bundle_count(v: *const tenso_view) -> u32;
+    pub fn tenso_view_bundle_entry(
+        key_out: *mut *const c_char,
+        key_len_out: *mut usize,
+        child_out: *mut *const tenso_view,
+        v: *const tenso_view,
+        index: u32,
+    ) -> tenso_status;
+    pub fn tenso_view_bundle_find(
+        child_out: *mut *const tenso_view,
+        v: *const tenso_view,
+        key: *const c_char,
+        key_len: usize,
+    ) -> tenso_status;
+
+    // ---- streams and files
+    pub fn tenso_read_fd(out: *mut *mut tenso_view, fd: c_int, opts: *const tenso_decode_options) -> tenso_status;
+    pub fn tenso_load_file(
+        out: *mut *mut tenso_view,
+        path: *const c_char,
+        mode: u32,
+        opts: *const tenso_decode_options,
+    ) -> tenso_status;
+
+    // ---- DLPack
+    pub fn tenso_view_to_dlpack(out: *mut *mut DLManagedTensorVersioned, v: *const tenso_view) -> tenso_status;
+    pub fn tenso_view_to_dlpack_legacy(out: *mut *mut DLManagedTensor, v: *const tenso_view) -> tenso_status;
+}

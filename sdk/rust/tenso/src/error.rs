@@ -1,0 +1,255 @@
+//! [`Error`]: a libtenso status plus the message that went with it.
+use std::ffi::CStr;
+use std::fmt;
+
+use tenso_sys as sys;
+
+/// The result type of every fallible call of this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// What went wrong, one variant per libtenso status (`TENSO_E_*`), plus
+/// [`Misaligned`](ErrorKind::Misaligned) for a typed borrow the memory cannot support.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// `TENSO_E_INVALID_ARGUMENT`: a bad argument (shape/length mismatch, option, index...).
+    InvalidArgument,
+    /// `TENSO_E_BUFFER_TOO_SMALL`: see [`Error::needed`] for the size required.
+    BufferTooSmall,
+    /// `TENSO_E_TRUNCATED`: the input (or stream) ends inside the packet.
+    Truncated,
+    /// `TENSO_E_BAD_MAGIC`: the bytes do not start with `TNSO`.
+    BadMagic,
+    /// `TENSO_E_UNSUPPORTED_VERSION`: a protocol version other than 1 to 4.
+    UnsupportedVersion,
+    /// `TENSO_E_BAD_DTYPE`: an unknown dtype, or not the one asked for.
+    BadDtype,
+    /// `TENSO_E_TOO_MANY_DIMS`: more than 32 dimensions (or the decode limit).
+    TooManyDims,
+    /// `TENSO_E_TOO_MANY_ELEMENTS`: more elements than allowed.
+    TooManyElements,
+    /// `TENSO_E_CHECKSUM`: the XXH3-64 integrity footer does not match.
+    Checksum,
+    /// `TENSO_E_COMPRESSION`: an invalid LZ4 frame, or one of the wrong size.
+    Compression,
+    /// `TENSO_E_BAD_BUNDLE`: an invalid bundle (key UTF-8, entry lengths).
+    BadBundle,
+    /// `TENSO_E_MALFORMED`: a structurally invalid packet.
+    Malformed,
+    /// `TENSO_E_LIMIT`: nesting depth or `max_packet_bytes` exceeded.
+    Limit,
+    /// `TENSO_E_UNSUPPORTED_KIND`: a valid packet of another kind than the call handles.
+    UnsupportedKind,
+    /// `TENSO_E_NO_MEMORY`: an allocation failed.
+    NoMemory,
+    /// `TENSO_E_IO`, or an error of a Rust `Read`/`Write` (see [`std::error::Error::source`]).
+    Io,
+    /// `TENSO_E_END_OF_STREAM`: the stream ended cleanly before a packet.
+    EndOfStream,
+    /// `TENSO_E_NOT_AVAILABLE`: not available in this build or on this machine.
+    NotAvailable,
+    /// `TENSO_E_USER`: a callback aborted the operation.
+    User,
+    /// `TENSO_E_INTERNAL`: a bug in libtenso.
+    Internal,
+    /// The data is not aligned for the element type asked for (bundle entries can sit at
+    /// any address): copy it with `to_vec` instead. Raised by this crate, not by libtenso.
+    Misaligned,
+    /// A status this version of the crate does not know.
+    Unknown,
+}
+
+impl ErrorKind {
+    /// The kind of a libtenso status code.
+    pub fn from_status(status: i32) -> ErrorKind {
+        use ErrorKind::*;
+        match status {
+            sys::TENSO_E_INVALID_ARGUMENT => InvalidArgument,
+            sys::TENSO_E_BUFFER_TOO_SMALL => BufferTooSmall,
+            sys::TENSO_E_TRUNCATED => Truncated,
+            sys::TENSO_E_BAD_MAGIC => BadMagic,
+            sys::TENSO_E_UNSUPPORTED_VERSION => UnsupportedVersion,
+            sys::TENSO_E_BAD_DTYPE => BadDtype,
+            sys::TENSO_E_TOO_MANY_DIMS => TooManyDims,
+            sys::TENSO_E_TOO_MANY_ELEMENTS => TooManyElements,
+            sys::TENSO_E_CHECKSUM => Checksum,
+            sys::TENSO_E_COMPRESSION => Compression,
+            sys::TENSO_E_BAD_BUNDLE => BadBundle,
+            sys::TENSO_E_MALFORMED => Malformed,
+            sys::TENSO_E_LIMIT => Limit,
+            sys::TENSO_E_UNSUPPORTED_KIND => UnsupportedKind,
+            sys::TENSO_E_NO_MEMORY => NoMemory,
+            sys::TENSO_E_IO => Io,
+            sys::TENSO_E_END_OF_STREAM => EndOfStream,
+            sys::TENSO_E_NOT_AVAILABLE => NotAvailable,
+            sys::TENSO_E_USER => User,
+            sys::TENSO_E_INTERNAL => Internal,
+            _ => Unknown,
+        }
+    }
+
+    /// The libtenso status of this kind (`TENSO_E_INVALID_ARGUMENT` for `Misaligned`, whose
+    /// cause is the caller's memory; `TENSO_E_INTERNAL` for `Unknown`).
+    pub fn status(self) -> i32 {
+        use ErrorKind::*;
+        match self {
+            InvalidArgument | Misaligned => sys::TENSO_E_INVALID_ARGUMENT,
+            BufferTooSmall => sys::TENSO_E_BUFFER_TOO_SMALL,
+            Truncated => sys::TENSO_E_TRUNCATED,
+            BadMagic => sys::TENSO_E_BAD_MAGIC,
+            UnsupportedVersion => sys::TENSO_E_UNSUPPORTED_VERSION,
+            BadDtype => sys::TENSO_E_BAD_DTYPE,
+            TooManyDims => sys::TENSO_E_TOO_MANY_DIMS,
+            TooManyElements => sys::TENSO_E_TOO_MANY_ELEMENTS,
+            Checksum => sys::TENSO_E_CHECKSUM,
+            Compression => sys::TENSO_E_COMPRESSION,
+            BadBundle => sys::TENSO_E_BAD_BUNDLE,
+            Malformed => sys::TENSO_E_MALFORMED,
+            Limit => sys::TENSO_E_LIMIT,
+            UnsupportedKind => sys::TENSO_E_UNSUPPORTED_KIND,
+            NoMemory => sys::TENSO_E_NO_MEMORY,
+            Io => sys::TENSO_E_IO,
+            EndOfStream => sys::TENSO_E_END_OF_STREAM,
+            NotAvailable => sys::TENSO_E_NOT_AVAILABLE,
+            User => sys::TENSO_E_USER,
+            Internal | Unknown => sys::TENSO_E_INTERNAL,
+        }
+    }
+}
+
+/// A failure: its [`ErrorKind`], the libtenso status code and a message for humans.
+///
+/// Errors raised by libtenso carry the text of `tenso_last_error()`, copied on the calling
+/// thread right after the failing call (and the thread's message is then cleared), so it can
+/// be read later from any thread.
+///
+/// ```
+/// let err = tenso::loads(b"NOPE and more bytes").unwrap_err();
+/// assert_eq!(err.kind(), tenso::ErrorKind::BadMagic);
+/// assert_eq!(err.status(), -4);
+/// assert_eq!(err.status_name(), "TENSO_E_BAD_MAGIC");
+/// assert!(!err.message().is_empty());
+/// ```
+pub struct Error {
+    kind: ErrorKind,
+    status: i32,
+    message: String,
+    needed: Option<u64>,
+    source: Option<std::io::Error>,
+}
+
+impl Error {
+    /// Builds the error for a failed libtenso call: must run on the calling thread right after
+    /// the call, before any other tenso call.
+    #[cold]
+    pub(crate) fn last(status: i32) -> Error {
+        // SAFETY: tenso_last_error never returns NULL; the string is valid until the next
+        // tenso call on this thread, and is copied before that.
+        let message = unsafe { CStr::from_ptr(sys::tenso_last_error()) }.to_string_lossy().into_owned();
+        unsafe { sys::tenso_error_clear() };
+        Error { kind: ErrorKind::from_status(status), status, message, needed: None, source: None }
+    }
+
+    /// An error raised by this crate (never by libtenso).
+    #[cold]
+    pub(crate) fn new(kind: ErrorKind, message: impl Into<String>) -> Error {
+        Error { kind, status: kind.status(), message: message.into(), needed: None, source: None }
+    }
+
+    #[cold]
+    pub(crate) fn io(err: std::io::Error, what: &str) -> Error {
+        Error {
+            kind: ErrorKind::Io,
+            status: sys::TENSO_E_IO,
+            message: format!("{what}: {err}"),
+            needed: None,
+            source: Some(err),
+        }
+    }
+
+    pub(crate) fn with_needed(mut self, needed: u64) -> Error {
+        self.needed = Some(needed);
+        self
+    }
+
+    /// What went wrong.
+    pub fn kind(&self) -> ErrorKind {
+        self.kind
+    }
+
+    /// The libtenso status code (`TENSO_E_*`, negative).
+    pub fn status(&self) -> i32 {
+        self.status
+    }
+
+    /// The symbolic name of [`status`](Error::status), e.g. `"TENSO_E_CHECKSUM"`.
+    pub fn status_name(&self) -> &'static str {
+        // SAFETY: tenso_status_name returns a static, NUL-terminated ASCII string.
+        unsafe { CStr::from_ptr(sys::tenso_status_name(self.status)) }.to_str().unwrap_or("TENSO_E_UNKNOWN")
+    }
+
+    /// The message: libtenso's `tenso_last_error()` text, or this crate's.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// With [`ErrorKind::BufferTooSmall`], the bytes the destination needs.
+    pub fn needed(&self) -> Option<u64> {
+        self.needed
+    }
+}
+
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut d = f.debug_struct("Error");
+        d.field("kind", &self.kind).field("status", &self.status).field("message", &self.message);
+        if let Some(n) = self.needed {
+            d.field("needed", &n);
+        }
+        if let Some(s) = &self.source {
+            d.field("source", s);
+        }
+        d.finish()
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.message.is_empty() {
+            write!(f, "{}", self.status_name())
+        } else {
+            write!(f, "{} ({})", self.message, self.status_name())
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source.as_ref().map(|e| e as _)
+    }
+}
+
+impl From<Error> for std::io::Error {
+    fn from(e: Error) -> std::io::Error {
+        use std::io::ErrorKind as Io;
+        let kind = match e.kind {
+            ErrorKind::Io => return e.source.unwrap_or_else(|| std::io::Error::other(e.message)),
+            ErrorKind::Truncated | ErrorKind::EndOfStream => Io::UnexpectedEof,
+            ErrorKind::InvalidArgument | ErrorKind::Misaligned | ErrorKind::BufferTooSmall => Io::InvalidInput,
+            ErrorKind::NoMemory => Io::OutOfMemory,
+            ErrorKind::NotAvailable => Io::Unsupported,
+            _ => Io::InvalidData,
+        };
+        std::io::Error::new(kind, e)
+    }
+}
+
+/// `Ok(())` for `TENSO_OK`, otherwise the error with the thread's message.
+#[inline]
+pub(crate) fn check(status: i32) -> Result<()> {
+    if status == sys::TENSO_OK {
+        Ok(())
+    } else {
+        Err(Error::last(status))
+    }
+}

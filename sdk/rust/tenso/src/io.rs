@@ -1,0 +1,315 @@
+//! Streams and files: [`Packet`] (an owning decoded packet), readers and file loading.
+use std::fmt;
+use std::io::Read;
+use std::ops::Deref;
+use std::path::Path;
+use std::ptr;
+
+use tenso_sys as sys;
+
+use crate::encode::path_cstring;
+use crate::error::{Error, ErrorKind, Result};
+use crate::options::DecodeOptions;
+use crate::view::{packet_length, PacketLength, View, ViewRef};
+
+/// 64-byte aligned heap bytes, so bodies read into it are aligned in memory.
+struct AlignedBuf {
+    chunks: Vec<Chunk>,
+    len: usize,
+}
+
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct Chunk([u8; 64]);
+
+impl AlignedBuf {
+    fn new() -> AlignedBuf {
+        AlignedBuf { chunks: Vec::new(), len: 0 }
+    }
+    /// Makes room for `n` bytes in total (zero-filled beyond `len`).
+    fn reserve_total(&mut self, n: usize) {
+        let chunks = n.div_ceil(64);
+        if chunks > self.chunks.len() {
+            self.chunks.resize(chunks, Chunk([0; 64]));
+        }
+    }
+    fn capacity(&self) -> usize {
+        self.chunks.len() * 64
+    }
+    fn all_mut(&mut self) -> &mut [u8] {
+        let cap = self.capacity();
+        // SAFETY: the chunks are cap contiguous initialised bytes.
+        unsafe { std::slice::from_raw_parts_mut(self.chunks.as_mut_ptr().cast::<u8>(), cap) }
+    }
+    fn bytes(&self) -> &[u8] {
+        // SAFETY: len <= capacity initialised bytes.
+        unsafe { std::slice::from_raw_parts(self.chunks.as_ptr().cast::<u8>(), self.len) }
+    }
+}
+
+/// A decoded packet that owns its memory: read from a stream or a file (mapped or read into
+/// an aligned buffer). Dereferences to [`ViewRef`] for everything about the packet; its
+/// bodies are aligned in memory as the packet declares (top-level bodies; bundle entries
+/// follow their sub-packets).
+///
+/// `Send` and `Sync`, and `'static`: it can be moved to and shared between threads freely.
+pub struct Packet {
+    // Field order matters: the view (which may point into `_buf`) is dropped first.
+    view: View<'static>,
+    _buf: Option<AlignedBuf>,
+}
+
+impl Deref for Packet {
+    type Target = ViewRef;
+    fn deref(&self) -> &ViewRef {
+        &self.view
+    }
+}
+
+impl fmt::Debug for Packet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("Packet").field(&**self).finish()
+    }
+}
+
+impl Packet {
+    /// SAFETY: `p` is a root view that owns its data (stream and file readers of libtenso).
+    unsafe fn from_owning_view(p: *mut sys::tenso_view) -> Result<Packet> {
+        Ok(Packet { view: View::from_raw(p)?, _buf: None })
+    }
+
+    /// Decodes a packet from bytes already in memory, copying them into an aligned buffer the
+    /// packet owns (so the result is `'static` and its top-level body is aligned). Trailing
+    /// bytes after the packet are not kept.
+    pub fn from_bytes(bytes: &[u8], opts: &DecodeOptions) -> Result<Packet> {
+        let len = match packet_length(bytes)? {
+            PacketLength::Complete(n) => n,
+            PacketLength::Incomplete { needed } => {
+                return Err(Error::new(
+                    ErrorKind::Truncated,
+                    format!("{} bytes given, the packet needs {needed}", bytes.len()),
+                ))
+            }
+        };
+        let mut buf = AlignedBuf::new();
+        buf.reserve_total(len);
+        buf.all_mut()[..len].copy_from_slice(&bytes[..len]);
+        buf.len = len;
+        Packet::decode(buf, opts)
+    }
+
+    fn decode(buf: AlignedBuf, opts: &DecodeOptions) -> Result<Packet> {
+        let view = opts.loads(buf.bytes())?;
+        // SAFETY: the view borrows the heap chunks of `buf`, which the Packet keeps unmoved
+        // and unchanged and drops after the view; the 'static view is never handed out.
+        let view: View<'static> = unsafe { std::mem::transmute::<View<'_>, View<'static>>(view) };
+        Ok(Packet { view, _buf: Some(buf) })
+    }
+}
+
+/// How [`load_with`] reads a file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LoadMode {
+    /// Map the file read-only: O(1) in the file size without integrity checking, and works
+    /// for files larger than memory.
+    #[default]
+    Mmap,
+    /// Read the packet into an aligned buffer.
+    Read,
+}
+
+/// Loads the first packet of the file at `path` by mapping it ([`LoadMode::Mmap`]).
+///
+/// ```
+/// let dir = std::env::temp_dir().join(format!("tenso-doc-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir).unwrap();
+/// let path = dir.join("w.tenso");
+/// let w = [0.5f32; 1024];
+/// tenso::save(&path, &tenso::Tensor::new(&w, &[32, 32])?)?;   // atomic
+/// let p = tenso::load(&path)?;
+/// assert_eq!(p.shape(), &[32, 32]);
+/// assert_eq!(p.as_slice::<f32>()?, &w[..]);
+/// # std::fs::remove_dir_all(&dir).unwrap();
+/// # Ok::<(), tenso::Error>(())
+/// ```
+pub fn load(path: impl AsRef<Path>) -> Result<Packet> {
+    DecodeOptions::default().load(path)
+}
+
+/// Loads the first packet of the file at `path` in the given mode.
+pub fn load_with(path: impl AsRef<Path>, mode: LoadMode, opts: &DecodeOptions) -> Result<Packet> {
+    let c = path_cstring(path.as_ref())?;
+    let mode = match mode {
+        LoadMode::Mmap => sys::TENSO_LOAD_MMAP,
+        LoadMode::Read => sys::TENSO_LOAD_READ,
+    };
+    let mut out = ptr::null_mut();
+    // SAFETY: valid pointers; the view owns the mapping or buffer.
+    crate::error::check(unsafe { sys::tenso_load_file(&mut out, c.as_ptr(), mode, opts.ptr()) })?;
+    unsafe { Packet::from_owning_view(out) }
+}
+
+/// Reads exactly one packet from a file descriptor (socket, pipe, file) with libtenso's
+/// reader: the header is checked against the limits before one aligned buffer is allocated
+/// and filled; nothing past the packet is consumed. `Ok(None)` when the stream ends cleanly
+/// before a packet; [`ErrorKind::Truncated`] when it ends inside one.
+///
+/// ```
+/// use std::os::unix::net::UnixStream;
+/// let (a, b) = UnixStream::pair().unwrap();
+/// let x = [1u32, 2, 3];
+/// tenso::write_fd(&a, &tenso::Tensor::from_slice(&x))?;   // vectored, body not copied
+/// drop(a);
+/// let p = tenso::read_fd(&b)?.expect("a packet");
+/// assert_eq!(p.as_slice::<u32>()?, &x);
+/// assert!(tenso::read_fd(&b)?.is_none());                 // clean end of stream
+/// # Ok::<(), tenso::Error>(())
+/// ```
+#[cfg(unix)]
+pub fn read_fd(fd: impl std::os::fd::AsFd) -> Result<Option<Packet>> {
+    DecodeOptions::default().read_fd(fd)
+}
+
+/// Reads exactly one packet from any `Read`; see [`DecodeOptions::read_from`].
+///
+/// ```
+/// let a = tenso::dumps(&tenso::Tensor::from_slice(&[1i8, 2]))?;
+/// let b = tenso::dumps(&tenso::Tensor::from_slice(&[3.0f64]))?;
+/// let stream = [a, b].concat();
+/// let mut r = &stream[..];
+/// assert_eq!(tenso::read_from(&mut r)?.unwrap().to_vec::<i8>()?, vec![1, 2]);
+/// assert_eq!(tenso::read_from(&mut r)?.unwrap().to_vec::<f64>()?, vec![3.0]);
+/// assert!(tenso::read_from(&mut r)?.is_none());
+/// # Ok::<(), tenso::Error>(())
+/// ```
+pub fn read_from<R: Read + ?Sized>(r: &mut R) -> Result<Option<Packet>> {
+    DecodeOptions::default().read_from(r)
+}
+
+/// Bytes read per step while the packet's real size is not yet proven by data: a hostile
+/// header claiming gigabytes only makes the buffer grow as fast as bytes arrive.
+const GROW_STEP: usize = 1 << 20;
+
+impl DecodeOptions {
+    /// Loads the first packet of a file by mapping it; see [`load`].
+    pub fn load(&self, path: impl AsRef<Path>) -> Result<Packet> {
+        load_with(path, LoadMode::Mmap, self)
+    }
+
+    /// Reads one packet from a file descriptor under these options; see [`read_fd`].
+    #[cfg(unix)]
+    pub fn read_fd(&self, fd: impl std::os::fd::AsFd) -> Result<Option<Packet>> {
+        use std::os::fd::AsRawFd;
+        let fd = fd.as_fd();
+        let mut out = ptr::null_mut();
+        // SAFETY: a borrowed, open fd; valid pointers.
+        let st = unsafe { sys::tenso_read_fd(&mut out, fd.as_raw_fd(), self.ptr()) };
+        if st == sys::TENSO_E_END_OF_STREAM {
+            unsafe { sys::tenso_error_clear() };
+            return Ok(None);
+        }
+        crate::error::check(st)?;
+        // SAFETY: the stream reader's view owns its buffer.
+        unsafe { Packet::from_owning_view(out) }.map(Some)
+    }
+
+    /// Reads exactly one packet from any `Read` (a TCP stream, a pipe, a decompressor...),
+    /// framing it with [`packet_length`](crate::packet_length): read what the headers say is
+    /// needed, ask again, until the packet is complete. Nothing past the packet is read.
+    /// The bytes land in a 64-byte aligned buffer the [`Packet`] owns.
+    ///
+    /// `Ok(None)` when the stream ends cleanly before a packet; [`ErrorKind::Truncated`] when
+    /// it ends inside one; [`ErrorKind::Limit`] when the packet is longer than
+    /// [`max_packet_bytes`](DecodeOptions::max_packet_bytes); [`ErrorKind::Io`] for the
+    /// reader's own errors (the `io::Error` is the [`source`](std::error::Error::source)).
+    pub fn read_from<R: Read + ?Sized>(&self, r: &mut R) -> Result<Option<Packet>> {
+        let limit = self.get_max_packet_bytes();
+        let mut buf = AlignedBuf::new();
+        let total = loop {
+            let needed = match packet_length(buf.bytes())? {
+                PacketLength::Complete(n) => break n,
+                PacketLength::Incomplete { needed } => needed,
+            };
+            if limit != 0 && needed as u64 > limit {
+                return Err(Error::new(
+                    ErrorKind::Limit,
+                    format!("packet needs at least {needed} bytes, max_packet_bytes is {limit}"),
+                ));
+            }
+            // Grow towards `needed`, at most GROW_STEP beyond what has arrived.
+            let target = needed.min(buf.len.saturating_add(GROW_STEP.max(buf.len)));
+            buf.reserve_total(target);
+            while buf.len < target {
+                let at = buf.len;
+                match r.read(&mut buf.all_mut()[at..target]) {
+                    Ok(0) if buf.len == 0 => return Ok(None),
+                    Ok(0) => {
+                        return Err(Error::new(
+                            ErrorKind::Truncated,
+                            format!("stream ended inside a packet after {} bytes (at least {needed} needed)", buf.len),
+                        ))
+                    }
+                    Ok(n) => buf.len += n,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(Error::io(e, "reading a packet")),
+                }
+            }
+        };
+        debug_assert_eq!(total, buf.len, "the framing never reads past the packet");
+        Packet::decode(buf, self).map(Some)
+    }
+}
+
+/// Iterates over the packets of a `Read` until it ends cleanly.
+///
+/// ```
+/// let stream: Vec<u8> = (0..3u8)
+///     .map(|i| tenso::dumps(&tenso::Tensor::from_slice(&[i])).unwrap())
+///     .collect::<Vec<_>>()
+///     .concat();
+/// let got: Vec<u8> = tenso::Packets::new(&stream[..])
+///     .map(|p| p.unwrap().to_vec::<u8>().unwrap()[0])
+///     .collect();
+/// assert_eq!(got, [0, 1, 2]);
+/// ```
+#[derive(Debug)]
+pub struct Packets<R> {
+    reader: R,
+    opts: DecodeOptions,
+    done: bool,
+}
+
+impl<R: Read> Packets<R> {
+    /// Packets of `reader` with the default decode options.
+    pub fn new(reader: R) -> Packets<R> {
+        Packets::with_options(reader, DecodeOptions::default())
+    }
+    /// Packets of `reader` under `opts`.
+    pub fn with_options(reader: R, opts: DecodeOptions) -> Packets<R> {
+        Packets { reader, opts, done: false }
+    }
+    /// The reader back.
+    pub fn into_inner(self) -> R {
+        self.reader
+    }
+}
+
+impl<R: Read> Iterator for Packets<R> {
+    type Item = Result<Packet>;
+    fn next(&mut self) -> Option<Result<Packet>> {
+        if self.done {
+            return None;
+        }
+        match self.opts.read_from(&mut self.reader) {
+            Ok(Some(p)) => Some(Ok(p)),
+            Ok(None) => {
+                self.done = true;
+                None
+            }
+            Err(e) => {
+                self.done = true; // the stream position is unknown after an error
+                Some(Err(e))
+            }
+        }
+    }
+}

@@ -1,0 +1,201 @@
+//! Zero-copy tensor packets (the Tenso wire protocol v4, byte-compatible with the PyPI
+//! package `tenso` 0.24) over libtenso's stable C ABI.
+//!
+//! A Tenso packet is a small header, the shape, padding to an alignment boundary and the raw
+//! little-endian body. Decoding is a pointer into the bytes: [`loads`] returns a [`View`]
+//! that borrows them, and [`ViewRef::as_slice`] hands out the elements as `&[T]` without a
+//! copy. Encoding is one pass over each body ([`dumps`], [`dumps_into`]) or none at all with
+//! vectored I/O ([`write_fd`]).
+//!
+//! ```
+//! // Encode a 2x3 float32 tensor (the same bytes as upstream `tenso.dumps(x)`).
+//! let x: Vec<f32> = (0..6).map(|i| i as f32 * 0.5).collect();
+//! let packet = tenso::dumps(&tenso::Tensor::new(&x, &[2, 3])?)?;
+//!
+//! // Decode: no copy, the slice points into `packet`.
+//! let view = tenso::loads(&packet)?;
+//! assert_eq!(view.shape(), &[2, 3]);
+//! assert_eq!(view.as_slice::<f32>()?, &x[..]);
+//! # Ok::<(), tenso::Error>(())
+//! ```
+//!
+//! # What is where
+//!
+//! - Encoding: [`Tensor`] (borrowed elements), [`Bundle`] (string keys to values, nested),
+//!   [`Value`] (sparse COO/CSR/CSC, quantized, strings, ragged, GPU IPC references,
+//!   pre-encoded packets), [`quantize`]; [`Options`] for integrity footers, LZ4 compression
+//!   and alignment; [`dumps`], [`dumps_into`], [`save`] (atomic), [`write_fd`], [`write_to`].
+//! - Decoding: [`loads`] → [`View`] (borrows the input) → [`ViewRef`] (dtype, shape, typed
+//!   slices, bundle [`entries`](ViewRef::entries), [`sparse`](ViewRef::sparse),
+//!   [`quantized`](ViewRef::quantized), [`strings`](ViewRef::strings),
+//!   [`ragged`](ViewRef::ragged), [`ipc_ref`](ViewRef::ipc_ref),
+//!   [`to_dlpack`](ViewRef::to_dlpack)); [`DecodeOptions`] for limits.
+//! - Owned packets: [`load`] (mmap), [`read_fd`], [`read_from`] / [`Packets`] (any `Read`)
+//!   return a [`Packet`], which owns its memory and is `'static`.
+//! - Framing without decoding: [`packet_length`], [`inspect`].
+//!
+//! # Element types
+//!
+//! The 15 dense dtypes map to `f32`, `f64`, `i8`..`i64`, `u8`..`u64`, `bool` (bytes must be
+//! 0 or 1 to be borrowed as `bool`), [`F16`] and [`Bf16`] (`#[repr(transparent)]` `u16`
+//! newtypes with `f32` conversions, no dependency; their layout is that of `half::f16` /
+//! `half::bf16`), and [`Complex<f32>`](Complex) / [`Complex<f64>`](Complex) (`re`, `im`).
+//!
+//! # Alignment
+//!
+//! A top-level body is aligned (64 bytes by default) relative to the packet start, so it is
+//! aligned in memory when the packet's buffer is (a [`Buffer`], a [`Packet`], or any heap
+//! `Vec<u8>` for element types up to 16 bytes). Bodies inside bundles are aligned relative to
+//! their own sub-packet and may sit at any address: [`ViewRef::as_slice`] then returns
+//! [`ErrorKind::Misaligned`] instead of creating an unaligned reference; use
+//! [`ViewRef::to_vec`] to copy.
+//!
+//! # Threads and errors
+//!
+//! Views and packets are immutable and `Send + Sync`; [`Value`] and [`Bundle`] are `Send`
+//! but not `Sync`, as libtenso requires. Failures are [`Error`]s carrying the libtenso status
+//! ([`ErrorKind`]) and the message of `tenso_last_error()`, copied right after the failing
+//! call. Nothing in this API is `unsafe`.
+#![deny(missing_debug_implementations)]
+
+mod composite;
+mod dlpack;
+mod dtype;
+mod encode;
+mod error;
+mod io;
+mod options;
+mod tensor;
+mod value;
+mod view;
+
+pub use composite::{IpcRef, Quantized, Ragged, Scheme, Sparse, Strings};
+pub use dlpack::{DLDataType, DLDevice, DLManagedTensor, DLManagedTensorVersioned, DLTensor, DlPack, DlPackLegacy};
+pub use dtype::{Bf16, Complex, Dtype, Element, Kind, F16};
+#[cfg(unix)]
+pub use encode::write_fd;
+pub use encode::{dumps, dumps_into, save, write_to, Buffer, Encode};
+pub use error::{Error, ErrorKind, Result};
+#[cfg(unix)]
+pub use io::read_fd;
+pub use io::{load, load_with, read_from, LoadMode, Packet, Packets};
+pub use options::{DecodeOptions, Options};
+pub use tensor::Tensor;
+pub use value::{quantize, Bundle, Value};
+pub use view::{inspect, loads, packet_length, Entries, PacketInfo, PacketLength, View, ViewRef};
+
+/// The raw declarations this crate is built on.
+pub use tenso_sys as sys;
+
+/// Header flag bits of [`ViewRef::flags`] / [`PacketInfo::flags`] (`TENSO_FLAG_*`).
+pub mod flags {
+    use tenso_sys as sys;
+    pub const ALIGNED: u32 = sys::TENSO_FLAG_ALIGNED;
+    pub const INTEGRITY: u32 = sys::TENSO_FLAG_INTEGRITY;
+    pub const COMPRESSION: u32 = sys::TENSO_FLAG_COMPRESSION;
+    pub const SPARSE_COO: u32 = sys::TENSO_FLAG_SPARSE_COO;
+    pub const BUNDLE: u32 = sys::TENSO_FLAG_BUNDLE;
+    pub const SPARSE_CSR: u32 = sys::TENSO_FLAG_SPARSE_CSR;
+    pub const SPARSE_CSC: u32 = sys::TENSO_FLAG_SPARSE_CSC;
+    pub const CUST_ALIGN: u32 = sys::TENSO_FLAG_CUST_ALIGN;
+    pub const STRING: u32 = sys::TENSO_FLAG_STRING;
+    pub const RAGGED: u32 = sys::TENSO_FLAG_RAGGED;
+    pub const GPU_IPC_REF: u32 = sys::TENSO_FLAG_GPU_IPC_REF;
+}
+
+/// The loaded libtenso's version, e.g. `"1.0.0"`.
+///
+/// ```
+/// assert!(tenso::library_version().starts_with("1."));
+/// assert_eq!(tenso::protocol_version(), 4);
+/// ```
+pub fn library_version() -> &'static str {
+    // SAFETY: static NUL-terminated ASCII storage.
+    unsafe { std::ffi::CStr::from_ptr(sys::tenso_version_string()) }.to_str().unwrap_or("unknown")
+}
+
+/// The loaded libtenso's `TENSO_VERSION_NUMBER` (major * 10000 + minor * 100 + patch).
+pub fn library_version_number() -> u32 {
+    // SAFETY: no arguments.
+    unsafe { sys::tenso_version_number() }
+}
+
+/// The wire protocol version libtenso writes (4).
+pub fn protocol_version() -> u32 {
+    // SAFETY: no arguments.
+    unsafe { sys::tenso_protocol_version() }
+}
+
+/// What the compiler enforces: each example below must fail to compile (they run as
+/// `compile_fail` doctests, with the expected error code).
+///
+/// A view cannot outlive the bytes it was decoded from:
+/// ```compile_fail,E0597
+/// let view = {
+///     let bytes = tenso::dumps(&tenso::Tensor::from_slice(&[1u8])).unwrap();
+///     tenso::loads(&bytes).unwrap()
+/// };
+/// drop(view);
+/// ```
+///
+/// A typed slice cannot outlive its view:
+/// ```compile_fail,E0597
+/// let bytes = tenso::dumps(&tenso::Tensor::from_slice(&[1u8])).unwrap();
+/// let slice = {
+///     let view = tenso::loads(&bytes).unwrap();
+///     view.as_slice::<u8>().unwrap()
+/// };
+/// drop(slice);
+/// ```
+///
+/// A bundle entry cannot outlive the bundle view:
+/// ```compile_fail,E0597
+/// let b = tenso::Bundle::new().with("x", &tenso::Tensor::from_slice(&[1u8])).unwrap();
+/// let bytes = tenso::dumps(&b).unwrap();
+/// let child = {
+///     let view = tenso::loads(&bytes).unwrap();
+///     view.get("x").unwrap()
+/// };
+/// drop(child);
+/// ```
+///
+/// A bundle cannot outlive the elements it borrows:
+/// ```compile_fail,E0597
+/// let mut b = tenso::Bundle::new();
+/// {
+///     let data = vec![1.0f32; 4];
+///     b.insert("x", &tenso::Tensor::from_slice(&data)).unwrap();
+/// }
+/// tenso::dumps(&b).unwrap();
+/// ```
+///
+/// A DLPack export cannot outlive its view:
+/// ```compile_fail,E0597
+/// let bytes = tenso::dumps(&tenso::Tensor::from_slice(&[1u8])).unwrap();
+/// let dl = {
+///     let view = tenso::loads(&bytes).unwrap();
+///     view.to_dlpack().unwrap()
+/// };
+/// drop(dl);
+/// ```
+///
+/// A value or bundle is `Send` but not `Sync`:
+/// ```compile_fail,E0277
+/// fn shared<T: Sync>(_: &T) {}
+/// shared(&tenso::Bundle::new());
+/// ```
+///
+/// The element type trait is sealed:
+/// ```compile_fail,E0277
+/// #[derive(Clone, Copy)]
+/// struct Mine(u32);
+/// let v = [Mine(1)];
+/// tenso::Tensor::from_slice(&v);
+/// ```
+#[allow(dead_code)]
+mod compile_fail {}
+
+/// The README's examples run as doctests too.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+struct ReadmeDoctests;

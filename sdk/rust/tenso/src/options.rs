@@ -1,0 +1,170 @@
+//! [`Options`] (how to encode) and [`DecodeOptions`] (limits and switches for decoding).
+use tenso_sys as sys;
+
+/// How to encode: integrity footer, LZ4 compression, body alignment. The default writes what
+/// upstream `tenso.dumps(x)` writes (64-byte alignment, no footer, no compression).
+///
+/// Every encoding entry point is also a method here, so options read as a builder:
+///
+/// ```
+/// let data = [0.5f64; 16];
+/// let t = tenso::Tensor::from_slice(&data);
+/// let packet = tenso::Options::new().integrity(true).alignment(128).dumps(&t)?;
+/// let view = tenso::loads(&packet)?;          // the footer is verified here
+/// assert_eq!(view.alignment(), 128);
+/// assert_eq!(view.as_slice::<f64>()?.len(), 16);
+/// # Ok::<(), tenso::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Options {
+    pub(crate) raw: sys::tenso_encode_options,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options { raw: sys::TENSO_ENCODE_OPTIONS_INIT }
+    }
+}
+
+impl Options {
+    /// The defaults.
+    pub fn new() -> Options {
+        Options::default()
+    }
+
+    /// Appends an XXH3-64 footer to every body (verified by every reader).
+    pub fn integrity(mut self, on: bool) -> Options {
+        self.set(sys::TENSO_ENCODE_INTEGRITY, on);
+        self
+    }
+
+    /// LZ4-frame-compresses dense bodies (ignored for other kinds). The decoded view then owns
+    /// a decompressed copy instead of pointing into the packet.
+    pub fn compress(mut self, on: bool) -> Options {
+        self.set(sys::TENSO_ENCODE_COMPRESS, on);
+        self
+    }
+
+    /// The LZ4 frame level; 0 is the fast default.
+    pub fn compression_level(mut self, level: i32) -> Options {
+        self.raw.compression_level = level;
+        self
+    }
+
+    /// Body alignment relative to the packet start: a power of two up to 2^20; 0 means 64.
+    /// Checked by the encode call.
+    pub fn alignment(mut self, alignment: u32) -> Options {
+        self.raw.alignment = alignment;
+        self
+    }
+
+    fn set(&mut self, bit: u32, on: bool) {
+        if on {
+            self.raw.flags |= bit;
+        } else {
+            self.raw.flags &= !bit;
+        }
+    }
+
+    /// Whether integrity footers are written.
+    pub fn has_integrity(&self) -> bool {
+        self.raw.flags & sys::TENSO_ENCODE_INTEGRITY != 0
+    }
+    /// Whether dense bodies are compressed.
+    pub fn has_compression(&self) -> bool {
+        self.raw.flags & sys::TENSO_ENCODE_COMPRESS != 0
+    }
+    /// The alignment asked for (0: the default 64).
+    pub fn get_alignment(&self) -> u32 {
+        self.raw.alignment
+    }
+}
+
+/// Limits and switches for decoding. Limits can only be tightened below the protocol's own
+/// (32 dimensions, 10^9 elements per tensor, nesting depth 64); `max_packet_bytes` also
+/// bounds what stream readers buffer.
+///
+/// ```
+/// let data = [0u8; 100];
+/// let packet = tenso::dumps(&tenso::Tensor::from_slice(&data))?;
+/// let strict = tenso::DecodeOptions::new().max_elements(10);
+/// assert_eq!(strict.loads(&packet).unwrap_err().kind(), tenso::ErrorKind::TooManyElements);
+/// # Ok::<(), tenso::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DecodeOptions {
+    pub(crate) raw: sys::tenso_decode_options,
+}
+
+impl Default for DecodeOptions {
+    fn default() -> DecodeOptions {
+        DecodeOptions { raw: sys::TENSO_DECODE_OPTIONS_INIT }
+    }
+}
+
+impl DecodeOptions {
+    /// The defaults: the protocol's limits, footers verified, UTF-8 not checked.
+    pub fn new() -> DecodeOptions {
+        DecodeOptions::default()
+    }
+
+    /// Do not verify integrity footers (they are still framed).
+    pub fn skip_checksum(mut self, on: bool) -> DecodeOptions {
+        self.set(sys::TENSO_DECODE_SKIP_CHECKSUM, on);
+        self
+    }
+
+    /// Check that string payloads are UTF-8 while decoding (O(payload)).
+    pub fn validate_utf8(mut self, on: bool) -> DecodeOptions {
+        self.set(sys::TENSO_DECODE_VALIDATE_UTF8, on);
+        self
+    }
+
+    /// At most this many dimensions (0: 32).
+    pub fn max_ndim(mut self, n: u32) -> DecodeOptions {
+        self.raw.max_ndim = n;
+        self
+    }
+
+    /// At most this deep nesting of bundles and sparse containers (0: 64).
+    pub fn max_depth(mut self, n: u32) -> DecodeOptions {
+        self.raw.max_depth = n;
+        self
+    }
+
+    /// At most this many elements per tensor (0: 10^9).
+    pub fn max_elements(mut self, n: u64) -> DecodeOptions {
+        self.raw.max_elements = n;
+        self
+    }
+
+    /// At most this many bytes per packet, also what stream readers buffer (0: no limit).
+    pub fn max_packet_bytes(mut self, n: u64) -> DecodeOptions {
+        self.raw.max_packet_bytes = n;
+        self
+    }
+
+    fn set(&mut self, bit: u32, on: bool) {
+        if on {
+            self.raw.flags |= bit;
+        } else {
+            self.raw.flags &= !bit;
+        }
+    }
+
+    /// The `max_packet_bytes` limit (0: none).
+    pub fn get_max_packet_bytes(&self) -> u64 {
+        self.raw.max_packet_bytes
+    }
+
+    /// The C struct for libtenso calls; NULL for the defaults, which libtenso handles without
+    /// validating a struct (about 35 instructions of a ~1000-instruction small decode).
+    #[inline]
+    pub(crate) fn ptr(&self) -> *const sys::tenso_decode_options {
+        if self.raw == sys::TENSO_DECODE_OPTIONS_INIT {
+            std::ptr::null()
+        } else {
+            &self.raw
+        }
+    }
+}

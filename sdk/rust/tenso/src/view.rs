@@ -1,0 +1,536 @@
+//! Decoding: [`loads`], [`View`] / [`ViewRef`], packet inspection and framing.
+use std::fmt;
+use std::marker::PhantomData;
+use std::mem::MaybeUninit;
+use std::ops::Deref;
+use std::ptr::{self, NonNull};
+
+use tenso_sys as sys;
+
+use crate::composite::{slice_from, IpcRef, Quantized, Ragged, Sparse, Strings};
+use crate::dtype::{Dtype, Element, Kind};
+use crate::error::{check, Error, ErrorKind, Result};
+use crate::options::DecodeOptions;
+use crate::tensor::Tensor;
+
+/// A decoded packet that owns its libtenso view and borrows the bytes it was decoded from for
+/// `'a` (zero copy: a dense view's data points into those bytes, unless the body was
+/// compressed). Everything about the packet is read through [`ViewRef`], which `View`
+/// dereferences to.
+///
+/// Views are immutable: `View` is `Send` and `Sync`.
+///
+/// ```
+/// let data = [1i32, 2, 3, 4];
+/// let packet = tenso::dumps(&tenso::Tensor::new(&data, &[2, 2])?)?;
+/// let view = tenso::loads(&packet)?;
+/// assert_eq!(view.kind(), tenso::Kind::Dense);
+/// assert_eq!(view.dtype(), Some(tenso::Dtype::Int32));
+/// assert_eq!(view.shape(), &[2, 2]);
+/// // Zero copy: the slice points into `packet`.
+/// let s = view.as_slice::<i32>()?;
+/// assert_eq!(s, &data);
+/// assert!(packet.as_ptr_range().contains(&(s.as_ptr() as *const u8)));
+/// # Ok::<(), tenso::Error>(())
+/// ```
+pub struct View<'a> {
+    raw: NonNull<sys::tenso_view>,
+    _bytes: PhantomData<&'a [u8]>,
+}
+
+// SAFETY: libtenso views are immutable and may be read from any thread; freeing from another
+// thread is fine; the borrowed bytes are `&[u8]` (Send + Sync).
+unsafe impl Send for View<'_> {}
+unsafe impl Sync for View<'_> {}
+
+impl Drop for View<'_> {
+    fn drop(&mut self) {
+        // SAFETY: we own the root view (children are freed with it).
+        unsafe { sys::tenso_view_free(self.raw.as_ptr()) }
+    }
+}
+
+impl Deref for View<'_> {
+    type Target = ViewRef;
+    fn deref(&self) -> &ViewRef {
+        // SAFETY: live view for as long as self is borrowed.
+        unsafe { ViewRef::from_ptr(self.raw.as_ptr()) }
+    }
+}
+
+impl fmt::Debug for View<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&**self, f)
+    }
+}
+
+impl<'a> View<'a> {
+    /// SAFETY: `p` is a root view whose data borrows memory alive for 'a (or owns it).
+    pub(crate) unsafe fn from_raw(p: *mut sys::tenso_view) -> Result<View<'a>> {
+        let raw = NonNull::new(p).ok_or_else(|| Error::new(ErrorKind::Internal, "libtenso returned a NULL view"))?;
+        Ok(View { raw, _bytes: PhantomData })
+    }
+}
+
+/// Decodes the packet at the start of `bytes` (trailing bytes are ignored) with the default
+/// limits. Without integrity footer or compression this is O(ndim + bundle entries),
+/// independent of the body size; footers are verified, LZ4 bodies decompressed.
+///
+/// ```
+/// let err = tenso::loads(b"TNSO").unwrap_err();
+/// assert_eq!(err.kind(), tenso::ErrorKind::Truncated);
+/// ```
+pub fn loads(bytes: &[u8]) -> Result<View<'_>> {
+    DecodeOptions::default().loads(bytes)
+}
+
+impl DecodeOptions {
+    /// Decodes the packet at the start of `bytes` under these options; see [`loads`].
+    pub fn loads<'a>(&self, bytes: &'a [u8]) -> Result<View<'a>> {
+        let mut out = ptr::null_mut();
+        // SAFETY: valid pointers; the view borrows `bytes`, tied to 'a.
+        check(unsafe { sys::tenso_loads(&mut out, bytes.as_ptr().cast(), bytes.len(), self.ptr()) })?;
+        // SAFETY: success gives a root view over `bytes`.
+        unsafe { View::from_raw(out) }
+    }
+}
+
+/// A decoded packet or a part of one (a bundle entry, a sparse component), borrowed from the
+/// [`View`], [`Packet`](crate::Packet) or parent that owns it. Never owned by value: only
+/// `&ViewRef` exists.
+#[repr(transparent)]
+pub struct ViewRef(sys::tenso_view);
+
+// SAFETY: libtenso views are immutable and thread-safe to read.
+unsafe impl Sync for ViewRef {}
+unsafe impl Send for ViewRef {}
+
+impl fmt::Debug for ViewRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut d = f.debug_struct("ViewRef");
+        d.field("kind", &self.kind());
+        if let Some(dt) = self.dtype() {
+            d.field("dtype", &dt);
+        }
+        d.field("shape", &self.shape());
+        if self.kind() == Kind::Bundle {
+            d.field("entries", &self.bundle_len());
+        }
+        d.field("nbytes", &self.nbytes()).finish()
+    }
+}
+
+/// Copies `bytes` (a whole number of `T`s of view `v`) into a vector, at any alignment.
+pub(crate) fn copy_elements<T: Element>(v: &ViewRef, bytes: &[u8]) -> Result<Vec<T>> {
+    v.check_dtype::<T>()?;
+    if !T::valid_bytes(bytes) {
+        return Err(Error::new(ErrorKind::Malformed, format!("{} body holds invalid values", T::DTYPE)));
+    }
+    let n = bytes.len() / std::mem::size_of::<T>();
+    let mut out = Vec::<T>::with_capacity(n);
+    // SAFETY: n * size_of::<T>() <= bytes.len() bytes are copied into capacity for n Ts; every
+    // byte pattern (checked for bool) is a valid T.
+    unsafe {
+        ptr::copy_nonoverlapping(bytes.as_ptr(), out.as_mut_ptr().cast::<u8>(), n * std::mem::size_of::<T>());
+        out.set_len(n);
+    }
+    Ok(out)
+}
+
+impl ViewRef {
+    /// SAFETY: `p` is a live view; the reference must not outlive it.
+    pub(crate) unsafe fn from_ptr<'x>(p: *const sys::tenso_view) -> &'x ViewRef {
+        &*(p as *const ViewRef)
+    }
+
+    fn as_ptr(&self) -> *const sys::tenso_view {
+        &self.0
+    }
+
+    /// What the packet holds.
+    pub fn kind(&self) -> Kind {
+        // SAFETY: live view (all accessors below likewise).
+        Kind::from_code(unsafe { sys::tenso_view_kind(self.as_ptr()) })
+    }
+
+    /// The dtype; `None` for bundles, sparse containers and IPC references.
+    pub fn dtype(&self) -> Option<Dtype> {
+        Dtype::from_code(unsafe { sys::tenso_view_dtype(self.as_ptr()) })
+    }
+
+    /// The dimensions (empty for scalars and bundles).
+    pub fn shape(&self) -> &[u64] {
+        unsafe { slice_from(sys::tenso_view_shape(self.as_ptr()), sys::tenso_view_ndim(self.as_ptr()) as usize) }
+    }
+
+    /// Number of elements: the product of the shape.
+    pub fn numel(&self) -> u64 {
+        self.shape().iter().product()
+    }
+
+    /// Body bytes (decompressed size for LZ4 packets).
+    pub fn nbytes(&self) -> u64 {
+        unsafe { sys::tenso_view_nbytes(self.as_ptr()) }
+    }
+
+    /// The body's bytes: the elements of a dense view, the packed codes of a quantized one,
+    /// the payload of a string view. Empty for containers.
+    pub fn bytes(&self) -> &[u8] {
+        unsafe { slice_from(sys::tenso_view_data(self.as_ptr()).cast::<u8>(), self.nbytes() as usize) }
+    }
+
+    /// Header flags as on the wire (`TENSO_FLAG_*`).
+    pub fn flags(&self) -> u32 {
+        unsafe { sys::tenso_view_flags(self.as_ptr()) }
+    }
+
+    /// Wire version the packet was written with (1 to 4).
+    pub fn version(&self) -> u32 {
+        unsafe { sys::tenso_view_version(self.as_ptr()) }
+    }
+
+    /// Declared body alignment, relative to the packet start (1 when unpadded).
+    pub fn alignment(&self) -> u32 {
+        unsafe { sys::tenso_view_alignment(self.as_ptr()) }
+    }
+
+    /// Exact length of the packet the view was decoded from.
+    pub fn packet_size(&self) -> u64 {
+        unsafe { sys::tenso_view_packet_size(self.as_ptr()) }
+    }
+
+    /// Whether the data lives in memory the view owns (a decompressed body, a stream buffer,
+    /// a mapping) rather than in the caller's bytes.
+    pub fn owns_data(&self) -> bool {
+        unsafe { sys::tenso_view_owns_data(self.as_ptr()) != 0 }
+    }
+
+    fn check_dtype<T: Element>(&self) -> Result<()> {
+        if self.kind() != Kind::Dense {
+            return Err(Error::new(ErrorKind::UnsupportedKind, format!("a {:?} view has no elements", self.kind())));
+        }
+        match self.dtype() {
+            Some(d) if d == T::DTYPE => Ok(()),
+            other => Err(Error::new(
+                ErrorKind::BadDtype,
+                format!("view holds {}, not {}", other.map_or("unknown", |d| d.name()), T::DTYPE),
+            )),
+        }
+    }
+
+    /// The elements of a dense view borrowed as `&[T]`, without copying. Errors:
+    /// [`ErrorKind::UnsupportedKind`] for views that are not dense, [`ErrorKind::BadDtype`]
+    /// when `T` is not the view's dtype, [`ErrorKind::Misaligned`] when the data is not
+    /// aligned for `T` in memory (bundle entries and byte-aligned input buffers can be:
+    /// use [`to_vec`](ViewRef::to_vec)), [`ErrorKind::Malformed`] for a `bool` body with
+    /// bytes other than 0 and 1.
+    pub fn as_slice<T: Element>(&self) -> Result<&[T]> {
+        self.check_dtype::<T>()?;
+        let bytes = self.bytes();
+        if bytes.is_empty() {
+            return Ok(&[]);
+        }
+        let align = std::mem::align_of::<T>();
+        if (bytes.as_ptr() as usize) % align != 0 {
+            return Err(Error::new(
+                ErrorKind::Misaligned,
+                format!("{} data at {:p} is not {align}-byte aligned; copy it with to_vec()", T::DTYPE, bytes.as_ptr()),
+            ));
+        }
+        if !T::valid_bytes(bytes) {
+            return Err(Error::new(ErrorKind::Malformed, format!("{} body holds invalid values", T::DTYPE)));
+        }
+        // SAFETY: dtype checked (so the length is a whole number of T), aligned, every byte
+        // pattern valid (bool checked); borrowed from the view for &self.
+        Ok(unsafe { std::slice::from_raw_parts(bytes.as_ptr().cast::<T>(), bytes.len() / std::mem::size_of::<T>()) })
+    }
+
+    /// The elements of a dense view copied into a `Vec<T>`, at any alignment (errors as
+    /// [`as_slice`](ViewRef::as_slice), except `Misaligned`).
+    pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
+        copy_elements::<T>(self, self.bytes())
+    }
+
+    /// A dense view as a [`Tensor`] to encode again (borrowing the view's data).
+    ///
+    /// ```
+    /// let packet = tenso::dumps(&tenso::Tensor::from_slice(&[1u8, 2, 3]))?;
+    /// let view = tenso::loads(&packet)?;
+    /// let again = tenso::dumps(&view.as_tensor()?)?;
+    /// assert_eq!(again, packet);
+    /// # Ok::<(), tenso::Error>(())
+    /// ```
+    pub fn as_tensor(&self) -> Result<Tensor<'_>> {
+        if self.kind() != Kind::Dense {
+            return Err(Error::new(
+                ErrorKind::UnsupportedKind,
+                format!("a {:?} view is not a dense tensor", self.kind()),
+            ));
+        }
+        let dtype = self.dtype().ok_or_else(|| Error::new(ErrorKind::BadDtype, "unknown dtype"))?;
+        Tensor::from_bytes(dtype, self.bytes(), self.shape())
+    }
+
+    // ---- bundles
+
+    /// Number of entries of a bundle view; 0 for other kinds.
+    pub fn bundle_len(&self) -> usize {
+        unsafe { sys::tenso_view_bundle_count(self.as_ptr()) as usize }
+    }
+
+    /// Entry `index` of a bundle view: its key and its view. `None` out of range or when the
+    /// view is not a bundle.
+    pub fn entry(&self, index: usize) -> Option<(&str, &ViewRef)> {
+        let index = u32::try_from(index).ok()?;
+        let (mut k, mut klen, mut child) = (ptr::null(), 0usize, ptr::null());
+        // SAFETY: valid out pointers, live view.
+        let st = unsafe { sys::tenso_view_bundle_entry(&mut k, &mut klen, &mut child, self.as_ptr(), index) };
+        if st != sys::TENSO_OK {
+            unsafe { sys::tenso_error_clear() };
+            return None;
+        }
+        // SAFETY: the key and child are owned by this view.
+        let key = unsafe { slice_from(k.cast::<u8>(), klen) };
+        // libtenso refuses bundles whose keys are not UTF-8 (TENSO_E_BAD_BUNDLE), so this
+        // conversion only fails on a library bug.
+        let key = std::str::from_utf8(key).expect("libtenso returned a bundle key that is not UTF-8");
+        Some((key, unsafe { ViewRef::from_ptr(child) }))
+    }
+
+    /// The entries of a bundle view, in wire order (empty for other kinds).
+    pub fn entries(&self) -> Entries<'_> {
+        Entries { view: self, front: 0, back: self.bundle_len() }
+    }
+
+    /// The first entry of a bundle view with this key.
+    pub fn get(&self, key: &str) -> Option<&ViewRef> {
+        let mut child = ptr::null();
+        // SAFETY: valid pointers, live view.
+        let st = unsafe { sys::tenso_view_bundle_find(&mut child, self.as_ptr(), key.as_ptr().cast(), key.len()) };
+        if st != sys::TENSO_OK {
+            unsafe { sys::tenso_error_clear() };
+            return None;
+        }
+        Some(unsafe { ViewRef::from_ptr(child) })
+    }
+
+    // ---- composite kinds
+
+    /// Component 0, 1 or 2 of a sparse view (see [`Sparse`]).
+    pub fn component(&self, index: u32) -> Result<&ViewRef> {
+        let mut child = ptr::null();
+        check(unsafe { sys::tenso_view_component(&mut child, self.as_ptr(), index) })?;
+        Ok(unsafe { ViewRef::from_ptr(child) })
+    }
+
+    /// The components of a sparse matrix view; [`ErrorKind::UnsupportedKind`] otherwise.
+    pub fn sparse(&self) -> Result<Sparse<'_>> {
+        let kind = self.kind();
+        if !matches!(kind, Kind::SparseCoo | Kind::SparseCsr | Kind::SparseCsc) {
+            return Err(Error::new(ErrorKind::UnsupportedKind, format!("a {kind:?} view is not sparse")));
+        }
+        let s = self.shape();
+        let shape = [s.first().copied().unwrap_or(0), s.get(1).copied().unwrap_or(0)];
+        let (a, b, c) = (self.component(0)?, self.component(1)?, self.component(2)?);
+        Ok(match kind {
+            Kind::SparseCoo => Sparse::Coo { shape, data: a, row: b, col: c },
+            Kind::SparseCsr => Sparse::Csr { shape, data: a, indices: b, indptr: c },
+            _ => Sparse::Csc { shape, data: a, indices: b, indptr: c },
+        })
+    }
+
+    /// The parts of a quantized view (scales and zero points are aligned copies the view
+    /// owns; the codes point into the packet).
+    pub fn quantized(&self) -> Result<Quantized<'_>> {
+        let mut q = MaybeUninit::<sys::tenso_quantized>::uninit();
+        check(unsafe { sys::tenso_view_quantized(q.as_mut_ptr(), self.as_ptr()) })?;
+        // SAFETY: filled on success; borrowed from this view.
+        unsafe { Quantized::from_raw(&q.assume_init()) }
+    }
+
+    /// The strings of a string view (or the rows of a direct ragged packet).
+    pub fn strings(&self) -> Result<Strings<'_>> {
+        let (mut offs, mut payload) = (ptr::null(), ptr::null());
+        check(unsafe { sys::tenso_view_string_offsets(&mut offs, &mut payload, self.as_ptr()) })?;
+        let count = self.shape().first().copied().unwrap_or(0) as usize;
+        // SAFETY: count + 1 aligned offsets owned by the view; the payload is the body.
+        let offsets = unsafe { slice_from(offs, count + 1) };
+        let payload = unsafe { slice_from(payload.cast::<u8>(), self.nbytes() as usize) };
+        Strings::new(offsets, payload)
+    }
+
+    /// A bundle view read as a ragged array (upstream's form, checked);
+    /// [`ErrorKind::UnsupportedKind`] when it is not one.
+    pub fn ragged(&self) -> Result<Ragged<'_>> {
+        let (mut flat, mut offs) = (ptr::null(), ptr::null());
+        check(unsafe { sys::tenso_view_ragged(&mut flat, &mut offs, self.as_ptr()) })?;
+        Ok(Ragged::new(unsafe { ViewRef::from_ptr(flat) }, unsafe { ViewRef::from_ptr(offs) }))
+    }
+
+    /// The reference held by a GPU IPC reference view.
+    pub fn ipc_ref(&self) -> Result<IpcRef> {
+        let mut r = MaybeUninit::<sys::tenso_ipc_ref>::uninit();
+        check(unsafe { sys::tenso_view_ipc_ref(r.as_mut_ptr(), self.as_ptr()) })?;
+        Ok(IpcRef::from_raw(unsafe { &r.assume_init() }))
+    }
+
+    pub(crate) fn raw_ptr(&self) -> *const sys::tenso_view {
+        self.as_ptr()
+    }
+}
+
+/// Iterator over the entries of a bundle view: `(key, view)` in wire order.
+#[derive(Debug, Clone)]
+pub struct Entries<'v> {
+    view: &'v ViewRef,
+    front: usize,
+    back: usize,
+}
+
+impl<'v> Iterator for Entries<'v> {
+    type Item = (&'v str, &'v ViewRef);
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.front >= self.back {
+            return None;
+        }
+        self.front += 1;
+        self.view.entry(self.front - 1)
+    }
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let n = self.back - self.front;
+        (n, Some(n))
+    }
+}
+
+impl DoubleEndedIterator for Entries<'_> {
+    fn next_back(&mut self) -> Option<Self::Item> {
+        if self.front >= self.back {
+            return None;
+        }
+        self.back -= 1;
+        self.view.entry(self.back)
+    }
+}
+
+impl ExactSizeIterator for Entries<'_> {}
+
+// ---- inspecting and framing
+
+/// What a packet's header says, read without touching (or checking) its body.
+#[derive(Clone, Copy)]
+pub struct PacketInfo {
+    raw: sys::tenso_packet_info,
+}
+
+impl fmt::Debug for PacketInfo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PacketInfo")
+            .field("version", &self.version())
+            .field("kind", &self.kind())
+            .field("dtype", &self.dtype())
+            .field("shape", &self.shape())
+            .field("flags", &self.flags())
+            .field("alignment", &self.alignment())
+            .field("body_offset", &self.body_offset())
+            .field("body_size", &self.body_size())
+            .field("packet_size", &self.packet_size())
+            .finish()
+    }
+}
+
+impl PacketInfo {
+    /// Wire version (1 to 4).
+    pub fn version(&self) -> u32 {
+        self.raw.version
+    }
+    /// `TENSO_FLAG_*` bits.
+    pub fn flags(&self) -> u32 {
+        self.raw.flags
+    }
+    /// The packet kind.
+    pub fn kind(&self) -> Kind {
+        Kind::from_code(self.raw.kind)
+    }
+    /// The dtype; `None` for containers and IPC references.
+    pub fn dtype(&self) -> Option<Dtype> {
+        Dtype::from_code(self.raw.dtype)
+    }
+    /// The shape (empty for bundles).
+    pub fn shape(&self) -> &[u64] {
+        &self.raw.shape[..(self.raw.ndim as usize).min(self.raw.shape.len())]
+    }
+    /// Number of entries of a bundle.
+    pub fn entry_count(&self) -> u32 {
+        self.raw.entry_count
+    }
+    /// Body alignment relative to the packet start.
+    pub fn alignment(&self) -> u32 {
+        self.raw.alignment
+    }
+    /// Where the body starts (0 for containers).
+    pub fn body_offset(&self) -> u64 {
+        self.raw.body_offset
+    }
+    /// Body bytes as stored (compressed size with LZ4); 0 if unknown.
+    pub fn body_size(&self) -> u64 {
+        self.raw.body_size
+    }
+    /// The exact packet length; `None` when the bytes given were too short to tell.
+    pub fn packet_size(&self) -> Option<u64> {
+        (self.raw.packet_size != 0).then_some(self.raw.packet_size)
+    }
+}
+
+/// Reads a packet's header (and shape and metadata) without touching its body; needs only the
+/// header bytes ([`ErrorKind::Truncated`] if even those are missing).
+///
+/// ```
+/// let packet = tenso::dumps(&tenso::Tensor::new(&[0u16; 12], &[3, 4])?)?;
+/// let info = tenso::inspect(&packet[..20])?;
+/// assert_eq!(info.shape(), &[3, 4]);
+/// assert_eq!(info.dtype(), Some(tenso::Dtype::Uint16));
+/// assert_eq!(info.body_offset(), 64);
+/// # Ok::<(), tenso::Error>(())
+/// ```
+pub fn inspect(bytes: &[u8]) -> Result<PacketInfo> {
+    let mut raw = MaybeUninit::<sys::tenso_packet_info>::zeroed();
+    check(unsafe { sys::tenso_inspect(raw.as_mut_ptr(), bytes.as_ptr().cast(), bytes.len()) })?;
+    // SAFETY: zero-initialised plain data, filled by libtenso.
+    Ok(PacketInfo { raw: unsafe { raw.assume_init() } })
+}
+
+/// How much of a packet a buffer holds; see [`packet_length`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PacketLength {
+    /// The packet is complete and this long (`<=` the bytes given).
+    Complete(usize),
+    /// More bytes are needed: read until the buffer holds `needed` bytes, then ask again.
+    Incomplete { needed: usize },
+}
+
+/// Works out the exact length of the packet that starts at `bytes` from its headers alone,
+/// to frame packets in streams and buffers with slack (the protocol readers of this crate
+/// use).
+///
+/// ```
+/// use tenso::PacketLength;
+/// let packet = tenso::dumps(&tenso::Tensor::from_slice(&[1.0f32; 100]))?;
+/// assert_eq!(tenso::packet_length(&packet)?, PacketLength::Complete(packet.len()));
+/// match tenso::packet_length(&packet[..3])? {
+///     PacketLength::Incomplete { needed } => assert!(needed > 3),
+///     other => panic!("{other:?}"),
+/// }
+/// # Ok::<(), tenso::Error>(())
+/// ```
+pub fn packet_length(bytes: &[u8]) -> Result<PacketLength> {
+    let mut n = 0usize;
+    let st = unsafe { sys::tenso_packet_length(&mut n, bytes.as_ptr().cast(), bytes.len()) };
+    match st {
+        sys::TENSO_OK => Ok(PacketLength::Complete(n)),
+        sys::TENSO_E_TRUNCATED => {
+            unsafe { sys::tenso_error_clear() };
+            Ok(PacketLength::Incomplete { needed: n })
+        }
+        _ => Err(Error::last(st)),
+    }
+}
