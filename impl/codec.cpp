@@ -542,7 +542,7 @@ std::unique_ptr<View> decode(const uint8_t *buf, size_t len, const Limits &limit
     } catch (const NeedMore &m) {
         fail(TENSO_E_TRUNCATED, "packet is truncated: needs at least " + num(m.need) + " bytes, has " + num(len));
     }
-    auto v = std::make_unique<View>();
+    std::unique_ptr<View> v(new View);  // default-init: no zero-fill of the shape array
     bind(*v, n, buf, limits, keep);
     return v;
 }

@@ -127,7 +127,7 @@ struct View {
     uint32_t version = 0, flags = 0;
     int dtype = 0;
     uint32_t ndim = 0;
-    uint64_t shape[TENSO_MAX_NDIM] = {};
+    uint64_t shape[TENSO_MAX_NDIM];  // the first ndim entries
     uint32_t alignment = 1;
     const uint8_t *data = nullptr;  // dense / quantized / ipc: the body; strings: the payload
     uint64_t nbytes = 0;

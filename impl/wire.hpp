@@ -49,9 +49,8 @@ int dtype_from_name(const std::string &name);  // 0 when unknown
 bool valid_utf8(const uint8_t *s, size_t n);
 
 // ---- layout arithmetic shared by encoder and decoder ----
-inline size_t pad_to(size_t header_len, size_t alignment) {
-    return (alignment - header_len % alignment) % alignment;
-}
+// Zero bytes after a header of header_len so the body lands on `alignment` (a power of two).
+inline size_t pad_to(size_t header_len, size_t alignment) { return (0 - header_len) & (alignment - 1); }
 inline bool is_pow2(uint64_t v) { return v && !(v & (v - 1)); }
 inline unsigned log2_exact(uint64_t v) {
     unsigned e = 0;
@@ -96,7 +95,7 @@ struct Node {
     uint32_t flags = 0;
     int dtype = 0;
     uint32_t ndim = 0;
-    uint64_t shape[TENSO_MAX_NDIM] = {};
+    uint64_t shape[TENSO_MAX_NDIM];  // the first ndim entries (not zero-filled: loads is hot)
     uint32_t alignment = 1;
     size_t start = 0;     // first byte of the packet
     size_t body_off = 0;  // first byte of the body (0 for containers)

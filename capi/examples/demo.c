@@ -362,7 +362,7 @@ static void demo_lz4(void) {
         CHECK(dc.written > 64 && dc.written <= bound);
         /* The packet frames itself: its length is known from the headers alone. */
         size_t len = 0;
-        CHECK_OK(tenso_packet_length(&len, dst, bound));
+        CHECK_OK(tenso_packet_length(&len, dst, bound, NULL));
         CHECK(len == dc.written);
 
         loads_ctx lc = {dst, dc.written, TENSO_OK};

@@ -554,7 +554,8 @@ tenso_status tenso_dequantize(float *dst, uint64_t dst_count, const tenso_quanti
     TENSO_API_END
 }
 
-tenso_status tenso_value_new_strings(tenso_value **out, uint64_t count, const uint64_t *offsets, const void *payload) {
+tenso_status tenso_value_new_strings(tenso_value **out, uint64_t count, const uint64_t *offsets, const void *payload,
+                                     uint64_t payload_len) {
     CHECK_ARG(out);
     *out = nullptr;
     CHECK_ARG(offsets);
@@ -564,6 +565,9 @@ tenso_status tenso_value_new_strings(tenso_value **out, uint64_t count, const ui
     for (uint64_t i = 1; i <= count; ++i)
         if (offsets[i] < offsets[i - 1]) tenso::fail(TENSO_E_INVALID_ARGUMENT, "offsets decrease at " + std::to_string(i));
     uint64_t len = offsets[count];
+    if (len != payload_len)
+        tenso::fail(TENSO_E_INVALID_ARGUMENT, "offsets end at " + std::to_string(len) + ", the payload has " +
+                                                  std::to_string(payload_len) + " bytes");
     if (len && !payload) tenso::fail(TENSO_E_INVALID_ARGUMENT, "payload is NULL");
     if (!tenso::valid_utf8(static_cast<const uint8_t *>(payload), len))
         tenso::fail(TENSO_E_INVALID_ARGUMENT, "string payload is not valid UTF-8");
@@ -726,13 +730,15 @@ tenso_status tenso_inspect(tenso_packet_info *out, const void *data, size_t len)
     TENSO_API_END
 }
 
-tenso_status tenso_packet_length(size_t *length_out, const void *data, size_t len) {
+tenso_status tenso_packet_length(size_t *length_out, const void *data, size_t len,
+                                 const tenso_decode_options *opts) {
     CHECK_ARG(length_out);
     *length_out = 0;
     CHECK_ARG(data || !len);
     TENSO_API_BEGIN
+    const tenso::Limits limits = tenso::Limits::from(opts);
     try {
-        *length_out = tenso::scan(static_cast<const uint8_t *>(data), len, tenso::Limits()).end;
+        *length_out = tenso::scan(static_cast<const uint8_t *>(data), len, limits).end;
     } catch (const tenso::NeedMore &m) {
         *length_out = m.need;
         tenso::fail(TENSO_E_TRUNCATED, "packet continues past the given bytes: " + std::to_string(m.need) +

@@ -311,10 +311,10 @@ func (b *builder) value(t *Tensor, depth int) (*C.tenso_value, error) {
 			return nil, b.err(ErrInvalidArgument, "a string tensor needs count+1 offsets")
 		}
 		offs := (*C.uint64_t)(unsafe.Pointer(unsafe.SliceData(t.Offsets)))
-		payload, _ := cbytes(t.Data)
+		payload, plen := cbytes(t.Data)
 		b.keep(unsafe.Pointer(offs))
 		b.keep(payload)
-		r := C.tgo_value_strings(C.uint64_t(len(t.Offsets)-1), offs, payload)
+		r := C.tgo_value_strings(C.uint64_t(len(t.Offsets)-1), offs, payload, C.uint64_t(plen))
 		return r.v, fail(r.res, b.op)
 	case KindGPUIPCRef:
 		if t.IPC == nil {

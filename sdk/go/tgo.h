@@ -336,7 +336,7 @@ static inline int tgo_ready(int fd, int writing) {
 
 static inline tgo_res tgo_packet_length(const void *data, size_t len) {
     size_t n = 0;
-    tenso_status st = tenso_packet_length(&n, data, len);
+    tenso_status st = tenso_packet_length(&n, data, len, NULL);
     return tgo_res_of(st, n);
 }
 
@@ -516,9 +516,10 @@ static inline tgo_quantize_res tgo_quantize(const void *data, uint64_t nbytes, c
     return r;
 }
 
-static inline tgo_val tgo_value_strings(uint64_t count, const uint64_t *offsets, const void *payload) {
+static inline tgo_val tgo_value_strings(uint64_t count, const uint64_t *offsets, const void *payload,
+                                        uint64_t payload_len) {
     tenso_value *v = NULL;
-    tenso_status st = tenso_value_new_strings(&v, count, offsets, payload);
+    tenso_status st = tenso_value_new_strings(&v, count, offsets, payload, payload_len);
     return tgo_val_of(st, v);
 }
 

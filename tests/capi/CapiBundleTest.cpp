@@ -451,7 +451,7 @@ public:
         CPPUNIT_ASSERT_EQUAL(TENSO_KIND_DENSE, tenso_view_kind(cur));
         CPPUNIT_ASSERT_EQUAL(uint8_t(42), *static_cast<const uint8_t *>(tenso_view_data(cur)));
         size_t len = 0;
-        TENSO_CHECK_OK(tenso_packet_length(&len, p.data(), p.size()));
+        TENSO_CHECK_OK(tenso_packet_length(&len, p.data(), p.size(), nullptr));
         CPPUNIT_ASSERT_EQUAL(p.size(), len);
 
         // A 65th level is refused at insert time, and the bundle is left as it was.

@@ -307,7 +307,7 @@ public:
                 mine.push_back(all.size());
             }
             ValuePtr val;
-            TENSO_CHECK_OK(tenso_value_new_strings(&val.v, strs.size(), mine.data(), all.data()));
+            TENSO_CHECK_OK(tenso_value_new_strings(&val.v, strs.size(), mine.data(), all.data(), all.size()));
             CPPUNIT_ASSERT_MESSAGE(name + ": bytes differ from upstream", dumps(val.v, options_of(c)) == file);
         });
     }
@@ -316,11 +316,12 @@ public:
         const char payload[] = "ab\xff";
         uint64_t offs[3] = {0, 2, 3}, decreasing[3] = {0, 2, 1};
         tenso_value *v = nullptr;
-        TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, tenso_value_new_strings(&v, 2, offs, payload));
-        TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, tenso_value_new_strings(&v, 2, decreasing, "abc"));
+        TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, tenso_value_new_strings(&v, 2, offs, payload, 3));
+        TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, tenso_value_new_strings(&v, 2, decreasing, "abc", 3));
+        TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, tenso_value_new_strings(&v, 2, offs, "abc", 4));  // length disagrees
         // Decoder: offsets that decrease inside a well-framed packet.
         uint64_t ok[3] = {0, 1, 3};
-        TENSO_CHECK_OK(tenso_value_new_strings(&v, 2, ok, "abc"));
+        TENSO_CHECK_OK(tenso_value_new_strings(&v, 2, ok, "abc", 3));
         tenso_buffer b = TENSO_BUFFER_INIT;
         TENSO_CHECK_OK(tenso_value_dumps(&b, v, nullptr));
         tenso_value_free(v);
@@ -340,7 +341,7 @@ public:
     void stringsInBundlesAndStreams() {
         uint64_t offs[3] = {0, 5, 11};
         ValuePtr s, bundle;
-        TENSO_CHECK_OK(tenso_value_new_strings(&s.v, 2, offs, "hellowörld"));
+        TENSO_CHECK_OK(tenso_value_new_strings(&s.v, 2, offs, "hellowörld", 11));
         TENSO_CHECK_OK(tenso_value_new_bundle(&bundle.v));
         TENSO_CHECK_OK(tenso_bundle_insert(bundle.v, "names", 5, s.v));
         tenso_encode_options o = TENSO_ENCODE_OPTIONS_INIT;

@@ -63,7 +63,7 @@ void check_framing(const std::string &name, const Bytes &p, size_t stride = 1) {
     const size_t size = p.size();
     size_t len = 0;
     for (size_t i = 0; i < size; i += stride) {
-        tenso_status st = tenso_packet_length(&len, p.data(), i);
+        tenso_status st = tenso_packet_length(&len, p.data(), i, nullptr);
         CPPUNIT_ASSERT_EQUAL_MESSAGE(name + " prefix " + std::to_string(i), TENSO_E_TRUNCATED, st);
         CPPUNIT_ASSERT_MESSAGE(name + " prefix " + std::to_string(i) + " asks for " + std::to_string(len),
                                len > i && len <= size);
@@ -71,7 +71,7 @@ void check_framing(const std::string &name, const Bytes &p, size_t stride = 1) {
     // The read loop of a stream framer.
     size_t have = 0, rounds = 0;
     for (;;) {
-        tenso_status st = tenso_packet_length(&len, have ? p.data() : nullptr, have);
+        tenso_status st = tenso_packet_length(&len, have ? p.data() : nullptr, have, nullptr);
         if (st == TENSO_OK) break;
         CPPUNIT_ASSERT_EQUAL_MESSAGE(name + " at " + std::to_string(have), TENSO_E_TRUNCATED, st);
         CPPUNIT_ASSERT(len > have && len <= size);
@@ -83,7 +83,7 @@ void check_framing(const std::string &name, const Bytes &p, size_t stride = 1) {
     // Exact with any amount of slack after it.
     Bytes slack = p;
     slack.insert(slack.end(), 333, 0x5A);
-    TENSO_CHECK_OK(tenso_packet_length(&len, slack.data(), slack.size()));
+    TENSO_CHECK_OK(tenso_packet_length(&len, slack.data(), slack.size(), nullptr));
     CPPUNIT_ASSERT_EQUAL_MESSAGE(name + " with slack", size, len);
 }
 
@@ -172,7 +172,7 @@ public:
             CPPUNIT_ASSERT_EQUAL(uint64_t(size), tenso_view_packet_size(v.v));
             CPPUNIT_ASSERT(std::memcmp(tenso_view_data(v.v), d.data(), d.size() * 8) == 0);
             size_t len = 0;
-            TENSO_CHECK_OK(tenso_packet_length(&len, p.data(), p.size()));
+            TENSO_CHECK_OK(tenso_packet_length(&len, p.data(), p.size(), nullptr));
             CPPUNIT_ASSERT_EQUAL(size, len);
             // A second packet right after the first decodes from its own offset.
             Bytes two(p.begin(), p.begin() + long(size));
@@ -221,8 +221,8 @@ public:
         TENSO_CHECK_STATUS(TENSO_E_BAD_DTYPE, tenso_loads(&v, bad.data(), bad.size(), nullptr));
         CPPUNIT_ASSERT(v == nullptr);
         size_t len = 1;
-        TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, tenso_packet_length(nullptr, p.data(), p.size()));
-        TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, tenso_packet_length(&len, nullptr, 10));
+        TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, tenso_packet_length(nullptr, p.data(), p.size(), nullptr));
+        TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, tenso_packet_length(&len, nullptr, 10, nullptr));
         tenso_packet_info info;
         TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, tenso_inspect(nullptr, p.data(), p.size()));
         TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, tenso_inspect(&info, nullptr, 10));
@@ -570,7 +570,7 @@ public:
                                    tenso_view_data(v.v) == static_cast<const void *>(p.data() + c.body_off));
             CPPUNIT_ASSERT_MESSAGE(name, std::memcmp(tenso_view_data(v.v), want, 12) == 0);
             size_t len = 0;
-            TENSO_CHECK_OK(tenso_packet_length(&len, p.data(), p.size()));
+            TENSO_CHECK_OK(tenso_packet_length(&len, p.data(), p.size(), nullptr));
             CPPUNIT_ASSERT_EQUAL_MESSAGE(name, c.size, len);
         }
         // The v3 integrity footer is verified like a v4 one.

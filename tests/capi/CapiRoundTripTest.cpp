@@ -314,7 +314,7 @@ public:
             size_t len = 0;
             Bytes slack = got;
             slack.resize(got.size() + 17, 0xAB);
-            TENSO_CHECK_OK(tenso_packet_length(&len, slack.data(), slack.size()));
+            TENSO_CHECK_OK(tenso_packet_length(&len, slack.data(), slack.size(), nullptr));
             CPPUNIT_ASSERT_EQUAL_MESSAGE(ctx, got.size(), len);
             tenso_packet_info info;
             TENSO_CHECK_OK(tenso_inspect(&info, got.data(), got.size()));
@@ -369,9 +369,9 @@ private:
         Bytes slack = p;
         slack.resize(p.size() + 1 + p.size() % 61, 0xC3);
         size_t len = 0;
-        TENSO_CHECK_OK(tenso_packet_length(&len, slack.data(), slack.size()));
+        TENSO_CHECK_OK(tenso_packet_length(&len, slack.data(), slack.size(), nullptr));
         CPPUNIT_ASSERT_EQUAL_MESSAGE(ctx + ": packet_length", p.size(), len);
-        tenso_status st = tenso_packet_length(&len, p.data(), p.size() - 1);
+        tenso_status st = tenso_packet_length(&len, p.data(), p.size() - 1, nullptr);
         CPPUNIT_ASSERT_EQUAL_MESSAGE(ctx + ": one byte short", TENSO_E_TRUNCATED, st);
         CPPUNIT_ASSERT_MESSAGE(ctx + ": one byte short asks for", len == p.size());
 

@@ -880,7 +880,7 @@ public:
         size_t off = 0, packets = 0;
         while (off < all.size()) {
             size_t len = 0;
-            TENSO_CHECK_OK(tenso_packet_length(&len, all.data() + off, all.size() - off));
+            TENSO_CHECK_OK(tenso_packet_length(&len, all.data() + off, all.size() - off, nullptr));
             // Every packet here ends with its one footer, the bundle's included (its value is last).
             CPPUNIT_ASSERT_MESSAGE("packet " + std::to_string(packets) + ": footer is not XXH3 of nothing",
                                    std::memcmp(all.data() + off + len - 8, kEmptyDigest, 8) == 0);

@@ -440,16 +440,16 @@ void check_inspect(const Bytes &pkt, const json &val, const Opts &o, const std::
 // tenso_packet_length: exact on the packet alone, with slack after it, and too short.
 void check_framing(const Bytes &pkt, const std::string &where) {
     size_t n = 0;
-    require_status(tenso_packet_length(&n, pkt.data(), pkt.size()), TENSO_OK, where, "tenso_packet_length");
+    require_status(tenso_packet_length(&n, pkt.data(), pkt.size(), nullptr), TENSO_OK, where, "tenso_packet_length");
     require_eq(n, pkt.size(), where, "tenso_packet_length");
     Bytes slack(pkt);
     slack.resize(pkt.size() + 100, 0xEE);
     n = 0;
-    require_status(tenso_packet_length(&n, slack.data(), slack.size()), TENSO_OK, where,
+    require_status(tenso_packet_length(&n, slack.data(), slack.size(), nullptr), TENSO_OK, where,
                    "tenso_packet_length (100 bytes of slack)");
     require_eq(n, pkt.size(), where, "tenso_packet_length with slack");
     n = 0;
-    require_status(tenso_packet_length(&n, pkt.data(), pkt.size() - 1), TENSO_E_TRUNCATED, where,
+    require_status(tenso_packet_length(&n, pkt.data(), pkt.size() - 1, nullptr), TENSO_E_TRUNCATED, where,
                    "tenso_packet_length (one byte short)");
     require(n > pkt.size() - 1 && n <= pkt.size(), where,
             "TRUNCATED asks for " + std::to_string(n) + " bytes, not within (len, packet size]");
@@ -590,7 +590,8 @@ ValuePtr build_value(const json &val, Arena &arena, const std::string &where) {
         }
         arena.bodies.emplace_back(payload.begin(), payload.end());
         require_status(tenso_value_new_strings(&raw, strings.size(), arena.offsets.back().data(),
-                                               arena.bodies.back().empty() ? nullptr : arena.bodies.back().data()),
+                                               arena.bodies.back().empty() ? nullptr : arena.bodies.back().data(),
+                                               arena.bodies.back().size()),
                        TENSO_OK, where, "tenso_value_new_strings");
     } else if (k == "gpu_ipc_ref") {
         tenso_ipc_ref ref;

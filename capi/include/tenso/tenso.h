@@ -386,7 +386,9 @@ typedef struct tenso_quantized {
     uint32_t ndim;
     tenso_dtype dtype;         /* TENSO_DTYPE_QINT8, QUINT8, QINT4 or QUINT4 */
     int32_t scheme;            /* TENSO_QUANT_* */
-    int32_t axis;              /* per channel: 0 <= axis < ndim; otherwise 0 */
+    int32_t axis;              /* per channel: the channel axis (as an input a negative axis
+                                  counts from the end; outputs are always 0 <= axis < ndim);
+                                  otherwise 0 */
     uint32_t group_size;       /* per group: > 0; otherwise 0 */
     uint32_t num_scales;       /* 1, shape[axis], or ceil(numel / group_size) */
 } tenso_quantized;
@@ -423,14 +425,16 @@ TENSO_API tenso_status tenso_dequantize(float *dst, uint64_t dst_count, const te
 
 /**
  * A string tensor (dtype 20): `count` UTF-8 strings given as count + 1 offsets into one
- * payload (offsets[0] == 0, never decreasing, offsets[count] == payload bytes). Borrowed.
+ * payload of `payload_len` bytes (offsets[0] == 0, never decreasing, offsets[count] ==
+ * payload_len). Borrowed.
  * The payload is checked to be UTF-8. Always 64-aligned (upstream ignores custom alignment
  * here); integrity covers offsets and payload. Unlike upstream, strings also travel inside
  * bundles and streams.
  * @since 1.0
  */
 TENSO_API tenso_status tenso_value_new_strings(tenso_value **out, uint64_t count,
-                                               const uint64_t *offsets, const void *payload);
+                                               const uint64_t *offsets, const void *payload,
+                                               uint64_t payload_len);
 
 /**
  * The strings of a string view (or the rows of a direct ragged packet): string i is
@@ -507,13 +511,16 @@ TENSO_API tenso_status tenso_inspect(tenso_packet_info *out, const void *data, s
 /**
  * The exact length of the packet that starts at `data`, worked out from its headers alone
  * (for an LZ4 body, from the frame's block headers), so packets can be framed in streams and
- * in buffers with slack after them.
+ * in buffers with slack after them. The headers are checked against the decode limits as
+ * they are read, so a framing loop never reads towards a size the limits forbid.
  * @param length_out  with TENSO_OK, the packet length (<= len). With TENSO_E_TRUNCATED, the
  *                    total number of bytes needed before the next call can make progress
  *                    (> len): read that many and call again.
+ * @param opts        limits (max_packet_bytes, max_ndim, ...); NULL for defaults.
  * @since 1.0
  */
-TENSO_API tenso_status tenso_packet_length(size_t *length_out, const void *data, size_t len);
+TENSO_API tenso_status tenso_packet_length(size_t *length_out, const void *data, size_t len,
+                                           const tenso_decode_options *opts);
 
 /* ============================================================================================
  * Decoding: views
@@ -521,7 +528,8 @@ TENSO_API tenso_status tenso_packet_length(size_t *length_out, const void *data,
  * A tenso_view is a decoded packet. For a dense packet its data pointer points into the bytes
  * it was decoded from (zero copy) unless the view owns its bytes (tenso_view_owns_data): a
  * decompressed body, or a packet read from a stream or file. A view that borrows is valid only
- * while those bytes are alive and unchanged. Bundle entries are child views owned by (and
+ * while those bytes are alive and unchanged; a dense view that owns its data keeps no pointer
+ * into the bytes it was decoded from, which may then be freed. Bundle entries are child views owned by (and
  * valid as long as) their parent. Views are immutable and thread-safe to read.
  * ========================================================================================== */
 

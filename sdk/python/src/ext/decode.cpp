@@ -250,7 +250,7 @@ py::tuple packet_length(py::handle data) {
     BufferHold b;
     b.acquire(data, PyBUF_SIMPLE);
     size_t n = 0;
-    tenso_status st = tenso_packet_length(&n, b.data(), b.size());
+    tenso_status st = tenso_packet_length(&n, b.data(), b.size(), nullptr);
     if (st == TENSO_E_TRUNCATED) return py::make_tuple(false, n);
     check(st);
     return py::make_tuple(true, n);

@@ -313,13 +313,8 @@ std::unique_ptr<Value> value_strings(py::handle offsets_obj, py::handle payload)
     BufferHold &body = v->hold(payload);
     const auto *offs = static_cast<const uint64_t *>(offsets.data());
     const uint64_t count = uint64_t(offsets.size()) - 1;
-    // libtenso reads offsets[count] bytes from the payload pointer: check them here, where the
-    // payload's length is known.
-    if (offs[count] != body.size())
-        raise_value_error("string offsets end at " + std::to_string(offs[count]) + " but the payload has " +
-                          std::to_string(body.size()) + " bytes");
     tenso_value *raw = nullptr;
-    check(tenso_value_new_strings(&raw, count, offs, body.data()));
+    check(tenso_value_new_strings(&raw, count, offs, body.data(), body.size()));
     v->value.reset(raw);
     v->keep.push_back(std::move(offsets));
     return v;

@@ -496,6 +496,7 @@ extern "C" {
         count: u64,
         offsets: *const u64,
         payload: *const c_void,
+        payload_len: u64,
     ) -> tenso_status;
     pub fn tenso_view_string_offsets(
         offsets_out: *mut *const u64,
@@ -518,7 +519,12 @@ extern "C" {
 
     // ---- inspecting
     pub fn tenso_inspect(out: *mut tenso_packet_info, data: *const c_void, len: usize) -> tenso_status;
-    pub fn tenso_packet_length(length_out: *mut usize, data: *const c_void, len: usize) -> tenso_status;
+    pub fn tenso_packet_length(
+        length_out: *mut usize,
+        data: *const c_void,
+        len: usize,
+        opts: *const tenso_decode_options,
+    ) -> tenso_status;
 
     // ---- views
     pub fn tenso_loads(

@@ -160,14 +160,11 @@ impl<'a> Value<'a> {
     /// decrease, end at `payload.len()`; the payload is UTF-8.
     pub fn strings_raw(offsets: &'a [u64], payload: &'a [u8]) -> Result<Value<'a>> {
         let count = count_of(offsets)?;
-        if offsets[count as usize] != payload.len() as u64 {
-            return Err(Error::new(
-                ErrorKind::InvalidArgument,
-                format!("offsets end at {}, the payload has {} bytes", offsets[count as usize], payload.len()),
-            ));
-        }
-        // SAFETY: count + 1 offsets and offsets[count] payload bytes, outliving the value.
-        construct(|out| unsafe { sys::tenso_value_new_strings(out, count, offsets.as_ptr(), payload.as_ptr().cast()) })
+        // SAFETY: count + 1 offsets and payload.len() payload bytes (libtenso checks that the
+        // offsets end there), outliving the value.
+        construct(|out| unsafe {
+            sys::tenso_value_new_strings(out, count, offsets.as_ptr(), payload.as_ptr().cast(), payload.len() as u64)
+        })
     }
 
     /// A ragged array in upstream's form (a bundle of `__ragged_offsets__`,

@@ -524,7 +524,7 @@ pub enum PacketLength {
 /// ```
 pub fn packet_length(bytes: &[u8]) -> Result<PacketLength> {
     let mut n = 0usize;
-    let st = unsafe { sys::tenso_packet_length(&mut n, bytes.as_ptr().cast(), bytes.len()) };
+    let st = unsafe { sys::tenso_packet_length(&mut n, bytes.as_ptr().cast(), bytes.len(), std::ptr::null()) };
     match st {
         sys::TENSO_OK => Ok(PacketLength::Complete(n)),
         sys::TENSO_E_TRUNCATED => {
