@@ -126,7 +126,8 @@ void min_max(const float *x, uint64_t count, uint64_t len, uint64_t stride, floa
 // q[i] = clip(rint(x[i] / scale + zp)). Clipping before rounding gives the same integers
 // (the bounds are integers and rounding is monotone), and keeps |v| < 2^22 so adding and
 // subtracting 1.5 * 2^23 rounds half to even in the default rounding mode without SSE4.1.
-// The SSE2 path does the same operations in the same order, so the bits are identical.
+// The SSE2 path does the same operations in the same order, so the bits are identical. A NaN
+// (0/0 from a range that underflows the scale) becomes code 0, as numpy's float->int cast does.
 void quantize_run(int8_t *q, const float *x, uint64_t n, Params p, Range r) {
     const float lo = float(r.qmin), hi = float(r.qmax), magic = 12582912.0f;
     uint64_t i = 0;
@@ -135,9 +136,10 @@ void quantize_run(int8_t *q, const float *x, uint64_t n, Params p, Range r) {
                  vhi = _mm_set1_ps(hi), vm = _mm_set1_ps(magic);
     auto one = [&](const float *src) {
         __m128 v = _mm_add_ps(_mm_div_ps(_mm_loadu_ps(src), vs), vz);
+        const __m128i not_nan = _mm_castps_si128(_mm_cmpord_ps(v, v));
         v = _mm_min_ps(_mm_max_ps(v, vlo), vhi);
         v = _mm_sub_ps(_mm_add_ps(v, vm), vm);
-        return _mm_cvttps_epi32(v);
+        return _mm_and_si128(_mm_cvttps_epi32(v), not_nan);
     };
     for (; i + 16 <= n; i += 16) {
         __m128i a = _mm_packs_epi32(one(x + i), one(x + i + 4));
@@ -149,8 +151,11 @@ void quantize_run(int8_t *q, const float *x, uint64_t n, Params p, Range r) {
 #endif
     for (; i < n; ++i) {
         float v = x[i] / p.scale + p.zp;
-        v = v > lo ? v : lo;  // maxps/minps semantics: a NaN becomes qmin, never an int cast of NaN
-        v = v < hi ? v : hi;
+        if (v != v) {  // NaN (a degenerate scale): numpy's cast gives INT_MIN, whose low byte is 0
+            q[i] = 0;
+            continue;
+        }
+        v = std::min(std::max(v, lo), hi);
         v = (v + magic) - magic;
         q[i] = int8_t(int32_t(v));  // unsigned types wrap to their byte value
     }

@@ -316,10 +316,14 @@ void Scanner::bundle(Node &n, size_t pos, size_t bound, int bst, int depth) {
         pos += 4;
         size_t vend = add(pos, vlen);
         if (vend > bound) fail(bst, "bundle value runs past the length its container gives");
-        // Ask for the whole value at once: a framing reader then rescans once per entry, not
-        // once per nested header (readers grow memory with bytes received, not with claims).
-        need(vend, bound, bst, "bundle value");
-        c.node = packet(pos, vend, TENSO_E_BAD_BUNDLE, depth + 1);
+        try {
+            c.node = packet(pos, vend, TENSO_E_BAD_BUNDLE, depth + 1);
+        } catch (const NeedMore &) {
+            // Ask for the whole value at once: a framing reader then rescans once per entry,
+            // not once per nested header (readers grow memory with bytes received, not claims).
+            need(vend, bound, bst, "bundle value");
+            throw;
+        }
         if (c.node.end != vend)
             fail(TENSO_E_BAD_BUNDLE, "bundle value length " + num(vlen) + " disagrees with its packet (" +
                                          num(c.node.end - pos) + " bytes)");
@@ -340,9 +344,13 @@ void Scanner::sparse(Node &n, size_t pos, size_t bound, int bst, int depth) {
         pos += 4;
         size_t cend = add(pos, clen);
         if (cend > bound) fail(bst, "sparse component runs past the length its container gives");
-        need(cend, bound, bst, "sparse component");  // whole component at once, as for bundles
         Node::Child c;
-        c.node = packet(pos, cend, TENSO_E_MALFORMED, depth + 1);
+        try {
+            c.node = packet(pos, cend, TENSO_E_MALFORMED, depth + 1);
+        } catch (const NeedMore &) {
+            need(cend, bound, bst, "sparse component");  // the whole component, as for bundles
+            throw;
+        }
         if (c.node.kind != TENSO_KIND_DENSE)
             fail(TENSO_E_MALFORMED, "sparse component " + num(i) + " is not a dense packet");
         if (c.node.end != cend)
