@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -15,17 +16,19 @@
 #include <new>
 
 #include <lz4frame.h>
-#define XXH_INLINE_ALL  // static inline: nothing of xxHash is exported from libtenso
-#include <xxhash.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "error.hpp"
+#include "hash.hpp"
 #include "sparse.hpp"
 
 namespace tenso {
 
 namespace {
 std::string num(uint64_t v) { return std::to_string(v); }
-constexpr size_t kHashChunk = 128 * 1024;  // copy-then-hash granularity: stays in L2
+constexpr size_t kHashChunk = 16 * 1024;  // copy-then-hash granularity: stays in L1/L2
 }  // namespace
 
 // ------------------------------------------------------------------------------------------
@@ -137,13 +140,21 @@ void lz4_decompress(uint8_t *dst, size_t n, const uint8_t *src, size_t len) {
     if (in != len) fail(TENSO_E_COMPRESSION, "bytes after the end of the LZ4 frame");
 }
 
-uint64_t xxh3(const void *p, size_t n) { return XXH3_64bits(p, n); }
+
+uint8_t *alloc_bytes(size_t n) {
+    // Large buffers are 2 MiB aligned and asked for transparent huge pages: faulting in 64 MiB
+    // of 4 KiB pages costs more than writing the packet.
+    constexpr size_t kHuge = size_t(2) << 20;
+    const size_t align = n >= kHuge ? kHuge : 64;
+    const size_t sz = (std::max<size_t>(n, 1) + align - 1) & ~(align - 1);
+    void *p = std::aligned_alloc(align, sz);
+    if (!p) throw std::bad_alloc();
+    if (align == kHuge) ::madvise(p, sz, MADV_HUGEPAGE);  // advisory: failure changes nothing
+    return static_cast<uint8_t *>(p);
+}
 
 std::shared_ptr<uint8_t> alloc_aligned(size_t n) {
-    size_t sz = (std::max<size_t>(n, 1) + 63) & ~size_t(63);
-    void *p = std::aligned_alloc(64, sz);
-    if (!p) throw std::bad_alloc();
-    return std::shared_ptr<uint8_t>(static_cast<uint8_t *>(p), [](uint8_t *q) { std::free(q); });
+    return std::shared_ptr<uint8_t>(alloc_bytes(n), [](uint8_t *q) { std::free(q); });
 }
 
 // ------------------------------------------------------------------------------------------
@@ -314,13 +325,47 @@ void Plan::add_value(const Value &v, int depth) {
     }
 }
 
+namespace {
+
+// Copies n bytes, bypassing the cache for the stores where SSE2 allows: a large hashed body
+// is copied chunk by chunk, and plain stores would read every destination line first.
+void copy_streaming(uint8_t *dst, const uint8_t *src, size_t n) {
+#if defined(__SSE2__)
+    size_t head = (16 - (reinterpret_cast<uintptr_t>(dst) & 15)) & 15;
+    if (n < head + 64) {
+        std::memcpy(dst, src, n);
+        return;
+    }
+    std::memcpy(dst, src, head);
+    size_t i = head;
+    for (; i + 64 <= n; i += 64) {
+        __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i *>(src + i));
+        __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i *>(src + i + 16));
+        __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i *>(src + i + 32));
+        __m128i d = _mm_loadu_si128(reinterpret_cast<const __m128i *>(src + i + 48));
+        _mm_stream_si128(reinterpret_cast<__m128i *>(dst + i), a);
+        _mm_stream_si128(reinterpret_cast<__m128i *>(dst + i + 16), b);
+        _mm_stream_si128(reinterpret_cast<__m128i *>(dst + i + 32), c);
+        _mm_stream_si128(reinterpret_cast<__m128i *>(dst + i + 48), d);
+    }
+    std::memcpy(dst + i, src + i, n - i);
+#else
+    std::memcpy(dst, src, n);
+#endif
+}
+
+// Above this a hashed body is copied with streaming stores (it will not fit in cache anyway).
+constexpr size_t kStreamingCopy = size_t(4) << 20;
+
+}  // namespace
+
 void Plan::write_to(uint8_t *dst) const {
-    XXH3_state_t st;
+    Hasher h;
     int active = -1;
     for (const Seg &s : segs_) {
         if (s.footer) {
-            if (active != s.group) XXH3_64bits_reset(&st);  // an empty body: nothing was hashed
-            wr64(dst, XXH3_64bits_digest(&st));
+            if (active != s.group) h.reset();  // an empty body: nothing was hashed
+            wr64(dst, h.digest());
             dst += kFooterLen;
             active = -1;
             continue;
@@ -332,16 +377,22 @@ void Plan::write_to(uint8_t *dst) const {
             continue;
         }
         if (active != s.group) {
-            XXH3_64bits_reset(&st);
+            h.reset();
             active = s.group;
         }
+        // One pass over the source: copy a chunk, then hash it while it is still in cache.
+        const bool streaming = s.len >= kStreamingCopy;
         for (size_t done = 0; done < s.len;) {
             size_t n = std::min(kHashChunk, s.len - done);
-            std::memcpy(dst, src + done, n);
-            XXH3_64bits_update(&st, dst, n);  // the chunk is still in cache
+            h.update(src + done, n);  // brings the chunk into cache for the copy
+            if (streaming) copy_streaming(dst, src + done, n);
+            else std::memcpy(dst, src + done, n);
             dst += n;
             done += n;
         }
+#if defined(__SSE2__)
+        if (streaming) _mm_sfence();  // order the streaming stores before anything that follows
+#endif
     }
 }
 
@@ -391,21 +442,21 @@ void writev_all(int fd, struct iovec *iov, size_t cnt, uint64_t *written) {
 
 void Plan::write_fd(int fd, uint64_t *written) {
     // Footers first (one pass over each hashed body), then everything in one writev stream.
-    XXH3_state_t st;
+    Hasher h;
     int active = -1;
     for (const Seg &s : segs_) {
         if (s.group < 0) continue;
         if (s.footer) {
-            if (active != s.group) XXH3_64bits_reset(&st);  // an empty body: nothing was hashed
-            wr64(arena_.data() + s.off, XXH3_64bits_digest(&st));
+            if (active != s.group) h.reset();  // an empty body: nothing was hashed
+            wr64(arena_.data() + s.off, h.digest());
             active = -1;
             continue;
         }
         if (active != s.group) {
-            XXH3_64bits_reset(&st);
+            h.reset();
             active = s.group;
         }
-        XXH3_64bits_update(&st, seg_ptr(s), s.len);
+        h.update(seg_ptr(s), s.len);
     }
     std::vector<struct iovec> iov;
     iov.reserve(segs_.size());
@@ -425,11 +476,10 @@ void check_footer(const Node &n, const uint8_t *buf, const Limits &lim) {
     const uint8_t *body = buf + n.body_off;
     uint64_t want = rd64(body + n.body_len), got;
     if (n.meta_len) {  // quantized: metadata and body, as one stream
-        XXH3_state_t st;
-        XXH3_64bits_reset(&st);
-        XXH3_64bits_update(&st, buf + n.meta_off, n.meta_len);
-        XXH3_64bits_update(&st, body, n.body_len);
-        got = XXH3_64bits_digest(&st);
+        Hasher h;
+        h.update(buf + n.meta_off, n.meta_len);
+        h.update(body, n.body_len);
+        got = h.digest();
     } else {
         got = xxh3(body, n.body_len);
     }

@@ -111,10 +111,10 @@ size_t lz4_compress(uint8_t *dst, size_t cap, const uint8_t *src, size_t n, int 
 // Decompresses a whole frame into exactly `n` bytes; fails unless the frame holds exactly n.
 void lz4_decompress(uint8_t *dst, size_t n, const uint8_t *src, size_t len);
 
-// XXH3-64, seed 0: the integrity footer's hash.
-uint64_t xxh3(const void *p, size_t n);
 
-// 64-byte aligned heap memory, shared by the views that point into it.
+// 64-byte aligned heap memory (huge-page backed when large), released with free().
+uint8_t *alloc_bytes(size_t n);
+// The same, shared by the views that point into it.
 std::shared_ptr<uint8_t> alloc_aligned(size_t n);
 
 // ------------------------------------------------------------------------------------------

@@ -170,13 +170,12 @@ void into(void *dst, size_t cap, size_t *written_out, const Input &in, const ten
 template <class Input>
 void alloc(tenso_buffer *out, const Input &in, const tenso_encode_options *opts) {
     tenso::Plan p = plan_for(in, opts, false);
-    auto *mem = static_cast<uint8_t *>(std::aligned_alloc(64, (p.size() + 64) & ~size_t(63)));
-    if (!mem) throw std::bad_alloc();
+    uint8_t *mem = tenso::alloc_bytes(p.size());
     p.write_to(mem);
     tenso_buffer_dispose(out);
     out->data = mem;
     out->size = p.size();
-    out->reserved = (p.size() + 64) & ~size_t(63);
+    out->reserved = p.size();
 }
 
 template <class Input>

@@ -1,0 +1,1022 @@
+// tenso_bench.cpp - throughput and per-call cost of the tenso C API, each set against the
+// plain-memory or plain-syscall reference that bounds it (memcpy, write(), read()).
+//
+// Uses only the public header and links the shared libtenso, so it measures exactly what a
+// consumer of the C ABI gets. Every operation is checked for correct output once, outside the
+// timed loops, so a number is never reported for a call that did the wrong thing.
+// Run with --help for the options; bench/README.md explains the columns.
+#include <tenso/tenso.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <initializer_list>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace {
+
+constexpr uint64_t KiB = 1024, MiB = 1024 * KiB, GiB = 1024 * MiB;
+
+// ------------------------------------------------------------------------------------------
+// Failure and temporary files
+// ------------------------------------------------------------------------------------------
+
+// Temporary files, removed at exit and on fatal signals. Fixed storage so the signal handler
+// only touches async-signal-safe state.
+constexpr int kMaxTemps = 16;
+char g_temps[kMaxTemps][512];
+volatile sig_atomic_t g_ntemps = 0;
+
+void remove_temps() {
+    for (int i = 0; i < g_ntemps; ++i)
+        if (g_temps[i][0]) ::unlink(g_temps[i]);
+}
+
+void on_signal(int sig) {
+    remove_temps();
+    ::signal(sig, SIG_DFL);
+    ::raise(sig);
+}
+
+std::string temp_path(const std::string &dir, const char *tag) {
+    std::string p = dir + "/tenso_bench." + std::to_string(::getpid()) + "." + tag + ".tenso";
+    if (g_ntemps < kMaxTemps && p.size() < sizeof g_temps[0]) {
+        std::memcpy(g_temps[g_ntemps], p.c_str(), p.size() + 1);
+        g_ntemps = g_ntemps + 1;
+    }
+    return p;
+}
+
+[[noreturn]] void die(const std::string &msg) {
+    std::fprintf(stderr, "tenso_bench: %s\n", msg.c_str());
+    remove_temps();
+    std::exit(1);
+}
+
+void check(tenso_status st, const char *what) {
+    if (st != TENSO_OK)
+        die(std::string(what) + " failed: " + tenso_status_name(st) + ": " + tenso_last_error());
+}
+
+void expect(bool ok, const std::string &what) {
+    if (!ok) die("wrong result: " + what);
+}
+
+// ------------------------------------------------------------------------------------------
+// Memory and data
+// ------------------------------------------------------------------------------------------
+
+// 64-byte aligned heap memory, pre-faulted (every page written once) so that timed loops
+// measure copies, not first-touch page faults.
+class Mem {
+public:
+    Mem() = default;
+    explicit Mem(size_t n) : n_(n) {
+        p_ = static_cast<uint8_t *>(std::aligned_alloc(64, std::max<size_t>((n + 63) & ~size_t(63), 64)));
+        if (!p_) die("out of memory allocating " + std::to_string(n) + " bytes");
+        std::memset(p_, 0, n);
+    }
+    Mem(Mem &&o) noexcept : p_(std::exchange(o.p_, nullptr)), n_(std::exchange(o.n_, 0)) {}
+    Mem &operator=(Mem &&o) noexcept {
+        std::swap(p_, o.p_);
+        std::swap(n_, o.n_);
+        return *this;
+    }
+    Mem(const Mem &) = delete;
+    Mem &operator=(const Mem &) = delete;
+    ~Mem() { std::free(p_); }
+    uint8_t *data() const { return p_; }
+    size_t size() const { return n_; }
+
+private:
+    uint8_t *p_ = nullptr;
+    size_t n_ = 0;
+};
+
+struct Rng {
+    uint64_t s;
+    uint64_t next() {  // xorshift64*: cheap, deterministic, not compressible by LZ4
+        s ^= s >> 12;
+        s ^= s << 25;
+        s ^= s >> 27;
+        return s * 0x2545F4914F6CDD1DULL;
+    }
+};
+
+// Uniform floats in [-1, 1): what real activations or weights look like to a compressor.
+void fill_random(float *p, size_t n, uint64_t seed) {
+    Rng r{seed | 1};
+    for (size_t i = 0; i < n; ++i) p[i] = float(int64_t(r.next() >> 40) - (int64_t(1) << 23)) / float(1 << 23);
+}
+
+// Small integers 0..15 stored as float32, in runs of 1 to 16 equal values (labels, masks,
+// quantised data): the compressible case LZ4 is meant for.
+void fill_small_ints(float *p, size_t n, uint64_t seed) {
+    Rng r{seed | 1};
+    for (size_t i = 0; i < n;) {
+        uint64_t x = r.next();
+        float v = float((x >> 8) & 15);
+        size_t run = std::min<size_t>(1 + ((x >> 16) & 15), n - i);
+        for (size_t k = 0; k < run; ++k) p[i + k] = v;
+        i += run;
+    }
+}
+
+// A float32 tensor of `bytes` bytes, shape [bytes / 4].
+struct Tensor {
+    Mem mem;
+    uint64_t shape[1];
+    tenso_tensor t;
+    Tensor(size_t bytes, bool compressible, uint64_t seed) : mem(bytes) {
+        size_t n = bytes / sizeof(float);
+        auto *f = reinterpret_cast<float *>(mem.data());
+        if (compressible) fill_small_ints(f, n, seed);
+        else fill_random(f, n, seed);
+        shape[0] = n;
+        t = tenso_tensor{mem.data(), uint64_t(n * sizeof(float)), shape, 1, TENSO_DTYPE_FLOAT32};
+    }
+    Tensor(const Tensor &) = delete;
+    Tensor &operator=(const Tensor &) = delete;
+};
+
+tenso_encode_options encode_opts(uint32_t flags) {
+    tenso_encode_options o = TENSO_ENCODE_OPTIONS_INIT;
+    o.flags = flags;
+    return o;
+}
+
+// The packet for `t` under `flags`, exactly sized, in pre-faulted memory.
+Mem encode(const tenso_tensor &t, uint32_t flags, size_t *len_out) {
+    tenso_encode_options o = encode_opts(flags);
+    size_t bound = 0;
+    check(tenso_dumps_bound(&bound, &t, &o), "tenso_dumps_bound");
+    Mem m(bound);
+    check(tenso_dumps_into(m.data(), m.size(), len_out, &t, &o), "tenso_dumps_into");
+    return m;
+}
+
+// The packet's body matches the tensor it was encoded from.
+void expect_view(const tenso_view *v, const tenso_tensor &t, const char *what) {
+    expect(tenso_view_dtype(v) == t.dtype && tenso_view_ndim(v) == 1 && tenso_view_shape(v)[0] == t.shape[0],
+           std::string(what) + ": dtype/shape");
+    expect(tenso_view_nbytes(v) == t.nbytes, std::string(what) + ": nbytes");
+    expect(std::memcmp(tenso_view_data(v), t.data, t.nbytes) == 0, std::string(what) + ": body bytes");
+}
+
+// ------------------------------------------------------------------------------------------
+// System call helpers (the references)
+// ------------------------------------------------------------------------------------------
+
+void write_all(int fd, const uint8_t *p, size_t n) {
+    while (n) {
+        ssize_t r = ::write(fd, p, n);
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            die(std::string("write: ") + std::strerror(errno));
+        }
+        p += r;
+        n -= size_t(r);
+    }
+}
+
+void read_all(int fd, uint8_t *p, size_t n) {
+    while (n) {
+        ssize_t r = ::read(fd, p, n);
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            die(std::string("read: ") + std::strerror(errno));
+        }
+        if (r == 0) die("read: unexpected end of stream");
+        p += r;
+        n -= size_t(r);
+    }
+}
+
+// The other end of a socketpair, on its own thread: drains a given number of bytes with
+// read() into a scratch buffer (or a capture buffer, to check the bytes), or sends bytes with
+// a write() loop. One job at a time; post() starts it and wait() returns when it is done.
+class Peer {
+public:
+    explicit Peer(int fd) : fd_(fd), scratch_(256 * KiB) { th_ = std::thread([this] { run(); }); }
+    ~Peer() {
+        {
+            std::lock_guard<std::mutex> l(m_);
+            job_ = kQuit;
+        }
+        cv_.notify_all();
+        th_.join();
+    }
+    Peer(const Peer &) = delete;
+    Peer &operator=(const Peer &) = delete;
+
+    void drain(size_t n, uint8_t *capture = nullptr) { post(kDrain, n, capture); }
+    void send(const uint8_t *p, size_t n) { post(kSend, n, const_cast<uint8_t *>(p)); }
+    void wait() {
+        std::unique_lock<std::mutex> l(m_);
+        cv_.wait(l, [&] { return job_ == kIdle; });
+    }
+
+private:
+    enum Job { kIdle, kDrain, kSend, kQuit };
+    int fd_;
+    Mem scratch_;
+    std::thread th_;
+    std::mutex m_;
+    std::condition_variable cv_;
+    Job job_ = kIdle;
+    size_t n_ = 0;
+    uint8_t *p_ = nullptr;
+
+    void post(Job j, size_t n, uint8_t *p) {
+        {
+            std::lock_guard<std::mutex> l(m_);
+            job_ = j;
+            n_ = n;
+            p_ = p;
+        }
+        cv_.notify_all();
+    }
+    void run() {
+        for (;;) {
+            Job j;
+            size_t n;
+            uint8_t *p;
+            {
+                std::unique_lock<std::mutex> l(m_);
+                cv_.wait(l, [&] { return job_ != kIdle; });
+                j = job_;
+                n = n_;
+                p = p_;
+            }
+            if (j == kQuit) return;
+            if (j == kSend) {
+                write_all(fd_, p, n);
+            } else if (p) {
+                read_all(fd_, p, n);
+            } else {
+                for (size_t left = n; left;) {
+                    size_t k = std::min(left, scratch_.size());
+                    read_all(fd_, scratch_.data(), k);  // read() returns what is there, like a consumer
+                    left -= k;
+                }
+            }
+            {
+                std::lock_guard<std::mutex> l(m_);
+                job_ = kIdle;
+            }
+            cv_.notify_all();
+        }
+    }
+};
+
+struct SocketPair {
+    int fd[2];
+    SocketPair() {
+        if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fd) != 0)
+            die(std::string("socketpair: ") + std::strerror(errno));
+    }
+    ~SocketPair() {
+        ::close(fd[0]);
+        ::close(fd[1]);
+    }
+};
+
+// ------------------------------------------------------------------------------------------
+// Measurement
+// ------------------------------------------------------------------------------------------
+
+struct Config {
+    bool quick = false;
+    bool huge = true;           // the 1 GiB file
+    double min_time = 0.3;      // seconds of timed samples per point, at least
+    size_t min_samples = 5;     // and at least this many samples
+    std::string json;
+    std::string dir;
+    std::string only;           // comma-separated groups to run; empty: all
+    bool runs(const char *group) const {
+        if (only.empty()) return true;
+        std::string list = "," + only + ",";
+        return list.find("," + std::string(group) + ",") != std::string::npos;
+    }
+};
+
+double now_ns() {
+    return double(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                      std::chrono::steady_clock::now().time_since_epoch())
+                      .count());
+}
+
+struct Stats {
+    double median_ns = 0, min_ns = 0;  // per call
+    uint64_t samples = 0, batch = 1;   // timed samples, calls per sample
+};
+
+Stats stats_of(std::vector<double> &v, uint64_t batch) {
+    std::sort(v.begin(), v.end());
+    Stats s;
+    s.batch = batch;
+    s.samples = v.size();
+    s.min_ns = v.front();
+    s.median_ns = v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+    return s;
+}
+
+// Measures several operations together: each is warmed up, then their timed samples are taken
+// round-robin until every one has min_samples and the round-robin has run min_time per
+// operation. Interleaving makes drift on a shared machine (other tenants, clock changes) hit
+// an operation and its reference alike, so the ratios between them stay meaningful. Calls
+// under 20 us are batched so the clock's own cost stays out of the per-call figure.
+std::vector<Stats> measure(const Config &c, const std::vector<std::function<void()>> &fs) {
+    std::vector<uint64_t> batch(fs.size());
+    for (size_t i = 0; i < fs.size(); ++i) {
+        double t0 = now_ns();
+        uint64_t warm = 0;
+        do {
+            fs[i]();
+            ++warm;
+        } while (now_ns() - t0 < c.min_time * 1e9 / 20 && warm < 1000);
+        double per_call = (now_ns() - t0) / double(warm);
+        batch[i] = per_call >= 20000 ? 1 : uint64_t(20000 / std::max(per_call, 1.0)) + 1;
+    }
+    std::vector<std::vector<double>> v(fs.size());
+    const double budget = c.min_time * 1e9 * double(fs.size());
+    double start = now_ns();
+    while (v[0].size() < c.min_samples || (now_ns() - start < budget && v[0].size() < 1000000)) {
+        for (size_t i = 0; i < fs.size(); ++i) {
+            double a = now_ns();
+            for (uint64_t k = 0; k < batch[i]; ++k) fs[i]();
+            v[i].push_back((now_ns() - a) / double(batch[i]));
+        }
+    }
+    std::vector<Stats> out;
+    for (size_t i = 0; i < fs.size(); ++i) out.push_back(stats_of(v[i], batch[i]));
+    return out;
+}
+
+// One timed call (for work that is done once, such as writing the 1 GiB file).
+template <class F>
+Stats measure_once(F &&f) {
+    double a = now_ns();
+    f();
+    std::vector<double> v{now_ns() - a};
+    return stats_of(v, 1);
+}
+
+// ------------------------------------------------------------------------------------------
+// Results
+// ------------------------------------------------------------------------------------------
+
+std::string fmt_size(uint64_t s) {
+    char buf[32];
+    if (s >= GiB && s % GiB == 0) std::snprintf(buf, sizeof buf, "%llu GiB", (unsigned long long)(s / GiB));
+    else if (s >= MiB && s % MiB == 0) std::snprintf(buf, sizeof buf, "%llu MiB", (unsigned long long)(s / MiB));
+    else if (s >= KiB && s % KiB == 0) std::snprintf(buf, sizeof buf, "%llu KiB", (unsigned long long)(s / KiB));
+    else std::snprintf(buf, sizeof buf, "%llu B", (unsigned long long)s);
+    return buf;
+}
+
+struct Row {
+    std::string section;
+    uint64_t size = 0;     // tensor body bytes
+    std::string op;
+    Stats st;
+    uint64_t bytes = 0;    // bytes per call the GB/s column counts; 0: not a throughput
+    std::string key;       // short name when other rows are compared with this one
+    std::string ref;       // the key (or op) of the row this one is compared with
+    double ratio = NAN;    // median time / the reference's median time
+    std::string note;
+};
+
+std::deque<Row> g_rows;  // a deque: references to rows stay valid as rows are added
+double g_load_start = NAN, g_load_end = NAN;
+
+// The 1-minute load average: shared machines give noisy numbers, so the output says how busy
+// this one was.
+double loadavg() {
+    double l = NAN;
+    if (FILE *f = std::fopen("/proc/loadavg", "r")) {
+        if (std::fscanf(f, "%lf", &l) != 1) l = NAN;
+        std::fclose(f);
+    }
+    return l;
+}
+
+Row &add(const std::string &section, uint64_t size, const std::string &op, const Stats &st, uint64_t bytes,
+         const Row *ref = nullptr, std::string note = "") {
+    Row r;
+    r.section = section;
+    r.size = size;
+    r.op = op;
+    r.st = st;
+    r.bytes = bytes;
+    if (ref) {
+        r.ref = ref->key.empty() ? ref->op : ref->key;
+        r.ratio = st.median_ns / ref->st.median_ns;
+    }
+    r.note = std::move(note);
+    g_rows.push_back(std::move(r));
+    Row &b = g_rows.back();
+    std::fprintf(stderr, "  %-8s %s\n", fmt_size(b.size).c_str(), b.op.c_str());  // progress
+    return b;
+}
+
+std::string fmt_time(double ns) {
+    char buf[32];
+    if (ns < 1e3) std::snprintf(buf, sizeof buf, "%.0f ns", ns);
+    else if (ns < 1e6) std::snprintf(buf, sizeof buf, "%.2f us", ns / 1e3);
+    else if (ns < 1e9) std::snprintf(buf, sizeof buf, "%.2f ms", ns / 1e6);
+    else std::snprintf(buf, sizeof buf, "%.2f s", ns / 1e9);
+    return buf;
+}
+
+double gbps(const Row &r) { return r.bytes ? double(r.bytes) / r.st.median_ns : NAN; }  // bytes/ns = GB/s
+
+void print_table() {
+    std::printf("tenso_bench: libtenso %s, %u cpus, load average %.2f at start and %.2f at end\n",
+                tenso_version_string(), std::thread::hardware_concurrency(), g_load_start, g_load_end);
+    std::string section;
+    for (const Row &r : g_rows) {
+        if (r.section != section) {
+            section = r.section;
+            std::printf("\n== %s\n", section.c_str());
+            std::printf("%-8s %-44s %10s %10s %7s  %-18s %s\n", "size", "op", "median", "min", "GB/s",
+                        "vs reference", "samples x calls");
+        }
+        char g[16] = "-", ratio[64] = "-";
+        if (r.bytes) std::snprintf(g, sizeof g, "%.2f", gbps(r));
+        if (!std::isnan(r.ratio)) std::snprintf(ratio, sizeof ratio, "%.2fx %s", r.ratio, r.ref.c_str());
+        std::printf("%-8s %-44s %10s %10s %7s  %-18s %llu x %llu%s%s\n", fmt_size(r.size).c_str(), r.op.c_str(),
+                    fmt_time(r.st.median_ns).c_str(), fmt_time(r.st.min_ns).c_str(), g, ratio,
+                    (unsigned long long)r.st.samples, (unsigned long long)r.st.batch, r.note.empty() ? "" : "  ",
+                    r.note.c_str());
+    }
+}
+
+// Adds a reference row: other rows name it by `key` in their ratio column.
+const Row &add_ref(const std::string &section, uint64_t size, const std::string &key, const std::string &op,
+                   const Stats &st, uint64_t bytes) {
+    Row &r = add(section, size, op, st, bytes);
+    r.key = key;
+    return r;
+}
+
+const Row *find(const std::string &section, uint64_t size, const std::string &op) {
+    for (const Row &r : g_rows)
+        if (r.section == section && r.size == size && r.op == op) return &r;
+    return nullptr;
+}
+
+// Operations of one section and size, measured together (see measure()). The one given with
+// ref(), first, is the reference that the others' ratio column compares with.
+class Group {
+public:
+    Group(const Config &c, const char *section, uint64_t size) : c_(c), section_(section), size_(size) {}
+    Group &ref(const char *key, const std::string &op, uint64_t bytes, std::function<void()> f) {
+        if (!items_.empty()) die("internal: a group's reference must come first");
+        key_ = key;
+        items_.push_back(Item{op, bytes, std::move(f), ""});
+        return *this;
+    }
+    Group &op(const std::string &op, uint64_t bytes, std::function<void()> f, std::string note = "") {
+        items_.push_back(Item{op, bytes, std::move(f), std::move(note)});
+        return *this;
+    }
+    void run() {
+        std::vector<std::function<void()>> fs;
+        for (const Item &it : items_) fs.push_back(it.f);
+        std::vector<Stats> st = measure(c_, fs);
+        const Row *r = nullptr;
+        for (size_t i = 0; i < items_.size(); ++i) {
+            if (i == 0 && !key_.empty()) r = &add_ref(section_, size_, key_, items_[i].op, st[i], items_[i].bytes);
+            else add(section_, size_, items_[i].op, st[i], items_[i].bytes, r, items_[i].note);
+        }
+    }
+
+private:
+    struct Item {
+        std::string op;
+        uint64_t bytes;
+        std::function<void()> f;
+        std::string note;
+    };
+    const Config &c_;
+    const char *section_;
+    uint64_t size_;
+    std::string key_;
+    std::vector<Item> items_;
+};
+
+std::string json_str(const std::string &s) {
+    std::string o = "\"";
+    for (char ch : s) {
+        if (ch == '"' || ch == '\\') o += '\\';
+        if (uint8_t(ch) < 0x20) {
+            char b[8];
+            std::snprintf(b, sizeof b, "\\u%04x", unsigned(uint8_t(ch)));
+            o += b;
+            continue;
+        }
+        o += ch;
+    }
+    return o + "\"";
+}
+
+std::string json_num(double v) {
+    if (std::isnan(v) || std::isinf(v)) return "null";
+    char b[40];
+    std::snprintf(b, sizeof b, "%.6g", v);
+    return b;
+}
+
+// ------------------------------------------------------------------------------------------
+// Targets (the project's performance goals), checked at the largest size measured
+// ------------------------------------------------------------------------------------------
+
+struct Target {
+    std::string name;
+    double value = NAN;
+    std::string unit;
+    double limit = NAN;
+    bool below = true;  // pass when value <= limit (false: value >= limit)
+    bool pass() const { return !std::isnan(value) && (below ? value <= limit : value >= limit); }
+};
+
+std::vector<Target> g_targets;
+
+void target(const std::string &name, double value, const std::string &unit, double limit, bool below) {
+    g_targets.push_back(Target{name, value, unit, limit, below});
+}
+
+void print_summary(const Config &c) {
+    std::printf("\n== targets%s\n", c.quick ? " (--quick: smaller sizes and short sampling, indicative only)" : "");
+    for (const Target &t : g_targets) {
+        char v[32], l[32];
+        std::snprintf(v, sizeof v, t.unit == "x" ? "%.3f" : "%.0f", t.value);
+        std::snprintf(l, sizeof l, t.unit == "x" ? "%.2f" : "%.0f", t.limit);
+        std::printf("%-58s %10s %-3s (target %s %s %s)  %s\n", t.name.c_str(), v, t.unit.c_str(),
+                    t.below ? "<=" : ">=", l, t.unit.c_str(), t.pass() ? "PASS" : "MISS");
+    }
+}
+
+void write_json(const Config &c) {
+    FILE *f = std::fopen(c.json.c_str(), "w");
+    if (!f) die("cannot write " + c.json + ": " + std::strerror(errno));
+    std::fprintf(f, "{\n  \"tenso_version\": %s,\n  \"quick\": %s,\n  \"cpus\": %u,\n  \"min_time_s\": %s,\n"
+                    "  \"min_samples\": %zu,\n  \"loadavg_start\": %s,\n  \"loadavg_end\": %s,\n  \"results\": [\n",
+                 json_str(tenso_version_string()).c_str(), c.quick ? "true" : "false",
+                 std::thread::hardware_concurrency(), json_num(c.min_time).c_str(), c.min_samples, json_num(g_load_start).c_str(),
+                 json_num(g_load_end).c_str());
+    for (size_t i = 0; i < g_rows.size(); ++i) {
+        const Row &r = g_rows[i];
+        std::fprintf(f,
+                     "    {\"section\": %s, \"size_bytes\": %llu, \"op\": %s, \"median_ns\": %s, \"min_ns\": %s, "
+                     "\"samples\": %llu, \"calls_per_sample\": %llu, \"gb_per_s\": %s, \"reference\": %s, "
+                     "\"ratio\": %s, \"note\": %s}%s\n",
+                     json_str(r.section).c_str(), (unsigned long long)r.size, json_str(r.op).c_str(),
+                     json_num(r.st.median_ns).c_str(), json_num(r.st.min_ns).c_str(),
+                     (unsigned long long)r.st.samples, (unsigned long long)r.st.batch, json_num(gbps(r)).c_str(),
+                     r.ref.empty() ? "null" : json_str(r.ref).c_str(), json_num(r.ratio).c_str(),
+                     json_str(r.note).c_str(), i + 1 < g_rows.size() ? "," : "");
+    }
+    std::fprintf(f, "  ],\n  \"targets\": [\n");
+    for (size_t i = 0; i < g_targets.size(); ++i) {
+        const Target &t = g_targets[i];
+        std::fprintf(f, "    {\"name\": %s, \"value\": %s, \"unit\": %s, \"limit\": %s, \"pass\": %s}%s\n",
+                     json_str(t.name).c_str(), json_num(t.value).c_str(), json_str(t.unit).c_str(),
+                     json_num(t.limit).c_str(), t.pass() ? "true" : "false", i + 1 < g_targets.size() ? "," : "");
+    }
+    std::fprintf(f, "  ]\n}\n");
+    if (std::fclose(f) != 0) die("cannot write " + c.json + ": " + std::strerror(errno));
+}
+
+// ------------------------------------------------------------------------------------------
+// The benchmarks
+// ------------------------------------------------------------------------------------------
+
+// Encoding into memory: memcpy of the body is the floor every in-memory encoder is held to.
+void bench_encode(const Config &c, uint64_t size) {
+    Tensor t(size, false, size);
+    size_t plain_len = 0, sum_len = 0;
+    Mem plain = encode(t.t, 0, &plain_len);
+    Mem summed = encode(t.t, TENSO_ENCODE_INTEGRITY, &sum_len);
+    Mem dst(sum_len);   // large enough for both variants; pre-faulted
+    Mem body(size);     // the memcpy reference's destination, pre-faulted too
+    tenso_encode_options none = encode_opts(0), integ = encode_opts(TENSO_ENCODE_INTEGRITY);
+
+    // Checks: into == the packet dumps allocates, for both variants.
+    size_t w = 0;
+    tenso_buffer b = TENSO_BUFFER_INIT;
+    check(tenso_dumps(&b, &t.t, &none), "tenso_dumps");
+    expect(b.size == plain_len && std::memcmp(b.data, plain.data(), plain_len) == 0, "dumps == dumps_into");
+    check(tenso_dumps(&b, &t.t, &integ), "tenso_dumps");
+    expect(b.size == sum_len && std::memcmp(b.data, summed.data(), sum_len) == 0, "dumps == dumps_into (integrity)");
+    tenso_buffer_dispose(&b);
+
+    Group(c, "encode (float32, random)", size)
+        .ref("memcpy", "memcpy body (reference)", size, [&] { std::memcpy(body.data(), t.mem.data(), size); })
+        .op("tenso_dumps_into", size, [&] {
+            check(tenso_dumps_into(dst.data(), dst.size(), &w, &t.t, &none), "tenso_dumps_into");
+        })
+        .op("tenso_dumps_into +integrity", size, [&] {
+            check(tenso_dumps_into(dst.data(), dst.size(), &w, &t.t, &integ), "tenso_dumps_into");
+        })
+        .op("tenso_dumps (allocates) + dispose", size, [&] {
+            tenso_buffer bb = TENSO_BUFFER_INIT;
+            check(tenso_dumps(&bb, &t.t, &none), "tenso_dumps");
+            tenso_buffer_dispose(&bb);
+        })
+        .run();
+}
+
+// Decoding from memory: O(1) without integrity, one XXH3 pass with it.
+void bench_decode(const Config &c, uint64_t size) {
+    Tensor t(size, false, size + 1);
+    size_t plain_len = 0, sum_len = 0;
+    Mem plain = encode(t.t, 0, &plain_len);
+    Mem summed = encode(t.t, TENSO_ENCODE_INTEGRITY, &sum_len);
+
+    tenso_view *v = nullptr;
+    check(tenso_loads(&v, plain.data(), plain_len, nullptr), "tenso_loads");
+    expect_view(v, t.t, "tenso_loads");
+    expect(!tenso_view_owns_data(v) && tenso_view_data(v) == plain.data() + 64, "tenso_loads is zero-copy");
+    tenso_view_free(v);
+    check(tenso_loads(&v, summed.data(), sum_len, nullptr), "tenso_loads (integrity)");
+    expect_view(v, t.t, "tenso_loads (integrity)");
+    tenso_view_free(v);
+
+    // Separate groups: interleaving a ~100 ns call with an O(n) one would give it few samples,
+    // each taken with caches just trashed by the other.
+    Group(c, "decode (float32, random)", size)
+        .op("tenso_loads + view_free", 0, [&] {
+            tenso_view *x = nullptr;
+            check(tenso_loads(&x, plain.data(), plain_len, nullptr), "tenso_loads");
+            tenso_view_free(x);
+        })
+        .run();
+    Group(c, "decode (float32, random)", size)
+        .op("tenso_loads +verify integrity", size, [&] {
+            tenso_view *x = nullptr;
+            check(tenso_loads(&x, summed.data(), sum_len, nullptr), "tenso_loads");
+            tenso_view_free(x);
+        })
+        .run();
+}
+
+// LZ4: compressible small integers (the intended use) and random floats (the worst case).
+void bench_lz4(const Config &c, uint64_t size) {
+    tenso_encode_options z = encode_opts(TENSO_ENCODE_COMPRESS);
+    for (int compressible = 1; compressible >= 0; --compressible) {
+        Tensor t(size, compressible != 0, size + 2);
+        size_t bound = 0, len = 0;
+        check(tenso_dumps_bound(&bound, &t.t, &z), "tenso_dumps_bound");
+        Mem dst(bound);
+        check(tenso_dumps_into(dst.data(), dst.size(), &len, &t.t, &z), "tenso_dumps_into (lz4)");
+        tenso_packet_info info;
+        check(tenso_inspect(&info, dst.data(), len), "tenso_inspect");
+        expect(info.packet_size == len && (info.flags & TENSO_FLAG_COMPRESSION), "compressed packet framing");
+        tenso_view *v = nullptr;
+        check(tenso_loads(&v, dst.data(), len, nullptr), "tenso_loads (lz4)");
+        expect_view(v, t.t, "tenso_loads (lz4)");
+        expect(tenso_view_owns_data(v) != 0, "a decompressed view owns its data");
+        tenso_view_free(v);
+
+        char note[64];
+        std::snprintf(note, sizeof note, "ratio %.2f:1", double(size) / double(info.body_size));
+        std::string kind = compressible ? "small ints" : "random";
+        Group(c, "lz4 (TENSO_ENCODE_COMPRESS)", size)
+            .op("dumps_into +compress, " + kind, size, [&] {
+                size_t w = 0;
+                check(tenso_dumps_into(dst.data(), dst.size(), &w, &t.t, &z), "tenso_dumps_into");
+            }, note)
+            .op("loads (decompress) + view_free, " + kind, size, [&] {
+                tenso_view *x = nullptr;
+                check(tenso_loads(&x, dst.data(), len, nullptr), "tenso_loads");
+                tenso_view_free(x);
+            })
+            .run();
+    }
+}
+
+// A Unix socketpair with the other end on its own thread, against write()/read() loops moving
+// the same packet bytes over the same kind of socketpair.
+void bench_stream(const Config &c, uint64_t size) {
+    const char *S = "stream (AF_UNIX socketpair)";
+    Tensor t(size, false, size + 3);
+    size_t len = 0, sum_len = 0;
+    Mem pkt = encode(t.t, 0, &len);
+    Mem pkt_sum = encode(t.t, TENSO_ENCODE_INTEGRITY, &sum_len);
+    tenso_encode_options integ = encode_opts(TENSO_ENCODE_INTEGRITY);
+
+    {  // writer side: this thread writes, the peer drains
+        SocketPair sp;
+        Peer peer(sp.fd[1]);
+        Mem capture(sum_len);
+        uint64_t w = 0;
+        peer.drain(len, capture.data());
+        check(tenso_write_fd(&w, sp.fd[0], &t.t, nullptr), "tenso_write_fd");
+        peer.wait();
+        expect(w == len && std::memcmp(capture.data(), pkt.data(), len) == 0, "tenso_write_fd bytes");
+        peer.drain(sum_len, capture.data());
+        check(tenso_write_fd(&w, sp.fd[0], &t.t, &integ), "tenso_write_fd");
+        peer.wait();
+        expect(w == sum_len && std::memcmp(capture.data(), pkt_sum.data(), sum_len) == 0,
+               "tenso_write_fd bytes (integrity)");
+
+        Group(c, S, size)
+            .ref("write()", "write() loop of the packet (reference)", size, [&] {
+                peer.drain(len);
+                write_all(sp.fd[0], pkt.data(), len);
+                peer.wait();
+            })
+            .op("tenso_write_fd", size, [&] {
+                peer.drain(len);
+                check(tenso_write_fd(&w, sp.fd[0], &t.t, nullptr), "tenso_write_fd");
+                peer.wait();
+            })
+            .op("tenso_write_fd +integrity", size, [&] {
+                peer.drain(sum_len);
+                check(tenso_write_fd(&w, sp.fd[0], &t.t, &integ), "tenso_write_fd");
+                peer.wait();
+            })
+            .run();
+    }
+    {  // reader side: the peer writes with a write() loop, this thread reads
+        SocketPair sp;
+        Peer peer(sp.fd[1]);
+        Mem buf(len);
+        tenso_view *v = nullptr;
+        peer.send(pkt.data(), len);
+        check(tenso_read_fd(&v, sp.fd[0], nullptr), "tenso_read_fd");
+        peer.wait();
+        expect_view(v, t.t, "tenso_read_fd");
+        expect(tenso_view_packet_size(v) == len, "tenso_read_fd packet size");
+        tenso_view_free(v);
+
+        Group(c, S, size)
+            .ref("read()", "read() loop into a reused buffer (reference)", size, [&] {
+                peer.send(pkt.data(), len);
+                read_all(sp.fd[0], buf.data(), len);
+                peer.wait();
+            })
+            .op("read() loop into a fresh malloc (reference)", size, [&] {
+                peer.send(pkt.data(), len);
+                auto *p = static_cast<uint8_t *>(std::aligned_alloc(64, (len + 63) & ~size_t(63)));
+                if (!p) die("out of memory");
+                read_all(sp.fd[0], p, len);
+                std::free(p);
+                peer.wait();
+            })
+            .op("tenso_read_fd + view_free", size, [&] {
+                peer.send(pkt.data(), len);
+                tenso_view *x = nullptr;
+                check(tenso_read_fd(&x, sp.fd[0], nullptr), "tenso_read_fd");
+                tenso_view_free(x);
+                peer.wait();
+            })
+            .run();
+    }
+}
+
+void fsync_dir(const std::string &dir) {
+    int d = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (d >= 0) {
+        ::fsync(d);
+        ::close(d);
+    }
+}
+
+// Files: the atomic save (whose fsync is most of its cost) and both load modes.
+void bench_file(const Config &c, uint64_t size, bool once) {
+    const char *S = "file";
+    std::string tag = fmt_size(size);
+    tag.erase(std::remove(tag.begin(), tag.end(), ' '), tag.end());
+    std::string path = temp_path(c.dir, tag.c_str());
+    std::string raw_path = temp_path(c.dir, (tag + ".raw").c_str());
+    std::string raw_tmp = temp_path(c.dir, (tag + ".raw.tmp").c_str());
+    size_t len = 0;
+    {
+        Tensor t(size, false, size + 4);
+        check(tenso_dumps_bound(&len, &t.t, nullptr), "tenso_dumps_bound");  // exact, uncompressed
+        if (once) {  // 1 GiB: written once; the time is that single sample
+            add(S, size, "tenso_save_file (atomic, fsync), once", measure_once([&] {
+                    check(tenso_save_file(path.c_str(), &t.t, nullptr), "tenso_save_file");
+                }), size);
+        } else {
+            Mem pkt = encode(t.t, 0, &len);
+            Group(c, S, size)
+                .ref("raw save", "write()+fsync+rename (reference)", size, [&] {
+                    int fd = ::open(raw_tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+                    if (fd < 0) die("open " + raw_tmp + ": " + std::strerror(errno));
+                    write_all(fd, pkt.data(), len);
+                    if (::fsync(fd) != 0) die(std::string("fsync: ") + std::strerror(errno));
+                    ::close(fd);
+                    if (::rename(raw_tmp.c_str(), raw_path.c_str()) != 0) die("rename");
+                })
+                .op("tenso_save_file (atomic, fsync)", size, [&] {
+                    check(tenso_save_file(path.c_str(), &t.t, nullptr), "tenso_save_file");
+                })
+                // A new file each time: truncating or renaming over an existing file makes ext4
+                // start writeback at close (auto_da_alloc), which is not what this row is about.
+                .op("tenso_write_fd to a new file, no fsync", size, [&] {
+                    ::unlink(raw_tmp.c_str());
+                    int fd = ::open(raw_tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+                    if (fd < 0) die("open " + raw_tmp + ": " + std::strerror(errno));
+                    check(tenso_write_fd(nullptr, fd, &t.t, nullptr), "tenso_write_fd");
+                    ::close(fd);
+                    ::unlink(raw_tmp.c_str());
+                })
+                .run();
+            ::unlink(raw_path.c_str());
+        }
+        fsync_dir(c.dir);
+
+        // Checks: the saved file is the packet; both modes read it back.
+        struct stat st;
+        expect(::stat(path.c_str(), &st) == 0 && uint64_t(st.st_size) == len, "saved file size");
+        for (uint32_t mode : {TENSO_LOAD_READ, TENSO_LOAD_MMAP}) {
+            tenso_view *v = nullptr;
+            check(tenso_load_file(&v, path.c_str(), mode, nullptr), "tenso_load_file");
+            expect_view(v, t.t, mode == TENSO_LOAD_MMAP ? "tenso_load_file(MMAP)" : "tenso_load_file(READ)");
+            tenso_view_free(v);
+        }
+    }  // the source tensor is freed before the loads, which allocate their own copy
+
+    Mem buf(len);
+    Group(c, S, size)
+        .ref("read() file", "open+read() into a reused buffer (reference)", size, [&] {
+            int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+            if (fd < 0) die("open " + path + ": " + std::strerror(errno));
+            read_all(fd, buf.data(), len);
+            ::close(fd);
+        })
+        .op("tenso_load_file READ + view_free", size, [&] {
+            tenso_view *v = nullptr;
+            check(tenso_load_file(&v, path.c_str(), TENSO_LOAD_READ, nullptr), "tenso_load_file");
+            tenso_view_free(v);
+        })
+        .run();
+    Group(c, S, size)  // alone, for the same reason as tenso_loads
+        .op("tenso_load_file MMAP + view_free", 0, [&] {
+            tenso_view *v = nullptr;
+            check(tenso_load_file(&v, path.c_str(), TENSO_LOAD_MMAP, nullptr), "tenso_load_file");
+            tenso_view_free(v);
+        }, "O(1): maps, reads the header page")
+        .run();
+    ::unlink(path.c_str());
+}
+
+void usage(FILE *f) {
+    std::fprintf(f,
+                 "usage: tenso_bench [--quick] [--json PATH] [--only GROUPS] [--dir DIR] [--no-huge]\n"
+                 "                   [--min-time S]\n"
+                 "\n"
+                 "Measures the tenso C API (libtenso %s) against memcpy/write()/read() references:\n"
+                 "encode into memory, decode (zero-copy and with integrity), LZ4, socketpair streams,\n"
+                 "and files (atomic save, READ and MMAP loads). Prints a table on stdout.\n"
+                 "\n"
+                 "  --quick       a few seconds: sizes up to 1 MiB, short sampling, no 1 GiB file\n"
+                 "                (the CTest smoke test bench.smoke runs this)\n"
+                 "  --json PATH   also write the results as JSON to PATH\n"
+                 "  --only GROUPS run only these comma-separated groups: encode, decode, lz4,\n"
+                 "                stream, file (default: all)\n"
+                 "  --dir DIR     where temporary packet files go (default $TMPDIR or /tmp); they\n"
+                 "                are removed afterwards. The full run writes a 1 GiB file there.\n"
+                 "  --no-huge     skip the 1 GiB file\n"
+                 "  --min-time S  seconds of timed samples per point (default 0.3; quick 0.01)\n"
+                 "  --help        this text\n",
+                 tenso_version_string());
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    Config c;
+    bool min_time_set = false;
+    for (int i = 1; i < argc; ++i) {
+        std::string a = argv[i];
+        auto value = [&](const char *name) -> std::string {
+            if (i + 1 >= argc) {
+                std::fprintf(stderr, "tenso_bench: %s needs a value\n", name);
+                usage(stderr);
+                std::exit(2);
+            }
+            return argv[++i];
+        };
+        if (a == "--help" || a == "-h") {
+            usage(stdout);
+            return 0;
+        } else if (a == "--quick") {
+            c.quick = true;
+        } else if (a == "--json") {
+            c.json = value("--json");
+        } else if (a == "--dir") {
+            c.dir = value("--dir");
+        } else if (a == "--only") {
+            c.only = value("--only");
+            for (size_t p = 0; p <= c.only.size();) {
+                size_t q = std::min(c.only.find(',', p), c.only.size());
+                std::string g = c.only.substr(p, q - p);
+                if (g != "encode" && g != "decode" && g != "lz4" && g != "stream" && g != "file") {
+                    std::fprintf(stderr, "tenso_bench: unknown group '%s' in --only\n", g.c_str());
+                    return 2;
+                }
+                p = q + 1;
+            }
+        } else if (a == "--no-huge") {
+            c.huge = false;
+        } else if (a == "--min-time") {
+            std::string v = value("--min-time");
+            char *end = nullptr;
+            c.min_time = std::strtod(v.c_str(), &end);
+            if (!end || *end || !(c.min_time > 0)) {
+                std::fprintf(stderr, "tenso_bench: --min-time needs a positive number of seconds\n");
+                return 2;
+            }
+            min_time_set = true;
+        } else {
+            std::fprintf(stderr, "tenso_bench: unknown option '%s'\n", a.c_str());
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (tenso_version_number() != TENSO_VERSION_NUMBER)
+        die(std::string("built against tenso ") + TENSO_VERSION_STRING + " but loaded " + tenso_version_string());
+    if (c.dir.empty()) {
+        const char *t = std::getenv("TMPDIR");
+        c.dir = t && *t ? t : "/tmp";
+    }
+    if (c.quick) {
+        c.huge = false;
+        c.min_samples = 3;
+        if (!min_time_set) c.min_time = 0.01;
+    }
+    // Temporary files go on interruption and on a crash too (a crash in libtenso is what a
+    // failing bench.smoke will most likely be).
+    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGSEGV, SIGBUS, SIGABRT, SIGFPE}) ::signal(sig, on_signal);
+    ::signal(SIGPIPE, SIG_IGN);  // a dying peer must show up as EPIPE, not kill the bench
+    std::atexit(remove_temps);
+
+    std::vector<uint64_t> sizes = {KiB, 64 * KiB, MiB, 16 * MiB, 64 * MiB};
+    std::vector<uint64_t> stream_sizes = {MiB, 64 * MiB};
+    uint64_t file_size = 64 * MiB;
+    if (c.quick) {
+        sizes = {KiB, 64 * KiB, MiB};
+        stream_sizes = {MiB};
+        file_size = MiB;
+    }
+    std::fprintf(stderr, "tenso_bench: libtenso %s, %u cpus, min %.2f s and %zu samples per point\n",
+                 tenso_version_string(), std::thread::hardware_concurrency(), c.min_time, c.min_samples);
+
+    g_load_start = loadavg();
+    if (c.runs("encode")) for (uint64_t s : sizes) bench_encode(c, s);
+    if (c.runs("decode")) for (uint64_t s : sizes) bench_decode(c, s);
+    if (c.runs("lz4")) for (uint64_t s : sizes) bench_lz4(c, s);
+    if (c.runs("stream")) for (uint64_t s : stream_sizes) bench_stream(c, s);
+    if (c.runs("file")) {
+        bench_file(c, file_size, false);
+        if (c.huge) bench_file(c, GiB, true);
+    }
+
+    g_load_end = loadavg();
+
+    // Targets, at the largest size this run measured.
+    const uint64_t big = sizes.back(), sbig = stream_sizes.back();
+    const std::string at = " @ " + fmt_size(big), sat = " @ " + fmt_size(sbig);
+    const char *E = "encode (float32, random)", *D = "decode (float32, random)", *T = "stream (AF_UNIX socketpair)";
+    if (const Row *r = find(E, big, "tenso_dumps_into")) target("dumps_into / memcpy" + at, r->ratio, "x", 1.1, true);
+    if (const Row *r = find(E, big, "tenso_dumps_into +integrity"))
+        target("dumps_into +integrity / memcpy" + at, r->ratio, "x", 1.3, true);
+    const Row *l1 = find(D, KiB, "tenso_loads + view_free"), *lb = find(D, big, "tenso_loads + view_free");
+    if (lb) target("tenso_loads" + at, lb->st.median_ns, "ns", 1000, true);
+    if (l1 && lb) target("tenso_loads" + at + " / tenso_loads @ 1 KiB (O(1))", lb->st.median_ns / l1->st.median_ns,
+                         "x", 2.0, true);
+    if (const Row *r = find(T, sbig, "tenso_write_fd"))
+        target("tenso_write_fd / write() loop throughput" + sat, 1 / r->ratio, "x", 0.9, false);
+    if (const Row *r = find("file", GiB, "tenso_load_file MMAP + view_free"))
+        target("tenso_load_file MMAP @ 1 GiB", r->st.median_ns, "ns", 100000, true);
+    else if (const Row *r2 = find("file", file_size, "tenso_load_file MMAP + view_free"))
+        target("tenso_load_file MMAP @ " + fmt_size(file_size), r2->st.median_ns, "ns", 100000, true);
+
+    print_table();
+    print_summary(c);
+    if (!c.json.empty()) write_json(c);
+    return 0;
+}
