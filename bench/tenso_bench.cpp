@@ -715,6 +715,96 @@ void bench_lz4(const Config &c, uint64_t size) {
     }
 }
 
+// Quantization kernels over float32 weights shaped [rows, 1024]: quantize (one tenso_quantize,
+// which allocates its output) and dequantize into a pre-faulted buffer, for every dtype and
+// scheme; per-channel runs along axis 0 (one scale per row, as for a Linear layer's weights).
+void bench_quant(const Config &c, uint64_t size) {
+    Tensor t(size, false, size + 3);
+    uint64_t shape[2] = {size / 4 / 1024, 1024};
+    tenso_tensor in = t.t;
+    in.shape = shape;
+    in.ndim = 2;
+    Mem out(size), body(size);
+    const tenso_dtype qd[4] = {TENSO_DTYPE_QINT8, TENSO_DTYPE_QUINT8, TENSO_DTYPE_QINT4, TENSO_DTYPE_QUINT4};
+    const char *scheme_name[3] = {"per_tensor", "per_channel", "per_group(128)"};
+    for (tenso_dtype d : qd) {
+        for (int32_t scheme = 0; scheme < 3; ++scheme) {
+            tenso_value *q = nullptr;
+            check(tenso_quantize(&q, &in, d, scheme, 0, 128), "tenso_quantize");
+            tenso_quantized parts;
+            check(tenso_value_quantized(&parts, q), "tenso_value_quantized");
+            check(tenso_dequantize(reinterpret_cast<float *>(out.data()), size / 4, &parts), "tenso_dequantize");
+            std::string name = std::string(tenso_dtype_name(d)) + " " + scheme_name[scheme];
+            Group(c, "quantize (float32 [rows, 1024])", size)
+                .ref("memcpy", "memcpy of the float32 (reference)", size,
+                     [&] { std::memcpy(body.data(), t.mem.data(), size); })
+                .op("quantize " + name, size, [&] {
+                    tenso_value *x = nullptr;
+                    check(tenso_quantize(&x, &in, d, scheme, 0, 128), "tenso_quantize");
+                    tenso_value_free(x);
+                })
+                .op("dequantize " + name, size, [&] {
+                    check(tenso_dequantize(reinterpret_cast<float *>(out.data()), size / 4, &parts), "tenso_dequantize");
+                })
+                .run();
+            tenso_value_free(q);
+        }
+    }
+}
+
+// A 1%-dense float32 matrix as CSR (int32 indices) against the same matrix dense.
+void bench_sparse(const Config &c, uint64_t dim) {
+    const uint64_t nnz = dim * dim / 100;
+    std::vector<float> data(nnz);
+    std::vector<int32_t> indices(nnz), indptr(dim + 1);
+    fill_random(data.data(), nnz, 7);
+    uint64_t k = 0;
+    for (uint64_t r = 0; r < dim; ++r) {
+        indptr[r] = int32_t(k);
+        for (uint64_t j = 0; j < nnz / dim; ++j) indices[k++] = int32_t((j * 100 + r) % dim);
+    }
+    indptr[dim] = int32_t(k);
+    uint64_t shape[2] = {dim, dim}, nnz_shape = k, ptr_shape = dim + 1;
+    tenso_tensor a{data.data(), k * 4, &nnz_shape, 1, TENSO_DTYPE_FLOAT32};
+    tenso_tensor b{indices.data(), k * 4, &nnz_shape, 1, TENSO_DTYPE_INT32};
+    tenso_tensor p{indptr.data(), (dim + 1) * 4, &ptr_shape, 1, TENSO_DTYPE_INT32};
+    std::vector<float> dense(dim * dim, 0.0f);
+    for (uint64_t r = 0; r < dim; ++r)
+        for (int32_t j = indptr[r]; j < indptr[r + 1]; ++j) dense[r * dim + uint64_t(indices[size_t(j)])] = data[size_t(j)];
+    tenso_tensor dt{dense.data(), dim * dim * 4, shape, 2, TENSO_DTYPE_FLOAT32};
+    tenso_value *sv = nullptr;
+    check(tenso_value_new_sparse(&sv, TENSO_KIND_SPARSE_CSR, 2, shape, &a, &b, &p), "tenso_value_new_sparse");
+    tenso_buffer sp = TENSO_BUFFER_INIT, dp = TENSO_BUFFER_INIT;
+    check(tenso_value_dumps(&sp, sv, nullptr), "tenso_value_dumps");
+    check(tenso_dumps(&dp, &dt, nullptr), "tenso_dumps");
+    Mem sdst(sp.size), ddst(dp.size);
+    char note[80];
+    std::snprintf(note, sizeof note, "%.1f MiB packet vs %.1f MiB dense", double(sp.size) / MiB, double(dp.size) / MiB);
+    Group(c, "sparse CSR 1% vs dense (float32)", dim * dim * 4)
+        .ref("dense", "dense dumps_into", dim * dim * 4, [&] {
+            size_t w = 0;
+            check(tenso_dumps_into(ddst.data(), ddst.size(), &w, &dt, nullptr), "tenso_dumps_into");
+        })
+        .op("sparse CSR value_dumps_into", dim * dim * 4, [&] {
+            size_t w = 0;
+            check(tenso_value_dumps_into(sdst.data(), sdst.size(), &w, sv, nullptr), "tenso_value_dumps_into");
+        }, note)
+        .op("dense loads + view_free", dim * dim * 4, [&] {
+            tenso_view *x = nullptr;
+            check(tenso_loads(&x, dp.data, dp.size, nullptr), "tenso_loads");
+            tenso_view_free(x);
+        })
+        .op("sparse loads (checks indices) + view_free", dim * dim * 4, [&] {
+            tenso_view *x = nullptr;
+            check(tenso_loads(&x, sp.data, sp.size, nullptr), "tenso_loads");
+            tenso_view_free(x);
+        })
+        .run();
+    tenso_value_free(sv);
+    tenso_buffer_dispose(&sp);
+    tenso_buffer_dispose(&dp);
+}
+
 // A Unix socketpair with the other end on its own thread, against write()/read() loops moving
 // the same packet bytes over the same kind of socketpair.
 void bench_stream(const Config &c, uint64_t size) {
@@ -896,7 +986,7 @@ void usage(FILE *f) {
                  "                (the CTest smoke test bench.smoke runs this)\n"
                  "  --json PATH   also write the results as JSON to PATH\n"
                  "  --only GROUPS run only these comma-separated groups: encode, decode, lz4,\n"
-                 "                stream, file (default: all)\n"
+                 "                stream, file, quant, sparse (default: all)\n"
                  "  --dir DIR     where temporary packet files go (default $TMPDIR or /tmp); they\n"
                  "                are removed afterwards. The full run writes a 1 GiB file there.\n"
                  "  --no-huge     skip the 1 GiB file\n"
@@ -934,7 +1024,8 @@ int main(int argc, char **argv) {
             for (size_t p = 0; p <= c.only.size();) {
                 size_t q = std::min(c.only.find(',', p), c.only.size());
                 std::string g = c.only.substr(p, q - p);
-                if (g != "encode" && g != "decode" && g != "lz4" && g != "stream" && g != "file") {
+                if (g != "encode" && g != "decode" && g != "lz4" && g != "stream" && g != "file" && g != "quant" &&
+                    g != "sparse") {
                     std::fprintf(stderr, "tenso_bench: unknown group '%s' in --only\n", g.c_str());
                     return 2;
                 }
@@ -989,6 +1080,8 @@ int main(int argc, char **argv) {
     if (c.runs("encode")) for (uint64_t s : sizes) bench_encode(c, s);
     if (c.runs("decode")) for (uint64_t s : sizes) bench_decode(c, s);
     if (c.runs("lz4")) for (uint64_t s : sizes) bench_lz4(c, s);
+    if (c.runs("quant")) bench_quant(c, c.quick ? MiB : 64 * MiB);
+    if (c.runs("sparse")) bench_sparse(c, c.quick ? 1024 : 8192);
     if (c.runs("stream")) for (uint64_t s : stream_sizes) bench_stream(c, s);
     if (c.runs("file")) {
         bench_file(c, file_size, false);

@@ -1,0 +1,184 @@
+//! The Rust link of the cross-language chain (Python -> Go -> Rust -> C and back, see
+//! tests/interop/): reads Tenso packets from standard input, decodes each one, builds it again
+//! with the safe API (tensors, bundles, sparse, quantized and string values taken from the
+//! view) and writes it to standard output with the options it was written with, until the
+//! input ends between two packets.
+//!
+//! "The options it was written with" are read off each view: integrity and compression from
+//! its flags, the alignment from its header. A bundle is encoded with its own options; an entry
+//! written with other ones is encoded alone with those and inserted as a pre-encoded packet
+//! (the bytes it would have inline), as the Go relay does. Only the kinds the crate has no
+//! writer for (direct ragged packets, unknown kinds) go through unchanged as `Value::packet`.
+//!
+//! Exit status: 0 at a clean end of stream, 1 on any error (reported on standard error with the
+//! index of the packet), 2 on bad usage.
+//!
+//! ```sh
+//! cargo run --example relay < in.tenso > out.tenso
+//! ```
+use std::io::{self, Read};
+use std::process::ExitCode;
+
+use tenso::{flags, Bundle, Kind, Options, PacketLength, Sparse, Value, ViewRef};
+
+fn main() -> ExitCode {
+    if std::env::args_os().len() > 1 {
+        eprintln!("usage: relay < packets > packets");
+        return ExitCode::from(2);
+    }
+    let mut input = io::stdin().lock();
+    let output = io::stdout();
+    let mut buf = Vec::new();
+    for index in 0u64.. {
+        let step = match next_packet(&mut input, &mut buf) {
+            Ok(false) => return ExitCode::SUCCESS,
+            Ok(true) => relay_one(&buf, &output),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = step {
+            eprintln!("relay (rust): packet {index}: {e}");
+            return ExitCode::from(1);
+        }
+    }
+    unreachable!()
+}
+
+/// Frames the next packet into `buf` with `packet_length`, reading only what the headers say
+/// is needed, so nothing past the packet is consumed. `Ok(false)` at a clean end of stream.
+fn next_packet(input: &mut impl Read, buf: &mut Vec<u8>) -> io::Result<bool> {
+    buf.clear();
+    loop {
+        let needed = match tenso::packet_length(buf)? {
+            PacketLength::Complete(n) if n == buf.len() => return Ok(true),
+            PacketLength::Complete(n) => {
+                return Err(io::Error::other(format!("framed {n} bytes but read {}", buf.len())))
+            }
+            PacketLength::Incomplete { needed } => needed,
+        };
+        let have = buf.len();
+        buf.resize(needed, 0);
+        let mut at = have;
+        while at < needed {
+            match input.read(&mut buf[at..]) {
+                Ok(0) if at == 0 => return Ok(false),
+                Ok(0) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        format!("stream ended after {at} bytes of a packet of at least {needed}"),
+                    ))
+                }
+                Ok(n) => at += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+fn relay_one(bytes: &[u8], output: &io::Stdout) -> io::Result<()> {
+    let view = tenso::loads(bytes)?;
+    let root = written_with(&view);
+    // Pass 1 encodes the entries whose options differ from the root's, in tree order; pass 2
+    // builds the value borrowing those packets (they must outlive it, hence two passes).
+    let mut alone = Vec::new();
+    let value = if matches!(view.kind(), Kind::Ragged | Kind::Unknown(_)) {
+        // No writer for this kind in the crate: forward the packet verbatim.
+        Value::packet(bytes)?
+    } else {
+        standalone(&view, &root, true, &mut alone)?;
+        build(&view, &root, true, &alone, &mut 0)?
+    };
+    // The AsFd path: header from a small buffer, bodies straight from the view, vectored.
+    root.write_fd(output, &value)?;
+    Ok(())
+}
+
+fn is_bundle(v: &ViewRef) -> bool {
+    v.kind() == Kind::Bundle
+}
+
+/// The options a view was written with.
+fn written_with(v: &ViewRef) -> Options {
+    let a = v.alignment();
+    Options::new()
+        .integrity(v.flags() & flags::INTEGRITY != 0)
+        .compress(v.flags() & flags::COMPRESSION != 0)
+        .alignment(if a == 0 { 64 } else { a })
+}
+
+fn same(a: &Options, b: &Options) -> bool {
+    let norm = |x: u32| if x == 0 { 64 } else { x };
+    a.has_integrity() == b.has_integrity()
+        && a.has_compression() == b.has_compression()
+        && norm(a.get_alignment()) == norm(b.get_alignment())
+}
+
+/// Entries that carry their own options (dense, quantized and string bodies): encoded alone
+/// when those differ from the options the tree is encoded with.
+fn own_options(v: &ViewRef, root: &Options, top: bool) -> Option<Options> {
+    if top || !matches!(v.kind(), Kind::Dense | Kind::Quantized | Kind::String) {
+        return None;
+    }
+    let own = written_with(v);
+    (!same(&own, root)).then_some(own)
+}
+
+fn standalone(v: &ViewRef, root: &Options, top: bool, out: &mut Vec<Vec<u8>>) -> io::Result<()> {
+    if let Some(own) = own_options(v, root, top) {
+        out.push(own.dumps(&leaf(v)?)?);
+        return Ok(());
+    }
+    if is_bundle(v) {
+        for (_, child) in v.entries() {
+            standalone(child, root, false, out)?;
+        }
+    }
+    Ok(())
+}
+
+fn build<'a>(
+    v: &'a ViewRef,
+    root: &Options,
+    top: bool,
+    alone: &'a [Vec<u8>],
+    next: &mut usize,
+) -> io::Result<Value<'a>> {
+    if own_options(v, root, top).is_some() {
+        let packet = &alone[*next];
+        *next += 1;
+        return Ok(Value::packet(packet)?);
+    }
+    if !is_bundle(v) {
+        return leaf(v);
+    }
+    let mut bundle = Bundle::new();
+    for (key, child) in v.entries() {
+        bundle.insert(key, &build(child, root, false, alone, next)?)?;
+    }
+    Ok(bundle.into_value())
+}
+
+/// A value for one non-bundle view, made from its decoded parts (bodies borrowed, not copied).
+fn leaf(v: &ViewRef) -> io::Result<Value<'_>> {
+    Ok(match v.kind() {
+        Kind::Dense => Value::tensor(&v.as_tensor()?)?,
+        Kind::Quantized => Value::quantized(&v.quantized()?)?,
+        Kind::String => {
+            let s = v.strings()?;
+            Value::strings_raw(s.offsets(), s.payload())?
+        }
+        Kind::SparseCoo | Kind::SparseCsr | Kind::SparseCsc => match v.sparse()? {
+            Sparse::Coo { shape, data, row, col } => {
+                Value::sparse_coo(shape, &data.as_tensor()?, &row.as_tensor()?, &col.as_tensor()?)?
+            }
+            Sparse::Csr { shape, data, indices, indptr } => {
+                Value::sparse_csr(shape, &data.as_tensor()?, &indices.as_tensor()?, &indptr.as_tensor()?)?
+            }
+            Sparse::Csc { shape, data, indices, indptr } => {
+                Value::sparse_csc(shape, &data.as_tensor()?, &indices.as_tensor()?, &indptr.as_tensor()?)?
+            }
+        },
+        Kind::GpuIpcRef => Value::ipc_ref(&v.ipc_ref()?)?,
+        other => return Err(io::Error::other(format!("no writer for a {other:?} entry"))),
+    })
+}
