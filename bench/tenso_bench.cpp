@@ -717,7 +717,7 @@ void bench_lz4(const Config &c, uint64_t size) {
 
 // Quantization kernels over float32 weights shaped [rows, 1024]: quantize (one tenso_quantize,
 // which allocates its output) and dequantize into a pre-faulted buffer, for every dtype and
-// scheme; per-channel runs along axis 0 (one scale per row, as for a Linear layer's weights).
+// scheme; per-channel along axis 0 (a scale per row, as for Linear weights) and axis 1 (last).
 void bench_quant(const Config &c, uint64_t size) {
     Tensor t(size, false, size + 3);
     uint64_t shape[2] = {size / 4 / 1024, 1024};
@@ -726,21 +726,29 @@ void bench_quant(const Config &c, uint64_t size) {
     in.ndim = 2;
     Mem out(size), body(size);
     const tenso_dtype qd[4] = {TENSO_DTYPE_QINT8, TENSO_DTYPE_QUINT8, TENSO_DTYPE_QINT4, TENSO_DTYPE_QUINT4};
-    const char *scheme_name[3] = {"per_tensor", "per_channel", "per_group(128)"};
+    struct Scheme {
+        int32_t scheme, axis;
+        const char *name;
+    };
+    const Scheme schemes[4] = {{TENSO_QUANT_PER_TENSOR, 0, "per_tensor"},
+                               {TENSO_QUANT_PER_CHANNEL, 0, "per_channel axis 0"},
+                               {TENSO_QUANT_PER_CHANNEL, 1, "per_channel axis 1"},
+                               {TENSO_QUANT_PER_GROUP, 0, "per_group(128)"}};
     for (tenso_dtype d : qd) {
-        for (int32_t scheme = 0; scheme < 3; ++scheme) {
+        for (const Scheme &sc : schemes) {
+            const int32_t scheme = sc.scheme, axis = sc.axis;
             tenso_value *q = nullptr;
-            check(tenso_quantize(&q, &in, d, scheme, 0, 128), "tenso_quantize");
+            check(tenso_quantize(&q, &in, d, scheme, axis, 128), "tenso_quantize");
             tenso_quantized parts;
             check(tenso_value_quantized(&parts, q), "tenso_value_quantized");
             check(tenso_dequantize(reinterpret_cast<float *>(out.data()), size / 4, &parts), "tenso_dequantize");
-            std::string name = std::string(tenso_dtype_name(d)) + " " + scheme_name[scheme];
+            std::string name = std::string(tenso_dtype_name(d)) + " " + sc.name;
             Group(c, "quantize (float32 [rows, 1024])", size)
                 .ref("memcpy", "memcpy of the float32 (reference)", size,
                      [&] { std::memcpy(body.data(), t.mem.data(), size); })
                 .op("quantize " + name, size, [&] {
                     tenso_value *x = nullptr;
-                    check(tenso_quantize(&x, &in, d, scheme, 0, 128), "tenso_quantize");
+                    check(tenso_quantize(&x, &in, d, scheme, axis, 128), "tenso_quantize");
                     tenso_value_free(x);
                 })
                 .op("dequantize " + name, size, [&] {

@@ -128,29 +128,32 @@ void min_max(const float *x, uint64_t count, uint64_t len, uint64_t stride, floa
 // subtracting 1.5 * 2^23 rounds half to even in the default rounding mode without SSE4.1.
 // The SSE2 path does the same operations in the same order, so the bits are identical. A NaN
 // (0/0 from a range that underflows the scale) becomes code 0, as numpy's float->int cast does.
-void quantize_run(int8_t *q, const float *x, uint64_t n, Params p, Range r) {
+// `ss` is the scale stride: 0 applies s[0], z[0] to every element (one block), 1 gives element
+// i its own s[i], z[i] (a row of a channels-last tensor).
+void quantize_run(int8_t *q, const float *x, uint64_t n, const float *s, const float *z, int ss, Range r) {
     const float lo = float(r.qmin), hi = float(r.qmax), magic = 12582912.0f;
     uint64_t i = 0;
 #if defined(__SSE2__)
-    const __m128 vs = _mm_set1_ps(p.scale), vz = _mm_set1_ps(p.zp), vlo = _mm_set1_ps(lo),
-                 vhi = _mm_set1_ps(hi), vm = _mm_set1_ps(magic);
-    auto one = [&](const float *src) {
-        __m128 v = _mm_add_ps(_mm_div_ps(_mm_loadu_ps(src), vs), vz);
+    const __m128 vlo = _mm_set1_ps(lo), vhi = _mm_set1_ps(hi), vm = _mm_set1_ps(magic);
+    const __m128 s1 = _mm_set1_ps(s[0]), z1 = _mm_set1_ps(z[0]);
+    auto one = [&](uint64_t k) {
+        const __m128 vs = ss ? _mm_loadu_ps(s + k) : s1, vz = ss ? _mm_loadu_ps(z + k) : z1;
+        __m128 v = _mm_add_ps(_mm_div_ps(_mm_loadu_ps(x + k), vs), vz);
         const __m128i not_nan = _mm_castps_si128(_mm_cmpord_ps(v, v));
         v = _mm_min_ps(_mm_max_ps(v, vlo), vhi);
         v = _mm_sub_ps(_mm_add_ps(v, vm), vm);
         return _mm_and_si128(_mm_cvttps_epi32(v), not_nan);
     };
     for (; i + 16 <= n; i += 16) {
-        __m128i a = _mm_packs_epi32(one(x + i), one(x + i + 4));
-        __m128i b = _mm_packs_epi32(one(x + i + 8), one(x + i + 12));
+        __m128i a = _mm_packs_epi32(one(i), one(i + 4));
+        __m128i b = _mm_packs_epi32(one(i + 8), one(i + 12));
         // Codes lie in [-128, 127] or [0, 255]: saturating packs keep them exact.
         __m128i bytes = r.qmin < 0 ? _mm_packs_epi16(a, b) : _mm_packus_epi16(a, b);
         _mm_storeu_si128(reinterpret_cast<__m128i *>(q + i), bytes);
     }
 #endif
     for (; i < n; ++i) {
-        float v = x[i] / p.scale + p.zp;
+        float v = x[i] / s[ss * i] + z[ss * i];
         if (v != v) {  // NaN (a degenerate scale): numpy's cast gives INT_MIN, whose low byte is 0
             q[i] = 0;
             continue;
@@ -158,6 +161,36 @@ void quantize_run(int8_t *q, const float *x, uint64_t n, Params p, Range r) {
         v = std::min(std::max(v, lo), hi);
         v = (v + magic) - magic;
         q[i] = int8_t(int32_t(v));  // unsigned types wrap to their byte value
+    }
+}
+
+// Per-channel ranges of a tensor seen as [outer, channels, inner], in one pass in memory
+// order; with inner == 1 (channels last) the pass is vectorised across channels.
+void channel_ranges(const float *x, uint64_t outer, uint64_t channels, uint64_t inner, float *mn, float *mx) {
+    for (uint64_t c = 0; c < channels; ++c) mn[c] = mx[c] = x[c * inner];
+    for (uint64_t o = 0; o < outer; ++o) {
+        const float *row = x + o * channels * inner;
+        if (inner == 1) {
+            uint64_t c = 0;
+#if defined(__SSE2__)
+            for (; c + 4 <= channels; c += 4) {
+                __m128 v = _mm_loadu_ps(row + c);
+                _mm_storeu_ps(mn + c, _mm_min_ps(_mm_loadu_ps(mn + c), v));
+                _mm_storeu_ps(mx + c, _mm_max_ps(_mm_loadu_ps(mx + c), v));
+            }
+#endif
+            for (; c < channels; ++c) {
+                mn[c] = std::min(mn[c], row[c]);
+                mx[c] = std::max(mx[c], row[c]);
+            }
+            continue;
+        }
+        for (uint64_t c = 0; c < channels; ++c) {
+            float lo, hi;
+            min_max(row + c * inner, 1, inner, inner, &lo, &hi);
+            mn[c] = std::min(mn[c], lo);
+            mx[c] = std::max(mx[c], hi);
+        }
     }
 }
 
@@ -205,12 +238,11 @@ QuantOutput quantize(const uint8_t *src, int src_dtype, const uint64_t *shape, u
     std::vector<int8_t> scratch(is_4bit(qdtype) ? n : 0);
     int8_t *q = is_4bit(qdtype) ? scratch.data() : reinterpret_cast<int8_t *>(out.packed.data());
 
-    auto block = [&](uint64_t off, uint64_t count, uint64_t len, uint64_t stride) {
+    auto block = [&](uint64_t off, uint64_t len) {
         float mn, mx;
-        min_max(x + off, count, len, stride, &mn, &mx);
+        min_max(x + off, 1, len, len, &mn, &mx);
         Params p = params_for(mn, mx, r);
-        for (uint64_t c = 0; c < count; ++c)
-            quantize_run(q + off + c * stride, x + off + c * stride, len, p, r);
+        quantize_run(q + off, x + off, len, &p.scale, &p.zp, 0, r);
         out.scales.push_back(p.scale);
         out.zero_points.push_back(p.zp);
     };
@@ -221,15 +253,34 @@ QuantOutput quantize(const uint8_t *src, int src_dtype, const uint64_t *shape, u
         out.scales.assign(groups, 1.0f);
         out.zero_points.assign(groups, 0.0f);
     } else if (scheme == TENSO_QUANT_PER_TENSOR) {
-        block(0, 1, n, n);
+        block(0, n);
     } else if (scheme == TENSO_QUANT_PER_CHANNEL) {
+        // The tensor as [outer, channels, inner]: channel c is every run of `inner` elements at
+        // index c of the middle axis. Both passes walk memory in order.
         uint64_t outer = 1, inner = 1, channels = shape[axis];
         for (uint32_t i = 0; i < axis; ++i) outer *= shape[i];
         for (uint32_t i = axis + 1; i < ndim; ++i) inner *= shape[i];
-        // Channel c covers `outer` runs of `inner` elements, one every channels * inner.
-        for (uint64_t c = 0; c < channels; ++c) block(c * inner, outer, inner, channels * inner);
+        std::vector<float> mn(channels), mx(channels);
+        channel_ranges(x, outer, channels, inner, mn.data(), mx.data());
+        out.scales.resize(channels);
+        out.zero_points.resize(channels);
+        for (uint64_t c = 0; c < channels; ++c) {
+            Params p = params_for(mn[c], mx[c], r);
+            out.scales[c] = p.scale;
+            out.zero_points[c] = p.zp;
+        }
+        const float *sc = out.scales.data(), *zp = out.zero_points.data();
+        for (uint64_t o = 0; o < outer; ++o) {
+            const uint64_t row = o * channels * inner;
+            if (inner == 1) {
+                quantize_run(q + row, x + row, channels, sc, zp, 1, r);
+                continue;
+            }
+            for (uint64_t c = 0; c < channels; ++c)
+                quantize_run(q + row + c * inner, x + row + c * inner, inner, sc + c, zp + c, 0, r);
+        }
     } else {
-        for (uint64_t g = 0; g < n; g += group_size) block(g, 1, std::min<uint64_t>(group_size, n - g), 0);
+        for (uint64_t g = 0; g < n; g += group_size) block(g, std::min<uint64_t>(group_size, n - g));
     }
 
     if (is_4bit(qdtype)) pack4(out.packed.data(), q, n);
@@ -252,10 +303,19 @@ void dequantize_with(float *dst, const QuantDesc &q, uint64_t n, Get get) {
     if (q.scheme == TENSO_QUANT_PER_TENSOR) {
         apply(0, 1, n, n, 0);
     } else if (q.scheme == TENSO_QUANT_PER_CHANNEL) {
+        // [outer, channels, inner] in memory order; channels last vectorises across channels.
         uint64_t outer = 1, inner = 1, channels = q.shape[q.axis];
         for (uint32_t i = 0; i < q.axis; ++i) outer *= q.shape[i];
         for (uint32_t i = q.axis + 1; i < q.ndim; ++i) inner *= q.shape[i];
-        for (uint64_t c = 0; c < channels; ++c) apply(c * inner, outer, inner, channels * inner, c);
+        for (uint64_t o = 0; o < outer; ++o) {
+            const uint64_t row = o * channels * inner;
+            if (inner == 1) {
+                for (uint64_t c = 0; c < channels; ++c)
+                    dst[row + c] = (get(row + c) - q.zero_points[c]) * q.scales[c];
+                continue;
+            }
+            for (uint64_t c = 0; c < channels; ++c) apply(row + c * inner, 1, inner, inner, c);
+        }
     } else {
         for (uint64_t g = 0, k = 0; g < n; g += q.group_size, ++k)
             apply(g, 1, std::min<uint64_t>(q.group_size, n - g), 0, k);
