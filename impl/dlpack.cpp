@@ -51,11 +51,13 @@ Managed *make(const View &v) {
     auto *ctx = new Ctx<Managed>();
     ctx->keep = v.keep;
     // Compact row-major strides, in elements: DLPack 1.2 importers require them for ndim > 0.
-    int64_t stride = 1;
+    // Unsigned arithmetic: an empty tensor's other dimensions may multiply past 2^63 (its
+    // strides are then meaningless, but computing them must not be undefined).
+    uint64_t stride = 1;
     for (uint32_t i = v.ndim; i-- > 0;) {
         ctx->shape[i] = int64_t(v.shape[i]);
-        ctx->strides[i] = stride;
-        stride *= std::max<int64_t>(ctx->shape[i], 1);
+        ctx->strides[i] = int64_t(stride);
+        stride *= std::max<uint64_t>(v.shape[i], 1);
     }
     Managed &m = ctx->managed;
     m.manager_ctx = ctx;
