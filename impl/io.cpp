@@ -115,9 +115,9 @@ std::unique_ptr<View> read_packet(int fd, const Limits &limits) {
     size_t have = 0, want = sizeof kMagic;  // garbage is told apart from a cut stream
     for (;;) {
         while (have < want) {
-            // Memory follows the bytes received (at most twice as many, from 4 KiB on), never
+            // Memory follows the bytes received (at most twice as many, from 64 KiB on), never
             // a length the stream merely claims.
-            size_t target = std::min(want, std::max(2 * have, size_t(4096)));
+            size_t target = std::min(want, std::max(2 * have, PacketBuffer::kHeapMax));
             buf.reserve(target, have);
             have += read_full(fd, buf.data() + have, target - have);
             if (have < target) {
