@@ -608,7 +608,7 @@ void inspect(tenso_packet_info *out, const uint8_t *buf, size_t len) {
     }
     if (!complete) {
         try {
-            n = scan(buf, len, lim, true);
+            n = scan(buf, len, lim, ScanMode::kHeader);
         } catch (const NeedMore &m) {
             fail(TENSO_E_TRUNCATED, "header is truncated: needs " + num(m.need) + " bytes, has " + num(len));
         }

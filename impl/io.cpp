@@ -126,7 +126,7 @@ std::unique_ptr<View> read_packet(int fd, const Limits &limits) {
             }
         }
         try {
-            scan(buf.data(), have, limits);
+            scan(buf.data(), have, limits, ScanMode::kFrame);  // decode() checks everything
             break;
         } catch (const NeedMore &m) {
             want = m.need;

@@ -72,8 +72,9 @@ std::string num(uint64_t v) { return std::to_string(v); }
 // packet must not pass (its container's length field); the top level has none.
 class Scanner {
 public:
-    Scanner(const uint8_t *buf, size_t len, const Limits &lim, bool header_only)
-        : b_(buf), len_(len), lim_(lim), header_only_(header_only) {}
+    Scanner(const uint8_t *buf, size_t len, const Limits &lim, ScanMode mode)
+        : b_(buf), len_(len), lim_(lim), header_only_(mode == ScanMode::kHeader),
+          frame_only_(mode == ScanMode::kFrame) {}
 
     Node packet(size_t start, size_t bound, int bound_status, int depth);
 
@@ -82,6 +83,21 @@ private:
     size_t len_;
     const Limits &lim_;
     bool header_only_;
+    bool frame_only_;
+
+    // Nested packet `start..end` in frame mode: only its own header is checked, then the
+    // whole of it is required; the decode that follows framing checks everything inside.
+    void frame_child(size_t start, size_t end, int child_status, int depth, size_t bound, int bst) {
+        header_only_ = true;
+        try {
+            packet(start, end, child_status, depth);
+        } catch (...) {
+            header_only_ = false;
+            throw;
+        }
+        header_only_ = false;
+        need(end, bound, bst, "nested packet");
+    }
 
     // Requires bytes up to `end`: past the container's bound is an inconsistency, past the
     // packet-size limit a LIMIT, past what we have a NeedMore.
@@ -316,6 +332,11 @@ void Scanner::bundle(Node &n, size_t pos, size_t bound, int bst, int depth) {
         pos += 4;
         size_t vend = add(pos, vlen);
         if (vend > bound) fail(bst, "bundle value runs past the length its container gives");
+        if (frame_only_) {
+            frame_child(pos, vend, TENSO_E_BAD_BUNDLE, depth + 1, bound, bst);
+            pos = vend;
+            continue;
+        }
         try {
             c.node = packet(pos, vend, TENSO_E_BAD_BUNDLE, depth + 1);
         } catch (const NeedMore &) {
@@ -344,6 +365,11 @@ void Scanner::sparse(Node &n, size_t pos, size_t bound, int bst, int depth) {
         pos += 4;
         size_t cend = add(pos, clen);
         if (cend > bound) fail(bst, "sparse component runs past the length its container gives");
+        if (frame_only_) {
+            frame_child(pos, cend, TENSO_E_MALFORMED, depth + 1, bound, bst);
+            pos = cend;
+            continue;
+        }
         Node::Child c;
         try {
             c.node = packet(pos, cend, TENSO_E_MALFORMED, depth + 1);
@@ -452,8 +478,8 @@ Limits Limits::from(const tenso_decode_options *o) {
     return l;
 }
 
-Node scan(const uint8_t *buf, size_t len, const Limits &limits, bool header_only) {
-    Scanner s(buf, len, limits, header_only);
+Node scan(const uint8_t *buf, size_t len, const Limits &limits, ScanMode mode) {
+    Scanner s(buf, len, limits, mode);
     return s.packet(0, std::numeric_limits<size_t>::max(), TENSO_E_MALFORMED, 0);
 }
 

@@ -119,9 +119,13 @@ struct Node::Child {
 // Scans the packet that starts at buf[0], validating its structure and the limits, without
 // reading bodies (except LZ4 block headers, to find a compressed body's end).
 // Throws NeedMore when `len` bytes are not enough, Error for anything invalid.
-// header_only: stop after the header, shape and metadata (no body, entries or components);
-// end, body_len and children are then left unset.
-Node scan(const uint8_t *buf, size_t len, const Limits &limits, bool header_only = false);
+enum class ScanMode {
+    kFull,    // everything, recursively
+    kHeader,  // stop after the header, shape and metadata (end, body_len, children unset)
+    kFrame,   // the exact end only: nested packets get a header check, not a full walk, so a
+              // stream reader's rescan per step stays linear (decode checks the rest)
+};
+Node scan(const uint8_t *buf, size_t len, const Limits &limits, ScanMode mode = ScanMode::kFull);
 
 // Levels of packets nested below `n` (bundle values, sparse components).
 uint32_t nesting_depth(const Node &n);
