@@ -2,6 +2,7 @@
 // into a bytes object), to a file descriptor (vectored, bodies never copied) and to files
 // (atomic save). Every body stays borrowed from its numpy array; the Python objects that own
 // borrowed memory are kept alive by the Value that borrows it.
+#include <sys/mman.h>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -104,6 +105,16 @@ tenso_status maybe_released(bool release, Fn &&fn) {
 // the bound is only an upper bound (about the uncompressed size), so the packet goes to scratch
 // memory first (its untouched pages cost nothing) and is copied into a bytes object of the real
 // size: a copy of the compressed bytes, instead of a bytes object as large as the input.
+// A large bytes object is fresh, untouched memory: asking for transparent huge pages before
+// the packet is written saves most of the page faults (numpy does the same for its arrays).
+void advise_huge_pages(char *p, size_t n) {
+    constexpr uintptr_t kHuge = uintptr_t(2) << 20;
+    if (n < 2 * kHuge) return;
+    uintptr_t lo = (reinterpret_cast<uintptr_t>(p) + kHuge - 1) & ~(kHuge - 1);
+    uintptr_t hi = (reinterpret_cast<uintptr_t>(p) + n) & ~(kHuge - 1);
+    if (hi > lo) ::madvise(reinterpret_cast<void *>(lo), hi - lo, MADV_HUGEPAGE);  // advisory only
+}
+
 template <class Bound, class Into>
 py::object encode_bytes(Bound &&bound_fn, Into &&into_fn, bool pad, uint32_t alignment, bool compressed) {
     size_t bound = 0;
@@ -123,6 +134,7 @@ py::object encode_bytes(Bound &&bound_fn, Into &&into_fn, bool pad, uint32_t ali
     if (!raw) throw py::error_already_set();
     py::object bytes = py::reinterpret_steal<py::object>(raw);
     char *base = PyBytes_AS_STRING(raw);
+    advise_huge_pages(base, size + slack);
     const size_t off = pad ? (a - (reinterpret_cast<uintptr_t>(base) & (a - 1))) & (a - 1) : 0;
     char *dst = base + off;
     if (compressed) {
