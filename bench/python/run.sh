@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Set up (idempotently) everything the Python benchmark needs, then run it once:
+#   - build/venv-sdk with our `tenso` (built by sdk/python/run-tests.sh only if missing);
+#   - the peer libraries, pinned, installed into that same venv (stamp file: re-runs are offline);
+#   - build/venv-upstream with upstream tenso 0.24.0 (tests/upstream/venv.sh), measured in a
+#     subprocess because it has the same import name as ours.
+# Extra arguments go to bench.py (e.g. --quick, --no-chart).
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd "$here/../.." && pwd)"
+venv="$repo/build/venv-sdk"
+py="$venv/bin/python"
+log() { printf 'bench/python/run.sh: %s\n' "$*" >&2; }
+
+if ! "$py" -c "import tenso" 2>/dev/null; then
+    log "building the SDK venv (sdk/python/run-tests.sh)"
+    (cd "$repo" && bash sdk/python/run-tests.sh -q -x -k test_api)
+fi
+
+peers="safetensors==0.8.0
+pyarrow==26.0.1
+msgpack==1.2.4
+msgpack-numpy==0.4.8
+matplotlib==3.11.2"
+stamp="$venv/.tenso-bench-peers"
+if [[ ! -f "$stamp" ]] || [[ "$(cat "$stamp")" != "$peers" ]]; then
+    log "installing pinned peer libraries into $venv"
+    rm -f "$stamp"
+    req_file="$(mktemp)"
+    trap 'rm -f "$req_file"' EXIT
+    printf '%s\n' "$peers" > "$req_file"
+    "$py" -m pip install --disable-pip-version-check --no-input --quiet --only-binary=:all: -r "$req_file"
+    "$py" -c "import safetensors.numpy, pyarrow, msgpack, msgpack_numpy, matplotlib"
+    printf '%s\n' "$peers" > "$stamp"
+fi
+
+upstream_py="$(cd "$repo" && bash tests/upstream/venv.sh | tail -n1)"
+
+cd "$here"
+exec "$py" bench.py --upstream-python "$upstream_py" "$@"
