@@ -90,34 +90,31 @@ Params params_for(float mn, float mx, Range r) {
     return {scale, zp};
 }
 
-// min/max over `count` runs of `len` elements starting every `stride` elements.
-// (NaN inputs are not supported, as upstream's quantization of them is meaningless anyway.)
-void min_max(const float *x, uint64_t count, uint64_t len, uint64_t stride, float *mn, float *mx) {
-    float lo = x[0], hi = x[0];
-    for (uint64_t c = 0; c < count; ++c) {
-        const float *p = x + c * stride;
-        uint64_t i = 0;
+// min/max of n elements. (NaN inputs are not supported, as upstream's quantization of them is
+// meaningless anyway.)
+void min_max(const float *p, uint64_t len, float *mn, float *mx) {
+    float lo = p[0], hi = p[0];
+    uint64_t i = 0;
 #if defined(__SSE2__)
-        if (len >= 4) {
-            __m128 vlo = _mm_set1_ps(lo), vhi = _mm_set1_ps(hi);
-            for (; i + 4 <= len; i += 4) {
-                __m128 v = _mm_loadu_ps(p + i);
-                vlo = _mm_min_ps(vlo, v);
-                vhi = _mm_max_ps(vhi, v);
-            }
-            float l[4], h[4];
-            _mm_storeu_ps(l, vlo);
-            _mm_storeu_ps(h, vhi);
-            for (int k = 0; k < 4; ++k) {
-                lo = std::min(lo, l[k]);
-                hi = std::max(hi, h[k]);
-            }
+    if (len >= 4) {
+        __m128 vlo = _mm_set1_ps(lo), vhi = _mm_set1_ps(hi);
+        for (; i + 4 <= len; i += 4) {
+            __m128 v = _mm_loadu_ps(p + i);
+            vlo = _mm_min_ps(vlo, v);
+            vhi = _mm_max_ps(vhi, v);
         }
+        float l[4], h[4];
+        _mm_storeu_ps(l, vlo);
+        _mm_storeu_ps(h, vhi);
+        for (int k = 0; k < 4; ++k) {
+            lo = std::min(lo, l[k]);
+            hi = std::max(hi, h[k]);
+        }
+    }
 #endif
-        for (; i < len; ++i) {
-            lo = std::min(lo, p[i]);
-            hi = std::max(hi, p[i]);
-        }
+    for (; i < len; ++i) {
+        lo = std::min(lo, p[i]);
+        hi = std::max(hi, p[i]);
     }
     *mn = lo;
     *mx = hi;
@@ -187,7 +184,7 @@ void channel_ranges(const float *x, uint64_t outer, uint64_t channels, uint64_t 
         }
         for (uint64_t c = 0; c < channels; ++c) {
             float lo, hi;
-            min_max(row + c * inner, 1, inner, inner, &lo, &hi);
+            min_max(row + c * inner, inner, &lo, &hi);
             mn[c] = std::min(mn[c], lo);
             mx[c] = std::max(mx[c], hi);
         }
@@ -240,7 +237,7 @@ QuantOutput quantize(const uint8_t *src, int src_dtype, const uint64_t *shape, u
 
     auto block = [&](uint64_t off, uint64_t len) {
         float mn, mx;
-        min_max(x + off, 1, len, len, &mn, &mx);
+        min_max(x + off, len, &mn, &mx);
         Params p = params_for(mn, mx, r);
         quantize_run(q + off, x + off, len, &p.scale, &p.zp, 0, r);
         out.scales.push_back(p.scale);
@@ -293,15 +290,12 @@ struct Q8s { const uint8_t *d; float operator()(uint64_t i) const { return float
 struct Q8u { const uint8_t *d; float operator()(uint64_t i) const { return float(d[i]); } };
 template <class Get>
 void dequantize_with(float *dst, const QuantDesc &q, uint64_t n, Get get) {
-    auto apply = [&](uint64_t off, uint64_t count, uint64_t len, uint64_t stride, uint64_t k) {
+    auto apply = [&](uint64_t off, uint64_t len, uint64_t k) {
         const float s = q.scales[k], z = q.zero_points[k];
-        for (uint64_t c = 0; c < count; ++c) {
-            const uint64_t base = off + c * stride;
-            for (uint64_t i = 0; i < len; ++i) dst[base + i] = (get(base + i) - z) * s;
-        }
+        for (uint64_t i = off; i < off + len; ++i) dst[i] = (get(i) - z) * s;
     };
     if (q.scheme == TENSO_QUANT_PER_TENSOR) {
-        apply(0, 1, n, n, 0);
+        apply(0, n, 0);
     } else if (q.scheme == TENSO_QUANT_PER_CHANNEL) {
         // [outer, channels, inner] in memory order; channels last vectorises across channels.
         uint64_t outer = 1, inner = 1, channels = q.shape[q.axis];
@@ -314,11 +308,11 @@ void dequantize_with(float *dst, const QuantDesc &q, uint64_t n, Get get) {
                     dst[row + c] = (get(row + c) - q.zero_points[c]) * q.scales[c];
                 continue;
             }
-            for (uint64_t c = 0; c < channels; ++c) apply(row + c * inner, 1, inner, inner, c);
+            for (uint64_t c = 0; c < channels; ++c) apply(row + c * inner, inner, c);
         }
     } else {
         for (uint64_t g = 0, k = 0; g < n; g += q.group_size, ++k)
-            apply(g, 1, std::min<uint64_t>(q.group_size, n - g), 0, k);
+            apply(g, std::min<uint64_t>(q.group_size, n - g), k);
     }
 }
 }  // namespace

@@ -189,7 +189,7 @@ Node Scanner::packet(size_t start, size_t bound, int bst, int depth) {
     } else {
         fail(TENSO_E_UNSUPPORTED_VERSION, "unsupported protocol version " + num(n.version));
     }
-    n.kind = kind_of(n.flags, n.dtype, n.version, reserved);
+    n.kind = kind_of(n.flags, n.dtype);
     switch (n.kind) {
     case TENSO_KIND_GPU_IPC_REF:
         if (n.version != 4 || reserved != 1 || n.ndim != 0)
@@ -448,9 +448,7 @@ uint32_t nesting_depth(const Node &n) {
     return d;
 }
 
-int kind_of(uint32_t flags, int dtype, uint32_t version, uint8_t reserved) {
-    (void)version;
-    (void)reserved;
+int kind_of(uint32_t flags, int dtype) {
     if (flags & TENSO_FLAG_GPU_IPC_REF) return TENSO_KIND_GPU_IPC_REF;
     if (flags & TENSO_FLAG_BUNDLE) return TENSO_KIND_BUNDLE;
     if (flags & TENSO_FLAG_SPARSE_COO) return TENSO_KIND_SPARSE_COO;

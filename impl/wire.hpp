@@ -131,6 +131,6 @@ Node scan(const uint8_t *buf, size_t len, const Limits &limits, ScanMode mode = 
 uint32_t nesting_depth(const Node &n);
 
 // The kind a header announces (dispatch order of the reference engine).
-int kind_of(uint32_t flags, int dtype, uint32_t version, uint8_t reserved);
+int kind_of(uint32_t flags, int dtype);
 
 }  // namespace tenso
