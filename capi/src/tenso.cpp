@@ -1,30 +1,25 @@
-// tenso.cpp - the extern "C" firewall. Every entry point is noexcept, checks its pointers,
-// runs the engine between TENSO_API_BEGIN/TENSO_API_END (which turn any exception into a
-// status and a thread-local message) and never lets C++ types cross the boundary.
+// tenso.cpp - the extern "C" firewall for the core API (tenso.h). Every entry point is
+// noexcept, checks its pointers, runs the engine between TENSO_API_BEGIN/TENSO_API_END
+// (firewall.hpp) and never lets C++ types cross the boundary. shm.cpp and archive.cpp do the
+// same for their headers.
 #include <cstdlib>
 #include <cstring>
 #include <new>
 #include <string>
 
-#include "tenso/tenso.h"
+#include "firewall.hpp"
 
-#include "codec.hpp"
 #include "dlpack.hpp"
-#include "error.hpp"
 #include "io.hpp"
 #include "sparse.hpp"
 
-struct tenso_value {
-    tenso::Value v;
-};
-// tenso_view is never defined: a tenso_view* is a tenso::View*, so child views can be handed
-// out as pointers into their parent.
+namespace tenso::capi {
 
 namespace {
-
 thread_local std::string t_error;
+}
 
-tenso_status set_error(tenso_status st, const char *msg) {
+tenso_status set_error(tenso_status st, const char *msg) noexcept {
     try {
         t_error = msg;
     } catch (...) {
@@ -32,33 +27,12 @@ tenso_status set_error(tenso_status st, const char *msg) {
     }
     return st;
 }
+void clear_error() noexcept { t_error.clear(); }
+const char *last_error() noexcept { return t_error.c_str(); }
 
-const tenso::View *V(const tenso_view *v) { return reinterpret_cast<const tenso::View *>(v); }
-const tenso_view *H(const tenso::View *v) { return reinterpret_cast<const tenso_view *>(v); }
+}  // namespace tenso::capi
 
-}  // namespace
-
-#define TENSO_API_BEGIN                                                                        \
-    t_error.clear();                                                                           \
-    try {
-#define TENSO_API_END                                                                          \
-    }                                                                                          \
-    catch (const tenso::Error &e) {                                                            \
-        return set_error(e.status(), e.what());                                                \
-    }                                                                                          \
-    catch (const std::bad_alloc &) {                                                           \
-        return set_error(TENSO_E_NO_MEMORY, "out of memory");                                  \
-    }                                                                                          \
-    catch (const std::exception &e) {                                                          \
-        return set_error(TENSO_E_INTERNAL, e.what());                                          \
-    }                                                                                          \
-    catch (...) {                                                                              \
-        return set_error(TENSO_E_INTERNAL, "unknown internal error");                          \
-    }                                                                                          \
-    return TENSO_OK;
-
-#define CHECK_ARG(p)                                                                           \
-    if (!(p)) return set_error(TENSO_E_INVALID_ARGUMENT, #p " is NULL")
+using namespace tenso::capi;
 
 /* ---------------------------------------------------------------- version, errors, dtypes */
 
@@ -68,8 +42,8 @@ uint32_t tenso_version_number(void) { return TENSO_VERSION_NUMBER; }
 const char *tenso_version_string(void) { return TENSO_VERSION_STRING; }
 uint32_t tenso_protocol_version(void) { return TENSO_PROTOCOL_VERSION; }
 
-const char *tenso_last_error(void) { return t_error.c_str(); }
-void tenso_error_clear(void) { t_error.clear(); }
+const char *tenso_last_error(void) { return last_error(); }
+void tenso_error_clear(void) { clear_error(); }
 
 const char *tenso_status_name(tenso_status s) {
     switch (s) {
@@ -94,6 +68,14 @@ const char *tenso_status_name(tenso_status s) {
     case TENSO_E_NOT_AVAILABLE: return "TENSO_E_NOT_AVAILABLE";
     case TENSO_E_USER: return "TENSO_E_USER";
     case TENSO_E_INTERNAL: return "TENSO_E_INTERNAL";
+    case TENSO_E_NOT_FOUND: return "TENSO_E_NOT_FOUND";
+    case TENSO_E_EXISTS: return "TENSO_E_EXISTS";
+    case TENSO_E_FULL: return "TENSO_E_FULL";
+    case TENSO_E_CORRUPT: return "TENSO_E_CORRUPT";
+    case TENSO_E_TIMEOUT: return "TENSO_E_TIMEOUT";
+    case TENSO_E_BAD_OFFSET: return "TENSO_E_BAD_OFFSET";
+    case TENSO_E_DUPLICATE_KEY: return "TENSO_E_DUPLICATE_KEY";
+    case TENSO_E_BAD_UTF8: return "TENSO_E_BAD_UTF8";
     default: return "TENSO_E_UNKNOWN";
     }
 }
@@ -121,7 +103,7 @@ void tenso_buffer_dispose(tenso_buffer *buf) {
 }
 
 tenso_status tenso_encode_options_init(tenso_encode_options *opts, uint32_t version) {
-    t_error.clear();
+    clear_error();
     CHECK_ARG(opts);
     if (version != TENSO_ENCODE_OPTIONS_VERSION)
         return set_error(TENSO_E_INVALID_ARGUMENT, "unknown tenso_encode_options version");
@@ -130,7 +112,7 @@ tenso_status tenso_encode_options_init(tenso_encode_options *opts, uint32_t vers
 }
 
 tenso_status tenso_decode_options_init(tenso_decode_options *opts, uint32_t version) {
-    t_error.clear();
+    clear_error();
     CHECK_ARG(opts);
     if (version != TENSO_DECODE_OPTIONS_VERSION)
         return set_error(TENSO_E_INVALID_ARGUMENT, "unknown tenso_decode_options version");
@@ -452,7 +434,7 @@ tenso_status tenso_value_new_sparse(tenso_value **out, tenso_kind format, uint32
 }
 
 tenso_status tenso_view_component(const tenso_view **child_out, const tenso_view *v, uint32_t index) {
-    t_error.clear();
+    clear_error();
     CHECK_ARG(child_out);
     *child_out = nullptr;
     CHECK_ARG(v);
@@ -517,7 +499,7 @@ tenso_status tenso_value_new_quantized(tenso_value **out, const tenso_quantized 
 }
 
 tenso_status tenso_value_quantized(tenso_quantized *out, const tenso_value *v) {
-    t_error.clear();
+    clear_error();
     CHECK_ARG(out);
     CHECK_ARG(v);
     if (v->v.type != tenso::Value::kQuantized) return set_error(TENSO_E_UNSUPPORTED_KIND, "value is not quantized");
@@ -526,7 +508,7 @@ tenso_status tenso_value_quantized(tenso_quantized *out, const tenso_value *v) {
 }
 
 tenso_status tenso_view_quantized(tenso_quantized *out, const tenso_view *v) {
-    t_error.clear();
+    clear_error();
     CHECK_ARG(out);
     CHECK_ARG(v);
     const tenso::View &w = *V(v);
@@ -583,7 +565,7 @@ tenso_status tenso_value_new_strings(tenso_value **out, uint64_t count, const ui
 }
 
 tenso_status tenso_view_string_offsets(const uint64_t **offsets_out, const char **payload_out, const tenso_view *v) {
-    t_error.clear();
+    clear_error();
     CHECK_ARG(offsets_out);
     CHECK_ARG(payload_out);
     CHECK_ARG(v);
@@ -703,7 +685,7 @@ tenso_status tenso_value_new_ipc_ref(tenso_value **out, const tenso_ipc_ref *ref
 }
 
 tenso_status tenso_view_ipc_ref(tenso_ipc_ref *out, const tenso_view *v) {
-    t_error.clear();
+    clear_error();
     CHECK_ARG(out);
     CHECK_ARG(v);
     const tenso::View &w = *V(v);
@@ -754,7 +736,7 @@ tenso_status tenso_loads(tenso_view **out, const void *data, size_t len, const t
     CHECK_ARG(data || !len);
     TENSO_API_BEGIN
     auto v = tenso::decode(static_cast<const uint8_t *>(data), len, tenso::Limits::from(opts), nullptr);
-    *out = const_cast<tenso_view *>(H(v.release()));
+    *out = release_view(std::move(v));
     TENSO_API_END
 }
 
@@ -777,7 +759,7 @@ uint32_t tenso_view_bundle_count(const tenso_view *v) {
 
 tenso_status tenso_view_bundle_entry(const char **key_out, size_t *key_len_out, const tenso_view **child_out,
                                      const tenso_view *v, uint32_t index) {
-    t_error.clear();
+    clear_error();
     CHECK_ARG(key_out);
     CHECK_ARG(key_len_out);
     CHECK_ARG(child_out);
@@ -793,7 +775,7 @@ tenso_status tenso_view_bundle_entry(const char **key_out, size_t *key_len_out, 
 
 tenso_status tenso_view_bundle_find(const tenso_view **child_out, const tenso_view *v, const char *key,
                                     size_t key_len) {
-    t_error.clear();
+    clear_error();
     CHECK_ARG(child_out);
     *child_out = nullptr;
     CHECK_ARG(v);
@@ -826,7 +808,7 @@ tenso_status tenso_load_file(tenso_view **out, const char *path, uint32_t mode, 
         return set_error(TENSO_E_INVALID_ARGUMENT, "mode must be TENSO_LOAD_READ or TENSO_LOAD_MMAP");
     TENSO_API_BEGIN
     auto v = tenso::load_file(path, mode == TENSO_LOAD_MMAP, tenso::Limits::from(opts));
-    *out = const_cast<tenso_view *>(H(v.release()));
+    *out = release_view(std::move(v));
     TENSO_API_END
 }
 

@@ -86,13 +86,21 @@ public:
             {TENSO_E_NOT_AVAILABLE, "TENSO_E_NOT_AVAILABLE"},
             {TENSO_E_USER, "TENSO_E_USER"},
             {TENSO_E_INTERNAL, "TENSO_E_INTERNAL"},
+            {TENSO_E_NOT_FOUND, "TENSO_E_NOT_FOUND"},
+            {TENSO_E_EXISTS, "TENSO_E_EXISTS"},
+            {TENSO_E_FULL, "TENSO_E_FULL"},
+            {TENSO_E_CORRUPT, "TENSO_E_CORRUPT"},
+            {TENSO_E_TIMEOUT, "TENSO_E_TIMEOUT"},
+            {TENSO_E_BAD_OFFSET, "TENSO_E_BAD_OFFSET"},
+            {TENSO_E_DUPLICATE_KEY, "TENSO_E_DUPLICATE_KEY"},
+            {TENSO_E_BAD_UTF8, "TENSO_E_BAD_UTF8"},
         };
-        // The codes are pinned ABI values: 0 and -1 to -20, contiguous.
+        // The codes are pinned ABI values: 0 and -1 to -28, contiguous.
         for (size_t i = 0; i < sizeof table / sizeof table[0]; ++i) {
             CPPUNIT_ASSERT_EQUAL(tenso_status(-int32_t(i)), table[i].st);
             CPPUNIT_ASSERT_EQUAL(std::string(table[i].name), std::string(tenso_status_name(table[i].st)));
         }
-        for (tenso_status unknown : {1, -21, -100, 42, INT32_MIN, INT32_MAX})
+        for (tenso_status unknown : {1, -29, -100, 42, INT32_MIN, INT32_MAX})
             CPPUNIT_ASSERT_EQUAL(std::string("TENSO_E_UNKNOWN"), std::string(tenso_status_name(unknown)));
     }
 

@@ -57,6 +57,24 @@ typedef int32_t tenso_status;
 #define TENSO_E_USER                 -19
 /** A bug in tenso: an unexpected internal exception. Please report it. */
 #define TENSO_E_INTERNAL             -20
+/** A key, tensor name or shared-memory segment that does not exist (or has expired). @since 1.1 */
+#define TENSO_E_NOT_FOUND            -21
+/** A shared-memory segment or file to be created exists already. @since 1.1 */
+#define TENSO_E_EXISTS               -22
+/** A cache pool with no room left after expiry and eviction (or no free entry slot). @since 1.1 */
+#define TENSO_E_FULL                 -23
+/** A pool or file whose own structure is invalid or foreign: bad magic, layout version or
+ *  header checksum, inconsistent geometry or counts, unparsable header. @since 1.1 */
+#define TENSO_E_CORRUPT              -24
+/** A lock was not obtained in time (a live process holds it too long). @since 1.1 */
+#define TENSO_E_TIMEOUT              -25
+/** A tensor's byte range is out of the file, overlaps another, is misaligned, or leaves a
+ *  hole that the format forbids. @since 1.1 */
+#define TENSO_E_BAD_OFFSET           -26
+/** A name that occurs twice where names must be unique. @since 1.1 */
+#define TENSO_E_DUPLICATE_KEY        -27
+/** A name, key or metadata string that is not valid UTF-8. @since 1.1 */
+#define TENSO_E_BAD_UTF8             -28
 
 /**
  * The message for the last failure on the calling thread.

@@ -12,8 +12,9 @@
  *     its signature and meaning for the life of soname libtenso.so.1 (see README, "ABI").
  *   - Structs the caller fills (options) start with a version field and only ever grow at the
  *     end; initialise them with the *_INIT macros or *_init() functions.
- *   - The families tenso_shm_*, tenso_cache_* and tenso_gpu_* are reserved for shared memory,
- *     the multi-process tensor cache and device transfers.
+ *   - Shared memory and the multi-process cache (tenso_shm_*, tenso_cache_*) are declared in
+ *     tenso/shm.h, files of many tensors (tenso_archive_*) in tenso/archive.h; this header
+ *     includes both. The family tenso_gpu_* is reserved for device transfers.
  *
  * Conventions
  *   - Fallible functions return tenso_status (tenso/errors.h); details of the last failure on
@@ -647,5 +648,8 @@ TENSO_API tenso_status tenso_view_to_dlpack(DLManagedTensorVersioned **out, cons
 TENSO_API tenso_status tenso_view_to_dlpack_legacy(DLManagedTensor **out, const tenso_view *v);
 
 TENSO_END_DECL
+
+#include "tenso/shm.h"
+#include "tenso/archive.h"
 
 #endif /* TENSO_TENSO_H */

@@ -1,0 +1,264 @@
+/*
+ * tenso/shm.h - tensors in POSIX shared memory: single-packet segments (tenso_shm_*) and a
+ * tensor cache shared by any number of processes on one host (tenso_cache_*).
+ *
+ * Included by tenso/tenso.h; may also be included on its own.
+ *
+ * Names follow shm_open(3) and Python's multiprocessing.shared_memory: "weights" and
+ * "/weights" name the same segment, /dev/shm/weights on Linux. A name is at most 255 bytes,
+ * with no '/' after the leading one.
+ */
+#ifndef TENSO_SHM_H
+#define TENSO_SHM_H
+
+#include "tenso/tenso.h"
+
+TENSO_BEGIN_DECL
+
+/* ============================================================================================
+ * Segments: one packet in one named shared-memory object
+ *
+ * The packet starts at byte 0 of the segment; the segment may be larger than the packet. This
+ * is the layout of the upstream Python `TensoShm`, so segments are exchanged with it both
+ * ways. Unlike upstream, reads frame the packet by its exact length (tenso_packet_length), so
+ * compressed packets and packets followed by stale bytes read back correctly.
+ *
+ * A tenso_shm is a mapping of the segment in this process. Views returned by tenso_shm_get()
+ * point into the mapping and keep it mapped after tenso_shm_close(); they see whatever a later
+ * put writes there (a segment has no pinning: use the cache for that).
+ * ========================================================================================== */
+
+typedef struct tenso_shm tenso_shm;
+
+/** tenso_shm_create flags: if a segment of that name exists (a leftover of a crashed run),
+ *  unlink it and create a fresh one instead of failing with TENSO_E_EXISTS. */
+#define TENSO_SHM_REPLACE 0x1u
+
+/**
+ * Creates a segment of `size` bytes (zero-filled) and maps it read-write.
+ * @param size   bytes, at least 1.
+ * @param flags  0 or TENSO_SHM_REPLACE.
+ * @return TENSO_E_EXISTS when the name is taken (without TENSO_SHM_REPLACE);
+ *         TENSO_E_INVALID_ARGUMENT for a bad name or size 0; TENSO_E_IO when the system
+ *         refuses (errno's text in the message). @since 1.1
+ */
+TENSO_API tenso_status tenso_shm_create(tenso_shm **out, const char *name, uint64_t size,
+                                        uint32_t flags);
+
+/**
+ * Creates a segment sized exactly for `v` under `opts` (an upper bound when compressing) and
+ * encodes `v` into it: one copy of each body, straight into shared memory.
+ * @param written_out  may be NULL; receives the packet length.
+ * @since 1.1
+ */
+TENSO_API tenso_status tenso_shm_create_for(tenso_shm **out, uint64_t *written_out,
+                                            const char *name, const tenso_value *v,
+                                            const tenso_encode_options *opts, uint32_t flags);
+
+/**
+ * Opens an existing segment.
+ * @param writable  non-zero to map it read-write (needed by tenso_shm_put).
+ * @return TENSO_E_NOT_FOUND when there is no segment of that name. @since 1.1
+ */
+TENSO_API tenso_status tenso_shm_open(tenso_shm **out, const char *name, int writable);
+
+/**
+ * Encodes `v` at the start of the segment.
+ * @param written_out  may be NULL; receives the packet length, or with
+ *                     TENSO_E_BUFFER_TOO_SMALL the size needed.
+ * @return TENSO_E_BUFFER_TOO_SMALL when the packet does not fit (the segment is unchanged);
+ *         TENSO_E_INVALID_ARGUMENT when the segment was opened read-only. @since 1.1
+ */
+TENSO_API tenso_status tenso_shm_put(uint64_t *written_out, tenso_shm *shm, const tenso_value *v,
+                                     const tenso_encode_options *opts);
+
+/**
+ * Decodes the packet at the start of the segment: a zero-copy view into the mapping (except
+ * for LZ4 bodies, decompressed into memory the view owns). The view keeps the mapping alive.
+ * @return the tenso_loads statuses; TENSO_E_TRUNCATED when the segment holds no whole packet.
+ * @since 1.1
+ */
+TENSO_API tenso_status tenso_shm_get(tenso_view **out, const tenso_shm *shm,
+                                     const tenso_decode_options *opts);
+
+/** The mapping's first byte (writable when created or opened writable); NULL for NULL.
+ *  @since 1.1 */
+TENSO_API void *tenso_shm_data(const tenso_shm *shm);
+/** The segment's size in bytes. @since 1.1 */
+TENSO_API uint64_t tenso_shm_size(const tenso_shm *shm);
+/** The name as given to create/open, NUL-terminated, owned by the handle. @since 1.1 */
+TENSO_API const char *tenso_shm_name(const tenso_shm *shm);
+
+/** Releases the handle; the mapping goes when the last view into it is freed. The segment
+ *  itself stays until unlinked. NULL is accepted. @since 1.1 */
+TENSO_API void tenso_shm_close(tenso_shm *shm);
+
+/** Removes the name (mappings stay valid until closed). @return TENSO_E_NOT_FOUND when there
+ *  is no such segment. @since 1.1 */
+TENSO_API tenso_status tenso_shm_unlink(const char *name);
+
+/* ============================================================================================
+ * The tensor cache: one pool, any number of processes
+ *
+ * A cache is one shared-memory object holding a header, a table of entries, a hash index,
+ * and a data region of packets at 64-byte aligned offsets; its layout is documented in
+ * docs/cache-layout.md. Any process that opens the same name sees the same entries.
+ *
+ * Consistency. Every operation takes one process-shared robust mutex (with a timeout). A
+ * process that dies while holding it does not wedge the others: the next one to lock it
+ * rebuilds every derived structure (index, LRU list, free space, pin counts) from the entry
+ * table, drops the entry that was being written, and carries on (counted in
+ * tenso_cache_stats.recoveries).
+ *
+ * Zero-copy reads are pinned. tenso_cache_get() returns a view into the pool and pins the
+ * entry until the view is freed: a pinned entry is never evicted, expired, overwritten or
+ * reused in place. Deleting or replacing a pinned key hides it at once but keeps its bytes
+ * until the last pin is released. Pins are recorded per attached handle, so the pins of a
+ * process that died are reclaimed (processes sharing a pool must share a PID namespace).
+ *
+ * Space. A put that does not fit first drops expired entries, then evicts unpinned entries
+ * from the least recently used end, and answers TENSO_E_FULL when that is not enough.
+ *
+ * Keys are 1 to 128 bytes of UTF-8. Times are CLOCK_MONOTONIC (shared by all processes).
+ * A handle may be used from several threads at once.
+ * ========================================================================================== */
+
+typedef struct tenso_cache tenso_cache;
+
+/** The longest key, in bytes. */
+#define TENSO_CACHE_MAX_KEY_BYTES 128
+
+/** Options for creating or opening a cache. Zero means "default" in every field. */
+typedef struct tenso_cache_options {
+    uint32_t version;          /* TENSO_CACHE_OPTIONS_VERSION */
+    uint32_t flags;            /* TENSO_SHM_REPLACE on create */
+    uint64_t size;             /* create: pool bytes, header and tables included; 0 = 256 MiB */
+    uint32_t max_entries;      /* create: entry slots; 0 = derived from size (1 per 16 KiB,
+                                  at least 64, at most 1 << 20) */
+    uint32_t max_clients;      /* create: handles attached at once; 0 = 256 */
+    uint32_t max_pins;         /* create: distinct (handle, entry) pins at once; 0 = 16384 */
+    uint32_t lock_timeout_ms;  /* this handle: wait for the lock at most this; 0 = 10000 */
+} tenso_cache_options;
+
+#define TENSO_CACHE_OPTIONS_VERSION 1
+#define TENSO_CACHE_OPTIONS_INIT { TENSO_CACHE_OPTIONS_VERSION, 0, 0, 0, 0, 0, 0 }
+
+/** Fills *opts with defaults for struct version `version`. @since 1.1 */
+TENSO_API tenso_status tenso_cache_options_init(tenso_cache_options *opts, uint32_t version);
+
+/**
+ * Creates a pool named `name` and attaches to it.
+ * @return TENSO_E_EXISTS when the name is taken (without TENSO_SHM_REPLACE);
+ *         TENSO_E_INVALID_ARGUMENT when the size cannot hold the tables and one packet.
+ * @since 1.1
+ */
+TENSO_API tenso_status tenso_cache_create(tenso_cache **out, const char *name,
+                                          const tenso_cache_options *opts);
+
+/**
+ * Attaches to an existing pool. Its header is checked before anything in it is followed.
+ * @param opts  only lock_timeout_ms is used; NULL for defaults.
+ * @return TENSO_E_NOT_FOUND when there is no such segment; TENSO_E_CORRUPT for a segment that
+ *         is not a tenso cache (bad magic, layout version, header checksum, geometry, size);
+ *         TENSO_E_FULL when max_clients handles are attached (after reclaiming dead ones).
+ * @since 1.1
+ */
+TENSO_API tenso_status tenso_cache_open(tenso_cache **out, const char *name,
+                                        const tenso_cache_options *opts);
+
+/** Detaches. Views from tenso_cache_get stay valid (and pinned) until freed. NULL is
+ *  accepted. @since 1.1 */
+TENSO_API void tenso_cache_close(tenso_cache *cache);
+
+/** Removes the pool's name; attached handles keep working. @since 1.1 */
+TENSO_API tenso_status tenso_cache_unlink(const char *name);
+
+/** The pool's name, owned by the handle. @since 1.1 */
+TENSO_API const char *tenso_cache_name(const tenso_cache *cache);
+
+/**
+ * Stores `v` under `key`, encoded straight into the pool (one copy of each body). An existing
+ * unpinned entry whose space is large enough is rewritten in place; otherwise the new packet
+ * goes to fresh space and the old one is released (or kept until its pins go).
+ * @param ttl_seconds  > 0: the entry expires that long after this put; 0: never.
+ * @param written_out  may be NULL; receives the packet length.
+ * @return TENSO_E_FULL when the packet (or an entry slot) cannot be found room for after
+ *         expiry and eviction; TENSO_E_INVALID_ARGUMENT for a bad key or ttl;
+ *         TENSO_E_TIMEOUT when the lock was not obtained in time. @since 1.1
+ */
+TENSO_API tenso_status tenso_cache_put(uint64_t *written_out, tenso_cache *cache,
+                                       const char *key, size_t key_len, const tenso_value *v,
+                                       const tenso_encode_options *opts, double ttl_seconds);
+
+/**
+ * The entry under `key` as a zero-copy view into the pool, pinned until tenso_view_free.
+ * Counts a hit (and marks the entry most recently used) or a miss.
+ * @return TENSO_E_NOT_FOUND when the key is absent or expired. @since 1.1
+ */
+TENSO_API tenso_status tenso_cache_get(tenso_view **out, tenso_cache *cache, const char *key,
+                                       size_t key_len, const tenso_decode_options *opts);
+
+/** Removes `key`. @return TENSO_E_NOT_FOUND when it is absent or expired. @since 1.1 */
+TENSO_API tenso_status tenso_cache_delete(tenso_cache *cache, const char *key, size_t key_len);
+
+/** What the cache knows about one entry, without decoding its body. */
+typedef struct tenso_cache_entry_info {
+    tenso_packet_info packet;  /* the stored packet's header */
+    uint64_t alloc_bytes;      /* space reserved for it in the pool */
+    double ttl_seconds;        /* 0 when it never expires */
+    double age_seconds;        /* since it was put */
+    uint32_t pins;             /* views holding it now, over all processes */
+    uint32_t reserved0;
+    uint64_t reserved[4];
+} tenso_cache_entry_info;
+
+/** Fills *out for `key`. Neither a hit nor a miss. @return TENSO_E_NOT_FOUND. @since 1.1 */
+TENSO_API tenso_status tenso_cache_info(tenso_cache_entry_info *out, tenso_cache *cache,
+                                        const char *key, size_t key_len);
+
+/** *found_out = 1 when `key` is present and not expired, else 0. @since 1.1 */
+TENSO_API tenso_status tenso_cache_contains(int *found_out, tenso_cache *cache, const char *key,
+                                            size_t key_len);
+
+/** Called once per key; a non-zero return stops the walk with TENSO_E_USER. The key bytes
+ *  are only valid during the call. */
+typedef int (*tenso_cache_key_fn)(const char *key, size_t key_len, void *user);
+
+/** Calls `fn` for every live key, most recently used first. The keys are collected under the
+ *  lock and `fn` runs after it is released, so `fn` may call into the cache. @since 1.1 */
+TENSO_API tenso_status tenso_cache_keys(tenso_cache *cache, tenso_cache_key_fn fn, void *user);
+
+/** Removes every entry (pinned ones are hidden and released when their pins go). @since 1.1 */
+TENSO_API tenso_status tenso_cache_clear(tenso_cache *cache);
+
+/** Counters and occupancy of the pool. */
+typedef struct tenso_cache_stats {
+    uint64_t entries;         /* live keys */
+    uint64_t max_entries;
+    uint64_t pool_bytes;      /* the whole segment */
+    uint64_t data_bytes;      /* the data region */
+    uint64_t used_bytes;      /* data bytes reserved by entries (pinned leftovers included) */
+    uint64_t free_bytes;
+    uint64_t hits, misses;
+    uint64_t evictions;       /* entries dropped to make room */
+    uint64_t expirations;     /* entries dropped because their ttl passed */
+    uint64_t pinned_entries;  /* entries with at least one pin */
+    uint64_t recoveries;      /* times a lock holder died and the pool was rebuilt */
+    uint64_t clients;         /* handles attached now */
+    uint64_t reserved[4];
+} tenso_cache_stats;
+
+/** Fills *out. hit rate = hits / (hits + misses). @since 1.1 */
+TENSO_API tenso_status tenso_cache_stats_get(tenso_cache_stats *out, tenso_cache *cache);
+
+/**
+ * Checks every invariant of the pool (entries inside the data region and disjoint, index and
+ * LRU list consistent with the entries, free space accounted, pin counts equal to the pin
+ * records, every stored packet's header valid). O(entries); for tests and tooling.
+ * @return TENSO_E_CORRUPT with the first broken invariant in the message. @since 1.1
+ */
+TENSO_API tenso_status tenso_cache_check(tenso_cache *cache);
+
+TENSO_END_DECL
+
+#endif /* TENSO_SHM_H */
