@@ -1,1 +1,148 @@
-// placeholder: being written
+// shm.cpp - shared-memory objects and single-packet segments.
+#include "shm.hpp"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "error.hpp"
+
+namespace tenso {
+
+namespace {
+
+std::string errno_text(const std::string &what, int err) { return what + ": " + std::strerror(err); }
+
+struct Fd {
+    int fd;
+    ~Fd() { if (fd >= 0) ::close(fd); }
+};
+
+std::shared_ptr<ShmMapping> map_fd(int fd, size_t len, bool writable, bool populate, const std::string &name) {
+    int prot = PROT_READ | (writable ? PROT_WRITE : 0);
+    void *p = ::mmap(nullptr, len, prot, MAP_SHARED | (populate ? MAP_POPULATE : 0), fd, 0);
+    if (p == MAP_FAILED) fail(TENSO_E_IO, errno_text("mmap " + name, errno));
+    auto m = std::make_shared<ShmMapping>();
+    m->addr = static_cast<uint8_t *>(p);
+    m->len = len;
+    m->writable = writable;
+    return m;
+}
+
+}  // namespace
+
+ShmMapping::~ShmMapping() {
+    if (addr) ::munmap(addr, len);
+}
+
+std::string shm_name(const char *name) {
+    std::string n = name[0] == '/' ? std::string(name) : "/" + std::string(name);
+    if (n.size() < 2) fail(TENSO_E_INVALID_ARGUMENT, "shared-memory name is empty");
+    if (n.size() > 255) fail(TENSO_E_INVALID_ARGUMENT, "shared-memory name is longer than 255 bytes");
+    if (n.find('/', 1) != std::string::npos)
+        fail(TENSO_E_INVALID_ARGUMENT, "shared-memory name '" + n + "' has a '/' after the leading one");
+    return n;
+}
+
+std::shared_ptr<ShmMapping> shm_create(const std::string &name, uint64_t size, bool replace, bool populate) {
+    if (size == 0) fail(TENSO_E_INVALID_ARGUMENT, "shared-memory size must be at least 1 byte");
+    if (size > uint64_t(PTRDIFF_MAX)) fail(TENSO_E_INVALID_ARGUMENT, "shared-memory size too large");
+    // 0600: a pool or segment is private to the user that made it, as in multiprocessing.
+    Fd f{::shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600)};
+    if (f.fd < 0 && errno == EEXIST && replace) {
+        ::shm_unlink(name.c_str());  // a stale leftover: whoever still maps it keeps their pages
+        f.fd = ::shm_open(name.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    }
+    if (f.fd < 0) {
+        int err = errno;
+        if (err == EEXIST) fail(TENSO_E_EXISTS, "shared-memory segment '" + name + "' exists already");
+        if (err == EINVAL || err == ENAMETOOLONG) fail(TENSO_E_INVALID_ARGUMENT, errno_text("shm_open " + name, err));
+        fail(TENSO_E_IO, errno_text("shm_open " + name, err));
+    }
+    try {
+        if (::ftruncate(f.fd, off_t(size)) != 0) fail(TENSO_E_IO, errno_text("ftruncate " + name, errno));
+        return map_fd(f.fd, size_t(size), true, populate, name);
+    } catch (...) {
+        ::shm_unlink(name.c_str());  // never leave a half-made object behind
+        throw;
+    }
+}
+
+std::shared_ptr<ShmMapping> shm_open_existing(const std::string &name, bool writable, bool populate,
+                                              uint64_t min_size, int32_t too_small_status) {
+    Fd f{::shm_open(name.c_str(), (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC, 0)};
+    if (f.fd < 0) {
+        int err = errno;
+        if (err == ENOENT) fail(TENSO_E_NOT_FOUND, "no shared-memory segment '" + name + "'");
+        if (err == EINVAL || err == ENAMETOOLONG) fail(TENSO_E_INVALID_ARGUMENT, errno_text("shm_open " + name, err));
+        fail(TENSO_E_IO, errno_text("shm_open " + name, err));
+    }
+    struct stat st;
+    if (::fstat(f.fd, &st) != 0) fail(TENSO_E_IO, errno_text("fstat " + name, errno));
+    uint64_t size = uint64_t(st.st_size);
+    if (size < min_size || size == 0)
+        fail(too_small_status, "shared-memory segment '" + name + "' has " + std::to_string(size) +
+                                   " bytes, at least " + std::to_string(min_size ? min_size : 1) + " needed");
+    return map_fd(f.fd, size_t(size), writable, populate, name);
+}
+
+void shm_remove(const std::string &name) {
+    if (::shm_unlink(name.c_str()) != 0) {
+        int err = errno;
+        if (err == ENOENT) fail(TENSO_E_NOT_FOUND, "no shared-memory segment '" + name + "'");
+        fail(TENSO_E_IO, errno_text("shm_unlink " + name, err));
+    }
+}
+
+// ---------------------------------------------------------------------------- segments
+
+std::unique_ptr<Segment> Segment::create(const char *name, uint64_t size, bool replace) {
+    std::unique_ptr<Segment> s(new Segment);
+    s->given_ = name;
+    s->map_ = shm_create(shm_name(name), size, replace, false);
+    return s;
+}
+
+std::unique_ptr<Segment> Segment::create_for(const char *name, const Value &v, const EncodeOptions &opts,
+                                             bool replace, uint64_t *written) {
+    // The real plan (compression already done) gives the exact size: no slack to carry.
+    Plan plan(opts, false);
+    plan.add(v);
+    std::unique_ptr<Segment> s(new Segment);
+    s->given_ = name;
+    const std::string n = shm_name(name);
+    s->map_ = shm_create(n, plan.size() ? plan.size() : 1, replace, false);
+    plan.write_to(s->map_->addr);
+    if (written) *written = plan.size();
+    return s;
+}
+
+std::unique_ptr<Segment> Segment::open(const char *name, bool writable) {
+    std::unique_ptr<Segment> s(new Segment);
+    s->given_ = name;
+    s->map_ = shm_open_existing(shm_name(name), writable, false, 1, TENSO_E_TRUNCATED);
+    return s;
+}
+
+void Segment::put(const Value &v, const EncodeOptions &opts, uint64_t *written) {
+    if (!map_->writable) fail(TENSO_E_INVALID_ARGUMENT, "segment '" + given_ + "' was opened read-only");
+    Plan plan(opts, false);
+    plan.add(v);
+    *written = plan.size();
+    if (plan.size() > map_->len)
+        fail(TENSO_E_BUFFER_TOO_SMALL, "segment '" + given_ + "' holds " + std::to_string(map_->len) +
+                                           " bytes, the packet needs " + std::to_string(plan.size()));
+    plan.write_to(map_->addr);
+}
+
+std::unique_ptr<View> Segment::get(const Limits &limits) const {
+    // decode() scans from byte 0 and frames the packet by its own length, so a segment larger
+    // than its packet (stale bytes, zeros, upstream's rounded sizes) reads back exactly.
+    return decode(map_->addr, map_->len, limits, map_);
+}
+
+}  // namespace tenso

@@ -1,0 +1,115 @@
+// cache.hpp - the multi-process tensor cache: one shared-memory pool (header, client table, pin
+// table, hash index, entry table, free-extent table, data region) guarded by one robust
+// process-shared mutex. The layout and its invariants are documented in docs/cache-layout.md.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "codec.hpp"
+#include "shm.hpp"
+
+namespace tenso {
+
+struct CacheOptions {
+    uint64_t size = 0;             // 0 = 256 MiB
+    uint32_t max_entries = 0;      // 0 = size / 16 KiB, clamped to [64, 1 << 20]
+    uint32_t max_clients = 0;      // 0 = 256
+    uint32_t max_pins = 0;         // 0 = 16384
+    uint32_t lock_timeout_ms = 0;  // 0 = 10 s
+    bool replace = false;
+    static CacheOptions from(const tenso_cache_options *opts);
+};
+
+namespace cache_layout {
+struct Geometry;
+struct Shared;
+struct Entry;
+struct Client;
+struct Pin;
+struct Extent;
+}  // namespace cache_layout
+
+// One attached handle ("client"). Shared by the C handle and by every pinned view, so the
+// client row (which owns the pins) stays registered until the last view is freed.
+class Cache : public std::enable_shared_from_this<Cache> {
+public:
+    static std::shared_ptr<Cache> create(const char *name, const CacheOptions &opts);
+    static std::shared_ptr<Cache> open(const char *name, uint32_t lock_timeout_ms);
+    ~Cache();  // detaches: drops this client's row (and any pins left, which none should be)
+    Cache(const Cache &) = delete;
+    Cache &operator=(const Cache &) = delete;
+
+    const std::string &name() const { return given_; }
+
+    // *written: the packet length.
+    void put(const char *key, size_t key_len, const Value &v, const EncodeOptions &opts,
+             double ttl_seconds, uint64_t *written);
+    std::unique_ptr<View> get(const char *key, size_t key_len, const Limits &limits);
+    void remove(const char *key, size_t key_len);
+    void info(tenso_cache_entry_info *out, const char *key, size_t key_len);
+    bool contains(const char *key, size_t key_len);
+    std::vector<std::string> keys();  // MRU first
+    void clear();
+    void stats(tenso_cache_stats *out);
+    void check();  // throws CORRUPT naming the first broken invariant
+
+    // For the pin token of a view (never throws).
+    void unpin_quietly(uint32_t entry) noexcept;
+
+private:
+    class Lock;
+    Cache() = default;
+
+    std::string given_;
+    std::shared_ptr<ShmMapping> map_;
+    int64_t timeout_ns_ = 0;
+    int pid_ = 0;
+    uint32_t client_ = 0;  // our client row + 1
+    // A verified private copy: geometry is never re-read from shared memory after open.
+    std::unique_ptr<cache_layout::Geometry> g_;
+    cache_layout::Shared *s_ = nullptr;
+    cache_layout::Entry *entries_ = nullptr;
+    cache_layout::Client *clients_ = nullptr;
+    cache_layout::Pin *pins_ = nullptr;
+    uint32_t *index_ = nullptr;
+    cache_layout::Extent *extents_ = nullptr;
+    uint8_t *data_ = nullptr;
+
+    void bind(const cache_layout::Geometry &g);
+    void attach();
+    void lock();
+    void unlock() noexcept;
+
+    // Everything below runs under the lock.
+    cache_layout::Entry &ent(uint32_t idx1) const;
+    uint32_t lookup(const uint8_t *key, size_t len, uint64_t hash) const;
+    void index_insert(uint32_t idx1);
+    void index_erase(uint32_t idx1);
+    void lru_unlink(uint32_t idx1);
+    void lru_push_head(uint32_t idx1);
+    uint64_t extent_alloc(uint64_t size);
+    void extent_free(uint64_t off, uint64_t len);
+    void release(uint32_t idx1);      // entry -> FREE, space and slot back
+    void unpublish(uint32_t idx1);    // out of index and LRU; ORPHAN when pinned, else released
+    bool expired(const cache_layout::Entry &e, int64_t now) const;
+    bool expired_now(const cache_layout::Entry &e) const;  // reads the clock only for a ttl
+    size_t drop_expired(uint32_t keep, int64_t now);
+    bool evict_one(uint32_t keep);
+    uint64_t allocate(uint64_t size, uint32_t *old, int64_t now);
+    uint32_t take_slot(uint32_t *old);
+    uint32_t pin_find(uint32_t entry, uint32_t client) const;  // table position + 1, 0 = none
+    void pin_erase_at(uint32_t pos);
+    void pin(uint32_t entry);
+    void unpin(uint32_t entry, uint32_t client, uint32_t count);
+    void drop_client(uint32_t client);
+    size_t reap_dead_clients();
+    void rebuild();   // derived state from the entry, client and pin tables
+    void recover();   // after a lock holder died
+    bool packet_ok(const cache_layout::Entry &e) const;
+};
+
+}  // namespace tenso

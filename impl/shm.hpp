@@ -1,0 +1,64 @@
+// shm.hpp - POSIX shared-memory objects: names, create/open/unlink with specific statuses, and
+// mappings shared by the views that point into them. Segments (one packet at offset 0, the
+// layout of upstream's TensoShm) are built on these; so is the cache pool (cache.hpp).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "codec.hpp"
+
+namespace tenso {
+
+// "x" -> "/x", as Python's multiprocessing.shared_memory does. Fails with INVALID_ARGUMENT for
+// an empty name, one over 255 bytes, or a '/' after the leading one.
+std::string shm_name(const char *name);
+
+// One mmap of a shared-memory object; unmapped when the last owner (handle or view) goes.
+struct ShmMapping {
+    uint8_t *addr = nullptr;
+    size_t len = 0;
+    bool writable = false;
+    ShmMapping() = default;
+    ShmMapping(const ShmMapping &) = delete;  // exactly one owner unmaps
+    ShmMapping &operator=(const ShmMapping &) = delete;
+    ~ShmMapping();
+};
+
+// shm_open with O_CREAT|O_EXCL (after unlinking a leftover when `replace`), sized to `size`
+// and mapped read-write; `populate` pre-faults the pages. EXISTS / INVALID_ARGUMENT / IO.
+std::shared_ptr<ShmMapping> shm_create(const std::string &name, uint64_t size, bool replace,
+                                       bool populate);
+// Opens and maps an existing object at its current size. NOT_FOUND / IO; a 0-byte object is
+// TRUNCATED-free: the caller decides (min_size > size fails with `too_small_status`).
+std::shared_ptr<ShmMapping> shm_open_existing(const std::string &name, bool writable, bool populate,
+                                              uint64_t min_size, int32_t too_small_status);
+// NOT_FOUND when there is no such object.
+void shm_remove(const std::string &name);
+
+// A segment: one packet at offset 0 of a named object.
+class Segment {
+public:
+    static std::unique_ptr<Segment> create(const char *name, uint64_t size, bool replace);
+    // Sized by the encoder's exact plan (LZ4 bound when compressing), then encoded into it.
+    static std::unique_ptr<Segment> create_for(const char *name, const Value &v,
+                                               const EncodeOptions &opts, bool replace,
+                                               uint64_t *written);
+    static std::unique_ptr<Segment> open(const char *name, bool writable);
+
+    // *written: the packet length, also when it does not fit (BUFFER_TOO_SMALL: size needed).
+    void put(const Value &v, const EncodeOptions &opts, uint64_t *written);
+    std::unique_ptr<View> get(const Limits &limits) const;
+
+    uint8_t *data() const { return map_->addr; }
+    uint64_t size() const { return map_->len; }
+    const std::string &name() const { return given_; }
+
+private:
+    std::string given_;
+    std::shared_ptr<ShmMapping> map_;
+};
+
+}  // namespace tenso

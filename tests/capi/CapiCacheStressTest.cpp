@@ -1,0 +1,174 @@
+// CapiCacheStressTest - the cache under several processes: 4 processes x 100k mixed
+// put/get/delete with every value verified on read, and writers SIGKILLed at random moments
+// (often inside the lock) while others carry on; afterwards tenso_cache_check passes, every
+// surviving entry verifies, and at least one run went through lock recovery.
+#include <cppunit/extensions/HelperMacros.h>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "CapiCacheUtil.hpp"
+
+using namespace cache_test;
+
+namespace {
+
+constexpr uint32_t kKeys = 200;
+
+// One worker's loop: mixed operations on shared keys; returns "" or the first problem.
+std::string work(const std::string &name, uint32_t seed, uint64_t ops, uint32_t max_words) {
+    tenso_cache *c = nullptr;
+    if (tenso_cache_open(&c, name.c_str(), nullptr) != TENSO_OK) return std::string("open: ") + tenso_last_error();
+    CachePtr cp(c);
+    std::mt19937 rng(seed);
+    uint32_t version = seed << 20;
+    for (uint64_t i = 0; i < ops; ++i) {
+        const uint32_t k = rng() % kKeys;
+        const std::string key = key_of(k);
+        const uint32_t op = rng() % 10;
+        if (op < 3) {
+            Val v(k, ++version, 1 + rng() % max_words);
+            tenso_status st = tenso_cache_put(nullptr, c, key.data(), key.size(), v.value.get(), nullptr, 0);
+            if (st != TENSO_OK && st != TENSO_E_FULL) return "put: " + tenso_describe(st);
+        } else if (op < 9) {
+            tenso_view *v = nullptr;
+            tenso_status st = tenso_cache_get(&v, c, key.data(), key.size(), nullptr);
+            if (st == TENSO_OK) {
+                std::string bad = verify(v, k);
+                tenso_view_free(v);
+                if (!bad.empty()) return "get " + key + ": " + bad;
+            } else if (st != TENSO_E_NOT_FOUND) {
+                return "get: " + tenso_describe(st);
+            }
+        } else {
+            tenso_status st = tenso_cache_delete(c, key.data(), key.size());
+            if (st != TENSO_OK && st != TENSO_E_NOT_FOUND) return "delete: " + tenso_describe(st);
+        }
+    }
+    return "";
+}
+
+// A writer that spends nearly all its time inside the lock: values are built once, so each put
+// is a plan and a 256 KiB copy under the lock. Runs until killed.
+pid_t spawn_victim(const std::string &name, uint32_t seed) {
+    pid_t pid = ::fork();
+    if (pid == 0) {
+        tenso_cache *c = nullptr;
+        if (tenso_cache_open(&c, name.c_str(), nullptr) != TENSO_OK) ::_exit(1);
+        std::vector<std::unique_ptr<Val>> vals;
+        for (uint32_t k = 0; k < 8; ++k) vals.emplace_back(new Val(k, (seed << 20) + k, 65536 - 64 * k));
+        for (uint64_t i = 0;; ++i) {
+            const std::string key = key_of(uint32_t(i % 8));
+            tenso_status st = tenso_cache_put(nullptr, c, key.data(), key.size(), vals[i % 8]->value.get(), nullptr, 0);
+            if (st != TENSO_OK && st != TENSO_E_FULL) ::_exit(1);
+        }
+    }
+    return pid;
+}
+
+pid_t spawn(const std::string &name, uint32_t seed, uint64_t ops, uint32_t max_words, int fd) {
+    pid_t pid = ::fork();
+    if (pid == 0) {
+        std::string msg = work(name, seed, ops, max_words);
+        if (!msg.empty() && ::write(fd, msg.data(), msg.size()) < 0) msg = "?";
+        ::_exit(msg.empty() ? 0 : 1);
+    }
+    return pid;
+}
+
+// Every live entry verifies, and the pool's invariants hold.
+void verify_pool(tenso_cache *c) {
+    TENSO_CHECK_OK(tenso_cache_check(c));
+    std::vector<std::string> keys;
+    TENSO_CHECK_OK(tenso_cache_keys(
+        c, [](const char *k, size_t n, void *u) { static_cast<std::vector<std::string> *>(u)->emplace_back(k, n); return 0; },
+        &keys));
+    for (const std::string &key : keys) {
+        tenso_view *v = nullptr;
+        TENSO_CHECK_OK(tenso_cache_get(&v, c, key.data(), key.size(), nullptr));
+        std::string bad = verify(v, uint32_t(std::stoul(key.substr(4))));
+        tenso_view_free(v);
+        CPPUNIT_ASSERT_EQUAL_MESSAGE(key, std::string(), bad);
+    }
+}
+
+std::string drain(int fd) {
+    std::string msg;
+    char buf[512];
+    ssize_t n;
+    while ((n = ::read(fd, buf, sizeof buf)) > 0) msg.append(buf, size_t(n));
+    return msg;
+}
+
+}  // namespace
+
+class CapiCacheStressTest : public CppUnit::TestFixture {
+    CPPUNIT_TEST_SUITE(CapiCacheStressTest);
+    CPPUNIT_TEST(testFourProcesses);
+    CPPUNIT_TEST(testKilledWriters);
+    CPPUNIT_TEST_SUITE_END();
+
+public:
+    void testFourProcesses() {
+        Unlink u{pool_name("stress")};
+        // Small enough that puts evict constantly, and 200 keys contend on 128 slots.
+        tenso_cache_options o = options(2 << 20, 128);
+        CachePtr c = create(u.name, o);
+        int fds[2];
+        CPPUNIT_ASSERT(::pipe(fds) == 0);
+        std::vector<pid_t> pids;
+        for (uint32_t p = 0; p < 4; ++p) pids.push_back(spawn(u.name, p + 1, 100000, 2048, fds[1]));
+        ::close(fds[1]);
+        std::string msg = drain(fds[0]);
+        ::close(fds[0]);
+        for (pid_t pid : pids) {
+            int status = 0;
+            ::waitpid(pid, &status, 0);
+            CPPUNIT_ASSERT_MESSAGE(msg, WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        }
+        verify_pool(c.get());
+        tenso_cache_stats s = stats(c.get());
+        CPPUNIT_ASSERT(s.hits > 10000 && s.evictions > 0);
+        CPPUNIT_ASSERT_EQUAL(uint64_t(0), s.pinned_entries);
+        CPPUNIT_ASSERT_EQUAL(uint64_t(1), s.clients);
+    }
+
+    void testKilledWriters() {
+        Unlink u{pool_name("kill")};
+        tenso_cache_options o = options(4 << 20, 64);
+        o.lock_timeout_ms = 5000;
+        CachePtr c = create(u.name, o);
+        std::mt19937 rng{uint32_t(::getpid())};
+        // At least 8 rounds, and more (up to 60) until a kill has landed inside the lock.
+        int round = 0;
+        for (; round < 8 || (round < 60 && stats(c.get()).recoveries == 0); ++round) {
+            int fds[2];
+            CPPUNIT_ASSERT(::pipe(fds) == 0);
+            pid_t victim = spawn_victim(u.name, 100 + uint32_t(round));
+            pid_t survivor = spawn(u.name, 200 + uint32_t(round), 3000, 4096, fds[1]);
+            ::close(fds[1]);
+            struct timespec ts = {0, long(1 + rng() % 20) * 1000000};
+            ::nanosleep(&ts, nullptr);
+            ::kill(victim, SIGKILL);
+            int status = 0;
+            ::waitpid(victim, &status, 0);
+            CPPUNIT_ASSERT(WIFSIGNALED(status));
+            ::waitpid(survivor, &status, 0);
+            std::string msg = drain(fds[0]);
+            ::close(fds[0]);
+            CPPUNIT_ASSERT_MESSAGE("round " + std::to_string(round) + ": " + msg, WIFEXITED(status) && WEXITSTATUS(status) == 0);
+            verify_pool(c.get());
+        }
+        tenso_cache_stats s = stats(c.get());
+        CPPUNIT_ASSERT_MESSAGE("no kill landed inside the lock in 60 rounds", s.recoveries > 0);
+        std::printf("[%d kill rounds, %llu recoveries] ", round, (unsigned long long)s.recoveries);
+    }
+};
+
+CPPUNIT_TEST_SUITE_REGISTRATION(CapiCacheStressTest);
