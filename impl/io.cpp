@@ -43,15 +43,6 @@ struct Fd {
     ~Fd() { if (fd >= 0) ::close(fd); }
 };
 
-struct Mapping {
-    void *addr;
-    size_t len;
-    Mapping(void *a, size_t n) : addr(a), len(n) {}
-    Mapping(const Mapping &) = delete;  // exactly one owner unmaps
-    Mapping &operator=(const Mapping &) = delete;
-    ~Mapping() { ::munmap(addr, len); }
-};
-
 }  // namespace
 
 namespace {
@@ -143,31 +134,86 @@ std::unique_ptr<View> load_file(const char *path, bool mmap_mode, const Limits &
     struct stat st;
     if (::fstat(f.fd, &st) != 0) fail(TENSO_E_IO, errno_text("fstat"));
     if (st.st_size == 0) fail(TENSO_E_END_OF_STREAM, "empty file");
-    size_t len = size_t(st.st_size);
-    void *addr = ::mmap(nullptr, len, PROT_READ, MAP_SHARED, f.fd, 0);
+    auto map = map_file(f.fd, size_t(st.st_size));
+    return decode(map->data, map->size, limits, map);
+}
+
+FileMap::~FileMap() {
+    if (data) ::munmap(const_cast<uint8_t *>(data), size);
+}
+
+std::shared_ptr<const FileMap> map_file(int fd, size_t size) {
+    auto m = std::make_shared<FileMap>();
+    if (!size) return m;
+    void *addr = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
     if (addr == MAP_FAILED) fail(TENSO_E_IO, errno_text("mmap"));
-    auto map = std::make_shared<Mapping>(addr, len);
-    return decode(static_cast<const uint8_t *>(addr), len, limits, map);
+    m->data = static_cast<const uint8_t *>(addr);
+    m->size = size;
+    return m;
+}
+
+int open_read(const char *path) {
+    int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) fail(errno == ENOENT ? TENSO_E_NOT_FOUND : TENSO_E_IO, errno_text(path));
+    return fd;
+}
+
+void pwrite_all(int fd, const void *p, size_t n, uint64_t offset) {
+    const auto *b = static_cast<const uint8_t *>(p);
+    while (n) {
+        ssize_t r = ::pwrite(fd, b, n, off_t(offset));
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            fail(TENSO_E_IO, errno_text("pwrite"));
+        }
+        b += r;
+        n -= size_t(r);
+        offset += uint64_t(r);
+    }
+}
+
+void pread_all(int fd, void *p, size_t n, uint64_t offset) {
+    auto *b = static_cast<uint8_t *>(p);
+    while (n) {
+        ssize_t r = ::pread(fd, b, n, off_t(offset));
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            fail(TENSO_E_IO, errno_text("pread"));
+        }
+        if (r == 0) fail(TENSO_E_TRUNCATED, "file ends " + std::to_string(n) + " bytes early");
+        b += r;
+        n -= size_t(r);
+        offset += uint64_t(r);
+    }
+}
+
+TempFile::TempFile(const char *path) : path_(path) {
+    static std::atomic<unsigned> counter{0};
+    tmp_ = path_ + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
+    // 0666 & ~umask, like any file the user creates; O_EXCL never clobbers a stranger's file.
+    fd_ = ::open(tmp_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd_ < 0) fail(TENSO_E_IO, errno_text(tmp_.c_str()));
+}
+
+TempFile::~TempFile() {
+    if (fd_ >= 0) ::close(fd_);
+    if (!tmp_.empty()) ::unlink(tmp_.c_str());
+}
+
+void TempFile::commit() {
+    if (fd_ < 0) fail(TENSO_E_IO, "temporary file is already closed");
+    if (::fsync(fd_) != 0) fail(TENSO_E_IO, errno_text("fsync"));
+    int fd = fd_;
+    fd_ = -1;
+    if (::close(fd) != 0) fail(TENSO_E_IO, errno_text("close"));
+    if (::rename(tmp_.c_str(), path_.c_str()) != 0) fail(TENSO_E_IO, errno_text("rename"));
+    tmp_.clear();  // renamed: nothing left to remove
 }
 
 void save_atomic(const char *path, const std::function<void(int fd)> &write) {
-    static std::atomic<unsigned> counter{0};
-    std::string tmp = std::string(path) + ".tmp." + std::to_string(::getpid()) + "." +
-                      std::to_string(counter++);
-    // 0666 & ~umask, like any file the user creates; O_EXCL never clobbers a stranger's file.
-    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd < 0) fail(TENSO_E_IO, errno_text(tmp.c_str()));
-    try {
-        write(fd);
-        if (::fsync(fd) != 0) fail(TENSO_E_IO, errno_text("fsync"));
-        if (::close(fd) != 0) { fd = -1; fail(TENSO_E_IO, errno_text("close")); }
-        fd = -1;
-        if (::rename(tmp.c_str(), path) != 0) fail(TENSO_E_IO, errno_text("rename"));
-    } catch (...) {
-        if (fd >= 0) ::close(fd);
-        ::unlink(tmp.c_str());
-        throw;
-    }
+    TempFile t(path);
+    write(t.fd());
+    t.commit();
 }
 
 }  // namespace tenso

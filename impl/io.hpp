@@ -3,6 +3,7 @@
 
 #include <functional>
 #include <memory>
+#include <string>
 
 #include "codec.hpp"
 
@@ -18,5 +19,42 @@ std::unique_ptr<View> load_file(const char *path, bool mmap_mode, const Limits &
 // Runs `write(fd)` on a temporary file next to `path`, flushes it and renames it over `path`;
 // on any failure the temporary is removed and `path` is left as it was.
 void save_atomic(const char *path, const std::function<void(int fd)> &write);
+
+// The temporary file behind save_atomic, for writers that fill it over several calls: created
+// next to `path` (read-write, O_EXCL), renamed over `path` by commit() after an fsync, and
+// removed by the destructor when never committed, so `path` only ever sees a finished file.
+class TempFile {
+public:
+    explicit TempFile(const char *path);
+    ~TempFile();
+    TempFile(const TempFile &) = delete;
+    TempFile &operator=(const TempFile &) = delete;
+    int fd() const { return fd_; }
+    void commit();
+
+private:
+    std::string path_, tmp_;
+    int fd_ = -1;
+};
+
+// Writes all n bytes at `offset` (pwrite, retried on EINTR and short writes).
+void pwrite_all(int fd, const void *p, size_t n, uint64_t offset);
+// Reads exactly n bytes at `offset`; TENSO_E_TRUNCATED when the file ends first.
+void pread_all(int fd, void *p, size_t n, uint64_t offset);
+
+// A read-only shared mapping of a whole file; views point into it and keep it alive through
+// View::keep. An empty file maps to {nullptr, 0}.
+struct FileMap {
+    const uint8_t *data = nullptr;
+    size_t size = 0;
+    FileMap() = default;
+    FileMap(const FileMap &) = delete;
+    FileMap &operator=(const FileMap &) = delete;
+    ~FileMap();
+};
+std::shared_ptr<const FileMap> map_file(int fd, size_t size);
+
+// Opens `path` read-only: TENSO_E_NOT_FOUND when it does not exist, TENSO_E_IO otherwise.
+int open_read(const char *path);
 
 }  // namespace tenso
