@@ -34,13 +34,13 @@ run(${CMAKE_COMMAND} -S ${SOURCE_DIR} -B ${BUILD_DIR} -G ${GENERATOR}
   -DTENSO_BUILD_TESTS=OFF -DTENSO_BUILD_FUZZERS=OFF -DTENSO_BUILD_BENCH=OFF
   -DTENSO_BUILD_TOOLS=OFF -DTENSO_SANITIZE= -DTENSO_WERROR=${WERROR})
 file(WRITE ${_stamp} "${_want}")
-run(${CMAKE_COMMAND} --build ${BUILD_DIR} --target tenso)
+run(${CMAKE_COMMAND} --build ${BUILD_DIR} --target tenso tenso_cli)
 
 file(REMOVE_RECURSE ${PREFIX})
 run(${CMAKE_COMMAND} --install ${BUILD_DIR})
 
 # What the consumer tests rely on must be there (libdir is "lib" for a prefix outside /usr).
-foreach(_f include/tenso/tenso.h lib/libtenso.so lib/pkgconfig/tenso.pc
+foreach(_f include/tenso/tenso.h lib/libtenso.so lib/pkgconfig/tenso.pc bin/tenso
            lib/cmake/tenso/tensoConfig.cmake lib/cmake/tenso/tensoConfigVersion.cmake)
   if(NOT EXISTS ${PREFIX}/${_f})
     message(FATAL_ERROR "the install into ${PREFIX} lacks ${_f}")
