@@ -23,14 +23,17 @@ base_python="${PYTHON:-python3}"
 log() { printf 'run-tests.sh: %s\n' "$*" >&2; }
 
 # Pinned, verified together on CPython 3.11 x86_64 (same numpy/scipy/ml_dtypes as the
-# upstream venv, so both sides of the interop tests run the same scipy).
+# upstream venv, so both sides of the interop tests run the same scipy). safetensors and
+# bintensors: the real packages, for the archive interop tests.
 requirements="scikit-build-core==1.1.2
 pybind11==3.1.0
 numpy==2.4.6
 ml_dtypes==0.6.0
 scipy==1.17.1
 pytest==9.2.0
-hypothesis==6.170.15"
+hypothesis==6.170.15
+safetensors==0.8.0
+bintensors==0.2.0"
 
 py="$venv/bin/python"
 stamp="$venv/.tenso-sdk-requirements"

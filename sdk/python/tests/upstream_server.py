@@ -11,6 +11,12 @@ Protocol: one JSON request per stdin line, one JSON reply per stdout line.
                                                       -> {"ok": true, "value": DESC, "dequant": HEX}
   {"op": "stream", "packets": [HEX...]}               -> decodes the concatenation with
                                                          read_stream: {"ok": true, "values": [...]}
+  {"op": "shm_get", "name": NAME}                    -> attaches with TensoShm, decodes, closes:
+                                                         {"ok": true, "value": DESC}
+  {"op": "shm_create_from", "name", "value": DESC, "options": {...}}
+                                                      -> TensoShm.create_from, kept open until
+                                                         shm_release: {"ok": true, "size": N}
+  {"op": "shm_release", "name": NAME}                 -> closes and unlinks it: {"ok": true}
 Failures: {"ok": false, "error": "ValueError", "message": "..."}.
 """
 
@@ -38,6 +44,11 @@ def info_json(info):
     return out
 
 
+# Segments this process created, kept open until released (SharedMemory's resource tracker would
+# unlink them when this process exits anyway).
+_segments = {}
+
+
 def handle(req):
     op = req["op"]
     if op == "version":
@@ -63,6 +74,25 @@ def handle(req):
                 break
             values.append(codec.describe(obj))
         return {"values": values}
+    if op == "shm_get":
+        with tenso.TensoShm(req["name"]) as shm:
+            # Python 3.11's SharedMemory registers segments it merely attaches to for unlinking
+            # at exit: the segment is the caller's, so take it off the tracker's list.
+            from multiprocessing import resource_tracker
+
+            resource_tracker.unregister(shm._shm._name, "shared_memory")
+            value = codec.describe(shm.get())
+        return {"value": value}
+    if op == "shm_create_from":
+        obj = codec.build(req["value"], tenso)
+        shm = tenso.TensoShm.create_from(req["name"], obj, **req.get("options", {}))
+        _segments[req["name"]] = shm
+        return {"size": shm.size}
+    if op == "shm_release":
+        shm = _segments.pop(req["name"])
+        shm.close()
+        shm.unlink()
+        return {}
     raise ValueError(f"unknown op {op!r}")
 
 

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "tenso/tenso.h"
 
@@ -94,6 +95,24 @@ private:
     bool held_ = false;
 };
 
+// ---- Value: a tenso_value and what keeps its borrowed memory alive ---------------------------
+
+// Something to encode (the Python class tenso._tenso.Value). It borrows the memory of the
+// objects it was built from and keeps them alive; shm.cpp and archive.cpp encode from it too.
+class Value {
+public:
+    ValuePtr value;
+    std::vector<py::object> keep;                     // arrays and child Values borrowed from
+    std::vector<std::unique_ptr<BufferHold>> buffers;  // exported buffers borrowed from
+
+    const tenso_value *get() const { return value.get(); }
+    // Exports `obj`'s buffer (C-contiguous) and keeps it for the Value's lifetime.
+    BufferHold &hold(py::handle obj);
+};
+
+// Encode options from upstream's keyword arguments; ValueError for a bad alignment.
+tenso_encode_options make_options(bool check_integrity, bool compress, int64_t alignment);
+
 // ---- the owner of decoded memory -------------------------------------------------------------
 
 // A decoded packet: the tenso_view and, when the view borrows the caller's bytes, the exported
@@ -120,6 +139,15 @@ py::object to_python(const tenso_view *v, py::handle owner, const DecodeMode &mo
 // that borrows it.
 py::object decode_packet(py::handle data);
 
+// Takes ownership of `v` (a view that owns or pins its memory: a file mapping, a shared-memory
+// segment, a cache entry) and converts it. The arrays' numpy base is a Packet holding the view,
+// so the memory (and a cache pin) is released when the last array and every view of it is
+// garbage collected; with `copy` the Packet goes at once.
+py::object view_to_python(tenso_view *v, bool copy);
+
+// tenso_inspect's fields as a dict: inspect() and the cache's info() report the same keys.
+py::dict packet_info_dict(const tenso_packet_info &info);
+
 // Factories the Python layer registers for composite kinds (QuantizedTensor, StringTensor,
 // scipy.sparse matrices).
 struct Factories {
@@ -132,5 +160,7 @@ Factories &factories();
 void init_encode(py::module_ &m);
 void init_decode(py::module_ &m);
 void init_dlpack(py::module_ &m);
+void init_shm(py::module_ &m);
+void init_archive(py::module_ &m);
 
 }  // namespace tpy

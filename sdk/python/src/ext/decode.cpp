@@ -175,13 +175,39 @@ py::object decode_packet(py::handle data) {
     return py::cast(pkt.release(), py::return_value_policy::take_ownership);
 }
 
+py::dict packet_info_dict(const tenso_packet_info &info) {
+    py::dict d;
+    d["version"] = info.version;
+    d["flags"] = info.flags;
+    d["kind"] = info.kind;
+    d["dtype_code"] = info.dtype;
+    d["ndim"] = info.ndim;
+    d["entry_count"] = info.entry_count;
+    d["alignment"] = info.alignment;
+    d["shape"] = shape_tuple(info.shape, std::min<uint32_t>(info.ndim, TENSO_MAX_NDIM));
+    d["body_offset"] = info.body_offset;
+    d["body_size"] = info.body_size;
+    d["packet_size"] = info.packet_size;
+    return d;
+}
+
 namespace {
 
 py::object packet_from_view(tenso_view *v) {
+    ViewPtr owned(v);  // freed if the Packet cannot be made
     auto pkt = std::make_unique<Packet>();
-    pkt->view.reset(v);
+    pkt->view = std::move(owned);
     return py::cast(pkt.release(), py::return_value_policy::take_ownership);
 }
+
+}  // namespace
+
+py::object view_to_python(tenso_view *v, bool copy) {
+    py::object owner = packet_from_view(v);
+    return to_python(v, owner, DecodeMode{copy, false});
+}
+
+namespace {
 
 py::object loads(py::handle data, bool copy, bool align) {
     py::object owner = decode_packet(data);
@@ -229,19 +255,7 @@ py::dict inspect(py::handle data) {
     b.acquire(data, PyBUF_SIMPLE);
     tenso_packet_info info{};
     check(tenso_inspect(&info, b.data(), b.size()));
-    py::dict d;
-    d["version"] = info.version;
-    d["flags"] = info.flags;
-    d["kind"] = info.kind;
-    d["dtype_code"] = info.dtype;
-    d["ndim"] = info.ndim;
-    d["entry_count"] = info.entry_count;
-    d["alignment"] = info.alignment;
-    d["shape"] = shape_tuple(info.shape, std::min<uint32_t>(info.ndim, TENSO_MAX_NDIM));
-    d["body_offset"] = info.body_offset;
-    d["body_size"] = info.body_size;
-    d["packet_size"] = info.packet_size;
-    return d;
+    return packet_info_dict(info);
 }
 
 // (True, length) for a complete packet at the start of `data`; (False, needed) when more bytes

@@ -12,6 +12,24 @@
 
 namespace tpy {
 
+tenso_encode_options make_options(bool check_integrity, bool compress, int64_t alignment) {
+    if (alignment <= 0 || (alignment & (alignment - 1)) != 0) raise_value_error("Alignment must be a power of two");
+    if (alignment > int64_t(TENSO_MAX_ALIGNMENT))
+        raise_value_error("Alignment " + std::to_string(alignment) + " exceeds the maximum of " +
+                          std::to_string(TENSO_MAX_ALIGNMENT));
+    tenso_encode_options o = TENSO_ENCODE_OPTIONS_INIT;
+    if (check_integrity) o.flags |= TENSO_ENCODE_INTEGRITY;
+    if (compress) o.flags |= TENSO_ENCODE_COMPRESS;
+    o.alignment = uint32_t(alignment);
+    return o;
+}
+
+BufferHold &Value::hold(py::handle obj) {
+    buffers.push_back(std::make_unique<BufferHold>());
+    buffers.back()->acquire(obj, PyBUF_C_CONTIGUOUS);
+    return *buffers.back();
+}
+
 namespace {
 
 std::string type_name(py::handle obj) { return py::str(py::type::handle_of(obj).attr("__name__")).cast<std::string>(); }
@@ -74,18 +92,6 @@ void prepare_tensor(TensorArg &out, py::handle obj, bool strict) {
     out.t.nbytes = uint64_t(a.nbytes());
     out.t.data = a.nbytes() ? a.data() : nullptr;
     out.arr = std::move(a);
-}
-
-tenso_encode_options make_options(bool check_integrity, bool compress, int64_t alignment) {
-    if (alignment <= 0 || (alignment & (alignment - 1)) != 0) raise_value_error("Alignment must be a power of two");
-    if (alignment > int64_t(TENSO_MAX_ALIGNMENT))
-        raise_value_error("Alignment " + std::to_string(alignment) + " exceeds the maximum of " +
-                          std::to_string(TENSO_MAX_ALIGNMENT));
-    tenso_encode_options o = TENSO_ENCODE_OPTIONS_INIT;
-    if (check_integrity) o.flags |= TENSO_ENCODE_INTEGRITY;
-    if (compress) o.flags |= TENSO_ENCODE_COMPRESS;
-    o.alignment = uint32_t(alignment);
-    return o;
 }
 
 // Runs `fn` with the GIL released when `release` is set.
@@ -161,23 +167,6 @@ int fd_of(py::handle fd) {
     if (v < 0) raise_value_error("file descriptor must be >= 0");
     return v;
 }
-
-// ---- Value: a tenso_value and what keeps its borrowed memory alive ---------------------------
-
-class Value {
-public:
-    ValuePtr value;
-    std::vector<py::object> keep;                     // arrays and child Values borrowed from
-    std::vector<std::unique_ptr<BufferHold>> buffers;  // exported buffers borrowed from
-
-    const tenso_value *get() const { return value.get(); }
-
-    BufferHold &hold(py::handle obj) {
-        buffers.push_back(std::make_unique<BufferHold>());
-        buffers.back()->acquire(obj, PyBUF_C_CONTIGUOUS);
-        return *buffers.back();
-    }
-};
 
 std::vector<uint64_t> shape_from(py::handle seq) {
     std::vector<uint64_t> shape;

@@ -217,4 +217,6 @@ PYBIND11_MODULE(_tenso, m) {
     init_encode(m);
     init_decode(m);
     init_dlpack(m);
+    init_shm(m);
+    init_archive(m);
 }

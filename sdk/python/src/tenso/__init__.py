@@ -10,10 +10,12 @@ Main API:
     - aread_stream, awrite_stream: the same over asyncio streams.
     - get_packet_info, is_aligned: packet inspection.
     - QuantizedTensor, StringTensor, RaggedArray: the composite kinds.
+    - TensoShm, TensoCache: tensors in shared memory; a multi-process tensor cache.
+    - save_file, load_file, safe_open, ArchiveWriter: files of named tensors (tenso archives,
+      safetensors, bintensors), safetensors' API.
 
-Beyond upstream: ``view`` (DLPack-exportable TensorView objects), ``save_file`` / ``load_file``
-(atomic save, memory-mapped load), the exception classes in ``tenso.errors``, and strings and
-ragged arrays inside bundles.
+Beyond upstream: ``view`` (DLPack-exportable TensorView objects), the archive functions, the
+exception classes in ``tenso.errors``, and strings and ragged arrays inside bundles.
 """
 
 from . import errors  # noqa: F401  (first: the extension looks its exception classes up at import)
@@ -23,10 +25,8 @@ from .core import (
     dumps,
     iter_dumps,
     load,
-    load_file,
     loads,
     read_stream,
-    save_file,
     view,
     write_stream,
     _make_sparse,
@@ -36,8 +36,15 @@ from .errors import (
     TensoCorruptError,
     TensoEOFError,
     TensoError,
+    TensoExistsError,
+    TensoFullError,
+    TensoInternalError,
     TensoIOError,
     TensoLimitError,
+    TensoMemoryError,
+    TensoNotAvailableError,
+    TensoNotFoundError,
+    TensoTimeoutError,
     TensoTruncatedError,
     TensoTypeError,
     TensoUnsupportedError,
@@ -47,6 +54,8 @@ from .quantize import QuantizedTensor
 from .ragged import RaggedArray, StringTensor
 from .utils import get_packet_info, is_aligned
 from .async_core import aread_stream, awrite_stream
+from .shm import TensoCache, TensoShm
+from .archive import ArchiveWriter, load_file, safe_open, save_file
 
 _tenso._set_factories(QuantizedTensor._from_wire, StringTensor._from_raw, _make_sparse)
 
@@ -55,9 +64,6 @@ Packet = _tenso.Packet
 
 #: GPU direct transfer is not part of this package (upstream's tenso.gpu needs CUDA libraries).
 read_to_device = None
-#: Upstream's shared-memory and cache helpers are not part of this package.
-TensoShm = None
-TensoCache = None
 
 try:
     from importlib.metadata import version as _version
@@ -91,6 +97,8 @@ __all__ = [
     "view",
     "save_file",
     "load_file",
+    "safe_open",
+    "ArchiveWriter",
     "TensorView",
     "Packet",
     "TensoError",
@@ -103,4 +111,11 @@ __all__ = [
     "TensoTypeError",
     "TensoEOFError",
     "TensoIOError",
+    "TensoMemoryError",
+    "TensoNotAvailableError",
+    "TensoInternalError",
+    "TensoNotFoundError",
+    "TensoExistsError",
+    "TensoFullError",
+    "TensoTimeoutError",
 ]

@@ -19,7 +19,17 @@ TensoIOError                OSError                      IO (the message carries
 TensoMemoryError            MemoryError                  NO_MEMORY
 TensoNotAvailableError      RuntimeError                 NOT_AVAILABLE
 TensoInternalError          RuntimeError                 USER, INTERNAL (a bug: please report it)
+TensoNotFoundError          FileNotFoundError, KeyError  NOT_FOUND (no such segment, file, key, name)
+TensoExistsError            FileExistsError              EXISTS (a segment or pool of that name exists)
+TensoFullError              MemoryError                  FULL (a pool or segment has no room left)
+TensoTimeoutError           TimeoutError                 TIMEOUT (a shared lock was not obtained)
+TensoCorruptError           ValueError                   CORRUPT, BAD_OFFSET (pool or archive index)
+TensoValueError             ValueError                   DUPLICATE_KEY, BAD_UTF8
 ==========================  ===========================  =========================================
+
+The last rows are ABI 1.1's statuses (shared memory, the cache, archives). Each class is also the
+builtin upstream raises there: ``SharedMemory`` raises FileNotFoundError / FileExistsError, a full
+``TensoCache`` MemoryError, a foreign pool ValueError, a lock timeout TimeoutError.
 
 This module must not import the rest of the package: the native extension imports it while the
 package is being initialised.
@@ -49,6 +59,15 @@ TENSO_E_END_OF_STREAM = -17
 TENSO_E_NOT_AVAILABLE = -18
 TENSO_E_USER = -19
 TENSO_E_INTERNAL = -20
+# ABI 1.1
+TENSO_E_NOT_FOUND = -21
+TENSO_E_EXISTS = -22
+TENSO_E_FULL = -23
+TENSO_E_CORRUPT = -24
+TENSO_E_TIMEOUT = -25
+TENSO_E_BAD_OFFSET = -26
+TENSO_E_DUPLICATE_KEY = -27
+TENSO_E_BAD_UTF8 = -28
 
 
 class TensoError(Exception):
@@ -132,6 +151,37 @@ class TensoInternalError(TensoError, RuntimeError):
     status = TENSO_E_INTERNAL
 
 
+class TensoNotFoundError(TensoError, FileNotFoundError, KeyError):
+    """No such shared-memory segment, pool, file, archive entry or metadata key. A
+    FileNotFoundError (what ``SharedMemory`` and ``open`` raise) and a KeyError (what a mapping
+    raises for a missing name)."""
+
+    status = TENSO_E_NOT_FOUND
+
+    # OSError's str() is the message; KeyError's would quote it.
+    __str__ = OSError.__str__
+
+
+class TensoExistsError(TensoError, FileExistsError):
+    """A segment or pool of that name exists already."""
+
+    status = TENSO_E_EXISTS
+
+
+class TensoFullError(TensoError, MemoryError):
+    """A segment, or a cache pool after expiry and eviction, has no room for the packet (or no
+    free entry slot, or no client slot). A MemoryError, as upstream's TensoShm and TensoCache
+    raise."""
+
+    status = TENSO_E_FULL
+
+
+class TensoTimeoutError(TensoError, TimeoutError):
+    """A cache's process-shared lock was not obtained in time."""
+
+    status = TENSO_E_TIMEOUT
+
+
 #: The class raised for each libtenso status. Read by the native extension at import.
 _BY_STATUS: Dict[int, Type[TensoError]] = {
     TENSO_E_INVALID_ARGUMENT: TensoValueError,
@@ -154,6 +204,16 @@ _BY_STATUS: Dict[int, Type[TensoError]] = {
     TENSO_E_NOT_AVAILABLE: TensoNotAvailableError,
     TENSO_E_USER: TensoInternalError,
     TENSO_E_INTERNAL: TensoInternalError,
+    TENSO_E_NOT_FOUND: TensoNotFoundError,
+    TENSO_E_EXISTS: TensoExistsError,
+    TENSO_E_FULL: TensoFullError,
+    TENSO_E_CORRUPT: TensoCorruptError,
+    TENSO_E_TIMEOUT: TensoTimeoutError,
+    TENSO_E_BAD_OFFSET: TensoCorruptError,
+    # A duplicate name or invalid UTF-8 is a bad argument when writing and a bad file when
+    # reading: both ValueError.
+    TENSO_E_DUPLICATE_KEY: TensoValueError,
+    TENSO_E_BAD_UTF8: TensoValueError,
 }
 
 __all__ = [
@@ -170,4 +230,8 @@ __all__ = [
     "TensoMemoryError",
     "TensoNotAvailableError",
     "TensoInternalError",
+    "TensoNotFoundError",
+    "TensoExistsError",
+    "TensoFullError",
+    "TensoTimeoutError",
 ]

@@ -32,7 +32,12 @@ def get_packet_info(data: Any) -> Dict[str, Any]:
     ValueError
         The header is truncated (TensoTruncatedError) or invalid.
     """
-    raw = _tenso.inspect(data)
+    return _packet_info(_tenso.inspect(data))
+
+
+def _packet_info(raw: Dict[str, Any]) -> Dict[str, Any]:
+    """Upstream's get_packet_info dict from libtenso's header fields (``_tenso.inspect``, or
+    a cache entry's stored header)."""
     flags = raw["flags"]
     info: Dict[str, Any] = {
         "version": raw["version"],

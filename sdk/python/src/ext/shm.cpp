@@ -1,0 +1,310 @@
+// shm.cpp - tenso/shm.h for Python: single-packet segments (tenso._tenso.Shm) and the
+// multi-process tensor cache (tenso._tenso.Cache). The Python classes tenso.TensoShm and
+// tenso.TensoCache (src/tenso/shm.py) wrap these with upstream's names and exceptions.
+//
+// Lifetimes. Every array handed out is a view whose numpy base is a Packet holding the
+// tenso_view: for segments the view keeps the mapping, for the cache it also holds the entry's
+// pin, so the pin goes exactly when the last array (or view of one) is garbage collected.
+// Shm exports the segment through the buffer protocol; a memoryview of it holds a reference to
+// the Shm object, so the mapping cannot go away under the memoryview.
+#include <string>
+#include <vector>
+
+#include "common.hpp"
+
+namespace tpy {
+
+namespace {
+
+struct ShmClose {
+    void operator()(tenso_shm *s) const noexcept { tenso_shm_close(s); }
+};
+struct CacheClose {
+    void operator()(tenso_cache *c) const noexcept { tenso_cache_close(c); }
+};
+
+// Runs `fn` (a libtenso call) without the GIL: cache calls may wait for the process-shared lock,
+// and shared-memory encodes copy whole bodies; other Python threads run meanwhile.
+template <class Fn>
+tenso_status nogil(Fn &&fn) {
+    py::gil_scoped_release release;
+    return fn();
+}
+
+// UTF-8 bytes of a str key; a ValueError (upstream's) for keys longer than the cache allows,
+// checked here so the message names the limit the way upstream words it.
+std::string key_bytes(const py::str &key) {
+    Py_ssize_t len = 0;
+    const char *utf8 = PyUnicode_AsUTF8AndSize(key.ptr(), &len);
+    if (!utf8) throw py::error_already_set();
+    if (len > TENSO_CACHE_MAX_KEY_BYTES)
+        raise_value_error("Key too long: " + std::to_string(len) + " bytes (max " +
+                          std::to_string(TENSO_CACHE_MAX_KEY_BYTES) + ")");
+    return std::string(utf8, size_t(len));
+}
+
+// ---- segments -------------------------------------------------------------------------------
+
+class Shm {
+public:
+    explicit Shm(tenso_shm *h) : h_(h) {}
+    tenso_shm *get() const {
+        if (!h_) raise_value_error("the shared-memory segment is closed");
+        return h_.get();
+    }
+    void close() { h_.reset(); }
+    bool closed() const { return !h_; }
+
+private:
+    std::unique_ptr<tenso_shm, ShmClose> h_;
+};
+
+std::unique_ptr<Shm> shm_create(const std::string &name, uint64_t size, bool replace) {
+    tenso_shm *h = nullptr;
+    check(nogil([&] { return tenso_shm_create(&h, name.c_str(), size, replace ? TENSO_SHM_REPLACE : 0u); }));
+    return std::make_unique<Shm>(h);
+}
+
+std::unique_ptr<Shm> shm_open(const std::string &name, bool writable) {
+    tenso_shm *h = nullptr;
+    check(nogil([&] { return tenso_shm_open(&h, name.c_str(), writable ? 1 : 0); }));
+    return std::make_unique<Shm>(h);
+}
+
+// (Shm, packet length): a segment sized for the value, with the value encoded into it.
+py::tuple shm_create_for(const std::string &name, const Value &value, bool check_integrity, bool compress,
+                         int64_t alignment, bool replace) {
+    const tenso_encode_options o = make_options(check_integrity, compress, alignment);
+    tenso_shm *h = nullptr;
+    uint64_t written = 0;
+    check(nogil([&] {
+        return tenso_shm_create_for(&h, &written, name.c_str(), value.get(), &o, replace ? TENSO_SHM_REPLACE : 0u);
+    }));
+    return py::make_tuple(py::cast(std::make_unique<Shm>(h)), written);
+}
+
+uint64_t shm_put(const Shm &self, const Value &value, bool check_integrity, bool compress, int64_t alignment) {
+    const tenso_encode_options o = make_options(check_integrity, compress, alignment);
+    tenso_shm *h = self.get();
+    uint64_t written = 0;
+    const tenso_status st = nogil([&] { return tenso_shm_put(&written, h, value.get(), &o); });
+    if (st == TENSO_E_BUFFER_TOO_SMALL) {
+        // Upstream raises MemoryError here, with this wording.
+        raise_error(TENSO_E_FULL, "Packet (" + std::to_string(written) + " bytes) exceeds SHM size (" +
+                                      std::to_string(tenso_shm_size(h)) + " bytes)");
+    }
+    check(st);
+    return written;
+}
+
+py::object shm_get(const Shm &self, bool copy) {
+    const tenso_shm *h = self.get();
+    tenso_view *v = nullptr;
+    check(nogil([&] { return tenso_shm_get(&v, h, nullptr); }));
+    return view_to_python(v, copy);
+}
+
+// ---- the cache --------------------------------------------------------------------------------
+
+class Cache {
+public:
+    explicit Cache(tenso_cache *h) : h_(h) {}
+    tenso_cache *get() const {
+        if (!h_) raise_error(TENSO_E_INVALID_ARGUMENT, "TensoCache is closed");
+        return h_.get();
+    }
+    void close() {
+        // Detaching takes the pool's lock: not with the GIL held.
+        tenso_cache *h = h_.release();
+        py::gil_scoped_release release;
+        tenso_cache_close(h);
+    }
+
+private:
+    std::unique_ptr<tenso_cache, CacheClose> h_;
+};
+
+tenso_cache_options cache_options(uint64_t size, uint32_t max_entries, uint32_t max_clients, uint32_t max_pins,
+                                  uint32_t lock_timeout_ms, bool replace) {
+    tenso_cache_options o = TENSO_CACHE_OPTIONS_INIT;
+    o.flags = replace ? TENSO_SHM_REPLACE : 0u;
+    o.size = size;
+    o.max_entries = max_entries;
+    o.max_clients = max_clients;
+    o.max_pins = max_pins;
+    o.lock_timeout_ms = lock_timeout_ms;
+    return o;
+}
+
+std::unique_ptr<Cache> cache_create(const std::string &name, uint64_t size, uint32_t max_entries,
+                                    uint32_t max_clients, uint32_t max_pins, uint32_t lock_timeout_ms, bool replace) {
+    const tenso_cache_options o = cache_options(size, max_entries, max_clients, max_pins, lock_timeout_ms, replace);
+    tenso_cache *h = nullptr;
+    check(nogil([&] { return tenso_cache_create(&h, name.c_str(), &o); }));
+    return std::make_unique<Cache>(h);
+}
+
+std::unique_ptr<Cache> cache_open(const std::string &name, uint32_t lock_timeout_ms) {
+    const tenso_cache_options o = cache_options(0, 0, 0, 0, lock_timeout_ms, false);
+    tenso_cache *h = nullptr;
+    check(nogil([&] { return tenso_cache_open(&h, name.c_str(), &o); }));
+    return std::make_unique<Cache>(h);
+}
+
+uint64_t cache_put(const Cache &self, const py::str &key, const Value &value, double ttl, bool check_integrity,
+                   bool compress, int64_t alignment) {
+    const std::string k = key_bytes(key);
+    if (!(ttl >= 0)) raise_value_error("ttl must be a non-negative number of seconds");
+    const tenso_encode_options o = make_options(check_integrity, compress, alignment);
+    tenso_cache *h = self.get();
+    uint64_t written = 0;
+    check(nogil([&] { return tenso_cache_put(&written, h, k.data(), k.size(), value.get(), &o, ttl); }));
+    return written;
+}
+
+// The decoded entry (pinned until its arrays are collected), or None on a miss.
+py::object cache_get(const Cache &self, const py::str &key, bool copy) {
+    const std::string k = key_bytes(key);
+    tenso_cache *h = self.get();
+    tenso_view *v = nullptr;
+    const tenso_status st = nogil([&] { return tenso_cache_get(&v, h, k.data(), k.size(), nullptr); });
+    if (st == TENSO_E_NOT_FOUND) return py::none();
+    check(st);
+    return view_to_python(v, copy);
+}
+
+bool cache_delete(const Cache &self, const py::str &key) {
+    const std::string k = key_bytes(key);
+    tenso_cache *h = self.get();
+    const tenso_status st = nogil([&] { return tenso_cache_delete(h, k.data(), k.size()); });
+    if (st == TENSO_E_NOT_FOUND) return false;
+    check(st);
+    return true;
+}
+
+// The packet header fields (as inspect()) plus the entry's own; None when absent.
+py::object cache_info(const Cache &self, const py::str &key) {
+    const std::string k = key_bytes(key);
+    tenso_cache *h = self.get();
+    tenso_cache_entry_info info{};
+    const tenso_status st = nogil([&] { return tenso_cache_info(&info, h, k.data(), k.size()); });
+    if (st == TENSO_E_NOT_FOUND) return py::none();
+    check(st);
+    py::dict d = packet_info_dict(info.packet);
+    d["alloc_bytes"] = info.alloc_bytes;
+    d["ttl_seconds"] = info.ttl_seconds;
+    d["age_seconds"] = info.age_seconds;
+    d["pins"] = info.pins;
+    return std::move(d);
+}
+
+bool cache_contains(const Cache &self, const py::str &key) {
+    Py_ssize_t len = 0;
+    const char *utf8 = PyUnicode_AsUTF8AndSize(key.ptr(), &len);
+    if (!utf8) throw py::error_already_set();
+    // A key no put could have stored is simply absent (dict semantics), not an error.
+    if (len == 0 || len > TENSO_CACHE_MAX_KEY_BYTES) return false;
+    tenso_cache *h = self.get();
+    int found = 0;
+    check(nogil([&] { return tenso_cache_contains(&found, h, utf8, size_t(len)); }));
+    return found != 0;
+}
+
+int collect_key(const char *key, size_t key_len, void *user) {
+    // Runs without the GIL: only C++ here; the strings become Python objects afterwards.
+    try {
+        static_cast<std::vector<std::string> *>(user)->emplace_back(key, key_len);
+        return 0;
+    } catch (...) {
+        return 1;  // out of memory: stop the walk (TENSO_E_USER), reported below
+    }
+}
+
+py::list cache_keys(const Cache &self) {
+    tenso_cache *h = self.get();
+    std::vector<std::string> keys;
+    const tenso_status st = nogil([&] { return tenso_cache_keys(h, &collect_key, &keys); });
+    if (st == TENSO_E_USER) raise_error(TENSO_E_NO_MEMORY, "out of memory while listing the cache's keys");
+    check(st);
+    py::list out;
+    for (const std::string &k : keys) {
+        py::object s = py::reinterpret_steal<py::object>(PyUnicode_DecodeUTF8(k.data(), Py_ssize_t(k.size()), "replace"));
+        if (!s) throw py::error_already_set();
+        out.append(s);
+    }
+    return out;
+}
+
+py::dict cache_stats(const Cache &self) {
+    tenso_cache *h = self.get();
+    tenso_cache_stats s{};
+    check(nogil([&] { return tenso_cache_stats_get(&s, h); }));
+    py::dict d;
+    d["entries"] = s.entries;
+    d["max_entries"] = s.max_entries;
+    d["pool_bytes"] = s.pool_bytes;
+    d["data_bytes"] = s.data_bytes;
+    d["used_bytes"] = s.used_bytes;
+    d["free_bytes"] = s.free_bytes;
+    d["hits"] = s.hits;
+    d["misses"] = s.misses;
+    d["evictions"] = s.evictions;
+    d["expirations"] = s.expirations;
+    d["pinned_entries"] = s.pinned_entries;
+    d["recoveries"] = s.recoveries;
+    d["clients"] = s.clients;
+    return d;
+}
+
+}  // namespace
+
+void init_shm(py::module_ &m) {
+    py::class_<Shm>(m, "Shm", py::buffer_protocol(),
+                    "A mapping of one shared-memory segment (tenso_shm). Exports the segment's bytes "
+                    "through the buffer protocol (writable when opened writable).")
+        .def_static("create", &shm_create, py::arg("name"), py::arg("size"), py::arg("replace") = false)
+        .def_static("open", &shm_open, py::arg("name"), py::arg("writable") = true)
+        .def_static("create_for", &shm_create_for, py::arg("name"), py::arg("value"), py::arg("check_integrity") = false,
+                    py::arg("compress") = false, py::arg("alignment") = 64, py::arg("replace") = false)
+        .def_static("unlink", [](const std::string &name) { check(tenso_shm_unlink(name.c_str())); }, py::arg("name"))
+        .def("put", &shm_put, py::arg("value"), py::arg("check_integrity") = false, py::arg("compress") = false,
+             py::arg("alignment") = 64)
+        .def("get", &shm_get, py::arg("copy") = false)
+        .def_property_readonly("name", [](const Shm &s) { return std::string(tenso_shm_name(s.get())); })
+        .def_property_readonly("size", [](const Shm &s) { return tenso_shm_size(s.get()); })
+        .def_property_readonly("closed", &Shm::closed)
+        .def("close", &Shm::close)
+        .def_buffer([](const Shm &s) {
+            tenso_shm *h = s.get();
+            // The mapping lives as long as this object, which the exported buffer holds.
+            return py::buffer_info(tenso_shm_data(h), 1, py::format_descriptor<uint8_t>::format(), 1,
+                                   {py::ssize_t(tenso_shm_size(h))}, {py::ssize_t(1)}, /*readonly=*/false);
+        });
+
+    py::class_<Cache>(m, "Cache", "An attached tensor cache pool (tenso_cache).")
+        .def_static("create", &cache_create, py::arg("name"), py::arg("size") = 0, py::arg("max_entries") = 0,
+                    py::arg("max_clients") = 0, py::arg("max_pins") = 0, py::arg("lock_timeout_ms") = 0,
+                    py::arg("replace") = false)
+        .def_static("open", &cache_open, py::arg("name"), py::arg("lock_timeout_ms") = 0)
+        .def_static("unlink", [](const std::string &name) { check(tenso_cache_unlink(name.c_str())); }, py::arg("name"))
+        .def_property_readonly("name", [](const Cache &c) { return std::string(tenso_cache_name(c.get())); })
+        .def("put", &cache_put, py::arg("key"), py::arg("value"), py::arg("ttl") = 0.0, py::arg("check_integrity") = false,
+             py::arg("compress") = false, py::arg("alignment") = 64)
+        .def("get", &cache_get, py::arg("key"), py::arg("copy") = false)
+        .def("delete", &cache_delete, py::arg("key"))
+        .def("info", &cache_info, py::arg("key"))
+        .def("contains", &cache_contains, py::arg("key"))
+        .def("keys", &cache_keys)
+        .def("clear", [](const Cache &c) {
+            tenso_cache *h = c.get();
+            check(nogil([&] { return tenso_cache_clear(h); }));
+        })
+        .def("stats", &cache_stats)
+        .def("check", [](const Cache &c) {
+            tenso_cache *h = c.get();
+            check(nogil([&] { return tenso_cache_check(h); }));
+        })
+        .def("close", &Cache::close);
+}
+
+}  // namespace tpy

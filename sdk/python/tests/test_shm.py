@@ -1,0 +1,168 @@
+"""TensoShm: one packet in a named shared-memory segment (tenso/shm.h), upstream's API, and
+segments exchanged with the real upstream package both ways."""
+
+import gc
+import inspect
+import os
+import secrets
+
+import numpy as np
+import pytest
+
+import tenso
+from interop_codec import describe
+
+
+@pytest.fixture
+def shm_name():
+    name = "tenso_test_" + secrets.token_hex(6)
+    yield name
+    try:
+        tenso.TensoShm(name).unlink()
+    except FileNotFoundError:
+        pass
+
+
+def test_signatures_match_upstream():
+    assert list(inspect.signature(tenso.TensoShm).parameters) == ["name", "create", "size"]
+    assert list(inspect.signature(tenso.TensoShm.put).parameters) == [
+        "self", "obj", "check_integrity", "compress", "alignment"]  # fmt: skip
+    assert list(inspect.signature(tenso.TensoShm.create_from).parameters) == [
+        "name", "obj", "check_integrity", "compress", "alignment"]  # fmt: skip
+
+
+VALUES = {
+    "dense": np.arange(1000, dtype=np.float32).reshape(10, 100),
+    "bundle": {"w": np.ones((3, 4), np.float16), "b": {"x": np.arange(5, dtype=np.int64)}},
+    "quantized": tenso.QuantizedTensor.quantize(np.linspace(-1, 1, 64, dtype=np.float32), "qint8"),
+    "strings": {"labels": tenso.StringTensor(["a", "bc", "🐟"])},
+    "empty": np.zeros((0, 3), np.int32),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(VALUES))
+@pytest.mark.parametrize("options", [{}, {"check_integrity": True}, {"compress": True}, {"alignment": 256}])
+def test_create_from_get_round_trip(shm_name, kind, options):
+    value = VALUES[kind]
+    with tenso.TensoShm.create_from(shm_name, value, **options) as shm:
+        assert shm.name == shm_name
+        packet = bytes(tenso.dumps(value, **options))
+        if not options.get("compress"):
+            # Sized exactly, and the bytes are dumps()'s.
+            assert shm.size == len(packet) and bytes(shm.buffer) == packet
+        out = shm.get()
+        assert describe(out) == describe(value)
+    # Another attachment (as another process would) reads the same.
+    with tenso.TensoShm(shm_name) as again:
+        assert describe(again.get()) == describe(value)
+
+
+def test_get_is_zero_copy_and_read_only(shm_name):
+    a = np.arange(4096, dtype=np.int64)
+    shm = tenso.TensoShm.create_from(shm_name, a)
+    out = shm.get()
+    assert not out.flags.writeable
+    buf = np.frombuffer(shm.buffer, np.uint8)
+    assert np.shares_memory(out, buf)
+    # The view sees a later put (a segment has no pinning) ...
+    shm.put(a + 1)
+    assert out[0] == 1
+    # ... and keeps the mapping alive after close.
+    shm.close()
+    del buf
+    gc.collect()
+    assert out[-1] == 4096
+    with pytest.raises(ValueError):
+        shm.get()
+
+
+def test_compressed_packet_with_stale_bytes_after_it(shm_name):
+    """Upstream cannot read its own compressed packets back from a segment; tenso frames them."""
+    with tenso.TensoShm(shm_name, create=True, size=1 << 16) as shm:
+        shm.buffer[:] = b"\xab" * shm.size  # stale bytes after the packet
+        value = np.zeros(10000, np.float32)
+        n = shm.put(value, compress=True, check_integrity=True)
+        assert n < value.nbytes // 10
+        out = shm.get()
+        assert np.array_equal(out, value) and out.base.owns_data
+
+
+def test_put_into_a_segment(shm_name):
+    with tenso.TensoShm(shm_name, create=True, size=4096) as shm:
+        assert shm.size == 4096 and bytes(shm.buffer) == bytes(4096)
+        a = np.arange(10, dtype=np.uint16)
+        n = shm.put(a)
+        assert n == len(tenso.dumps(a)) and np.array_equal(shm.get(), a)
+        with pytest.raises(MemoryError, match="exceeds SHM size"):
+            shm.put(np.zeros(4096, np.uint8))
+        assert np.array_equal(shm.get(), a)  # unchanged
+        shm.buffer[:4] = b"XXXX"
+        with pytest.raises(ValueError):
+            shm.get()
+
+
+def test_errors(shm_name):
+    with pytest.raises(FileNotFoundError):
+        tenso.TensoShm(shm_name)
+    with pytest.raises(ValueError):
+        tenso.TensoShm(shm_name, create=True, size=0)
+    shm = tenso.TensoShm(shm_name, create=True, size=64)
+    with pytest.raises(FileExistsError):
+        tenso.TensoShm(shm_name, create=True, size=64)
+    with pytest.raises(tenso.TensoError) as e:
+        tenso.TensoShm(shm_name, create=True, size=64)
+    assert e.value.status == -22
+    with pytest.raises(ValueError):
+        shm.get()  # zero-filled: no packet
+    shm.unlink()
+    with pytest.raises(FileNotFoundError):
+        shm.unlink()
+    assert shm.size == 64  # the mapping stays after unlink
+    shm.close()
+
+
+def test_create_from_replaces_a_stale_segment(shm_name):
+    stale = tenso.TensoShm(shm_name, create=True, size=10)
+    stale.close()
+    with tenso.TensoShm.create_from(shm_name, np.arange(100)) as shm:
+        assert shm.size > 10 and np.array_equal(shm.get(), np.arange(100))
+
+
+def test_buffer_outlives_close(shm_name):
+    shm = tenso.TensoShm(shm_name, create=True, size=128)
+    mv = shm.buffer
+    shm.close()
+    mv[0] = 7  # still mapped: the memoryview holds the mapping
+    assert tenso.TensoShm(shm_name).buffer[0] == 7
+    mv.release()
+
+
+# ---- upstream interop ------------------------------------------------------------------------
+
+
+@pytest.mark.upstream
+@pytest.mark.parametrize("kind", ["dense", "bundle", "quantized", "empty"])
+def test_upstream_reads_our_segments(upstream, shm_name, kind):
+    value = VALUES[kind]
+    with tenso.TensoShm.create_from(shm_name, value, check_integrity=kind == "dense"):
+        got = upstream.call(op="shm_get", name=shm_name)["value"]
+    assert got == describe(value)
+
+
+@pytest.mark.upstream
+@pytest.mark.parametrize("options", [{}, {"check_integrity": True}, {"compress": True}])
+def test_we_read_upstream_segments(upstream, shm_name, options):
+    value = VALUES["bundle"] if options.get("compress") else VALUES["dense"]
+    desc = describe(value)
+    upstream.call(op="shm_create_from", name=shm_name, value=desc, options=options)
+    try:
+        with tenso.TensoShm(shm_name) as shm:
+            # Upstream sizes segments with slack (zeros after the packet): framing is exact here.
+            assert shm.size > len(tenso.dumps(value, **options))
+            assert describe(shm.get()) == desc
+            # And back: we overwrite it, upstream reads ours in its own segment.
+            shm.put(VALUES["quantized"])
+        assert upstream.call(op="shm_get", name=shm_name)["value"] == describe(VALUES["quantized"])
+    finally:
+        upstream.call(op="shm_release", name=shm_name)
+    assert not os.path.exists("/dev/shm/" + shm_name)
