@@ -46,6 +46,20 @@ var (
 	_ = [1]struct{}{}[Status(C.TENSO_E_NOT_AVAILABLE)-ErrNotAvailable]
 	_ = [1]struct{}{}[Status(C.TENSO_E_USER)-ErrUser]
 	_ = [1]struct{}{}[Status(C.TENSO_E_INTERNAL)-ErrInternal]
+	_ = [1]struct{}{}[Status(C.TENSO_E_NOT_FOUND)-ErrNotFound]
+	_ = [1]struct{}{}[Status(C.TENSO_E_EXISTS)-ErrExists]
+	_ = [1]struct{}{}[Status(C.TENSO_E_FULL)-ErrFull]
+	_ = [1]struct{}{}[Status(C.TENSO_E_CORRUPT)-ErrCorrupt]
+	_ = [1]struct{}{}[Status(C.TENSO_E_TIMEOUT)-ErrTimeout]
+	_ = [1]struct{}{}[Status(C.TENSO_E_BAD_OFFSET)-ErrBadOffset]
+	_ = [1]struct{}{}[Status(C.TENSO_E_DUPLICATE_KEY)-ErrDuplicateKey]
+	_ = [1]struct{}{}[Status(C.TENSO_E_BAD_UTF8)-ErrBadUTF8]
+	_ = [1]struct{}{}[Format(C.TENSO_FORMAT_AUTO)-FormatAuto]
+	_ = [1]struct{}{}[Format(C.TENSO_FORMAT_ARCHIVE)-FormatArchive]
+	_ = [1]struct{}{}[Format(C.TENSO_FORMAT_SAFETENSORS)-FormatSafetensors]
+	_ = [1]struct{}{}[Format(C.TENSO_FORMAT_BINTENSORS)-FormatBintensors]
+	_ = [1]struct{}{}[Format(C.TENSO_FORMAT_PACKET)-FormatPacket]
+	_ = [1]struct{}{}[C.TENSO_CACHE_MAX_KEY_BYTES-MaxCacheKeyBytes]
 	_ = [1]struct{}{}[DType(C.TENSO_DTYPE_FLOAT32)-Float32]
 	_ = [1]struct{}{}[DType(C.TENSO_DTYPE_INT32)-Int32]
 	_ = [1]struct{}{}[DType(C.TENSO_DTYPE_FLOAT64)-Float64]
@@ -120,7 +134,7 @@ func checkVersion(loaded uint32, path string) error {
 			path, loaded/10000, loaded/100%100, loaded%100, headerVersion/10000, headerVersion/100%100, headerVersion%100)}
 }
 
-// LibraryVersion is the version of the loaded libtenso ("1.0.0").
+// LibraryVersion is the version of the loaded libtenso ("1.1.0").
 func LibraryVersion() string { return C.GoString(C.tenso_version_string()) }
 
 // LibraryPath is the file the loaded libtenso came from.
@@ -210,4 +224,5 @@ func cStatusName(s Status) string   { return C.GoString(C.tenso_status_name(C.te
 func cProtocolVersion() uint32      { return uint32(C.tenso_protocol_version()) }
 func cLiveViewsForTest() int64      { return liveViews.Load() }
 func cVersionNumber() uint32        { return uint32(C.tenso_version_number()) }
+func cFormatName(f Format) string   { return C.GoString(C.tenso_format_name(C.tenso_format(f))) }
 func cHeaderVersionForTest() uint32 { return headerVersion }

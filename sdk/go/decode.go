@@ -249,17 +249,21 @@ func Inspect(data []byte) (PacketInfo, error) {
 	if err := fail(r.res, "Inspect"); err != nil {
 		return PacketInfo{}, err
 	}
-	in := &r.info
+	return packetInfoFrom(&r.info), nil
+}
+
+// packetInfoFrom copies a tenso_packet_info (Inspect, Cache.Info).
+func packetInfoFrom(in *C.tenso_packet_info) PacketInfo {
 	pi := PacketInfo{
 		Version: uint32(in.version), Flags: uint32(in.flags), Kind: Kind(in.kind),
 		DType: DType(in.dtype), EntryCount: uint32(in.entry_count), Alignment: uint32(in.alignment),
 		BodyOffset: uint64(in.body_offset), BodySize: uint64(in.body_size), PacketSize: uint64(in.packet_size),
-		Shape: make([]uint64, int(in.ndim)),
+		Shape: make([]uint64, int(min(in.ndim, MaxNDim))),
 	}
 	for i := range pi.Shape {
 		pi.Shape[i] = uint64(in.shape[i])
 	}
-	return pi, nil
+	return pi
 }
 
 // PacketLength returns the exact length of the packet at the start of data, worked out from

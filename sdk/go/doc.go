@@ -33,10 +33,21 @@
 // Tensor can be written again as it is. Go memory passed to libtenso is pinned
 // (runtime.Pinner) while libtenso holds it and never retained afterwards.
 //
+// # Shared memory and archives
+//
+// [Shm] holds one packet in a named POSIX shared-memory segment (the layout of upstream's
+// TensoShm). [Cache] is a tensor cache shared by every process on the host that opens the same
+// name: LRU eviction, time to live, and zero-copy reads ([CacheView]) that pin their entry
+// until closed. [Archive] reads tenso archives, safetensors and bintensors files by mapping
+// them (O(1) lookup by name, zero-copy Gets, pread slices, hash verification);
+// [ArchiveWriter] streams them to disk and renames them into place atomically. Tensors from
+// Shm.Get, Cache.Get and Archive.Get alias C memory: Close them.
+//
 // # Errors
 //
 // Failures are [*Error] values carrying the status, the operation and libtenso's message;
-// compare them with errors.Is against the [Status] constants ErrTruncated, ErrChecksum, ...
+// compare them with errors.Is against the [Status] constants ErrTruncated, ErrChecksum,
+// ErrNotFound, ErrExists, ErrFull, ...
 // End of stream is ErrEndOfStream and also matches io.EOF.
 //
 // # Threads

@@ -2,7 +2,10 @@
 
 package tenso
 
-import "io"
+import (
+	"io"
+	"time"
+)
 
 // Built without cgo (CGO_ENABLED=0, or cross-compiling without a C toolchain): libtenso
 // cannot be called, so every function answers this error. The types, constants and pure-Go
@@ -53,3 +56,76 @@ func (o EncodeOptions) DumpsInto(dst []byte, t *Tensor) (int, error)         { r
 func (o EncodeOptions) DumpsBound(t *Tensor) (int, error)                    { return 0, errNoCgo }
 func (o EncodeOptions) SaveFile(path string, t *Tensor) error                { return errNoCgo }
 func (o EncodeOptions) DumpTo(w io.Writer, t *Tensor) (int64, error)         { return 0, errNoCgo }
+
+// Shared memory and archives (libtenso 1.1): the same API, every call answering errNoCgo.
+
+// Shm is a shared-memory segment (cgo only).
+type Shm struct{}
+
+// Cache is a shared-memory tensor cache (cgo only).
+type Cache struct{}
+
+// CacheView is a pinned cache entry (cgo only).
+type CacheView struct{ *Tensor }
+
+// Archive is an open archive file (cgo only).
+type Archive struct{}
+
+// ArchiveWriter writes an archive file (cgo only).
+type ArchiveWriter struct{}
+
+func CreateShm(name string, size uint64, replace bool) (*Shm, error) { return nil, errNoCgo }
+func CreateShmFor(name string, t *Tensor, replace bool) (*Shm, uint64, error) {
+	return nil, 0, errNoCgo
+}
+func OpenShm(name string, writable bool) (*Shm, error) { return nil, errNoCgo }
+func UnlinkShm(name string) error                      { return errNoCgo }
+func (o EncodeOptions) CreateShm(name string, t *Tensor, replace bool) (*Shm, uint64, error) {
+	return nil, 0, errNoCgo
+}
+func (s *Shm) Put(t *Tensor, o EncodeOptions) (uint64, error) { return 0, errNoCgo }
+func (s *Shm) Get(o DecodeOptions) (*Tensor, error)           { return nil, errNoCgo }
+func (s *Shm) Bytes() []byte                                  { return nil }
+func (s *Shm) Size() uint64                                   { return 0 }
+func (s *Shm) Name() string                                   { return "" }
+func (s *Shm) Writable() bool                                 { return false }
+func (s *Shm) Close() error                                   { return nil }
+
+func CreateCache(name string, o CacheOptions) (*Cache, error) { return nil, errNoCgo }
+func OpenCache(name string, o CacheOptions) (*Cache, error)   { return nil, errNoCgo }
+func UnlinkCache(name string) error                           { return errNoCgo }
+func (c *Cache) Name() string                                 { return "" }
+func (c *Cache) Put(key string, t *Tensor, ttl time.Duration, o EncodeOptions) (uint64, error) {
+	return 0, errNoCgo
+}
+func (c *Cache) Get(key string, o DecodeOptions) (*CacheView, error) { return nil, errNoCgo }
+func (c *Cache) Delete(key string) error                             { return errNoCgo }
+func (c *Cache) Info(key string) (CacheEntryInfo, error)             { return CacheEntryInfo{}, errNoCgo }
+func (c *Cache) Contains(key string) (bool, error)                   { return false, errNoCgo }
+func (c *Cache) Keys() ([]string, error)                             { return nil, errNoCgo }
+func (c *Cache) Clear() error                                        { return errNoCgo }
+func (c *Cache) Stats() (CacheStats, error)                          { return CacheStats{}, errNoCgo }
+func (c *Cache) Check() error                                        { return errNoCgo }
+func (c *Cache) Close() error                                        { return nil }
+
+func OpenArchive(path string) (*Archive, error)                               { return nil, errNoCgo }
+func (o ArchiveOptions) Open(path string) (*Archive, error)                   { return nil, errNoCgo }
+func (a *Archive) Format() Format                                             { return FormatAuto }
+func (a *Archive) Len() int                                                   { return 0 }
+func (a *Archive) Entry(i int) (ArchiveEntry, error)                          { return ArchiveEntry{}, errNoCgo }
+func (a *Archive) Entries() ([]ArchiveEntry, error)                           { return nil, errNoCgo }
+func (a *Archive) Find(name string) (int, error)                              { return 0, errNoCgo }
+func (a *Archive) Get(i int, o DecodeOptions) (*Tensor, error)                { return nil, errNoCgo }
+func (a *Archive) GetByName(name string, o DecodeOptions) (*Tensor, error)    { return nil, errNoCgo }
+func (a *Archive) ReadAt(i int, off uint64, dst []byte) error                 { return errNoCgo }
+func (a *Archive) Metadata() ([]MetadataPair, error)                          { return nil, errNoCgo }
+func (a *Archive) MetadataValue(key string) (string, bool)                    { return "", false }
+func (a *Archive) Verify(progress func(done, total uint64) bool) (int, error) { return -1, errNoCgo }
+func (a *Archive) Close() error                                               { return nil }
+
+func CreateArchive(path string) (*ArchiveWriter, error)                  { return nil, errNoCgo }
+func (o ArchiveWriteOptions) Create(path string) (*ArchiveWriter, error) { return nil, errNoCgo }
+func (w *ArchiveWriter) Add(name string, t *Tensor) error                { return errNoCgo }
+func (w *ArchiveWriter) SetMetadata(key, value string) error             { return errNoCgo }
+func (w *ArchiveWriter) Finish() error                                   { return errNoCgo }
+func (w *ArchiveWriter) Close() error                                    { return nil }

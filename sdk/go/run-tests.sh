@@ -14,7 +14,8 @@
 # does not see a rebuilt libtenso.
 #
 # Environment: GO (the go binary; default: PATH, then /usr/local/go/bin/go), JOBS (parallel
-# build jobs, default 2), RACE=1 (also run the tests under the race detector), BENCH=1 (also
+# build jobs, default 2), TENSO_SDK_STAGE / TENSO_SDK_BUILD (move the stage / build directory,
+# as the Rust SDK's script allows), RACE=1 (also run the tests under the race detector), BENCH=1 (also
 # run the benchmarks), TENSO_SKIP_BOOTSTRAP=1 (do not check the Debian build packages).
 # Extra arguments go to every `go test` run (e.g. -run Golden -v).
 #
@@ -23,9 +24,9 @@ set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
-build="$repo/build/sdk-lib"
-stage="$repo/build/stage-sdk"
-lock="$repo/build/stage-sdk.lock"
+stage="${TENSO_SDK_STAGE:-$repo/build/stage-sdk}"
+build="${TENSO_SDK_BUILD:-$repo/build/sdk-lib}"
+lock="$stage.lock"
 jobs="${JOBS:-2}"
 log() { printf 'run-tests.sh: %s\n' "$*" >&2; }
 
@@ -52,7 +53,7 @@ log "using $("$gobin" version) at $gobin"
 if [[ "${TENSO_SKIP_BOOTSTRAP:-0}" != 1 ]]; then
     bash "$repo/tests/tools/bootstrap.sh"
 fi
-mkdir -p "$repo/build"
+mkdir -p "$(dirname "$lock")"
 exec 9>"$lock"
 log "waiting for $lock"
 flock -x 9

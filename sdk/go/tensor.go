@@ -52,34 +52,43 @@ type raggedInfo struct {
 	flat, offsets int // entry indices
 }
 
-// liveViews counts tenso views held by Tensors (tests check that Close and cleanups free them).
-var liveViews atomic.Int64
+// liveViews counts tenso views held by Tensors, liveHandles the shared-memory, cache and
+// archive handles (tests check that Close and cleanups free them).
+var liveViews, liveHandles atomic.Int64
 
-// owner is one C view whose memory some Tensors alias. free is the C free function (so this
-// file stays free of cgo); the cleanup registered at creation is the safety net that Close
-// cancels.
+// owner is one C object (a view, or a handle) whose memory some Go values alias or use. free
+// is the C free function (so this file stays free of cgo); the cleanup registered at creation
+// is the safety net that Close cancels; live counts the objects not yet freed.
 type owner struct {
 	view    atomic.Pointer[byte]
 	free    func(unsafe.Pointer)
+	live    *atomic.Int64
 	cleanup runtime.Cleanup
 }
 
 func newOwner(view unsafe.Pointer, free func(unsafe.Pointer)) *owner {
-	o := &owner{free: free}
+	return newTracked(view, free, &liveViews)
+}
+
+func newTracked(view unsafe.Pointer, free func(unsafe.Pointer), live *atomic.Int64) *owner {
+	o := &owner{free: free, live: live}
 	o.view.Store((*byte)(view))
-	liveViews.Add(1)
+	live.Add(1)
 	o.cleanup = runtime.AddCleanup(o, func(v unsafe.Pointer) {
 		free(v)
-		liveViews.Add(-1)
+		live.Add(-1)
 	}, view)
 	return o
 }
+
+// ptr is the C object, or nil once closed.
+func (o *owner) ptr() unsafe.Pointer { return unsafe.Pointer(o.view.Load()) }
 
 func (o *owner) close() {
 	if v := o.view.Swap(nil); v != nil {
 		o.cleanup.Stop()
 		o.free(unsafe.Pointer(v))
-		liveViews.Add(-1)
+		o.live.Add(-1)
 	}
 }
 

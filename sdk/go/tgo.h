@@ -24,9 +24,13 @@
 
 #include <tenso/tenso.h>
 
-/* Compile-time gate: the Go declarations below mirror the 1.x ABI. */
+/* Compile-time gate: the Go declarations below mirror the 1.x ABI from 1.1 on (shm.h and
+ * archive.h are new in 1.1). */
 #if !defined(TENSO_VERSION_MAJOR) || TENSO_VERSION_MAJOR != 1
 #error "sdk/go is written for libtenso 1.x (tenso/version.h: TENSO_VERSION_MAJOR must be 1)"
+#endif
+#if TENSO_VERSION_MINOR < 1
+#error "sdk/go needs libtenso 1.1 or newer (tenso/shm.h, tenso/archive.h)"
 #endif
 
 /* ---- status + message, captured in the failing cgo call ---- */
@@ -564,6 +568,281 @@ static inline tgo_res tgo_value_write_fd(int fd, const tenso_value *v, tenso_enc
 
 static inline tgo_res tgo_value_save_file(const char *path, const tenso_value *v, tenso_encode_options o) {
     return tgo_res_of(tenso_value_save_file(path, v, &o), 0);
+}
+
+/* ---- shm.h: segments. A segment's bytes and views into it are C memory (the mapping). ---- */
+
+typedef struct {
+    tgo_res res; /* n: the packet length (create_for) */
+    tenso_shm *shm;
+} tgo_shm_res;
+
+static inline tgo_shm_res tgo_shm_create(const char *name, uint64_t size, uint32_t flags) {
+    tgo_shm_res r;
+    r.shm = NULL;
+    r.res = tgo_res_of(tenso_shm_create(&r.shm, name, size, flags), 0);
+    return r;
+}
+
+static inline tgo_shm_res tgo_shm_create_for(const char *name, const tenso_value *v, tenso_encode_options o,
+                                             uint32_t flags) {
+    tgo_shm_res r;
+    uint64_t n = 0;
+    tenso_status st;
+    r.shm = NULL;
+    st = tenso_shm_create_for(&r.shm, &n, name, v, &o, flags); /* before n is read */
+    r.res = tgo_res_of(st, n);
+    return r;
+}
+
+static inline tgo_shm_res tgo_shm_open(const char *name, int writable) {
+    tgo_shm_res r;
+    r.shm = NULL;
+    r.res = tgo_res_of(tenso_shm_open(&r.shm, name, writable), 0);
+    return r;
+}
+
+/* n: the packet length, or with TENSO_E_BUFFER_TOO_SMALL the size needed. */
+static inline tgo_res tgo_shm_put(tenso_shm *s, const tenso_value *v, tenso_encode_options o) {
+    uint64_t n = 0;
+    tenso_status st = tenso_shm_put(&n, s, v, &o);
+    return tgo_res_of(st, n);
+}
+
+/* Views of segments, caches and archives own (a reference to) every byte they point at. */
+static inline tgo_info tgo_owned_view(tenso_status st, tenso_view *v) {
+    tgo_info i;
+    memset(&i, 0, sizeof i);
+    if (st != TENSO_OK) {
+        i.res = tgo_res_of(st, 0);
+        return i;
+    }
+    tgo_fill(&i, v, NULL, 0);
+    return i;
+}
+
+static inline tgo_info tgo_shm_get(const tenso_shm *s, tenso_decode_options o) {
+    tenso_view *v = NULL;
+    tenso_status st = tenso_shm_get(&v, s, &o);
+    return tgo_owned_view(st, v);
+}
+
+static inline tgo_res tgo_shm_unlink(const char *name) { return tgo_res_of(tenso_shm_unlink(name), 0); }
+
+/* ---- shm.h: the cache. Keys are passed as (pointer, length) for the call only. ---- */
+
+typedef struct {
+    tgo_res res;
+    tenso_cache *cache;
+} tgo_cache_res;
+
+static inline tgo_cache_res tgo_cache_create(const char *name, tenso_cache_options o) {
+    tgo_cache_res r;
+    r.cache = NULL;
+    r.res = tgo_res_of(tenso_cache_create(&r.cache, name, &o), 0);
+    return r;
+}
+
+static inline tgo_cache_res tgo_cache_open(const char *name, tenso_cache_options o) {
+    tgo_cache_res r;
+    r.cache = NULL;
+    r.res = tgo_res_of(tenso_cache_open(&r.cache, name, &o), 0);
+    return r;
+}
+
+static inline tgo_res tgo_cache_unlink(const char *name) { return tgo_res_of(tenso_cache_unlink(name), 0); }
+
+static inline tgo_res tgo_cache_put(tenso_cache *c, const char *key, size_t key_len, const tenso_value *v,
+                                    tenso_encode_options o, double ttl) {
+    uint64_t n = 0;
+    tenso_status st = tenso_cache_put(&n, c, key, key_len, v, &o, ttl);
+    return tgo_res_of(st, n);
+}
+
+static inline tgo_info tgo_cache_get(tenso_cache *c, const char *key, size_t key_len, tenso_decode_options o) {
+    tenso_view *v = NULL;
+    tenso_status st = tenso_cache_get(&v, c, key, key_len, &o);
+    return tgo_owned_view(st, v);
+}
+
+static inline tgo_res tgo_cache_delete(tenso_cache *c, const char *key, size_t key_len) {
+    return tgo_res_of(tenso_cache_delete(c, key, key_len), 0);
+}
+
+typedef struct {
+    tgo_res res;
+    tenso_cache_entry_info info;
+} tgo_cache_info_res;
+
+static inline tgo_cache_info_res tgo_cache_info(tenso_cache *c, const char *key, size_t key_len) {
+    tgo_cache_info_res r;
+    memset(&r, 0, sizeof r);
+    r.res = tgo_res_of(tenso_cache_info(&r.info, c, key, key_len), 0);
+    return r;
+}
+
+/* n: 1 when found. */
+static inline tgo_res tgo_cache_contains(tenso_cache *c, const char *key, size_t key_len) {
+    int found = 0;
+    tenso_status st = tenso_cache_contains(&found, c, key, key_len);
+    return tgo_res_of(st, (uint64_t)(found != 0));
+}
+
+/* Keys collected into one malloc'ed buffer of (uint32 length, bytes) records, so Go needs no
+ * callback: it copies the keys out and frees the buffer. */
+typedef struct {
+    tgo_res res;
+    char *buf;
+    size_t len;
+    size_t cap;
+    uint64_t count;
+} tgo_keys_res;
+
+static inline int tgo_collect_key(const char *key, size_t key_len, void *user) {
+    tgo_keys_res *r = (tgo_keys_res *)user;
+    uint32_t n = (uint32_t)key_len;
+    if (key_len > TENSO_CACHE_MAX_KEY_BYTES) return 1;
+    if (r->cap - r->len < sizeof n + key_len) {
+        size_t cap = r->cap ? r->cap * 2 : 1024;
+        char *p;
+        while (cap - r->len < sizeof n + key_len) cap *= 2;
+        p = (char *)realloc(r->buf, cap);
+        if (!p) return 1;
+        r->buf = p;
+        r->cap = cap;
+    }
+    memcpy(r->buf + r->len, &n, sizeof n);
+    memcpy(r->buf + r->len + sizeof n, key, key_len);
+    r->len += sizeof n + key_len;
+    r->count++;
+    return 0;
+}
+
+static inline tgo_keys_res tgo_cache_keys(tenso_cache *c) {
+    tgo_keys_res r;
+    tenso_status st;
+    memset(&r, 0, sizeof r);
+    st = tenso_cache_keys(c, tgo_collect_key, &r);
+    if (st == TENSO_E_USER) {
+        /* only tgo_collect_key stops the walk: an allocation failed */
+        r.res.status = TENSO_E_NO_MEMORY;
+        r.res.msg = strdup("out of memory collecting cache keys");
+    } else {
+        r.res = tgo_res_of(st, 0);
+    }
+    if (r.res.status != TENSO_OK) {
+        free(r.buf);
+        r.buf = NULL;
+        r.len = r.count = 0;
+    }
+    return r;
+}
+
+static inline tgo_res tgo_cache_clear(tenso_cache *c) { return tgo_res_of(tenso_cache_clear(c), 0); }
+
+typedef struct {
+    tgo_res res;
+    tenso_cache_stats stats;
+} tgo_cache_stats_res;
+
+static inline tgo_cache_stats_res tgo_cache_stats(tenso_cache *c) {
+    tgo_cache_stats_res r;
+    memset(&r, 0, sizeof r);
+    r.res = tgo_res_of(tenso_cache_stats_get(&r.stats, c), 0);
+    return r;
+}
+
+static inline tgo_res tgo_cache_check(tenso_cache *c) { return tgo_res_of(tenso_cache_check(c), 0); }
+
+/* ---- archive.h ---- */
+
+typedef struct {
+    tgo_res res;
+    tenso_archive *a;
+} tgo_archive_res;
+
+static inline tgo_archive_res tgo_archive_open(const char *path, tenso_archive_options o) {
+    tgo_archive_res r;
+    r.a = NULL;
+    r.res = tgo_res_of(tenso_archive_open(&r.a, path, &o), 0);
+    return r;
+}
+
+typedef struct {
+    tgo_res res;
+    tenso_archive_entry e; /* e.name: C memory owned by the archive handle */
+} tgo_entry_res;
+
+static inline tgo_entry_res tgo_archive_entry_at(const tenso_archive *a, uint64_t index) {
+    tgo_entry_res r;
+    memset(&r, 0, sizeof r);
+    r.res = tgo_res_of(tenso_archive_entry_at(&r.e, a, index), 0);
+    return r;
+}
+
+/* n: the index. */
+static inline tgo_res tgo_archive_find(const tenso_archive *a, const char *name, size_t name_len) {
+    uint64_t i = 0;
+    tenso_status st = tenso_archive_find(&i, a, name, name_len);
+    return tgo_res_of(st, i);
+}
+
+static inline tgo_info tgo_archive_get(tenso_archive *a, uint64_t index, tenso_decode_options o) {
+    tenso_view *v = NULL;
+    tenso_status st = tenso_archive_get(&v, a, index, &o);
+    return tgo_owned_view(st, v);
+}
+
+static inline tgo_res tgo_archive_read(void *dst, tenso_archive *a, uint64_t index, uint64_t offset, uint64_t len) {
+    return tgo_res_of(tenso_archive_read(dst, a, index, offset, len), 0);
+}
+
+typedef struct {
+    tgo_res res;
+    const char *key; /* C memory owned by the archive handle */
+    size_t key_len;
+    const char *value;
+    size_t value_len;
+} tgo_meta_res;
+
+static inline tgo_meta_res tgo_archive_metadata_at(const tenso_archive *a, uint64_t index) {
+    tgo_meta_res r;
+    memset(&r, 0, sizeof r);
+    r.res = tgo_res_of(tenso_archive_metadata_at(&r.key, &r.key_len, &r.value, &r.value_len, a, index), 0);
+    return r;
+}
+
+static inline tgo_meta_res tgo_archive_metadata_find(const tenso_archive *a, const char *key, size_t key_len) {
+    tgo_meta_res r;
+    memset(&r, 0, sizeof r);
+    r.res = tgo_res_of(tenso_archive_metadata_find(&r.value, &r.value_len, a, key, key_len), 0);
+    return r;
+}
+
+typedef struct {
+    tgo_res res;
+    tenso_archive_writer *w;
+} tgo_writer_res;
+
+static inline tgo_writer_res tgo_writer_open(const char *path, tenso_archive_write_options o) {
+    tgo_writer_res r;
+    r.w = NULL;
+    r.res = tgo_res_of(tenso_archive_writer_open(&r.w, path, &o), 0);
+    return r;
+}
+
+static inline tgo_res tgo_writer_add(tenso_archive_writer *w, const char *name, size_t name_len,
+                                     const tenso_value *v) {
+    return tgo_res_of(tenso_archive_writer_add(w, name, name_len, v), 0);
+}
+
+static inline tgo_res tgo_writer_set_metadata(tenso_archive_writer *w, const char *key, size_t key_len,
+                                              const char *value, size_t value_len) {
+    return tgo_res_of(tenso_archive_writer_set_metadata(w, key, key_len, value, value_len), 0);
+}
+
+static inline tgo_res tgo_writer_finish(tenso_archive_writer *w) {
+    return tgo_res_of(tenso_archive_writer_finish(w), 0);
 }
 
 #endif /* TENSO_SDK_GO_TGO_H */

@@ -3,6 +3,7 @@ package tenso
 import (
 	"fmt"
 	"strings"
+	"time"
 )
 
 // DType is a dtype code as stored in the packet header (tenso.h TENSO_DTYPE_*).
@@ -130,7 +131,8 @@ const (
 	MaxBundleEntries = 255
 	DefaultAlignment = 64
 	MaxAlignment     = 1 << 20
-	ProtocolVersion  = 4 // the wire version libtenso writes (it reads 1 to 4)
+	MaxCacheKeyBytes = 128 // the longest cache key, in bytes
+	ProtocolVersion  = 4   // the wire version libtenso writes (it reads 1 to 4)
 )
 
 const (
@@ -168,6 +170,14 @@ const (
 	ErrNotAvailable       Status = -18
 	ErrUser               Status = -19
 	ErrInternal           Status = -20
+	ErrNotFound           Status = -21 // no such key, tensor name or segment (or it expired); 1.1
+	ErrExists             Status = -22 // the segment or file to be created exists; 1.1
+	ErrFull               Status = -23 // a cache with no room after expiry and eviction; 1.1
+	ErrCorrupt            Status = -24 // a pool or file whose own structure is invalid; 1.1
+	ErrTimeout            Status = -25 // a lock was not obtained in time; 1.1
+	ErrBadOffset          Status = -26 // a byte range outside the file, overlapping, misaligned; 1.1
+	ErrDuplicateKey       Status = -27 // a name that occurs twice where names must be unique; 1.1
+	ErrBadUTF8            Status = -28 // a name, key or metadata string that is not UTF-8; 1.1
 )
 
 // statusNames mirror tenso_status_name (checked by a test), indexed by -status.
@@ -177,7 +187,9 @@ var statusNames = [...]string{
 	"TENSO_E_TOO_MANY_DIMS", "TENSO_E_TOO_MANY_ELEMENTS", "TENSO_E_CHECKSUM",
 	"TENSO_E_COMPRESSION", "TENSO_E_BAD_BUNDLE", "TENSO_E_MALFORMED", "TENSO_E_LIMIT",
 	"TENSO_E_UNSUPPORTED_KIND", "TENSO_E_NO_MEMORY", "TENSO_E_IO", "TENSO_E_END_OF_STREAM",
-	"TENSO_E_NOT_AVAILABLE", "TENSO_E_USER", "TENSO_E_INTERNAL",
+	"TENSO_E_NOT_AVAILABLE", "TENSO_E_USER", "TENSO_E_INTERNAL", "TENSO_E_NOT_FOUND",
+	"TENSO_E_EXISTS", "TENSO_E_FULL", "TENSO_E_CORRUPT", "TENSO_E_TIMEOUT", "TENSO_E_BAD_OFFSET",
+	"TENSO_E_DUPLICATE_KEY", "TENSO_E_BAD_UTF8",
 }
 
 // Name is the symbolic name, as tenso_status_name gives it ("TENSO_E_CHECKSUM").
@@ -305,4 +317,111 @@ type PacketInfo struct {
 	BodyOffset uint64 // 0 for containers
 	BodySize   uint64 // as stored (compressed size with LZ4); 0 if unknown
 	PacketSize uint64 // 0 when the bytes given are too short to tell
+}
+
+// Format is a file format of archives (tenso/archive.h TENSO_FORMAT_*).
+type Format int32
+
+// File formats. FormatAuto detects the format from the file's first bytes when reading and
+// from the extension when writing (.safetensors, .bt, else a tenso archive).
+const (
+	FormatAuto        Format = 0
+	FormatArchive     Format = 1 // a tenso archive (.tenso)
+	FormatSafetensors Format = 2 // safetensors (.safetensors)
+	FormatBintensors  Format = 3 // bintensors (.bt)
+	FormatPacket      Format = 4 // one Tenso packet (a dense tensor, or a bundle of them); read only
+)
+
+var formatNames = [...]string{FormatArchive: "tenso", FormatSafetensors: "safetensors",
+	FormatBintensors: "bintensors", FormatPacket: "packet"}
+
+// String is libtenso's short name of the format ("tenso", "safetensors", ...); "" if unknown.
+func (f Format) String() string {
+	if f > 0 && int(f) < len(formatNames) {
+		return formatNames[f]
+	}
+	return ""
+}
+
+// CacheOptions say how to create or attach to a [Cache]. The zero value means libtenso's
+// defaults: a 256 MiB pool, one entry slot per 16 KiB, 256 clients, 16384 pins, a 10 s lock
+// timeout. Only LockTimeout applies to OpenCache.
+type CacheOptions struct {
+	Size        uint64        // pool bytes, header and tables included
+	MaxEntries  uint32        // entry slots
+	MaxClients  uint32        // handles attached at once
+	MaxPins     uint32        // distinct (handle, entry) pins at once
+	LockTimeout time.Duration // wait at most this for the pool's lock (rounded up to 1 ms)
+	Replace     bool          // create: replace a leftover pool of the same name
+}
+
+// CacheEntryInfo is what a [Cache] knows about one entry ([Cache.Info]).
+type CacheEntryInfo struct {
+	Packet     PacketInfo    // the stored packet's header
+	AllocBytes uint64        // space reserved for it in the pool
+	TTL        time.Duration // 0 when it never expires
+	Age        time.Duration // since it was put
+	Pins       uint32        // views holding it now, over all processes
+}
+
+// CacheStats are the counters and occupancy of a [Cache] pool.
+type CacheStats struct {
+	Entries       uint64 // live keys
+	MaxEntries    uint64
+	PoolBytes     uint64 // the whole segment
+	DataBytes     uint64 // the data region
+	UsedBytes     uint64 // data bytes reserved by entries (pinned leftovers included)
+	FreeBytes     uint64
+	Hits, Misses  uint64
+	Evictions     uint64 // entries dropped to make room
+	Expirations   uint64 // entries dropped because their TTL passed
+	PinnedEntries uint64 // entries with at least one pin
+	Recoveries    uint64 // times a lock holder died and the pool was rebuilt
+	Clients       uint64 // handles attached now
+}
+
+// HitRate is Hits / (Hits + Misses), 0 before any Get.
+func (s CacheStats) HitRate() float64 {
+	if s.Hits+s.Misses == 0 {
+		return 0
+	}
+	return float64(s.Hits) / float64(s.Hits+s.Misses)
+}
+
+// ArchiveOptions say how to open an [Archive]. The zero value detects the format, verifies
+// each stored hash on a tensor's first Get, and caps the index at 1e8 bytes and 1e7 tensors.
+type ArchiveOptions struct {
+	VerifyAll     bool   // verify every stored hash while opening (O(file))
+	NoVerify      bool   // never verify stored hashes
+	Format        Format // FormatAuto detects it
+	MaxIndexBytes uint64 // index / JSON / bincode header; 0: 1e8
+	MaxTensors    uint64 // 0: 1e7
+}
+
+// ArchiveWriteOptions say how to write an archive. The zero value picks the format from the
+// extension, aligns packets to 64 bytes and stores an XXH3-64 per tensor.
+type ArchiveWriteOptions struct {
+	Format    Format        // FormatAuto: from the extension, else FormatArchive
+	Alignment uint32        // archives: packet offsets and bodies, 64 (0) or 4096
+	NoHash    bool          // archives: do not store XXH3 hashes in the index
+	Encode    EncodeOptions // archives: packet options (Integrity, Compress, CompressionLevel)
+}
+
+// ArchiveEntry is one tensor as an archive's index describes it.
+type ArchiveEntry struct {
+	Name        string
+	Kind        Kind  // KindDense for safetensors and bintensors
+	DType       DType // 0 for containers
+	Shape       []uint64
+	Offset      uint64 // absolute file offset of the stored bytes (a packet for archives)
+	StoredBytes uint64 // length of the stored bytes
+	NBytes      uint64 // body bytes once decoded
+	DataOffset  uint64 // absolute file offset of the raw body; 0 when not stored raw
+	XXH3        uint64 // the stored hash when Hashed
+	Hashed      bool
+}
+
+// MetadataPair is one string metadata pair of an archive, in the order stored.
+type MetadataPair struct {
+	Key, Value string
 }

@@ -18,7 +18,7 @@ use std::fmt::Write as _;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-const HEADERS: [&str; 5] = ["common.h", "errors.h", "version.h", "dlpack.h", "tenso.h"];
+const HEADERS: [&str; 7] = ["common.h", "errors.h", "version.h", "dlpack.h", "tenso.h", "shm.h", "archive.h"];
 // Macros that are not values: linkage/visibility helpers.
 const NOT_VALUES: [&str; 3] = ["TENSO_API", "TENSO_BEGIN_DECL", "TENSO_END_DECL"];
 
@@ -83,6 +83,8 @@ struct Api {
     scalars: Vec<String>,
     /// (name, return type, parameter types) in Rust syntax
     functions: Vec<(String, String, Vec<String>)>,
+    /// function-pointer typedefs: (name, return type, parameter types) in Rust syntax
+    fn_types: Vec<(String, String, Vec<String>)>,
 }
 
 fn is_ident(s: &str) -> bool {
@@ -170,7 +172,19 @@ fn parse_typedefs(decl: &str, api: &mut Api) {
             let inner = &body[open + 1..close];
             if head.starts_with("struct") {
                 let mut fields = Vec::new();
-                for f in split_top(inner, ';') {
+                // `uint64_t hits, misses;` declares several fields of one type.
+                let decls = split_top(inner, ';').into_iter().flat_map(|f| {
+                    if f.contains('(') {
+                        return vec![f];
+                    }
+                    let parts = split_top(&f, ',');
+                    let ty_end = parts[0].rfind(|c: char| c.is_whitespace() || c == '*').map_or(0, |i| i + 1);
+                    let ty = parts[0][..ty_end].to_string();
+                    let mut out = vec![parts[0].clone()];
+                    out.extend(parts[1..].iter().map(|p| format!("{ty} {p}")));
+                    out
+                });
+                for f in decls {
                     let name = if let Some(p) = f.find("(*") {
                         let s = &f[p + 2..];
                         s[..s.find(')').unwrap()].trim().to_string()
@@ -192,6 +206,21 @@ fn parse_typedefs(decl: &str, api: &mut Api) {
             } else {
                 panic!("unexpected typedef body: {body}");
             }
+        } else if let Some(p) = body.find("(*") {
+            // typedef RET (*name)(PARAMS);  a callback type
+            let name_end = body[p..].find(')').unwrap() + p;
+            let name = body[p + 2..name_end].trim().to_string();
+            let ret = rust_type(&tokens(&body[..p]));
+            let params_src = body[name_end + 1..].trim().trim_start_matches('(').trim_end_matches(')');
+            let params = split_top(params_src, ',')
+                .iter()
+                .map(|q| {
+                    let toks = tokens(q);
+                    rust_type(&toks[..toks.len() - 1])
+                })
+                .collect();
+            api.scalars.push(name.clone());
+            api.fn_types.push((name, ret, params));
         } else {
             // typedef struct X X; (opaque) or typedef int32_t name;
             let toks: Vec<&str> = body.split_whitespace().collect();
@@ -388,6 +417,20 @@ fn main() {
         writeln!(
             rs,
             "        (\"{name}\", {{ let f: unsafe extern \"C\" fn({}) -> {ret} = tenso_sys::{name}; f as usize }}),",
+            params.join(", ")
+        )
+        .unwrap();
+    }
+    rs.push_str("    ]\n}\n");
+    writeln!(rs, "/// Callback typedefs: each is `Option<unsafe extern \"C\" fn(..)>` of the header's signature")
+        .unwrap();
+    writeln!(rs, "/// (a mismatch does not compile). Returns their names.").unwrap();
+    writeln!(rs, "#[allow(unused_parens, clippy::type_complexity)]").unwrap();
+    writeln!(rs, "pub fn callback_types() -> Vec<&'static str> {{\n    vec![").unwrap();
+    for (name, ret, params) in &api.fn_types {
+        writeln!(
+            rs,
+            "        {{ let _f: tenso_sys::{name} = None::<unsafe extern \"C\" fn({}) -> {ret}>; \"{name}\" }},",
             params.join(", ")
         )
         .unwrap();

@@ -1,6 +1,6 @@
 //! Finds the installed libtenso with pkg-config and links it.
 //!
-//! - The version must be >= 1.0 and < 2: the declarations in src/lib.rs are those of soname
+//! - The version must be >= 1.1 and < 2: the declarations in src/lib.rs are those of soname
 //!   libtenso.so.1 (every 1.x keeps them, see the C README's ABI promise).
 //! - `cargo:libdir` / `cargo:include` are passed on to dependents' build scripts as
 //!   `DEP_TENSO_LIBDIR` / `DEP_TENSO_INCLUDE` (the `links` metadata), so the safe crate can
@@ -31,11 +31,11 @@ fn main() {
         return;
     }
 
-    let lib = match pkg_config::Config::new().range_version("1.0".."2.0").cargo_metadata(true).probe("tenso") {
+    let lib = match pkg_config::Config::new().range_version("1.1".."2.0").cargo_metadata(true).probe("tenso") {
         Ok(lib) => lib,
         Err(e) => {
             eprintln!(
-                "tenso-sys: libtenso >= 1.0, < 2 was not found by pkg-config.\n\
+                "tenso-sys: libtenso >= 1.1, < 2 was not found by pkg-config.\n\
                  Install it (`make install PREFIX=...` in the tenso repository) and point \
                  PKG_CONFIG_PATH at <prefix>/lib/pkgconfig.\n\n{e}"
             );

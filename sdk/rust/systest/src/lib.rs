@@ -93,6 +93,12 @@ mod tests {
             "DLTensor",
             "DLManagedTensor",
             "DLManagedTensorVersioned",
+            "tenso_cache_options",
+            "tenso_cache_entry_info",
+            "tenso_cache_stats",
+            "tenso_archive_options",
+            "tenso_archive_entry",
+            "tenso_archive_write_options",
         ] {
             assert!(c.iter().any(|(n, _)| n == &format!("sizeof {s}")), "{s} not checked");
         }
@@ -122,6 +128,13 @@ mod tests {
         names.sort_unstable();
         names.dedup();
         assert_eq!(names.len(), HEADER_FUNCTIONS, "duplicate prototypes");
+    }
+
+    #[test]
+    fn callback_types_have_the_header_signatures() {
+        // Compiling callback_types() proved the signatures; the parse must have seen both.
+        let names = callback_types();
+        assert_eq!(names, ["tenso_cache_key_fn", "tenso_progress_fn"]);
     }
 
     #[test]

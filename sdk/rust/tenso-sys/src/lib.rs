@@ -1,5 +1,6 @@
 //! Raw declarations of the libtenso C ABI (`tenso/tenso.h`, `tenso/errors.h`,
-//! `tenso/version.h`, `tenso/dlpack.h`), written by hand from the headers of libtenso 1.x.
+//! `tenso/version.h`, `tenso/dlpack.h`, `tenso/shm.h`, `tenso/archive.h`), written by hand
+//! from the headers of libtenso 1.1.
 //!
 //! Everything here is `unsafe` and mirrors C exactly: the `tenso_*` functions, the structs a
 //! caller fills or receives (`#[repr(C)]`, same field order and types), the opaque handles
@@ -24,7 +25,7 @@ use core::marker::{PhantomData, PhantomPinned};
 // ============================================================================================
 
 pub const TENSO_VERSION_MAJOR: u32 = 1;
-pub const TENSO_VERSION_MINOR: u32 = 0;
+pub const TENSO_VERSION_MINOR: u32 = 1;
 pub const TENSO_VERSION_PATCH: u32 = 0;
 /// The ABI major: the soname is libtenso.so.TENSO_SOVERSION.
 pub const TENSO_SOVERSION: u32 = 1;
@@ -34,7 +35,7 @@ pub const TENSO_PROTOCOL_VERSION: u32 = 4;
 /// with [`tenso_version_number`] at run time.
 pub const TENSO_VERSION_NUMBER: u32 = TENSO_VERSION_MAJOR * 10000 + TENSO_VERSION_MINOR * 100 + TENSO_VERSION_PATCH;
 /// `TENSO_VERSION_STRING`, NUL-terminated.
-pub const TENSO_VERSION_STRING: &[u8] = b"1.0.0\0";
+pub const TENSO_VERSION_STRING: &[u8] = b"1.1.0\0";
 
 // ============================================================================================
 // errors.h
@@ -64,6 +65,23 @@ pub const TENSO_E_END_OF_STREAM: tenso_status = -17;
 pub const TENSO_E_NOT_AVAILABLE: tenso_status = -18;
 pub const TENSO_E_USER: tenso_status = -19;
 pub const TENSO_E_INTERNAL: tenso_status = -20;
+/// A key, tensor name or shared-memory segment that does not exist (or has expired). 1.1.
+pub const TENSO_E_NOT_FOUND: tenso_status = -21;
+/// A segment or file to be created exists already. 1.1.
+pub const TENSO_E_EXISTS: tenso_status = -22;
+/// A cache pool with no room left after expiry and eviction (or no free entry slot). 1.1.
+pub const TENSO_E_FULL: tenso_status = -23;
+/// A pool or file whose own structure is invalid or foreign. 1.1.
+pub const TENSO_E_CORRUPT: tenso_status = -24;
+/// A lock was not obtained in time. 1.1.
+pub const TENSO_E_TIMEOUT: tenso_status = -25;
+/// A tensor's byte range is out of the file, overlaps another, is misaligned or leaves a
+/// forbidden hole. 1.1.
+pub const TENSO_E_BAD_OFFSET: tenso_status = -26;
+/// A name that occurs twice where names must be unique. 1.1.
+pub const TENSO_E_DUPLICATE_KEY: tenso_status = -27;
+/// A name, key or metadata string that is not valid UTF-8. 1.1.
+pub const TENSO_E_BAD_UTF8: tenso_status = -28;
 
 // ============================================================================================
 // tenso.h: dtypes, kinds, flags and limits
@@ -373,6 +391,193 @@ pub struct DLManagedTensorVersioned {
 }
 
 // ============================================================================================
+// shm.h (1.1): segments and the multi-process cache
+// ============================================================================================
+
+/// A mapping of one named shared-memory segment. Opaque.
+#[repr(C)]
+pub struct tenso_shm {
+    _data: [u8; 0],
+    _marker: PhantomData<(*mut u8, PhantomPinned)>,
+}
+
+/// `tenso_shm_create` / cache create flag: replace a leftover segment of the same name.
+pub const TENSO_SHM_REPLACE: u32 = 0x1;
+
+/// An attached cache pool. Opaque.
+#[repr(C)]
+pub struct tenso_cache {
+    _data: [u8; 0],
+    _marker: PhantomData<(*mut u8, PhantomPinned)>,
+}
+
+/// The longest cache key, in bytes.
+pub const TENSO_CACHE_MAX_KEY_BYTES: i32 = 128;
+
+/// Options for creating or opening a cache; zero means "default" in every field.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct tenso_cache_options {
+    pub version: u32,
+    pub flags: u32,
+    pub size: u64,
+    pub max_entries: u32,
+    pub max_clients: u32,
+    pub max_pins: u32,
+    pub lock_timeout_ms: u32,
+}
+
+pub const TENSO_CACHE_OPTIONS_VERSION: u32 = 1;
+/// `TENSO_CACHE_OPTIONS_INIT`.
+pub const TENSO_CACHE_OPTIONS_INIT: tenso_cache_options = tenso_cache_options {
+    version: TENSO_CACHE_OPTIONS_VERSION,
+    flags: 0,
+    size: 0,
+    max_entries: 0,
+    max_clients: 0,
+    max_pins: 0,
+    lock_timeout_ms: 0,
+};
+
+/// What the cache knows about one entry.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct tenso_cache_entry_info {
+    pub packet: tenso_packet_info,
+    pub alloc_bytes: u64,
+    pub ttl_seconds: f64,
+    pub age_seconds: f64,
+    pub pins: u32,
+    pub reserved0: u32,
+    pub reserved: [u64; 4],
+}
+
+/// `tenso_cache_keys` callback: non-zero stops the walk with `TENSO_E_USER`.
+pub type tenso_cache_key_fn =
+    Option<unsafe extern "C" fn(key: *const c_char, key_len: usize, user: *mut c_void) -> c_int>;
+
+/// Counters and occupancy of a pool.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct tenso_cache_stats {
+    pub entries: u64,
+    pub max_entries: u64,
+    pub pool_bytes: u64,
+    pub data_bytes: u64,
+    pub used_bytes: u64,
+    pub free_bytes: u64,
+    pub hits: u64,
+    pub misses: u64,
+    pub evictions: u64,
+    pub expirations: u64,
+    pub pinned_entries: u64,
+    pub recoveries: u64,
+    pub clients: u64,
+    pub reserved: [u64; 4],
+}
+
+// ============================================================================================
+// archive.h (1.1): files of many named tensors
+// ============================================================================================
+
+/// A file format.
+pub type tenso_format = i32;
+
+pub const TENSO_FORMAT_AUTO: tenso_format = 0;
+pub const TENSO_FORMAT_ARCHIVE: tenso_format = 1;
+pub const TENSO_FORMAT_SAFETENSORS: tenso_format = 2;
+pub const TENSO_FORMAT_BINTENSORS: tenso_format = 3;
+pub const TENSO_FORMAT_PACKET: tenso_format = 4;
+
+/// An open archive (read side). Opaque.
+#[repr(C)]
+pub struct tenso_archive {
+    _data: [u8; 0],
+    _marker: PhantomData<(*mut u8, PhantomPinned)>,
+}
+
+pub const TENSO_ARCHIVE_VERIFY_ALL: u32 = 0x1;
+pub const TENSO_ARCHIVE_NO_VERIFY: u32 = 0x2;
+
+/// Options for opening an archive; zero means "default" in every field.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct tenso_archive_options {
+    pub version: u32,
+    pub flags: u32,
+    pub format: tenso_format,
+    pub reserved0: u32,
+    pub max_index_bytes: u64,
+    pub max_tensors: u64,
+}
+
+pub const TENSO_ARCHIVE_OPTIONS_VERSION: u32 = 1;
+/// `TENSO_ARCHIVE_OPTIONS_INIT`.
+pub const TENSO_ARCHIVE_OPTIONS_INIT: tenso_archive_options = tenso_archive_options {
+    version: TENSO_ARCHIVE_OPTIONS_VERSION,
+    flags: 0,
+    format: 0,
+    reserved0: 0,
+    max_index_bytes: 0,
+    max_tensors: 0,
+};
+
+/// `tenso_archive_entry.flags`: the index holds an XXH3-64 of the stored bytes.
+pub const TENSO_ENTRY_HASHED: u32 = 0x1;
+
+/// One tensor as an archive's index describes it (`name` is owned by the archive handle).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct tenso_archive_entry {
+    pub name: *const c_char,
+    pub name_len: usize,
+    pub kind: tenso_kind,
+    pub dtype: tenso_dtype,
+    pub ndim: u32,
+    pub flags: u32,
+    pub shape: [u64; TENSO_MAX_NDIM as usize],
+    pub offset: u64,
+    pub stored_bytes: u64,
+    pub nbytes: u64,
+    pub data_offset: u64,
+    pub xxh3: u64,
+    pub reserved: [u64; 4],
+}
+
+/// Progress callback: non-zero aborts with `TENSO_E_USER`.
+pub type tenso_progress_fn = Option<unsafe extern "C" fn(done: u64, total: u64, user: *mut c_void) -> c_int>;
+
+/// An archive being written. Opaque.
+#[repr(C)]
+pub struct tenso_archive_writer {
+    _data: [u8; 0],
+    _marker: PhantomData<(*mut u8, PhantomPinned)>,
+}
+
+pub const TENSO_ARCHIVE_NO_HASH: u32 = 0x1;
+
+/// Options for writing an archive; zero means "default" in every field.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct tenso_archive_write_options {
+    pub version: u32,
+    pub flags: u32,
+    pub format: tenso_format,
+    pub alignment: u32,
+    pub encode: tenso_encode_options,
+}
+
+pub const TENSO_ARCHIVE_WRITE_OPTIONS_VERSION: u32 = 1;
+/// `TENSO_ARCHIVE_WRITE_OPTIONS_INIT`.
+pub const TENSO_ARCHIVE_WRITE_OPTIONS_INIT: tenso_archive_write_options = tenso_archive_write_options {
+    version: TENSO_ARCHIVE_WRITE_OPTIONS_VERSION,
+    flags: 0,
+    format: 0,
+    alignment: 0,
+    encode: TENSO_ENCODE_OPTIONS_INIT,
+};
+
+// ============================================================================================
 // Functions, in the order of the headers.
 // ============================================================================================
 
@@ -572,4 +777,158 @@ extern "C" {
     // ---- DLPack
     pub fn tenso_view_to_dlpack(out: *mut *mut DLManagedTensorVersioned, v: *const tenso_view) -> tenso_status;
     pub fn tenso_view_to_dlpack_legacy(out: *mut *mut DLManagedTensor, v: *const tenso_view) -> tenso_status;
+
+    // ---- shm.h: segments
+    pub fn tenso_shm_create(out: *mut *mut tenso_shm, name: *const c_char, size: u64, flags: u32) -> tenso_status;
+    pub fn tenso_shm_create_for(
+        out: *mut *mut tenso_shm,
+        written_out: *mut u64,
+        name: *const c_char,
+        v: *const tenso_value,
+        opts: *const tenso_encode_options,
+        flags: u32,
+    ) -> tenso_status;
+    pub fn tenso_shm_open(out: *mut *mut tenso_shm, name: *const c_char, writable: c_int) -> tenso_status;
+    pub fn tenso_shm_put(
+        written_out: *mut u64,
+        shm: *mut tenso_shm,
+        v: *const tenso_value,
+        opts: *const tenso_encode_options,
+    ) -> tenso_status;
+    pub fn tenso_shm_get(
+        out: *mut *mut tenso_view,
+        shm: *const tenso_shm,
+        opts: *const tenso_decode_options,
+    ) -> tenso_status;
+    pub fn tenso_shm_data(shm: *const tenso_shm) -> *mut c_void;
+    pub fn tenso_shm_size(shm: *const tenso_shm) -> u64;
+    pub fn tenso_shm_name(shm: *const tenso_shm) -> *const c_char;
+    pub fn tenso_shm_close(shm: *mut tenso_shm);
+    pub fn tenso_shm_unlink(name: *const c_char) -> tenso_status;
+
+    // ---- shm.h: the cache
+    pub fn tenso_cache_options_init(opts: *mut tenso_cache_options, version: u32) -> tenso_status;
+    pub fn tenso_cache_create(
+        out: *mut *mut tenso_cache,
+        name: *const c_char,
+        opts: *const tenso_cache_options,
+    ) -> tenso_status;
+    pub fn tenso_cache_open(
+        out: *mut *mut tenso_cache,
+        name: *const c_char,
+        opts: *const tenso_cache_options,
+    ) -> tenso_status;
+    pub fn tenso_cache_close(cache: *mut tenso_cache);
+    pub fn tenso_cache_unlink(name: *const c_char) -> tenso_status;
+    pub fn tenso_cache_name(cache: *const tenso_cache) -> *const c_char;
+    pub fn tenso_cache_put(
+        written_out: *mut u64,
+        cache: *mut tenso_cache,
+        key: *const c_char,
+        key_len: usize,
+        v: *const tenso_value,
+        opts: *const tenso_encode_options,
+        ttl_seconds: f64,
+    ) -> tenso_status;
+    pub fn tenso_cache_get(
+        out: *mut *mut tenso_view,
+        cache: *mut tenso_cache,
+        key: *const c_char,
+        key_len: usize,
+        opts: *const tenso_decode_options,
+    ) -> tenso_status;
+    pub fn tenso_cache_delete(cache: *mut tenso_cache, key: *const c_char, key_len: usize) -> tenso_status;
+    pub fn tenso_cache_info(
+        out: *mut tenso_cache_entry_info,
+        cache: *mut tenso_cache,
+        key: *const c_char,
+        key_len: usize,
+    ) -> tenso_status;
+    pub fn tenso_cache_contains(
+        found_out: *mut c_int,
+        cache: *mut tenso_cache,
+        key: *const c_char,
+        key_len: usize,
+    ) -> tenso_status;
+    pub fn tenso_cache_keys(cache: *mut tenso_cache, fn_: tenso_cache_key_fn, user: *mut c_void) -> tenso_status;
+    pub fn tenso_cache_clear(cache: *mut tenso_cache) -> tenso_status;
+    pub fn tenso_cache_stats_get(out: *mut tenso_cache_stats, cache: *mut tenso_cache) -> tenso_status;
+    pub fn tenso_cache_check(cache: *mut tenso_cache) -> tenso_status;
+
+    // ---- archive.h: reading
+    pub fn tenso_format_name(format: tenso_format) -> *const c_char;
+    pub fn tenso_archive_options_init(opts: *mut tenso_archive_options, version: u32) -> tenso_status;
+    pub fn tenso_archive_open(
+        out: *mut *mut tenso_archive,
+        path: *const c_char,
+        opts: *const tenso_archive_options,
+    ) -> tenso_status;
+    pub fn tenso_archive_close(a: *mut tenso_archive);
+    pub fn tenso_archive_format(a: *const tenso_archive) -> tenso_format;
+    pub fn tenso_archive_count(a: *const tenso_archive) -> u64;
+    pub fn tenso_archive_entry_at(out: *mut tenso_archive_entry, a: *const tenso_archive, index: u64) -> tenso_status;
+    pub fn tenso_archive_find(
+        index_out: *mut u64,
+        a: *const tenso_archive,
+        name: *const c_char,
+        name_len: usize,
+    ) -> tenso_status;
+    pub fn tenso_archive_get(
+        out: *mut *mut tenso_view,
+        a: *mut tenso_archive,
+        index: u64,
+        opts: *const tenso_decode_options,
+    ) -> tenso_status;
+    pub fn tenso_archive_read(
+        dst: *mut c_void,
+        a: *mut tenso_archive,
+        index: u64,
+        offset: u64,
+        len: u64,
+    ) -> tenso_status;
+    pub fn tenso_archive_metadata_count(a: *const tenso_archive) -> u64;
+    pub fn tenso_archive_metadata_at(
+        key_out: *mut *const c_char,
+        key_len_out: *mut usize,
+        value_out: *mut *const c_char,
+        value_len_out: *mut usize,
+        a: *const tenso_archive,
+        index: u64,
+    ) -> tenso_status;
+    pub fn tenso_archive_metadata_find(
+        value_out: *mut *const c_char,
+        value_len_out: *mut usize,
+        a: *const tenso_archive,
+        key: *const c_char,
+        key_len: usize,
+    ) -> tenso_status;
+    pub fn tenso_archive_verify(
+        bad_index_out: *mut u64,
+        a: *mut tenso_archive,
+        progress: tenso_progress_fn,
+        user: *mut c_void,
+    ) -> tenso_status;
+
+    // ---- archive.h: writing
+    pub fn tenso_archive_write_options_init(opts: *mut tenso_archive_write_options, version: u32) -> tenso_status;
+    pub fn tenso_archive_writer_open(
+        out: *mut *mut tenso_archive_writer,
+        path: *const c_char,
+        opts: *const tenso_archive_write_options,
+    ) -> tenso_status;
+    pub fn tenso_archive_writer_add(
+        w: *mut tenso_archive_writer,
+        name: *const c_char,
+        name_len: usize,
+        v: *const tenso_value,
+    ) -> tenso_status;
+    pub fn tenso_archive_writer_set_metadata(
+        w: *mut tenso_archive_writer,
+        key: *const c_char,
+        key_len: usize,
+        value: *const c_char,
+        value_len: usize,
+    ) -> tenso_status;
+    pub fn tenso_archive_writer_finish(w: *mut tenso_archive_writer) -> tenso_status;
+    pub fn tenso_archive_writer_free(w: *mut tenso_archive_writer);
 }

@@ -52,6 +52,25 @@ pub enum ErrorKind {
     User,
     /// `TENSO_E_INTERNAL`: a bug in libtenso.
     Internal,
+    /// `TENSO_E_NOT_FOUND`: no such key, tensor name or shared-memory segment (or it
+    /// expired).
+    NotFound,
+    /// `TENSO_E_EXISTS`: the segment or file to be created exists already.
+    Exists,
+    /// `TENSO_E_FULL`: a cache pool with no room left after expiry and eviction (or no free
+    /// entry slot).
+    Full,
+    /// `TENSO_E_CORRUPT`: a pool or file whose own structure is invalid or foreign.
+    Corrupt,
+    /// `TENSO_E_TIMEOUT`: a lock was not obtained in time.
+    Timeout,
+    /// `TENSO_E_BAD_OFFSET`: a tensor's byte range is outside the file, overlaps another, is
+    /// misaligned or leaves a hole the format forbids.
+    BadOffset,
+    /// `TENSO_E_DUPLICATE_KEY`: a name that occurs twice where names must be unique.
+    DuplicateKey,
+    /// `TENSO_E_BAD_UTF8`: a name, key or metadata string that is not UTF-8.
+    BadUtf8,
     /// The data is not aligned for the element type asked for (bundle entries can sit at
     /// any address): copy it with `to_vec` instead. Raised by this crate, not by libtenso.
     Misaligned,
@@ -84,6 +103,14 @@ impl ErrorKind {
             sys::TENSO_E_NOT_AVAILABLE => NotAvailable,
             sys::TENSO_E_USER => User,
             sys::TENSO_E_INTERNAL => Internal,
+            sys::TENSO_E_NOT_FOUND => NotFound,
+            sys::TENSO_E_EXISTS => Exists,
+            sys::TENSO_E_FULL => Full,
+            sys::TENSO_E_CORRUPT => Corrupt,
+            sys::TENSO_E_TIMEOUT => Timeout,
+            sys::TENSO_E_BAD_OFFSET => BadOffset,
+            sys::TENSO_E_DUPLICATE_KEY => DuplicateKey,
+            sys::TENSO_E_BAD_UTF8 => BadUtf8,
             _ => Unknown,
         }
     }
@@ -113,6 +140,14 @@ impl ErrorKind {
             NotAvailable => sys::TENSO_E_NOT_AVAILABLE,
             User => sys::TENSO_E_USER,
             Internal | Unknown => sys::TENSO_E_INTERNAL,
+            NotFound => sys::TENSO_E_NOT_FOUND,
+            Exists => sys::TENSO_E_EXISTS,
+            Full => sys::TENSO_E_FULL,
+            Corrupt => sys::TENSO_E_CORRUPT,
+            Timeout => sys::TENSO_E_TIMEOUT,
+            BadOffset => sys::TENSO_E_BAD_OFFSET,
+            DuplicateKey => sys::TENSO_E_DUPLICATE_KEY,
+            BadUtf8 => sys::TENSO_E_BAD_UTF8,
         }
     }
 }
@@ -135,6 +170,7 @@ pub struct Error {
     status: i32,
     message: String,
     needed: Option<u64>,
+    index: Option<u64>,
     source: Option<std::io::Error>,
 }
 
@@ -147,13 +183,13 @@ impl Error {
         // tenso call on this thread, and is copied before that.
         let message = unsafe { CStr::from_ptr(sys::tenso_last_error()) }.to_string_lossy().into_owned();
         unsafe { sys::tenso_error_clear() };
-        Error { kind: ErrorKind::from_status(status), status, message, needed: None, source: None }
+        Error { kind: ErrorKind::from_status(status), status, message, needed: None, index: None, source: None }
     }
 
     /// An error raised by this crate (never by libtenso).
     #[cold]
     pub(crate) fn new(kind: ErrorKind, message: impl Into<String>) -> Error {
-        Error { kind, status: kind.status(), message: message.into(), needed: None, source: None }
+        Error { kind, status: kind.status(), message: message.into(), needed: None, index: None, source: None }
     }
 
     #[cold]
@@ -163,12 +199,18 @@ impl Error {
             status: sys::TENSO_E_IO,
             message: format!("{what}: {err}"),
             needed: None,
+            index: None,
             source: Some(err),
         }
     }
 
     pub(crate) fn with_needed(mut self, needed: u64) -> Error {
         self.needed = Some(needed);
+        self
+    }
+
+    pub(crate) fn with_index(mut self, index: u64) -> Error {
+        self.index = Some(index);
         self
     }
 
@@ -197,6 +239,12 @@ impl Error {
     pub fn needed(&self) -> Option<u64> {
         self.needed
     }
+
+    /// The tensor a failure concerns, where the call reports one: the first tensor that
+    /// failed [`Archive::verify`](crate::Archive::verify).
+    pub fn index(&self) -> Option<u64> {
+        self.index
+    }
 }
 
 impl fmt::Debug for Error {
@@ -205,6 +253,9 @@ impl fmt::Debug for Error {
         d.field("kind", &self.kind).field("status", &self.status).field("message", &self.message);
         if let Some(n) = self.needed {
             d.field("needed", &n);
+        }
+        if let Some(i) = self.index {
+            d.field("index", &i);
         }
         if let Some(s) = &self.source {
             d.field("source", s);
@@ -238,10 +289,21 @@ impl From<Error> for std::io::Error {
             ErrorKind::InvalidArgument | ErrorKind::Misaligned | ErrorKind::BufferTooSmall => Io::InvalidInput,
             ErrorKind::NoMemory => Io::OutOfMemory,
             ErrorKind::NotAvailable => Io::Unsupported,
+            ErrorKind::NotFound => Io::NotFound,
+            ErrorKind::Exists => Io::AlreadyExists,
+            ErrorKind::Timeout => Io::TimedOut,
+            ErrorKind::Full | ErrorKind::User => Io::Other,
             _ => Io::InvalidData,
         };
         std::io::Error::new(kind, e)
     }
+}
+
+/// A name or key for libtenso as a NUL-terminated string ([`ErrorKind::InvalidArgument`]
+/// for an interior NUL, which C would silently cut the name at).
+pub(crate) fn c_name(name: &str, what: &str) -> Result<std::ffi::CString> {
+    std::ffi::CString::new(name)
+        .map_err(|_| Error::new(ErrorKind::InvalidArgument, format!("{what} {name:?} contains a NUL byte")))
 }
 
 /// `Ok(())` for `TENSO_OK`, otherwise the error with the thread's message.

@@ -74,7 +74,7 @@ impl fmt::Debug for Packet {
 
 impl Packet {
     /// SAFETY: `p` is a root view that owns its data (stream and file readers of libtenso).
-    unsafe fn from_owning_view(p: *mut sys::tenso_view) -> Result<Packet> {
+    pub(crate) unsafe fn from_owning_view(p: *mut sys::tenso_view) -> Result<Packet> {
         Ok(Packet { view: View::from_raw(p)?, _buf: None })
     }
 

@@ -33,6 +33,12 @@
 //! - Owned packets: [`load`] (mmap), [`read_fd`], [`read_from`] / [`Packets`] (any `Read`)
 //!   return a [`Packet`], which owns its memory and is `'static`.
 //! - Framing without decoding: [`packet_length`], [`inspect`].
+//! - Shared memory (libtenso 1.1): [`Shm`] (one packet in a named segment, the layout of
+//!   upstream's `TensoShm`) and [`Cache`] (a tensor cache shared by every process on the
+//!   host: LRU eviction, time-to-live, pinned zero-copy [`CacheView`]s).
+//! - Files of many tensors (libtenso 1.1): [`Archive`] reads tenso archives, safetensors and
+//!   bintensors files by mapping them (O(1) lookup, zero-copy [`Packet`]s, `pread` slices,
+//!   hash verification); [`ArchiveWriter`] streams them to disk atomically.
 //!
 //! # Element types
 //!
@@ -58,6 +64,7 @@
 //! call. Nothing in this API is `unsafe`.
 #![deny(missing_debug_implementations)]
 
+mod archive;
 mod composite;
 mod dlpack;
 mod dtype;
@@ -65,10 +72,15 @@ mod encode;
 mod error;
 mod io;
 mod options;
+mod shm;
 mod tensor;
 mod value;
 mod view;
 
+pub use archive::{
+    Archive, ArchiveEntries, ArchiveEntry, ArchiveKey, ArchiveOptions, ArchiveWriteOptions, ArchiveWriter, Format,
+    Metadata,
+};
 pub use composite::{IpcRef, Quantized, Ragged, Scheme, Sparse, Strings};
 pub use dlpack::{DLDataType, DLDevice, DLManagedTensor, DLManagedTensorVersioned, DLTensor, DlPack, DlPackLegacy};
 pub use dtype::{Bf16, Complex, Dtype, Element, Kind, F16};
@@ -80,6 +92,7 @@ pub use error::{Error, ErrorKind, Result};
 pub use io::read_fd;
 pub use io::{load, load_with, read_from, LoadMode, Packet, Packets};
 pub use options::{DecodeOptions, Options};
+pub use shm::{Cache, CacheEntryInfo, CacheOptions, CacheStats, CacheView, IfExists, Shm};
 pub use tensor::Tensor;
 pub use value::{quantize, Bundle, Value};
 pub use view::{inspect, loads, packet_length, Entries, PacketInfo, PacketLength, View, ViewRef};
@@ -103,7 +116,7 @@ pub mod flags {
     pub const GPU_IPC_REF: u32 = sys::TENSO_FLAG_GPU_IPC_REF;
 }
 
-/// The loaded libtenso's version, e.g. `"1.0.0"`.
+/// The loaded libtenso's version, e.g. `"1.1.0"`.
 ///
 /// ```
 /// assert!(tenso::library_version().starts_with("1."));

@@ -57,6 +57,23 @@ fn construct<'a>(f: impl FnOnce(*mut *mut sys::tenso_value) -> i32) -> Result<Va
     Ok(Value { raw, keep: Vec::new(), _borrows: PhantomData })
 }
 
+/// Runs `f` with a libtenso value handle for `value`: its own handle, or a temporary one
+/// describing a plain [`Tensor`] (the calls that store values take handles only).
+pub(crate) fn with_value<'a, E: Encode<'a> + ?Sized, R>(
+    value: &E,
+    f: impl FnOnce(*const sys::tenso_value) -> R,
+) -> Result<R> {
+    match value.source() {
+        Source::Tensor(raw, _) => {
+            // SAFETY: `raw` describes memory borrowed by `value`, alive for this call; the
+            // temporary value is freed before returning.
+            let tmp = construct(|out| unsafe { sys::tenso_value_new_tensor(out, &raw) })?;
+            Ok(f(tmp.as_ptr()))
+        }
+        Source::Value(v) => Ok(f(v.as_ptr())),
+    }
+}
+
 fn count_of(offsets: &[u64]) -> Result<u64> {
     match offsets.len() {
         0 => Err(Error::new(ErrorKind::InvalidArgument, "offsets need count + 1 entries (at least one, 0)")),

@@ -439,6 +439,10 @@ impl fmt::Debug for PacketInfo {
 }
 
 impl PacketInfo {
+    pub(crate) fn from_raw(raw: sys::tenso_packet_info) -> PacketInfo {
+        PacketInfo { raw }
+    }
+
     /// Wire version (1 to 4).
     pub fn version(&self) -> u32 {
         self.raw.version
