@@ -12,6 +12,7 @@
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -981,6 +982,9 @@ void bench_file(const Config &c, uint64_t size, bool once) {
     ::unlink(path.c_str());
 }
 
+#include "bench_cache.inc"
+#include "bench_archive.inc"
+
 void usage(FILE *f) {
     std::fprintf(f,
                  "usage: tenso_bench [--quick] [--json PATH] [--only GROUPS] [--dir DIR] [--no-huge]\n"
@@ -994,7 +998,7 @@ void usage(FILE *f) {
                  "                (the CTest smoke test bench.smoke runs this)\n"
                  "  --json PATH   also write the results as JSON to PATH\n"
                  "  --only GROUPS run only these comma-separated groups: encode, decode, lz4,\n"
-                 "                stream, file, quant, sparse (default: all)\n"
+                 "                stream, file, quant, sparse, cache, archive (default: all)\n"
                  "  --dir DIR     where temporary packet files go (default $TMPDIR or /tmp); they\n"
                  "                are removed afterwards. The full run writes a 1 GiB file there.\n"
                  "  --no-huge     skip the 1 GiB file\n"
@@ -1033,7 +1037,7 @@ int main(int argc, char **argv) {
                 size_t q = std::min(c.only.find(',', p), c.only.size());
                 std::string g = c.only.substr(p, q - p);
                 if (g != "encode" && g != "decode" && g != "lz4" && g != "stream" && g != "file" && g != "quant" &&
-                    g != "sparse") {
+                    g != "sparse" && g != "cache" && g != "archive") {
                     std::fprintf(stderr, "tenso_bench: unknown group '%s' in --only\n", g.c_str());
                     return 2;
                 }
@@ -1091,6 +1095,8 @@ int main(int argc, char **argv) {
     if (c.runs("quant")) bench_quant(c, c.quick ? MiB : 64 * MiB);
     if (c.runs("sparse")) bench_sparse(c, c.quick ? 1024 : 8192);
     if (c.runs("stream")) for (uint64_t s : stream_sizes) bench_stream(c, s);
+    if (c.runs("cache")) bench_cache(c);
+    if (c.runs("archive")) bench_archive(c);
     if (c.runs("file")) {
         bench_file(c, file_size, false);
         if (c.huge) bench_file(c, GiB, true);

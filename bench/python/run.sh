@@ -4,7 +4,9 @@
 #   - the peer libraries, pinned, installed into that same venv (stamp file: re-runs are offline);
 #   - build/venv-upstream with upstream tenso 0.24.0 (tests/upstream/venv.sh), measured in a
 #     subprocess because it has the same import name as ours.
-# Extra arguments go to bench.py (e.g. --quick, --no-chart).
+# Usage: run.sh [cache|archive] [args...]. With no suite, bench.py (dumps/loads/files/sockets);
+# `cache` runs cache_bench.py (TensoCache, issue 6), `archive` archive_bench.py (model files,
+# issue 7). Extra arguments go to the script (e.g. --quick).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -19,6 +21,7 @@ if ! "$py" -c "import tenso" 2>/dev/null; then
 fi
 
 peers="safetensors==0.8.0
+bintensors==0.2.0
 pyarrow==26.0.1
 msgpack==1.2.4
 msgpack-numpy==0.4.8
@@ -31,11 +34,15 @@ if [[ ! -f "$stamp" ]] || [[ "$(cat "$stamp")" != "$peers" ]]; then
     trap 'rm -f "$req_file"' EXIT
     printf '%s\n' "$peers" > "$req_file"
     "$py" -m pip install --disable-pip-version-check --no-input --quiet --only-binary=:all: -r "$req_file"
-    "$py" -c "import safetensors.numpy, pyarrow, msgpack, msgpack_numpy, matplotlib"
+    "$py" -c "import safetensors.numpy, bintensors.numpy, pyarrow, msgpack, msgpack_numpy, matplotlib"
     printf '%s\n' "$peers" > "$stamp"
 fi
 
 upstream_py="$(cd "$repo" && bash tests/upstream/venv.sh | tail -n1)"
 
 cd "$here"
-exec "$py" bench.py --upstream-python "$upstream_py" "$@"
+case "${1:-}" in
+    cache) shift; exec "$py" cache_bench.py --upstream-python "$upstream_py" "$@" ;;
+    archive) shift; exec "$py" archive_bench.py "$@" ;;
+    *) exec "$py" bench.py --upstream-python "$upstream_py" "$@" ;;
+esac
