@@ -326,6 +326,19 @@ class CliTest(unittest.TestCase):
         p = run("convert", a, self.path("flip.bt"), expect=1)
         self.assertIn("(TENSO_E_CHECKSUM)", p.stderr)
 
+    def test_archive_of_scalars_only(self):
+        # An archive whose every tensor is a scalar has an empty shape table (once an
+        # out-of-range reference under UBSan).
+        src = self.path("scalar.tnso")
+        with open(src, "wb") as f:
+            f.write(read_bytes(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                                            "vectors", "dense_f32_scalar.tenso")))
+        a = self.path("scalar.tenso")
+        run("convert", "-q", src, a)
+        self.assertEqual(run("verify", a).stdout, "%s: OK\n" % a)
+        rows = self.info(a)["tensors"]
+        self.assertEqual([(t["name"], t["shape"], t["nbytes"]) for t in rows], [("tensor", [], 4)])
+
     def test_verify_packet_footer(self):
         path = self.path("dense-flip.tnso")
         shutil.copy(self.path("dense.tnso"), path)
