@@ -23,23 +23,7 @@ namespace arch {
 
 using hostile::Bytes;
 
-// A dense tensor with deterministic data it owns.
-struct Tens {
-    Bytes data;
-    std::vector<uint64_t> shape;
-    tenso_tensor t{};
-    Tens(tenso_dtype dtype, std::vector<uint64_t> s, uint8_t seed) : shape(std::move(s)) {
-        uint64_t n = tenso_dtype_itemsize(dtype);
-        for (uint64_t d : shape) n *= d;
-        data.resize(size_t(n));
-        for (size_t i = 0; i < data.size(); ++i) data[i] = uint8_t(i * 131 + seed * 7 + (i >> 9));
-        if (dtype == TENSO_DTYPE_BOOL)
-            for (auto &b : data) b &= 1;
-        t = hostile::tensor(data.data(), n, shape, dtype);
-    }
-    Tens(const Tens &) = delete;
-    Tens &operator=(const Tens &) = delete;
-};
+using Tens = hostile::OwnedTensor;
 
 struct ArchiveClose {
     void operator()(tenso_archive *a) const { tenso_archive_close(a); }

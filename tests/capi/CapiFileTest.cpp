@@ -25,22 +25,6 @@ using namespace hostile;
 
 namespace {
 
-// A dense tensor with its own deterministic data.
-struct Owned {
-    Bytes data;
-    std::vector<uint64_t> shape;
-    tenso_tensor t{};
-    Owned(tenso_dtype dtype, std::vector<uint64_t> s, uint8_t seed) : shape(std::move(s)) {
-        uint64_t n = tenso_dtype_itemsize(dtype);
-        for (uint64_t d : shape) n *= d;
-        data.resize(size_t(n));
-        for (size_t i = 0; i < data.size(); ++i) data[i] = uint8_t(i * 131 + seed + (i >> 9));
-        t = tensor(data.data(), n, shape, dtype);
-    }
-    Owned(const Owned &) = delete;  // `t` points into this object
-    Owned &operator=(const Owned &) = delete;
-};
-
 Bytes dumps(const tenso_tensor &t, const tenso_encode_options &o) {
     Buffer b;
     TENSO_CHECK_OK(tenso_dumps(&b.b, &t, &o));
@@ -114,18 +98,18 @@ public:
     void testDenseRoundTrips() {
         struct Case {
             const char *name;
-            Owned t;
+            OwnedTensor t;
             tenso_encode_options o;
         } cases[] = {
-            {"f32 3x4", Owned(TENSO_DTYPE_FLOAT32, {3, 4}, 1), enc()},
-            {"f64 4096 compressed", Owned(TENSO_DTYPE_FLOAT64, {4096}, 2), enc(TENSO_ENCODE_COMPRESS)},
-            {"i32 100 integrity", Owned(TENSO_DTYPE_INT32, {100}, 3), enc(TENSO_ENCODE_INTEGRITY)},
-            {"u8 5000 align 4096", Owned(TENSO_DTYPE_UINT8, {5000}, 4), enc(0, 4096)},
-            {"c64 2x2x2 align 1 integrity compressed", Owned(TENSO_DTYPE_COMPLEX64, {2, 2, 2}, 5),
+            {"f32 3x4", OwnedTensor(TENSO_DTYPE_FLOAT32, {3, 4}, 1), enc()},
+            {"f64 4096 compressed", OwnedTensor(TENSO_DTYPE_FLOAT64, {4096}, 2), enc(TENSO_ENCODE_COMPRESS)},
+            {"i32 100 integrity", OwnedTensor(TENSO_DTYPE_INT32, {100}, 3), enc(TENSO_ENCODE_INTEGRITY)},
+            {"u8 5000 align 4096", OwnedTensor(TENSO_DTYPE_UINT8, {5000}, 4), enc(0, 4096)},
+            {"c64 2x2x2 align 1 integrity compressed", OwnedTensor(TENSO_DTYPE_COMPLEX64, {2, 2, 2}, 5),
              enc(TENSO_ENCODE_INTEGRITY | TENSO_ENCODE_COMPRESS, 1)},
-            {"i64 scalar", Owned(TENSO_DTYPE_INT64, {}, 6), enc()},
-            {"f32 [0]", Owned(TENSO_DTYPE_FLOAT32, {0}, 7), enc()},
-            {"bf16 [3,0] align 8", Owned(TENSO_DTYPE_BFLOAT16, {3, 0}, 8), enc(0, 8)},
+            {"i64 scalar", OwnedTensor(TENSO_DTYPE_INT64, {}, 6), enc()},
+            {"f32 [0]", OwnedTensor(TENSO_DTYPE_FLOAT32, {0}, 7), enc()},
+            {"bf16 [3,0] align 8", OwnedTensor(TENSO_DTYPE_BFLOAT16, {3, 0}, 8), enc(0, 8)},
         };
         for (auto &c : cases) {
             const std::string path = at("dense.tenso");
@@ -146,7 +130,7 @@ public:
     }
 
     void testBundleRoundTrip() {
-        Owned a(TENSO_DTYPE_FLOAT32, {64, 3}, 1), b(TENSO_DTYPE_INT16, {7}, 2), c(TENSO_DTYPE_UINT8, {3000}, 3);
+        OwnedTensor a(TENSO_DTYPE_FLOAT32, {64, 3}, 1), b(TENSO_DTYPE_INT16, {7}, 2), c(TENSO_DTYPE_UINT8, {3000}, 3);
         tenso_value *va, *vb, *vc, *inner, *outer;
         TENSO_CHECK_OK(tenso_value_new_tensor(&va, &a.t));
         TENSO_CHECK_OK(tenso_value_new_tensor(&vb, &b.t));
@@ -181,7 +165,7 @@ public:
     // A view owns what it was loaded from: the file may be removed or replaced and the view
     // still reads the bytes it was given, until it is freed.
     void testViewsOutliveTheFile() {
-        Owned first(TENSO_DTYPE_UINT32, {256, 256}, 1), second(TENSO_DTYPE_UINT32, {256, 256}, 2);
+        OwnedTensor first(TENSO_DTYPE_UINT32, {256, 256}, 1), second(TENSO_DTYPE_UINT32, {256, 256}, 2);
         const std::string path = at("outlive.tenso");
         for (uint32_t mode : kModes) {
             TENSO_CHECK_OK(tenso_save_file(path.c_str(), &first.t, nullptr));
@@ -201,7 +185,7 @@ public:
     // The body of a packet aligned to A sits at an A-aligned address of a mapping (A up to a
     // page); a read buffer is 64-aligned.
     void testMappedBodiesAreAligned() {
-        Owned t(TENSO_DTYPE_FLOAT32, {1000}, 1);
+        OwnedTensor t(TENSO_DTYPE_FLOAT32, {1000}, 1);
         for (uint32_t align : {64u, 128u, 4096u}) {
             const std::string path = at("aligned.tenso");
             tenso_encode_options o = enc(0, align);
@@ -217,7 +201,7 @@ public:
     }
 
     void testSaveReplacesAtomically() {
-        Owned big(TENSO_DTYPE_FLOAT64, {10000}, 1), small(TENSO_DTYPE_INT8, {3}, 2);
+        OwnedTensor big(TENSO_DTYPE_FLOAT64, {10000}, 1), small(TENSO_DTYPE_INT8, {3}, 2);
         const std::string path = at("replace.tenso");
         TENSO_CHECK_OK(tenso_save_file(path.c_str(), &big.t, nullptr));
         struct stat before;
@@ -234,7 +218,7 @@ public:
     // Saves that fail before or after the temporary exists leave the old file byte for byte
     // and no temporary behind.
     void testFailedSavesKeepTheOldFile() {
-        Owned old_t(TENSO_DTYPE_INT32, {50}, 1), t(TENSO_DTYPE_FLOAT32, {10}, 2);
+        OwnedTensor old_t(TENSO_DTYPE_INT32, {50}, 1), t(TENSO_DTYPE_FLOAT32, {10}, 2);
         const std::string path = at("keep.tenso");
         TENSO_CHECK_OK(tenso_save_file(path.c_str(), &old_t.t, nullptr));
         const Bytes old = slurp(path);
@@ -286,7 +270,7 @@ public:
     // A save that fails in the middle of writing (the file size limit is hit: EFBIG, with
     // SIGXFSZ ignored) in a child process: the old file is untouched, no temporary remains.
     void testSaveFailingMidWrite() {
-        Owned old_t(TENSO_DTYPE_UINT8, {100}, 1), big(TENSO_DTYPE_UINT8, {1u << 20}, 2);
+        OwnedTensor old_t(TENSO_DTYPE_UINT8, {100}, 1), big(TENSO_DTYPE_UINT8, {1u << 20}, 2);
         const std::string path = at("midwrite.tenso");
         TENSO_CHECK_OK(tenso_save_file(path.c_str(), &old_t.t, nullptr));
         const Bytes old = slurp(path);
@@ -332,7 +316,7 @@ public:
         const std::string empty = at("empty.tenso");
         spit(empty, "", 0);
         const std::string missing = at("missing.tenso");
-        Owned t(TENSO_DTYPE_FLOAT64, {3, 5}, 1);
+        OwnedTensor t(TENSO_DTYPE_FLOAT64, {3, 5}, 1);
         const Bytes pkt = dumps(t.t, enc(TENSO_ENCODE_INTEGRITY));
         for (uint32_t mode : kModes) {
             const std::string m = " mode " + std::to_string(mode);
@@ -353,7 +337,7 @@ public:
     }
 
     void testTrailingBytesAreIgnored() {
-        Owned t(TENSO_DTYPE_INT16, {33}, 1), z(TENSO_DTYPE_FLOAT32, {2048}, 0);
+        OwnedTensor t(TENSO_DTYPE_INT16, {33}, 1), z(TENSO_DTYPE_FLOAT32, {2048}, 0);
         for (const Bytes &pkt : {dumps(t.t, enc()), dumps(z.t, enc(TENSO_ENCODE_COMPRESS | TENSO_ENCODE_INTEGRITY))}) {
             Bytes file = pkt;
             for (int i = 0; i < 1000; ++i) file.push_back(uint8_t(i * 7));
@@ -377,7 +361,7 @@ public:
     }
 
     void testArguments() {
-        Owned t(TENSO_DTYPE_FLOAT32, {4}, 1);
+        OwnedTensor t(TENSO_DTYPE_FLOAT32, {4}, 1);
         const std::string path = at("args.tenso");
         TENSO_CHECK_OK(tenso_save_file(path.c_str(), &t.t, nullptr));
         tenso_view *raw = nullptr;
@@ -399,7 +383,7 @@ public:
     }
 
     void testDecodeOptions() {
-        Owned t(TENSO_DTYPE_UINT16, {100, 10}, 1);
+        OwnedTensor t(TENSO_DTYPE_UINT16, {100, 10}, 1);
         const std::string path = at("opts.tenso");
         tenso_encode_options eo = enc(TENSO_ENCODE_INTEGRITY);
         TENSO_CHECK_OK(tenso_save_file(path.c_str(), &t.t, &eo));

@@ -311,4 +311,22 @@ inline std::string view_diff(const tenso_view *a, const tenso_view *b, const std
     return "";
 }
 
+// A dense tensor with deterministic data it owns (bool data kept to 0/1).
+struct OwnedTensor {
+    Bytes data;
+    std::vector<uint64_t> shape;
+    tenso_tensor t{};
+    OwnedTensor(tenso_dtype dtype, std::vector<uint64_t> s, uint8_t seed) : shape(std::move(s)) {
+        uint64_t n = tenso_dtype_itemsize(dtype);
+        for (uint64_t d : shape) n *= d;
+        data.resize(size_t(n));
+        for (size_t i = 0; i < data.size(); ++i) data[i] = uint8_t(i * 131 + seed * 7 + (i >> 9));
+        if (dtype == TENSO_DTYPE_BOOL)
+            for (auto &b : data) b &= 1;
+        t = tensor(data.data(), n, shape, dtype);
+    }
+    OwnedTensor(const OwnedTensor &) = delete;  // `t` points into this object
+    OwnedTensor &operator=(const OwnedTensor &) = delete;
+};
+
 }  // namespace hostile
