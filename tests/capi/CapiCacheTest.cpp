@@ -28,12 +28,6 @@ using hostile::ViewPtr;
 
 namespace {
 
-// Pool header offsets (docs/cache-layout.md): golden, so a layout change fails here.
-constexpr size_t kVersionOff = 8, kPoolSizeOff = 16, kEntriesOff = 80, kMaxEntriesOff = 88, kDataOff = 112,
-                 kDataSizeOff = 120, kChecksumOff = 136;
-// Entry fields.
-constexpr size_t kEntryDataOff = 16, kEntryPacketLen = 32;
-
 ViewPtr get(tenso_cache *c, const std::string &k) {
     tenso_view *v = nullptr;
     TENSO_CHECK_OK(tenso_cache_get(&v, c, k.data(), k.size(), nullptr));
@@ -60,29 +54,6 @@ std::vector<std::string> keys(tenso_cache *c) {
         &out));
     return out;
 }
-
-// The pool's raw bytes, read and rewritten through shm_open as a foreign program would.
-struct RawPool {
-    int fd = -1;
-    uint8_t *p = nullptr;
-    size_t len = 0;
-    explicit RawPool(const std::string &name) {
-        fd = ::shm_open(("/" + name).c_str(), O_RDWR, 0);
-        CPPUNIT_ASSERT(fd >= 0);
-        struct stat st;
-        ::fstat(fd, &st);
-        len = size_t(st.st_size);
-        p = static_cast<uint8_t *>(::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0));
-        CPPUNIT_ASSERT(p != MAP_FAILED);
-    }
-    ~RawPool() {
-        ::munmap(p, len);
-        ::close(fd);
-    }
-    template <class T> T get(size_t off) const { T v; std::memcpy(&v, p + off, sizeof v); return v; }
-    template <class T> void set(size_t off, T v) { std::memcpy(p + off, &v, sizeof v); }
-    void reseal() { set<uint64_t>(kChecksumOff, XXH3_64bits(p, kChecksumOff)); }
-};
 
 }  // namespace
 
