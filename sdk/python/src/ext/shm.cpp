@@ -8,6 +8,7 @@
 // Shm exports the segment through the buffer protocol; a memoryview of it holds a reference to
 // the Shm object, so the mapping cannot go away under the memoryview.
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common.hpp"
@@ -32,15 +33,17 @@ tenso_status nogil(Fn &&fn) {
 }
 
 // UTF-8 bytes of a str key; a ValueError (upstream's) for keys longer than the cache allows,
-// checked here so the message names the limit the way upstream words it.
-std::string key_bytes(const py::str &key) {
+// checked here so the message names the limit the way upstream words it. The bytes are the str's
+// own cached UTF-8 (no copy: gets are latency-bound); they stay valid, also without the GIL, while
+// the caller holds the str.
+std::string_view key_bytes(const py::str &key) {
     Py_ssize_t len = 0;
     const char *utf8 = PyUnicode_AsUTF8AndSize(key.ptr(), &len);
     if (!utf8) throw py::error_already_set();
     if (len > TENSO_CACHE_MAX_KEY_BYTES)
         raise_value_error("Key too long: " + std::to_string(len) + " bytes (max " +
                           std::to_string(TENSO_CACHE_MAX_KEY_BYTES) + ")");
-    return std::string(utf8, size_t(len));
+    return std::string_view(utf8, size_t(len));
 }
 
 // ---- segments -------------------------------------------------------------------------------
@@ -153,7 +156,7 @@ std::unique_ptr<Cache> cache_open(const std::string &name, uint32_t lock_timeout
 
 uint64_t cache_put(const Cache &self, const py::str &key, const Value &value, double ttl, bool check_integrity,
                    bool compress, int64_t alignment) {
-    const std::string k = key_bytes(key);
+    const std::string_view k = key_bytes(key);
     if (!(ttl >= 0)) raise_value_error("ttl must be a non-negative number of seconds");
     const tenso_encode_options o = make_options(check_integrity, compress, alignment);
     tenso_cache *h = self.get();
@@ -164,7 +167,7 @@ uint64_t cache_put(const Cache &self, const py::str &key, const Value &value, do
 
 // The decoded entry (pinned until its arrays are collected), or None on a miss.
 py::object cache_get(const Cache &self, const py::str &key, bool copy) {
-    const std::string k = key_bytes(key);
+    const std::string_view k = key_bytes(key);
     tenso_cache *h = self.get();
     tenso_view *v = nullptr;
     const tenso_status st = nogil([&] { return tenso_cache_get(&v, h, k.data(), k.size(), nullptr); });
@@ -174,7 +177,7 @@ py::object cache_get(const Cache &self, const py::str &key, bool copy) {
 }
 
 bool cache_delete(const Cache &self, const py::str &key) {
-    const std::string k = key_bytes(key);
+    const std::string_view k = key_bytes(key);
     tenso_cache *h = self.get();
     const tenso_status st = nogil([&] { return tenso_cache_delete(h, k.data(), k.size()); });
     if (st == TENSO_E_NOT_FOUND) return false;
@@ -184,7 +187,7 @@ bool cache_delete(const Cache &self, const py::str &key) {
 
 // The packet header fields (as inspect()) plus the entry's own; None when absent.
 py::object cache_info(const Cache &self, const py::str &key) {
-    const std::string k = key_bytes(key);
+    const std::string_view k = key_bytes(key);
     tenso_cache *h = self.get();
     tenso_cache_entry_info info{};
     const tenso_status st = nogil([&] { return tenso_cache_info(&info, h, k.data(), k.size()); });

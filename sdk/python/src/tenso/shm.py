@@ -329,10 +329,14 @@ class TensoCache:
         device : str, optional
             "torch", "torch:cuda:0", "jax", "cupy:0", ...: converted from a copy, as upstream.
         """
+        # The hot path of the cache: one attribute and one call (what _handle() does, inlined).
+        h = self._h
+        if h is None:
+            raise RuntimeError("TensoCache is closed")
         if not isinstance(key, str):
             raise TensoTypeError(f"cache keys must be str, not {type(key).__name__}")
-        out = self._handle().get(key, bool(copy or device is not None))
-        if out is None or device is None:
+        out = h.get(key, bool(copy) or device is not None)
+        if device is None or out is None:
             return out
         return _to_device(out, device)
 
