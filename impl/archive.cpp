@@ -137,6 +137,7 @@ void read_tenso_archive(Catalog &cat, const FileMap &m, const ArchiveLimits &lim
         fail(TENSO_E_TRUNCATED, "file has " + num(size) + " bytes, its index ends at " + num(ioff + isz));
     if (ioff + isz < size) fail(TENSO_E_CORRUPT, num(size - ioff - isz) + " bytes after the index");
     if (isz < kIndexHeader + 8) fail(TENSO_E_CORRUPT, "index of " + num(isz) + " bytes is too short");
+    m.prefetch(ioff, isz);
     const uint8_t *x = b + ioff;
     if (xxh3(x, isz - 8) != rd64(x + isz - 8)) fail(TENSO_E_CORRUPT, "index checksum mismatch");
     if (std::memcmp(x, kIndexMagic, 4) != 0) fail(TENSO_E_CORRUPT, "bad index magic");
@@ -315,7 +316,12 @@ std::unique_ptr<Archive> Archive::open(const char *path, const tenso_archive_opt
     if (!S_ISREG(st.st_mode)) fail(TENSO_E_IO, std::string(path) + " is not a regular file");
     a->map_ = map_file(a->fd_, size_t(st.st_size));
     const FileMap &m = *a->map_;
+    // Header and index reads fault one page at a time (each reader prefetches its index range),
+    // so a cold open reads kilobytes instead of the read-around around every fault. A single
+    // packet file's headers are spread through it: it keeps read-around.
+    m.random();
     int format = o.format ? o.format : sniff_format(m.data, m.size);
+    if (format == TENSO_FORMAT_PACKET) m.normal();
     Catalog &cat = a->cat_;
     switch (format) {
     case TENSO_FORMAT_ARCHIVE: read_tenso_archive(cat, m, lim); break;
@@ -324,6 +330,7 @@ std::unique_ptr<Archive> Archive::open(const char *path, const tenso_archive_opt
     case TENSO_FORMAT_BINTENSORS: read_bintensors(cat, m, lim); break;
     default: fail(TENSO_E_CORRUPT, "not a tenso archive, Tenso packet, safetensors or bintensors file");
     }
+    m.normal();
     if (!cat.owned.empty() && !cat.names) cat.names = cat.owned.data();
     if (!cat.owned.empty() && !cat.meta_base) cat.meta_base = cat.owned.data();
 

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <string>
@@ -140,6 +141,21 @@ std::unique_ptr<View> load_file(const char *path, bool mmap_mode, const Limits &
 
 FileMap::~FileMap() {
     if (data) ::munmap(const_cast<uint8_t *>(data), size);
+}
+
+void FileMap::random() const {
+    if (size) ::madvise(const_cast<uint8_t *>(data), size, MADV_RANDOM);
+}
+
+void FileMap::normal() const {
+    if (size) ::madvise(const_cast<uint8_t *>(data), size, MADV_NORMAL);
+}
+
+void FileMap::prefetch(uint64_t off, uint64_t len) const {
+    if (off >= size || !len) return;
+    const uint64_t page = uint64_t(::sysconf(_SC_PAGESIZE));
+    const uint64_t begin = off & ~(page - 1), end = off + std::min<uint64_t>(len, size - off);
+    ::madvise(const_cast<uint8_t *>(data) + begin, size_t(end - begin), MADV_WILLNEED);
 }
 
 std::shared_ptr<const FileMap> map_file(int fd, size_t size) {

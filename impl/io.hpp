@@ -51,6 +51,15 @@ struct FileMap {
     FileMap(const FileMap &) = delete;
     FileMap &operator=(const FileMap &) = delete;
     ~FileMap();
+
+    // Page-cache hints for readers of a header or index in a cold file (ignored on failure:
+    // they are hints). The kernel's fault read-around pulls megabytes of tensor data into the
+    // page cache per fault; with random() set, a fault reads its page only, prefetch() asks for
+    // exactly the index range in one request, and normal() restores read-around for tensor
+    // access afterwards.
+    void random() const;
+    void normal() const;
+    void prefetch(uint64_t off, uint64_t len) const;
 };
 std::shared_ptr<const FileMap> map_file(int fd, size_t size);
 

@@ -89,6 +89,7 @@ uint64_t header_length(const FileMap &m, const ArchiveLimits &lim, const char *f
                                 num(lim.max_index_bytes) + ")");
     if (n > m.size - 8)
         fail(TENSO_E_TRUNCATED, std::string(format) + " header of " + num(n) + " bytes runs past the file (" + num(m.size) + " bytes)");
+    m.prefetch(8, n);
     return n;
 }
 
