@@ -28,6 +28,17 @@
 #include "hash.hpp"
 #include "wire.hpp"
 
+#if defined(__SANITIZE_THREAD__)
+#define TENSO_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define TENSO_TSAN 1
+#endif
+#endif
+#ifdef TENSO_TSAN
+#include <sanitizer/tsan_interface.h>
+#endif
+
 namespace tenso {
 
 namespace cache_layout {
@@ -130,6 +141,20 @@ int64_t now_ns() {
 }
 
 uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) & ~(a - 1); }
+
+// ThreadSanitizer (LLVM 14) intercepts trylock and unlock but not pthread_mutex_clocklock, so
+// without these a contended lock reads to it as an unlock of an unlocked mutex.
+void tsan_pre_lock([[maybe_unused]] pthread_mutex_t *m) {
+#ifdef TENSO_TSAN
+    __tsan_mutex_pre_lock(m, __tsan_mutex_try_lock);
+#endif
+}
+void tsan_post_lock([[maybe_unused]] pthread_mutex_t *m, [[maybe_unused]] bool locked) {
+#ifdef TENSO_TSAN
+    __tsan_mutex_post_lock(m, locked ? __tsan_mutex_try_lock : __tsan_mutex_try_lock | __tsan_mutex_try_lock_failed, 0);
+#endif
+}
+
 uint32_t pow2_at_least(uint64_t v) {
     uint64_t p = 1;
     while (p < v) p <<= 1;
@@ -231,7 +256,9 @@ void Cache::lock() {
     if (r == EBUSY) {
         int64_t deadline = now_ns() + timeout_ns_;
         struct timespec ts = {time_t(deadline / 1000000000), long(deadline % 1000000000)};
+        tsan_pre_lock(&s_->mutex);
         r = ::pthread_mutex_clocklock(&s_->mutex, CLOCK_MONOTONIC, &ts);
+        tsan_post_lock(&s_->mutex, r == 0 || r == EOWNERDEAD);
     }
     if (r == EOWNERDEAD) {
         // The holder died mid-operation: mark the mutex usable again, then rebuild. A crash

@@ -1,8 +1,8 @@
 // CapiCacheStressTest - the cache under several processes: 4 processes x 100k mixed
-// put/get/delete with every value verified on read, and writers SIGKILLed while others carry on:
-// half the rounds at a random moment, half caught holding the pool's lock (stopped, checked, then
-// killed) so lock recovery runs on every run however the scheduler behaves; afterwards
-// tenso_cache_check passes and every surviving entry verifies.
+// put/get/delete with every value verified on read, 4 threads sharing one handle, and writers
+// SIGKILLed while others carry on: half the rounds at a random moment, half caught holding the
+// pool's lock (stopped, checked, then killed) so lock recovery runs on every run however the
+// scheduler behaves; afterwards tenso_cache_check passes and every surviving entry verifies.
 #include <cppunit/extensions/HelperMacros.h>
 
 #include <pthread.h>
@@ -13,6 +13,7 @@
 
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "CapiCacheUtil.hpp"
@@ -23,11 +24,9 @@ namespace {
 
 constexpr uint32_t kKeys = 200;
 
-// One worker's loop: mixed operations on shared keys; returns "" or the first problem.
-std::string work(const std::string &name, uint32_t seed, uint64_t ops, uint32_t max_words) {
-    tenso_cache *c = nullptr;
-    if (tenso_cache_open(&c, name.c_str(), nullptr) != TENSO_OK) return std::string("open: ") + tenso_last_error();
-    CachePtr cp(c);
+// One worker's loop on handle `c`: mixed operations on shared keys; returns "" or the first
+// problem.
+std::string work_on(tenso_cache *c, uint32_t seed, uint64_t ops, uint32_t max_words) {
     std::mt19937 rng(seed);
     uint32_t version = seed << 20;
     for (uint64_t i = 0; i < ops; ++i) {
@@ -54,6 +53,14 @@ std::string work(const std::string &name, uint32_t seed, uint64_t ops, uint32_t 
         }
     }
     return "";
+}
+
+// The same on a handle of its own, as a separate process would.
+std::string work(const std::string &name, uint32_t seed, uint64_t ops, uint32_t max_words) {
+    tenso_cache *c = nullptr;
+    if (tenso_cache_open(&c, name.c_str(), nullptr) != TENSO_OK) return std::string("open: ") + tenso_last_error();
+    CachePtr cp(c);
+    return work_on(c, seed, ops, max_words);
 }
 
 // A writer that spends nearly all its time inside the lock: values are built once, so each put
@@ -139,6 +146,7 @@ std::string drain(int fd) {
 class CapiCacheStressTest : public CppUnit::TestFixture {
     CPPUNIT_TEST_SUITE(CapiCacheStressTest);
     CPPUNIT_TEST(testFourProcesses);
+    CPPUNIT_TEST(testThreadsShareOneHandle);
     CPPUNIT_TEST(testKilledWriters);
     CPPUNIT_TEST_SUITE_END();
 
@@ -163,6 +171,23 @@ public:
         verify_pool(c.get());
         tenso_cache_stats s = stats(c.get());
         CPPUNIT_ASSERT(s.hits > 10000 && s.evictions > 0);
+        CPPUNIT_ASSERT_EQUAL(uint64_t(0), s.pinned_entries);
+        CPPUNIT_ASSERT_EQUAL(uint64_t(1), s.clients);
+    }
+
+    // shm.h: "a handle may be used from several threads at once" - its pins included.
+    void testThreadsShareOneHandle() {
+        Unlink u{pool_name("threads")};
+        CachePtr c = create(u.name, options(2 << 20, 128));
+        std::vector<std::string> errors(4);
+        std::vector<std::thread> threads;
+        for (uint32_t t = 0; t < 4; ++t)
+            threads.emplace_back([&, t] { errors[t] = work_on(c.get(), 50 + t, 20000, 2048); });
+        for (std::thread &th : threads) th.join();
+        for (const std::string &e : errors) CPPUNIT_ASSERT_MESSAGE(e, e.empty());
+        verify_pool(c.get());
+        tenso_cache_stats s = stats(c.get());
+        CPPUNIT_ASSERT(s.hits > 1000 && s.evictions > 0);
         CPPUNIT_ASSERT_EQUAL(uint64_t(0), s.pinned_entries);
         CPPUNIT_ASSERT_EQUAL(uint64_t(1), s.clients);
     }
