@@ -6,13 +6,14 @@
 #   make demo            build and run the demo program (capi/examples/demo.c)
 #   make install         PREFIX=/usr/local [DESTDIR=]: build with that prefix, install
 #   make asan            clang ASan+UBSan build in build-asan/, run the tests and the demo
+#   make tsan            clang ThreadSanitizer build in build-tsan/, run the tests
 #   make fuzz            clang libFuzzer build in build-fuzz/, fuzz each target FUZZ_SECONDS
 #   make bench           build and run the benchmarks (build/bench/tenso_bench)
 #   make check-abi       the ABI tests only (headers, exports, install + consumers)
 #   make bootstrap       install missing Debian packages (also done by every building target)
 #   make upstream        also create the upstream tenso virtualenv (needs PyPI)
-#   make clean           clean build/ (keeps its cache and venv), remove build-asan/ build-fuzz/
-#   make distclean       remove build/, build-asan/ and build-fuzz/ entirely
+#   make clean           clean build/ (keeps its cache and venv), remove the other build trees
+#   make distclean       remove build/, build-asan/, build-tsan/ and build-fuzz/ entirely
 
 SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
@@ -35,6 +36,7 @@ UBSAN_OPTIONS ?= print_stacktrace=1
 
 BUILD := build
 ASAN_BUILD := build-asan
+TSAN_BUILD := build-tsan
 FUZZ_BUILD := build-fuzz
 BOOTSTRAP := bash tests/tools/bootstrap.sh
 
@@ -44,7 +46,7 @@ generator = $(if $(wildcard $(1)/CMakeCache.txt),,-G Ninja)
 CONFIGURE = $(CMAKE) -S . -B $(BUILD) $(call generator,$(BUILD)) \
 	-DCMAKE_BUILD_TYPE=RelWithDebInfo -DTENSO_WERROR=ON
 
-.PHONY: all build test demo install asan fuzz bench check-abi bootstrap upstream clean \
+.PHONY: all build test demo install asan tsan fuzz bench check-abi bootstrap upstream clean \
 	distclean help
 
 all: build
@@ -74,6 +76,14 @@ asan: bootstrap
 		$(CTEST) --test-dir $(ASAN_BUILD) --output-on-failure -j $(JOBS)
 	ASAN_OPTIONS=$(ASAN_OPTIONS) UBSAN_OPTIONS=$(UBSAN_OPTIONS) \
 		./$(ASAN_BUILD)/capi/examples/tenso_demo
+
+# Threads share cache handles and archive readers; processes share the cache's robust mutex.
+tsan: bootstrap
+	$(CMAKE) -S . -B $(TSAN_BUILD) $(call generator,$(TSAN_BUILD)) \
+		-DCMAKE_C_COMPILER=$(CLANG_CC) -DCMAKE_CXX_COMPILER=$(CLANG_CXX) \
+		-DCMAKE_BUILD_TYPE=RelWithDebInfo -DTENSO_WERROR=ON -DTENSO_SANITIZE=thread
+	$(CMAKE) --build $(TSAN_BUILD) -j $(JOBS)
+	TSAN_OPTIONS=halt_on_error=1 $(CTEST) --test-dir $(TSAN_BUILD) --output-on-failure -j $(JOBS)
 
 # Each target fuzzes a scratch copy of its corpus (new inputs stay in build-fuzz/, never in
 # the repository); crash reproducers land in build-fuzz/artifacts/. All targets run, then the
@@ -116,10 +126,10 @@ upstream:
 
 clean:
 	if [[ -f $(BUILD)/CMakeCache.txt ]]; then $(CMAKE) --build $(BUILD) --target clean; fi
-	rm -rf $(ASAN_BUILD) $(FUZZ_BUILD)
+	rm -rf $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)
 
 distclean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)
 
 help:
-	@sed -n '4,15s/^#   //p' Makefile
+	@sed -n '4,16s/^#   //p' Makefile
