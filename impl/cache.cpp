@@ -533,6 +533,7 @@ uint64_t Cache::extent_alloc(uint64_t size) {
     if (n > g_->extent_capacity) corrupt("free-extent count " + num(n));
     for (uint32_t i = 0; i < n; ++i) {
         Extent &x = extents_[i];
+        if (!extent_ok(x.off, x.len)) corrupt("free extent [" + num(x.off) + ", +" + num(x.len) + ") is outside the data region");
         if (x.len < size) continue;
         uint64_t off = x.off;
         x.off += size;
@@ -576,6 +577,7 @@ void Cache::extent_free(uint64_t off, uint64_t len) {
 
 void Cache::release(uint32_t idx1) {
     Entry &e = ent(idx1);
+    check_space(e);
     const uint64_t off = e.data_off, len = e.alloc_size;
     e.state = kFree;
     order();
@@ -589,6 +591,7 @@ void Cache::release(uint32_t idx1) {
 
 void Cache::unpublish(uint32_t idx1) {
     Entry &e = ent(idx1);
+    check_space(e);  // before anything changes: a refused entry leaves the tables as they were
     index_erase(idx1);
     lru_unlink(idx1);
     --s_->live;
@@ -778,11 +781,21 @@ size_t Cache::reap_dead_clients() {
 
 // ------------------------------------------------------------------------------ recovery
 
+bool Cache::extent_ok(uint64_t off, uint64_t len) const {
+    return off % kAlign == 0 && len % kAlign == 0 && len && off <= g_->data_size && len <= g_->data_size - off;
+}
+
+// Pool bytes are never trusted: a corrupt entry must not steer a write (or a free) outside the
+// data region.
+void Cache::check_space(const Entry &e) const {
+    if (!extent_ok(e.data_off, e.alloc_size) || e.packet_len > e.alloc_size)
+        corrupt("an entry's space [" + num(e.data_off) + ", +" + num(e.alloc_size) + ") is outside the data region of " +
+                num(g_->data_size) + " bytes");
+}
+
 bool Cache::packet_ok(const Entry &e) const {
     if (e.key_len == 0 || e.key_len > TENSO_CACHE_MAX_KEY_BYTES) return false;
-    if (e.data_off % kAlign || e.alloc_size % kAlign || !e.alloc_size || e.data_off > g_->data_size ||
-        e.alloc_size > g_->data_size - e.data_off || !e.packet_len || e.packet_len > e.alloc_size)
-        return false;
+    if (!extent_ok(e.data_off, e.alloc_size) || !e.packet_len || e.packet_len > e.alloc_size) return false;
     try {
         return scan(data_ + e.data_off, e.packet_len, Limits(), ScanMode::kFrame).end == e.packet_len;
     } catch (...) {
@@ -937,6 +950,7 @@ void Cache::put(const char *key, size_t key_len, const Value &v, const EncodeOpt
     uint32_t old = lookup(k, key_len, hash);
     if (old) {
         Entry &e = ent(old);
+        check_space(e);
         if (!e.pins && e.alloc_size >= alloc) {
             // In place. WRITING first: a crash mid-copy drops the entry instead of serving a
             // torn packet.
@@ -1029,11 +1043,9 @@ std::unique_ptr<View> Cache::get(const char *key, size_t key_len, const Limits &
             }
             fail(TENSO_E_NOT_FOUND, "key '" + std::string(key, key_len) + "' has expired");
         }
+        check_space(e);
         off = e.data_off;
         len = e.packet_len;
-        // Never trust pool bytes: the range is checked before a pointer is formed.
-        if (off % kAlign || off > g_->data_size || len > g_->data_size - off || len > e.alloc_size)
-            corrupt("entry '" + std::string(key, key_len) + "' points outside the data region");
         pin(i);
         token->entry = i;
         lru_unlink(i);
@@ -1063,8 +1075,7 @@ void Cache::info(tenso_cache_entry_info *out, const char *key, size_t key_len) {
     uint32_t i = lookup(reinterpret_cast<const uint8_t *>(key), key_len, hash);
     if (!i || expired(ent(i), now)) fail(TENSO_E_NOT_FOUND, "no key '" + std::string(key, key_len) + "' in cache '" + given_ + "'");
     const Entry &e = ent(i);
-    if (e.data_off % kAlign || e.data_off > g_->data_size || e.packet_len > g_->data_size - e.data_off)
-        corrupt("entry '" + std::string(key, key_len) + "' points outside the data region");
+    check_space(e);
     std::memset(out, 0, sizeof *out);
     inspect(&out->packet, data_ + e.data_off, e.packet_len);
     out->alloc_bytes = e.alloc_size;

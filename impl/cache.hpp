@@ -110,6 +110,10 @@ private:
     void rebuild();   // derived state from the entry, client and pin tables
     void recover();   // after a lock holder died
     bool packet_ok(const cache_layout::Entry &e) const;
+    // True when [off, off + len) is a non-empty, aligned range inside the data region.
+    bool extent_ok(uint64_t off, uint64_t len) const;
+    // The entry's space, checked before any write, read or free goes through it.
+    void check_space(const cache_layout::Entry &e) const;
 };
 
 }  // namespace tenso

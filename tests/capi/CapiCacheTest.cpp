@@ -39,6 +39,9 @@ tenso_status get_status(tenso_cache *c, const std::string &k) {
     tenso_view_free(v);
     return st;
 }
+tenso_status put_status(tenso_cache *c, const std::string &k, const Val &v) {
+    return tenso_cache_put(nullptr, c, k.data(), k.size(), v.value.get(), nullptr, 0);
+}
 void put(tenso_cache *c, const std::string &k, const Val &v, double ttl = 0) {
     TENSO_CHECK_OK(tenso_cache_put(nullptr, c, k.data(), k.size(), v.value.get(), nullptr, ttl));
 }
@@ -426,6 +429,20 @@ public:
         r.set<uint64_t>(entries + kEntryDataOff, uint64_t(1) << 40);
         TENSO_CHECK_STATUS(TENSO_E_CORRUPT, get_status(c.get(), "a"));
         TENSO_CHECK_STATUS(TENSO_E_CORRUPT, tenso_cache_check(c.get()));
+        // Nor is it written through (an in-place put), inspected or freed (a delete).
+        TENSO_CHECK_STATUS(TENSO_E_CORRUPT, put_status(c.get(), "a", a));
+        tenso_cache_entry_info info{};
+        TENSO_CHECK_STATUS(TENSO_E_CORRUPT, tenso_cache_info(&info, c.get(), "a", 1));
+        TENSO_CHECK_STATUS(TENSO_E_CORRUPT, tenso_cache_delete(c.get(), "a", 1));
+        r.set<uint64_t>(entries + kEntryDataOff, off);
+        TENSO_CHECK_OK(tenso_cache_check(c.get()));  // the refusals changed nothing
+        // An allocation too: a free extent pointing outside the region is refused, not used.
+        const size_t extents = size_t(r.get<uint64_t>(kExtentsOff));
+        const uint64_t xoff = r.get<uint64_t>(extents);
+        r.set<uint64_t>(extents, uint64_t(1) << 40);
+        TENSO_CHECK_STATUS(TENSO_E_CORRUPT, put_status(c.get(), "b", a));
+        r.set<uint64_t>(extents, xoff);
+        TENSO_CHECK_OK(tenso_cache_check(c.get()));
         // Back in range but with a packet length past the packet: decode says TRUNCATED or the
         // check names the entry; scribbled packet bytes give a decode error, not a crash.
         r.set<uint64_t>(entries + kEntryDataOff, off);

@@ -106,7 +106,7 @@ inline tenso_cache_stats stats(tenso_cache *c) {
 }
 
 // Pool header offsets (docs/cache-layout.md): golden, so a layout change fails here.
-constexpr size_t kVersionOff = 8, kPoolSizeOff = 16, kEntriesOff = 80, kMaxEntriesOff = 88, kDataOff = 112,
+constexpr size_t kVersionOff = 8, kPoolSizeOff = 16, kEntriesOff = 80, kMaxEntriesOff = 88, kExtentsOff = 96, kDataOff = 112,
                  kDataSizeOff = 120, kChecksumOff = 136, kMutexOff = 256;
 // Entry fields.
 constexpr size_t kEntryDataOff = 16, kEntryPacketLen = 32;
