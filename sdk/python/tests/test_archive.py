@@ -5,6 +5,7 @@ packages both ways."""
 import json
 import os
 import struct
+import threading
 
 import ml_dtypes
 import numpy as np
@@ -75,6 +76,39 @@ def test_round_trip_every_dtype(tmp_path, fmt):
         assert_same(loaded[name], want)
     copied = tenso.load_file(path, copy=True)
     assert copied["scalar"].flags.writeable
+
+
+def test_close_while_other_threads_read(tmp_path):
+    """close() while other threads are inside get_tensor (GIL released for the hash check):
+    their calls finish on a live handle, later ones raise ValueError."""
+    path = tmp_path / "t.tenso"
+    tenso.save_file({f"t{i}": np.full(1 << 16, i, dtype=np.float32) for i in range(64)}, path)
+    for _ in range(10):
+        f = tenso.safe_open(path)
+        errors, started = [], threading.Barrier(5)
+
+        def worker():
+            started.wait()
+            i = 0
+            while True:
+                try:
+                    out = f.get_tensor(f"t{i % 64}")
+                    if out[-1] != i % 64:
+                        errors.append("wrong tensor")
+                except ValueError as e:
+                    if "closed" not in str(e):
+                        errors.append(repr(e))
+                    return
+                i += 1
+
+        threads = [threading.Thread(target=worker) for _ in range(4)]
+        for t in threads:
+            t.start()
+        started.wait()
+        f.close()
+        for t in threads:
+            t.join(10)
+        assert not errors and not any(t.is_alive() for t in threads)
 
 
 def test_get_tensor_is_zero_copy_and_outlives_close(tmp_path):

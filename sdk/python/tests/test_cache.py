@@ -8,6 +8,7 @@ import multiprocessing
 import os
 import secrets
 import signal
+import threading
 import time
 
 import numpy as np
@@ -218,6 +219,40 @@ def test_pins_go_with_the_arrays(cache):
     assert cache.info("k")["pins"] == 0
     cache.get("k", copy=True)
     assert cache.info("k")["pins"] == 0
+
+
+def test_close_while_other_threads_are_inside_calls(name):
+    """close() on one thread while others are in get/put with the GIL released: the handle
+    lives until their calls return, later calls raise, nothing crashes or reads freed memory."""
+    for _ in range(20):
+        cache = tenso.TensoCache("4MB", name=name)
+        value = np.arange(4096, dtype=np.float64)
+        cache.put("k", value)
+        errors, started = [], threading.Barrier(5)
+
+        def worker():
+            started.wait()
+            while True:
+                try:
+                    out = cache.get("k")
+                    if out is not None and out[4095] != 4095.0:
+                        errors.append("torn value")
+                    cache.put("k", value)
+                except (RuntimeError, ValueError) as e:  # closed: by the wrapper, or mid-call
+                    if "closed" not in str(e):
+                        errors.append(repr(e))
+                    return
+
+        threads = [threading.Thread(target=worker) for _ in range(4)]
+        for t in threads:
+            t.start()
+        started.wait()
+        time.sleep(0.002)
+        cache.close()
+        for t in threads:
+            t.join(10)
+        assert not errors and not any(t.is_alive() for t in threads)
+        cache.unlink()
 
 
 def test_arrays_outlive_close(name):

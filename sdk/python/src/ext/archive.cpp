@@ -11,12 +11,6 @@ namespace tpy {
 
 namespace {
 
-struct ArchiveClose {
-    void operator()(tenso_archive *a) const noexcept { tenso_archive_close(a); }
-};
-struct WriterFree {
-    void operator()(tenso_archive_writer *w) const noexcept { tenso_archive_writer_free(w); }
-};
 
 py::str utf8_str(const char *s, size_t n) {
     PyObject *o = PyUnicode_DecodeUTF8(s, Py_ssize_t(n), "strict");
@@ -35,17 +29,8 @@ std::string utf8_of(const py::handle &s, const char *what) {
     return std::string(utf8, size_t(len));
 }
 
-class Archive {
-public:
-    explicit Archive(tenso_archive *a) : a_(a) {}
-    tenso_archive *get() const {
-        if (!a_) raise_value_error("the archive is closed");
-        return a_.get();
-    }
-    void close() { a_.reset(); }
-
-private:
-    std::unique_ptr<tenso_archive, ArchiveClose> a_;
+struct Archive : Handle<tenso_archive, tenso_archive_close> {
+    explicit Archive(tenso_archive *a) : Handle(a, "the archive is closed") {}
 };
 
 std::unique_ptr<Archive> archive_open(const std::string &path, int32_t format, bool verify_all, bool no_verify) {
@@ -106,7 +91,8 @@ uint64_t archive_find(const Archive &self, const py::handle &name) {
 }
 
 py::object archive_get(const Archive &self, uint64_t index, bool copy) {
-    tenso_archive *a = self.get();
+    const auto held = self.lease();
+    tenso_archive *a = held.get();
     tenso_view *v = nullptr;
     tenso_status st;
     {
@@ -119,7 +105,8 @@ py::object archive_get(const Archive &self, uint64_t index, bool copy) {
 
 // Fills the writable buffer `dst` with body bytes [offset, offset + len(dst)) of tensor `index`.
 void archive_read(const Archive &self, uint64_t index, uint64_t offset, const py::handle &dst) {
-    tenso_archive *a = self.get();
+    const auto held = self.lease();
+    tenso_archive *a = held.get();
     BufferHold b;
     b.acquire(dst, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS);
     tenso_status st;
@@ -131,7 +118,8 @@ void archive_read(const Archive &self, uint64_t index, uint64_t offset, const py
 }
 
 py::dict archive_metadata(const Archive &self) {
-    tenso_archive *a = self.get();
+    const auto held = self.lease();
+    tenso_archive *a = held.get();
     const uint64_t n = tenso_archive_metadata_count(a);
     py::dict d;
     for (uint64_t i = 0; i < n; ++i) {
@@ -144,7 +132,8 @@ py::dict archive_metadata(const Archive &self) {
 }
 
 void archive_verify(const Archive &self) {
-    tenso_archive *a = self.get();
+    const auto held = self.lease();
+    tenso_archive *a = held.get();
     uint64_t bad = 0;
     tenso_status st;
     {
@@ -160,17 +149,8 @@ void archive_verify(const Archive &self) {
     raise_error(st, message);
 }
 
-class Writer {
-public:
-    explicit Writer(tenso_archive_writer *w) : w_(w) {}
-    tenso_archive_writer *get() const {
-        if (!w_) raise_value_error("the archive writer is finished or aborted");
-        return w_.get();
-    }
-    void abort() { w_.reset(); }
-
-private:
-    std::unique_ptr<tenso_archive_writer, WriterFree> w_;
+struct Writer : Handle<tenso_archive_writer, tenso_archive_writer_free> {
+    explicit Writer(tenso_archive_writer *w) : Handle(w, "the archive writer is finished or aborted") {}
 };
 
 std::unique_ptr<Writer> writer_open(const std::string &path, int32_t format, int64_t alignment, bool hash,
@@ -192,7 +172,8 @@ std::unique_ptr<Writer> writer_open(const std::string &path, int32_t format, int
 
 void writer_add(const Writer &self, const py::handle &name, const Value &value) {
     const std::string n = utf8_of(name, "tensor names");
-    tenso_archive_writer *w = self.get();
+    const auto held = self.lease();
+    tenso_archive_writer *w = held.get();
     tenso_status st;
     {
         py::gil_scoped_release release;  // writes the tensor's bytes
@@ -208,13 +189,14 @@ void writer_set_metadata(const Writer &self, const py::handle &key, const py::ha
 }
 
 void writer_finish(Writer &self) {
-    tenso_archive_writer *w = self.get();
+    const auto held = self.lease();
+    tenso_archive_writer *w = held.get();
     tenso_status st;
     {
         py::gil_scoped_release release;  // index, fsync, rename (and, for safetensors, placement)
         st = tenso_archive_writer_finish(w);
     }
-    self.abort();  // finished or failed, the writer is done (a failure leaves the target untouched)
+    self.close();  // finished or failed, the writer is done (a failure leaves the target untouched)
     check(st);
 }
 
@@ -243,7 +225,7 @@ void init_archive(py::module_ &m) {
         .def("add", &writer_add, py::arg("name"), py::arg("value"))
         .def("set_metadata", &writer_set_metadata, py::arg("key"), py::arg("value"))
         .def("finish", &writer_finish)
-        .def("abort", &Writer::abort);
+        .def("abort", &Writer::close);
 }
 
 }  // namespace tpy

@@ -97,6 +97,32 @@ private:
 
 // ---- Value: a tenso_value and what keeps its borrowed memory alive ---------------------------
 
+// A libtenso handle (segment, cache, archive, writer) owned by a Python object. Calls that
+// release the GIL hold a lease() for their duration, so close() on another thread cannot free
+// the handle under them: close() drops the object's reference and the last lease frees it.
+// get() is for calls that keep the GIL throughout (close cannot run meanwhile).
+template <class T, void (*Free)(T *)>
+class Handle {
+public:
+    Handle(T *h, const char *closed_message) : h_(h, Free), closed_(closed_message) {}
+    T *get() const { return lease_ref().get(); }
+    std::shared_ptr<T> lease() const { return lease_ref(); }
+    bool closed() const { return !h_; }
+    void close() {
+        std::shared_ptr<T> last = std::move(h_);
+        py::gil_scoped_release release;  // freeing may wait for a process-shared lock or fsync
+        last.reset();
+    }
+
+private:
+    const std::shared_ptr<T> &lease_ref() const {
+        if (!h_) raise_value_error(closed_);
+        return h_;
+    }
+    std::shared_ptr<T> h_;
+    const char *closed_;
+};
+
 // Something to encode (the Python class tenso._tenso.Value). It borrows the memory of the
 // objects it was built from and keeps them alive; shm.cpp and archive.cpp encode from it too.
 class Value {

@@ -17,13 +17,6 @@ namespace tpy {
 
 namespace {
 
-struct ShmClose {
-    void operator()(tenso_shm *s) const noexcept { tenso_shm_close(s); }
-};
-struct CacheClose {
-    void operator()(tenso_cache *c) const noexcept { tenso_cache_close(c); }
-};
-
 // Runs `fn` (a libtenso call) without the GIL: cache calls may wait for the process-shared lock,
 // and shared-memory encodes copy whole bodies; other Python threads run meanwhile.
 template <class Fn>
@@ -48,18 +41,8 @@ std::string_view key_bytes(const py::str &key) {
 
 // ---- segments -------------------------------------------------------------------------------
 
-class Shm {
-public:
-    explicit Shm(tenso_shm *h) : h_(h) {}
-    tenso_shm *get() const {
-        if (!h_) raise_value_error("the shared-memory segment is closed");
-        return h_.get();
-    }
-    void close() { h_.reset(); }
-    bool closed() const { return !h_; }
-
-private:
-    std::unique_ptr<tenso_shm, ShmClose> h_;
+struct Shm : Handle<tenso_shm, tenso_shm_close> {
+    explicit Shm(tenso_shm *h) : Handle(h, "the shared-memory segment is closed") {}
 };
 
 std::unique_ptr<Shm> shm_create(const std::string &name, uint64_t size, bool replace) {
@@ -88,7 +71,8 @@ py::tuple shm_create_for(const std::string &name, const Value &value, bool check
 
 uint64_t shm_put(const Shm &self, const Value &value, bool check_integrity, bool compress, int64_t alignment) {
     const tenso_encode_options o = make_options(check_integrity, compress, alignment);
-    tenso_shm *h = self.get();
+    const auto held = self.lease();
+    tenso_shm *h = held.get();
     uint64_t written = 0;
     const tenso_status st = nogil([&] { return tenso_shm_put(&written, h, value.get(), &o); });
     if (st == TENSO_E_BUFFER_TOO_SMALL) {
@@ -101,7 +85,8 @@ uint64_t shm_put(const Shm &self, const Value &value, bool check_integrity, bool
 }
 
 py::object shm_get(const Shm &self, bool copy) {
-    const tenso_shm *h = self.get();
+    const auto held = self.lease();
+    const tenso_shm *h = held.get();
     tenso_view *v = nullptr;
     check(nogil([&] { return tenso_shm_get(&v, h, nullptr); }));
     return view_to_python(v, copy);
@@ -109,22 +94,8 @@ py::object shm_get(const Shm &self, bool copy) {
 
 // ---- the cache --------------------------------------------------------------------------------
 
-class Cache {
-public:
-    explicit Cache(tenso_cache *h) : h_(h) {}
-    tenso_cache *get() const {
-        if (!h_) raise_error(TENSO_E_INVALID_ARGUMENT, "TensoCache is closed");
-        return h_.get();
-    }
-    void close() {
-        // Detaching takes the pool's lock: not with the GIL held.
-        tenso_cache *h = h_.release();
-        py::gil_scoped_release release;
-        tenso_cache_close(h);
-    }
-
-private:
-    std::unique_ptr<tenso_cache, CacheClose> h_;
+struct Cache : Handle<tenso_cache, tenso_cache_close> {
+    explicit Cache(tenso_cache *h) : Handle(h, "TensoCache is closed") {}
 };
 
 tenso_cache_options cache_options(uint64_t size, uint32_t max_entries, uint32_t max_clients, uint32_t max_pins,
@@ -159,7 +130,8 @@ uint64_t cache_put(const Cache &self, const py::str &key, const Value &value, do
     const std::string_view k = key_bytes(key);
     if (!(ttl >= 0)) raise_value_error("ttl must be a non-negative number of seconds");
     const tenso_encode_options o = make_options(check_integrity, compress, alignment);
-    tenso_cache *h = self.get();
+    const auto held = self.lease();
+    tenso_cache *h = held.get();
     uint64_t written = 0;
     check(nogil([&] { return tenso_cache_put(&written, h, k.data(), k.size(), value.get(), &o, ttl); }));
     return written;
@@ -168,7 +140,8 @@ uint64_t cache_put(const Cache &self, const py::str &key, const Value &value, do
 // The decoded entry (pinned until its arrays are collected), or None on a miss.
 py::object cache_get(const Cache &self, const py::str &key, bool copy) {
     const std::string_view k = key_bytes(key);
-    tenso_cache *h = self.get();
+    const auto held = self.lease();
+    tenso_cache *h = held.get();
     tenso_view *v = nullptr;
     const tenso_status st = nogil([&] { return tenso_cache_get(&v, h, k.data(), k.size(), nullptr); });
     if (st == TENSO_E_NOT_FOUND) return py::none();
@@ -178,7 +151,8 @@ py::object cache_get(const Cache &self, const py::str &key, bool copy) {
 
 bool cache_delete(const Cache &self, const py::str &key) {
     const std::string_view k = key_bytes(key);
-    tenso_cache *h = self.get();
+    const auto held = self.lease();
+    tenso_cache *h = held.get();
     const tenso_status st = nogil([&] { return tenso_cache_delete(h, k.data(), k.size()); });
     if (st == TENSO_E_NOT_FOUND) return false;
     check(st);
@@ -188,7 +162,8 @@ bool cache_delete(const Cache &self, const py::str &key) {
 // The packet header fields (as inspect()) plus the entry's own; None when absent.
 py::object cache_info(const Cache &self, const py::str &key) {
     const std::string_view k = key_bytes(key);
-    tenso_cache *h = self.get();
+    const auto held = self.lease();
+    tenso_cache *h = held.get();
     tenso_cache_entry_info info{};
     const tenso_status st = nogil([&] { return tenso_cache_info(&info, h, k.data(), k.size()); });
     if (st == TENSO_E_NOT_FOUND) return py::none();
@@ -207,7 +182,8 @@ bool cache_contains(const Cache &self, const py::str &key) {
     if (!utf8) throw py::error_already_set();
     // A key no put could have stored is simply absent (dict semantics), not an error.
     if (len == 0 || len > TENSO_CACHE_MAX_KEY_BYTES) return false;
-    tenso_cache *h = self.get();
+    const auto held = self.lease();
+    tenso_cache *h = held.get();
     int found = 0;
     check(nogil([&] { return tenso_cache_contains(&found, h, utf8, size_t(len)); }));
     return found != 0;
@@ -224,7 +200,8 @@ int collect_key(const char *key, size_t key_len, void *user) {
 }
 
 py::list cache_keys(const Cache &self) {
-    tenso_cache *h = self.get();
+    const auto held = self.lease();
+    tenso_cache *h = held.get();
     std::vector<std::string> keys;
     const tenso_status st = nogil([&] { return tenso_cache_keys(h, &collect_key, &keys); });
     if (st == TENSO_E_USER) raise_error(TENSO_E_NO_MEMORY, "out of memory while listing the cache's keys");
@@ -239,7 +216,8 @@ py::list cache_keys(const Cache &self) {
 }
 
 py::dict cache_stats(const Cache &self) {
-    tenso_cache *h = self.get();
+    const auto held = self.lease();
+    tenso_cache *h = held.get();
     tenso_cache_stats s{};
     check(nogil([&] { return tenso_cache_stats_get(&s, h); }));
     py::dict d;
@@ -299,12 +277,14 @@ void init_shm(py::module_ &m) {
         .def("contains", &cache_contains, py::arg("key"))
         .def("keys", &cache_keys)
         .def("clear", [](const Cache &c) {
-            tenso_cache *h = c.get();
+            const auto held = c.lease();
+            tenso_cache *h = held.get();
             check(nogil([&] { return tenso_cache_clear(h); }));
         })
         .def("stats", &cache_stats)
         .def("check", [](const Cache &c) {
-            tenso_cache *h = c.get();
+            const auto held = c.lease();
+            tenso_cache *h = held.get();
             check(nogil([&] { return tenso_cache_check(h); }));
         })
         .def("close", &Cache::close);
