@@ -33,7 +33,7 @@ import (
 // Tensor into the mapping (Close it when done; it stays valid after the Archive is closed).
 // Methods may be called from several goroutines at once, except Close.
 type Archive struct {
-	h *owner
+	h *handle
 }
 
 func freeArchive(p unsafe.Pointer) { C.tenso_archive_close((*C.tenso_archive)(p)) }
@@ -72,14 +72,19 @@ func (o ArchiveOptions) Open(path string) (*Archive, error) {
 	if err := fail(r.res, "OpenArchive"); err != nil {
 		return nil, err
 	}
-	return &Archive{h: newTracked(unsafe.Pointer(r.a), freeArchive, &liveHandles)}, nil
+	return &Archive{h: newHandle(unsafe.Pointer(r.a), freeArchive)}, nil
 }
 
 func (a *Archive) ptr(op string) (*C.tenso_archive, error) {
-	if a == nil || a.h.ptr() == nil {
+	if a == nil {
 		return nil, errClosed(op, "the archive")
 	}
-	return (*C.tenso_archive)(a.h.ptr()), nil
+	// Held until the caller's deferred release: Close waits for it.
+	p := a.h.acquire()
+	if p == nil {
+		return nil, errClosed(op, "the archive")
+	}
+	return (*C.tenso_archive)(p), nil
 }
 
 // Format is the format that was opened (FormatAuto once closed).
@@ -88,6 +93,7 @@ func (a *Archive) Format() Format {
 	if err != nil {
 		return FormatAuto
 	}
+	defer a.h.release()
 	defer runtime.KeepAlive(a)
 	return Format(C.tenso_archive_format(p))
 }
@@ -98,6 +104,7 @@ func (a *Archive) Len() int {
 	if err != nil {
 		return 0
 	}
+	defer a.h.release()
 	defer runtime.KeepAlive(a)
 	return int(C.tenso_archive_count(p))
 }
@@ -108,6 +115,7 @@ func (a *Archive) Entry(i int) (ArchiveEntry, error) {
 	if err != nil {
 		return ArchiveEntry{}, err
 	}
+	defer a.h.release()
 	if i < 0 {
 		return ArchiveEntry{}, &Error{Status: ErrInvalidArgument, Op: "Archive.Entry", Message: "negative index"}
 	}
@@ -153,6 +161,7 @@ func (a *Archive) Find(name string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	defer a.h.release()
 	defer runtime.KeepAlive(a)
 	k, kn := ckey(name)
 	r := C.tgo_archive_find(p, k, kn)
@@ -171,6 +180,7 @@ func (a *Archive) Get(i int, o DecodeOptions) (*Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer a.h.release()
 	if i < 0 {
 		return nil, &Error{Status: ErrInvalidArgument, Op: "Archive.Get", Message: "negative index"}
 	}
@@ -200,6 +210,7 @@ func (a *Archive) ReadAt(i int, off uint64, dst []byte) error {
 	if err != nil {
 		return err
 	}
+	defer a.h.release()
 	if i < 0 {
 		return &Error{Status: ErrInvalidArgument, Op: "Archive.ReadAt", Message: "negative index"}
 	}
@@ -217,6 +228,7 @@ func (a *Archive) Metadata() ([]MetadataPair, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer a.h.release()
 	defer runtime.KeepAlive(a)
 	n := int(C.tenso_archive_metadata_count(p))
 	out := make([]MetadataPair, n)
@@ -236,6 +248,7 @@ func (a *Archive) MetadataValue(key string) (value string, ok bool) {
 	if err != nil {
 		return "", false
 	}
+	defer a.h.release()
 	defer runtime.KeepAlive(a)
 	k, kn := ckey(key)
 	r := C.tgo_archive_metadata_find(p, k, kn)
@@ -263,6 +276,7 @@ func (a *Archive) Verify(progress func(done, total uint64) bool) (bad int, err e
 	if err != nil {
 		return -1, err
 	}
+	defer a.h.release()
 	defer runtime.KeepAlive(a)
 	var h cgo.Handle
 	var state *progressState
@@ -302,7 +316,7 @@ func (a *Archive) Close() error {
 // unfinished writer discards the file: the target is never left half-written. One goroutine
 // at a time.
 type ArchiveWriter struct {
-	h *owner
+	h *handle
 }
 
 func freeWriter(p unsafe.Pointer) { C.tenso_archive_writer_free((*C.tenso_archive_writer)(p)) }
@@ -335,14 +349,19 @@ func (o ArchiveWriteOptions) Create(path string) (*ArchiveWriter, error) {
 	if err := fail(r.res, "CreateArchive"); err != nil {
 		return nil, err
 	}
-	return &ArchiveWriter{h: newTracked(unsafe.Pointer(r.w), freeWriter, &liveHandles)}, nil
+	return &ArchiveWriter{h: newHandle(unsafe.Pointer(r.w), freeWriter)}, nil
 }
 
 func (w *ArchiveWriter) ptr(op string) (*C.tenso_archive_writer, error) {
-	if w == nil || w.h.ptr() == nil {
+	if w == nil {
 		return nil, errClosed(op, "the writer")
 	}
-	return (*C.tenso_archive_writer)(w.h.ptr()), nil
+	// Held until the caller's deferred release: Close waits for it.
+	p := w.h.acquire()
+	if p == nil {
+		return nil, errClosed(op, "the writer")
+	}
+	return (*C.tenso_archive_writer)(p), nil
 }
 
 // Add appends t under name (its bytes are written before Add returns). The error wraps
@@ -356,6 +375,7 @@ func (w *ArchiveWriter) Add(name string, t *Tensor) error {
 	if err != nil {
 		return err
 	}
+	defer w.h.release()
 	defer runtime.KeepAlive(w)
 	var b builder
 	defer b.release()
@@ -375,6 +395,7 @@ func (w *ArchiveWriter) SetMetadata(key, value string) error {
 	if err != nil {
 		return err
 	}
+	defer w.h.release()
 	defer runtime.KeepAlive(w)
 	k, kn := ckey(key)
 	v, vn := ckey(value)
@@ -392,6 +413,7 @@ func (w *ArchiveWriter) Finish() error {
 		return err
 	}
 	r := C.tgo_writer_finish(p)
+	w.h.release()
 	w.h.close()
 	return fail(r, "ArchiveWriter.Finish")
 }

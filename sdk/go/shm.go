@@ -24,7 +24,7 @@ import (
 // sees whatever a writer puts there later. Use a [Cache] when readers and writers run
 // concurrently. Methods may be called from several goroutines, except Close.
 type Shm struct {
-	h        *owner
+	h        *handle
 	writable bool
 }
 
@@ -34,7 +34,7 @@ func shmFrom(r C.tgo_shm_res, writable bool, op string) (*Shm, error) {
 	if err := fail(r.res, op); err != nil {
 		return nil, err
 	}
-	return &Shm{h: newTracked(unsafe.Pointer(r.shm), freeShm, &liveHandles), writable: writable}, nil
+	return &Shm{h: newHandle(unsafe.Pointer(r.shm), freeShm), writable: writable}, nil
 }
 
 func shmFlags(replace bool) C.uint32_t {
@@ -132,10 +132,15 @@ func errClosed(op, what string) error {
 }
 
 func (s *Shm) ptr(op string) (*C.tenso_shm, error) {
-	if s == nil || s.h.ptr() == nil {
+	if s == nil {
 		return nil, errClosed(op, "the segment")
 	}
-	return (*C.tenso_shm)(s.h.ptr()), nil
+	// Held until the caller's deferred release: Close waits for it.
+	p := s.h.acquire()
+	if p == nil {
+		return nil, errClosed(op, "the segment")
+	}
+	return (*C.tenso_shm)(p), nil
 }
 
 // Put encodes t at the start of the segment under o and returns the packet length. When the
@@ -149,6 +154,7 @@ func (s *Shm) Put(t *Tensor, o EncodeOptions) (n uint64, err error) {
 	if err != nil {
 		return 0, err
 	}
+	defer s.h.release()
 	defer runtime.KeepAlive(s)
 	var b builder
 	defer b.release()
@@ -168,6 +174,7 @@ func (s *Shm) Get(o DecodeOptions) (*Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer s.h.release()
 	defer runtime.KeepAlive(s)
 	info := C.tgo_shm_get(p, o.c())
 	if err := fail(info.res, "Shm.Get"); err != nil {
@@ -184,6 +191,7 @@ func (s *Shm) Bytes() []byte {
 	if err != nil {
 		return nil
 	}
+	defer s.h.release()
 	defer runtime.KeepAlive(s)
 	n := uint64(C.tenso_shm_size(p))
 	d := C.tenso_shm_data(p)
@@ -199,6 +207,7 @@ func (s *Shm) Size() uint64 {
 	if err != nil {
 		return 0
 	}
+	defer s.h.release()
 	defer runtime.KeepAlive(s)
 	return uint64(C.tenso_shm_size(p))
 }
@@ -209,6 +218,7 @@ func (s *Shm) Name() string {
 	if err != nil {
 		return ""
 	}
+	defer s.h.release()
 	defer runtime.KeepAlive(s)
 	return C.GoString(C.tenso_shm_name(p))
 }
@@ -231,7 +241,7 @@ func (s *Shm) Close() error {
 // that dies holding the pool's lock does not wedge the others: the next one rebuilds the
 // pool's tables. Methods may be called from several goroutines at once, except Close.
 type Cache struct {
-	h *owner
+	h *handle
 }
 
 // CacheView is a cache entry read in place: a Tensor whose memory is the pool. While it is
@@ -266,7 +276,7 @@ func cacheFrom(r C.tgo_cache_res, op string) (*Cache, error) {
 	if err := fail(r.res, op); err != nil {
 		return nil, err
 	}
-	return &Cache{h: newTracked(unsafe.Pointer(r.cache), freeCache, &liveHandles)}, nil
+	return &Cache{h: newHandle(unsafe.Pointer(r.cache), freeCache)}, nil
 }
 
 // CreateCache creates a pool named name and attaches to it. The error wraps ErrExists when
@@ -319,10 +329,15 @@ func (c *Cache) ptr(op string) (*C.tenso_cache, error) {
 	if versionErr != nil {
 		return nil, versionErr
 	}
-	if c == nil || c.h.ptr() == nil {
+	if c == nil {
 		return nil, errClosed(op, "the cache")
 	}
-	return (*C.tenso_cache)(c.h.ptr()), nil
+	// Held until the caller's deferred release: Close waits for it.
+	p := c.h.acquire()
+	if p == nil {
+		return nil, errClosed(op, "the cache")
+	}
+	return (*C.tenso_cache)(p), nil
 }
 
 // ckey is a key as (pointer, length) for one call: C copies or compares the bytes and keeps
@@ -340,6 +355,7 @@ func (c *Cache) Name() string {
 	if err != nil {
 		return ""
 	}
+	defer c.h.release()
 	defer runtime.KeepAlive(c)
 	return C.GoString(C.tenso_cache_name(p))
 }
@@ -357,6 +373,7 @@ func (c *Cache) Put(key string, t *Tensor, ttl time.Duration, o EncodeOptions) (
 	if err != nil {
 		return 0, err
 	}
+	defer c.h.release()
 	if ttl < 0 {
 		return 0, &Error{Status: ErrInvalidArgument, Op: "Cache.Put", Message: fmt.Sprintf("negative ttl %v", ttl)}
 	}
@@ -381,6 +398,7 @@ func (c *Cache) Get(key string, o DecodeOptions) (*CacheView, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer c.h.release()
 	defer runtime.KeepAlive(c)
 	k, kn := ckey(key)
 	info := C.tgo_cache_get(p, k, kn, o.c())
@@ -402,6 +420,7 @@ func (c *Cache) Delete(key string) error {
 	if err != nil {
 		return err
 	}
+	defer c.h.release()
 	defer runtime.KeepAlive(c)
 	k, kn := ckey(key)
 	r := C.tgo_cache_delete(p, k, kn)
@@ -416,6 +435,7 @@ func (c *Cache) Info(key string) (CacheEntryInfo, error) {
 	if err != nil {
 		return CacheEntryInfo{}, err
 	}
+	defer c.h.release()
 	defer runtime.KeepAlive(c)
 	k, kn := ckey(key)
 	r := C.tgo_cache_info(p, k, kn)
@@ -438,6 +458,7 @@ func (c *Cache) Contains(key string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	defer c.h.release()
 	defer runtime.KeepAlive(c)
 	k, kn := ckey(key)
 	r := C.tgo_cache_contains(p, k, kn)
@@ -451,6 +472,7 @@ func (c *Cache) Keys() ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer c.h.release()
 	defer runtime.KeepAlive(c)
 	r := C.tgo_cache_keys(p)
 	if err := fail(r.res, "Cache.Keys"); err != nil {
@@ -476,6 +498,7 @@ func (c *Cache) Clear() error {
 	if err != nil {
 		return err
 	}
+	defer c.h.release()
 	defer runtime.KeepAlive(c)
 	return fail(C.tgo_cache_clear(p), "Cache.Clear")
 }
@@ -486,6 +509,7 @@ func (c *Cache) Stats() (CacheStats, error) {
 	if err != nil {
 		return CacheStats{}, err
 	}
+	defer c.h.release()
 	defer runtime.KeepAlive(c)
 	r := C.tgo_cache_stats(p)
 	if err := fail(r.res, "Cache.Stats"); err != nil {
@@ -508,6 +532,7 @@ func (c *Cache) Check() error {
 	if err != nil {
 		return err
 	}
+	defer c.h.release()
 	defer runtime.KeepAlive(c)
 	return fail(C.tgo_cache_check(p), "Cache.Check")
 }

@@ -404,6 +404,56 @@ func TestCacheConcurrentGoroutines(t *testing.T) {
 	}
 }
 
+// Close on one goroutine while others are inside Put and Get: the handle is freed only after
+// their calls return, and later calls fail (ErrInvalidArgument, "closed") instead of using freed memory.
+func TestCacheCloseWhileInUse(t *testing.T) {
+	for round := 0; round < 20; round++ {
+		c, _ := newCache(t, 4<<20)
+		data := make([]uint32, 1024)
+		for j := range data {
+			data[j] = uint32(j)
+		}
+		var wg, started sync.WaitGroup
+		errs := make(chan error, 4)
+		for g := 0; g < 4; g++ {
+			wg.Add(1)
+			started.Add(1)
+			go func() {
+				defer wg.Done()
+				started.Done()
+				for {
+					if _, err := c.Put("k", Vector(data), 0, EncodeOptions{}); err != nil {
+						if !errors.Is(err, ErrInvalidArgument) {
+							errs <- err
+						}
+						return
+					}
+					v, err := c.Get("k", DecodeOptions{})
+					if err != nil {
+						if !errors.Is(err, ErrInvalidArgument) {
+							errs <- err
+						}
+						return
+					}
+					got, _ := Values[uint32](v.Tensor)
+					if got[1023] != 1023 {
+						errs <- fmt.Errorf("torn value")
+					}
+					v.Close()
+				}
+			}()
+		}
+		started.Wait()
+		time.Sleep(time.Millisecond)
+		c.Close()
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+	}
+}
+
 // A forgotten CacheView is released by its cleanup; forgotten handles are closed too.
 func TestCacheCleanupReleasesPins(t *testing.T) {
 	c, _ := newCache(t, 1<<20)

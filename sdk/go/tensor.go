@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"unsafe"
 )
@@ -90,6 +91,36 @@ func (o *owner) close() {
 		o.free(unsafe.Pointer(v))
 		o.live.Add(-1)
 	}
+}
+
+// handle is a libtenso handle (segment, cache, archive, writer) whose methods may run on
+// several goroutines while another calls Close: each call holds it shared (acquire, then a
+// deferred release), and close frees it only after the calls in flight have returned.
+type handle struct {
+	mu sync.RWMutex
+	o  *owner
+}
+
+func newHandle(p unsafe.Pointer, free func(unsafe.Pointer)) *handle {
+	return &handle{o: newTracked(p, free, &liveHandles)}
+}
+
+// acquire is the C handle, held until release; nil (and nothing held) once closed.
+func (h *handle) acquire() unsafe.Pointer {
+	h.mu.RLock()
+	p := h.o.ptr()
+	if p == nil {
+		h.mu.RUnlock()
+	}
+	return p
+}
+
+func (h *handle) release() { h.mu.RUnlock() }
+
+func (h *handle) close() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.o.close()
 }
 
 // Close releases the C memory a Tensor from ReadFrom or LoadFile aliases (a stream buffer, a
