@@ -85,7 +85,7 @@ struct Shared {
     uint32_t clients;         // client rows in use
     uint32_t pin_records;     // pin table rows in use
     uint32_t extents;         // free extents in the sorted table
-    uint32_t reserved0;
+    uint32_t ttl_live;        // LIVE entries with a TTL: none, and a full pool skips the expiry scan
     uint64_t used_bytes;      // data bytes held by LIVE and ORPHAN entries
     uint64_t tick;            // access clock ordering the LRU list (survives recovery)
     uint64_t generation;      // bumped by every put
@@ -595,6 +595,7 @@ void Cache::unpublish(uint32_t idx1) {
     index_erase(idx1);
     lru_unlink(idx1);
     --s_->live;
+    if (e.ttl_ns > 0) --s_->ttl_live;
     if (e.pins) e.state = kOrphan; else release(idx1);
 }
 
@@ -603,6 +604,7 @@ bool Cache::expired_now(const Entry &e) const { return e.ttl_ns > 0 && expired(e
 
 size_t Cache::drop_expired(uint32_t keep, int64_t now) {
     size_t n = 0;
+    if (!s_->ttl_live) return 0;  // the common pool without TTLs: no scan of the entry table
     for (uint32_t i = 1; i <= g_->max_entries; ++i) {
         Entry &e = entries_[i - 1];
         if (e.state == kLive && i != keep && !e.pins && expired(e, now)) {
@@ -811,7 +813,7 @@ void Cache::rebuild() {
     std::vector<uint32_t> live;
     s_->free_slots = 0;
     s_->used_bytes = 0;
-    s_->live = s_->pinned = 0;
+    s_->live = s_->pinned = s_->ttl_live = 0;
     for (uint32_t i = g_->max_entries; i >= 1; --i) {  // so the chain hands out low slots first
         Entry &e = entries_[i - 1];
         e.lru_prev = e.lru_next = 0;
@@ -828,6 +830,7 @@ void Cache::rebuild() {
             live.push_back(i);
             index_insert(i);
             ++s_->live;
+            if (e.ttl_ns > 0) ++s_->ttl_live;
         }
     }
     // LRU from the access clock: most recent at the head.
@@ -959,6 +962,7 @@ void Cache::put(const char *key, size_t key_len, const Value &v, const EncodeOpt
             plan.write_to(data_ + e.data_off);
             e.packet_len = need;
             e.created_ns = now;
+            s_->ttl_live += uint32_t(ttl_ns > 0) - uint32_t(e.ttl_ns > 0);
             e.ttl_ns = ttl_ns;
             e.generation = ++s_->generation;
             e.last_access = ++s_->tick;
@@ -1005,6 +1009,7 @@ void Cache::put(const char *key, size_t key_len, const Value &v, const EncodeOpt
     index_insert(slot);
     lru_push_head(slot);
     ++s_->live;
+    if (ttl_ns > 0) ++s_->ttl_live;
     order();
     e.state = kLive;
     *written = need;
@@ -1138,13 +1143,13 @@ void Cache::check() {
     // Entries: states, ranges, packets; disjoint; accounting.
     std::vector<uint32_t> used;
     uint64_t bytes = 0, free_slots = 0;
-    uint32_t live = 0, pinned = 0;
+    uint32_t live = 0, pinned = 0, ttl_live = 0;
     for (uint32_t i = 1; i <= g_->max_entries; ++i) {
         const Entry &e = entries_[i - 1];
         const std::string who = "entry " + num(i) + " ";
         switch (e.state) {
         case kFree: ++free_slots; continue;
-        case kLive: ++live; break;
+        case kLive: ++live; ttl_live += e.ttl_ns > 0; break;
         case kOrphan: if (!e.pins) corrupt(who + "is an orphan without pins"); break;
         default: corrupt(who + "has state " + num(e.state) + " outside an operation");
         }
@@ -1155,6 +1160,7 @@ void Cache::check() {
         if (e.pins) ++pinned;
     }
     if (live != s_->live) corrupt("live count " + num(s_->live) + ", entries say " + num(live));
+    if (ttl_live != s_->ttl_live) corrupt("TTL entry count " + num(s_->ttl_live) + ", entries say " + num(ttl_live));
     if (pinned != s_->pinned) corrupt("pinned count " + num(s_->pinned) + ", entries say " + num(pinned));
     if (bytes != s_->used_bytes) corrupt("used bytes " + num(s_->used_bytes) + ", entries hold " + num(bytes));
     // Free extents: sorted, coalesced, disjoint from entries, and together the rest of the region.
