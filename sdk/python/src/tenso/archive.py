@@ -231,7 +231,10 @@ class TensorSlice:
     def __getitem__(self, index: Any) -> Any:
         """A writeable copy of ``tensor[index]`` for basic indices (ints, slices with any
         step, ``...``, None). Tensors stored raw are read with pread(2): only the byte span that
-        holds the selected elements, without mapping or hashing the rest."""
+        holds the selected elements (per selected row when rows lie 64 KiB or more apart, as in
+        ``x[:, :16]`` of a wide matrix), without mapping the rest. The tensor's stored XXH3
+        covers the whole packet, so a slice is not checked against it: use ``get_tensor`` or
+        ``verify()`` for that."""
         entry = self._entry
         _normalize_index(index, len(entry["shape"]))  # basic indexing only, on either path
         if not entry["data_offset"]:
@@ -266,12 +269,24 @@ def _normalize_index(index: Any, ndim: int) -> List[Any]:
     return items[:at] + [slice(None)] * (ndim - real) + items[at + 1 :]
 
 
+# Selected rows at least this far apart are read one by one: skipping a smaller gap costs less
+# than another pread(2) call would save.
+_SPLIT_GAP_BYTES = 64 << 10
+
+
 def _read_selection(archive: Any, entry_index: int, shape: Tuple[int, ...], dtype: np.dtype, index: Any) -> np.ndarray:
     items = _normalize_index(index, len(shape))
     # C-order element strides of the stored tensor.
     strides = [1] * len(shape)
     for d in range(len(shape) - 2, -1, -1):
         strides[d] = strides[d + 1] * shape[d + 1]
+    split = _split_rows(items, shape, strides, dtype.itemsize)
+    if split is not None:
+        # x[:, :16] of a wide matrix: each selected row is read on its own, not the whole span.
+        pos, out_dim, rows = split
+        parts = [_read_selection(archive, entry_index, shape, dtype, tuple(items[:pos] + [i] + items[pos + 1 :]))
+                 for i in rows]
+        return np.stack(parts, axis=out_dim)
     out_shape: List[int] = []
     out_strides: List[int] = []
     first = lo = hi = 0  # element offsets: the selection's first element, lowest, highest
@@ -311,6 +326,47 @@ def _read_selection(archive: Any, entry_index: int, shape: Tuple[int, ...], dtyp
     view = np.ndarray(out_shape, dtype, buffer=span, offset=(first - lo) * dtype.itemsize, strides=out_strides)
     # A contiguous selection is the whole span already (fresh memory): no second copy.
     return view if view.flags.c_contiguous else view.copy()
+
+
+def _split_rows(items: List[Any], shape: Tuple[int, ...], strides: List[int], itemsize: int) -> Optional[Tuple[int, int, range]]:
+    """(item position, output axis, selected indices) of the outermost dimension with several
+    selected rows when the bytes between one row's selection and the next are many; None to
+    read the selection's whole span at once."""
+    dim = out_dim = 0
+    for pos, item in enumerate(items):
+        if item is None:
+            out_dim += 1
+            continue
+        if isinstance(item, slice):
+            rows = range(*item.indices(shape[dim]))
+            if len(rows) == 0:
+                return None
+            if len(rows) > 1:
+                lo, hi = _inner_span(items[pos + 1 :], shape[dim + 1 :], strides[dim + 1 :])
+                gap = (abs(rows.step) * strides[dim] - (hi - lo + 1)) * itemsize
+                return (pos, out_dim, rows) if gap >= _SPLIT_GAP_BYTES else None
+            out_dim += 1
+        dim += 1
+    return None
+
+
+def _inner_span(items: List[Any], shape: Tuple[int, ...], strides: List[int]) -> Tuple[int, int]:
+    """Lowest and highest element offset (within one row) that `items` select."""
+    lo = hi = dim = 0
+    for item in items:
+        if item is None:
+            continue
+        if isinstance(item, slice):
+            rows = range(*item.indices(shape[dim]))
+            if len(rows):
+                lo += min(rows[0], rows[-1]) * strides[dim]
+                hi += max(rows[0], rows[-1]) * strides[dim]
+        else:
+            i = operator.index(item) % shape[dim] if shape[dim] else 0
+            lo += i * strides[dim]
+            hi += i * strides[dim]
+        dim += 1
+    return lo, hi
 
 
 class safe_open:  # noqa: N801  (safetensors' name)
