@@ -45,6 +45,27 @@ uint64_t pad8(uint64_t v) { return align_up(v, 8); }
 // and find quadratic, so it is refused as corrupt.
 uint64_t probe_budget(uint64_t count) { return 16 * count + 4096; }
 
+// The longest run of occupied slots (cyclic) bounds what a lookup of an absent name costs; at
+// load <= 1/2 an honest table's longest run grows like log(capacity), so this never refuses one.
+uint64_t run_budget(uint64_t cap) {
+    uint64_t bits = 0;
+    while ((uint64_t(1) << bits) < cap) ++bits;
+    return 64 + 16 * bits;
+}
+
+template <class Slot>
+uint64_t longest_run(uint64_t cap, Slot occupied) {
+    uint64_t start = 0;
+    while (start < cap && occupied(start)) ++start;
+    if (start == cap) return cap;  // full (refused by the load check before it matters)
+    uint64_t best = 0, run = 0;
+    for (uint64_t k = 1; k <= cap; ++k) {  // from the first empty slot, once around
+        if (occupied((start + k) & (cap - 1))) best = std::max(best, ++run);
+        else run = 0;
+    }
+    return best;
+}
+
 bool same(const char *a, size_t an, const char *b, size_t bn) { return an == bn && std::memcmp(a, b, an) == 0; }
 
 bool raw_body(const Node &n) {
@@ -163,8 +184,8 @@ void read_tenso_archive(Catalog &cat, const FileMap &m, const ArchiveLimits &lim
     const uint64_t meta_at = take(mcount, kMetaRecord, "metadata records");
     const uint64_t blob_at = take(meta_size, 1, "metadata strings");
     if (pos + 8 != isz) fail(TENSO_E_CORRUPT, "index sections do not add up to the index size");
-    if (!is_pow2(cap) || cap <= count)
-        fail(TENSO_E_CORRUPT, "hash table capacity " + num(cap) + " is not a power of two above the tensor count");
+    if (!is_pow2(cap) || cap <= count || cap < 2 * count)
+        fail(TENSO_E_CORRUPT, "hash table capacity " + num(cap) + " is not a power of two of at least twice the tensor count");
 
     cat.format = TENSO_FORMAT_ARCHIVE;
     cat.names = reinterpret_cast<const char *>(x + names_at);
@@ -237,6 +258,8 @@ void read_tenso_archive(Catalog &cat, const FileMap &m, const ArchiveLimits &lim
         used += v != 0;
     }
     if (used != count) fail(TENSO_E_CORRUPT, "hash table holds " + num(used) + " entries, the index " + num(count));
+    if (longest_run(cap, [&](uint64_t s) { return rd32(cat.table + 4 * s) != 0; }) > run_budget(cap))
+        fail(TENSO_E_CORRUPT, "hash table is degenerate (a run of occupied slots is too long)");
     uint64_t steps = 0;
     const uint64_t budget = probe_budget(count);
     for (uint64_t i = 0; i < count; ++i) {
@@ -663,7 +686,7 @@ private:
     }
 
     // The hash table: capacity >= 2 x count (load <= 1/2), doubled while the names probe past
-    // the budget the reader enforces.
+    // the budgets the reader enforces.
     std::vector<uint32_t> build_table() const {
         uint64_t cap = 8;
         while (cap < 2 * entries_.size()) cap <<= 1;
@@ -678,7 +701,9 @@ private:
                 for (++steps; t[s]; s = (s + 1) & (cap - 1)) ++steps;
                 t[s] = uint32_t(i + 1);
             }
-            if (steps <= probe_budget(entries_.size())) return t;
+            if (steps <= probe_budget(entries_.size()) &&
+                longest_run(cap, [&](uint64_t k) { return t[k] != 0; }) <= run_budget(cap))
+                return t;
         }
         fail(TENSO_E_LIMIT, "tensor names collide too often in the hash index");
     }

@@ -31,6 +31,7 @@ Bytes safetensors(const std::string &json, const Bytes &data) {
 class CapiArchiveHostileTest : public CppUnit::TestFixture {
     CPPUNIT_TEST_SUITE(CapiArchiveHostileTest);
     CPPUNIT_TEST(testArchiveIndex);
+    CPPUNIT_TEST(testHashTableRuns);
     CPPUNIT_TEST(testPacketDisagreesWithIndex);
     CPPUNIT_TEST(testSafetensorsHeaders);
     CPPUNIT_TEST(testBintensorsHeaders);
@@ -140,6 +141,41 @@ public:
                        if (rd(b, size_t(L.table_at + 4 * s), 4) == 2) set32(b, size_t(L.table_at + 4 * s), 0);
                }, false), "entry missing from the table");
         expect(TENSO_E_CORRUPT, forged([&](Bytes &b) { set32(b, size_t(L.table_at), 9); }, false), "slot out of range");
+    }
+
+    // A table whose probe chains are all short (every name in its home slot) but whose slots
+    // form one long run: looking up an absent name would walk the run, so open refuses it.
+    void testHashTableRuns() {
+        constexpr int kCount = 256;
+        const std::string p = dir_ + "/runs.tenso";
+        Tens t(TENSO_DTYPE_UINT8, {1}, 1);
+        WriterPtr w = writer(p, write_opts());
+        char name[16];
+        for (int i = 0; i < kCount; ++i) {
+            std::snprintf(name, sizeof name, "n%07d", i);
+            add_tensor(w.get(), name, t.t);
+        }
+        TENSO_CHECK_OK(tenso_archive_writer_finish(w.get()));
+        Bytes b = hostile::slurp(p);
+        const Layout L(b);
+        CPPUNIT_ASSERT_EQUAL(uint64_t(2 * kCount), L.cap);  // the writer's table: 512 slots
+        // Rename every entry (same length) so the homes are exactly slots 0..255.
+        std::vector<std::string> by_home(kCount);
+        for (int k = 0, found = 0; found < kCount; ++k) {
+            std::snprintf(name, sizeof name, "x%07d", k);
+            const uint64_t home = XXH3_64bits(name, 8) & (L.cap - 1);
+            if (home < uint64_t(kCount) && by_home[home].empty()) {
+                by_home[home] = name;
+                ++found;
+            }
+        }
+        for (int i = 0; i < kCount; ++i) {
+            const size_t r = L.record(size_t(i));
+            std::memcpy(&b[size_t(L.names_at + rd(b, r, 8))], by_home[size_t(i)].data(), 8);
+        }
+        reforge(b);
+        expect(TENSO_E_CORRUPT, b, "one run of 256 occupied slots in 512");
+        CPPUNIT_ASSERT(std::string(tenso_last_error()).find("run of occupied slots") != std::string::npos);
     }
 
     void testPacketDisagreesWithIndex() {
