@@ -224,6 +224,17 @@ void TempFile::commit() {
     if (::close(fd) != 0) fail(TENSO_E_IO, errno_text("close"));
     if (::rename(tmp_.c_str(), path_.c_str()) != 0) fail(TENSO_E_IO, errno_text("rename"));
     tmp_.clear();  // renamed: nothing left to remove
+    // The rename is durable once the directory is: a crash now leaves the new file, not neither.
+    const size_t slash = path_.rfind('/');
+    const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path_.substr(0, slash);
+    int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) fail(TENSO_E_IO, errno_text(dir.c_str()));
+    const int err = ::fsync(dfd) == 0 ? 0 : errno;
+    ::close(dfd);
+    if (err && err != EINVAL) {  // EINVAL: a file system without directory fsync
+        errno = err;
+        fail(TENSO_E_IO, errno_text("fsync of the directory"));
+    }
 }
 
 void save_atomic(const char *path, const std::function<void(int fd)> &write) {
