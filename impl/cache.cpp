@@ -367,6 +367,10 @@ std::shared_ptr<Cache> Cache::open(const char *name, uint32_t lock_timeout_ms) {
     c->timeout_ns_ = int64_t(lock_timeout_ms ? lock_timeout_ms : 10000) * 1000000;
     c->pid_ = current_pid();
     const std::string n = shm_name(name);
+    // A pool another process is creating is empty, then sized with a zero magic (written last):
+    // wait for its creator, up to the lock timeout, before judging it.
+    for (const int64_t deadline = now_ns() + c->timeout_ns_; shm_unfinished(n, sizeof kPoolMagic) && now_ns() < deadline;)
+        ::usleep(1000);
     c->map_ = shm_open_existing(n, true, false, kHeaderBytes, TENSO_E_CORRUPT);
     Geometry g;
     std::memcpy(&g, c->map_->addr, sizeof g);  // checked and used from this private copy only

@@ -90,6 +90,16 @@ std::shared_ptr<ShmMapping> shm_open_existing(const std::string &name, bool writ
     return map_fd(f.fd, size_t(size), writable, populate, name);
 }
 
+bool shm_unfinished(const std::string &name, size_t prefix) {
+    Fd f{::shm_open(name.c_str(), O_RDONLY | O_CLOEXEC, 0)};
+    if (f.fd < 0) return false;
+    struct stat st;
+    if (::fstat(f.fd, &st) != 0) return false;
+    if (st.st_size == 0) return true;
+    std::string head(prefix, '\0'), zero(prefix, '\0');
+    return ::pread(f.fd, &head[0], prefix, 0) == ssize_t(prefix) && head == zero;
+}
+
 void shm_remove(const std::string &name) {
     if (::shm_unlink(name.c_str()) != 0) {
         int err = errno;

@@ -35,6 +35,9 @@ std::shared_ptr<ShmMapping> shm_create(const std::string &name, uint64_t size, b
 // TRUNCATED-free: the caller decides (min_size > size fails with `too_small_status`).
 std::shared_ptr<ShmMapping> shm_open_existing(const std::string &name, bool writable, bool populate,
                                               uint64_t min_size, int32_t too_small_status);
+// True while an object looks unfinished by its creator: 0 bytes long (not yet sized), or its
+// first `prefix` bytes still zero (where a format writes its magic last). False when absent.
+bool shm_unfinished(const std::string &name, size_t prefix);
 // NOT_FOUND when there is no such object.
 void shm_remove(const std::string &name);
 

@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -71,6 +72,7 @@ class CapiCacheTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(testPinnedSurvives);
     CPPUNIT_TEST(testFullWhenPinned);
     CPPUNIT_TEST(testHostileHeaders);
+    CPPUNIT_TEST(testOpenWhileCreating);
     CPPUNIT_TEST(testCorruptEntry);
     CPPUNIT_TEST(testDeadProcessPins);
     CPPUNIT_TEST(testCompressedAndBundle);
@@ -415,6 +417,46 @@ public:
         ::close(fd);
         CachePtr copy = open(u.name);
         TENSO_CHECK_OK(tenso_cache_check(copy.get()));
+    }
+
+    // An open that lands while another process is still creating the pool (the segment empty,
+    // then sized with its magic not yet written) waits for it instead of calling it corrupt;
+    // a pool whose creator never finishes is refused once the lock timeout has passed.
+    void testOpenWhileCreating() {
+        Unlink src{pool_name("creating-src")};
+        CachePtr c = create(src.name, options(256 << 10, 16));
+        std::vector<uint8_t> bytes;
+        {
+            RawPool r(src.name);
+            bytes.assign(r.p, r.p + r.len);
+        }
+        Unlink u{pool_name("creating")};
+        const std::string path = "/" + u.name;
+        int fd = ::shm_open(path.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);  // empty, as just created
+        CPPUNIT_ASSERT(fd >= 0);
+        bool wrote = false;  // (no assertion inside the thread: it would throw there)
+        std::thread creator([&] {
+            std::this_thread::sleep_for(std::chrono::milliseconds(30));
+            wrote = ::ftruncate(fd, off_t(bytes.size())) == 0;  // sized: zero magic
+            std::this_thread::sleep_for(std::chrono::milliseconds(30));
+            wrote = wrote && ::pwrite(fd, bytes.data() + 8, bytes.size() - 8, 8) == ssize_t(bytes.size() - 8);
+            wrote = wrote && ::pwrite(fd, bytes.data(), 8, 0) == 8;  // the magic last
+        });
+        tenso_cache *raw = nullptr;
+        const tenso_status st = tenso_cache_open(&raw, u.name.c_str(), nullptr);
+        creator.join();
+        CachePtr opened(raw);
+        CPPUNIT_ASSERT(wrote);
+        TENSO_CHECK_OK(st);
+        TENSO_CHECK_OK(tenso_cache_check(opened.get()));
+        // Never finished: the magic stays zero, refused after the (short) timeout.
+        CPPUNIT_ASSERT(::pwrite(fd, "\0\0\0\0\0\0\0\0", 8, 0) == 8);
+        ::close(fd);
+        tenso_cache_options o = TENSO_CACHE_OPTIONS_INIT;
+        o.lock_timeout_ms = 50;
+        raw = nullptr;
+        TENSO_CHECK_STATUS(TENSO_E_CORRUPT, tenso_cache_open(&raw, u.name.c_str(), &o));
+        CPPUNIT_ASSERT(!raw);
     }
 
     void testCorruptEntry() {
