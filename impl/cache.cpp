@@ -1126,8 +1126,15 @@ void Cache::clear() {
 
 void Cache::stats(tenso_cache_stats *out) {
     Lock l(*this);
+    // Expired entries are dropped first, so `entries` counts what keys() lists; both cost
+    // nothing in a pool without TTL entries. Pinned ones stay until released but are not counted.
+    const int64_t now = now_ns();
+    drop_expired(0, now);
+    uint32_t expired_pinned = 0;
+    for (uint32_t i = 0; s_->ttl_live && i < g_->max_entries; ++i)
+        expired_pinned += entries_[i].state == kLive && expired(entries_[i], now);
     std::memset(out, 0, sizeof *out);
-    out->entries = s_->live;
+    out->entries = s_->live - std::min(expired_pinned, s_->live);
     out->max_entries = g_->max_entries;
     out->pool_bytes = g_->pool_size;
     out->data_bytes = g_->data_size;

@@ -233,7 +233,7 @@ TENSO_API tenso_status tenso_cache_clear(tenso_cache *cache);
 
 /** Counters and occupancy of the pool. */
 typedef struct tenso_cache_stats {
-    uint64_t entries;         /* live keys */
+    uint64_t entries;         /* live keys: expired ones are dropped first (what keys lists) */
     uint64_t max_entries;
     uint64_t pool_bytes;      /* the whole segment */
     uint64_t data_bytes;      /* the data region */
