@@ -351,7 +351,9 @@ std::unique_ptr<Archive> Archive::open(const char *path, const tenso_archive_opt
     case TENSO_FORMAT_PACKET: read_packet_file(cat, m, lim); break;
     case TENSO_FORMAT_SAFETENSORS: read_safetensors(cat, m, lim); break;
     case TENSO_FORMAT_BINTENSORS: read_bintensors(cat, m, lim); break;
-    default: fail(TENSO_E_CORRUPT, "not a tenso archive, Tenso packet, safetensors or bintensors file");
+    default:
+        if (!m.size) fail(TENSO_E_TRUNCATED, std::string(path) + " is empty");
+        fail(TENSO_E_CORRUPT, "not a tenso archive, Tenso packet, safetensors or bintensors file");
     }
     m.normal();
     if (!cat.owned.empty() && !cat.names) cat.names = cat.owned.data();

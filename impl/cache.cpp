@@ -263,7 +263,10 @@ void Cache::lock() {
     if (r == EOWNERDEAD) {
         // The holder died mid-operation: mark the mutex usable again, then rebuild. A crash
         // (or a failure) during the rebuild leaves `recovering` set, so the next holder reruns it.
-        ::pthread_mutex_consistent(&s_->mutex);
+        if (int e = ::pthread_mutex_consistent(&s_->mutex)) {
+            unlock();
+            fail(TENSO_E_CORRUPT, "cache '" + given_ + "': pthread_mutex_consistent: " + std::strerror(e));
+        }
         s_->recovering = 1;
     } else if (r == ETIMEDOUT) {
         fail(TENSO_E_TIMEOUT, "cache '" + given_ + "': lock not obtained within " + num(uint64_t(timeout_ns_ / 1000000)) + " ms");

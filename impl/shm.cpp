@@ -126,7 +126,12 @@ std::unique_ptr<Segment> Segment::create_for(const char *name, const Value &v, c
     s->given_ = name;
     const std::string n = shm_name(name);
     s->map_ = shm_create(n, plan.size() ? plan.size() : 1, replace, false);
-    plan.write_to(s->map_->addr);
+    try {
+        plan.write_to(s->map_->addr);
+    } catch (...) {
+        ::shm_unlink(n.c_str());  // no half-written segment is left under the name
+        throw;
+    }
     if (written) *written = plan.size();
     return s;
 }

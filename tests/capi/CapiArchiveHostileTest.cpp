@@ -95,6 +95,7 @@ public:
         // file-level damage
         expect(TENSO_E_TRUNCATED, Bytes(good_.begin(), good_.end() - 1), "one byte short");
         expect(TENSO_E_TRUNCATED, Bytes(good_.begin(), good_.begin() + 20), "cut inside the header");
+        expect(TENSO_E_TRUNCATED, Bytes(), "an empty file");
         Bytes longer = good_;
         longer.push_back(0);
         expect(TENSO_E_CORRUPT, longer, "trailing byte");

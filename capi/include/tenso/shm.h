@@ -46,8 +46,9 @@ TENSO_API tenso_status tenso_shm_create(tenso_shm **out, const char *name, uint6
                                         uint32_t flags);
 
 /**
- * Creates a segment sized exactly for `v` under `opts` (an upper bound when compressing) and
- * encodes `v` into it: one copy of each body, straight into shared memory.
+ * Creates a segment sized exactly for `v` under `opts` (compression is done first, so the size
+ * is the compressed packet's) and encodes `v` into it: one copy of each body, straight into
+ * shared memory. On failure no segment is left under `name`.
  * @param written_out  may be NULL; receives the packet length.
  * @since 1.1
  */
