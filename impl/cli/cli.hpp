@@ -75,7 +75,7 @@ bool parse_args(Args &out, const ArgSpec &spec, const std::string &command, int 
 
 // ---- output helpers ----
 
-// A progress bar on stderr, drawn only when stderr is a terminal and `enabled`; redrawn at most
+// A progress bar on stderr, drawn only when stdout and stderr are terminals and `enabled`; redrawn at most
 // ten times a second, erased by finish() (or the destructor).
 class Progress {
 public:

@@ -121,7 +121,10 @@ bool parse_args(Args &out, const ArgSpec &spec, const std::string &command, int 
 // ---- progress ----
 
 Progress::Progress(std::string label, uint64_t total, bool enabled)
-    : label_(std::move(label)), total_(total), active_(enabled && ::isatty(STDERR_FILENO) == 1) {}
+    // Drawn on stderr, and only for a person watching: both streams a terminal (a script that
+    // captures stdout gets no bar in its log).
+    : label_(std::move(label)), total_(total),
+      active_(enabled && ::isatty(STDOUT_FILENO) == 1 && ::isatty(STDERR_FILENO) == 1) {}
 
 Progress::~Progress() { finish(); }
 

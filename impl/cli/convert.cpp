@@ -3,6 +3,7 @@
 // into the input's mapping and handed to the archive writer as values that borrow those bytes,
 // one at a time: nothing is copied in between, and memory stays bounded whatever the size.
 #include "cli.hpp"
+#include "json.hpp"
 #include "source.hpp"
 
 #include <sys/stat.h>
@@ -29,6 +30,7 @@ const char kConvertHelp[] =
     "  --integrity        tenso archives: XXH3 footer on every packet\n"
     "  --compress         tenso archives: LZ4-compress dense tensors\n"
     "  --no-hash          tenso archives: no XXH3 per tensor in the index\n"
+    "  --json             the summary as one JSON document on stdout (errors too, with exit codes)\n"
     "  -q, --quiet        no progress bar or summary\n"
     "  -h, --help\n";
 
@@ -123,7 +125,7 @@ tenso_format format_from_extension(const std::string &path) {
 
 int cmd_convert(int argc, char **argv) {
     ArgSpec spec;
-    spec.options = {"--to=", "--from=", "--alignment=", "--integrity", "--compress", "--no-hash", "--quiet"};
+    spec.options = {"--to=", "--from=", "--alignment=", "--integrity", "--compress", "--no-hash", "--json", "--quiet"};
     spec.aliases = {{"-q", "--quiet"}};
     spec.min_positional = 2;
     spec.max_positional = 2;
@@ -156,11 +158,37 @@ int cmd_convert(int argc, char **argv) {
                 return usage_error("convert", std::string(opt) + " applies to tenso archives only, not " +
                                                   tenso_format_name(to));
     }
-    bool quiet = args.has("--quiet");
+    const bool json = args.has("--json"), quiet = args.has("--quiet");
+    const double start = now_seconds();
+    tenso_format in_format = TENSO_FORMAT_AUTO;
+    uint64_t in_size = 0, count = 0, nbytes = 0;
+    // --json: one document whatever happens, the error object (and the exit code) on failure.
+    auto emit_json = [&](const Failure *f) {
+        struct stat sb;
+        const bool wrote = !f && ::stat(out.c_str(), &sb) == 0;
+        JsonWriter j(stdout);
+        j.begin_object();
+        j.key("tenso_version").value(tenso_version_string());
+        j.key("ok").value(f == nullptr);
+        j.key("input").value(in);
+        j.key("input_format").value(in_format ? tenso_format_name(in_format) : "unknown");
+        j.key("input_bytes").value(in_size);
+        j.key("output").value(out);
+        j.key("output_format").value(tenso_format_name(to));
+        if (wrote) j.key("output_bytes").value(static_cast<uint64_t>(sb.st_size));
+        j.key("tensors").value(count);
+        j.key("dense_bytes").value(nbytes);
+        j.key("seconds").value(now_seconds() - start);
+        if (f) json_error(j, *f);
+        j.end_object();
+        j.finish();
+    };
 
     const std::string *blame = &in;  // which file a failure is reported against
     try {
         Source src(in, from);
+        in_format = src.format();
+        in_size = src.file_size();
         blame = &out;
         tenso_archive_writer *raw = nullptr;
         check(tenso_archive_writer_open(&raw, out.c_str(), &wopts));
@@ -170,8 +198,8 @@ int cmd_convert(int argc, char **argv) {
                                                     kv.second.size()),
                   "metadata \"" + kv.first + "\"");
 
-        Progress progress("convert", src.file_size(), !quiet);
-        uint64_t done = 0, count = 0, nbytes = 0;
+        Progress progress("convert", src.file_size(), !quiet && !json);
+        uint64_t done = 0;
         blame = &in;
         src.for_each([&](const std::string &name, const tenso_view *v, uint64_t stored) {
             ValuePtr value;
@@ -193,7 +221,9 @@ int cmd_convert(int argc, char **argv) {
         blame = &out;
         check(tenso_archive_writer_finish(writer.get()));
         progress.finish();
-        if (!quiet) {
+        if (json) {
+            emit_json(nullptr);
+        } else if (!quiet) {
             struct stat sb;
             uint64_t out_size = ::stat(out.c_str(), &sb) == 0 ? static_cast<uint64_t>(sb.st_size) : 0;
             std::printf("%s (%s, %s) -> %s (%s, %s): %" PRIu64 " tensor%s, %s of dense data\n",
@@ -203,6 +233,7 @@ int cmd_convert(int argc, char **argv) {
                         human_bytes(nbytes).c_str());
         }
     } catch (const Failure &f) {
+        if (json) emit_json(&f);
         return report(*blame, f);
     }
     return kExitOk;

@@ -384,6 +384,47 @@ class CliTest(unittest.TestCase):
             p = run("verify", a, expect=1)
             self.assertRegex(p.stderr, r"\(TENSO_E_[A-Z_]+\)")
 
+    def test_convert_json(self):
+        out = self.path("j.safetensors")
+        doc = json.loads(run("convert", "--json", self.path("bundle.tnso"), out).stdout)
+        self.assertTrue(doc["ok"])
+        self.assertEqual((doc["input_format"], doc["output_format"]), ("packet", "safetensors"))
+        self.assertEqual(doc["tensors"], 4)
+        self.assertEqual(doc["dense_bytes"], sum(len(r) for _, _, r in BUNDLE.values()))
+        self.assertEqual(doc["output_bytes"], os.path.getsize(out))
+        self.assertEqual(doc["input_bytes"], os.path.getsize(self.path("bundle.tnso")))
+        # A failure is a JSON document too, with the status and the exit code scripts test.
+        p = run("convert", "--json", self.path("no-such-file.tenso"), self.path("x.tenso"), expect=3)  # NOT_FOUND: the system refused
+        doc = json.loads(p.stdout)
+        self.assertFalse(doc["ok"])
+        self.assertEqual(doc["error"]["status"], "TENSO_E_NOT_FOUND")
+        self.assertFalse(os.path.exists(self.path("x.tenso")))
+
+    def test_progress_bar_only_on_a_terminal(self):
+        import pty
+
+        a = self.path("progress.tenso")
+        run("convert", "-q", self.path("bundle.tnso"), a)
+        master, slave = pty.openpty()
+        p = subprocess.Popen([CLI, "verify", a], stdout=slave, stderr=slave, close_fds=True)
+        os.close(slave)
+        seen = b""
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # EIO: the child closed the terminal
+                break
+            if not chunk:
+                break
+            seen += chunk
+        os.close(master)
+        self.assertEqual(p.wait(timeout=60), 0)
+        self.assertRegex(seen, rb"\rverify [^\r]*\[[#.]{30}\] +\d+%")  # drawn, then erased
+        self.assertIn(b"\r\x1b[K", seen)
+        # Captured by a script: no bar anywhere.
+        p = run("verify", a)
+        self.assertNotIn("\r", p.stderr + p.stdout)
+
     # ---- bench ----
 
     def test_bench_json(self):
