@@ -377,17 +377,20 @@ public:
         TENSO_CHECK_OK(tenso_cache_check(c.get()));
     }
 
+    // The bytes of a new, empty 256 KiB pool (its segment unlinked again), checked against the
+    // documented header fields.
+    static std::vector<uint8_t> fresh_pool_image() {
+        Unlink src{pool_name("image")};
+        CachePtr c = create(src.name, options(256 << 10, 16));
+        RawPool r(src.name);
+        CPPUNIT_ASSERT_EQUAL(0, std::memcmp(r.p, "TNSOCACH", 8));
+        CPPUNIT_ASSERT_EQUAL(uint64_t(r.len), r.get<uint64_t>(kPoolSizeOff));
+        CPPUNIT_ASSERT_EQUAL(uint64_t(XXH3_64bits(r.p, kChecksumOff)), r.get<uint64_t>(kChecksumOff));
+        return std::vector<uint8_t>(r.p, r.p + r.len);
+    }
+
     void testHostileHeaders() {
-        Unlink good{pool_name("hostile-src")};
-        CachePtr c = create(good.name, options(256 << 10, 16));
-        std::vector<uint8_t> bytes;
-        {
-            RawPool r(good.name);
-            bytes.assign(r.p, r.p + r.len);
-            CPPUNIT_ASSERT_EQUAL(0, std::memcmp(r.p, "TNSOCACH", 8));
-            CPPUNIT_ASSERT_EQUAL(uint64_t(r.len), r.get<uint64_t>(kPoolSizeOff));
-            CPPUNIT_ASSERT_EQUAL(uint64_t(XXH3_64bits(r.p, kChecksumOff)), r.get<uint64_t>(kChecksumOff));
-        }
+        const std::vector<uint8_t> bytes = fresh_pool_image();
         Unlink u{pool_name("hostile")};
         struct Case {
             const char *what;
@@ -436,13 +439,7 @@ public:
     // then sized with its magic not yet written) waits for it instead of calling it corrupt;
     // a pool whose creator never finishes is refused once the lock timeout has passed.
     void testOpenWhileCreating() {
-        Unlink src{pool_name("creating-src")};
-        CachePtr c = create(src.name, options(256 << 10, 16));
-        std::vector<uint8_t> bytes;
-        {
-            RawPool r(src.name);
-            bytes.assign(r.p, r.p + r.len);
-        }
+        const std::vector<uint8_t> bytes = fresh_pool_image();
         Unlink u{pool_name("creating")};
         const std::string path = "/" + u.name;
         int fd = ::shm_open(path.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);  // empty, as just created
