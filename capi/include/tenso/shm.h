@@ -25,7 +25,9 @@ TENSO_BEGIN_DECL
  *
  * A tenso_shm is a mapping of the segment in this process. Views returned by tenso_shm_get()
  * point into the mapping and keep it mapped after tenso_shm_close(); they see whatever a later
- * put writes there (a segment has no pinning: use the cache for that).
+ * put writes there (a segment has no pinning: use the cache for that). The mapping has the size
+ * the segment had when it was opened: a segment is never resized in place (ftruncate by another
+ * program would make reads past the new end fault, as with any shared mapping).
  * ========================================================================================== */
 
 typedef struct tenso_shm tenso_shm;
