@@ -291,3 +291,47 @@ fn archive_handles_are_shared_between_threads() {
         }
     });
 }
+
+/// Files written by the real safetensors and bintensors packages (tests/vectors/archive, see
+/// make_archive_vectors.py) read back tensor for tensor, byte for byte, metadata included.
+#[test]
+fn peer_golden_files() {
+    let dir = common::vectors_dir().join("archive");
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).unwrap()).unwrap();
+    let files = manifest["files"].as_object().unwrap();
+    assert!(files.len() >= 3, "manifest lists {} files", files.len());
+    let dtype = |name: &str| match name {
+        "BOOL" => Dtype::Bool,
+        "U8" => Dtype::Uint8,
+        "I8" => Dtype::Int8,
+        "I16" => Dtype::Int16,
+        "U16" => Dtype::Uint16,
+        "F16" => Dtype::Float16,
+        "BF16" => Dtype::Bfloat16,
+        "I32" => Dtype::Int32,
+        "U32" => Dtype::Uint32,
+        "F32" => Dtype::Float32,
+        "C64" => Dtype::Complex64,
+        "F64" => Dtype::Float64,
+        "I64" => Dtype::Int64,
+        "U64" => Dtype::Uint64,
+        other => panic!("dtype {other} is not in the test's table"),
+    };
+    for (file, want) in files {
+        let a = Archive::open(dir.join(file)).unwrap();
+        let tensors = want["tensors"].as_object().unwrap();
+        assert_eq!(a.len(), tensors.len(), "{file}");
+        let meta: std::collections::BTreeMap<&str, &str> = a.metadata().collect();
+        let want_meta: std::collections::BTreeMap<&str, &str> =
+            want["metadata"].as_object().unwrap().iter().map(|(k, v)| (k.as_str(), v.as_str().unwrap())).collect();
+        assert_eq!(meta, want_meta, "{file}");
+        for (name, w) in tensors {
+            let t = a.get(name.as_str()).unwrap();
+            let shape: Vec<u64> = w["shape"].as_array().unwrap().iter().map(|d| d.as_u64().unwrap()).collect();
+            assert_eq!(t.dtype(), Some(dtype(w["dtype"].as_str().unwrap())), "{file}/{name}");
+            assert_eq!(t.shape(), shape.as_slice(), "{file}/{name}");
+            assert_eq!(t.bytes(), common::hex(w["hex"].as_str().unwrap()).as_slice(), "{file}/{name}");
+        }
+    }
+}
