@@ -188,6 +188,7 @@ void read_tenso_archive(Catalog &cat, const FileMap &m, const ArchiveLimits &lim
         fail(TENSO_E_CORRUPT, "hash table capacity " + num(cap) + " is not a power of two of at least twice the tensor count");
 
     cat.format = TENSO_FORMAT_ARCHIVE;
+    cat.alignment = uint32_t(A);
     cat.names = reinterpret_cast<const char *>(x + names_at);
     cat.meta_base = reinterpret_cast<const char *>(x + blob_at);
     cat.table = x + table_at;

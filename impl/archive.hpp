@@ -46,6 +46,7 @@ struct Catalog {
     // tenso archives: the index's hash table (u32 slots, entry + 1, linear probing)
     const uint8_t *table = nullptr;
     uint64_t table_mask = 0;
+    uint32_t alignment = 0;  // tenso archives: every packet's file offset is a multiple of it
 
     std::string name(const Entry &e) const { return std::string(names + e.name_off, e.name_len); }
 };
@@ -75,6 +76,7 @@ public:
     ~Archive();
 
     int format() const { return cat_.format; }
+    uint32_t alignment() const { return cat_.alignment; }
     uint64_t count() const { return cat_.entries.size(); }
     void entry(tenso_archive_entry *out, uint64_t index) const;
     bool find(uint64_t *index_out, const char *name, size_t len) const;

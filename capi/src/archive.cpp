@@ -49,6 +49,8 @@ void tenso_archive_close(tenso_archive *a) { delete a; }
 
 tenso_format tenso_archive_format(const tenso_archive *a) { return a ? a->a->format() : 0; }
 
+uint32_t tenso_archive_alignment(const tenso_archive *a) { return a ? a->a->alignment() : 0; }
+
 uint64_t tenso_archive_count(const tenso_archive *a) { return a ? a->a->count() : 0; }
 
 tenso_status tenso_archive_entry_at(tenso_archive_entry *out, const tenso_archive *a, uint64_t index) {

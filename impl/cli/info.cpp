@@ -59,8 +59,9 @@ std::string flags_label(const TensorInfo &r) {
 void print_table(const std::string &path, const Source &src, const std::vector<TensorInfo> &rows,
                  const std::vector<std::pair<std::string, std::string>> &meta) {
     Totals tot = totals_of(rows);
-    std::printf("%s: %s, %" PRIu64 " tensor%s, %s of data, file %s\n", printable(path.data(), path.size()).c_str(),
-                tenso_format_name(src.format()), tot.tensors, tot.tensors == 1 ? "" : "s",
+    const std::string aligned = src.alignment() ? ", aligned to " + std::to_string(src.alignment()) : "";
+    std::printf("%s: %s%s, %" PRIu64 " tensor%s, %s of data, file %s\n", printable(path.data(), path.size()).c_str(),
+                tenso_format_name(src.format()), aligned.c_str(), tot.tensors, tot.tensors == 1 ? "" : "s",
                 human_bytes(tot.nbytes).c_str(), human_bytes(src.file_size()).c_str());
     std::vector<std::vector<std::string>> cells;
     cells.push_back({"NAME", "KIND", "DTYPE", "SHAPE", "STORED", "OFFSET", "ALIGN", "FLAGS"});
@@ -104,6 +105,8 @@ void write_json(JsonWriter &j, const std::string &path, const Source &src, const
     j.begin_object();
     j.key("file").value(path);
     j.key("format").value(tenso_format_name(src.format()));
+    if (src.alignment()) j.key("alignment").value(src.alignment());
+    else j.key("alignment").null();
     j.key("file_size").value(src.file_size());
     j.key("tensors").begin_array();
     for (const TensorInfo &r : rows) {

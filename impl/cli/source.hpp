@@ -46,6 +46,8 @@ public:
     Source &operator=(const Source &) = delete;
 
     tenso_format format() const { return format_; }
+    // A tenso archive's packet alignment; 0 for formats that promise none.
+    uint32_t alignment() const { return archive_ ? tenso_archive_alignment(archive_) : 0; }
     uint64_t file_size() const { return size_; }
     const uint8_t *bytes() const { return map_; }
 

@@ -98,6 +98,19 @@ func (a *Archive) Format() Format {
 	return Format(C.tenso_archive_format(p))
 }
 
+// Alignment is a tenso archive's alignment (64, or 4096 for O_DIRECT / GPUDirect Storage):
+// every packet starts at a multiple of it in the file. 0 for safetensors, bintensors and
+// packet files, which promise none (and once closed).
+func (a *Archive) Alignment() uint32 {
+	p, err := a.ptr("Archive.Alignment")
+	if err != nil {
+		return 0
+	}
+	defer a.h.release()
+	defer runtime.KeepAlive(a)
+	return uint32(C.tenso_archive_alignment(p))
+}
+
 // Len is the number of tensors (0 once closed).
 func (a *Archive) Len() int {
 	p, err := a.ptr("Archive.Len")

@@ -149,6 +149,9 @@ func TestArchiveRoundTrip(t *testing.T) {
 			if c.opts.Alignment != 0 {
 				align = uint64(c.opts.Alignment)
 			}
+			if want := map[bool]uint32{true: uint32(align), false: 0}[c.format == FormatArchive]; a.Alignment() != want {
+				t.Fatalf("Alignment %d, want %d", a.Alignment(), want)
+			}
 			for _, e := range entries {
 				if c.format == FormatArchive && (e.Offset%align != 0 || e.DataOffset%align != 0 || !e.Hashed) {
 					t.Fatalf("%s: offset %d, data %d, hashed %v (alignment %d)", e.Name, e.Offset, e.DataOffset, e.Hashed, align)

@@ -78,6 +78,7 @@ public:
             ArchivePtr a = open_ok(path);
             bool bt = f.key().size() > 3 && f.key().compare(f.key().size() - 3, 3, ".bt") == 0;
             CPPUNIT_ASSERT_EQUAL(int(bt ? TENSO_FORMAT_BINTENSORS : TENSO_FORMAT_SAFETENSORS), int(tenso_archive_format(a.get())));
+            CPPUNIT_ASSERT_EQUAL(0u, tenso_archive_alignment(a.get()));  // the format promises none
             std::vector<Expected> ex = expected(*f);
             CPPUNIT_ASSERT_EQUAL(uint64_t(ex.size()), tenso_archive_count(a.get()));
             uint64_t prev = 0;

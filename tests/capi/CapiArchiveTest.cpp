@@ -80,6 +80,7 @@ public:
             CPPUNIT_ASSERT_EQUAL(uint64_t(align), rd(file, 16, 4));
             ArchivePtr a = open_ok(path);
             CPPUNIT_ASSERT_EQUAL(int(TENSO_FORMAT_ARCHIVE), int(tenso_archive_format(a.get())));
+            CPPUNIT_ASSERT_EQUAL(align, tenso_archive_alignment(a.get()));
             CPPUNIT_ASSERT_EQUAL(uint64_t(ts.size()), tenso_archive_count(a.get()));
             uint64_t prev_end = 0;
             for (size_t i = 0; i < ts.size(); ++i) {

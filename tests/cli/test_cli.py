@@ -257,6 +257,9 @@ class CliTest(unittest.TestCase):
         a, b, c = self.path("al.tenso"), self.path("lz.tenso"), self.path("lz.safetensors")
         run("convert", "-q", "--alignment", "4096", "--integrity", "--no-hash", src, a)
         f = self.check_bundle_tensors(a, "tenso")
+        self.assertEqual(f["alignment"], 4096)
+        self.assertIn(", aligned to 4096,", run("info", a).stdout)
+        self.assertIsNone(self.info(src)["alignment"])  # a packet file promises none
         for t in f["tensors"]:
             self.assertEqual(t["alignment"], 4096, t)
             self.assertEqual(t["offset"] % 4096, 0, t)

@@ -88,6 +88,13 @@ TENSO_API void tenso_archive_close(tenso_archive *a);
 /** The format that was opened. @since 1.1 */
 TENSO_API tenso_format tenso_archive_format(const tenso_archive *a);
 
+/**
+ * A tenso archive's alignment: every packet, and every dense body written with it, starts at a
+ * multiple of it in the file (64 by default, 4096 for O_DIRECT and GPUDirect Storage). 0 for
+ * the other formats, which promise none (see tenso_view_alignment for one tensor's). @since 1.1
+ */
+TENSO_API uint32_t tenso_archive_alignment(const tenso_archive *a);
+
 /** Number of tensors. @since 1.1 */
 TENSO_API uint64_t tenso_archive_count(const tenso_archive *a);
 

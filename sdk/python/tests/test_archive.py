@@ -234,6 +234,7 @@ def test_alignment_4096(tmp_path):
         assert e["offset"] % 4096 == 0 and e["data_offset"] % 4096 == 0
     arch.close()
     with tenso.safe_open(path) as f:
+        assert f.alignment == 4096
         for name, want in tensors.items():
             got = f.get_tensor(name)
             assert got.ctypes.data % 4096 == 0 and np.array_equal(got, want)

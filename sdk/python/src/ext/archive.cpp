@@ -209,6 +209,7 @@ void init_archive(py::module_ &m) {
         .def_static("open", &archive_open, py::arg("path"), py::arg("format") = 0, py::arg("verify_all") = false,
                     py::arg("no_verify") = false)
         .def_property_readonly("format", [](const Archive &a) { return tenso_archive_format(a.get()); })
+        .def_property_readonly("alignment", [](const Archive &a) { return tenso_archive_alignment(a.get()); })
         .def("__len__", [](const Archive &a) { return tenso_archive_count(a.get()); })
         .def("entry", &archive_entry, py::arg("index"))
         .def("names", &archive_names)

@@ -445,6 +445,12 @@ class safe_open:  # noqa: N801  (safetensors' name)
         """The format opened: "tenso", "safetensors", "bintensors" or "packet"."""
         return _tenso.format_name(self._archive().format)
 
+    @property
+    def alignment(self) -> int:
+        """A tenso archive's alignment (64, or 4096 for O_DIRECT / GPUDirect Storage): every
+        tensor's packet starts at a multiple of it in the file. 0 for the other formats."""
+        return int(self._archive().alignment)
+
     def keys(self) -> List[str]:
         """Tensor names, sorted (as safetensors)."""
         return sorted(self._archive().names())

@@ -865,6 +865,7 @@ extern "C" {
     ) -> tenso_status;
     pub fn tenso_archive_close(a: *mut tenso_archive);
     pub fn tenso_archive_format(a: *const tenso_archive) -> tenso_format;
+    pub fn tenso_archive_alignment(a: *const tenso_archive) -> u32;
     pub fn tenso_archive_count(a: *const tenso_archive) -> u64;
     pub fn tenso_archive_entry_at(out: *mut tenso_archive_entry, a: *const tenso_archive, index: u64) -> tenso_status;
     pub fn tenso_archive_find(

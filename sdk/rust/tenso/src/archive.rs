@@ -262,6 +262,13 @@ impl Archive {
         Format::from_code(unsafe { sys::tenso_archive_format(self.ptr()) }).unwrap_or(Format::Archive)
     }
 
+    /// A tenso archive's alignment (64, or 4096 for O_DIRECT / GPUDirect Storage): every
+    /// packet starts at a multiple of it in the file. 0 for safetensors, bintensors and
+    /// packet files, which promise none.
+    pub fn alignment(&self) -> u32 {
+        unsafe { sys::tenso_archive_alignment(self.ptr()) }
+    }
+
     /// Number of tensors.
     pub fn len(&self) -> usize {
         unsafe { sys::tenso_archive_count(self.ptr()) as usize }

@@ -92,6 +92,7 @@ fn alignment_4096_for_direct_io() {
     let path = dir.path("aligned.tenso");
     let data = write_three(&path, &ArchiveWriteOptions::new().alignment(4096));
     let a = Archive::open(&path).unwrap();
+    assert_eq!(a.alignment(), 4096);
     check_three(&a, &data);
     for e in a.entries() {
         assert_eq!(e.offset() % 4096, 0, "{} at {}", e.name(), e.offset());
@@ -320,6 +321,7 @@ fn peer_golden_files() {
     };
     for (file, want) in files {
         let a = Archive::open(dir.join(file)).unwrap();
+        assert_eq!(a.alignment(), 0, "{file}: the format promises no alignment");
         let tensors = want["tensors"].as_object().unwrap();
         assert_eq!(a.len(), tensors.len(), "{file}");
         let meta: std::collections::BTreeMap<&str, &str> = a.metadata().collect();
