@@ -184,7 +184,7 @@ void read_tenso_archive(Catalog &cat, const FileMap &m, const ArchiveLimits &lim
     const uint64_t meta_at = take(mcount, kMetaRecord, "metadata records");
     const uint64_t blob_at = take(meta_size, 1, "metadata strings");
     if (pos + 8 != isz) fail(TENSO_E_CORRUPT, "index sections do not add up to the index size");
-    if (!is_pow2(cap) || cap <= count || cap < 2 * count)
+    if (!is_pow2(cap) || cap < 2 * count)
         fail(TENSO_E_CORRUPT, "hash table capacity " + num(cap) + " is not a power of two of at least twice the tensor count");
 
     cat.format = TENSO_FORMAT_ARCHIVE;

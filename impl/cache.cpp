@@ -609,16 +609,19 @@ void Cache::unpublish(uint32_t idx1) {
 bool Cache::expired(const Entry &e, int64_t now) const { return e.ttl_ns > 0 && now - e.created_ns >= e.ttl_ns; }
 bool Cache::expired_now(const Entry &e) const { return e.ttl_ns > 0 && expired(e, now_ns()); }
 
-size_t Cache::drop_expired(uint32_t keep, int64_t now) {
+size_t Cache::drop_expired(uint32_t keep, int64_t now, uint32_t *pinned_left) {
     size_t n = 0;
     if (!s_->ttl_live) return 0;  // the common pool without TTLs: no scan of the entry table
     for (uint32_t i = 1; i <= g_->max_entries; ++i) {
         Entry &e = entries_[i - 1];
-        if (e.state == kLive && i != keep && !e.pins && expired(e, now)) {
-            unpublish(i);
-            ++s_->expirations;
-            ++n;
+        if (e.state != kLive || i == keep || !expired(e, now)) continue;
+        if (e.pins) {
+            if (pinned_left) ++*pinned_left;
+            continue;
         }
+        unpublish(i);
+        ++s_->expirations;
+        ++n;
     }
     return n;
 }
@@ -1131,11 +1134,8 @@ void Cache::stats(tenso_cache_stats *out) {
     Lock l(*this);
     // Expired entries are dropped first, so `entries` counts what keys() lists; both cost
     // nothing in a pool without TTL entries. Pinned ones stay until released but are not counted.
-    const int64_t now = now_ns();
-    drop_expired(0, now);
     uint32_t expired_pinned = 0;
-    for (uint32_t i = 0; s_->ttl_live && i < g_->max_entries; ++i)
-        expired_pinned += entries_[i].state == kLive && expired(entries_[i], now);
+    drop_expired(0, now_ns(), &expired_pinned);
     std::memset(out, 0, sizeof *out);
     out->entries = s_->live - std::min(expired_pinned, s_->live);
     out->max_entries = g_->max_entries;

@@ -97,7 +97,9 @@ private:
     void unpublish(uint32_t idx1);    // out of index and LRU; ORPHAN when pinned, else released
     bool expired(const cache_layout::Entry &e, int64_t now) const;
     bool expired_now(const cache_layout::Entry &e) const;  // reads the clock only for a ttl
-    size_t drop_expired(uint32_t keep, int64_t now);
+    // Unpublishes expired, unpinned LIVE entries (not `keep`); *pinned_left counts the expired
+    // ones a pin holds back.
+    size_t drop_expired(uint32_t keep, int64_t now, uint32_t *pinned_left = nullptr);
     bool evict_one(uint32_t keep);
     uint64_t allocate(uint64_t size, uint32_t *old, int64_t now);
     uint32_t take_slot(uint32_t *old);

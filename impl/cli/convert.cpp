@@ -161,11 +161,9 @@ int cmd_convert(int argc, char **argv) {
     const bool json = args.has("--json"), quiet = args.has("--quiet");
     const double start = now_seconds();
     tenso_format in_format = TENSO_FORMAT_AUTO;
-    uint64_t in_size = 0, count = 0, nbytes = 0;
+    uint64_t in_size = 0, out_size = 0, count = 0, nbytes = 0;
     // --json: one document whatever happens, the error object (and the exit code) on failure.
     auto emit_json = [&](const Failure *f) {
-        struct stat sb;
-        const bool wrote = !f && ::stat(out.c_str(), &sb) == 0;
         JsonWriter j(stdout);
         j.begin_object();
         j.key("tenso_version").value(tenso_version_string());
@@ -175,7 +173,7 @@ int cmd_convert(int argc, char **argv) {
         j.key("input_bytes").value(in_size);
         j.key("output").value(out);
         j.key("output_format").value(tenso_format_name(to));
-        if (wrote) j.key("output_bytes").value(static_cast<uint64_t>(sb.st_size));
+        if (!f) j.key("output_bytes").value(out_size);
         j.key("tensors").value(count);
         j.key("dense_bytes").value(nbytes);
         j.key("seconds").value(now_seconds() - start);
@@ -221,11 +219,11 @@ int cmd_convert(int argc, char **argv) {
         blame = &out;
         check(tenso_archive_writer_finish(writer.get()));
         progress.finish();
+        struct stat sb;
+        out_size = ::stat(out.c_str(), &sb) == 0 ? static_cast<uint64_t>(sb.st_size) : 0;
         if (json) {
             emit_json(nullptr);
         } else if (!quiet) {
-            struct stat sb;
-            uint64_t out_size = ::stat(out.c_str(), &sb) == 0 ? static_cast<uint64_t>(sb.st_size) : 0;
             std::printf("%s (%s, %s) -> %s (%s, %s): %" PRIu64 " tensor%s, %s of dense data\n",
                         printable(in.data(), in.size()).c_str(), tenso_format_name(src.format()),
                         human_bytes(src.file_size()).c_str(), printable(out.data(), out.size()).c_str(),

@@ -31,7 +31,7 @@ import (
 // Archive is a file of named tensors, mapped read-only: a tenso archive, a safetensors or
 // bintensors file, or one packet. Opening reads only the index; Get returns a zero-copy
 // Tensor into the mapping (Close it when done; it stays valid after the Archive is closed).
-// Methods may be called from several goroutines at once, except Close.
+// Methods may be called from several goroutines at once; Close waits for calls in flight.
 type Archive struct {
 	h *handle
 }

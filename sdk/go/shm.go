@@ -22,7 +22,7 @@ import (
 // Get decodes without copying: the returned Tensor aliases the mapping (Close it when done;
 // it keeps the mapping alive after the Shm is closed). A segment has no pinning: a reader
 // sees whatever a writer puts there later. Use a [Cache] when readers and writers run
-// concurrently. Methods may be called from several goroutines, except Close.
+// concurrently. Methods may be called from several goroutines; Close waits for calls in flight.
 type Shm struct {
 	h        *handle
 	writable bool
@@ -239,7 +239,8 @@ func (s *Shm) Close() error {
 // shared by every process on the host that opens the same name, with LRU eviction, time to
 // live, and zero-copy reads that pin their entry until the [CacheView] is closed. A process
 // that dies holding the pool's lock does not wedge the others: the next one rebuilds the
-// pool's tables. Methods may be called from several goroutines at once, except Close.
+// pool's tables. Methods may be called from several goroutines at once; Close waits for calls
+// in flight.
 type Cache struct {
 	h *handle
 }

@@ -11,7 +11,6 @@ namespace tpy {
 
 namespace {
 
-
 py::str utf8_str(const char *s, size_t n) {
     PyObject *o = PyUnicode_DecodeUTF8(s, Py_ssize_t(n), "strict");
     if (!o) throw py::error_already_set();
