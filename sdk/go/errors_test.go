@@ -150,9 +150,8 @@ func TestDecodeErrors(t *testing.T) {
 	if _, err := Loads(pkt); err != nil {
 		t.Errorf("invalid UTF-8 without ValidateUTF8: %v", err)
 	}
-	if _, err := (DecodeOptions{ValidateUTF8: true}).Loads(pkt); err == nil {
-		t.Error("ValidateUTF8 accepted invalid UTF-8")
-	}
+	_, err = (DecodeOptions{ValidateUTF8: true}).Loads(pkt)
+	wantStatus(t, "ValidateUTF8 of invalid UTF-8", err, ErrMalformed)
 }
 
 func TestEncodeErrors(t *testing.T) {
@@ -212,9 +211,7 @@ func TestEncodeErrors(t *testing.T) {
 	_, err = NewRagged(Vector([]float32{1, 2}), []uint64{0, 3})
 	wantStatus(t, "ragged offsets past the end", err, ErrInvalidArgument)
 	_, err = Quantize(Vector([]int32{1, 2}), QInt8, PerTensor, 0, 0)
-	if err == nil {
-		t.Error("Quantize(int32) succeeded")
-	}
+	wantStatus(t, "Quantize(int32)", err, ErrBadDType)
 }
 
 // The message is thread-local in libtenso; every goroutine must get the message of its own

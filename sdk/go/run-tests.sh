@@ -7,7 +7,8 @@
 #      the tests run so nobody reinstalls the library under them;
 #   2. gofmt check, go vet, go test (module github.com/tenso-project/tenso/sdk/go, the
 #      tenso-relay command included), once more with GOEXPERIMENT=cgocheck2 (the full cgo
-#      pointer checks), and the CGO_ENABLED=0 stub build with its test.
+#      pointer checks), under the race detector (in CI, or with RACE=1), and the
+#      CGO_ENABLED=0 stub build with its test.
 #
 # The library is found through pkg-config (PKG_CONFIG_PATH) and at run time through an rpath
 # in CGO_LDFLAGS, so no LD_LIBRARY_PATH is needed. Test caching is off (-count=1): Go's cache
@@ -15,8 +16,9 @@
 #
 # Environment: GO (the go binary; default: PATH, then /usr/local/go/bin/go), JOBS (parallel
 # build jobs, default 2), TENSO_SDK_STAGE / TENSO_SDK_BUILD (move the stage / build directory,
-# as the Rust SDK's script allows), RACE=1 (also run the tests under the race detector), BENCH=1 (also
-# run the benchmarks), TENSO_SKIP_BOOTSTRAP=1 (do not check the Debian build packages).
+# as the Rust SDK's script allows), RACE (1: also run the tests under the race detector, 0:
+# do not; default 1 when CI=true, as .ci/run sets it, else 0), BENCH=1 (also run the
+# benchmarks), TENSO_SKIP_BOOTSTRAP=1 (do not check the Debian build packages).
 # Extra arguments go to every `go test` run (e.g. -run Golden -v).
 #
 # Exit status: non-zero as soon as a step fails.
@@ -94,7 +96,11 @@ log "go test"
 go test -count=1 ./... "$@"
 log "go test (GOEXPERIMENT=cgocheck2)"
 GOEXPERIMENT=cgocheck2 go test -count=1 ./... "$@"
-if [[ "${RACE:-0}" == 1 ]]; then
+race="${RACE:-0}"
+if [[ -z "${RACE:-}" && "${CI:-}" == true ]]; then
+    race=1
+fi
+if [[ "$race" == 1 ]]; then
     log "go test -race"
     go test -race -count=1 ./... "$@"
 fi

@@ -318,18 +318,29 @@ func TestCachePinsSurviveDeleteAndClose(t *testing.T) {
 	}
 }
 
+// No assertion races the clock: "present" only for an hour-long TTL, "expired" only after
+// sleeping four times a short one (the expiration count shows the short entry was stored).
 func TestCacheTTL(t *testing.T) {
 	c, _ := newCache(t, 1<<20)
 	if _, err := c.Put("short", Vector([]uint8{1}), 50*time.Millisecond, EncodeOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Put("long", Vector([]uint8{2}), 10*time.Minute, EncodeOptions{}); err != nil {
+	if _, err := c.Put("long", Vector([]uint8{2}), time.Hour, EncodeOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(120 * time.Millisecond)
+	if ok, err := c.Contains("long"); !ok || err != nil {
+		t.Fatalf("long: %v, %v", ok, err)
+	}
+	time.Sleep(200 * time.Millisecond)
 	wantStatus(t, "expired", func() error { _, err := c.Get("short", DecodeOptions{}); return err }(), ErrNotFound)
 	if keys, _ := c.Keys(); !slices.Equal(keys, []string{"long"}) {
 		t.Fatal(keys)
+	}
+	if st, err := c.Stats(); err != nil || st.Expirations != 1 {
+		t.Fatalf("%+v, %v", st, err)
+	}
+	if info, err := c.Info("long"); err != nil || info.TTL != time.Hour || info.Age < 200*time.Millisecond {
+		t.Fatalf("%+v, %v", info, err)
 	}
 }
 
@@ -491,7 +502,12 @@ func TestCacheCleanupReleasesPins(t *testing.T) {
 	if st, _ := c.Stats(); st.Clients != 1 {
 		t.Fatalf("the forgotten handle is still attached: %+v", st)
 	}
-	if !errors.Is(ErrNotFound, ErrNotFound) || ErrNotFound.Name() != "TENSO_E_NOT_FOUND" {
-		t.Fatal("sentinel")
+	// Unpinned, the entry goes at once.
+	if err := c.Delete("k"); err != nil {
+		t.Fatal(err)
+	}
+	_, err := c.Get("k", DecodeOptions{})
+	if e := wantStatus(t, "get after delete", err, ErrNotFound); e.Status.Name() != "TENSO_E_NOT_FOUND" {
+		t.Fatalf("%#v", e)
 	}
 }

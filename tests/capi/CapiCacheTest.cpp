@@ -51,6 +51,22 @@ bool contains(tenso_cache *c, const std::string &k) {
     TENSO_CHECK_OK(tenso_cache_contains(&found, c, k.data(), k.size()));
     return found == 1;
 }
+// A forced clock step for one live entry: its creation time moves `seconds` into the past
+// (docs/cache-layout.md: entry state at 0, key length at 4, created at 40, key at 88), so it
+// is past its TTL however fast or slow the machine ran up to here.
+void age(const std::string &pool, const std::string &key, double seconds) {
+    RawPool raw(pool);
+    const uint64_t table = raw.get<uint64_t>(kEntriesOff);
+    for (uint32_t i = 0; i < raw.get<uint32_t>(kMaxEntriesOff); ++i) {
+        const size_t e = size_t(table) + size_t(i) * 256;
+        if (raw.get<uint32_t>(e) == 2 && raw.get<uint32_t>(e + 4) == key.size() &&
+            std::memcmp(raw.p + e + 88, key.data(), key.size()) == 0) {
+            raw.set<int64_t>(e + 40, raw.get<int64_t>(e + 40) - int64_t(seconds * 1e9));
+            return;
+        }
+    }
+    CPPUNIT_FAIL("no live entry " + key + " in " + pool);
+}
 std::vector<std::string> keys(tenso_cache *c) {
     std::vector<std::string> out;
     TENSO_CHECK_OK(tenso_cache_keys(
@@ -196,42 +212,51 @@ public:
         CPPUNIT_ASSERT(contains(e.get(), "b"));
     }
 
+    // No assertion races the clock: "present" is asserted of entries whose TTL (an hour) no
+    // run outlasts, "expired" after sleeping four times a short TTL, or after age() stepped an
+    // entry's clock past its TTL (the only way to expire an entry that was pinned first).
     void testTtl() {
         Unlink u{pool_name("ttl")};
         CachePtr c = create(u.name, options(1 << 20));
         Val a(1, 1, 10);
         put(c.get(), "short", a, 0.05);
-        put(c.get(), "long", a, 60);
+        put(c.get(), "long", a, 3600.5);
         put(c.get(), "never", a);
         tenso_cache_entry_info info;
-        TENSO_CHECK_OK(tenso_cache_info(&info, c.get(), "short", 5));
-        CPPUNIT_ASSERT(info.ttl_seconds > 0.049 && info.ttl_seconds < 0.051);
-        CPPUNIT_ASSERT(contains(c.get(), "short"));
-        std::this_thread::sleep_for(std::chrono::milliseconds(80));
+        TENSO_CHECK_OK(tenso_cache_info(&info, c.get(), "long", 4));
+        CPPUNIT_ASSERT_EQUAL(3600.5, info.ttl_seconds);
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
         CPPUNIT_ASSERT(!contains(c.get(), "short"));
         TENSO_CHECK_STATUS(TENSO_E_NOT_FOUND, get_status(c.get(), "short"));
         CPPUNIT_ASSERT(contains(c.get(), "long") && contains(c.get(), "never"));
         tenso_cache_stats s = stats(c.get());
-        CPPUNIT_ASSERT_EQUAL(uint64_t(1), s.expirations);
+        CPPUNIT_ASSERT_EQUAL(uint64_t(1), s.expirations);  // "short" was there, and expired
         CPPUNIT_ASSERT_EQUAL(uint64_t(2), s.entries);
+        // The clock step alone expires an entry: an hour-long TTL, aged two hours.
+        put(c.get(), "aged", a, 3600);
+        CPPUNIT_ASSERT(contains(c.get(), "aged"));
+        age(u.name, "aged", 7200);
+        CPPUNIT_ASSERT(!contains(c.get(), "aged"));
+        CPPUNIT_ASSERT_EQUAL(uint64_t(2), stats(c.get()).expirations);
         // A pinned entry is not expired under its view.
-        put(c.get(), "pinned", a, 0.05);
+        put(c.get(), "pinned", a, 3600);
         ViewPtr v = get(c.get(), "pinned");
-        std::this_thread::sleep_for(std::chrono::milliseconds(80));
+        age(u.name, "pinned", 7200);
         TENSO_CHECK_STATUS(TENSO_E_NOT_FOUND, get_status(c.get(), "pinned"));
         CPPUNIT_ASSERT_EQUAL(std::string(), verify(v.get(), 1));
         v.reset();
         TENSO_CHECK_STATUS(TENSO_E_NOT_FOUND, get_status(c.get(), "pinned"));
-        CPPUNIT_ASSERT_EQUAL(uint64_t(2), stats(c.get()).expirations);
+        CPPUNIT_ASSERT_EQUAL(uint64_t(3), stats(c.get()).expirations);
         TENSO_CHECK_OK(tenso_cache_check(c.get()));
         // stats counts what keys lists: expired entries are gone from both without any get,
         // a pinned one included (it stays, uncounted, until its view goes).
         const uint64_t before = stats(c.get()).entries;
-        put(c.get(), "soon", a, 0.05);
-        put(c.get(), "soon-pinned", a, 0.05);
+        put(c.get(), "soon", a, 3600);
+        put(c.get(), "soon-pinned", a, 3600);
         ViewPtr held = get(c.get(), "soon-pinned");
         CPPUNIT_ASSERT_EQUAL(before + 2, stats(c.get()).entries);
-        std::this_thread::sleep_for(std::chrono::milliseconds(80));
+        age(u.name, "soon", 7200);
+        age(u.name, "soon-pinned", 7200);
         CPPUNIT_ASSERT_EQUAL(before, stats(c.get()).entries);
         CPPUNIT_ASSERT_EQUAL(size_t(before), keys(c.get()).size());
         held.reset();

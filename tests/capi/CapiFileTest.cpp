@@ -12,7 +12,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -72,7 +71,7 @@ class CapiFileTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(testTrailingBytesAreIgnored);
     CPPUNIT_TEST(testArguments);
     CPPUNIT_TEST(testDecodeOptions);
-    CPPUNIT_TEST(testSparseGigabyteFileMapsInConstantTime);
+    CPPUNIT_TEST(testSparseGigabyteFileMapsWithoutReadingTheBody);
     CPPUNIT_TEST_SUITE_END();
 
     std::string dir_;
@@ -412,10 +411,11 @@ public:
         }
     }
 
-    // A 1 GiB tensor in a sparse file (a header and a hole): mapping it is O(1), reads none
-    // of the body (no page of it becomes resident), and the view spans the whole body. It is
-    // uint16 [2^29]: 2^30 uint8 elements would exceed the protocol's 1e9-element limit.
-    void testSparseGigabyteFileMapsInConstantTime() {
+    // A 1 GiB tensor in a sparse file (a header and a hole): mapping it reads none of the body
+    // (no page of it becomes resident: the property itself, not a wall time a busy machine can
+    // exceed), and the view spans the whole body. It is uint16 [2^29]: 2^30 uint8 elements
+    // would exceed the protocol's 1e9-element limit.
+    void testSparseGigabyteFileMapsWithoutReadingTheBody() {
         const uint64_t n = 1ull << 30;
         Bytes head = Pkt().v4(TENSO_FLAG_ALIGNED, TENSO_DTYPE_UINT16, 1).u32(uint32_t(n / 2)).pad(64);
         CPPUNIT_ASSERT_EQUAL(size_t(64), head.size());
@@ -441,20 +441,20 @@ public:
             CPPUNIT_ASSERT_EQUAL(0, ::ftruncate(fd, off_t(64 + n)));
             ::close(fd);
         }
-        const auto t0 = std::chrono::steady_clock::now();
         tenso_view *raw = nullptr;
         tenso_status st = tenso_load_file(&raw, path.c_str(), TENSO_LOAD_MMAP, nullptr);
-        const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
         ViewPtr v(raw);
         TENSO_CHECK_OK(st);
-        CPPUNIT_ASSERT_MESSAGE("MMAP load took " + std::to_string(ms) + " ms: it must not read the body", ms < 100.0);
         CPPUNIT_ASSERT_EQUAL(n, tenso_view_nbytes(v.get()));
         CPPUNIT_ASSERT_EQUAL(64 + n, tenso_view_packet_size(v.get()));
         CPPUNIT_ASSERT_EQUAL(1, tenso_view_owns_data(v.get()));
         const auto *body = static_cast<const uint8_t *>(tenso_view_data(v.get()));
         CPPUNIT_ASSERT_EQUAL(uintptr_t(64), reinterpret_cast<uintptr_t>(body) % 4096);  // mapping + 64
 
-        // Residency of the body's pages: nothing was read (a hole faults in only when touched).
+        // Residency of the body's pages (a hole enters the page cache only when read): a load
+        // that read the body would leave all of them resident. The allowance is the kernel's
+        // readahead around the header page, when that page had left the cache (read_ahead_kb:
+        // 128 KiB by default, 8 MiB on some virtual disks), far below the 1 GiB.
         const size_t page = size_t(::sysconf(_SC_PAGESIZE));
         const uint8_t *first_page = body + (page - 64);
         const size_t pages = size_t(n / page) - 1;
@@ -462,10 +462,8 @@ public:
         CPPUNIT_ASSERT_EQUAL(0, ::mincore(const_cast<uint8_t *>(first_page), pages * page, resident.data()));
         size_t in_core = 0;
         for (unsigned char r : resident) in_core += r & 1;
-        std::printf("\n  CapiFileTest: MMAP load of a 1 GiB sparse file: %.3f ms, %zu of %zu body pages resident\n", ms,
-                    in_core, pages);
         CPPUNIT_ASSERT_MESSAGE(std::to_string(in_core) + " of " + std::to_string(pages) + " body pages are resident",
-                               in_core <= 64);
+                               in_core < pages / 16);
         // The whole body is addressable: its last byte reads as the hole's zero.
         CPPUNIT_ASSERT_EQUAL(0, int(body[0]) + int(body[n - 1]));
 

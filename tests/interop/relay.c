@@ -3,14 +3,14 @@
  * run-chain.sh): reads Tenso packets from standard input, decodes each one and writes it to
  * standard output again, until the input ends between two packets.
  *
- * Dense tensors and bundles of dense tensors are re-encoded from the view with the options
- * the packet was written with (alignment from its header, integrity and compression from its
- * flags), through tenso_write_fd / tenso_value_write_fd. A bundle entry written with other
- * options than its bundle is encoded alone with its own and inserted as a pre-encoded packet
- * (the bytes it would have inline). Everything else (sparse, quantized, strings, ragged, GPU
- * references, bundles holding one of those) is forwarded as the original packet through
- * tenso_value_new_packet, after a successful decode. Packets are framed with
- * tenso_packet_length so that those original bytes are at hand.
+ * Every kind is rebuilt from its decoded parts through the C ABI and encoded again with the
+ * options the packet was written with (alignment from its header, integrity and compression
+ * from its flags): dense tensors (tenso_write_fd), bundles, sparse matrices (their three
+ * components), quantized tensors, strings, ragged arrays (upstream's bundle form, through
+ * tenso_view_ragged) and GPU references (tenso_value_write_fd). A bundle entry written with
+ * other options than its bundle is encoded alone with its own and inserted as a pre-encoded
+ * packet (the bytes it would have inline). No packet is forwarded as it came: a kind without
+ * a writer (a direct ragged packet) is an error. Packets are framed with tenso_packet_length.
  *
  * Exit status: 0 at a clean end of stream, 1 on any error (on stderr, with the packet index),
  * 2 on bad usage.
@@ -24,31 +24,57 @@
 
 #include <tenso/tenso.h>
 
+/* What the values of one packet borrow until it is written: packets of entries encoded alone,
+ * and aligned copies of ragged offsets (a bundle entry's body can sit at any address). */
 typedef struct {
-    tenso_buffer *items; /* packets encoded alone, borrowed by the value until it is written */
-    size_t count, capacity;
-} side_packets;
+    tenso_buffer *packets;
+    size_t npackets, cap_packets;
+    void **blocks;
+    size_t nblocks, cap_blocks;
+} arena;
 
-static void side_clear(side_packets *s) {
-    for (size_t i = 0; i < s->count; ++i) {
-        tenso_buffer_dispose(&s->items[i]);
+static void arena_clear(arena *s) {
+    for (size_t i = 0; i < s->npackets; ++i) {
+        tenso_buffer_dispose(&s->packets[i]);
     }
-    s->count = 0;
+    for (size_t i = 0; i < s->nblocks; ++i) {
+        free(s->blocks[i]);
+    }
+    s->npackets = s->nblocks = 0;
 }
 
-static tenso_buffer *side_push(side_packets *s) {
-    if (s->count == s->capacity) {
-        size_t cap = s->capacity ? 2 * s->capacity : 8;
-        tenso_buffer *p = realloc(s->items, cap * sizeof *p);
-        if (!p) {
-            return NULL;
-        }
-        s->items = p;
-        s->capacity = cap;
+static int grow(void **items, size_t *cap, size_t count, size_t size) {
+    if (count < *cap) {
+        return 1;
+    }
+    size_t n = *cap ? 2 * *cap : 8;
+    void *p = realloc(*items, n * size);
+    if (!p) {
+        return 0;
+    }
+    *items = p;
+    *cap = n;
+    return 1;
+}
+
+static tenso_buffer *arena_packet(arena *s) {
+    if (!grow((void **)&s->packets, &s->cap_packets, s->npackets, sizeof *s->packets)) {
+        return NULL;
     }
     tenso_buffer init = TENSO_BUFFER_INIT;
-    s->items[s->count] = init;
-    return &s->items[s->count++];
+    s->packets[s->npackets] = init;
+    return &s->packets[s->npackets++];
+}
+
+static void *arena_copy(arena *s, const void *src, size_t n) {
+    void *p = malloc(n ? n : 1);
+    if (!p || !grow((void **)&s->blocks, &s->cap_blocks, s->nblocks, sizeof *s->blocks)) {
+        free(p);
+        return NULL;
+    }
+    memcpy(p, src, n);
+    s->blocks[s->nblocks++] = p;
+    return p;
 }
 
 /* Reads the next packet into *buf (grown as needed). 1: a packet of *len bytes; 0: clean end
@@ -117,29 +143,30 @@ static tenso_tensor tensor_of(const tenso_view *v) {
     return t;
 }
 
-/* 1 when the tree holds only dense tensors and bundles (what this relay rebuilds). */
-static int rebuildable(const tenso_view *v) {
-    tenso_kind k = tenso_view_kind(v);
-    if (k == TENSO_KIND_DENSE) {
-        return 1;
-    }
-    if (k != TENSO_KIND_BUNDLE) {
-        return 0;
-    }
-    for (uint32_t i = 0; i < tenso_view_bundle_count(v); ++i) {
-        const char *key;
-        size_t key_len;
-        const tenso_view *child;
-        if (tenso_view_bundle_entry(&key, &key_len, &child, v, i) != TENSO_OK || !rebuildable(child)) {
-            return 0;
-        }
-    }
-    return 1;
+static tenso_status no_writer(const tenso_view *v) {
+    fprintf(stderr, "relay (c): no writer for a packet of kind %d\n", (int)tenso_view_kind(v));
+    return TENSO_E_UNSUPPORTED_KIND;
 }
 
-/* A value for the bundle `v` (children dense or bundles), encoded under `root`. */
-static tenso_status build_bundle(tenso_value **out, const tenso_view *v,
-                                 const tenso_encode_options *root, side_packets *side) {
+static tenso_status build(tenso_value **out, const tenso_view *v, const tenso_encode_options *root,
+                          arena *side);
+
+static tenso_status build_ragged(tenso_value **out, const tenso_view *v, arena *side) {
+    const tenso_view *flat, *offsets;
+    tenso_status st = tenso_view_ragged(&flat, &offsets, v);
+    if (st != TENSO_OK) {
+        return st;
+    }
+    const uint64_t *row_offsets = arena_copy(side, tenso_view_data(offsets), tenso_view_nbytes(offsets));
+    if (!row_offsets) {
+        return TENSO_E_NO_MEMORY;
+    }
+    tenso_tensor t = tensor_of(flat);
+    return tenso_value_new_ragged(out, &t, tenso_view_nbytes(offsets) / 8 - 1, row_offsets);
+}
+
+static tenso_status build_bundle(tenso_value **out, const tenso_view *v, const tenso_encode_options *root,
+                                 arena *side) {
     tenso_value *b = NULL;
     tenso_status st = tenso_value_new_bundle(&b);
     for (uint32_t i = 0; st == TENSO_OK && i < tenso_view_bundle_count(v); ++i) {
@@ -148,23 +175,8 @@ static tenso_status build_bundle(tenso_value **out, const tenso_view *v,
         const tenso_view *child;
         tenso_value *cv = NULL;
         st = tenso_view_bundle_entry(&key, &key_len, &child, v, i);
-        if (st != TENSO_OK) {
-            break;
-        }
-        if (tenso_view_kind(child) == TENSO_KIND_BUNDLE) {
-            st = build_bundle(&cv, child, root, side);
-        } else {
-            tenso_tensor t = tensor_of(child);
-            tenso_encode_options own = written_with(child);
-            if (same_options(&own, root)) {
-                st = tenso_value_new_tensor(&cv, &t);
-            } else {
-                tenso_buffer *pkt = side_push(side);
-                st = pkt ? tenso_dumps(pkt, &t, &own) : TENSO_E_NO_MEMORY;
-                if (st == TENSO_OK) {
-                    st = tenso_value_new_packet(&cv, pkt->data, pkt->size);
-                }
-            }
+        if (st == TENSO_OK) {
+            st = build(&cv, child, root, side);
         }
         if (st == TENSO_OK) {
             st = tenso_bundle_insert(b, key, key_len, cv);
@@ -179,16 +191,90 @@ static tenso_status build_bundle(tenso_value **out, const tenso_view *v,
     return TENSO_OK;
 }
 
-static tenso_status relay_one(const unsigned char *bytes, size_t len, side_packets *side) {
+/* A value for one view that is not a plain bundle, without regard to its options. */
+static tenso_status build_leaf(tenso_value **out, const tenso_view *v, arena *side) {
+    switch (tenso_view_kind(v)) {
+    case TENSO_KIND_BUNDLE:
+        return build_ragged(out, v, side);
+    case TENSO_KIND_DENSE: {
+        tenso_tensor t = tensor_of(v);
+        return tenso_value_new_tensor(out, &t);
+    }
+    case TENSO_KIND_SPARSE_COO:
+    case TENSO_KIND_SPARSE_CSR:
+    case TENSO_KIND_SPARSE_CSC: {
+        tenso_tensor c[3];
+        for (uint32_t i = 0; i < 3; ++i) {
+            const tenso_view *comp;
+            tenso_status st = tenso_view_component(&comp, v, i);
+            if (st != TENSO_OK) {
+                return st;
+            }
+            c[i] = tensor_of(comp);
+        }
+        return tenso_value_new_sparse(out, tenso_view_kind(v), tenso_view_ndim(v), tenso_view_shape(v),
+                                      &c[0], &c[1], &c[2]);
+    }
+    case TENSO_KIND_QUANTIZED: {
+        tenso_quantized q;
+        tenso_status st = tenso_view_quantized(&q, v);
+        return st == TENSO_OK ? tenso_value_new_quantized(out, &q) : st;
+    }
+    case TENSO_KIND_STRING: {
+        const uint64_t *offsets;
+        const char *payload;
+        tenso_status st = tenso_view_string_offsets(&offsets, &payload, v);
+        const uint64_t count = tenso_view_ndim(v) ? tenso_view_shape(v)[0] : 0;
+        return st == TENSO_OK ? tenso_value_new_strings(out, count, offsets, payload, offsets[count]) : st;
+    }
+    case TENSO_KIND_GPU_IPC_REF: {
+        tenso_ipc_ref ref;
+        tenso_status st = tenso_view_ipc_ref(&ref, v);
+        return st == TENSO_OK ? tenso_value_new_ipc_ref(out, &ref) : st;
+    }
+    default:
+        return no_writer(v);
+    }
+}
+
+/* A value for `v` under the options `root` the whole packet is encoded with. Dense, quantized
+ * and string bodies carry options of their own, a ragged array those of its components (its
+ * bundle header has none); sparse components and GPU references ignore options. A part whose
+ * own options differ from `root` is encoded alone with them (at the top they are `root`,
+ * except for a ragged array). */
+static tenso_status build(tenso_value **out, const tenso_view *v, const tenso_encode_options *root,
+                          arena *side) {
+    const tenso_view *flat, *offsets;
+    const int ragged = tenso_view_ragged(&flat, &offsets, v) == TENSO_OK;
+    const tenso_kind kind = tenso_view_kind(v);
+    if (kind == TENSO_KIND_BUNDLE && !ragged) {
+        return build_bundle(out, v, root, side);
+    }
+    const tenso_encode_options own = written_with(ragged ? flat : v);
+    const int has_own = ragged || kind == TENSO_KIND_DENSE || kind == TENSO_KIND_QUANTIZED || kind == TENSO_KIND_STRING;
+    if (!has_own || same_options(&own, root)) {
+        return build_leaf(out, v, side);
+    }
+    tenso_value *alone = NULL;
+    tenso_buffer *pkt = arena_packet(side);
+    tenso_status st = pkt ? build_leaf(&alone, v, side) : TENSO_E_NO_MEMORY;
+    if (st == TENSO_OK) {
+        st = tenso_value_dumps(pkt, alone, &own);
+    }
+    tenso_value_free(alone);
+    return st == TENSO_OK ? tenso_value_new_packet(out, pkt->data, pkt->size) : st;
+}
+
+static tenso_status relay_one(const unsigned char *bytes, size_t len, arena *side) {
     tenso_view *v = NULL;
     tenso_status st = tenso_loads(&v, bytes, len, NULL);
     if (st != TENSO_OK) {
         return st;
     }
     if (tenso_view_packet_size(v) != len) {
-        tenso_view_free(v);
         fprintf(stderr, "relay (c): the view says %llu bytes, framing said %zu\n",
                 (unsigned long long)tenso_view_packet_size(v), len);
+        tenso_view_free(v);
         return TENSO_E_INTERNAL;
     }
     tenso_encode_options opts = written_with(v);
@@ -197,18 +283,14 @@ static tenso_status relay_one(const unsigned char *bytes, size_t len, side_packe
         tenso_tensor t = tensor_of(v);
         st = tenso_write_fd(NULL, STDOUT_FILENO, &t, &opts);
     } else {
-        if (rebuildable(v)) {
-            st = build_bundle(&value, v, &opts, side);
-        } else {
-            st = tenso_value_new_packet(&value, bytes, len);
-        }
+        st = build(&value, v, &opts, side);
         if (st == TENSO_OK) {
             st = tenso_value_write_fd(NULL, STDOUT_FILENO, value, &opts);
         }
     }
     tenso_value_free(value);
     tenso_view_free(v);
-    side_clear(side);
+    arena_clear(side);
     return st;
 }
 
@@ -220,7 +302,7 @@ int main(int argc, char **argv) {
     }
     unsigned char *buf = NULL;
     size_t cap = 0, len = 0;
-    side_packets side = {NULL, 0, 0};
+    arena side = {NULL, 0, 0, NULL, 0, 0};
     int rc = 0;
     for (long index = 0;; ++index) {
         int got = next_packet(&buf, &cap, &len, index);
@@ -236,7 +318,8 @@ int main(int argc, char **argv) {
             break;
         }
     }
-    free(side.items);
+    free(side.packets);
+    free(side.blocks);
     free(buf);
     return rc;
 }

@@ -1,14 +1,14 @@
 //! The Rust link of the cross-language chain (Python -> Go -> Rust -> C and back, see
 //! tests/interop/): reads Tenso packets from standard input, decodes each one, builds it again
-//! with the safe API (tensors, bundles, sparse, quantized and string values taken from the
-//! view) and writes it to standard output with the options it was written with, until the
-//! input ends between two packets.
+//! with the safe API (tensors, bundles, sparse, quantized, string, ragged and GPU reference
+//! values taken from the view) and writes it to standard output with the options it was
+//! written with, until the input ends between two packets.
 //!
 //! "The options it was written with" are read off each view: integrity and compression from
 //! its flags, the alignment from its header. A bundle is encoded with its own options; an entry
 //! written with other ones is encoded alone with those and inserted as a pre-encoded packet
-//! (the bytes it would have inline), as the Go relay does. Only the kinds the crate has no
-//! writer for (direct ragged packets, unknown kinds) go through unchanged as `Value::packet`.
+//! (the bytes it would have inline), as the Go relay does. No packet is forwarded as it came:
+//! a kind the crate has no writer for (a direct ragged packet, an unknown kind) is an error.
 //!
 //! Exit status: 0 at a clean end of stream, 1 on any error (reported on standard error with the
 //! index of the packet), 2 on bad usage.
@@ -78,19 +78,21 @@ fn next_packet(input: &mut impl Read, buf: &mut Vec<u8>) -> io::Result<bool> {
 fn relay_one(bytes: &[u8], output: &io::Stdout) -> io::Result<()> {
     let view = tenso::loads(bytes)?;
     let root = written_with(&view);
-    // Pass 1 encodes the entries whose options differ from the root's, in tree order; pass 2
-    // builds the value borrowing those packets (they must outlive it, hence two passes).
-    let mut alone = Vec::new();
-    let value = if matches!(view.kind(), Kind::Ragged | Kind::Unknown(_)) {
-        // No writer for this kind in the crate: forward the packet verbatim.
-        Value::packet(bytes)?
-    } else {
-        standalone(&view, &root, true, &mut alone)?;
-        build(&view, &root, true, &alone, &mut 0)?
-    };
+    // Pass 1 makes what the value borrows and the view cannot lend (entries encoded alone with
+    // their own options, aligned copies of ragged offsets), in tree order; pass 2 builds the
+    // value borrowing them (they must outlive it, hence two passes).
+    let mut side = Side::default();
+    prepare(&view, &root, &mut side)?;
+    let value = build(&view, &root, &side, &mut (0, 0))?;
     // The AsFd path: header from a small buffer, bodies straight from the view, vectored.
     root.write_fd(output, &value)?;
     Ok(())
+}
+
+#[derive(Default)]
+struct Side {
+    packets: Vec<Vec<u8>>,
+    offsets: Vec<Vec<u64>>,
 }
 
 fn is_bundle(v: &ViewRef) -> bool {
@@ -113,47 +115,67 @@ fn same(a: &Options, b: &Options) -> bool {
         && norm(a.get_alignment()) == norm(b.get_alignment())
 }
 
-/// Entries that carry their own options (dense, quantized and string bodies): encoded alone
-/// when those differ from the options the tree is encoded with.
-fn own_options(v: &ViewRef, root: &Options, top: bool) -> Option<Options> {
-    if top || !matches!(v.kind(), Kind::Dense | Kind::Quantized | Kind::String) {
-        return None;
-    }
-    let own = written_with(v);
+/// The options a part carries, when they differ from those the tree is encoded with: dense,
+/// quantized and string bodies carry their own, a ragged array those of its components (its
+/// bundle header has none); sparse components and GPU references ignore options. At the top
+/// they are the tree's, except for a ragged array.
+fn own_options(v: &ViewRef, root: &Options) -> Option<Options> {
+    let own = match v.ragged() {
+        Ok(r) => written_with(r.flat()),
+        Err(_) if matches!(v.kind(), Kind::Dense | Kind::Quantized | Kind::String) => written_with(v),
+        Err(_) => return None,
+    };
     (!same(&own, root)).then_some(own)
 }
 
-fn standalone(v: &ViewRef, root: &Options, top: bool, out: &mut Vec<Vec<u8>>) -> io::Result<()> {
-    if let Some(own) = own_options(v, root, top) {
-        out.push(own.dumps(&leaf(v)?)?);
-        return Ok(());
+/// The row offsets of a ragged view, copied (a bundle entry's body can sit at any address);
+/// empty for other views.
+fn offsets_of(v: &ViewRef) -> io::Result<Vec<u64>> {
+    let Ok(r) = v.ragged() else { return Ok(Vec::new()) };
+    let offsets = (0..=r.len()).map(|i| r.offset(i)).collect::<Option<Vec<u64>>>();
+    offsets.ok_or_else(|| io::Error::other("ragged offsets out of range"))
+}
+
+/// A value for a part that is not a plain bundle (`offsets`: a ragged view's, copied).
+fn part<'a>(v: &'a ViewRef, offsets: &'a [u64]) -> io::Result<Value<'a>> {
+    match v.ragged() {
+        Ok(r) => Ok(Value::ragged(&r.flat().as_tensor()?, offsets)?),
+        Err(_) => leaf(v),
     }
-    if is_bundle(v) {
+}
+
+fn prepare(v: &ViewRef, root: &Options, side: &mut Side) -> io::Result<()> {
+    if let Some(own) = own_options(v, root) {
+        let offsets = offsets_of(v)?;
+        side.packets.push(own.dumps(&part(v, &offsets)?)?);
+    } else if v.ragged().is_ok() {
+        side.offsets.push(offsets_of(v)?);
+    } else if is_bundle(v) {
         for (_, child) in v.entries() {
-            standalone(child, root, false, out)?;
+            prepare(child, root, side)?;
         }
     }
     Ok(())
 }
 
-fn build<'a>(
-    v: &'a ViewRef,
-    root: &Options,
-    top: bool,
-    alone: &'a [Vec<u8>],
-    next: &mut usize,
-) -> io::Result<Value<'a>> {
-    if own_options(v, root, top).is_some() {
-        let packet = &alone[*next];
-        *next += 1;
+/// `next`: the next unused packet and offsets of `side`.
+fn build<'a>(v: &'a ViewRef, root: &Options, side: &'a Side, next: &mut (usize, usize)) -> io::Result<Value<'a>> {
+    if own_options(v, root).is_some() {
+        let packet = &side.packets[next.0];
+        next.0 += 1;
         return Ok(Value::packet(packet)?);
+    }
+    if v.ragged().is_ok() {
+        let offsets = &side.offsets[next.1];
+        next.1 += 1;
+        return part(v, offsets);
     }
     if !is_bundle(v) {
         return leaf(v);
     }
     let mut bundle = Bundle::new();
     for (key, child) in v.entries() {
-        bundle.insert(key, &build(child, root, false, alone, next)?)?;
+        bundle.insert(key, &build(child, root, side, next)?)?;
     }
     Ok(bundle.into_value())
 }

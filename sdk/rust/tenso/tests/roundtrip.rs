@@ -339,9 +339,12 @@ fn quantization_schemes_parts_and_dequantization() {
         tenso::quantize(&t, Dtype::Qint8, Scheme::PerChannel { axis: 2 }).unwrap_err().kind(),
         ErrorKind::InvalidArgument
     );
-    assert!(tenso::quantize(&t, Dtype::Float32, Scheme::PerTensor).is_err());
+    assert_eq!(tenso::quantize(&t, Dtype::Float32, Scheme::PerTensor).unwrap_err().kind(), ErrorKind::BadDtype);
     let ints = [1i32, 2];
-    assert!(tenso::quantize(&Tensor::from_slice(&ints), Dtype::Qint8, Scheme::PerTensor).is_err());
+    assert_eq!(
+        tenso::quantize(&Tensor::from_slice(&ints), Dtype::Qint8, Scheme::PerTensor).unwrap_err().kind(),
+        ErrorKind::BadDtype
+    );
     // Inconsistent parts.
     let q = Quantized {
         dtype: Dtype::Qint8,
@@ -451,7 +454,8 @@ fn errors_carry_status_and_message_and_leave_no_residue() {
         tenso::loads(b"")?;
         Ok(())
     }
-    assert!(boxed().is_err());
+    let e = boxed().unwrap_err();
+    assert_eq!(e.downcast_ref::<tenso::Error>().map(tenso::Error::kind), Some(ErrorKind::Truncated));
 }
 
 #[test]

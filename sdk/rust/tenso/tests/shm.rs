@@ -253,20 +253,24 @@ fn pinned_views_survive_delete_clear_replace_and_close() {
     other.check().unwrap();
 }
 
+/// No assertion races the clock: "present" only for an hour-long TTL, "expired" only after
+/// sleeping four times a short one (the expiration count shows the short entry was stored).
 #[test]
 fn ttl_expires_entries() {
     let name = Name::cache("cache-ttl");
     let cache = small_cache(&name, 1 << 20);
     cache.put("short", &Tensor::from_slice(&[1u8]), Some(Duration::from_millis(50))).unwrap();
-    cache.put("long", &Tensor::from_slice(&[2u8]), Some(Duration::from_secs(600))).unwrap();
-    assert!(cache.contains("short").unwrap());
-    std::thread::sleep(Duration::from_millis(120));
+    cache.put("long", &Tensor::from_slice(&[2u8]), Some(Duration::from_secs(3600))).unwrap();
+    assert!(cache.contains("long").unwrap());
+    std::thread::sleep(Duration::from_millis(200));
     assert!(!cache.contains("short").unwrap());
     assert!(cache.get("short").unwrap().is_none());
     assert!(!cache.delete("short").unwrap(), "an expired key is absent");
     assert_eq!(cache.keys().unwrap(), ["long"]);
+    assert_eq!(cache.stats().unwrap().expirations, 1);
     let info = cache.info("long").unwrap().unwrap();
-    assert!(info.age >= Duration::from_millis(100) && info.age < Duration::from_secs(60), "{:?}", info.age);
+    assert_eq!(info.ttl, Some(Duration::from_secs(3600)));
+    assert!(info.age >= Duration::from_millis(200), "{:?}", info.age);
 }
 
 #[test]
