@@ -128,8 +128,9 @@ def test_shapes_numpy_cannot_hold():
     type. A TensoLimitError, not numpy's own ValueError."""
     head = b"TNSO\x04\x01\x00\x01\x20\x00" + (1 << 24).to_bytes(4, "little") * 31 + b"\x00" * 4
     packet = head + b"\x00" * ((-len(head)) % 64)
-    with pytest.raises(tenso.TensoLimitError, match="numpy cannot hold"):
-        tenso.loads(packet)
+    for copy, align in ((False, False), (True, False), (False, True)):  # views and both copies
+        with pytest.raises(tenso.TensoLimitError, match="numpy cannot hold"):
+            tenso.loads(packet, copy=copy, align=align)
     assert tenso.get_packet_info(packet)["total_elements"] == 0
 
 
