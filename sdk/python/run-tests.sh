@@ -35,6 +35,11 @@ hypothesis==6.170.15
 safetensors==0.8.0
 bintensors==0.2.0"
 
+# Not torch, so its two tests (DLPack into torch, safe_open(framework="pt")) skip: PyPI's only
+# Linux x86-64 torch wheel is the CUDA build (539 MB for 2.15.0), and `import torch` loads
+# libcublasLt and the rest of CUDA, another ~15 packages of several GB (installed --no-deps it
+# fails: "libcublasLt.so.*[0-9] not found"). CPU-only wheels are not published on PyPI.
+
 py="$venv/bin/python"
 stamp="$venv/.tenso-sdk-requirements"
 if [[ ! -x "$py" ]]; then
