@@ -13,7 +13,15 @@
 #
 # Environment: PYTHON (interpreter for the venv, default python3, >= 3.11 for the upstream
 # venv), TENSO_SDK_VENV (default <repo>/build/venv-sdk), JOBS (parallel build jobs),
-# TENSO_USE_SYSTEM_LIB=1 (link an installed libtenso found by pkg-config instead).
+# TENSO_USE_SYSTEM_LIB=1 (link an installed libtenso found by pkg-config instead),
+# TENSO_TSAN_LIB_DIR (see below).
+#
+# ThreadSanitizer: with TENSO_TSAN_LIB_DIR=<dir of a -DTENSO_SANITIZE=thread libtenso.so.1>
+# (build-tsan), the test files that call libtenso from several threads or processes run with
+# that library instead of the wheel's (the extension's RUNPATH ranks below LD_LIBRARY_PATH) and
+# gcc's TSan runtime preloaded into the uninstrumented python: races inside libtenso are
+# reported and fail the run; Python, numpy and the extension are not instrumented. The
+# upstream interop tests are skipped there.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -34,6 +42,11 @@ pytest==9.2.0
 hypothesis==6.170.15
 safetensors==0.8.0
 bintensors==0.2.0"
+
+# Not torch, so its two tests (DLPack into torch, safe_open(framework="pt")) skip: PyPI's only
+# Linux x86-64 torch wheel is the CUDA build (539 MB for 2.15.0), and `import torch` loads
+# libcublasLt and the rest of CUDA, another ~15 packages of several GB (installed --no-deps it
+# fails: "libcublasLt.so.*[0-9] not found"). CPU-only wheels are not published on PyPI.
 
 py="$venv/bin/python"
 stamp="$venv/.tenso-sdk-requirements"
@@ -65,6 +78,24 @@ wheel="$(ls "$dist"/tenso-*.whl)"
 "$py" -m pip install --disable-pip-version-check --no-input --quiet --force-reinstall --no-deps "$wheel"
 log "installed $(basename "$wheel")"
 
+targets=(tests)
+if [[ -n "${TENSO_TSAN_LIB_DIR:-}" ]]; then
+    tsan_dir="$(cd "$TENSO_TSAN_LIB_DIR" && pwd)"
+    tsan_rt="$(gcc -print-file-name=libtsan.so.2)"
+    [[ -f "$tsan_rt" ]] || { log "no libtsan.so.2 (Debian's libtsan2) for TENSO_TSAN_LIB_DIR"; exit 1; }
+    export LD_PRELOAD="$tsan_rt" LD_LIBRARY_PATH="$tsan_dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    export TSAN_OPTIONS="halt_on_error=1 exitcode=66 ${TSAN_OPTIONS:-}"
+    # Fail, rather than pass without checking anything, if the sanitized library is not the one loaded.
+    loaded="$("$py" -c 'import tenso; print(tenso.library_path)')"
+    if [[ "$loaded" != "$tsan_dir/libtenso.so.1" ]]; then
+        log "TENSO_TSAN_LIB_DIR: tenso loaded $loaded, not $tsan_dir/libtenso.so.1"
+        exit 1
+    fi
+    log "ThreadSanitizer: $loaded with $tsan_rt preloaded"
+    targets=(tests/test_cache.py tests/test_archive.py tests/test_streams.py tests/test_zero_copy.py)
+    TENSO_SKIP_UPSTREAM=1
+fi
+
 if [[ "${TENSO_SKIP_UPSTREAM:-0}" == 1 ]]; then
     log "TENSO_SKIP_UPSTREAM=1: the interop tests will be skipped"
 else
@@ -74,7 +105,7 @@ fi
 
 cd "$here"
 set +e
-TENSO_WHEEL="$wheel" "$py" -m pytest tests -p no:cacheprovider "$@"
+TENSO_WHEEL="$wheel" "$py" -m pytest "${targets[@]}" -p no:cacheprovider "$@"
 rc=$?
 set -e
 if ((rc == 5)); then

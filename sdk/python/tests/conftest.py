@@ -16,6 +16,9 @@ VENV_SH = REPO / "tests" / "upstream" / "venv.sh"
 
 sys.path.insert(0, str(HERE))
 
+# Why the torch tests skip (run-tests.sh says more).
+TORCH_MISSING = "torch is not installed: PyPI's Linux torch wheel needs the CUDA libraries (GBs) to import"
+
 
 def load_manifest():
     with open(VECTORS / "manifest.json", encoding="utf-8") as f:

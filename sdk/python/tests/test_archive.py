@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import tenso
+from conftest import TORCH_MISSING
 from tenso import _tenso
 
 ALL_DTYPES = [
@@ -310,7 +311,7 @@ def test_save_file_arguments(tmp_path):
 
 
 def test_framework_pt(tmp_path):
-    torch = pytest.importorskip("torch")
+    torch = pytest.importorskip("torch", reason=TORCH_MISSING)
     path = tmp_path / "t.safetensors"
     tenso.save_file({"a": np.arange(6, dtype=np.float32).reshape(2, 3)}, path)
     with tenso.safe_open(path, framework="pt") as f:

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import tenso
+from conftest import TORCH_MISSING
 
 PyCapsule_GetName = ctypes.pythonapi.PyCapsule_GetName
 PyCapsule_GetName.restype = ctypes.c_char_p
@@ -181,7 +182,7 @@ def test_loads_arrays_speak_dlpack_too():
 
 
 def test_torch_interop():
-    torch = pytest.importorskip("torch")
+    torch = pytest.importorskip("torch", reason=TORCH_MISSING)
     a = np.arange(12, dtype=np.float32).reshape(3, 4)
     src, tv = src_and_view(a)
     t = torch.from_dlpack(tv)

@@ -1,4 +1,4 @@
-"""The README's examples run as written."""
+"""The README's examples run as written, and each checks what it shows."""
 
 import re
 from pathlib import Path
@@ -15,4 +15,6 @@ def test_readme_has_examples():
 
 @pytest.mark.parametrize("index", range(len(BLOCKS)))
 def test_readme_example(index, capsys):
+    # An example that only prints would pass whatever it printed: each one states what it shows.
+    assert re.search(r"^\s*assert ", BLOCKS[index], flags=re.M), "README example without an assert"
     exec(compile(BLOCKS[index], f"README.md example {index + 1}", "exec"), {"__name__": "__readme__"})

@@ -1,10 +1,14 @@
 """TensoShm: one packet in a named shared-memory segment (tenso/shm.h), upstream's API, and
 segments exchanged with the real upstream package both ways."""
 
+import ctypes
 import gc
 import inspect
 import os
 import secrets
+import subprocess
+import sys
+import textwrap
 
 import numpy as np
 import pytest
@@ -135,6 +139,80 @@ def test_buffer_outlives_close(shm_name):
     mv[0] = 7  # still mapped: the memoryview holds the mapping
     assert tenso.TensoShm(shm_name).buffer[0] == 7
     mv.release()
+
+
+
+# ---- the extension type's buffer export (tenso._tenso.Shm) -----------------------------------
+
+READ_ONLY_WRITE = textwrap.dedent(
+    """
+    import sys
+    from tenso import _tenso
+    shm = _tenso.Shm.open(sys.argv[1], writable=False)
+    mv = memoryview(shm)
+    try:
+        mv[0] = 1  # a write into a PROT_READ mapping: SIGSEGV if the export claims writable
+    except TypeError as e:
+        assert "read-only" in str(e), e
+    else:
+        raise AssertionError("the write went through")
+    assert mv.readonly
+    mv.release()
+    print("ok")
+    """
+)
+
+
+def test_read_only_segment_exports_a_read_only_buffer(shm_name):
+    """A segment opened read-only must not export a writable buffer (a write through it would
+    fault). In a subprocess: on a tree with the defect the write is a segfault, which must fail
+    this test rather than end the suite."""
+    writer = tenso._tenso.Shm.create(shm_name, 4096)
+    try:
+        r = subprocess.run([sys.executable, "-c", READ_ONLY_WRITE, shm_name], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0 and r.stdout.strip() == "ok", (r.returncode, r.stdout, r.stderr)
+        assert bytes(memoryview(writer)[:1]) == b"\0"  # nothing was written
+        # Asking for a writable buffer of a read-only mapping is refused up front.
+        ro = tenso._tenso.Shm.open(shm_name, writable=False)
+        with pytest.raises(TypeError, match="not writable"):
+            ctypes.c_char.from_buffer(ro)
+        ro.close()
+    finally:
+        writer.close()
+
+
+def test_close_refuses_while_a_buffer_is_exported(shm_name):
+    """close() with a live export raises BufferError (as mmap.close() does) and leaves the
+    mapping usable; once the export is released close() works. A close that unmapped under the
+    memoryview would turn the reads below into a use after free."""
+    shm = tenso._tenso.Shm.create(shm_name, 4096)
+    mv = memoryview(shm)
+    mv[:4] = b"abcd"
+    with pytest.raises(BufferError, match="exported"):
+        shm.close()
+    assert not shm.closed and bytes(mv[:4]) == b"abcd" and shm.size == 4096
+    arr = np.frombuffer(shm, np.uint8)  # numpy holds an export too
+    mv.release()
+    with pytest.raises(BufferError):
+        shm.close()
+    assert bytes(arr[:4]) == b"abcd"
+    del arr
+    gc.collect()
+    shm.close()
+    assert shm.closed
+    with pytest.raises(ValueError, match="closed"):
+        memoryview(shm)
+    shm.close()  # a second close is a no-op
+
+
+def test_arrays_from_get_keep_the_mapping_after_close(shm_name):
+    """Arrays from get() hold their own reference to the mapping (through their Packet base),
+    not a buffer export: close() succeeds and they stay readable."""
+    shm = tenso._tenso.Shm.create(shm_name, 4096)
+    shm.put(tenso.core._to_value(np.arange(100, dtype=np.int64), False))
+    out = shm.get()
+    shm.close()
+    assert out.tolist() == list(range(100))
 
 
 # ---- upstream interop ------------------------------------------------------------------------

@@ -54,7 +54,7 @@ def roundtrip_over(write_end, read_end, close_write, values=VALUES, **opts):
     t.join(30)
     assert not errors, errors
     assert len(got) == len(values)
-    for g, v in zip(got, values):
+    for g, v in zip(got, values, strict=True):
         assert same(g, v)
     return got
 
@@ -133,7 +133,7 @@ def test_unbuffered_file_objects(tmp_path):
         while (obj := tenso.read_stream(f)) is not None:
             got.append(obj)
             assert f.tell() == ends[len(got) - 1]  # nothing read past the packet
-    assert all(same(g, v) for g, v in zip(got, VALUES))
+    assert all(same(g, v) for g, v in zip(got, VALUES, strict=True))
 
 
 def test_buffered_writer_keeps_order_and_position(tmp_path):
@@ -196,7 +196,7 @@ def test_bytesio_and_duck_types():
         got = []
         while (obj := tenso.read_stream(src)) is not None:
             got.append(obj)
-        assert len(got) == len(VALUES) and all(same(g, v) for g, v in zip(got, VALUES))
+        assert len(got) == len(VALUES) and all(same(g, v) for g, v in zip(got, VALUES, strict=True))
 
 
 def test_partial_writes_are_completed():

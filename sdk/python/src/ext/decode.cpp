@@ -40,11 +40,11 @@ py::array aligned_copy(const py::dtype &dt, const std::vector<py::ssize_t> &shap
 py::array array_over(const py::dtype &dt, const std::vector<py::ssize_t> &shape, const void *data, size_t nbytes,
                      size_t align, py::handle owner, const DecodeMode &mode) {
     const size_t copy_align = std::max<size_t>(align, 64);
-    if (mode.copy) return aligned_copy(dt, shape, data, nbytes, copy_align, true);
-    if (mode.align && align > 1 && nbytes && (reinterpret_cast<uintptr_t>(data) % align) != 0)
-        return aligned_copy(dt, shape, data, nbytes, copy_align, false);
-    // Empty tensors have no data pointer: numpy allocates the (empty) array itself.
     try {
+        if (mode.copy) return aligned_copy(dt, shape, data, nbytes, copy_align, true);
+        if (mode.align && align > 1 && nbytes && (reinterpret_cast<uintptr_t>(data) % align) != 0)
+            return aligned_copy(dt, shape, data, nbytes, copy_align, false);
+        // Empty tensors have no data pointer: numpy allocates the (empty) array itself.
         py::array out = nbytes ? py::array(dt, shape, std::vector<py::ssize_t>{}, data, owner)
                                : py::array(dt, shape, std::vector<py::ssize_t>{});
         set_readonly(out);

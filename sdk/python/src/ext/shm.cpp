@@ -5,8 +5,10 @@
 // Lifetimes. Every array handed out is a view whose numpy base is a Packet holding the
 // tenso_view: for segments the view keeps the mapping, for the cache it also holds the entry's
 // pin, so the pin goes exactly when the last array (or view of one) is garbage collected.
-// Shm exports the segment through the buffer protocol; a memoryview of it holds a reference to
-// the Shm object, so the mapping cannot go away under the memoryview.
+// Shm also exports the segment through the buffer protocol (read-only when the mapping is). Like
+// mmap, it counts its exports and close() raises BufferError while one is alive: a memoryview or
+// np.frombuffer array is raw memory with no reference to the mapping of its own. Arrays from get()
+// hold the view (and so the mapping) themselves: close() leaves them valid.
 #include <string>
 #include <string_view>
 #include <vector>
@@ -42,19 +44,21 @@ std::string_view key_bytes(const py::str &key) {
 // ---- segments -------------------------------------------------------------------------------
 
 struct Shm : Handle<tenso_shm, tenso_shm_close> {
-    explicit Shm(tenso_shm *h) : Handle(h, "the shared-memory segment is closed") {}
+    Shm(tenso_shm *h, bool writable_) : Handle(h, "the shared-memory segment is closed"), writable(writable_) {}
+    const bool writable;    // mapped PROT_WRITE: a writable export would fault on the first write
+    Py_ssize_t exports = 0;  // buffers exported and not released; the GIL guards it
 };
 
 std::unique_ptr<Shm> shm_create(const std::string &name, uint64_t size, bool replace) {
     tenso_shm *h = nullptr;
     check(nogil([&] { return tenso_shm_create(&h, name.c_str(), size, replace ? TENSO_SHM_REPLACE : 0u); }));
-    return std::make_unique<Shm>(h);
+    return std::make_unique<Shm>(h, true);
 }
 
 std::unique_ptr<Shm> shm_open(const std::string &name, bool writable) {
     tenso_shm *h = nullptr;
     check(nogil([&] { return tenso_shm_open(&h, name.c_str(), writable ? 1 : 0); }));
-    return std::make_unique<Shm>(h);
+    return std::make_unique<Shm>(h, writable);
 }
 
 // (Shm, packet length): a segment sized for the value, with the value encoded into it.
@@ -66,8 +70,37 @@ py::tuple shm_create_for(const std::string &name, const Value &value, bool check
     check(nogil([&] {
         return tenso_shm_create_for(&h, &written, name.c_str(), value.get(), &o, replace ? TENSO_SHM_REPLACE : 0u);
     }));
-    return py::make_tuple(py::cast(std::make_unique<Shm>(h)), written);
+    return py::make_tuple(py::cast(std::make_unique<Shm>(h, true)), written);
 }
+
+void shm_close(Shm &self) {
+    // mmap.close()'s exception and wording: unmapping now would free memory a memoryview points at.
+    if (self.exports > 0) throw py::buffer_error("cannot close exported pointers exist");
+    self.close();
+}
+
+// The buffer protocol by hand: pybind11's def_buffer has no release hook to count exports with.
+int shm_getbuffer(PyObject *obj, Py_buffer *view, int flags) {
+    view->obj = nullptr;
+    try {
+        Shm &self = py::handle(obj).cast<Shm &>();
+        tenso_shm *h = self.get();  // ValueError when closed
+        // BufferError for a PyBUF_WRITABLE request on a read-only mapping.
+        if (PyBuffer_FillInfo(view, obj, tenso_shm_data(h), py::ssize_t(tenso_shm_size(h)), self.writable ? 0 : 1,
+                              flags) != 0)
+            return -1;
+        view->internal = &self;
+        ++self.exports;
+        return 0;
+    } catch (py::error_already_set &e) {
+        e.restore();
+    } catch (const std::exception &e) {
+        PyErr_SetString(PyExc_BufferError, e.what());
+    }
+    return -1;
+}
+
+void shm_releasebuffer(PyObject *, Py_buffer *view) { --static_cast<Shm *>(view->internal)->exports; }
 
 uint64_t shm_put(const Shm &self, const Value &value, bool check_integrity, bool compress, int64_t alignment) {
     const tenso_encode_options o = make_options(check_integrity, compress, alignment);
@@ -240,9 +273,12 @@ py::dict cache_stats(const Cache &self) {
 }  // namespace
 
 void init_shm(py::module_ &m) {
-    py::class_<Shm>(m, "Shm", py::buffer_protocol(),
-                    "A mapping of one shared-memory segment (tenso_shm). Exports the segment's bytes "
-                    "through the buffer protocol (writable when opened writable).")
+    py::class_<Shm> shm(m, "Shm",
+                        "A mapping of one shared-memory segment (tenso_shm). Exports the segment's bytes "
+                        "through the buffer protocol, read-only unless created or opened writable. close() "
+                        "raises BufferError while an export (memoryview, np.frombuffer) is alive, as "
+                        "mmap.close() does; arrays from get() keep the mapping themselves and stay valid.");
+    shm
         .def_static("create", &shm_create, py::arg("name"), py::arg("size"), py::arg("replace") = false)
         .def_static("open", &shm_open, py::arg("name"), py::arg("writable") = true)
         .def_static("create_for", &shm_create_for, py::arg("name"), py::arg("value"), py::arg("check_integrity") = false,
@@ -254,13 +290,15 @@ void init_shm(py::module_ &m) {
         .def_property_readonly("name", [](const Shm &s) { return std::string(tenso_shm_name(s.get())); })
         .def_property_readonly("size", [](const Shm &s) { return tenso_shm_size(s.get()); })
         .def_property_readonly("closed", &Shm::closed)
-        .def("close", &Shm::close)
-        .def_buffer([](const Shm &s) {
-            tenso_shm *h = s.get();
-            // The mapping lives as long as this object, which the exported buffer holds.
-            return py::buffer_info(tenso_shm_data(h), 1, py::format_descriptor<uint8_t>::format(), 1,
-                                   {py::ssize_t(tenso_shm_size(h))}, {py::ssize_t(1)}, /*readonly=*/false);
-        });
+        .def("close", &shm_close,
+             "Unmaps (views from get() keep the mapping until they go). BufferError while a buffer "
+             "export is alive.");
+    // Installed after the type is ready, so Python 3.12's __buffer__ wrappers do not exist to
+    // bypass the count; the slots are read at each export.
+    auto *heap = reinterpret_cast<PyHeapTypeObject *>(shm.ptr());
+    heap->as_buffer.bf_getbuffer = &shm_getbuffer;
+    heap->as_buffer.bf_releasebuffer = &shm_releasebuffer;
+    heap->ht_type.tp_as_buffer = &heap->as_buffer;
 
     py::class_<Cache>(m, "Cache", "An attached tensor cache pool (tenso_cache).")
         .def_static("create", &cache_create, py::arg("name"), py::arg("size") = 0, py::arg("max_entries") = 0,
