@@ -102,7 +102,7 @@ PacketFacts packet_facts(const Node &n) {
     f.kind = uint8_t(n.kind);
     f.dtype = uint8_t(n.dtype);
     f.ndim = uint8_t(n.ndim);
-    std::copy(n.shape, n.shape + n.ndim, f.shape);
+    std::copy(n.shape.data(), n.shape.data() + n.ndim, f.shape);
     f.nbytes = n.nbytes;
     f.body_off = raw_body(n) ? n.body_off - n.start : 0;
     return f;
@@ -502,7 +502,7 @@ std::unique_ptr<View> Archive::get(uint64_t index, const tenso_decode_options *o
     v->kind = TENSO_KIND_DENSE;
     v->dtype = e.dtype;
     v->ndim = e.ndim;
-    std::copy(shape, shape + e.ndim, v->shape);
+    v->shape.assign(shape, e.ndim);
     // The alignment the file gives the body (the mapping itself is page-aligned).
     uint64_t al = e.offset & (~e.offset + 1);
     v->alignment = uint32_t(std::min<uint64_t>(al ? al : TENSO_MAX_ALIGNMENT, TENSO_MAX_ALIGNMENT));

@@ -84,6 +84,23 @@ private:
     const Limits &lim_;
     bool header_only_;
     bool frame_only_;
+    uint64_t nodes_ = 0;     // packets in the tree so far (full scans only)
+    uint64_t decoded_ = 0;   // what decoding them allocates, as charge() counts it
+    uint64_t inflated_ = 0;  // decompressed body bytes
+
+    // Counts what the decode of a full scan will allocate, against max_decoded_bytes; without
+    // it, inflated bodies are held to max_packet_bytes (a caller who bounds the packet means
+    // to bound what it costs).
+    void charge(uint64_t bytes, bool inflated = false) {
+        decoded_ += bytes;
+        if (lim_.max_decoded_bytes && decoded_ > lim_.max_decoded_bytes)
+            fail(TENSO_E_LIMIT, "decoding needs more than max_decoded_bytes (" + num(lim_.max_decoded_bytes) + ")");
+        if (!inflated) return;
+        inflated_ += bytes;
+        if (!lim_.max_decoded_bytes && lim_.max_packet_bytes && inflated_ > lim_.max_packet_bytes)
+            fail(TENSO_E_LIMIT, "compressed bodies inflate past max_packet_bytes (" + num(lim_.max_packet_bytes) + ")");
+    }
+    bool full() const { return !header_only_ && !frame_only_; }
 
     // Nested packet `start..end` in frame mode: only its own header is checked, then the
     // whole of it is required; the decode that follows framing checks everything inside.
@@ -121,7 +138,9 @@ private:
             fail(TENSO_E_TOO_MANY_DIMS,
                  "ndim " + num(n.ndim) + " exceeds the limit of " + num(lim_.max_ndim));
         need(pos + 4 * size_t(n.ndim), bound, bst, "shape");
-        for (uint32_t i = 0; i < n.ndim; ++i) n.shape[i] = rd32(b_ + pos + 4 * i);
+        uint64_t *shape = n.shape.resize(n.ndim);
+        for (uint32_t i = 0; i < n.ndim; ++i) shape[i] = rd32(b_ + pos + 4 * i);
+        if (full() && n.ndim > Shape::kInline) charge(2 * sizeof(uint64_t) * n.ndim);  // Node's and View's
         return pos + 4 * size_t(n.ndim);
     }
 
@@ -165,6 +184,11 @@ private:
 Node Scanner::packet(size_t start, size_t bound, int bst, int depth) {
     if (depth > int(lim_.max_depth))
         fail(TENSO_E_LIMIT, "packets nest deeper than " + num(lim_.max_depth));
+    if (full()) {
+        if (lim_.max_entries && ++nodes_ > lim_.max_entries)
+            fail(TENSO_E_LIMIT, "packet holds more than max_entries (" + num(lim_.max_entries) + ") packets");
+        charge(kViewEntryBytes + sizeof(Node::Child));
+    }
     Node n;
     n.start = start;
     need(start + 4, bound, bst, "header");
@@ -216,12 +240,13 @@ void Scanner::dense(Node &n, size_t pos, size_t bound, int bst) {
     size_t item = dtype_itemsize(n.dtype);
     if (!item) fail(TENSO_E_BAD_DTYPE, "unknown dtype code " + num(unsigned(n.dtype)));
     pos = read_shape(n, pos, bound, bst);
-    n.nbytes = checked_numel(n.shape, n.ndim, lim_.max_elements) * item;
+    n.nbytes = checked_numel(n.shape.data(), n.ndim, lim_.max_elements) * item;
     read_alignment(n, pos, bound, bst);
     if (n.flags & TENSO_FLAG_COMPRESSION) {
         n.compressed = true;
         if (header_only_) return;
         n.body_len = lz4_frame_end(n.body_off, bound, bst, n.nbytes) - n.body_off;
+        if (full()) charge(n.nbytes, true);
     } else {
         n.body_len = n.nbytes;
     }
@@ -274,18 +299,23 @@ size_t Scanner::lz4_frame_end(size_t pos, size_t bound, int bst, uint64_t raw_le
 
 void Scanner::quantized(Node &n, size_t pos, size_t bound, int bst) {
     pos = read_shape(n, pos, bound, bst);
-    uint64_t count = checked_numel(n.shape, n.ndim, lim_.max_elements);
+    uint64_t count = checked_numel(n.shape.data(), n.ndim, lim_.max_elements);
     need(pos + 10, bound, bst, "quantization metadata");
     uint8_t scheme = b_[pos], axis = b_[pos + 1];
     uint32_t group = rd32(b_ + pos + 2), nscales = rd32(b_ + pos + 6);
-    uint64_t expect = expected_num_scales(scheme, axis, group, n.shape, n.ndim, count, TENSO_E_MALFORMED);
+    uint64_t expect = expected_num_scales(scheme, axis, group, n.shape.data(), n.ndim, count, TENSO_E_MALFORMED);
     if (nscales != expect)
         fail(TENSO_E_MALFORMED, "num_scales " + num(nscales) + " does not match the scheme (" +
                                     num(expect) + ")");
+    n.scheme = scheme;
+    n.axis = axis;
+    n.group_size = group;
+    n.num_scales = nscales;
     n.meta_off = pos;
     pos = add(pos + 10, uint64_t(nscales) * 8);
     n.meta_len = pos - n.meta_off;
     need(pos, bound, bst, "quantization scales");
+    if (full()) charge(kViewExtraBytes + uint64_t(nscales) * 8);  // View::Extra, qparams
     read_alignment(n, pos, bound, bst);
     bool four_bit = n.dtype == TENSO_DTYPE_QINT4 || n.dtype == TENSO_DTYPE_QUINT4;
     n.nbytes = four_bit ? (count + 1) / 2 : count;
@@ -302,6 +332,7 @@ void Scanner::string_like(Node &n, size_t pos, size_t bound, int bst) {
     read_alignment(n, pos, bound, bst);
     size_t offs_end = add(n.body_off, (count + 1) * 8);
     need(offs_end, bound, bst, "string offsets");
+    if (full()) charge(kViewExtraBytes + (count + 1) * 8);  // View::Extra, offsets
     uint64_t payload = rd64(b_ + offs_end - 8);
     if (payload > lim_.max_elements)
         fail(TENSO_E_TOO_MANY_ELEMENTS, "string payload of " + num(payload) + " bytes exceeds the limit");
@@ -463,8 +494,12 @@ int kind_of(uint32_t flags, int dtype) {
 Limits Limits::from(const tenso_decode_options *o) {
     Limits l;
     if (!o) return l;
-    if (o->version != TENSO_DECODE_OPTIONS_VERSION)
+    if (o->version < 1 || o->version > TENSO_DECODE_OPTIONS_VERSION)
         fail(TENSO_E_INVALID_ARGUMENT, "unknown tenso_decode_options version " + num(o->version));
+    if (o->version >= 2) {  // a version-1 struct ends before these fields
+        l.max_decoded_bytes = o->max_decoded_bytes;
+        l.max_entries = o->max_entries;
+    }
     if (o->max_ndim && o->max_ndim < l.max_ndim) l.max_ndim = o->max_ndim;
     if (o->max_depth && o->max_depth < l.max_depth) l.max_depth = o->max_depth;
     if (o->max_elements && o->max_elements < l.max_elements) l.max_elements = o->max_elements;
