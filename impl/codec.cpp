@@ -599,7 +599,12 @@ std::unique_ptr<View> decode(const uint8_t *buf, size_t len, const Limits &limit
     } catch (const NeedMore &m) {
         fail(TENSO_E_TRUNCATED, "packet is truncated: needs at least " + num(m.need) + " bytes, has " + num(len));
     }
-    std::unique_ptr<View> v(new View);  // default-init: no zero-fill of the shape array
+    return bind_scanned(n, buf, limits, std::move(keep));
+}
+
+std::unique_ptr<View> bind_scanned(const Node &n, const uint8_t *buf, const Limits &limits,
+                                   std::shared_ptr<const void> keep) {
+    std::unique_ptr<View> v(new View);
     bind(*v, n, buf, limits, keep);
     return v;
 }

@@ -157,6 +157,10 @@ static_assert(sizeof(View::Extra) <= kViewExtraBytes, "max_decoded_bytes charges
 // (stream buffers, mappings); null when the view borrows the caller's bytes.
 std::unique_ptr<View> decode(const uint8_t *buf, size_t len, const Limits &limits,
                              std::shared_ptr<const void> keep);
+// Binds the Node scan() made of buf, without scanning again: what a caller checked on the Node
+// is what the view gets, even if others rewrite the bytes meanwhile.
+std::unique_ptr<View> bind_scanned(const Node &n, const uint8_t *buf, const Limits &limits,
+                                   std::shared_ptr<const void> keep);
 
 // Fills a packet info from a (possibly partial) packet.
 void inspect(tenso_packet_info *out, const uint8_t *buf, size_t len);

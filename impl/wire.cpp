@@ -267,9 +267,10 @@ size_t Scanner::lz4_frame_end(size_t pos, size_t bound, int bst, uint64_t raw_le
     bool block_sum = flg & 0x10, content_size = flg & 0x08, content_sum = flg & 0x04;
     size_t hdr = 7 + (content_size ? 8 : 0) + ((flg & 0x01) ? 4 : 0);
     need(pos + hdr, bound, bst, "LZ4 frame header");
-    if (content_size && rd64(p + 6) != raw_len)
-        fail(TENSO_E_COMPRESSION, "LZ4 frame content size " + num(rd64(p + 6)) +
-                                      " is not the tensor's " + num(raw_len) + " bytes");
+    const uint64_t declared = content_size ? rd64(p + 6) : raw_len;
+    if (declared != raw_len)
+        fail(TENSO_E_COMPRESSION, "LZ4 frame content size " + num(declared) + " is not the tensor's " +
+                                      num(raw_len) + " bytes");
     size_t max_block = size_t(1) << (8 + 2 * bsid);
     // No sane encoder needs more than 2x + 64 KiB; beyond that the frame is hostile.
     uint64_t cap = 2 * raw_len + 65536;
