@@ -547,6 +547,15 @@ void bind_strings(View &v, const Node &n, const uint8_t *buf, const Limits &lim)
         fail(TENSO_E_MALFORMED, "string payload is not valid UTF-8");
 }
 
+// scan() of a whole packet: too few bytes is TRUNCATED. (Returned, not assigned: loads is hot.)
+Node scan_whole(const uint8_t *buf, size_t len, const Limits &limits) {
+    try {
+        return scan(buf, len, limits);
+    } catch (const NeedMore &m) {
+        fail(TENSO_E_TRUNCATED, "packet is truncated: needs at least " + num(m.need) + " bytes, has " + num(len));
+    }
+}
+
 void bind(View &v, const Node &n, const uint8_t *buf, const Limits &lim, const std::shared_ptr<const void> &keep) {
     v.kind = n.kind;
     v.version = n.version;
@@ -593,13 +602,10 @@ void bind(View &v, const Node &n, const uint8_t *buf, const Limits &lim, const s
 
 std::unique_ptr<View> decode(const uint8_t *buf, size_t len, const Limits &limits,
                              std::shared_ptr<const void> keep) {
-    Node n;
-    try {
-        n = scan(buf, len, limits);
-    } catch (const NeedMore &m) {
-        fail(TENSO_E_TRUNCATED, "packet is truncated: needs at least " + num(m.need) + " bytes, has " + num(len));
-    }
-    return bind_scanned(n, buf, limits, std::move(keep));
+    const Node n = scan_whole(buf, len, limits);
+    std::unique_ptr<View> v(new View);
+    bind(*v, n, buf, limits, keep);
+    return v;
 }
 
 std::unique_ptr<View> bind_scanned(const Node &n, const uint8_t *buf, const Limits &limits,

@@ -74,7 +74,12 @@ class Scanner {
 public:
     Scanner(const uint8_t *buf, size_t len, const Limits &lim, ScanMode mode)
         : b_(buf), len_(len), lim_(lim), header_only_(mode == ScanMode::kHeader),
-          frame_only_(mode == ScanMode::kFrame) {}
+          frame_only_(mode == ScanMode::kFrame) {
+        constexpr uint64_t kNone = std::numeric_limits<uint64_t>::max();
+        entries_left_ = lim.max_entries ? lim.max_entries : kNone;
+        decoded_left_ = lim.max_decoded_bytes ? lim.max_decoded_bytes : kNone;
+        inflated_left_ = !lim.max_decoded_bytes && lim.max_packet_bytes ? lim.max_packet_bytes : kNone;
+    }
 
     Node packet(size_t start, size_t bound, int bound_status, int depth);
 
@@ -84,21 +89,21 @@ private:
     const Limits &lim_;
     bool header_only_;
     bool frame_only_;
-    uint64_t nodes_ = 0;     // packets in the tree so far (full scans only)
-    uint64_t decoded_ = 0;   // what decoding them allocates, as charge() counts it
-    uint64_t inflated_ = 0;  // decompressed body bytes
+    // What a full scan's decode may still take: packets (max_entries), bytes it allocates
+    // (max_decoded_bytes) and decompressed bytes (max_packet_bytes when max_decoded_bytes is
+    // unset: a caller who bounds the packet means to bound what it costs). Counted down.
+    uint64_t entries_left_, decoded_left_, inflated_left_;
 
-    // Counts what the decode of a full scan will allocate, against max_decoded_bytes; without
-    // it, inflated bodies are held to max_packet_bytes (a caller who bounds the packet means
-    // to bound what it costs).
-    void charge(uint64_t bytes, bool inflated = false) {
-        decoded_ += bytes;
-        if (lim_.max_decoded_bytes && decoded_ > lim_.max_decoded_bytes)
+    void charge(uint64_t bytes) {
+        if (bytes > decoded_left_)
             fail(TENSO_E_LIMIT, "decoding needs more than max_decoded_bytes (" + num(lim_.max_decoded_bytes) + ")");
-        if (!inflated) return;
-        inflated_ += bytes;
-        if (!lim_.max_decoded_bytes && lim_.max_packet_bytes && inflated_ > lim_.max_packet_bytes)
+        decoded_left_ -= bytes;
+    }
+    void charge_inflated(uint64_t bytes) {
+        if (bytes > inflated_left_)
             fail(TENSO_E_LIMIT, "compressed bodies inflate past max_packet_bytes (" + num(lim_.max_packet_bytes) + ")");
+        inflated_left_ -= bytes;
+        charge(bytes);
     }
     bool full() const { return !header_only_ && !frame_only_; }
 
@@ -185,7 +190,7 @@ Node Scanner::packet(size_t start, size_t bound, int bst, int depth) {
     if (depth > int(lim_.max_depth))
         fail(TENSO_E_LIMIT, "packets nest deeper than " + num(lim_.max_depth));
     if (full()) {
-        if (lim_.max_entries && ++nodes_ > lim_.max_entries)
+        if (!entries_left_--)
             fail(TENSO_E_LIMIT, "packet holds more than max_entries (" + num(lim_.max_entries) + ") packets");
         charge(kViewEntryBytes + sizeof(Node::Child));
     }
@@ -246,7 +251,7 @@ void Scanner::dense(Node &n, size_t pos, size_t bound, int bst) {
         n.compressed = true;
         if (header_only_) return;
         n.body_len = lz4_frame_end(n.body_off, bound, bst, n.nbytes) - n.body_off;
-        if (full()) charge(n.nbytes, true);
+        if (full()) charge_inflated(n.nbytes);
     } else {
         n.body_len = n.nbytes;
     }

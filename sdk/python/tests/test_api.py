@@ -160,6 +160,17 @@ def test_limits():
         tenso.dumps({"d": deep})
 
 
+def test_decode_memory_and_entry_limits():
+    packet = tenso.dumps({str(i): np.zeros(1, np.uint8) for i in range(10)})
+    assert len(tenso.loads(packet, max_entries=11)) == 10  # the bundle and its 10 values
+    with pytest.raises(tenso.TensoLimitError, match="max_entries"):
+        tenso.loads(packet, max_entries=10)
+    zeros = tenso.dumps(np.zeros(1 << 18, np.float32), compress=True)  # 1 MiB, a few KiB on the wire
+    assert tenso.loads(zeros, max_decoded_bytes=2 << 20).nbytes == 1 << 20
+    with pytest.raises(tenso.TensoLimitError, match="max_decoded_bytes"):
+        tenso.loads(zeros, max_decoded_bytes=1 << 20)
+
+
 def test_empty_scalar_and_zero_dims():
     for a in (np.zeros(0, np.float32), np.zeros((2, 0, 3)), np.full((), 2.5), np.zeros((), np.bool_)):
         b = tenso.loads(tenso.dumps(a))
