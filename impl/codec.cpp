@@ -35,9 +35,11 @@ constexpr size_t kHashChunk = 16 * 1024;  // copy-then-hash granularity: stays i
 // Options and inputs
 // ------------------------------------------------------------------------------------------
 
-EncodeOptions EncodeOptions::from(const tenso_encode_options *o) {
+EncodeOptions EncodeOptions::from(const tenso_encode_options *opts) {
     EncodeOptions e;
-    if (!o) return e;
+    if (!opts) return e;
+    const tenso_encode_options copy = *opts;  // read the caller's struct once
+    const tenso_encode_options *o = &copy;
     if (o->version != TENSO_ENCODE_OPTIONS_VERSION)
         fail(TENSO_E_INVALID_ARGUMENT, "unknown tenso_encode_options version " + num(o->version));
     if (o->flags & ~uint32_t(TENSO_ENCODE_INTEGRITY | TENSO_ENCODE_COMPRESS))
@@ -54,8 +56,10 @@ EncodeOptions EncodeOptions::from(const tenso_encode_options *o) {
     return e;
 }
 
-Tensor Tensor::from(const tenso_tensor *t) {
-    if (!t) fail(TENSO_E_INVALID_ARGUMENT, "tensor is NULL");
+Tensor Tensor::from(const tenso_tensor *tp) {
+    if (!tp) fail(TENSO_E_INVALID_ARGUMENT, "tensor is NULL");
+    const tenso_tensor copy = *tp;  // the caller's struct and shape are read once
+    const tenso_tensor *t = &copy;
     Tensor r;
     size_t item = dtype_itemsize(t->dtype);
     if (!item) fail(TENSO_E_BAD_DTYPE, std::string("dtype ") + num(uint32_t(t->dtype)) +
@@ -64,10 +68,9 @@ Tensor Tensor::from(const tenso_tensor *t) {
         fail(TENSO_E_TOO_MANY_DIMS, "ndim " + num(t->ndim) + " exceeds 32");
     if (t->ndim && !t->shape) fail(TENSO_E_INVALID_ARGUMENT, "shape is NULL");
     for (uint32_t i = 0; i < t->ndim; ++i) {
-        if (t->shape[i] > UINT32_MAX)
-            fail(TENSO_E_INVALID_ARGUMENT, "dimension " + num(i) + " (" + num(t->shape[i]) +
-                                               ") does not fit the wire's u32");
-        r.shape[i] = t->shape[i];
+        const uint64_t d = r.shape[i] = t->shape[i];
+        if (d > UINT32_MAX)
+            fail(TENSO_E_INVALID_ARGUMENT, "dimension " + num(i) + " (" + num(d) + ") does not fit the wire's u32");
     }
     r.dtype = t->dtype;
     r.ndim = t->ndim;
