@@ -24,7 +24,11 @@
  *     tenso_buffer_dispose (caller-owned struct contents); every free accepts NULL. Never pass
  *     tenso memory to free().
  *   - Decoding never reads outside (data, len). Everything read from the wire is checked
- *     against limits (tenso_decode_options) before it is used to index or allocate memory.
+ *     against limits (tenso_decode_options) before it is used to index or allocate memory,
+ *     and every field that sizes or locates something is read once: bytes that another
+ *     process rewrites during a decode (shared memory) give a clean error or a view that is
+ *     consistent with itself. Contents (bodies, keys, sparse indices) stay where they are and
+ *     are whatever the bytes hold when they are read.
  *   - No global initialisation is needed. Functions without a handle are thread-safe. Views are
  *     immutable and may be read from any number of threads; a tenso_value is used by one
  *     thread at a time.
