@@ -27,7 +27,7 @@ def test_public_names_match_upstream():
     "func, params",
     [
         (tenso.dumps, ["tensor", "strict", "check_integrity", "compress", "alignment"]),
-        (tenso.loads, ["data", "copy", "align"]),
+        (tenso.loads, ["data", "copy", "align", "max_decoded_bytes", "max_entries"]),
         (tenso.dump, ["tensor", "fp", "strict", "check_integrity"]),
         (tenso.load, ["fp", "mmap_mode", "copy", "align"]),
         (tenso.iter_dumps, ["tensor", "strict", "check_integrity"]),
@@ -39,7 +39,7 @@ def test_public_names_match_upstream():
     ],
 )
 def test_signatures(func, params):
-    """Upstream's parameter names and order (plus `align`, ours, last)."""
+    """Upstream's parameter names and order (plus ours last: `align`, loads' limits)."""
     assert list(inspect.signature(func).parameters) == params
 
 

@@ -148,7 +148,7 @@ def _dumps_bytes(tensor: Any, strict: bool, check_integrity: bool, compress: boo
 
 
 def loads(
-    data: BytesLike, copy: bool = False, align: bool = False, max_decoded_bytes: int = 0, max_entries: int = 0
+    data: BytesLike, copy: bool = False, align: bool = False, *, max_decoded_bytes: int = 0, max_entries: int = 0
 ) -> Any:
     """
     Deserialize a Tenso packet into its Python object.
