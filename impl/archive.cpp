@@ -102,7 +102,7 @@ PacketFacts packet_facts(const Node &n) {
     f.kind = uint8_t(n.kind);
     f.dtype = uint8_t(n.dtype);
     f.ndim = uint8_t(n.ndim);
-    std::copy(n.shape, n.shape + n.ndim, f.shape);
+    std::copy(n.shape.data(), n.shape.data() + n.ndim, f.shape);
     f.nbytes = n.nbytes;
     f.body_off = raw_body(n) ? n.body_off - n.start : 0;
     return f;
@@ -434,6 +434,7 @@ bool Archive::find(uint64_t *index_out, const char *name, size_t len) const {
         for (uint64_t s = xxh3(name, len) & cat_.table_mask, n = 0; n <= cat_.table_mask; s = (s + 1) & cat_.table_mask, ++n) {
             uint32_t v = rd32(cat_.table + 4 * s);
             if (!v) return false;
+            if (v > E.size()) return false;  // the slot changed in the file since open() checked it
             const Catalog::Entry &e = E[v - 1];
             if (same(name, len, cat_.names + e.name_off, e.name_len)) {
                 *index_out = v - 1;
@@ -478,7 +479,7 @@ std::unique_ptr<View> Archive::decode_entry(uint64_t index, Limits lim) {
                  f.nbytes == e.nbytes && (f.body_off ? e.offset + f.body_off : 0) == e.data_offset &&
                  std::equal(f.shape, f.shape + f.ndim, cat_.dims.begin() + long(e.shape_off));
     if (!agree) fail(TENSO_E_CORRUPT, "tensor '" + cat_.name(e) + "': the packet disagrees with its index entry");
-    return decode(p, e.stored, lim, map_);
+    return bind_scanned(n, p, lim, map_);  // the Node just checked, not a second read of the file
 }
 
 std::unique_ptr<View> Archive::get(uint64_t index, const tenso_decode_options *opts) {
@@ -502,7 +503,7 @@ std::unique_ptr<View> Archive::get(uint64_t index, const tenso_decode_options *o
     v->kind = TENSO_KIND_DENSE;
     v->dtype = e.dtype;
     v->ndim = e.ndim;
-    std::copy(shape, shape + e.ndim, v->shape);
+    v->shape.assign(shape, e.ndim);
     // The alignment the file gives the body (the mapping itself is page-aligned).
     uint64_t al = e.offset & (~e.offset + 1);
     v->alignment = uint32_t(std::min<uint64_t>(al ? al : TENSO_MAX_ALIGNMENT, TENSO_MAX_ALIGNMENT));

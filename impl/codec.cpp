@@ -35,9 +35,11 @@ constexpr size_t kHashChunk = 16 * 1024;  // copy-then-hash granularity: stays i
 // Options and inputs
 // ------------------------------------------------------------------------------------------
 
-EncodeOptions EncodeOptions::from(const tenso_encode_options *o) {
+EncodeOptions EncodeOptions::from(const tenso_encode_options *opts) {
     EncodeOptions e;
-    if (!o) return e;
+    if (!opts) return e;
+    const tenso_encode_options copy = *opts;  // read the caller's struct once
+    const tenso_encode_options *o = &copy;
     if (o->version != TENSO_ENCODE_OPTIONS_VERSION)
         fail(TENSO_E_INVALID_ARGUMENT, "unknown tenso_encode_options version " + num(o->version));
     if (o->flags & ~uint32_t(TENSO_ENCODE_INTEGRITY | TENSO_ENCODE_COMPRESS))
@@ -54,8 +56,10 @@ EncodeOptions EncodeOptions::from(const tenso_encode_options *o) {
     return e;
 }
 
-Tensor Tensor::from(const tenso_tensor *t) {
-    if (!t) fail(TENSO_E_INVALID_ARGUMENT, "tensor is NULL");
+Tensor Tensor::from(const tenso_tensor *tp) {
+    if (!tp) fail(TENSO_E_INVALID_ARGUMENT, "tensor is NULL");
+    const tenso_tensor copy = *tp;  // the caller's struct and shape are read once
+    const tenso_tensor *t = &copy;
     Tensor r;
     size_t item = dtype_itemsize(t->dtype);
     if (!item) fail(TENSO_E_BAD_DTYPE, std::string("dtype ") + num(uint32_t(t->dtype)) +
@@ -64,10 +68,9 @@ Tensor Tensor::from(const tenso_tensor *t) {
         fail(TENSO_E_TOO_MANY_DIMS, "ndim " + num(t->ndim) + " exceeds 32");
     if (t->ndim && !t->shape) fail(TENSO_E_INVALID_ARGUMENT, "shape is NULL");
     for (uint32_t i = 0; i < t->ndim; ++i) {
-        if (t->shape[i] > UINT32_MAX)
-            fail(TENSO_E_INVALID_ARGUMENT, "dimension " + num(i) + " (" + num(t->shape[i]) +
-                                               ") does not fit the wire's u32");
-        r.shape[i] = t->shape[i];
+        const uint64_t d = r.shape[i] = t->shape[i];
+        if (d > UINT32_MAX)
+            fail(TENSO_E_INVALID_ARGUMENT, "dimension " + num(i) + " (" + num(d) + ") does not fit the wire's u32");
     }
     r.dtype = t->dtype;
     r.ndim = t->ndim;
@@ -490,7 +493,7 @@ void bind(View &v, const Node &n, const uint8_t *buf, const Limits &lim, const s
 
 void bind_children(View &v, const Node &n, const uint8_t *buf, const Limits &lim,
                    const std::shared_ptr<const void> &keep) {
-    v.entries.resize(n.children.size());
+    v.entries.resize(n.children.size());  // exactly: scan() reserved children exactly
     for (size_t i = 0; i < n.children.size(); ++i) {
         const Node::Child &c = n.children[i];
         v.entries[i].key = reinterpret_cast<const char *>(buf + c.key_off);
@@ -505,39 +508,55 @@ void bind_sparse(View &v) {
         const View &c = v.entries[size_t(i)].view;
         comps[i] = SparseArray{c.dtype, c.ndim, c.ndim ? c.shape[0] : 0, c.data};
     }
-    check_sparse(v.kind, v.shape, v.ndim, comps, TENSO_E_MALFORMED);
+    check_sparse(v.kind, v.shape.data(), v.ndim, comps, TENSO_E_MALFORMED);
 }
 
+// The metadata as scan() checked it; only the scale values are read here (bytes, not sizes).
 void bind_quantized(View &v, const Node &n, const uint8_t *buf) {
-    const uint8_t *m = buf + n.meta_off;
-    QuantDesc &q = v.quant;
+    v.extra.reset(new View::Extra);
+    QuantDesc &q = v.extra->quant;
     q.dtype = n.dtype;
-    q.scheme = m[0];
-    q.axis = m[1];
-    q.group_size = rd32(m + 2);
-    q.num_scales = rd32(m + 6);
-    v.qparams.resize(2 * size_t(q.num_scales));
+    q.scheme = n.scheme;
+    q.axis = n.axis;
+    q.group_size = n.group_size;
+    q.num_scales = n.num_scales;
+    v.extra->qparams.resize(2 * size_t(q.num_scales));
     if (q.num_scales)  // (a zero-length channel axis has none)
-        std::memcpy(v.qparams.data(), m + 10, 8 * size_t(q.num_scales));  // f32 LE on an LE host
+        std::memcpy(v.extra->qparams.data(), buf + n.meta_off + 10, 8 * size_t(q.num_scales));  // f32 LE on an LE host
     v.data = buf + n.body_off;
     v.nbytes = n.body_len;
 }
 
-// Strings and direct ragged packets: offsets must start at 0 and never decrease (the scanner
-// already sized the payload from the last one).
+// Strings and direct ragged packets: offsets must start at 0, never decrease and end where
+// scan() sized the payload. They are read again here (into the copy everything then uses), and
+// bytes another process rewrites may differ from what scan() saw: that is MALFORMED.
 void bind_strings(View &v, const Node &n, const uint8_t *buf, const Limits &lim) {
     const uint64_t count = n.shape[0];
     const uint8_t *body = buf + n.body_off;
-    v.offsets.resize(count + 1);
-    std::memcpy(v.offsets.data(), body, (count + 1) * 8);
-    if (v.offsets[0] != 0) fail(TENSO_E_MALFORMED, "string offsets do not start at 0");
+    v.extra.reset(new View::Extra);
+    std::vector<uint64_t> &offs = v.extra->offsets;
+    offs.resize(count + 1);
+    std::memcpy(offs.data(), body, (count + 1) * 8);
+    if (offs[0] != 0) fail(TENSO_E_MALFORMED, "string offsets do not start at 0");
     for (uint64_t i = 1; i <= count; ++i)
-        if (v.offsets[i] < v.offsets[i - 1])
-            fail(TENSO_E_MALFORMED, "string offsets decrease at " + num(i));
+        if (offs[i] < offs[i - 1]) fail(TENSO_E_MALFORMED, "string offsets decrease at " + num(i));
+    const uint64_t payload = n.body_len - (count + 1) * 8;
+    if (offs[count] != payload)
+        fail(TENSO_E_MALFORMED, "string offsets end at " + num(offs[count]) + ", not at the payload's " +
+                                    num(payload) + " bytes");
     v.data = body + (count + 1) * 8;
-    v.nbytes = v.offsets[count];
+    v.nbytes = payload;
     if (lim.validate_utf8 && n.kind == TENSO_KIND_STRING && !valid_utf8(v.data, v.nbytes))
         fail(TENSO_E_MALFORMED, "string payload is not valid UTF-8");
+}
+
+// scan() of a whole packet: too few bytes is TRUNCATED. (Returned, not assigned: loads is hot.)
+Node scan_whole(const uint8_t *buf, size_t len, const Limits &limits) {
+    try {
+        return scan(buf, len, limits);
+    } catch (const NeedMore &m) {
+        fail(TENSO_E_TRUNCATED, "packet is truncated: needs at least " + num(m.need) + " bytes, has " + num(len));
+    }
 }
 
 void bind(View &v, const Node &n, const uint8_t *buf, const Limits &lim, const std::shared_ptr<const void> &keep) {
@@ -546,7 +565,7 @@ void bind(View &v, const Node &n, const uint8_t *buf, const Limits &lim, const s
     v.flags = n.flags;
     v.dtype = n.dtype;
     v.ndim = n.ndim;
-    std::memcpy(v.shape, n.shape, sizeof(uint64_t) * n.ndim);
+    v.shape = n.shape;
     v.alignment = n.alignment;
     v.packet_size = n.end - n.start;
     v.keep = keep;
@@ -586,13 +605,15 @@ void bind(View &v, const Node &n, const uint8_t *buf, const Limits &lim, const s
 
 std::unique_ptr<View> decode(const uint8_t *buf, size_t len, const Limits &limits,
                              std::shared_ptr<const void> keep) {
-    Node n;
-    try {
-        n = scan(buf, len, limits);
-    } catch (const NeedMore &m) {
-        fail(TENSO_E_TRUNCATED, "packet is truncated: needs at least " + num(m.need) + " bytes, has " + num(len));
-    }
-    std::unique_ptr<View> v(new View);  // default-init: no zero-fill of the shape array
+    const Node n = scan_whole(buf, len, limits);
+    std::unique_ptr<View> v(new View);
+    bind(*v, n, buf, limits, keep);
+    return v;
+}
+
+std::unique_ptr<View> bind_scanned(const Node &n, const uint8_t *buf, const Limits &limits,
+                                   std::shared_ptr<const void> keep) {
+    std::unique_ptr<View> v(new View);
     bind(*v, n, buf, limits, keep);
     return v;
 }
@@ -621,7 +642,7 @@ void inspect(tenso_packet_info *out, const uint8_t *buf, size_t len) {
     out->ndim = n.ndim;
     out->entry_count = n.count;
     out->alignment = n.alignment;
-    std::memcpy(out->shape, n.shape, sizeof(uint64_t) * n.ndim);
+    std::memcpy(out->shape, n.shape.data(), sizeof(uint64_t) * n.ndim);
     out->body_offset = n.body_off;
     out->body_size = complete ? n.body_len : (n.compressed ? 0 : n.nbytes);
     out->packet_size = complete ? n.end : 0;

@@ -121,34 +121,46 @@ std::shared_ptr<uint8_t> alloc_aligned(size_t n);
 // Decoding
 // ------------------------------------------------------------------------------------------
 
+// Views are kept small (a tree of tiny packets costs a few times its bytes): the shape is sized
+// by ndim and what only some kinds need lives in `extra`.
 struct View {
     struct Entry;
+    struct Extra;
     int kind = 0;
     uint32_t version = 0, flags = 0;
     int dtype = 0;
     uint32_t ndim = 0;
-    uint64_t shape[TENSO_MAX_NDIM];  // the first ndim entries
     uint32_t alignment = 1;
+    Shape shape;
     const uint8_t *data = nullptr;  // dense / quantized / ipc: the body; strings: the payload
     uint64_t nbytes = 0;
     uint64_t packet_size = 0;
     bool owns_data = false;
     std::shared_ptr<const void> keep;  // whatever keeps `data` alive, when the view owns it
     std::vector<Entry> entries;        // bundle entries; sparse components (no keys)
-    QuantDesc quant;                   // quantized: scales/zero points point into qparams
+    std::unique_ptr<Extra> extra;      // quantized, strings and direct ragged views
+};
+struct View::Extra {
+    QuantDesc quant;                // quantized: scales/zero points point into qparams
     std::vector<float> qparams;
-    std::vector<uint64_t> offsets;     // strings and direct ragged: count + 1, checked
+    std::vector<uint64_t> offsets;  // strings and direct ragged: count + 1, checked
 };
 struct View::Entry {
     const char *key = nullptr;
     size_t key_len = 0;
     View view;
 };
+static_assert(sizeof(View::Entry) <= kViewEntryBytes, "max_decoded_bytes charges kViewEntryBytes a view");
+static_assert(sizeof(View::Extra) <= kViewExtraBytes, "max_decoded_bytes charges kViewExtraBytes for extra");
 
 // Decodes the packet at buf[0]. `keep` owns buf when the caller hands ownership to the view
 // (stream buffers, mappings); null when the view borrows the caller's bytes.
 std::unique_ptr<View> decode(const uint8_t *buf, size_t len, const Limits &limits,
                              std::shared_ptr<const void> keep);
+// Binds the Node scan() made of buf, without scanning again: what a caller checked on the Node
+// is what the view gets, even if others rewrite the bytes meanwhile.
+std::unique_ptr<View> bind_scanned(const Node &n, const uint8_t *buf, const Limits &limits,
+                                   std::shared_ptr<const void> keep);
 
 // Fills a packet info from a (possibly partial) packet.
 void inspect(tenso_packet_info *out, const uint8_t *buf, size_t len);

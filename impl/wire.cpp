@@ -2,6 +2,7 @@
 #include "wire.hpp"
 
 #include <algorithm>
+#include <cstddef>
 #include <limits>
 
 #include "error.hpp"
@@ -74,7 +75,12 @@ class Scanner {
 public:
     Scanner(const uint8_t *buf, size_t len, const Limits &lim, ScanMode mode)
         : b_(buf), len_(len), lim_(lim), header_only_(mode == ScanMode::kHeader),
-          frame_only_(mode == ScanMode::kFrame) {}
+          frame_only_(mode == ScanMode::kFrame) {
+        constexpr uint64_t kNone = std::numeric_limits<uint64_t>::max();
+        entries_left_ = lim.max_entries ? lim.max_entries : kNone;
+        decoded_left_ = lim.max_decoded_bytes ? lim.max_decoded_bytes : kNone;
+        inflated_left_ = !lim.max_decoded_bytes && lim.max_packet_bytes ? lim.max_packet_bytes : kNone;
+    }
 
     Node packet(size_t start, size_t bound, int bound_status, int depth);
 
@@ -84,6 +90,23 @@ private:
     const Limits &lim_;
     bool header_only_;
     bool frame_only_;
+    // What a full scan's decode may still take: packets (max_entries), bytes it allocates
+    // (max_decoded_bytes) and decompressed bytes (max_packet_bytes when max_decoded_bytes is
+    // unset: a caller who bounds the packet means to bound what it costs). Counted down.
+    uint64_t entries_left_, decoded_left_, inflated_left_;
+
+    void charge(uint64_t bytes) {
+        if (bytes > decoded_left_)
+            fail(TENSO_E_LIMIT, "decoding needs more than max_decoded_bytes (" + num(lim_.max_decoded_bytes) + ")");
+        decoded_left_ -= bytes;
+    }
+    void charge_inflated(uint64_t bytes) {
+        if (bytes > inflated_left_)
+            fail(TENSO_E_LIMIT, "compressed bodies inflate past max_packet_bytes (" + num(lim_.max_packet_bytes) + ")");
+        inflated_left_ -= bytes;
+        charge(bytes);
+    }
+    bool full() const { return !header_only_ && !frame_only_; }
 
     // Nested packet `start..end` in frame mode: only its own header is checked, then the
     // whole of it is required; the decode that follows framing checks everything inside.
@@ -121,7 +144,9 @@ private:
             fail(TENSO_E_TOO_MANY_DIMS,
                  "ndim " + num(n.ndim) + " exceeds the limit of " + num(lim_.max_ndim));
         need(pos + 4 * size_t(n.ndim), bound, bst, "shape");
-        for (uint32_t i = 0; i < n.ndim; ++i) n.shape[i] = rd32(b_ + pos + 4 * i);
+        uint64_t *shape = n.shape.resize(n.ndim);
+        for (uint32_t i = 0; i < n.ndim; ++i) shape[i] = rd32(b_ + pos + 4 * i);
+        if (full() && n.ndim > Shape::kInline) charge(2 * sizeof(uint64_t) * n.ndim);  // Node's and View's
         return pos + 4 * size_t(n.ndim);
     }
 
@@ -165,6 +190,11 @@ private:
 Node Scanner::packet(size_t start, size_t bound, int bst, int depth) {
     if (depth > int(lim_.max_depth))
         fail(TENSO_E_LIMIT, "packets nest deeper than " + num(lim_.max_depth));
+    if (full()) {
+        if (!entries_left_--)
+            fail(TENSO_E_LIMIT, "packet holds more than max_entries (" + num(lim_.max_entries) + ") packets");
+        charge(kViewEntryBytes + sizeof(Node::Child));
+    }
     Node n;
     n.start = start;
     need(start + 4, bound, bst, "header");
@@ -216,12 +246,13 @@ void Scanner::dense(Node &n, size_t pos, size_t bound, int bst) {
     size_t item = dtype_itemsize(n.dtype);
     if (!item) fail(TENSO_E_BAD_DTYPE, "unknown dtype code " + num(unsigned(n.dtype)));
     pos = read_shape(n, pos, bound, bst);
-    n.nbytes = checked_numel(n.shape, n.ndim, lim_.max_elements) * item;
+    n.nbytes = checked_numel(n.shape.data(), n.ndim, lim_.max_elements) * item;
     read_alignment(n, pos, bound, bst);
     if (n.flags & TENSO_FLAG_COMPRESSION) {
         n.compressed = true;
         if (header_only_) return;
         n.body_len = lz4_frame_end(n.body_off, bound, bst, n.nbytes) - n.body_off;
+        if (full()) charge_inflated(n.nbytes);
     } else {
         n.body_len = n.nbytes;
     }
@@ -242,9 +273,10 @@ size_t Scanner::lz4_frame_end(size_t pos, size_t bound, int bst, uint64_t raw_le
     bool block_sum = flg & 0x10, content_size = flg & 0x08, content_sum = flg & 0x04;
     size_t hdr = 7 + (content_size ? 8 : 0) + ((flg & 0x01) ? 4 : 0);
     need(pos + hdr, bound, bst, "LZ4 frame header");
-    if (content_size && rd64(p + 6) != raw_len)
-        fail(TENSO_E_COMPRESSION, "LZ4 frame content size " + num(rd64(p + 6)) +
-                                      " is not the tensor's " + num(raw_len) + " bytes");
+    const uint64_t declared = content_size ? rd64(p + 6) : raw_len;
+    if (declared != raw_len)
+        fail(TENSO_E_COMPRESSION, "LZ4 frame content size " + num(declared) + " is not the tensor's " +
+                                      num(raw_len) + " bytes");
     size_t max_block = size_t(1) << (8 + 2 * bsid);
     // No sane encoder needs more than 2x + 64 KiB; beyond that the frame is hostile.
     uint64_t cap = 2 * raw_len + 65536;
@@ -274,18 +306,23 @@ size_t Scanner::lz4_frame_end(size_t pos, size_t bound, int bst, uint64_t raw_le
 
 void Scanner::quantized(Node &n, size_t pos, size_t bound, int bst) {
     pos = read_shape(n, pos, bound, bst);
-    uint64_t count = checked_numel(n.shape, n.ndim, lim_.max_elements);
+    uint64_t count = checked_numel(n.shape.data(), n.ndim, lim_.max_elements);
     need(pos + 10, bound, bst, "quantization metadata");
     uint8_t scheme = b_[pos], axis = b_[pos + 1];
     uint32_t group = rd32(b_ + pos + 2), nscales = rd32(b_ + pos + 6);
-    uint64_t expect = expected_num_scales(scheme, axis, group, n.shape, n.ndim, count, TENSO_E_MALFORMED);
+    uint64_t expect = expected_num_scales(scheme, axis, group, n.shape.data(), n.ndim, count, TENSO_E_MALFORMED);
     if (nscales != expect)
         fail(TENSO_E_MALFORMED, "num_scales " + num(nscales) + " does not match the scheme (" +
                                     num(expect) + ")");
+    n.scheme = scheme;
+    n.axis = axis;
+    n.group_size = group;
+    n.num_scales = nscales;
     n.meta_off = pos;
     pos = add(pos + 10, uint64_t(nscales) * 8);
     n.meta_len = pos - n.meta_off;
     need(pos, bound, bst, "quantization scales");
+    if (full()) charge(kViewExtraBytes + uint64_t(nscales) * 8);  // View::Extra, qparams
     read_alignment(n, pos, bound, bst);
     bool four_bit = n.dtype == TENSO_DTYPE_QINT4 || n.dtype == TENSO_DTYPE_QUINT4;
     n.nbytes = four_bit ? (count + 1) / 2 : count;
@@ -302,6 +339,7 @@ void Scanner::string_like(Node &n, size_t pos, size_t bound, int bst) {
     read_alignment(n, pos, bound, bst);
     size_t offs_end = add(n.body_off, (count + 1) * 8);
     need(offs_end, bound, bst, "string offsets");
+    if (full()) charge(kViewExtraBytes + (count + 1) * 8);  // View::Extra, offsets
     uint64_t payload = rd64(b_ + offs_end - 8);
     if (payload > lim_.max_elements)
         fail(TENSO_E_TOO_MANY_ELEMENTS, "string payload of " + num(payload) + " bytes exceeds the limit");
@@ -460,19 +498,25 @@ int kind_of(uint32_t flags, int dtype) {
     return TENSO_KIND_DENSE;
 }
 
-Limits Limits::from(const tenso_decode_options *o) {
+Limits Limits::from(const tenso_decode_options *opts) {
     Limits l;
-    if (!o) return l;
-    if (o->version != TENSO_DECODE_OPTIONS_VERSION)
-        fail(TENSO_E_INVALID_ARGUMENT, "unknown tenso_decode_options version " + num(o->version));
-    if (o->max_ndim && o->max_ndim < l.max_ndim) l.max_ndim = o->max_ndim;
-    if (o->max_depth && o->max_depth < l.max_depth) l.max_depth = o->max_depth;
-    if (o->max_elements && o->max_elements < l.max_elements) l.max_elements = o->max_elements;
-    l.max_packet_bytes = o->max_packet_bytes;
-    if (o->flags & ~uint32_t(TENSO_DECODE_SKIP_CHECKSUM | TENSO_DECODE_VALIDATE_UTF8))
+    if (!opts) return l;
+    // The caller's struct is read once, as far as its version reaches; the copy is checked and used.
+    const uint32_t version = opts->version;
+    if (version < 1 || version > TENSO_DECODE_OPTIONS_VERSION)
+        fail(TENSO_E_INVALID_ARGUMENT, "unknown tenso_decode_options version " + num(version));
+    tenso_decode_options o = TENSO_DECODE_OPTIONS_INIT;  // version 1 ends before max_decoded_bytes
+    std::memcpy(&o, opts, version == 1 ? offsetof(tenso_decode_options, max_decoded_bytes) : sizeof o);
+    l.max_decoded_bytes = o.max_decoded_bytes;
+    l.max_entries = o.max_entries;
+    if (o.max_ndim && o.max_ndim < l.max_ndim) l.max_ndim = o.max_ndim;
+    if (o.max_depth && o.max_depth < l.max_depth) l.max_depth = o.max_depth;
+    if (o.max_elements && o.max_elements < l.max_elements) l.max_elements = o.max_elements;
+    l.max_packet_bytes = o.max_packet_bytes;
+    if (o.flags & ~uint32_t(TENSO_DECODE_SKIP_CHECKSUM | TENSO_DECODE_VALIDATE_UTF8))
         fail(TENSO_E_INVALID_ARGUMENT, "unknown decode flags");
-    l.verify_checksums = !(o->flags & TENSO_DECODE_SKIP_CHECKSUM);
-    l.validate_utf8 = o->flags & TENSO_DECODE_VALIDATE_UTF8;
+    l.verify_checksums = !(o.flags & TENSO_DECODE_SKIP_CHECKSUM);
+    l.validate_utf8 = o.flags & TENSO_DECODE_VALIDATE_UTF8;
     return l;
 }
 

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -78,10 +79,44 @@ struct Limits {
     uint32_t max_ndim = TENSO_MAX_NDIM;
     uint32_t max_depth = TENSO_MAX_DEPTH;
     uint64_t max_elements = TENSO_MAX_ELEMENTS;
-    uint64_t max_packet_bytes = 0;  // 0 = none
+    uint64_t max_packet_bytes = 0;   // 0 = none
+    uint64_t max_decoded_bytes = 0;  // 0 = none, but inflated bodies stay within max_packet_bytes
+    uint64_t max_entries = 0;        // packets in one tree; 0 = none
     bool verify_checksums = true;
     bool validate_utf8 = false;
     static Limits from(const tenso_decode_options *opts);
+};
+
+// A shape sized by its ndim: a few dims in place, more on the heap, so a tree of small packets
+// does not carry 32 dims per node (wire.cpp charges the heap part to max_decoded_bytes).
+class Shape {
+public:
+    static constexpr uint32_t kInline = 4;
+    Shape() {}  // not zero-filled: loads is hot
+    Shape(const Shape &o) { assign(o.data(), o.n_); }
+    Shape &operator=(const Shape &o) {
+        if (this != &o) assign(o.data(), o.n_);
+        return *this;
+    }
+    Shape(Shape &&) noexcept = default;
+    Shape &operator=(Shape &&) noexcept = default;
+
+    // Room for ndim dims, contents unset.
+    uint64_t *resize(uint32_t ndim) {
+        heap_.reset(ndim > kInline ? new uint64_t[ndim] : nullptr);
+        n_ = ndim;
+        return data();
+    }
+    void assign(const uint64_t *p, uint32_t ndim) { std::memcpy(resize(ndim), p, sizeof(uint64_t) * ndim); }
+    uint64_t *data() { return heap_ ? heap_.get() : in_; }
+    const uint64_t *data() const { return heap_ ? heap_.get() : in_; }
+    uint64_t &operator[](size_t i) { return data()[i]; }
+    uint64_t operator[](size_t i) const { return data()[i]; }
+
+private:
+    uint64_t in_[kInline];
+    std::unique_ptr<uint64_t[]> heap_;
+    uint32_t n_ = 0;
 };
 
 // ---- the scanned form of a packet ----
@@ -95,7 +130,7 @@ struct Node {
     uint32_t flags = 0;
     int dtype = 0;
     uint32_t ndim = 0;
-    uint64_t shape[TENSO_MAX_NDIM];  // the first ndim entries (not zero-filled: loads is hot)
+    Shape shape;
     uint32_t alignment = 1;
     size_t start = 0;     // first byte of the packet
     size_t body_off = 0;  // first byte of the body (0 for containers)
@@ -105,6 +140,10 @@ struct Node {
     uint32_t count = 0;   // bundle entries
     size_t meta_off = 0;  // quantized: scheme byte .. last zero point
     size_t meta_len = 0;
+    // Quantized metadata as checked: bind uses these, never a second read of bytes that
+    // another process may rewrite in between (shared memory).
+    uint8_t scheme = 0, axis = 0;
+    uint32_t group_size = 0, num_scales = 0;
     bool footer = false;
     bool compressed = false;
     std::vector<Child> children;  // bundle entries, sparse components
@@ -115,6 +154,11 @@ struct Node::Child {
     size_t key_len = 0;
     Node node;
 };
+
+// What one decoded packet node costs beyond its wire bytes, charged to max_decoded_bytes: its
+// Node::Child while decoding plus its View::Entry (codec.hpp asserts that bound).
+constexpr size_t kViewEntryBytes = 176;
+constexpr size_t kViewExtraBytes = 128;  // View::Extra, for quantized and string-like packets
 
 // Scans the packet that starts at buf[0], validating its structure and the limits, without
 // reading bodies (except LZ4 block headers, to find a compressed body's end).

@@ -2,6 +2,8 @@
 // noexcept, checks its pointers, runs the engine between TENSO_API_BEGIN/TENSO_API_END
 // (firewall.hpp) and never lets C++ types cross the boundary. shm.cpp and archive.cpp do the
 // same for their headers.
+#include <algorithm>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -114,9 +116,12 @@ tenso_status tenso_encode_options_init(tenso_encode_options *opts, uint32_t vers
 tenso_status tenso_decode_options_init(tenso_decode_options *opts, uint32_t version) {
     clear_error();
     CHECK_ARG(opts);
-    if (version != TENSO_DECODE_OPTIONS_VERSION)
+    if (version < 1 || version > TENSO_DECODE_OPTIONS_VERSION)
         return set_error(TENSO_E_INVALID_ARGUMENT, "unknown tenso_decode_options version");
-    *opts = tenso_decode_options TENSO_DECODE_OPTIONS_INIT;
+    // A version-1 caller's struct ends before max_decoded_bytes: write only what it has.
+    tenso_decode_options d = TENSO_DECODE_OPTIONS_INIT;
+    d.version = version;
+    std::memcpy(opts, &d, version == 1 ? offsetof(tenso_decode_options, max_decoded_bytes) : sizeof d);
     return TENSO_OK;
 }
 
@@ -381,7 +386,13 @@ tenso_quantized describe(const tenso::QuantDesc &q, const uint64_t *shape, uint3
     return out;
 }
 
-tenso::QuantDesc from_public(const tenso_quantized *q, int32_t status) {
+// The caller's description, read once: the shape is copied into `shape` and used from there.
+tenso::QuantDesc from_public(const tenso_quantized *qp, uint64_t (&shape)[TENSO_MAX_NDIM], int32_t status) {
+    const tenso_quantized c = *qp;
+    const tenso_quantized *q = &c;
+    if (q->ndim > TENSO_MAX_NDIM) tenso::fail(TENSO_E_TOO_MANY_DIMS, "ndim exceeds 32");
+    if (q->ndim && !q->shape) tenso::fail(status, "shape is NULL");
+    std::copy(q->shape, q->shape + q->ndim, shape);
     tenso::QuantDesc d;
     d.dtype = q->dtype;
     d.scheme = q->scheme;
@@ -392,7 +403,7 @@ tenso::QuantDesc from_public(const tenso_quantized *q, int32_t status) {
     d.group_size = q->group_size;
     d.num_scales = q->num_scales;
     d.ndim = q->ndim;
-    d.shape = q->shape;
+    d.shape = shape;
     d.scales = q->scales;
     d.zero_points = q->zero_points;
     d.data = static_cast<const uint8_t *>(q->data);
@@ -491,8 +502,8 @@ tenso_status tenso_value_new_quantized(tenso_value **out, const tenso_quantized 
     TENSO_API_BEGIN
     tenso::Value v;
     v.type = tenso::Value::kQuantized;
-    copy_shape(v.tensor, q->ndim, q->shape);
-    v.quant = from_public(q, TENSO_E_INVALID_ARGUMENT);
+    v.quant = from_public(q, v.tensor.shape, TENSO_E_INVALID_ARGUMENT);
+    copy_shape(v.tensor, v.quant.ndim, v.tensor.shape);  // checks the copy
     v.quant.shape = nullptr;  // the value's own copy (tensor.shape) is used from here on
     *out = new_value(std::move(v));
     TENSO_API_END
@@ -513,12 +524,12 @@ tenso_status tenso_view_quantized(tenso_quantized *out, const tenso_view *v) {
     CHECK_ARG(v);
     const tenso::View &w = *V(v);
     if (w.kind != TENSO_KIND_QUANTIZED) return set_error(TENSO_E_UNSUPPORTED_KIND, "view is not quantized");
-    tenso::QuantDesc q = w.quant;
-    q.scales = w.qparams.data();
-    q.zero_points = w.qparams.data() + q.num_scales;
+    tenso::QuantDesc q = w.extra->quant;
+    q.scales = w.extra->qparams.data();
+    q.zero_points = w.extra->qparams.data() + q.num_scales;
     q.data = w.data;
     q.nbytes = w.nbytes;
-    *out = describe(q, w.shape, w.ndim);
+    *out = describe(q, w.shape.data(), w.ndim);
     return TENSO_OK;
 }
 
@@ -526,7 +537,8 @@ tenso_status tenso_dequantize(float *dst, uint64_t dst_count, const tenso_quanti
     CHECK_ARG(q);
     CHECK_ARG(dst || !dst_count);
     TENSO_API_BEGIN
-    tenso::QuantDesc d = from_public(q, TENSO_E_INVALID_ARGUMENT);
+    uint64_t shape[TENSO_MAX_NDIM];
+    tenso::QuantDesc d = from_public(q, shape, TENSO_E_INVALID_ARGUMENT);
     uint64_t n = tenso::checked_numel(d.shape, d.ndim, TENSO_MAX_ELEMENTS);
     if (dst_count != n)
         tenso::fail(TENSO_E_INVALID_ARGUMENT, "dst_count " + std::to_string(dst_count) + " is not the element count " +
@@ -572,7 +584,7 @@ tenso_status tenso_view_string_offsets(const uint64_t **offsets_out, const char 
     const tenso::View &w = *V(v);
     if (w.kind != TENSO_KIND_STRING && w.kind != TENSO_KIND_RAGGED)
         return set_error(TENSO_E_UNSUPPORTED_KIND, "view is not a string or ragged packet");
-    *offsets_out = w.offsets.data();
+    *offsets_out = w.extra->offsets.data();
     *payload_out = reinterpret_cast<const char *>(w.data);
     return TENSO_OK;
 }
@@ -745,7 +757,7 @@ void tenso_view_free(tenso_view *v) { delete V(v); }
 tenso_kind tenso_view_kind(const tenso_view *v) { return v ? V(v)->kind : 0; }
 tenso_dtype tenso_view_dtype(const tenso_view *v) { return v ? V(v)->dtype : 0; }
 uint32_t tenso_view_ndim(const tenso_view *v) { return v ? V(v)->ndim : 0; }
-const uint64_t *tenso_view_shape(const tenso_view *v) { return v && V(v)->ndim ? V(v)->shape : nullptr; }
+const uint64_t *tenso_view_shape(const tenso_view *v) { return v && V(v)->ndim ? V(v)->shape.data() : nullptr; }
 const void *tenso_view_data(const tenso_view *v) { return v ? V(v)->data : nullptr; }
 uint64_t tenso_view_nbytes(const tenso_view *v) { return v ? V(v)->nbytes : 0; }
 uint32_t tenso_view_flags(const tenso_view *v) { return v ? V(v)->flags : 0; }

@@ -198,6 +198,8 @@ func (o DecodeOptions) c() C.tenso_decode_options {
 	d.max_depth = C.uint32_t(o.MaxDepth)
 	d.max_elements = C.uint64_t(o.MaxElements)
 	d.max_packet_bytes = C.uint64_t(o.MaxPacketBytes)
+	d.max_decoded_bytes = C.uint64_t(o.MaxDecodedBytes)
+	d.max_entries = C.uint64_t(o.MaxEntries)
 	return d
 }
 

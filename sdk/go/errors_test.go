@@ -135,6 +135,19 @@ func TestDecodeErrors(t *testing.T) {
 	wantStatus(t, "MaxPacketBytes 16", func() error { _, err := (DecodeOptions{MaxPacketBytes: 16}).Loads(good); return err }(), ErrLimit)
 	nested := goldenNamed(t, "bundle_nested3").bytes
 	wantStatus(t, "MaxDepth 2", func() error { _, err := (DecodeOptions{MaxDepth: 2}).Loads(nested); return err }(), ErrLimit)
+	wantStatus(t, "MaxEntries 1", func() error { _, err := (DecodeOptions{MaxEntries: 1}).Loads(nested); return err }(), ErrLimit)
+	if _, err := (DecodeOptions{MaxEntries: 1000}).Loads(nested); err != nil {
+		t.Errorf("MaxEntries 1000: %v", err)
+	}
+	// 4 KiB of zeros, compressed: MaxPacketBytes bounds what it inflates to, unless
+	// MaxDecodedBytes takes over.
+	zeros := goldenNamed(t, "compressed_f32_zeros1024").bytes
+	size := uint64(len(zeros))
+	wantStatus(t, "inflating past MaxPacketBytes", func() error { _, err := (DecodeOptions{MaxPacketBytes: size}).Loads(zeros); return err }(), ErrLimit)
+	if _, err := (DecodeOptions{MaxPacketBytes: size, MaxDecodedBytes: 1 << 20}).Loads(zeros); err != nil {
+		t.Errorf("MaxDecodedBytes 1 MiB: %v", err)
+	}
+	wantStatus(t, "MaxDecodedBytes 4096", func() error { _, err := (DecodeOptions{MaxDecodedBytes: 4096}).Loads(zeros); return err }(), ErrLimit)
 
 	// Strings: UTF-8 is only checked on request.
 	s, err := NewStrings([]string{"ok", "fine"})

@@ -256,7 +256,11 @@ type DecodeOptions struct {
 	MaxNDim        uint32 // 0: 32
 	MaxDepth       uint32 // bundle and sparse nesting; 0: 64
 	MaxElements    uint64 // per tensor; 0: 1e9
-	MaxPacketBytes uint64 // whole packet, also bounds stream allocations; 0: no limit
+	MaxPacketBytes uint64 // whole packet, also bounds stream allocations and (unless MaxDecodedBytes is set) decompressed bytes; 0: no limit
+	// MaxDecodedBytes bounds all one decode allocates: the decoded tree, copied offsets and
+	// scales, decompressed bodies (see tenso_decode_options in tenso.h); 0: no limit.
+	MaxDecodedBytes uint64
+	MaxEntries      uint64 // packets in one tree (the top one, bundle values, sparse components); 0: no limit
 }
 
 // LoadMode selects how LoadFile reads a file.

@@ -640,10 +640,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     FUZZ_CHECK_STATUS(TENSO_OK, tenso_inspect(&info, pkt, n));
     FUZZ_CHECK(info.packet_size == n && info.version == 4, "inspect: size %llu version %u",
                (unsigned long long)info.packet_size, info.version);
-    // max_packet_bytes admits the packet at exactly its size, and no less.
+    // max_packet_bytes admits the packet at exactly its size, and no less (decompressed bytes,
+    // which it also bounds by default, are left to max_decoded_bytes here).
     tenso_decode_options cap;
     FUZZ_CHECK_STATUS(TENSO_OK, tenso_decode_options_init(&cap, TENSO_DECODE_OPTIONS_VERSION));
     cap.max_packet_bytes = n;
+    cap.max_decoded_bytes = UINT64_MAX;
     FUZZ_CHECK_STATUS(TENSO_OK, tenso_packet_length(&len, pkt, n, &cap));
     if (n > 1) {
         cap.max_packet_bytes = n - 1;

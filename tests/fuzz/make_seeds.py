@@ -266,10 +266,47 @@ def roundtrip_seeds():
     write("roundtrip", "tree_composites", opts(integrity=True) + bytes([1]) + composite_tree)
 
 
+# fuzz_mutate: byte 0 = mutations - 1 (mod 8), then per mutation u16 LE offset and u8 XOR mask,
+# then the packet; each seed flips fields the decoder sizes things by.
+def mutate_seeds():
+    def seed(name, packet, muts):
+        head = bytes([len(muts) - 1]) + b"".join(struct.pack("<HB", off, mask) for off, mask in muts)
+        write("mutate", name, head + packet)
+
+    def body_off(p):  # v4 dense-like header: shape, optional exponent, padding
+        ndim, flags = p[8], struct.unpack_from("<H", p, 5)[0]
+        pos = 10 + 4 * ndim
+        if flags & 0x80:
+            return pos + 1 + pad(pos + 1, 1 << p[pos])
+        return pos + (pad(pos) if flags & 0x01 else 0)
+
+    q = vector("quantized_qint8_per_tensor")
+    nscales = 10 + 4 * q[8] + 6
+    seed("quant_num_scales", q, [(nscales + 3, 0x01), (nscales, 0x02)])
+    seed("quant_scheme_axis", q, [(nscales - 6, 0x01), (nscales - 5, 0x01), (nscales - 4, 0x03)])
+    st = vector("string_mixed_utf8")
+    count = struct.unpack_from("<I", st, 10)[0]
+    last = body_off(st) + 8 * count
+    seed("string_last_offset", st, [(last + 5, 0x01), (last, 0x40)])
+    seed("string_first_offset", st, [(body_off(st), 0x01), (last - 8, 0x80)])
+    bm = vector("bundle_mixed")
+    klen = struct.unpack_from("<I", bm, 10)[0]
+    seed("bundle_lengths", bm, [(10, 0x20), (14 + klen + 3, 0x01), (14 + klen, 0x04)])
+    seed("bundle_count", bm, [(8, 0x40)])
+    lz = vector("compressed_f32_random256")
+    off = body_off(lz)
+    seed("lz4_block_size", lz, [(off + 15 + 2, 0x10), (off + 15, 0x01), (off + 4, 0x01)])
+    seed("dense_shape_flags", vector("dense_float32_2x3"), [(10, 0x80), (5, 0x04), (8, 0x01)])
+    sp = vector("sparse_coo_f32")
+    seed("sparse_component_len", sp, [(10 + 8, 0x08), (10 + 8 + 3, 0x01)])
+    seed("nested_bundle", vector("bundle_nested3"), [(8, 0x01), (20, 0x10), (30, 0xff)])
+
+
 def main():
     loads_seeds()
     stream_seeds()
     roundtrip_seeds()
+    mutate_seeds()
     total = 0
     for root, _, files in os.walk(CORPUS):
         total += sum(os.path.getsize(os.path.join(root, f)) for f in files)

@@ -939,11 +939,13 @@ public:
     }
 
     // Decode options on a real packet: UTF-8 validation accepts upstream's strings and keys;
-    // max_packet_bytes admits exactly the packet's size.
+    // max_packet_bytes admits exactly the packet's size (what compressed bodies inflate to,
+    // which it also bounds by default, is left to max_decoded_bytes here).
     static void check_decode_limits(const Bytes &pkt, const std::string &name) {
         tenso_decode_options opts = TENSO_DECODE_OPTIONS_INIT;
         opts.flags = TENSO_DECODE_VALIDATE_UTF8;
         opts.max_packet_bytes = pkt.size();
+        opts.max_decoded_bytes = UINT64_MAX;
         tenso_view *v = nullptr;
         require_status(tenso_loads(&v, pkt.data(), pkt.size(), &opts), TENSO_OK, name,
                        "tenso_loads (VALIDATE_UTF8, max_packet_bytes = packet size)");

@@ -24,7 +24,11 @@
  *     tenso_buffer_dispose (caller-owned struct contents); every free accepts NULL. Never pass
  *     tenso memory to free().
  *   - Decoding never reads outside (data, len). Everything read from the wire is checked
- *     against limits (tenso_decode_options) before it is used to index or allocate memory.
+ *     against limits (tenso_decode_options) before it is used to index or allocate memory,
+ *     and every field that sizes or locates something is read once: bytes that another
+ *     process rewrites during a decode (shared memory) give a clean error or a view that is
+ *     consistent with itself. Contents (bodies, keys, sparse indices) stay where they are and
+ *     are whatever the bytes hold when they are read.
  *   - No global initialisation is needed. Functions without a handle are thread-safe. Views are
  *     immutable and may be read from any number of threads; a tenso_value is used by one
  *     thread at a time.
@@ -186,7 +190,19 @@ TENSO_API tenso_status tenso_encode_options_init(tenso_encode_options *opts, uin
 
 /**
  * Limits and switches for decoding. Zero means "default" in every field; a limit can only be
- * made tighter than the protocol's own (32 dims, 1e9 elements, depth 64).
+ * made tighter than the protocol's own (32 dims, 1e9 elements, depth 64). Every limit fails
+ * with TENSO_E_LIMIT (ndim: TENSO_E_TOO_MANY_DIMS, elements: TENSO_E_TOO_MANY_ELEMENTS).
+ *
+ * Memory. Decoding a packet of N bytes allocates at most 24 x N bytes for the decoded tree
+ * while it decodes, and the view keeps at most 12 x N (the worst case, a tree of empty bundles
+ * at 16 bytes a packet, measured 23.5 x and 10.5 x; a dense tensor costs one small view), plus
+ * the decompressed size of LZ4 bodies. Decompressed bytes
+ * are bounded by max_decoded_bytes when set, else by max_packet_bytes when set; with neither,
+ * only by max_elements per tensor. max_decoded_bytes bounds the sum of both parts as the
+ * decoder counts it (tree, copied string offsets and quantization scales, decompressed bodies)
+ * before it allocates any of it.
+ *
+ * Version 1 structs (without the last two fields) are still accepted everywhere.
  */
 typedef struct tenso_decode_options {
     uint32_t version;           /* TENSO_DECODE_OPTIONS_VERSION */
@@ -194,13 +210,19 @@ typedef struct tenso_decode_options {
     uint32_t max_ndim;          /* 0 = TENSO_MAX_NDIM */
     uint32_t max_depth;         /* bundle/sparse nesting; 0 = TENSO_MAX_DEPTH */
     uint64_t max_elements;      /* per tensor; 0 = TENSO_MAX_ELEMENTS */
-    uint64_t max_packet_bytes;  /* whole packet, also bounds stream allocations; 0 = no limit */
+    uint64_t max_packet_bytes;  /* whole packet, also bounds stream allocations and (unless
+                                   max_decoded_bytes is set) decompressed bytes; 0 = no limit */
+    uint64_t max_decoded_bytes; /* @since version 2: all a decode allocates (see above);
+                                   0 = no limit */
+    uint64_t max_entries;       /* @since version 2: packets in one tree (the top one, bundle
+                                   values, sparse components); 0 = no limit */
 } tenso_decode_options;
 
-#define TENSO_DECODE_OPTIONS_VERSION 1
-#define TENSO_DECODE_OPTIONS_INIT { TENSO_DECODE_OPTIONS_VERSION, 0, 0, 0, 0, 0 }
+#define TENSO_DECODE_OPTIONS_VERSION 2
+#define TENSO_DECODE_OPTIONS_INIT { TENSO_DECODE_OPTIONS_VERSION, 0, 0, 0, 0, 0, 0, 0 }
 
-/** Fills *opts with defaults for struct version `version`. @since 1.0 */
+/** Fills *opts with defaults for struct version `version` (1 or 2), writing only the fields
+ *  that version has. @since 1.0 */
 TENSO_API tenso_status tenso_decode_options_init(tenso_decode_options *opts, uint32_t version);
 
 /* ============================================================================================

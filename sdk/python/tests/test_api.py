@@ -27,7 +27,7 @@ def test_public_names_match_upstream():
     "func, params",
     [
         (tenso.dumps, ["tensor", "strict", "check_integrity", "compress", "alignment"]),
-        (tenso.loads, ["data", "copy", "align"]),
+        (tenso.loads, ["data", "copy", "align", "max_decoded_bytes", "max_entries"]),
         (tenso.dump, ["tensor", "fp", "strict", "check_integrity"]),
         (tenso.load, ["fp", "mmap_mode", "copy", "align"]),
         (tenso.iter_dumps, ["tensor", "strict", "check_integrity"]),
@@ -39,7 +39,7 @@ def test_public_names_match_upstream():
     ],
 )
 def test_signatures(func, params):
-    """Upstream's parameter names and order (plus `align`, ours, last)."""
+    """Upstream's parameter names and order (plus ours last: `align`, loads' limits)."""
     assert list(inspect.signature(func).parameters) == params
 
 
@@ -158,6 +158,17 @@ def test_limits():
     tenso.loads(tenso.dumps(deep))  # 64 levels of bundles: fine
     with pytest.raises(tenso.TensoLimitError):
         tenso.dumps({"d": deep})
+
+
+def test_decode_memory_and_entry_limits():
+    packet = tenso.dumps({str(i): np.zeros(1, np.uint8) for i in range(10)})
+    assert len(tenso.loads(packet, max_entries=11)) == 10  # the bundle and its 10 values
+    with pytest.raises(tenso.TensoLimitError, match="max_entries"):
+        tenso.loads(packet, max_entries=10)
+    zeros = tenso.dumps(np.zeros(1 << 18, np.float32), compress=True)  # 1 MiB, a few KiB on the wire
+    assert tenso.loads(zeros, max_decoded_bytes=2 << 20).nbytes == 1 << 20
+    with pytest.raises(tenso.TensoLimitError, match="max_decoded_bytes"):
+        tenso.loads(zeros, max_decoded_bytes=1 << 20)
 
 
 def test_empty_scalar_and_zero_dims():

@@ -162,8 +162,8 @@ struct DecodeMode {
 py::object to_python(const tenso_view *v, py::handle owner, const DecodeMode &mode);
 
 // Decodes the packet at the start of `data` (any C-contiguous buffer) into a new Packet object
-// that borrows it.
-py::object decode_packet(py::handle data);
+// that borrows it; `opts` NULL for the defaults.
+py::object decode_packet(py::handle data, const tenso_decode_options *opts = nullptr);
 
 // Takes ownership of `v` (a view that owns or pins its memory: a file mapping, a shared-memory
 // segment, a cache entry) and converts it. The arrays' numpy base is a Packet holding the view,

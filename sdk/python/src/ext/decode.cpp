@@ -156,21 +156,21 @@ py::object to_python(const tenso_view *v, py::handle owner, const DecodeMode &mo
 
 namespace {
 
-tenso_status loads_view(tenso_view **out, const BufferHold &b) {
+tenso_status loads_view(tenso_view **out, const BufferHold &b, const tenso_decode_options *opts) {
     if (b.size() >= kReleaseGilBytes) {
         py::gil_scoped_release nogil;
-        return tenso_loads(out, b.data(), b.size(), nullptr);
+        return tenso_loads(out, b.data(), b.size(), opts);
     }
-    return tenso_loads(out, b.data(), b.size(), nullptr);
+    return tenso_loads(out, b.data(), b.size(), opts);
 }
 
 }  // namespace
 
-py::object decode_packet(py::handle data) {
+py::object decode_packet(py::handle data, const tenso_decode_options *opts) {
     auto pkt = std::make_unique<Packet>();
     pkt->source.acquire(data, PyBUF_SIMPLE);
     tenso_view *v = nullptr;
-    check(loads_view(&v, pkt->source));
+    check(loads_view(&v, pkt->source, opts));
     pkt->view.reset(v);
     return py::cast(pkt.release(), py::return_value_policy::take_ownership);
 }
@@ -209,8 +209,11 @@ py::object view_to_python(tenso_view *v, bool copy) {
 
 namespace {
 
-py::object loads(py::handle data, bool copy, bool align) {
-    py::object owner = decode_packet(data);
+py::object loads(py::handle data, bool copy, bool align, uint64_t max_decoded_bytes, uint64_t max_entries) {
+    tenso_decode_options o = TENSO_DECODE_OPTIONS_INIT;
+    o.max_decoded_bytes = max_decoded_bytes;
+    o.max_entries = max_entries;
+    py::object owner = decode_packet(data, max_decoded_bytes || max_entries ? &o : nullptr);
     return to_python(owner.cast<Packet &>().root(), owner, DecodeMode{copy, align});
 }
 
@@ -294,7 +297,8 @@ void init_decode(py::module_ &m) {
         });
 
     m.def("loads", &loads, py::arg("data"), py::arg("copy") = false, py::arg("align") = false,
-          "Decodes the packet at the start of a C-contiguous buffer.");
+          py::arg("max_decoded_bytes") = 0, py::arg("max_entries") = 0,
+          "Decodes the packet at the start of a C-contiguous buffer (limits as tenso_decode_options; 0: none).");
     m.def("read_fd", &read_fd, py::arg("fd"), py::arg("copy") = false,
           "Reads exactly one packet from a file descriptor; None at a clean end of stream.");
     m.def("load_file", &load_file, py::arg("path"), py::arg("mmap") = true, py::arg("copy") = false,

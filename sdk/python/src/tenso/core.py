@@ -147,7 +147,9 @@ def _dumps_bytes(tensor: Any, strict: bool, check_integrity: bool, compress: boo
     return _to_value(tensor, strict).dumps(check_integrity, compress, alignment, False)
 
 
-def loads(data: BytesLike, copy: bool = False, align: bool = False) -> Any:
+def loads(
+    data: BytesLike, copy: bool = False, align: bool = False, *, max_decoded_bytes: int = 0, max_entries: int = 0
+) -> Any:
     """
     Deserialize a Tenso packet into its Python object.
 
@@ -163,6 +165,12 @@ def loads(data: BytesLike, copy: bool = False, align: bool = False) -> Any:
         With copy=False: copy (read-only) any array whose address in ``data`` does not meet the
         packet's declared alignment. Upstream always does this; here it is opt-in so that
         ``loads`` never copies unless asked.
+    max_decoded_bytes : int, default 0
+        At most this many bytes allocated by the decode (the decoded tree, decompressed
+        bodies; ``tenso_decode_options`` in tenso.h); 0: no limit.
+    max_entries : int, default 0
+        At most this many packets in the tree (the top one, bundle values, sparse
+        components); 0: no limit.
 
     Returns
     -------
@@ -178,7 +186,7 @@ def loads(data: BytesLike, copy: bool = False, align: bool = False) -> Any:
     TypeError
         ``data`` does not support the buffer protocol.
     """
-    return _tenso.loads(data, copy, align)
+    return _tenso.loads(data, copy, align, max_decoded_bytes, max_entries)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -197,9 +197,11 @@ pub struct tenso_decode_options {
     pub max_depth: u32,
     pub max_elements: u64,
     pub max_packet_bytes: u64,
+    pub max_decoded_bytes: u64,
+    pub max_entries: u64,
 }
 
-pub const TENSO_DECODE_OPTIONS_VERSION: u32 = 1;
+pub const TENSO_DECODE_OPTIONS_VERSION: u32 = 2;
 /// `TENSO_DECODE_OPTIONS_INIT`.
 pub const TENSO_DECODE_OPTIONS_INIT: tenso_decode_options = tenso_decode_options {
     version: TENSO_DECODE_OPTIONS_VERSION,
@@ -208,6 +210,8 @@ pub const TENSO_DECODE_OPTIONS_INIT: tenso_decode_options = tenso_decode_options
     max_depth: 0,
     max_elements: 0,
     max_packet_bytes: 0,
+    max_decoded_bytes: 0,
+    max_entries: 0,
 };
 
 /// A dense tensor to encode (all memory borrowed for the duration of the call).

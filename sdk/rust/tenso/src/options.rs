@@ -82,7 +82,8 @@ impl Options {
 
 /// Limits and switches for decoding. Limits can only be tightened below the protocol's own
 /// (32 dimensions, 10^9 elements per tensor, nesting depth 64); `max_packet_bytes` also
-/// bounds what stream readers buffer.
+/// bounds what stream readers buffer and, unless `max_decoded_bytes` is set, what compressed
+/// bodies decompress to.
 ///
 /// ```
 /// let data = [0u8; 100];
@@ -138,9 +139,24 @@ impl DecodeOptions {
         self
     }
 
-    /// At most this many bytes per packet, also what stream readers buffer (0: no limit).
+    /// At most this many bytes per packet, also what stream readers buffer and (unless
+    /// `max_decoded_bytes` is set) what compressed bodies decompress to (0: no limit).
     pub fn max_packet_bytes(mut self, n: u64) -> DecodeOptions {
         self.raw.max_packet_bytes = n;
+        self
+    }
+
+    /// At most this many bytes allocated by one decode: the decoded tree, copied offsets and
+    /// scales, decompressed bodies (0: no limit; see `tenso_decode_options` in tenso.h).
+    pub fn max_decoded_bytes(mut self, n: u64) -> DecodeOptions {
+        self.raw.max_decoded_bytes = n;
+        self
+    }
+
+    /// At most this many packets in one tree: the top one, bundle values, sparse components
+    /// (0: no limit).
+    pub fn max_entries(mut self, n: u64) -> DecodeOptions {
+        self.raw.max_entries = n;
         self
     }
 

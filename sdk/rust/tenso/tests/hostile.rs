@@ -193,6 +193,24 @@ fn decode_limits() {
 }
 
 #[test]
+fn decoded_memory_and_entry_limits() {
+    // 1 MiB of zeros compresses to a few KiB: max_packet_bytes bounds what it inflates to,
+    // unless max_decoded_bytes takes over.
+    let zeros = vec![0f32; 1 << 18];
+    let p = Options::new().compress(true).dumps(&Tensor::from_slice(&zeros)).unwrap();
+    assert!(p.len() < 1 << 16);
+    let kind = |o: DecodeOptions| o.loads(&p).err().map(|e| e.kind());
+    assert_eq!(kind(DecodeOptions::new().max_packet_bytes(p.len() as u64)), Some(ErrorKind::Limit));
+    assert_eq!(kind(DecodeOptions::new().max_packet_bytes(p.len() as u64).max_decoded_bytes(2 << 20)), None);
+    assert_eq!(kind(DecodeOptions::new().max_decoded_bytes(1 << 20)), Some(ErrorKind::Limit));
+    // Packets in the tree: the bundle and its three values.
+    let t = Tensor::from_slice(&[1u8]);
+    let b = tenso::dumps(&Bundle::new().with("a", &t).unwrap().with("b", &t).unwrap().with("c", &t).unwrap()).unwrap();
+    assert!(DecodeOptions::new().max_entries(4).loads(&b).is_ok());
+    assert_eq!(DecodeOptions::new().max_entries(3).loads(&b).unwrap_err().kind(), ErrorKind::Limit);
+}
+
+#[test]
 fn invalid_bool_bytes_and_utf8_are_never_handed_out_as_such() {
     let mut p = tenso::dumps(&Tensor::from_slice(&[true, false, true])).unwrap();
     let at = tenso::inspect(&p).unwrap().body_offset() as usize;

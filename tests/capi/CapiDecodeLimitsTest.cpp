@@ -1,0 +1,179 @@
+// CapiDecodeLimitsTest - what a decode may allocate: max_decoded_bytes and max_entries
+// (tenso_decode_options version 2), inflation held to max_packet_bytes, version-1 option
+// structs still accepted, and the memory a tree of tiny packets costs per packet byte.
+#include <cppunit/extensions/HelperMacros.h>
+
+#include <malloc.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "check.hpp"
+#include "hostile_util.hpp"
+#include "tenso/tenso.h"
+
+using namespace hostile;
+
+// malloc's own statistics count what the view keeps, unless a sanitizer's allocator serves it.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define LIMITS_TEST_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
+#define LIMITS_TEST_SANITIZED 1
+#endif
+#endif
+
+namespace {
+
+// The bound tenso.h states: decoding a packet of N bytes allocates at most this many times N
+// for the decoded tree (decompressed bodies aside).
+constexpr uint64_t kTreeBytesPerPacketByte = 24;
+
+tenso_status loads(const Bytes &b, const tenso_decode_options &o) {
+    tenso_view *v = nullptr;
+    tenso_status st = tenso_loads(&v, b.data(), b.size(), &o);
+    tenso_view_free(v);
+    return st;
+}
+
+tenso_decode_options opts(uint64_t max_packet, uint64_t max_decoded, uint64_t max_entries) {
+    tenso_decode_options o = TENSO_DECODE_OPTIONS_INIT;
+    o.max_packet_bytes = max_packet;
+    o.max_decoded_bytes = max_decoded;
+    o.max_entries = max_entries;
+    return o;
+}
+
+// A float32 tensor of `mib` MiB of zeros, LZ4-compressed (a few KiB on the wire).
+Bytes compressed_zeros(size_t mib) {
+    std::vector<float> z(mib << 18);
+    const uint64_t shape[1] = {z.size()};
+    tenso_tensor t = {z.data(), z.size() * 4, shape, 1, TENSO_DTYPE_FLOAT32};
+    tenso_encode_options eo = TENSO_ENCODE_OPTIONS_INIT;
+    eo.flags = TENSO_ENCODE_COMPRESS;
+    tenso_buffer buf = TENSO_BUFFER_INIT;
+    if (tenso_dumps(&buf, &t, &eo) != TENSO_OK) throw std::runtime_error("tenso_dumps");
+    Bytes out(buf.data, buf.data + buf.size);
+    tenso_buffer_dispose(&buf);
+    return out;
+}
+
+Bytes bundle_of(const std::vector<Bytes> &values) {
+    Pkt p;
+    p.v4(TENSO_FLAG_BUNDLE, 0, uint8_t(values.size()));
+    for (size_t i = 0; i < values.size(); ++i) p.entry("k" + std::to_string(i), values[i]);
+    return p;
+}
+
+// 255 bundles of 255 empty v1 bundles: 16 wire bytes per packet, the cheapest packets there are.
+Bytes tree_of_tiny_bundles() {
+    const Bytes leaf = Pkt().legacy(1, TENSO_FLAG_BUNDLE, 0, 0);
+    Pkt mid;
+    mid.legacy(1, TENSO_FLAG_BUNDLE, 0, 255);
+    for (int i = 0; i < 255; ++i) mid.entry("", leaf);
+    Pkt top;
+    top.legacy(1, TENSO_FLAG_BUNDLE, 0, 255);
+    for (int i = 0; i < 255; ++i) top.entry("", mid);
+    return top;
+}
+
+}  // namespace
+
+class CapiDecodeLimitsTest : public CppUnit::TestFixture {
+    CPPUNIT_TEST_SUITE(CapiDecodeLimitsTest);
+    CPPUNIT_TEST(testInflationHeldToMaxPacketBytes);
+    CPPUNIT_TEST(testMaxDecodedBytes);
+    CPPUNIT_TEST(testMaxEntries);
+    CPPUNIT_TEST(testVersion1StructsStillWork);
+    CPPUNIT_TEST(testTreeCostsASmallMultipleOfItsBytes);
+    CPPUNIT_TEST_SUITE_END();
+
+public:
+    // 4 MiB inflating to 16 MiB under max_packet_bytes 8 MiB was OK: max_packet_bytes now bounds
+    // decompressed bytes too, summed over the tree, unless max_decoded_bytes says otherwise.
+    void testInflationHeldToMaxPacketBytes() {
+        const Bytes one = compressed_zeros(4), four = bundle_of({one, one, one, one});
+        CPPUNIT_ASSERT(four.size() < (size_t(1) << 20));
+        TENSO_CHECK_OK(loads(one, opts(8 << 20, 0, 0)));
+        TENSO_CHECK_STATUS(TENSO_E_LIMIT, loads(one, opts((4 << 20) - 1, 0, 0)));
+        TENSO_CHECK_OK(loads(one, opts(4 << 20, 0, 0)));  // exactly 4 MiB inflated is fine
+        TENSO_CHECK_STATUS(TENSO_E_LIMIT, loads(four, opts(8 << 20, 0, 0)));
+        TENSO_CHECK_OK(loads(four, opts(0, 0, 0)));                 // no limit asked for
+        TENSO_CHECK_OK(loads(four, opts(8 << 20, 32 << 20, 0)));    // max_decoded_bytes decides
+        size_t len = 0;  // framing checks the same limits as decoding
+        const tenso_decode_options o = opts(8 << 20, 0, 0);
+        TENSO_CHECK_STATUS(TENSO_E_LIMIT, tenso_packet_length(&len, four.data(), four.size(), &o));
+    }
+
+    void testMaxDecodedBytes() {
+        const Bytes four = bundle_of({compressed_zeros(4), compressed_zeros(4), compressed_zeros(4), compressed_zeros(4)});
+        TENSO_CHECK_STATUS(TENSO_E_LIMIT, loads(four, opts(0, 16 << 20, 0)));  // bodies alone are 16 MiB
+        TENSO_CHECK_OK(loads(four, opts(0, 17 << 20, 0)));
+        // The tree counts too: a bundle of 255 scalars decodes in 255 x 300 bytes or so.
+        const Bytes scalar = Pkt().v4(0, TENSO_DTYPE_UINT8, 0).u8(7);
+        const Bytes wide = bundle_of(std::vector<Bytes>(255, scalar));
+        TENSO_CHECK_STATUS(TENSO_E_LIMIT, loads(wide, opts(0, 255 * 64, 0)));
+        TENSO_CHECK_OK(loads(wide, opts(0, kTreeBytesPerPacketByte * wide.size(), 0)));
+    }
+
+    // Packets in one tree: the top one, each bundle value, each sparse component.
+    void testMaxEntries() {
+        const Bytes scalar = Pkt().v4(0, TENSO_DTYPE_UINT8, 0).u8(7);
+        const Bytes ten = bundle_of(std::vector<Bytes>(10, scalar));
+        TENSO_CHECK_OK(loads(ten, opts(0, 0, 11)));
+        TENSO_CHECK_STATUS(TENSO_E_LIMIT, loads(ten, opts(0, 0, 10)));
+        const Bytes nested = bundle_of({ten, ten});
+        TENSO_CHECK_OK(loads(nested, opts(0, 0, 23)));
+        TENSO_CHECK_STATUS(TENSO_E_LIMIT, loads(nested, opts(0, 0, 22)));
+        TENSO_CHECK_OK(loads(nested, opts(0, 0, 0)));
+    }
+
+    // A caller built against version 1 passes a struct that ends before max_decoded_bytes: the
+    // struct sits right before a page that faults, so reading or writing a v2 field crashes.
+    void testVersion1StructsStillWork() {
+        const size_t v1 = offsetof(tenso_decode_options, max_decoded_bytes);
+        GuardedBuffer g(v1);
+        tenso_decode_options full = opts(1 << 20, 1, 1);  // v2 fields that would refuse everything
+        full.version = 1;
+        auto *o = reinterpret_cast<tenso_decode_options *>(g.place(reinterpret_cast<const uint8_t *>(&full), v1));
+        const Bytes ten = bundle_of(std::vector<Bytes>(10, Pkt().v4(0, TENSO_DTYPE_UINT8, 0).u8(7)));
+        tenso_view *v = nullptr;
+        TENSO_CHECK_OK(tenso_loads(&v, ten.data(), ten.size(), o));
+        tenso_view_free(v);
+        TENSO_CHECK_OK(tenso_decode_options_init(o, 1));
+        CPPUNIT_ASSERT_EQUAL(uint32_t(1), o->version);
+        CPPUNIT_ASSERT_EQUAL(uint64_t(0), o->max_packet_bytes);
+        TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, tenso_decode_options_init(o, 3));
+        tenso_decode_options two;
+        TENSO_CHECK_OK(tenso_decode_options_init(&two, 2));
+        CPPUNIT_ASSERT_EQUAL(uint32_t(2), two.version);
+        CPPUNIT_ASSERT_EQUAL(uint64_t(0), two.max_decoded_bytes);
+        CPPUNIT_ASSERT_EQUAL(uint64_t(0), two.max_entries);
+    }
+
+    // Every packet used to carry two 32-dim shape arrays and more (Node and View): 55 times
+    // the bytes. The decoder's own count stays within the stated bound, and so does what the
+    // view really keeps (malloc's count, in builds without a sanitizer's allocator).
+    void testTreeCostsASmallMultipleOfItsBytes() {
+        const Bytes tree = tree_of_tiny_bundles();
+        const uint64_t bound = kTreeBytesPerPacketByte * tree.size();
+        TENSO_CHECK_STATUS(TENSO_E_LIMIT, loads(tree, opts(0, bound / 4, 0)));
+        TENSO_CHECK_OK(loads(tree, opts(0, bound, 0)));
+#ifndef LIMITS_TEST_SANITIZED
+        malloc_trim(0);
+        const size_t before = mallinfo2().uordblks;
+        tenso_view *v = nullptr;
+        TENSO_CHECK_OK(tenso_loads(&v, tree.data(), tree.size(), nullptr));
+        const size_t kept = mallinfo2().uordblks - before;
+        tenso_view_free(v);
+        std::fprintf(stderr, "tree of %zu bytes: the view keeps %zu bytes (%.1f x)\n", tree.size(), kept,
+                     double(kept) / double(tree.size()));
+        CPPUNIT_ASSERT_MESSAGE(std::to_string(kept) + " bytes kept", kept <= bound);
+#endif
+    }
+};
+
+CPPUNIT_TEST_SUITE_REGISTRATION(CapiDecodeLimitsTest);

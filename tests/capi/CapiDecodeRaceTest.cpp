@@ -1,0 +1,158 @@
+// CapiDecodeRaceTest - decoding bytes that another writer rewrites meanwhile (a shared-memory
+// reader racing a later put, which shm.h allows). A thread flips one field between a valid and
+// a hostile value while this thread decodes in a loop: every decode must give OK or the one
+// clean error the hostile value earns, and an OK view must stay inside the bytes. Before the
+// decoder read each field once, a field checked by the scan and read again to be used gave
+// 128 MiB copies past the mapping (num_scales) or a string view of a TiB (offsets).
+//
+// The writer writes through a second mapping of the same memfd, as another process would: the
+// race is on the memory, not on C++ objects, so ThreadSanitizer builds run it too.
+#include <cppunit/extensions/HelperMacros.h>
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <thread>
+
+#include "check.hpp"
+#include "hostile_util.hpp"
+#include "tenso/tenso.h"
+
+using namespace hostile;
+
+namespace {
+
+constexpr int kDecodes = 200000;  // bounded; the old code failed within a few thousand
+
+// One memfd mapped twice: `reader` (read-only, a PROT_NONE page after it, the packet ending
+// right before that page) and `writer` (read-write, the same bytes at another address).
+class TwoMappings {
+public:
+    explicit TwoMappings(const Bytes &packet) {
+        const size_t page = size_t(::sysconf(_SC_PAGESIZE));
+        size_ = (packet.size() + page - 1) / page * page;
+        fd_ = ::memfd_create("tenso-race", MFD_CLOEXEC);
+        if (fd_ < 0 || ::ftruncate(fd_, off_t(size_)) != 0) throw std::runtime_error("memfd");
+        void *w = ::mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
+        void *r = ::mmap(nullptr, size_ + page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (w == MAP_FAILED || r == MAP_FAILED) throw std::runtime_error("mmap");
+        writer_ = static_cast<uint8_t *>(w);
+        reserve_ = static_cast<uint8_t *>(r);
+        if (::mmap(reserve_, size_, PROT_READ, MAP_SHARED | MAP_FIXED, fd_, 0) == MAP_FAILED)
+            throw std::runtime_error("mmap fixed");
+        reserve_len_ = size_ + page;
+        off_ = size_ - packet.size();
+        std::memcpy(writer_ + off_, packet.data(), packet.size());
+    }
+    ~TwoMappings() {
+        ::munmap(writer_, size_);
+        ::munmap(reserve_, reserve_len_);
+        ::close(fd_);
+    }
+    TwoMappings(const TwoMappings &) = delete;
+    TwoMappings &operator=(const TwoMappings &) = delete;
+
+    const uint8_t *packet() const { return reserve_ + off_; }
+    const uint8_t *end() const { return reserve_ + size_; }
+    uint8_t *field(size_t packet_off) { return writer_ + off_ + packet_off; }
+
+private:
+    int fd_ = -1;
+    size_t size_ = 0, reserve_len_ = 0, off_ = 0;
+    uint8_t *writer_ = nullptr, *reserve_ = nullptr;
+};
+
+// Decodes `packet` kDecodes times while a thread stores `good` and `bad` alternately into the
+// little-endian field of `width` bytes at `field_off`. Each result must be one of `allowed`;
+// `check` inspects each OK view. Returns how many decodes were OK.
+template <class Check>
+int race(const Bytes &packet, size_t field_off, int width, uint64_t good, uint64_t bad,
+         const std::set<tenso_status> &allowed, Check check) {
+    TwoMappings m(packet);
+    uint8_t *f = m.field(field_off);
+    std::atomic<bool> stop{false};
+    std::thread writer([&] {
+        uint8_t g[8], b[8];
+        for (int i = 0; i < 8; ++i) {
+            g[i] = uint8_t(good >> (8 * i));
+            b[i] = uint8_t(bad >> (8 * i));
+        }
+        while (!stop.load(std::memory_order_relaxed)) {
+            for (int i = 0; i < width; ++i) __atomic_store_n(f + i, b[i], __ATOMIC_RELAXED);
+            for (int i = 0; i < width; ++i) __atomic_store_n(f + i, g[i], __ATOMIC_RELAXED);
+        }
+    });
+    int ok = 0;
+    std::string failure;
+    for (int i = 0; i < kDecodes && failure.empty(); ++i) {
+        tenso_view *v = nullptr;
+        tenso_status st = tenso_loads(&v, m.packet(), packet.size(), nullptr);
+        if (!allowed.count(st)) failure = "decode " + std::to_string(i) + ": " + tenso_describe(st);
+        else if (st == TENSO_OK) {
+            ++ok;
+            failure = check(v, m.packet(), m.end());
+        }
+        tenso_view_free(v);
+    }
+    stop = true;
+    writer.join();
+    CPPUNIT_ASSERT_MESSAGE(failure, failure.empty());
+    return ok;
+}
+
+}  // namespace
+
+class CapiDecodeRaceTest : public CppUnit::TestFixture {
+    CPPUNIT_TEST_SUITE(CapiDecodeRaceTest);
+    CPPUNIT_TEST(testNumScalesRewritten);
+    CPPUNIT_TEST(testStringOffsetsRewritten);
+    CPPUNIT_TEST_SUITE_END();
+
+public:
+    // qint8 [4], per tensor: num_scales flips between 1 and 16M (128 MiB of scales).
+    void testNumScalesRewritten() {
+        Bytes p = Pkt()
+                      .v4(0, TENSO_DTYPE_QINT8, 1)
+                      .u32(4)
+                      .u8(TENSO_QUANT_PER_TENSOR)
+                      .u8(0)
+                      .u32(0)
+                      .u32(1)
+                      .u32(0x3F800000)  // scale 1.0
+                      .u32(0)           // zero point 0.0
+                      .raw(Bytes{1, 2, 3, 4});
+        const size_t num_scales_off = 10 + 4 + 6;
+        race(p, num_scales_off, 4, 1, 1u << 24, {TENSO_OK, TENSO_E_MALFORMED},
+             [](const tenso_view *v, const uint8_t *, const uint8_t *) -> std::string {
+                 tenso_quantized q;
+                 if (tenso_view_quantized(&q, v) != TENSO_OK) return "not quantized";
+                 if (q.num_scales != 1) return "num_scales " + std::to_string(q.num_scales);
+                 return "";
+             });
+    }
+
+    // Two strings "abc", "def": the last offset flips between 6 and 2^40.
+    void testStringOffsetsRewritten() {
+        Bytes p = Pkt().v4(TENSO_FLAG_STRING, TENSO_DTYPE_STRING, 1).u32(2).u64(0).u64(3).u64(6).str("abcdef");
+        const size_t last_offset_off = 10 + 4 + 16;
+        race(p, last_offset_off, 8, 6, uint64_t(1) << 40,
+             {TENSO_OK, TENSO_E_MALFORMED, TENSO_E_TOO_MANY_ELEMENTS},
+             [](const tenso_view *v, const uint8_t *, const uint8_t *end) -> std::string {
+                 const uint64_t *offs;
+                 const char *payload;
+                 if (tenso_view_string_offsets(&offs, &payload, v) != TENSO_OK) return "not strings";
+                 const uint64_t n = tenso_view_nbytes(v);
+                 if (n != 6 || offs[2] != 6 || reinterpret_cast<const uint8_t *>(payload) + n > end)
+                     return "string view of " + std::to_string(n) + " bytes, last offset " + std::to_string(offs[2]);
+                 return "";
+             });
+    }
+};
+
+CPPUNIT_TEST_SUITE_REGISTRATION(CapiDecodeRaceTest);
