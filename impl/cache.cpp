@@ -224,13 +224,15 @@ CacheOptions CacheOptions::from(const tenso_cache_options *o) {
     if (!o) return c;
     if (o->version != TENSO_CACHE_OPTIONS_VERSION)
         fail(TENSO_E_INVALID_ARGUMENT, "unknown tenso_cache_options version " + num(o->version));
-    if (o->flags & ~uint32_t(TENSO_SHM_REPLACE)) fail(TENSO_E_INVALID_ARGUMENT, "unknown cache flags");
+    if (o->flags & ~uint32_t(TENSO_SHM_REPLACE | TENSO_SHM_ANY_OWNER))
+        fail(TENSO_E_INVALID_ARGUMENT, "unknown cache flags");
     c.size = o->size;
     c.max_entries = o->max_entries;
     c.max_clients = o->max_clients;
     c.max_pins = o->max_pins;
     c.lock_timeout_ms = o->lock_timeout_ms;
     c.replace = o->flags & TENSO_SHM_REPLACE;
+    c.any_owner = o->flags & TENSO_SHM_ANY_OWNER;
     return c;
 }
 
@@ -251,6 +253,7 @@ void Cache::lock() {
     if (current_pid() != pid_)
         fail(TENSO_E_INVALID_ARGUMENT, "cache handle was opened by another process (inherited through fork): "
                                        "open the cache again in this process");
+    map_->check_size(given_);  // the mutex itself lies in the pages a truncation takes away
     // Uncontended: no clock read. trylock reports EOWNERDEAD just as the timed lock does.
     int r = ::pthread_mutex_trylock(&s_->mutex);
     if (r == EBUSY) {
@@ -364,7 +367,7 @@ std::shared_ptr<Cache> Cache::create(const char *name, const CacheOptions &o) {
     return c;
 }
 
-std::shared_ptr<Cache> Cache::open(const char *name, uint32_t lock_timeout_ms) {
+std::shared_ptr<Cache> Cache::open(const char *name, uint32_t lock_timeout_ms, bool any_owner) {
     std::shared_ptr<Cache> c(new Cache);
     c->given_ = name;
     c->timeout_ns_ = int64_t(lock_timeout_ms ? lock_timeout_ms : 10000) * 1000000;
@@ -374,7 +377,7 @@ std::shared_ptr<Cache> Cache::open(const char *name, uint32_t lock_timeout_ms) {
     // wait for its creator, up to the lock timeout, before judging it.
     for (const int64_t deadline = now_ns() + c->timeout_ns_; shm_unfinished(n, sizeof kPoolMagic) && now_ns() < deadline;)
         ::usleep(1000);
-    c->map_ = shm_open_existing(n, true, false, kHeaderBytes, TENSO_E_CORRUPT);
+    c->map_ = shm_open_existing(n, true, false, kHeaderBytes, TENSO_E_CORRUPT, any_owner);
     Geometry g;
     std::memcpy(&g, c->map_->addr, sizeof g);  // checked and used from this private copy only
     std::atomic_thread_fence(std::memory_order_acquire);
