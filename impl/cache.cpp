@@ -1114,7 +1114,7 @@ std::vector<std::string> Cache::keys() {
     std::vector<std::string> out;
     Lock l(*this);
     const int64_t now = now_ns();
-    out.reserve(s_->live);
+    out.reserve(std::min(s_->live, g_->max_entries));  // `live` is shared: bounded by our copy
     uint32_t steps = 0;
     for (uint32_t i = s_->lru_head; i; i = ent(i).lru_next) {
         if (++steps > g_->max_entries) corrupt("LRU list has a cycle");
