@@ -88,6 +88,28 @@ void truncate_shm(const std::string &name, off_t size) {
     ::close(fd);
 }
 
+// A segment holding a 10-byte tensor and an empty pool, made by whoever calls make(), both
+// unlinked at scope exit.
+struct Objects {
+    std::string seg, pool;
+    void make() const {
+        tenso_shm *s = nullptr;
+        TENSO_CHECK_OK(tenso_shm_create(&s, seg.c_str(), 4096, TENSO_SHM_REPLACE));
+        OwnedTensor t(TENSO_DTYPE_UINT8, {10}, 8);
+        ValuePtr v = value_of(t.t);
+        TENSO_CHECK_OK(tenso_shm_put(nullptr, s, v.get(), nullptr));
+        tenso_shm_close(s);
+        tenso_cache *c = nullptr;
+        auto o = cache_test::options(1 << 20, 0, TENSO_SHM_REPLACE);
+        TENSO_CHECK_OK(tenso_cache_create(&c, pool.c_str(), &o));
+        tenso_cache_close(c);
+    }
+    ~Objects() {
+        tenso_shm_unlink(seg.c_str());
+        tenso_cache_unlink(pool.c_str());
+    }
+};
+
 // The SIGXFSZ handler of a child writing past RLIMIT_FSIZE: tell the parent, then wait to be
 // killed, inside the write.
 int g_stopped_fd = -1;
@@ -297,29 +319,13 @@ public:
             std::printf("\n  CapiTrustTest: not root, two-uid case skipped");
             return;
         }
-        const std::string seg = shm_tag("theirs-seg"), pool = shm_tag("theirs-pool");
-        struct Gone {
-            std::string s, p;
-            ~Gone() {
-                tenso_shm_unlink(s.c_str());
-                tenso_cache_unlink(p.c_str());
-            }
-        } gone{seg, pool};
+        Objects o{shm_tag("theirs-seg"), shm_tag("theirs-pool")};
         std::string msg = run_isolated([&] {
             become_nobody();
-            tenso_shm *s = nullptr;
-            TENSO_CHECK_OK(tenso_shm_create(&s, seg.c_str(), 4096, TENSO_SHM_REPLACE));
-            OwnedTensor t(TENSO_DTYPE_UINT8, {10}, 8);
-            ValuePtr v = value_of(t.t);
-            TENSO_CHECK_OK(tenso_shm_put(nullptr, s, v.get(), nullptr));
-            tenso_shm_close(s);
-            tenso_cache *c = nullptr;
-            auto o = cache_test::options(1 << 20, 0, TENSO_SHM_REPLACE);
-            TENSO_CHECK_OK(tenso_cache_create(&c, pool.c_str(), &o));
-            tenso_cache_close(c);
+            o.make();
         });
         CPPUNIT_ASSERT_MESSAGE("uid 65534 creating: " + msg, msg.empty());
-        expect_refused_then_opened(seg, pool, std::to_string(kNobody));
+        expect_refused_then_opened(o.seg, o.pool, std::to_string(kNobody));
     }
 
     // Root's objects, made world-writable, are refused by uid 65534 unless it opts in.
@@ -328,27 +334,13 @@ public:
             std::printf("\n  CapiTrustTest: not root, two-uid case skipped");
             return;
         }
-        const std::string seg = shm_tag("ours-seg"), pool = shm_tag("ours-pool");
-        struct Gone {
-            std::string s, p;
-            ~Gone() {
-                tenso_shm_unlink(s.c_str());
-                tenso_cache_unlink(p.c_str());
-            }
-        } gone{seg, pool};
-        tenso_shm *s = nullptr;
-        TENSO_CHECK_OK(tenso_shm_create(&s, seg.c_str(), 4096, TENSO_SHM_REPLACE));
-        OwnedTensor t(TENSO_DTYPE_UINT8, {10}, 8);
-        ValuePtr v = value_of(t.t);
-        TENSO_CHECK_OK(tenso_shm_put(nullptr, s, v.get(), nullptr));
-        tenso_shm_close(s);
-        auto o = cache_test::options(1 << 20, 0, TENSO_SHM_REPLACE);
-        cache_test::CachePtr c = cache_test::create(pool, o);
-        chmod_shm(seg, 0666);
-        chmod_shm(pool, 0666);
+        Objects o{shm_tag("ours-seg"), shm_tag("ours-pool")};
+        o.make();
+        chmod_shm(o.seg, 0666);
+        chmod_shm(o.pool, 0666);
         std::string msg = run_isolated([&] {
             become_nobody();
-            expect_refused_then_opened(seg, pool, "0");
+            expect_refused_then_opened(o.seg, o.pool, "0");
         });
         CPPUNIT_ASSERT_MESSAGE("uid 65534 opening root's objects: " + msg, msg.empty());
     }
