@@ -408,11 +408,10 @@ std::unique_ptr<Archive> Archive::open(const char *path, const tenso_archive_opt
 void Archive::check_size(uint64_t end) const {
     // Mapped pages past a file's new end raise SIGBUS: refuse instead (a truncation after this
     // check still races, see archive.h).
-    struct stat st;
-    if (::fstat(fd_, &st) != 0) fail(TENSO_E_IO, std::string("fstat: ") + std::strerror(errno));
-    if (uint64_t(st.st_size) < end)
-        fail(TENSO_E_TRUNCATED, "the file was truncated to " + num(uint64_t(st.st_size)) + " bytes since it was opened; " +
-                                    num(end) + " are needed");
+    const uint64_t size = fd_size(fd_);
+    if (size < end)
+        fail(TENSO_E_TRUNCATED, "the file was truncated to " + num(size) + " bytes since it was opened; " + num(end) +
+                                    " are needed");
 }
 
 const Catalog::Entry &Archive::at(uint64_t index) const {

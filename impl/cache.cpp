@@ -240,7 +240,7 @@ CacheOptions CacheOptions::from(const tenso_cache_options *o) {
 
 class Cache::Lock {
 public:
-    explicit Lock(Cache &c) : c_(c) { c_.lock(); }
+    explicit Lock(Cache &c, bool check_size = true) : c_(c) { c_.lock(check_size); }
     ~Lock() { c_.unlock(); }
     Lock(const Lock &) = delete;
     Lock &operator=(const Lock &) = delete;
@@ -249,11 +249,13 @@ private:
     Cache &c_;
 };
 
-void Cache::lock() {
+void Cache::lock(bool check_size) {
     if (current_pid() != pid_)
         fail(TENSO_E_INVALID_ARGUMENT, "cache handle was opened by another process (inherited through fork): "
                                        "open the cache again in this process");
-    map_->check_size(given_);  // the mutex itself lies in the pages a truncation takes away
+    // The mutex itself lies in the pages a truncation takes away. Releasing a view skips the
+    // check (a syscall on the hit path): its holder was exposed to the residual race already.
+    if (check_size) map_->check_size(given_);
     // Uncontended: no clock read. trylock reports EOWNERDEAD just as the timed lock does.
     int r = ::pthread_mutex_trylock(&s_->mutex);
     if (r == EBUSY) {
@@ -757,7 +759,7 @@ void Cache::unpin(uint32_t entry, uint32_t client, uint32_t count) {
 
 void Cache::unpin_quietly(uint32_t entry) noexcept {
     try {
-        Lock l(*this);
+        Lock l(*this, false);
         unpin(entry, client_, 1);
     } catch (...) {
         // Lock timeout or a corrupt pool: the pin stays with this client and goes when the

@@ -82,7 +82,7 @@ private:
 
     void bind(const cache_layout::Geometry &g);
     void attach();
-    void lock();
+    void lock(bool check_size);  // check_size: TRUNCATED when the pool shrank under us
     void unlock() noexcept;
 
     // Everything below runs under the lock.

@@ -170,6 +170,12 @@ std::shared_ptr<const FileMap> map_file(int fd, size_t size) {
     return m;
 }
 
+uint64_t fd_size(int fd) {
+    const off_t end = ::lseek(fd, 0, SEEK_END);
+    if (end < 0) fail(TENSO_E_IO, errno_text("lseek"));
+    return uint64_t(end);
+}
+
 int open_read(const char *path) {
     int fd = ::open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) fail(errno == ENOENT ? TENSO_E_NOT_FOUND : TENSO_E_IO, errno_text(path));

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "error.hpp"
+#include "io.hpp"
 
 namespace tenso {
 
@@ -44,11 +45,10 @@ ShmMapping::~ShmMapping() {
 }
 
 void ShmMapping::check_size(const std::string &name) const {
-    struct stat st;
-    if (::fstat(fd, &st) != 0) fail(TENSO_E_IO, errno_text("fstat " + name, errno));
-    if (uint64_t(st.st_size) < len)
-        fail(TENSO_E_TRUNCATED, "shared-memory object '" + name + "' was truncated to " +
-                                    std::to_string(st.st_size) + " bytes under a mapping of " + std::to_string(len));
+    const uint64_t size = fd_size(fd);
+    if (size < len)
+        fail(TENSO_E_TRUNCATED, "shared-memory object '" + name + "' was truncated to " + std::to_string(size) +
+                                    " bytes under a mapping of " + std::to_string(len));
 }
 
 std::string shm_name(const char *name) {

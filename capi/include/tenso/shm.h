@@ -15,9 +15,9 @@
  * code): see docs/threat-model.md.
  *
  * Truncation. A mapping's pages past the object's current end raise SIGBUS when touched. Every
- * call on a handle first checks (fstat) that the object is still as long as the mapping and
- * answers TENSO_E_TRUNCATED when it is not; an ftruncate by another process after that check,
- * or while the caller reads a view it already holds, still raises SIGBUS. Only processes that
+ * call on a handle first checks that the object is still as long as the mapping and answers
+ * TENSO_E_TRUNCATED when it is not; an ftruncate by another process after that check, or while
+ * the caller reads or frees a view it already holds, still raises SIGBUS. Only processes that
  * can write the object can do that (the trust rule above).
  */
 #ifndef TENSO_SHM_H
