@@ -405,6 +405,15 @@ std::unique_ptr<Archive> Archive::open(const char *path, const tenso_archive_opt
     return a;
 }
 
+void Archive::check_size(uint64_t end) const {
+    // Mapped pages past a file's new end raise SIGBUS: refuse instead (a truncation after this
+    // check still races, see archive.h).
+    const uint64_t size = fd_size(fd_);
+    if (size < end)
+        fail(TENSO_E_TRUNCATED, "the file was truncated to " + num(size) + " bytes since it was opened; " + num(end) +
+                                    " are needed");
+}
+
 const Catalog::Entry &Archive::at(uint64_t index) const {
     if (index >= cat_.entries.size())
         fail(TENSO_E_INVALID_ARGUMENT, "index " + num(index) + " is out of range (" + num(cat_.entries.size()) + " tensors)");
@@ -430,6 +439,7 @@ void Archive::entry(tenso_archive_entry *out, uint64_t index) const {
 
 bool Archive::find(uint64_t *index_out, const char *name, size_t len) const {
     const auto &E = cat_.entries;
+    if (cat_.format == TENSO_FORMAT_ARCHIVE) check_size(map_->size);  // its names and table are mapped
     if (cat_.table) {
         for (uint64_t s = xxh3(name, len) & cat_.table_mask, n = 0; n <= cat_.table_mask; s = (s + 1) & cat_.table_mask, ++n) {
             uint32_t v = rd32(cat_.table + 4 * s);
@@ -484,6 +494,7 @@ std::unique_ptr<View> Archive::decode_entry(uint64_t index, Limits lim) {
 
 std::unique_ptr<View> Archive::get(uint64_t index, const tenso_decode_options *opts) {
     const Catalog::Entry &e = at(index);
+    check_size(e.offset + e.stored);
     Limits lim = Limits::from(opts);
     if (cat_.format == TENSO_FORMAT_ARCHIVE || cat_.format == TENSO_FORMAT_PACKET) {
         if ((e.flags & TENSO_ENTRY_HASHED) && !no_verify_) {
@@ -557,6 +568,7 @@ void Archive::verify(uint64_t *bad, tenso_progress_fn progress, void *user) {
         const Catalog::Entry &e = cat_.entries[i];
         if (packets) {
             try {
+                check_size(e.offset + e.stored);
                 Limits lim;
                 if (e.flags & TENSO_ENTRY_HASHED) {
                     check_hash(i);  // also when opened with NO_VERIFY: this is the explicit check

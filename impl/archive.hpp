@@ -92,6 +92,7 @@ public:
 private:
     Archive() = default;
     const Catalog::Entry &at(uint64_t index) const;
+    void check_size(uint64_t end) const;  // TRUNCATED when the file now ends before `end`
     void check_hash(uint64_t index);
     std::unique_ptr<View> decode_entry(uint64_t index, Limits lim);
 

@@ -224,13 +224,15 @@ CacheOptions CacheOptions::from(const tenso_cache_options *o) {
     if (!o) return c;
     if (o->version != TENSO_CACHE_OPTIONS_VERSION)
         fail(TENSO_E_INVALID_ARGUMENT, "unknown tenso_cache_options version " + num(o->version));
-    if (o->flags & ~uint32_t(TENSO_SHM_REPLACE)) fail(TENSO_E_INVALID_ARGUMENT, "unknown cache flags");
+    if (o->flags & ~uint32_t(TENSO_SHM_REPLACE | TENSO_SHM_ANY_OWNER))
+        fail(TENSO_E_INVALID_ARGUMENT, "unknown cache flags");
     c.size = o->size;
     c.max_entries = o->max_entries;
     c.max_clients = o->max_clients;
     c.max_pins = o->max_pins;
     c.lock_timeout_ms = o->lock_timeout_ms;
     c.replace = o->flags & TENSO_SHM_REPLACE;
+    c.any_owner = o->flags & TENSO_SHM_ANY_OWNER;
     return c;
 }
 
@@ -238,7 +240,7 @@ CacheOptions CacheOptions::from(const tenso_cache_options *o) {
 
 class Cache::Lock {
 public:
-    explicit Lock(Cache &c) : c_(c) { c_.lock(); }
+    explicit Lock(Cache &c, bool check_size = true) : c_(c) { c_.lock(check_size); }
     ~Lock() { c_.unlock(); }
     Lock(const Lock &) = delete;
     Lock &operator=(const Lock &) = delete;
@@ -247,10 +249,13 @@ private:
     Cache &c_;
 };
 
-void Cache::lock() {
+void Cache::lock(bool check_size) {
     if (current_pid() != pid_)
         fail(TENSO_E_INVALID_ARGUMENT, "cache handle was opened by another process (inherited through fork): "
                                        "open the cache again in this process");
+    // The mutex itself lies in the pages a truncation takes away. Releasing a view skips the
+    // check (a syscall on the hit path): its holder was exposed to the residual race already.
+    if (check_size) map_->check_size(given_);
     // Uncontended: no clock read. trylock reports EOWNERDEAD just as the timed lock does.
     int r = ::pthread_mutex_trylock(&s_->mutex);
     if (r == EBUSY) {
@@ -364,7 +369,7 @@ std::shared_ptr<Cache> Cache::create(const char *name, const CacheOptions &o) {
     return c;
 }
 
-std::shared_ptr<Cache> Cache::open(const char *name, uint32_t lock_timeout_ms) {
+std::shared_ptr<Cache> Cache::open(const char *name, uint32_t lock_timeout_ms, bool any_owner) {
     std::shared_ptr<Cache> c(new Cache);
     c->given_ = name;
     c->timeout_ns_ = int64_t(lock_timeout_ms ? lock_timeout_ms : 10000) * 1000000;
@@ -374,7 +379,7 @@ std::shared_ptr<Cache> Cache::open(const char *name, uint32_t lock_timeout_ms) {
     // wait for its creator, up to the lock timeout, before judging it.
     for (const int64_t deadline = now_ns() + c->timeout_ns_; shm_unfinished(n, sizeof kPoolMagic) && now_ns() < deadline;)
         ::usleep(1000);
-    c->map_ = shm_open_existing(n, true, false, kHeaderBytes, TENSO_E_CORRUPT);
+    c->map_ = shm_open_existing(n, true, false, kHeaderBytes, TENSO_E_CORRUPT, any_owner);
     Geometry g;
     std::memcpy(&g, c->map_->addr, sizeof g);  // checked and used from this private copy only
     std::atomic_thread_fence(std::memory_order_acquire);
@@ -754,7 +759,7 @@ void Cache::unpin(uint32_t entry, uint32_t client, uint32_t count) {
 
 void Cache::unpin_quietly(uint32_t entry) noexcept {
     try {
-        Lock l(*this);
+        Lock l(*this, false);
         unpin(entry, client_, 1);
     } catch (...) {
         // Lock timeout or a corrupt pool: the pin stays with this client and goes when the
@@ -1111,7 +1116,7 @@ std::vector<std::string> Cache::keys() {
     std::vector<std::string> out;
     Lock l(*this);
     const int64_t now = now_ns();
-    out.reserve(s_->live);
+    out.reserve(std::min(s_->live, g_->max_entries));  // `live` is shared: bounded by our copy
     uint32_t steps = 0;
     for (uint32_t i = s_->lru_head; i; i = ent(i).lru_next) {
         if (++steps > g_->max_entries) corrupt("LRU list has a cycle");

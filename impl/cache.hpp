@@ -21,6 +21,7 @@ struct CacheOptions {
     uint32_t max_pins = 0;         // 0 = 16384
     uint32_t lock_timeout_ms = 0;  // 0 = 10 s
     bool replace = false;
+    bool any_owner = false;  // open: attach to a pool another uid owns
     static CacheOptions from(const tenso_cache_options *opts);
 };
 
@@ -38,7 +39,7 @@ struct Extent;
 class Cache : public std::enable_shared_from_this<Cache> {
 public:
     static std::shared_ptr<Cache> create(const char *name, const CacheOptions &opts);
-    static std::shared_ptr<Cache> open(const char *name, uint32_t lock_timeout_ms);
+    static std::shared_ptr<Cache> open(const char *name, uint32_t lock_timeout_ms, bool any_owner);
     ~Cache();  // detaches: drops this client's row (and any pins left, which none should be)
     Cache(const Cache &) = delete;
     Cache &operator=(const Cache &) = delete;
@@ -81,7 +82,7 @@ private:
 
     void bind(const cache_layout::Geometry &g);
     void attach();
-    void lock();
+    void lock(bool check_size);  // check_size: TRUNCATED when the pool shrank under us
     void unlock() noexcept;
 
     // Everything below runs under the lock.

@@ -5,11 +5,13 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstring>
 #include <string>
 
@@ -168,6 +170,12 @@ std::shared_ptr<const FileMap> map_file(int fd, size_t size) {
     return m;
 }
 
+uint64_t fd_size(int fd) {
+    const off_t end = ::lseek(fd, 0, SEEK_END);
+    if (end < 0) fail(TENSO_E_IO, errno_text("lseek"));
+    return uint64_t(end);
+}
+
 int open_read(const char *path) {
     int fd = ::open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) fail(errno == ENOENT ? TENSO_E_NOT_FOUND : TENSO_E_IO, errno_text(path));
@@ -203,30 +211,98 @@ void pread_all(int fd, void *p, size_t n, uint64_t offset) {
     }
 }
 
-TempFile::TempFile(const char *path) : path_(path) {
-    static std::atomic<unsigned> counter{0};
-    tmp_ = path_ + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
-    // 0666 & ~umask, like any file the user creates; O_EXCL never clobbers a stranger's file.
-    fd_ = ::open(tmp_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd_ < 0) fail(TENSO_E_IO, errno_text(tmp_.c_str()));
+namespace {
+
+std::string dir_of(const std::string &path) {
+    const size_t slash = path.rfind('/');
+    return slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
 }
 
-TempFile::~TempFile() {
+// `path` + ".tmp." + 16 random hex digits: a name nobody can plant in advance.
+std::string random_name(const std::string &path) {
+    uint64_t r = 0;
+    if (::getrandom(&r, sizeof r, GRND_NONBLOCK) != ssize_t(sizeof r)) {
+        static std::atomic<uint64_t> counter{0};  // no entropy yet: still unique, O_EXCL decides
+        struct timespec ts;
+        ::clock_gettime(CLOCK_MONOTONIC, &ts);
+        r = (uint64_t(ts.tv_nsec) << 20) ^ (uint64_t(::getpid()) << 40) ^ counter++;
+    }
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(r));
+    return path + ".tmp." + hex;
+}
+
+// Runs `make(name)` on fresh random names until one is not taken (EEXIST).
+template <class F>
+std::string with_fresh_name(const std::string &path, F make) {
+    for (int tries = 0;; ++tries) {
+        std::string name = random_name(path);
+        if (make(name)) return name;
+        if (errno != EEXIST || tries == 100) fail(TENSO_E_IO, errno_text(name.c_str()));
+    }
+}
+
+}  // namespace
+
+int create_temp(const std::string &path, std::string *name) {
+    name->clear();
+#ifdef O_TMPFILE
+    // Unnamed until committed: a process killed while writing leaves nothing behind.
+    const std::string dir = dir_of(path);
+    int fd = ::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (fd >= 0) return fd;
+    if (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL) fail(TENSO_E_IO, errno_text(dir.c_str()));
+#endif
+    int fd_named = -1;  // a file system without O_TMPFILE: a random name, O_EXCL
+    *name = with_fresh_name(path, [&](const std::string &n) {
+        fd_named = ::open(n.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        return fd_named >= 0;
+    });
+    return fd_named;
+}
+
+TempFile::TempFile(const char *path) : path_(path) {
+    fd_ = create_temp(path_, &tmp_);
+    // The target's mode, and its owner where we may: replacing a 0600 file never widens it
+    // (fchown first: it clears set-id bits). A new file is 0600 whatever the umask.
+    struct stat st;
+    if (::stat(path, &st) == 0 && S_ISREG(st.st_mode)) {
+        if (::fchown(fd_, st.st_uid, st.st_gid) != 0) (void)::fchown(fd_, uid_t(-1), st.st_gid);
+        if (::fchmod(fd_, st.st_mode & 07777) != 0) {
+            const std::string err = errno_text("fchmod");
+            discard();
+            fail(TENSO_E_IO, err);
+        }
+    }
+}
+
+TempFile::~TempFile() { discard(); }
+
+void TempFile::discard() noexcept {
     if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
     if (!tmp_.empty()) ::unlink(tmp_.c_str());
+    tmp_.clear();
 }
 
 void TempFile::commit() {
     if (fd_ < 0) fail(TENSO_E_IO, "temporary file is already closed");
     if (::fsync(fd_) != 0) fail(TENSO_E_IO, errno_text("fsync"));
+    if (tmp_.empty()) {
+        // An O_TMPFILE gets a random name only now, for the rename (link() cannot replace).
+        const std::string proc = "/proc/self/fd/" + std::to_string(fd_);
+        tmp_ = with_fresh_name(path_, [&](const std::string &n) {
+            return ::linkat(AT_FDCWD, proc.c_str(), AT_FDCWD, n.c_str(), AT_SYMLINK_FOLLOW) == 0 ||
+                   (errno != EEXIST && ::linkat(fd_, "", AT_FDCWD, n.c_str(), AT_EMPTY_PATH) == 0);
+        });
+    }
     int fd = fd_;
     fd_ = -1;
     if (::close(fd) != 0) fail(TENSO_E_IO, errno_text("close"));
     if (::rename(tmp_.c_str(), path_.c_str()) != 0) fail(TENSO_E_IO, errno_text("rename"));
     tmp_.clear();  // renamed: nothing left to remove
     // The rename is durable once the directory is: a crash now leaves the new file, not neither.
-    const size_t slash = path_.rfind('/');
-    const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path_.substr(0, slash);
+    const std::string dir = dir_of(path_);
     int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0) fail(TENSO_E_IO, errno_text(dir.c_str()));
     const int err = ::fsync(dfd) == 0 ? 0 : errno;

@@ -20,9 +20,15 @@ std::unique_ptr<View> load_file(const char *path, bool mmap_mode, const Limits &
 // on any failure the temporary is removed and `path` is left as it was.
 void save_atomic(const char *path, const std::function<void(int fd)> &write);
 
-// The temporary file behind save_atomic, for writers that fill it over several calls: created
-// next to `path` (read-write, O_EXCL), renamed over `path` by commit() after an fsync, and
-// removed by the destructor when never committed, so `path` only ever sees a finished file.
+// A scratch file in `path`'s directory, read-write and 0600: unnamed (O_TMPFILE, *name empty)
+// where the file system allows, else created O_EXCL under a random name stored in *name.
+int create_temp(const std::string &path, std::string *name);
+
+// The temporary file behind save_atomic, for writers that fill it over several calls: a
+// create_temp file given the mode (and, where permitted, the owner) of the file it replaces,
+// or 0600 for a new one; commit() fsyncs it, names it and renames it over `path`, and the
+// destructor drops it when never committed, so `path` only ever sees a finished file. Being
+// unnamed until commit, it leaves nothing behind when the process is killed while writing.
 class TempFile {
 public:
     explicit TempFile(const char *path);
@@ -33,8 +39,9 @@ public:
     void commit();
 
 private:
-    std::string path_, tmp_;
+    std::string path_, tmp_;  // tmp_: its name, once it has one
     int fd_ = -1;
+    void discard() noexcept;
 };
 
 // Writes all n bytes at `offset` (pwrite, retried on EINTR and short writes).
@@ -62,6 +69,10 @@ struct FileMap {
     void prefetch(uint64_t off, uint64_t len) const;
 };
 std::shared_ptr<const FileMap> map_file(int fd, size_t size);
+
+// The current size of an open file: lseek to its end, half the cost of fstat on the hit paths
+// that check it (the descriptors checked are only ever mapped or pread, never read at the offset).
+uint64_t fd_size(int fd);
 
 // Opens `path` read-only: TENSO_E_NOT_FOUND when it does not exist, TENSO_E_IO otherwise.
 int open_read(const char *path);

@@ -393,15 +393,9 @@ void read_bintensors(Catalog &cat, const FileMap &m, const ArchiveLimits &lim) {
 namespace {
 
 int open_scratch(const std::string &target) {
-    std::string dir = target.substr(0, target.rfind('/') == std::string::npos ? 0 : target.rfind('/') + 1);
-    if (dir.empty()) dir = ".";
-    int fd = ::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-    if (fd >= 0) return fd;
-    // No O_TMPFILE on this filesystem: a named file, unlinked at once.
-    std::string tmp = target + ".spool." + std::to_string(::getpid()) + "." + std::to_string(uintptr_t(&dir));
-    fd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (fd < 0) fail(TENSO_E_IO, tmp + ": " + std::strerror(errno));
-    ::unlink(tmp.c_str());
+    std::string name;
+    int fd = create_temp(target, &name);
+    if (!name.empty()) ::unlink(name.c_str());  // named only where O_TMPFILE is missing
     return fd;
 }
 

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "error.hpp"
+#include "io.hpp"
 
 namespace tenso {
 
@@ -22,14 +23,17 @@ struct Fd {
     ~Fd() { if (fd >= 0) ::close(fd); }
 };
 
-std::shared_ptr<ShmMapping> map_fd(int fd, size_t len, bool writable, bool populate, const std::string &name) {
+// Maps the object and takes over its descriptor.
+std::shared_ptr<ShmMapping> map_fd(Fd &f, size_t len, bool writable, bool populate, const std::string &name) {
     int prot = PROT_READ | (writable ? PROT_WRITE : 0);
-    void *p = ::mmap(nullptr, len, prot, MAP_SHARED | (populate ? MAP_POPULATE : 0), fd, 0);
+    void *p = ::mmap(nullptr, len, prot, MAP_SHARED | (populate ? MAP_POPULATE : 0), f.fd, 0);
     if (p == MAP_FAILED) fail(TENSO_E_IO, errno_text("mmap " + name, errno));
     auto m = std::make_shared<ShmMapping>();
     m->addr = static_cast<uint8_t *>(p);
     m->len = len;
     m->writable = writable;
+    m->fd = f.fd;
+    f.fd = -1;
     return m;
 }
 
@@ -37,6 +41,14 @@ std::shared_ptr<ShmMapping> map_fd(int fd, size_t len, bool writable, bool popul
 
 ShmMapping::~ShmMapping() {
     if (addr) ::munmap(addr, len);
+    if (fd >= 0) ::close(fd);
+}
+
+void ShmMapping::check_size(const std::string &name) const {
+    const uint64_t size = fd_size(fd);
+    if (size < len)
+        fail(TENSO_E_TRUNCATED, "shared-memory object '" + name + "' was truncated to " + std::to_string(size) +
+                                    " bytes under a mapping of " + std::to_string(len));
 }
 
 std::string shm_name(const char *name) {
@@ -45,6 +57,7 @@ std::string shm_name(const char *name) {
     if (n.size() > 255) fail(TENSO_E_INVALID_ARGUMENT, "shared-memory name is longer than 255 bytes");
     if (n.find('/', 1) != std::string::npos)
         fail(TENSO_E_INVALID_ARGUMENT, "shared-memory name '" + n + "' has a '/' after the leading one");
+    if (n == "/." || n == "/..") fail(TENSO_E_INVALID_ARGUMENT, "shared-memory name '" + n + "' names a directory");
     return n;
 }
 
@@ -65,7 +78,7 @@ std::shared_ptr<ShmMapping> shm_create(const std::string &name, uint64_t size, b
     }
     try {
         if (::ftruncate(f.fd, off_t(size)) != 0) fail(TENSO_E_IO, errno_text("ftruncate " + name, errno));
-        return map_fd(f.fd, size_t(size), true, populate, name);
+        return map_fd(f, size_t(size), true, populate, name);
     } catch (...) {
         ::shm_unlink(name.c_str());  // never leave a half-made object behind
         throw;
@@ -73,7 +86,7 @@ std::shared_ptr<ShmMapping> shm_create(const std::string &name, uint64_t size, b
 }
 
 std::shared_ptr<ShmMapping> shm_open_existing(const std::string &name, bool writable, bool populate,
-                                              uint64_t min_size, int32_t too_small_status) {
+                                              uint64_t min_size, int32_t too_small_status, bool any_owner) {
     Fd f{::shm_open(name.c_str(), (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC, 0)};
     if (f.fd < 0) {
         int err = errno;
@@ -83,11 +96,15 @@ std::shared_ptr<ShmMapping> shm_open_existing(const std::string &name, bool writ
     }
     struct stat st;
     if (::fstat(f.fd, &st) != 0) fail(TENSO_E_IO, errno_text("fstat " + name, errno));
+    if (st.st_uid != ::geteuid() && !any_owner)
+        fail(TENSO_E_IO, "shared-memory object '" + name + "' is owned by uid " + std::to_string(st.st_uid) +
+                             ", not this process's effective uid " + std::to_string(::geteuid()) +
+                             " (TENSO_SHM_ANY_OWNER opens it anyway)");
     uint64_t size = uint64_t(st.st_size);
     if (size < min_size || size == 0)
         fail(too_small_status, "shared-memory segment '" + name + "' has " + std::to_string(size) +
                                    " bytes, at least " + std::to_string(min_size ? min_size : 1) + " needed");
-    return map_fd(f.fd, size_t(size), writable, populate, name);
+    return map_fd(f, size_t(size), writable, populate, name);
 }
 
 bool shm_unfinished(const std::string &name, size_t prefix) {
@@ -136,10 +153,10 @@ std::unique_ptr<Segment> Segment::create_for(const char *name, const Value &v, c
     return s;
 }
 
-std::unique_ptr<Segment> Segment::open(const char *name, bool writable) {
+std::unique_ptr<Segment> Segment::open(const char *name, bool writable, bool any_owner) {
     std::unique_ptr<Segment> s(new Segment);
     s->given_ = name;
-    s->map_ = shm_open_existing(shm_name(name), writable, false, 1, TENSO_E_TRUNCATED);
+    s->map_ = shm_open_existing(shm_name(name), writable, false, 1, TENSO_E_TRUNCATED, any_owner);
     return s;
 }
 
@@ -151,12 +168,14 @@ void Segment::put(const Value &v, const EncodeOptions &opts, uint64_t *written) 
     if (plan.size() > map_->len)
         fail(TENSO_E_BUFFER_TOO_SMALL, "segment '" + given_ + "' holds " + std::to_string(map_->len) +
                                            " bytes, the packet needs " + std::to_string(plan.size()));
+    map_->check_size(given_);
     plan.write_to(map_->addr);
 }
 
 std::unique_ptr<View> Segment::get(const Limits &limits) const {
     // decode() scans from byte 0 and frames the packet by its own length, so a segment larger
     // than its packet (stale bytes, zeros, upstream's rounded sizes) reads back exactly.
+    map_->check_size(given_);
     return decode(map_->addr, map_->len, limits, map_);
 }
 

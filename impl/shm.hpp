@@ -13,7 +13,7 @@
 namespace tenso {
 
 // "x" -> "/x", as Python's multiprocessing.shared_memory does. Fails with INVALID_ARGUMENT for
-// an empty name, one over 255 bytes, or a '/' after the leading one.
+// an empty name, one over 255 bytes, a '/' after the leading one, or "." and "..".
 std::string shm_name(const char *name);
 
 // One mmap of a shared-memory object; unmapped when the last owner (handle or view) goes.
@@ -21,6 +21,10 @@ struct ShmMapping {
     uint8_t *addr = nullptr;
     size_t len = 0;
     bool writable = false;
+    int fd = -1;  // kept to see truncation by others
+    // TRUNCATED when the object is now shorter than the mapping: touching the lost pages would
+    // raise SIGBUS. (A truncation after this check still can: the residual race.)
+    void check_size(const std::string &name) const;
     ShmMapping() = default;
     ShmMapping(const ShmMapping &) = delete;  // exactly one owner unmaps
     ShmMapping &operator=(const ShmMapping &) = delete;
@@ -32,9 +36,11 @@ struct ShmMapping {
 std::shared_ptr<ShmMapping> shm_create(const std::string &name, uint64_t size, bool replace,
                                        bool populate);
 // Opens and maps an existing object at its current size. NOT_FOUND / IO; a 0-byte object is
-// TRUNCATED-free: the caller decides (min_size > size fails with `too_small_status`).
+// TRUNCATED-free: the caller decides (min_size > size fails with `too_small_status`). An object
+// owned by another uid than our effective one is refused (IO) unless `any_owner`: anyone who
+// can write it can change what we read, and a pool's mutex with it.
 std::shared_ptr<ShmMapping> shm_open_existing(const std::string &name, bool writable, bool populate,
-                                              uint64_t min_size, int32_t too_small_status);
+                                              uint64_t min_size, int32_t too_small_status, bool any_owner);
 // True while an object looks unfinished by its creator: 0 bytes long (not yet sized), or its
 // first `prefix` bytes still zero (where a format writes its magic last). False when absent.
 bool shm_unfinished(const std::string &name, size_t prefix);
@@ -49,7 +55,7 @@ public:
     static std::unique_ptr<Segment> create_for(const char *name, const Value &v,
                                                const EncodeOptions &opts, bool replace,
                                                uint64_t *written);
-    static std::unique_ptr<Segment> open(const char *name, bool writable);
+    static std::unique_ptr<Segment> open(const char *name, bool writable, bool any_owner);
 
     // *written: the packet length, also when it does not fit (BUFFER_TOO_SMALL: size needed).
     void put(const Value &v, const EncodeOptions &opts, uint64_t *written);

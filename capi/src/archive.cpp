@@ -66,9 +66,10 @@ tenso_status tenso_archive_find(uint64_t *index_out, const tenso_archive *a, con
     CHECK_ARG(index_out);
     CHECK_ARG(a);
     CHECK_ARG(name || !name_len);
+    TENSO_API_BEGIN
     if (!a->a->find(index_out, name ? name : "", name_len))
-        return set_error(TENSO_E_NOT_FOUND, ("no tensor named '" + std::string(name ? name : "", name_len) + "'").c_str());
-    return TENSO_OK;
+        tenso::fail(TENSO_E_NOT_FOUND, "no tensor named '" + std::string(name ? name : "", name_len) + "'");
+    TENSO_API_END
 }
 
 tenso_status tenso_archive_get(tenso_view **out, tenso_archive *a, uint64_t index, const tenso_decode_options *opts) {

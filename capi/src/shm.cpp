@@ -53,13 +53,15 @@ tenso_status tenso_shm_create_for(tenso_shm **out, uint64_t *written_out, const 
     TENSO_API_END
 }
 
-tenso_status tenso_shm_open(tenso_shm **out, const char *name, int writable) {
+tenso_status tenso_shm_open(tenso_shm **out, const char *name, int flags) {
     CHECK_ARG(out);
     *out = nullptr;
     CHECK_ARG(name);
+    if (unsigned(flags) & ~unsigned(TENSO_SHM_WRITABLE | TENSO_SHM_ANY_OWNER))
+        return set_error(TENSO_E_INVALID_ARGUMENT, "unknown flags");
     TENSO_API_BEGIN
     auto h = std::make_unique<tenso_shm>();
-    h->seg = tenso::Segment::open(name, writable != 0);
+    h->seg = tenso::Segment::open(name, flags & TENSO_SHM_WRITABLE, flags & TENSO_SHM_ANY_OWNER);
     *out = h.release();
     TENSO_API_END
 }
@@ -129,7 +131,8 @@ tenso_status tenso_cache_open(tenso_cache **out, const char *name, const tenso_c
     CHECK_ARG(name);
     TENSO_API_BEGIN
     auto h = std::make_unique<tenso_cache>();
-    h->cache = tenso::Cache::open(name, tenso::CacheOptions::from(opts).lock_timeout_ms);
+    const tenso::CacheOptions o = tenso::CacheOptions::from(opts);
+    h->cache = tenso::Cache::open(name, o.lock_timeout_ms, o.any_owner);
     *out = h.release();
     TENSO_API_END
 }

@@ -17,6 +17,16 @@
  * hostile input: sizes are capped, names must be unique UTF-8, byte ranges must lie inside
  * the file, be disjoint and (tenso archives) aligned; safetensors and bintensors ranges must
  * also tile the data section exactly, as those formats require.
+ *
+ * Truncation. Mapped pages past a file's end raise SIGBUS when touched. tenso_archive_get,
+ * tenso_archive_find and tenso_archive_verify first check that the file still holds what they
+ * will touch and answer TENSO_E_TRUNCATED when it does not. A truncation after that
+ * check, or while the caller reads a view, a name or a metadata string it already holds (they
+ * point into the mapping), still raises SIGBUS. Writers never truncate: they replace files by
+ * rename, so a reader of the old file is safe. See docs/threat-model.md.
+ *
+ * Writers create the temporary unnamed (O_TMPFILE; elsewhere a random name, O_EXCL) with the
+ * mode, and where permitted the owner, of the file being replaced (0600 for a new file).
  * ========================================================================================== */
 #ifndef TENSO_ARCHIVE_H
 #define TENSO_ARCHIVE_H

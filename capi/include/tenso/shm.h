@@ -6,7 +6,19 @@
  *
  * Names follow shm_open(3) and Python's multiprocessing.shared_memory: "weights" and
  * "/weights" name the same segment, /dev/shm/weights on Linux. A name is at most 255 bytes,
- * with no '/' after the leading one.
+ * with no '/' after the leading one, and is neither "." nor "..".
+ *
+ * Trust. Segments and pools are created 0600, and opening one by name refuses an object owned
+ * by another uid than the caller's effective one (TENSO_E_IO) unless TENSO_SHM_ANY_OWNER is
+ * passed: whoever can write the object can change every byte a reader sees. Share a pool only
+ * between processes that trust each other (same user, or users who would trust each other's
+ * code): see docs/threat-model.md.
+ *
+ * Truncation. A mapping's pages past the object's current end raise SIGBUS when touched. Every
+ * call on a handle first checks that the object is still as long as the mapping and answers
+ * TENSO_E_TRUNCATED when it is not; an ftruncate by another process after that check, or while
+ * the caller reads or frees a view it already holds, still raises SIGBUS. Only processes that
+ * can write the object can do that (the trust rule above).
  */
 #ifndef TENSO_SHM_H
 #define TENSO_SHM_H
@@ -26,8 +38,8 @@ TENSO_BEGIN_DECL
  * A tenso_shm is a mapping of the segment in this process. Views returned by tenso_shm_get()
  * point into the mapping and keep it mapped after tenso_shm_close(); they see whatever a later
  * put writes there (a segment has no pinning: use the cache for that). The mapping has the size
- * the segment had when it was opened: a segment is never resized in place (ftruncate by another
- * program would make reads past the new end fault, as with any shared mapping).
+ * the segment had when it was opened: a segment is never resized in place (see "Truncation"
+ * above for what an ftruncate by another program does).
  * ========================================================================================== */
 
 typedef struct tenso_shm tenso_shm;
@@ -35,6 +47,16 @@ typedef struct tenso_shm tenso_shm;
 /** tenso_shm_create flags: if a segment of that name exists (a leftover of a crashed run),
  *  unlink it and create a fresh one instead of failing with TENSO_E_EXISTS. */
 #define TENSO_SHM_REPLACE 0x1u
+
+/** tenso_shm_open flags: map the segment read-write (needed by tenso_shm_put). The value of
+ *  the former `writable` argument's 1. @since 1.2 */
+#define TENSO_SHM_WRITABLE 0x1u
+
+/** tenso_shm_open flags and tenso_cache_options.flags (open): also open an object owned by
+ *  another uid than the caller's effective uid, which is refused by default (TENSO_E_IO). Only
+ *  for a peer you trust with your process's reads (and, for a pool, with its mutex).
+ *  @since 1.2 */
+#define TENSO_SHM_ANY_OWNER 0x2u
 
 /**
  * Creates a segment of `size` bytes (zero-filled) and maps it read-write.
@@ -60,17 +82,22 @@ TENSO_API tenso_status tenso_shm_create_for(tenso_shm **out, uint64_t *written_o
 
 /**
  * Opens an existing segment.
- * @param writable  non-zero to map it read-write (needed by tenso_shm_put).
- * @return TENSO_E_NOT_FOUND when there is no segment of that name. @since 1.1
+ * @param flags  0 (read-only), or TENSO_SHM_WRITABLE and/or TENSO_SHM_ANY_OWNER. (Before 1.2
+ *               this was `int writable`, any non-zero value meaning read-write; 0 and 1 keep
+ *               their meaning, other bits are now TENSO_E_INVALID_ARGUMENT.)
+ * @return TENSO_E_NOT_FOUND when there is no segment of that name; TENSO_E_IO when it is
+ *         owned by another uid (without TENSO_SHM_ANY_OWNER) or the system refuses;
+ *         TENSO_E_INVALID_ARGUMENT for a bad name or unknown flags. @since 1.1
  */
-TENSO_API tenso_status tenso_shm_open(tenso_shm **out, const char *name, int writable);
+TENSO_API tenso_status tenso_shm_open(tenso_shm **out, const char *name, int flags);
 
 /**
  * Encodes `v` at the start of the segment.
  * @param written_out  may be NULL; receives the packet length, or with
  *                     TENSO_E_BUFFER_TOO_SMALL the size needed.
  * @return TENSO_E_BUFFER_TOO_SMALL when the packet does not fit (the segment is unchanged);
- *         TENSO_E_INVALID_ARGUMENT when the segment was opened read-only. @since 1.1
+ *         TENSO_E_INVALID_ARGUMENT when the segment was opened read-only;
+ *         TENSO_E_TRUNCATED when the segment was truncated under the mapping. @since 1.1
  */
 TENSO_API tenso_status tenso_shm_put(uint64_t *written_out, tenso_shm *shm, const tenso_value *v,
                                      const tenso_encode_options *opts);
@@ -78,8 +105,8 @@ TENSO_API tenso_status tenso_shm_put(uint64_t *written_out, tenso_shm *shm, cons
 /**
  * Decodes the packet at the start of the segment: a zero-copy view into the mapping (except
  * for LZ4 bodies, decompressed into memory the view owns). The view keeps the mapping alive.
- * @return the tenso_loads statuses; TENSO_E_TRUNCATED when the segment holds no whole packet.
- * @since 1.1
+ * @return the tenso_loads statuses; TENSO_E_TRUNCATED when the segment holds no whole packet
+ *         or was truncated under the mapping. @since 1.1
  */
 TENSO_API tenso_status tenso_shm_get(tenso_view **out, const tenso_shm *shm,
                                      const tenso_decode_options *opts);
@@ -113,6 +140,16 @@ TENSO_API tenso_status tenso_shm_unlink(const char *name);
  * table, drops the entry that was being written, and carries on (counted in
  * tenso_cache_stats.recoveries).
  *
+ * Trust model. Every attached process can write every byte of the pool. Tables and packets
+ * are checked before they are followed, so a corrupt pool gives TENSO_E_CORRUPT (or a decode
+ * status), not a wild read; but the mutex is a glibc pthread_mutex_t in that same memory, and
+ * garbage written into it can make glibc abort the process inside pthread_mutex_trylock or
+ * pthread_mutex_clocklock (or hang it until the lock timeout). That is inherent to a
+ * process-shared mutex and cannot be checked: attach only processes you would trust not to
+ * crash you. Pools are created 0600 and tenso_cache_open refuses another uid's pool unless
+ * tenso_cache_options.flags has TENSO_SHM_ANY_OWNER. Every operation first checks that the
+ * pool was not truncated (TENSO_E_TRUNCATED); see "Truncation" above for the residual race.
+ *
  * Zero-copy reads are pinned. tenso_cache_get() returns a view into the pool and pins the
  * entry until the view is freed: a pinned entry is never evicted, expired, overwritten or
  * reused in place. Deleting or replacing a pinned key hides it at once but keeps its bytes
@@ -134,7 +171,7 @@ typedef struct tenso_cache tenso_cache;
 /** Options for creating or opening a cache. Zero means "default" in every field. */
 typedef struct tenso_cache_options {
     uint32_t version;          /* TENSO_CACHE_OPTIONS_VERSION */
-    uint32_t flags;            /* TENSO_SHM_REPLACE on create */
+    uint32_t flags;            /* TENSO_SHM_REPLACE on create; TENSO_SHM_ANY_OWNER on open */
     uint64_t size;             /* create: pool bytes, header and tables included; 0 = 256 MiB */
     uint32_t max_entries;      /* create: entry slots; 0 = derived from size (1 per 16 KiB,
                                   at least 64, at most 1 << 20) */
@@ -160,8 +197,10 @@ TENSO_API tenso_status tenso_cache_create(tenso_cache **out, const char *name,
 
 /**
  * Attaches to an existing pool. Its header is checked before anything in it is followed.
- * @param opts  only lock_timeout_ms is used; NULL for defaults.
- * @return TENSO_E_NOT_FOUND when there is no such segment; TENSO_E_CORRUPT for a segment that
+ * @param opts  only lock_timeout_ms and the TENSO_SHM_ANY_OWNER flag are used; NULL for
+ *              defaults.
+ * @return TENSO_E_NOT_FOUND when there is no such segment; TENSO_E_IO when another uid owns
+ *         it (without TENSO_SHM_ANY_OWNER); TENSO_E_CORRUPT for a segment that
  *         is not a tenso cache (bad magic, layout version, header checksum, geometry, size);
  *         TENSO_E_FULL when max_clients handles are attached (after reclaiming dead ones).
  * @since 1.1

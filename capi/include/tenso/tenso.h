@@ -29,6 +29,8 @@
  *     process rewrites during a decode (shared memory) give a clean error or a view that is
  *     consistent with itself. Contents (bodies, keys, sparse indices) stay where they are and
  *     are whatever the bytes hold when they are read.
+ *     What each entry point trusts and guarantees (and the residual risks: SIGBUS on
+ *     truncated mappings, a shared pool's mutex) is in docs/threat-model.md.
  *   - No global initialisation is needed. Functions without a handle are thread-safe. Views are
  *     immutable and may be read from any number of threads; a tenso_value is used by one
  *     thread at a time.
@@ -291,6 +293,9 @@ TENSO_API tenso_status tenso_write_fd(uint64_t *written_out, int fd, const tenso
 /**
  * Saves the packet for `t` at `path` atomically: it is written to a temporary file in the same
  * directory, flushed, and renamed over `path`; on failure the old file is left intact.
+ * The temporary is unnamed while it is written (O_TMPFILE; elsewhere a random name created
+ * O_EXCL), so a process killed mid-save leaves no file behind. The new file gets the mode (and,
+ * where permitted, the owner and group) of the file it replaces, or 0600 when there was none.
  * @since 1.0
  */
 TENSO_API tenso_status tenso_save_file(const char *path, const tenso_tensor *t,
@@ -630,7 +635,11 @@ TENSO_API tenso_status tenso_read_fd(tenso_view **out, int fd, const tenso_decod
 /** tenso_load_file mode: read the packet into an aligned buffer the view owns. */
 #define TENSO_LOAD_READ 0u
 /** tenso_load_file mode: map the file read-only; the view keeps the mapping. O(1) in the file
- *  size without integrity checking, and works for files larger than memory. */
+ *  size without integrity checking, and works for files larger than memory. The size is
+ *  checked when the file is loaded; if the file is truncated (or rewritten in place) while the
+ *  view is alive, touching its pages past the new end raises SIGBUS, which the library cannot
+ *  turn into a status. Map only files nobody truncates under you (files written by
+ *  tenso_save_file are replaced by rename, which is safe); use TENSO_LOAD_READ otherwise. */
 #define TENSO_LOAD_MMAP 1u
 
 /**

@@ -407,6 +407,10 @@ pub struct tenso_shm {
 
 /// `tenso_shm_create` / cache create flag: replace a leftover segment of the same name.
 pub const TENSO_SHM_REPLACE: u32 = 0x1;
+/// `tenso_shm_open` flag: map the segment read-write.
+pub const TENSO_SHM_WRITABLE: u32 = 0x1;
+/// `tenso_shm_open` flag and cache open flag: also open an object another uid owns.
+pub const TENSO_SHM_ANY_OWNER: u32 = 0x2;
 
 /// An attached cache pool. Opaque.
 #[repr(C)]
@@ -792,7 +796,7 @@ extern "C" {
         opts: *const tenso_encode_options,
         flags: u32,
     ) -> tenso_status;
-    pub fn tenso_shm_open(out: *mut *mut tenso_shm, name: *const c_char, writable: c_int) -> tenso_status;
+    pub fn tenso_shm_open(out: *mut *mut tenso_shm, name: *const c_char, flags: c_int) -> tenso_status;
     pub fn tenso_shm_put(
         written_out: *mut u64,
         shm: *mut tenso_shm,

@@ -1,0 +1,413 @@
+// CapiTrustTest - what other users and other processes can do to files and shared memory
+// (issue 12, items 3, 5, 6, 7 and the kill-mid-save test): saves keep the replaced file's mode
+// and owner and cannot be blocked by planted names; a writer SIGKILLed mid-save leaves the old
+// file and no temporary; truncating a mapped archive, safetensors file, segment or pool gives
+// TENSO_E_TRUNCATED instead of SIGBUS; another uid's segment or pool is refused without
+// TENSO_SHM_ANY_OWNER; "." and ".." are invalid names.
+#include <cppunit/extensions/HelperMacros.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "CapiArchiveUtil.hpp"
+#include "CapiCacheUtil.hpp"
+#include "check.hpp"
+#include "hostile_util.hpp"
+#include "isolated.hpp"
+#include "tenso/tenso.h"
+
+using namespace hostile;
+
+namespace {
+
+constexpr uid_t kNobody = 65534;
+
+std::string shm_tag(const char *tag) { return "tenso-test-trust-" + std::to_string(::getpid()) + "-" + tag; }
+
+mode_t mode_of(const std::string &path) {
+    struct stat st;
+    CPPUNIT_ASSERT_MESSAGE(path, ::stat(path.c_str(), &st) == 0);
+    return st.st_mode & 07777;
+}
+
+ValuePtr value_of(const tenso_tensor &t) {
+    tenso_value *v = nullptr;
+    TENSO_CHECK_OK(tenso_value_new_tensor(&v, &t));
+    return ValuePtr(v);
+}
+
+// The three ways a file is written: a packet, a tenso archive, a safetensors file.
+enum class Writer { kSaveFile, kArchive, kSafetensors };
+const char *writer_name(Writer w) {
+    return w == Writer::kSaveFile ? "tenso_save_file" : w == Writer::kArchive ? "archive writer" : "safetensors writer";
+}
+std::string file_for(const std::string &dir, Writer w) {
+    return dir + (w == Writer::kSaveFile ? "/t.tenso" : w == Writer::kArchive ? "/a.tenso" : "/s.safetensors");
+}
+tenso_status write_with(Writer w, const std::string &path, const tenso_tensor &t) {
+    if (w == Writer::kSaveFile) return tenso_save_file(path.c_str(), &t, nullptr);
+    tenso_archive_writer *raw = nullptr;
+    auto o = arch::write_opts(w == Writer::kArchive ? TENSO_FORMAT_ARCHIVE : TENSO_FORMAT_SAFETENSORS);
+    if (tenso_status st = tenso_archive_writer_open(&raw, path.c_str(), &o)) return st;
+    arch::WriterPtr wr(raw);
+    ValuePtr v = value_of(t);
+    if (tenso_status st = tenso_archive_writer_add(wr.get(), "x", 1, v.get())) return st;
+    return tenso_archive_writer_finish(wr.get());
+}
+const Writer kWriters[] = {Writer::kSaveFile, Writer::kArchive, Writer::kSafetensors};
+
+bool is_root() { return ::geteuid() == 0; }
+
+// Drops to uid/gid 65534 in a forked child (for run_isolated bodies).
+void become_nobody() {
+    CPPUNIT_ASSERT(::setresgid(kNobody, kNobody, kNobody) == 0);
+    CPPUNIT_ASSERT(::setresuid(kNobody, kNobody, kNobody) == 0);
+}
+
+void chmod_shm(const std::string &name, mode_t mode) {
+    int fd = ::shm_open(("/" + name).c_str(), O_RDWR, 0);
+    CPPUNIT_ASSERT(fd >= 0);
+    CPPUNIT_ASSERT(::fchmod(fd, mode) == 0);
+    ::close(fd);
+}
+
+void truncate_shm(const std::string &name, off_t size) {
+    int fd = ::shm_open(("/" + name).c_str(), O_RDWR, 0);
+    CPPUNIT_ASSERT(fd >= 0);
+    CPPUNIT_ASSERT(::ftruncate(fd, size) == 0);
+    ::close(fd);
+}
+
+// A segment holding a 10-byte tensor and an empty pool, made by whoever calls make(), both
+// unlinked at scope exit.
+struct Objects {
+    std::string seg, pool;
+    void make() const {
+        tenso_shm *s = nullptr;
+        TENSO_CHECK_OK(tenso_shm_create(&s, seg.c_str(), 4096, TENSO_SHM_REPLACE));
+        OwnedTensor t(TENSO_DTYPE_UINT8, {10}, 8);
+        ValuePtr v = value_of(t.t);
+        TENSO_CHECK_OK(tenso_shm_put(nullptr, s, v.get(), nullptr));
+        tenso_shm_close(s);
+        tenso_cache *c = nullptr;
+        auto o = cache_test::options(1 << 20, 0, TENSO_SHM_REPLACE);
+        TENSO_CHECK_OK(tenso_cache_create(&c, pool.c_str(), &o));
+        tenso_cache_close(c);
+    }
+    ~Objects() {
+        tenso_shm_unlink(seg.c_str());
+        tenso_cache_unlink(pool.c_str());
+    }
+};
+
+// The SIGXFSZ handler of a child writing past RLIMIT_FSIZE: tell the parent, then wait to be
+// killed, inside the write.
+int g_stopped_fd = -1;
+extern "C" void on_xfsz(int) {
+    char c = 1;
+    if (::write(g_stopped_fd, &c, 1) < 0) ::_exit(3);
+    for (;;) ::pause();
+}
+
+}  // namespace
+
+class CapiTrustTest : public CppUnit::TestFixture {
+    CPPUNIT_TEST_SUITE(CapiTrustTest);
+    CPPUNIT_TEST(testSavesKeepTheMode);
+    CPPUNIT_TEST(testSavesKeepTheOwner);
+    CPPUNIT_TEST(testPlantedTempNames);
+    CPPUNIT_TEST(testKilledMidSave);
+    CPPUNIT_TEST(testTruncatedFiles);
+    CPPUNIT_TEST(testTruncatedSegment);
+    CPPUNIT_TEST(testTruncatedPool);
+    CPPUNIT_TEST(testOtherUsersObjects);
+    CPPUNIT_TEST(testOwnObjectsAsAnotherUid);
+    CPPUNIT_TEST(testDotNames);
+    CPPUNIT_TEST(testOpenFlags);
+    CPPUNIT_TEST_SUITE_END();
+
+    std::string dir_;
+
+public:
+    void setUp() override { dir_ = make_scratch("CapiTrustTest"); }
+    void tearDown() override { remove_dir(dir_); }
+
+    // Replacing a 0600 (or 0640) file keeps its mode; a new file is 0600 whatever the umask.
+    void testSavesKeepTheMode() {
+        OwnedTensor t(TENSO_DTYPE_FLOAT32, {16}, 1);
+        const mode_t old_mask = ::umask(022);
+        for (Writer w : kWriters) {
+            const std::string path = file_for(dir_, w), what = writer_name(w);
+            TENSO_CHECK_OK(write_with(w, path, t.t));
+            CPPUNIT_ASSERT_EQUAL_MESSAGE(what + ": new file", mode_t(0600), mode_of(path));
+            for (mode_t m : {mode_t(0600), mode_t(0640), mode_t(0604)}) {
+                CPPUNIT_ASSERT_EQUAL(0, ::chmod(path.c_str(), m));
+                TENSO_CHECK_OK(write_with(w, path, t.t));
+                CPPUNIT_ASSERT_EQUAL_MESSAGE(what + ": replaced file", m, mode_of(path));
+            }
+        }
+        ::umask(old_mask);
+    }
+
+    // Root replacing another user's file leaves it theirs (fchown where permitted).
+    void testSavesKeepTheOwner() {
+        if (!is_root()) {
+            std::printf("\n  CapiTrustTest: not root, owner case skipped");
+            return;
+        }
+        OwnedTensor t(TENSO_DTYPE_UINT8, {100}, 2);
+        for (Writer w : kWriters) {
+            const std::string path = file_for(dir_, w);
+            TENSO_CHECK_OK(write_with(w, path, t.t));
+            CPPUNIT_ASSERT_EQUAL(0, ::chown(path.c_str(), kNobody, kNobody));
+            TENSO_CHECK_OK(write_with(w, path, t.t));
+            struct stat st;
+            CPPUNIT_ASSERT_EQUAL(0, ::stat(path.c_str(), &st));
+            CPPUNIT_ASSERT_EQUAL_MESSAGE(writer_name(w), kNobody, st.st_uid);
+            CPPUNIT_ASSERT_EQUAL_MESSAGE(writer_name(w), gid_t(kNobody), st.st_gid);
+        }
+    }
+
+    // Files planted at the names a pid-and-counter scheme would use do not make saves fail.
+    void testPlantedTempNames() {
+        OwnedTensor t(TENSO_DTYPE_INT32, {8}, 3);
+        for (Writer w : kWriters) {
+            const std::string path = file_for(dir_, w);
+            for (int n = 0; n < 4096; ++n) {
+                const std::string p = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(n);
+                spit(p, "x", 1);
+            }
+            TENSO_CHECK_OK(write_with(w, path, t.t));
+            arch::ArchivePtr a = arch::open_ok(path);
+            CPPUNIT_ASSERT_EQUAL(uint64_t(1), tenso_archive_count(a.get()));
+            for (const std::string &n : list_dir(dir_))
+                if (n.find(".tmp.") != std::string::npos) ::unlink((dir_ + "/" + n).c_str());
+        }
+    }
+
+    // A writer SIGKILLed in the middle of writing: the old file keeps its bytes and mode, and
+    // nothing else is left in the directory. The child stops deterministically inside the
+    // write: RLIMIT_FSIZE makes the kernel raise SIGXFSZ there, and its handler waits.
+    void testKilledMidSave() {
+        OwnedTensor small(TENSO_DTYPE_UINT8, {100}, 4), big(TENSO_DTYPE_UINT8, {4u << 20}, 5);
+        for (Writer w : kWriters) {
+            const std::string path = file_for(dir_, w), what = writer_name(w);
+            TENSO_CHECK_OK(write_with(w, path, small.t));
+            CPPUNIT_ASSERT_EQUAL(0, ::chmod(path.c_str(), 0640));
+            const Bytes old = slurp(path);
+            int fds[2];
+            CPPUNIT_ASSERT_EQUAL(0, ::pipe(fds));
+            pid_t pid = ::fork();
+            CPPUNIT_ASSERT(pid >= 0);
+            if (pid == 0) {
+                ::close(fds[0]);
+                g_stopped_fd = fds[1];
+                ::signal(SIGXFSZ, on_xfsz);
+                struct rlimit rl = {1u << 20, 1u << 20};
+                if (::setrlimit(RLIMIT_FSIZE, &rl) != 0) ::_exit(4);
+                write_with(w, path, big.t);
+                ::_exit(5);  // the write finished: the parent reports it
+            }
+            ::close(fds[1]);
+            char c = 0;
+            const ssize_t got = ::read(fds[0], &c, 1);
+            ::close(fds[0]);
+            // Inside the save: the child holds a file in our directory open.
+            bool writing = false;
+            const std::string fd_dir = "/proc/" + std::to_string(pid) + "/fd";
+            for (const std::string &n : list_dir(fd_dir)) {
+                char target[4096];
+                ssize_t len = ::readlink((fd_dir + "/" + n).c_str(), target, sizeof target - 1);
+                if (len > 0 && std::string(target, size_t(len)).find(dir_ + "/") == 0) writing = true;
+            }
+            ::kill(pid, SIGKILL);
+            int status = 0;
+            ::waitpid(pid, &status, 0);
+            CPPUNIT_ASSERT_MESSAGE(what + ": the child never reached the file size limit", got == 1);
+            CPPUNIT_ASSERT_MESSAGE(what + ": the child had no file of the directory open", writing);
+            CPPUNIT_ASSERT_MESSAGE(what + ": killed by something else", WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+            CPPUNIT_ASSERT_MESSAGE(what + ": the old file changed", slurp(path) == old);
+            CPPUNIT_ASSERT_EQUAL_MESSAGE(what + ": its mode changed", mode_t(0640), mode_of(path));
+            const std::vector<std::string> left = list_dir(dir_);
+            CPPUNIT_ASSERT_EQUAL_MESSAGE(what + ": something was left behind (" + (left.empty() ? "" : left.back()) + ")",
+                                         size_t(1), left.size());
+            ::unlink(path.c_str());
+        }
+    }
+
+    // A tenso archive or safetensors file truncated while it is open and mapped.
+    void testTruncatedFiles() {
+        std::string msg = run_isolated([&] {
+            OwnedTensor t(TENSO_DTYPE_FLOAT32, {256, 1024}, 6);
+            for (Writer w : {Writer::kArchive, Writer::kSafetensors}) {
+                const std::string path = file_for(dir_, w), what = writer_name(w);
+                TENSO_CHECK_OK(write_with(w, path, t.t));
+                arch::ArchivePtr a = arch::open_ok(path);
+                CPPUNIT_ASSERT_EQUAL(0, ::truncate(path.c_str(), 4096));
+                uint64_t idx = 0;
+                tenso_view *v = nullptr;
+                if (w == Writer::kArchive) {
+                    TENSO_CHECK_STATUS(TENSO_E_TRUNCATED, tenso_archive_find(&idx, a.get(), "x", 1));
+                    uint64_t bad = 99;
+                    TENSO_CHECK_STATUS(TENSO_E_TRUNCATED, tenso_archive_verify(&bad, a.get(), nullptr, nullptr));
+                    CPPUNIT_ASSERT_EQUAL_MESSAGE(what, uint64_t(0), bad);
+                } else {
+                    TENSO_CHECK_OK(tenso_archive_find(&idx, a.get(), "x", 1));
+                }
+                TENSO_CHECK_STATUS(TENSO_E_TRUNCATED, tenso_archive_get(&v, a.get(), 0, nullptr));
+                CPPUNIT_ASSERT(v == nullptr);
+            }
+        });
+        CPPUNIT_ASSERT_MESSAGE(msg, msg.empty());
+    }
+
+    void testTruncatedSegment() {
+        std::string msg = run_isolated([&] {
+            const std::string name = shm_tag("seg-trunc");
+            struct Gone {
+                std::string n;
+                ~Gone() { tenso_shm_unlink(n.c_str()); }
+            } gone{name};
+            tenso_shm *raw = nullptr;
+            TENSO_CHECK_OK(tenso_shm_create(&raw, name.c_str(), 1 << 20, TENSO_SHM_REPLACE));
+            std::unique_ptr<tenso_shm, void (*)(tenso_shm *)> s(raw, tenso_shm_close);
+            OwnedTensor t(TENSO_DTYPE_FLOAT32, {1000}, 7);
+            ValuePtr v = value_of(t.t);
+            TENSO_CHECK_OK(tenso_shm_put(nullptr, s.get(), v.get(), nullptr));
+            truncate_shm(name, 0);
+            tenso_view *out = nullptr;
+            TENSO_CHECK_STATUS(TENSO_E_TRUNCATED, tenso_shm_get(&out, s.get(), nullptr));
+            TENSO_CHECK_STATUS(TENSO_E_TRUNCATED, tenso_shm_put(nullptr, s.get(), v.get(), nullptr));
+        });
+        CPPUNIT_ASSERT_MESSAGE(msg, msg.empty());
+    }
+
+    void testTruncatedPool() {
+        std::string msg = run_isolated([&] {
+            const std::string name = shm_tag("pool-trunc");
+            cache_test::Unlink gone{name};
+            cache_test::CachePtr c = cache_test::create(name, cache_test::options(4 << 20, 0, TENSO_SHM_REPLACE));
+            cache_test::Val val(1, 1, 200000);
+            TENSO_CHECK_OK(tenso_cache_put(nullptr, c.get(), "k", 1, val.value.get(), nullptr, 0));
+            for (off_t size : {off_t(1 << 20), off_t(0)}) {
+                truncate_shm(name, size);
+                tenso_view *v = nullptr;
+                TENSO_CHECK_STATUS(TENSO_E_TRUNCATED, tenso_cache_get(&v, c.get(), "k", 1, nullptr));
+                TENSO_CHECK_STATUS(TENSO_E_TRUNCATED,
+                                   tenso_cache_put(nullptr, c.get(), "j", 1, val.value.get(), nullptr, 0));
+                tenso_cache_stats st;
+                TENSO_CHECK_STATUS(TENSO_E_TRUNCATED, tenso_cache_stats_get(&st, c.get()));
+            }
+            c.reset();  // detaching must not touch the lost pages either
+        });
+        CPPUNIT_ASSERT_MESSAGE(msg, msg.empty());
+    }
+
+    // uid 65534 creates a segment and a pool; root refuses them unless it opts in.
+    void testOtherUsersObjects() {
+        if (!is_root()) {
+            std::printf("\n  CapiTrustTest: not root, two-uid case skipped");
+            return;
+        }
+        Objects o{shm_tag("theirs-seg"), shm_tag("theirs-pool")};
+        std::string msg = run_isolated([&] {
+            become_nobody();
+            o.make();
+        });
+        CPPUNIT_ASSERT_MESSAGE("uid 65534 creating: " + msg, msg.empty());
+        expect_refused_then_opened(o.seg, o.pool, std::to_string(kNobody));
+    }
+
+    // Root's objects, made world-writable, are refused by uid 65534 unless it opts in.
+    void testOwnObjectsAsAnotherUid() {
+        if (!is_root()) {
+            std::printf("\n  CapiTrustTest: not root, two-uid case skipped");
+            return;
+        }
+        Objects o{shm_tag("ours-seg"), shm_tag("ours-pool")};
+        o.make();
+        chmod_shm(o.seg, 0666);
+        chmod_shm(o.pool, 0666);
+        std::string msg = run_isolated([&] {
+            become_nobody();
+            expect_refused_then_opened(o.seg, o.pool, "0");
+        });
+        CPPUNIT_ASSERT_MESSAGE("uid 65534 opening root's objects: " + msg, msg.empty());
+    }
+
+    // Opening without the flag: TENSO_E_IO naming the owner; with it: the object works.
+    static void expect_refused_then_opened(const std::string &seg, const std::string &pool, const std::string &owner) {
+        tenso_shm *s = nullptr;
+        for (int flags : {0, int(TENSO_SHM_WRITABLE)}) {
+            TENSO_CHECK_STATUS(TENSO_E_IO, tenso_shm_open(&s, seg.c_str(), flags));
+            CPPUNIT_ASSERT_MESSAGE(tenso_last_error(), std::strstr(tenso_last_error(), ("owned by uid " + owner).c_str()));
+        }
+        tenso_cache *c = nullptr;
+        TENSO_CHECK_STATUS(TENSO_E_IO, tenso_cache_open(&c, pool.c_str(), nullptr));
+        CPPUNIT_ASSERT_MESSAGE(tenso_last_error(), std::strstr(tenso_last_error(), ("owned by uid " + owner).c_str()));
+
+        TENSO_CHECK_OK(tenso_shm_open(&s, seg.c_str(), int(TENSO_SHM_ANY_OWNER)));
+        tenso_view *v = nullptr;
+        TENSO_CHECK_OK(tenso_shm_get(&v, s, nullptr));
+        CPPUNIT_ASSERT_EQUAL(uint64_t(10), tenso_view_nbytes(v));
+        tenso_view_free(v);
+        tenso_shm_close(s);
+        tenso_cache_options o = TENSO_CACHE_OPTIONS_INIT;
+        o.flags = TENSO_SHM_ANY_OWNER;
+        TENSO_CHECK_OK(tenso_cache_open(&c, pool.c_str(), &o));
+        cache_test::CachePtr owned(c);
+        cache_test::Val val(2, 1, 100);
+        TENSO_CHECK_OK(tenso_cache_put(nullptr, c, "k", 1, val.value.get(), nullptr, 0));
+        TENSO_CHECK_OK(tenso_cache_check(c));
+    }
+
+    void testDotNames() {
+        for (const char *n : {".", "..", "/.", "/.."}) {
+            tenso_shm *s = nullptr;
+            TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, tenso_shm_create(&s, n, 4096, 0));
+            TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, tenso_shm_open(&s, n, 0));
+            TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, tenso_shm_unlink(n));
+            tenso_cache *c = nullptr;
+            auto o = cache_test::options(1 << 20);
+            TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, tenso_cache_create(&c, n, &o));
+            TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, tenso_cache_open(&c, n, nullptr));
+            TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, tenso_cache_unlink(n));
+        }
+        // Names that merely contain dots are fine.
+        const std::string dotted = "..." + shm_tag("dots");
+        tenso_shm *s = nullptr;
+        TENSO_CHECK_OK(tenso_shm_create(&s, dotted.c_str(), 64, TENSO_SHM_REPLACE));
+        tenso_shm_close(s);
+        TENSO_CHECK_OK(tenso_shm_unlink(dotted.c_str()));
+    }
+
+    // Bits other than TENSO_SHM_WRITABLE | TENSO_SHM_ANY_OWNER are refused, not taken for
+    // "writable" (any non-zero value once was).
+    void testOpenFlags() {
+        const std::string name = shm_tag("flags");
+        tenso_shm *s = nullptr;
+        TENSO_CHECK_OK(tenso_shm_create(&s, name.c_str(), 64, TENSO_SHM_REPLACE));
+        tenso_shm_close(s);
+        for (int bad : {4, -1, 0x100})
+            TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, tenso_shm_open(&s, name.c_str(), bad));
+        TENSO_CHECK_OK(tenso_shm_open(&s, name.c_str(), int(TENSO_SHM_WRITABLE | TENSO_SHM_ANY_OWNER)));
+        tenso_shm_close(s);
+        TENSO_CHECK_OK(tenso_shm_unlink(name.c_str()));
+        tenso_cache_options o = TENSO_CACHE_OPTIONS_INIT;
+        o.flags = 0x4;
+        tenso_cache *c = nullptr;
+        TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, tenso_cache_open(&c, name.c_str(), &o));
+    }
+};
+
+CPPUNIT_TEST_SUITE_REGISTRATION(CapiTrustTest);
