@@ -513,7 +513,7 @@ public:
     void testOpenFlags() {
         const std::string name = shm_tag("flags");
         tenso_shm *s = nullptr;
-        TENSO_CHECK_OK(tenso_shm_create(&s, name.c_str(), 64, TENSO_SHM_REPLACE));
+        TENSO_CHECK_OK(tenso_shm_create(&s, name.c_str(), 4096, TENSO_SHM_REPLACE));
         tenso_shm_close(s);
         OwnedTensor t(TENSO_DTYPE_UINT8, {4}, 9);
         ValuePtr v = value_of(t.t);
