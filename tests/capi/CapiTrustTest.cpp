@@ -1,6 +1,7 @@
 // CapiTrustTest - what other users and other processes can do to files and shared memory
-// (issue 12, items 3, 5, 6, 7 and the kill-mid-save test): saves keep the replaced file's mode
-// and owner and cannot be blocked by planted names; a writer SIGKILLed mid-save leaves the old
+// (issue 12, items 3, 5, 6, 7 and the kill-mid-save test): saves keep the replaced file's
+// permission bits and group (not its owner, set-id bits or a symlink's target), work without
+// /proc, and cannot be blocked by planted names; a writer SIGKILLed mid-save leaves the old
 // file and no temporary; truncating a mapped archive, safetensors file, segment or pool gives
 // TENSO_E_TRUNCATED instead of SIGBUS; another uid's segment or pool is refused without
 // TENSO_SHM_ANY_OWNER; "." and ".." are invalid names.
