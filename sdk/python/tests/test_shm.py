@@ -98,10 +98,12 @@ def test_any_owner_opens_own_segment(shm_name):
     # two uids); here: the flag reaches libtenso and an own segment opens either way.
     with tenso.TensoShm.create_from(shm_name, np.arange(4, dtype=np.int32)):
         pass
+    expected = [0, 1, 2, 3]
     for any_owner in (False, True):
         with tenso.TensoShm(shm_name, any_owner=any_owner) as shm:
-            assert shm.get().tolist() == [0, 1, 2, 3]
-            shm.put(np.arange(2, dtype=np.int8))  # still writable
+            assert shm.get().tolist() == expected
+            expected = [7, 8] if any_owner else [5, 6]
+            shm.put(np.array(expected, dtype=np.int8))  # writable
     with pytest.raises(TypeError):
         tenso.TensoShm(shm_name, False, 0, True)  # keyword-only
 
