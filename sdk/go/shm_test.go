@@ -98,7 +98,7 @@ func TestShmRoundTripZeroCopy(t *testing.T) {
 // uids); here the options reach libtenso and an own segment or pool opens either way.
 func TestOpenAnyOwner(t *testing.T) {
 	name, pool := shmName(t, false), shmName(t, true)
-	w, err := CreateShm(name, 64, false)
+	w, err := CreateShm(name, 4096, false)
 	if err != nil {
 		t.Fatal(err)
 	}

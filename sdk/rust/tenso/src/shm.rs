@@ -108,7 +108,7 @@ impl fmt::Debug for Shm {
 ///
 /// ```
 /// let name = format!("/tenso-doc-shmopen-{}", std::process::id());
-/// let _w = tenso::Shm::create(&name, 64)?;
+/// let _w = tenso::Shm::create(&name, 4096)?;
 /// let mut shm = tenso::ShmOpenOptions::new().writable(true).any_owner(true).open(&name)?;
 /// shm.put(&tenso::Tensor::from_slice(&[1u8, 2]))?;
 /// tenso::Shm::unlink(&name)?;

@@ -42,7 +42,7 @@ fn floats(n: usize, seed: f32) -> Vec<f32> {
 #[test]
 fn any_owner_opens_own_objects() {
     let name = Name::shm("shm-anyowner");
-    let _w = Shm::create(&name, 64).unwrap();
+    let _w = Shm::create(&name, 4096).unwrap();
     for any in [false, true] {
         let mut s = ShmOpenOptions::new().writable(true).any_owner(any).open(&name).unwrap();
         assert!(s.is_writable());
