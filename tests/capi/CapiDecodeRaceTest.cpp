@@ -11,9 +11,11 @@
 // a race that never happened cannot pass.
 //
 // A cache pool's entry table is such memory too: its space fields are flipped the same way
-// while this thread gets, inspects and rewrites the entry in place.
+// while this thread gets, inspects and rewrites the entry in place. So is a mapped archive
+// file: a hash table slot is flipped while this thread opens the archive.
 #include <cppunit/extensions/HelperMacros.h>
 
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -25,6 +27,7 @@
 #include <string>
 #include <thread>
 
+#include "CapiArchiveUtil.hpp"
 #include "CapiCacheUtil.hpp"
 #include "check.hpp"
 #include "hostile_util.hpp"
@@ -141,6 +144,7 @@ class CapiDecodeRaceTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(testNumScalesRewritten);
     CPPUNIT_TEST(testStringOffsetsRewritten);
     CPPUNIT_TEST(testCacheSpaceRewritten);
+    CPPUNIT_TEST(testArchiveSlotRewritten);
     CPPUNIT_TEST_SUITE_END();
 
 public:
@@ -216,6 +220,40 @@ public:
         n.check();
         r.set<uint64_t>(entry + kEntryDataOff, off);
         TENSO_CHECK_OK(tenso_cache_check(c.get()));
+    }
+
+    // The slot naming an archive's first entry flips between 1 and 0xFFFFFFFF in the file. Open
+    // checked the slots in one pass and probed them again in another, where a slot read as
+    // 0xFFFFFFFF indexed the entry table 4 billion entries past its end. (1024 entries: the
+    // passes lie far enough apart for the slot to change between them.)
+    void testArchiveSlotRewritten() {
+        using namespace arch;
+        const std::string dir = make_scratch("CapiDecodeRaceTest"), path = dir + "/many.tenso";
+        Tens t(TENSO_DTYPE_FLOAT32, {4}, 1);
+        WriterPtr w = writer(path, write_opts(0, 64));
+        for (int i = 0; i < 1024; ++i) add_tensor(w.get(), "t" + std::to_string(i), t.t);
+        TENSO_CHECK_OK(tenso_archive_writer_finish(w.get()));
+        const Bytes file = slurp(path);
+        const Layout L(file);
+        size_t slot = size_t(L.table_at);
+        while (rd(file, slot, 4) != 1) slot += 4;
+        const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+        void *m = ::mmap(nullptr, file.size(), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        CPPUNIT_ASSERT(fd >= 0 && m != MAP_FAILED);
+        Outcomes n;
+        {
+            Flipper flip(static_cast<uint8_t *>(m) + slot, 4, 1, 0xFFFFFFFF);
+            for (; n.more(kDecodes / 500); ++n.rounds) {
+                const tenso_status st = open_status(path);
+                if (st == TENSO_OK) ++n.ok;
+                else if (st == TENSO_E_CORRUPT) ++n.refused;
+                else n.failure = "open " + std::to_string(n.rounds) + ": " + tenso_describe(st);
+            }
+        }
+        ::munmap(m, file.size());
+        ::close(fd);
+        remove_dir(dir);
+        n.check();
     }
 };
 
