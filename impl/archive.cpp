@@ -509,9 +509,10 @@ std::unique_ptr<View> Archive::get(uint64_t index, const tenso_decode_options *o
     }
     // safetensors / bintensors: a dense view built from the header (checked at open).
     const uint64_t *shape = cat_.dims.data() + e.shape_off;
-    // The limits as read once above (0 fields meaning the defaults), as for a tenso packet.
+    // The limits as read once above. The 1e9-element default is the Tenso protocol's, not
+    // safetensors': a larger tensor in such a file is refused only when the caller asks.
     if (e.ndim > lim.max_ndim) fail(TENSO_E_TOO_MANY_DIMS, "ndim " + num(e.ndim) + " exceeds max_ndim");
-    checked_numel(shape, e.ndim, lim.max_elements);
+    if (lim.max_elements != TENSO_MAX_ELEMENTS) checked_numel(shape, e.ndim, lim.max_elements);
     std::unique_ptr<View> v(new View);
     v->kind = TENSO_KIND_DENSE;
     v->dtype = e.dtype;
