@@ -252,14 +252,16 @@ void read_tenso_archive(Catalog &cat, const FileMap &m, const ArchiveLimits &lim
 
     // The hash table: slots in range, each entry reachable from its name's home slot (which
     // also meets any second entry of the same name on the way), within the probe budget.
-    uint64_t used = 0;
-    for (uint64_t s = 0; s < cap; ++s) {
+    // The file may change under the mapping: every read of a slot is checked, not only the first.
+    auto slot = [&](uint64_t s) {
         uint32_t v = rd32(cat.table + 4 * s);
         if (v > count) fail(TENSO_E_CORRUPT, "hash table slot " + num(s) + " names entry " + num(v) + " of " + num(count));
-        used += v != 0;
-    }
+        return v;
+    };
+    uint64_t used = 0;
+    for (uint64_t s = 0; s < cap; ++s) used += slot(s) != 0;
     if (used != count) fail(TENSO_E_CORRUPT, "hash table holds " + num(used) + " entries, the index " + num(count));
-    if (longest_run(cap, [&](uint64_t s) { return rd32(cat.table + 4 * s) != 0; }) > run_budget(cap))
+    if (longest_run(cap, [&](uint64_t s) { return slot(s) != 0; }) > run_budget(cap))
         fail(TENSO_E_CORRUPT, "hash table is degenerate (a run of occupied slots is too long)");
     uint64_t steps = 0;
     const uint64_t budget = probe_budget(count);
@@ -268,7 +270,7 @@ void read_tenso_archive(Catalog &cat, const FileMap &m, const ArchiveLimits &lim
         const char *name = cat.names + e.name_off;
         for (uint64_t s = xxh3(name, e.name_len) & cat.table_mask;; s = (s + 1) & cat.table_mask) {
             if (++steps > budget) fail(TENSO_E_CORRUPT, "hash table is degenerate (probe chains too long)");
-            uint32_t v = rd32(cat.table + 4 * s);
+            uint32_t v = slot(s);
             if (!v) fail(TENSO_E_CORRUPT, "entry " + num(i) + " is missing from the hash table");
             if (v - 1 == i) break;
             const Catalog::Entry &o = cat.entries[v - 1];
@@ -517,9 +519,10 @@ std::unique_ptr<View> Archive::get(uint64_t index, const tenso_decode_options *o
     }
     // safetensors / bintensors: a dense view built from the header (checked at open).
     const uint64_t *shape = cat_.dims.data() + e.shape_off;
-    if (opts && opts->max_ndim && e.ndim > opts->max_ndim)
-        fail(TENSO_E_TOO_MANY_DIMS, "ndim " + num(e.ndim) + " exceeds max_ndim");
-    if (opts && opts->max_elements) checked_numel(shape, e.ndim, opts->max_elements);
+    // The limits as read once above. The 1e9-element default is the Tenso protocol's, not
+    // safetensors': a larger tensor in such a file is refused only when the caller asks.
+    if (e.ndim > lim.max_ndim) fail(TENSO_E_TOO_MANY_DIMS, "ndim " + num(e.ndim) + " exceeds max_ndim");
+    if (lim.max_elements != TENSO_MAX_ELEMENTS) checked_numel(shape, e.ndim, lim.max_elements);
     std::unique_ptr<View> v(new View);
     v->kind = TENSO_KIND_DENSE;
     v->dtype = e.dtype;

@@ -589,8 +589,8 @@ void Cache::extent_free(uint64_t off, uint64_t len) {
 
 void Cache::release(uint32_t idx1) {
     Entry &e = ent(idx1);
-    check_space(e);
-    const uint64_t off = e.data_off, len = e.alloc_size;
+    const Space sp = check_space(e);
+    const uint64_t off = sp.off, len = sp.alloc;
     e.state = kFree;
     order();
     e.pins = 0;
@@ -804,17 +804,26 @@ bool Cache::extent_ok(uint64_t off, uint64_t len) const {
 
 // Pool bytes are never trusted: a corrupt entry must not steer a write (or a free) outside the
 // data region.
-void Cache::check_space(const Entry &e) const {
-    if (!extent_ok(e.data_off, e.alloc_size) || e.packet_len > e.alloc_size)
-        corrupt("an entry's space [" + num(e.data_off) + ", +" + num(e.alloc_size) + ") is outside the data region of " +
+Cache::Space Cache::space(const Entry &e) {
+    // Relaxed atomic loads: one read each, which the compiler may not repeat.
+    return Space{__atomic_load_n(&e.data_off, __ATOMIC_RELAXED), __atomic_load_n(&e.alloc_size, __ATOMIC_RELAXED),
+                 __atomic_load_n(&e.packet_len, __ATOMIC_RELAXED)};
+}
+
+Cache::Space Cache::check_space(const Entry &e) const {
+    const Space sp = space(e);
+    if (!extent_ok(sp.off, sp.alloc) || sp.len > sp.alloc)
+        corrupt("an entry's space [" + num(sp.off) + ", +" + num(sp.alloc) + ") is outside the data region of " +
                 num(g_->data_size) + " bytes");
+    return sp;
 }
 
 bool Cache::packet_ok(const Entry &e) const {
     if (e.key_len == 0 || e.key_len > TENSO_CACHE_MAX_KEY_BYTES) return false;
-    if (!extent_ok(e.data_off, e.alloc_size) || !e.packet_len || e.packet_len > e.alloc_size) return false;
+    const Space sp = space(e);
+    if (!extent_ok(sp.off, sp.alloc) || !sp.len || sp.len > sp.alloc) return false;
     try {
-        return scan(data_ + e.data_off, e.packet_len, Limits(), ScanMode::kFrame).end == e.packet_len;
+        return scan(data_ + sp.off, sp.len, Limits(), ScanMode::kFrame).end == sp.len;
     } catch (...) {
         return false;
     }
@@ -968,13 +977,13 @@ void Cache::put(const char *key, size_t key_len, const Value &v, const EncodeOpt
     uint32_t old = lookup(k, key_len, hash);
     if (old) {
         Entry &e = ent(old);
-        check_space(e);
-        if (!e.pins && e.alloc_size >= alloc) {
+        const Space sp = check_space(e);
+        if (!e.pins && sp.alloc >= alloc) {
             // In place. WRITING first: a crash mid-copy drops the entry instead of serving a
             // torn packet.
             e.state = kWriting;
             order();
-            plan.write_to(data_ + e.data_off);
+            plan.write_to(data_ + sp.off);
             e.packet_len = need;
             e.created_ns = now;
             s_->ttl_live += uint32_t(ttl_ns > 0) - uint32_t(e.ttl_ns > 0);
@@ -1063,9 +1072,9 @@ std::unique_ptr<View> Cache::get(const char *key, size_t key_len, const Limits &
             }
             fail(TENSO_E_NOT_FOUND, "key '" + std::string(key, key_len) + "' has expired");
         }
-        check_space(e);
-        off = e.data_off;
-        len = e.packet_len;
+        const Space sp = check_space(e);
+        off = sp.off;
+        len = sp.len;
         pin(i);
         token->entry = i;
         lru_unlink(i);
@@ -1095,10 +1104,10 @@ void Cache::info(tenso_cache_entry_info *out, const char *key, size_t key_len) {
     uint32_t i = lookup(reinterpret_cast<const uint8_t *>(key), key_len, hash);
     if (!i || expired(ent(i), now)) fail(TENSO_E_NOT_FOUND, "no key '" + std::string(key, key_len) + "' in cache '" + given_ + "'");
     const Entry &e = ent(i);
-    check_space(e);
+    const Space sp = check_space(e);
     std::memset(out, 0, sizeof *out);
-    inspect(&out->packet, data_ + e.data_off, e.packet_len);
-    out->alloc_bytes = e.alloc_size;
+    inspect(&out->packet, data_ + sp.off, sp.len);
+    out->alloc_bytes = sp.alloc;
     out->ttl_seconds = double(e.ttl_ns) / 1e9;
     out->age_seconds = double(now - e.created_ns) / 1e9;
     out->pins = e.pins;

@@ -115,8 +115,14 @@ private:
     bool packet_ok(const cache_layout::Entry &e) const;
     // True when [off, off + len) is a non-empty, aligned range inside the data region.
     bool extent_ok(uint64_t off, uint64_t len) const;
+    // An entry's space, each field read once from the pool: another process may rewrite it
+    // after the check, so callers use this copy, never the entry's fields.
+    struct Space {
+        uint64_t off, alloc, len;  // data_off, alloc_size, packet_len
+    };
+    static Space space(const cache_layout::Entry &e);
     // The entry's space, checked before any write, read or free goes through it.
-    void check_space(const cache_layout::Entry &e) const;
+    Space check_space(const cache_layout::Entry &e) const;
 };
 
 }  // namespace tenso

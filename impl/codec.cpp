@@ -144,12 +144,15 @@ void lz4_decompress(uint8_t *dst, size_t n, const uint8_t *src, size_t len) {
 }
 
 
+// Large buffers are 2 MiB aligned and asked for transparent huge pages: faulting in 64 MiB of
+// 4 KiB pages costs more than writing the packet.
+constexpr size_t kHuge = size_t(2) << 20;
+static size_t alloc_align(size_t n) { return n >= kHuge ? kHuge : 64; }
+
+size_t alloc_size(size_t n) { return (std::max<size_t>(n, 1) + alloc_align(n) - 1) & ~(alloc_align(n) - 1); }
+
 uint8_t *alloc_bytes(size_t n) {
-    // Large buffers are 2 MiB aligned and asked for transparent huge pages: faulting in 64 MiB
-    // of 4 KiB pages costs more than writing the packet.
-    constexpr size_t kHuge = size_t(2) << 20;
-    const size_t align = n >= kHuge ? kHuge : 64;
-    const size_t sz = (std::max<size_t>(n, 1) + align - 1) & ~(align - 1);
+    const size_t align = alloc_align(n), sz = alloc_size(n);
     void *p = std::aligned_alloc(align, sz);
     if (!p) throw std::bad_alloc();
     if (align == kHuge) ::madvise(p, sz, MADV_HUGEPAGE);  // advisory: failure changes nothing

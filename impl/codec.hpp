@@ -114,6 +114,9 @@ void lz4_decompress(uint8_t *dst, size_t n, const uint8_t *src, size_t len);
 
 // 64-byte aligned heap memory (huge-page backed when large), released with free().
 uint8_t *alloc_bytes(size_t n);
+// What alloc_bytes(n) takes: n rounded up to its alignment (2 MiB for large buffers), which is
+// what a decode charges for it.
+size_t alloc_size(size_t n);
 // The same, shared by the views that point into it.
 std::shared_ptr<uint8_t> alloc_aligned(size_t n);
 

@@ -123,6 +123,11 @@ std::unique_ptr<View> read_packet(int fd, const Limits &limits) {
             scan(buf.data(), have, limits, ScanMode::kFrame);  // decode() checks everything
             break;
         } catch (const NeedMore &m) {
+            // The buffer is memory the decode holds: max_decoded_bytes bounds it too (the scan
+            // has already held it to max_packet_bytes).
+            if (limits.max_decoded_bytes && m.need > limits.max_decoded_bytes)
+                fail(TENSO_E_LIMIT, "packet of at least " + std::to_string(m.need) + " bytes is larger than max_decoded_bytes (" +
+                                        std::to_string(limits.max_decoded_bytes) + ")");
             want = m.need;
         }
     }

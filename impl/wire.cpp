@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <limits>
 
+#include "codec.hpp"
 #include "error.hpp"
 
 namespace tenso {
@@ -104,7 +105,7 @@ private:
         if (bytes > inflated_left_)
             fail(TENSO_E_LIMIT, "compressed bodies inflate past max_packet_bytes (" + num(lim_.max_packet_bytes) + ")");
         inflated_left_ -= bytes;
-        charge(bytes);
+        charge(alloc_size(bytes));  // the buffer as alloc_bytes rounds it (to 2 MiB when large)
     }
     bool full() const { return !header_only_ && !frame_only_; }
 
@@ -353,7 +354,12 @@ void Scanner::bundle(Node &n, size_t pos, size_t bound, int bst, int depth) {
     n.ndim = 0;
     n.dtype = 0;
     if (header_only_) return;
-    n.children.reserve(count);
+    // The claimed count is neither charged nor read yet: the top bundle reserves only what the
+    // bytes at hand can hold (an entry takes at least 16: two lengths, a legacy header); nested
+    // ones grow with the entries they really hold, since reserving against the same bytes at
+    // every level would cost depth x bytes.
+    const size_t have = std::min(bound, len_);
+    if (full() && depth == 0) n.children.reserve(std::min<size_t>(count, pos < have ? (have - pos) / 16 : 0));
     for (uint32_t i = 0; i < count; ++i) {
         need(pos + 4, bound, bst, "bundle key length");
         Node::Child c;

@@ -107,7 +107,10 @@ public:
         n_ = ndim;
         return data();
     }
-    void assign(const uint64_t *p, uint32_t ndim) { std::memcpy(resize(ndim), p, sizeof(uint64_t) * ndim); }
+    void assign(const uint64_t *p, uint32_t ndim) {
+        uint64_t *d = resize(ndim);
+        if (ndim) std::memcpy(d, p, sizeof(uint64_t) * ndim);  // a scalar's p may be null
+    }
     uint64_t *data() { return heap_ ? heap_.get() : in_; }
     const uint64_t *data() const { return heap_ ? heap_.get() : in_; }
     uint64_t &operator[](size_t i) { return data()[i]; }

@@ -364,8 +364,9 @@ void copy_shape(tenso::Tensor &dst, uint32_t ndim, const uint64_t *shape) {
     if (ndim > TENSO_MAX_NDIM) tenso::fail(TENSO_E_TOO_MANY_DIMS, "ndim exceeds 32");
     if (ndim && !shape) tenso::fail(TENSO_E_INVALID_ARGUMENT, "shape is NULL");
     for (uint32_t i = 0; i < ndim; ++i) {
-        if (shape[i] > UINT32_MAX) tenso::fail(TENSO_E_INVALID_ARGUMENT, "dimension does not fit the wire's u32");
-        dst.shape[i] = shape[i];
+        const uint64_t d = shape[i];  // read once: the caller's array may change meanwhile
+        if (d > UINT32_MAX) tenso::fail(TENSO_E_INVALID_ARGUMENT, "dimension does not fit the wire's u32");
+        dst.shape[i] = d;
     }
     dst.ndim = ndim;
 }

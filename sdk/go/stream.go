@@ -137,7 +137,7 @@ func (o EncodeOptions) DumpTo(w io.Writer, t *Tensor) (int64, error) {
 // bufio.Reader) to have every wait in Go. From any other reader the
 // packet is framed with PacketLength (the headers say how many bytes to read next), read into
 // Go memory and decoded with Loads. Memory grows with the bytes actually received, never to
-// a size a header merely claims; MaxPacketBytes bounds it.
+// a size a header merely claims; MaxPacketBytes and MaxDecodedBytes bound it.
 func (o DecodeOptions) ReadPacket(r io.Reader) (*Tensor, error) {
 	if versionErr != nil {
 		return nil, versionErr
@@ -196,6 +196,11 @@ func (o DecodeOptions) readFramed(r io.Reader) (*Tensor, error) {
 		if o.MaxPacketBytes != 0 && uint64(need) > o.MaxPacketBytes {
 			return nil, &Error{Status: ErrLimit, Op: "ReadFrom",
 				Message: "packet is larger than MaxPacketBytes"}
+		}
+		// The buffer is memory the decode holds: MaxDecodedBytes bounds it too.
+		if o.MaxDecodedBytes != 0 && uint64(need) > o.MaxDecodedBytes {
+			return nil, &Error{Status: ErrLimit, Op: "ReadFrom",
+				Message: "packet is larger than MaxDecodedBytes"}
 		}
 		for have < need {
 			if len(buf) == have {

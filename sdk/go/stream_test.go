@@ -129,6 +129,9 @@ func TestReadFromLyingHeader(t *testing.T) {
 	}
 	_, err = (DecodeOptions{MaxPacketBytes: 1 << 20}).ReadPacket(bytes.NewReader(lie))
 	wantStatus(t, "MaxPacketBytes", err, ErrLimit)
+	// The buffer is memory the decode holds: MaxDecodedBytes bounds it too.
+	_, err = (DecodeOptions{MaxDecodedBytes: 1 << 20}).ReadPacket(bytes.NewReader(lie))
+	wantStatus(t, "MaxDecodedBytes", err, ErrLimit)
 }
 
 // Files, pipes and stream sockets go through libtenso's descriptor I/O.

@@ -258,7 +258,8 @@ type DecodeOptions struct {
 	MaxElements    uint64 // per tensor; 0: 1e9
 	MaxPacketBytes uint64 // whole packet, also bounds stream allocations and (unless MaxDecodedBytes is set) decompressed bytes; 0: no limit
 	// MaxDecodedBytes bounds all one decode allocates: the decoded tree, copied offsets and
-	// scales, decompressed bodies (see tenso_decode_options in tenso.h); 0: no limit.
+	// scales, decompressed bodies (see tenso_decode_options in tenso.h), and what stream
+	// readers buffer; 0: no limit.
 	MaxDecodedBytes uint64
 	MaxEntries      uint64 // packets in one tree (the top one, bundle values, sparse components); 0: no limit
 }

@@ -1,13 +1,22 @@
 // CapiDecodeLimitsTest - what a decode may allocate: max_decoded_bytes and max_entries
 // (tenso_decode_options version 2), inflation held to max_packet_bytes, version-1 option
 // structs still accepted, and the memory a tree of tiny packets costs per packet byte.
+//
+// Without a sanitizer, this file replaces the global operator new and delete of the test
+// program (libtenso's own calls land here too) to measure the most a decode held at once.
 #include <cppunit/extensions/HelperMacros.h>
 
 #include <malloc.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -26,11 +35,58 @@ using namespace hostile;
 #endif
 #endif
 
+#ifndef LIMITS_TEST_SANITIZED
+// Net bytes through operator new since peak_heap() started counting, and its highest value.
+namespace {
+std::atomic<bool> g_counting{false};
+std::atomic<int64_t> g_net{0}, g_top{0};
+
+void *counted_new(size_t n) {
+    void *p = std::malloc(n ? n : 1);
+    if (!p) throw std::bad_alloc();
+    if (g_counting.load(std::memory_order_relaxed)) {
+        const int64_t now = g_net += int64_t(malloc_usable_size(p));
+        for (int64_t top = g_top; now > top && !g_top.compare_exchange_weak(top, now);) {}
+    }
+    return p;
+}
+void counted_delete(void *p) noexcept {
+    if (p && g_counting.load(std::memory_order_relaxed)) g_net -= int64_t(malloc_usable_size(p));
+    std::free(p);
+}
+}  // namespace
+
+void *operator new(size_t n) { return counted_new(n); }
+void *operator new[](size_t n) { return counted_new(n); }
+void operator delete(void *p) noexcept { counted_delete(p); }
+void operator delete[](void *p) noexcept { counted_delete(p); }
+void operator delete(void *p, size_t) noexcept { counted_delete(p); }
+void operator delete[](void *p, size_t) noexcept { counted_delete(p); }
+#endif
+
 namespace {
 
-// The bound tenso.h states: decoding a packet of N bytes allocates at most this many times N
-// for the decoded tree (decompressed bodies aside).
-constexpr uint64_t kTreeBytesPerPacketByte = 24;
+// The bounds tenso.h states: decoding a packet of N bytes allocates at most this many times N
+// for the decoded tree while it decodes, and the view keeps at most the second.
+constexpr uint64_t kTreeBytesPerPacketByte = 24, kKeptBytesPerPacketByte = 12;
+
+// What a decode may hold beyond max_decoded_bytes: the error's message and exception, the
+// status record and the stream reader's own state, none of it sized by the packet.
+constexpr int64_t kPeakSlack = 4096;
+
+#ifndef LIMITS_TEST_SANITIZED
+// The most operator new held at once (beyond what it held before) while `f` ran: the tree,
+// not the bodies (aligned_alloc, charged at their rounded size by testRoundedBodiesCharged).
+template <class F>
+int64_t peak_heap(F f) {
+    g_net = 0;
+    g_top = 0;
+    g_counting = true;
+    f();
+    g_counting = false;
+    return g_top;
+}
+#endif
 
 tenso_status loads(const Bytes &b, const tenso_decode_options &o) {
     tenso_view *v = nullptr;
@@ -89,6 +145,10 @@ class CapiDecodeLimitsTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(testMaxEntries);
     CPPUNIT_TEST(testVersion1StructsStillWork);
     CPPUNIT_TEST(testTreeCostsASmallMultipleOfItsBytes);
+    CPPUNIT_TEST(testPeakWithinMaxDecodedBytes);
+    CPPUNIT_TEST(testClaimedBundleCountsCostNothing);
+    CPPUNIT_TEST(testRoundedBodiesCharged);
+    CPPUNIT_TEST(testStreamBufferWithinMaxDecodedBytes);
     CPPUNIT_TEST_SUITE_END();
 
 public:
@@ -171,8 +231,74 @@ public:
         tenso_view_free(v);
         std::fprintf(stderr, "tree of %zu bytes: the view keeps %zu bytes (%.1f x)\n", tree.size(), kept,
                      double(kept) / double(tree.size()));
-        CPPUNIT_ASSERT_MESSAGE(std::to_string(kept) + " bytes kept", kept <= bound);
+        CPPUNIT_ASSERT_MESSAGE(std::to_string(kept) + " bytes kept", kept <= kKeptBytesPerPacketByte * tree.size());
 #endif
+    }
+
+    // A decode that succeeds under max_decoded_bytes = B never held more than B (+ kPeakSlack)
+    // of tree at once, whatever the packet's shape.
+    void testPeakWithinMaxDecodedBytes() {
+#ifndef LIMITS_TEST_SANITIZED
+        const Bytes scalar = Pkt().v4(0, TENSO_DTYPE_UINT8, 0).u8(7);
+        const Bytes tree = tree_of_tiny_bundles(), wide = bundle_of(std::vector<Bytes>(255, scalar));
+        for (const Bytes *p : {&tree, &wide}) {
+            const uint64_t b = kTreeBytesPerPacketByte * p->size();
+            tenso_status st = TENSO_OK;
+            const int64_t peak = peak_heap([&] { st = loads(*p, opts(0, b, 0)); });
+            TENSO_CHECK_OK(st);
+            std::fprintf(stderr, "packet of %zu bytes under max_decoded_bytes %llu: peak %lld\n", p->size(),
+                         (unsigned long long)b, (long long)peak);
+            CPPUNIT_ASSERT_MESSAGE("peak " + std::to_string(peak), peak <= int64_t(b) + kPeakSlack);
+        }
+#endif
+    }
+
+    // 60 nested bundles, each claiming 255 entries and holding one: 1.1 KB that reserved
+    // 255 children per level before reading any (3 MB) under max_decoded_bytes 64 KiB.
+    void testClaimedBundleCountsCostNothing() {
+        Bytes p = Pkt().v4(TENSO_FLAG_BUNDLE, 0, 255);
+        for (int i = 0; i < 60; ++i) p = Pkt().v4(TENSO_FLAG_BUNDLE, 0, 255).entry("", p);
+        CPPUNIT_ASSERT(p.size() < 1200);
+        const uint64_t b = 64 << 10;
+        tenso_status st = TENSO_OK;
+#ifndef LIMITS_TEST_SANITIZED
+        const int64_t peak = peak_heap([&] { st = loads(p, opts(0, b, 0)); });
+        CPPUNIT_ASSERT_MESSAGE("peak " + std::to_string(peak), peak <= int64_t(b) + kPeakSlack);
+#else
+        st = loads(p, opts(0, b, 0));
+#endif
+        CPPUNIT_ASSERT_MESSAGE(tenso_describe(st), st != TENSO_OK);
+    }
+
+    // Bodies of 2 MiB or more take whole 2 MiB huge pages: 3 MiB costs 4 MiB, and is charged so.
+    void testRoundedBodiesCharged() {
+        const Bytes three = compressed_zeros(3);
+        TENSO_CHECK_STATUS(TENSO_E_LIMIT, loads(three, opts(0, (3 << 20) + (64 << 10), 0)));
+        TENSO_CHECK_OK(loads(three, opts(0, (4 << 20) + (64 << 10), 0)));
+    }
+
+    // A stream reader's buffer is memory the decode holds: max_decoded_bytes bounds it as
+    // max_packet_bytes does, before the bytes are read.
+    void testStreamBufferWithinMaxDecodedBytes() {
+        std::vector<uint8_t> data(1 << 20, 1);
+        const uint64_t shape[1] = {data.size()};
+        tenso_tensor t = {data.data(), data.size(), shape, 1, TENSO_DTYPE_UINT8};
+        tenso_buffer buf = TENSO_BUFFER_INIT;
+        TENSO_CHECK_OK(tenso_dumps(&buf, &t, nullptr));
+        const int fd = ::memfd_create("tenso-limits", MFD_CLOEXEC);
+        CPPUNIT_ASSERT(fd >= 0 && ::write(fd, buf.data, buf.size) == ssize_t(buf.size));
+        tenso_buffer_dispose(&buf);
+        auto read = [&](uint64_t max_decoded) {
+            CPPUNIT_ASSERT(::lseek(fd, 0, SEEK_SET) == 0);
+            const tenso_decode_options o = opts(0, max_decoded, 0);
+            tenso_view *v = nullptr;
+            const tenso_status st = tenso_read_fd(&v, fd, &o);
+            tenso_view_free(v);
+            return st;
+        };
+        TENSO_CHECK_STATUS(TENSO_E_LIMIT, read(64 << 10));
+        TENSO_CHECK_OK(read(2 << 20));
+        ::close(fd);
     }
 };
 

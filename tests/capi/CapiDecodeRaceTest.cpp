@@ -6,9 +6,16 @@
 // 128 MiB copies past the mapping (num_scales) or a string view of a TiB (offsets).
 //
 // The writer writes through a second mapping of the same memfd, as another process would: the
-// race is on the memory, not on C++ objects, so ThreadSanitizer builds run it too.
+// race is on the memory, not on C++ objects, so ThreadSanitizer builds run it too. Each race
+// runs until it has seen both an OK and a refused decode (bounded by a count, not by time), so
+// a race that never happened cannot pass.
+//
+// A cache pool's entry table is such memory too: its space fields are flipped the same way
+// while this thread gets, inspects and rewrites the entry in place. So is a mapped archive
+// file: a hash table slot is flipped while this thread opens the archive.
 #include <cppunit/extensions/HelperMacros.h>
 
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -20,6 +27,8 @@
 #include <string>
 #include <thread>
 
+#include "CapiArchiveUtil.hpp"
+#include "CapiCacheUtil.hpp"
 #include "check.hpp"
 #include "hostile_util.hpp"
 #include "tenso/tenso.h"
@@ -28,7 +37,42 @@ using namespace hostile;
 
 namespace {
 
-constexpr int kDecodes = 200000;  // bounded; the old code failed within a few thousand
+constexpr int kDecodes = 200000;     // the old code failed within a few thousand
+constexpr int kMaxDecodes = 2000000;  // the bound while an OK or a refusal is still unseen
+
+// Stores `good` and `bad` alternately into the little-endian field of `width` bytes at `f`
+// until destroyed.
+class Flipper {
+public:
+    Flipper(uint8_t *f, int width, uint64_t good, uint64_t bad)
+        : thread_([=] {
+              while (!stop_.load(std::memory_order_relaxed)) {
+                  for (int i = 0; i < width; ++i) __atomic_store_n(f + i, uint8_t(bad >> (8 * i)), __ATOMIC_RELAXED);
+                  for (int i = 0; i < width; ++i) __atomic_store_n(f + i, uint8_t(good >> (8 * i)), __ATOMIC_RELAXED);
+              }
+          }) {}
+    ~Flipper() {
+        stop_ = true;
+        thread_.join();
+    }
+
+private:
+    std::atomic<bool> stop_{false};
+    std::thread thread_;
+};
+
+// Counts outcomes; done() once both an OK and a refusal were seen and `min` rounds ran.
+struct Outcomes {
+    int ok = 0, refused = 0, rounds = 0;
+    std::string failure;
+    bool more(int min) const { return failure.empty() && rounds < kMaxDecodes && (rounds < min || !ok || !refused); }
+    void check() const {
+        CPPUNIT_ASSERT_MESSAGE(failure, failure.empty());
+        CPPUNIT_ASSERT_MESSAGE("no race seen in " + std::to_string(rounds) + " rounds: " + std::to_string(ok) + " OK, " +
+                                   std::to_string(refused) + " refused",
+                               ok > 0 && refused > 0);
+    }
+};
 
 // One memfd mapped twice: `reader` (read-only, a PROT_NONE page after it, the packet ending
 // right before that page) and `writer` (read-write, the same bytes at another address).
@@ -68,42 +112,29 @@ private:
     uint8_t *writer_ = nullptr, *reserve_ = nullptr;
 };
 
-// Decodes `packet` kDecodes times while a thread stores `good` and `bad` alternately into the
-// little-endian field of `width` bytes at `field_off`. Each result must be one of `allowed`;
-// `check` inspects each OK view. Returns how many decodes were OK.
+// Decodes `packet` at least kDecodes times, and until both outcomes were seen, while a thread
+// flips the little-endian field of `width` bytes at `field_off` between `good` and `bad`. Each
+// result must be one of `allowed`; `check` inspects each OK view.
 template <class Check>
-int race(const Bytes &packet, size_t field_off, int width, uint64_t good, uint64_t bad,
-         const std::set<tenso_status> &allowed, Check check) {
+void race(const Bytes &packet, size_t field_off, int width, uint64_t good, uint64_t bad,
+          const std::set<tenso_status> &allowed, Check check) {
     TwoMappings m(packet);
-    uint8_t *f = m.field(field_off);
-    std::atomic<bool> stop{false};
-    std::thread writer([&] {
-        uint8_t g[8], b[8];
-        for (int i = 0; i < 8; ++i) {
-            g[i] = uint8_t(good >> (8 * i));
-            b[i] = uint8_t(bad >> (8 * i));
+    Outcomes n;
+    {
+        Flipper flip(m.field(field_off), width, good, bad);
+        for (; n.more(kDecodes); ++n.rounds) {
+            tenso_view *v = nullptr;
+            tenso_status st = tenso_loads(&v, m.packet(), packet.size(), nullptr);
+            if (!allowed.count(st)) n.failure = "decode " + std::to_string(n.rounds) + ": " + tenso_describe(st);
+            else if (st == TENSO_OK) {
+                ++n.ok;
+                n.failure = check(v, m.packet(), m.end());
+            } else
+                ++n.refused;
+            tenso_view_free(v);
         }
-        while (!stop.load(std::memory_order_relaxed)) {
-            for (int i = 0; i < width; ++i) __atomic_store_n(f + i, b[i], __ATOMIC_RELAXED);
-            for (int i = 0; i < width; ++i) __atomic_store_n(f + i, g[i], __ATOMIC_RELAXED);
-        }
-    });
-    int ok = 0;
-    std::string failure;
-    for (int i = 0; i < kDecodes && failure.empty(); ++i) {
-        tenso_view *v = nullptr;
-        tenso_status st = tenso_loads(&v, m.packet(), packet.size(), nullptr);
-        if (!allowed.count(st)) failure = "decode " + std::to_string(i) + ": " + tenso_describe(st);
-        else if (st == TENSO_OK) {
-            ++ok;
-            failure = check(v, m.packet(), m.end());
-        }
-        tenso_view_free(v);
     }
-    stop = true;
-    writer.join();
-    CPPUNIT_ASSERT_MESSAGE(failure, failure.empty());
-    return ok;
+    n.check();
 }
 
 }  // namespace
@@ -112,6 +143,8 @@ class CapiDecodeRaceTest : public CppUnit::TestFixture {
     CPPUNIT_TEST_SUITE(CapiDecodeRaceTest);
     CPPUNIT_TEST(testNumScalesRewritten);
     CPPUNIT_TEST(testStringOffsetsRewritten);
+    CPPUNIT_TEST(testCacheSpaceRewritten);
+    CPPUNIT_TEST(testArchiveSlotRewritten);
     CPPUNIT_TEST_SUITE_END();
 
 public:
@@ -152,6 +185,75 @@ public:
                      return "string view of " + std::to_string(n) + " bytes, last offset " + std::to_string(offs[2]);
                  return "";
              });
+    }
+
+    // A cache entry's data_off flips between its place and 1 TiB. Get, info and an in-place
+    // put check the entry's space and must then use what they checked: before they did, a
+    // second read of the pool steered a decode (or the put's write) to 1 TiB past the region.
+    void testCacheSpaceRewritten() {
+        using namespace cache_test;
+        Unlink u{pool_name("race")};
+        CachePtr c = create(u.name, options(256 << 10, 16));
+        Val a(1, 1, 100);
+        TENSO_CHECK_OK(tenso_cache_put(nullptr, c.get(), "a", 1, a.value.get(), nullptr, 0));
+        RawPool r(u.name);
+        const size_t entry = size_t(r.get<uint64_t>(kEntriesOff));  // slot 0 holds "a"
+        const uint64_t off = r.get<uint64_t>(entry + kEntryDataOff);
+        Outcomes n;
+        {
+            Flipper flip(r.p + entry + kEntryDataOff, 8, off, uint64_t(1) << 40);
+            for (; n.more(kDecodes / 20); ++n.rounds) {
+                tenso_view *v = nullptr;
+                tenso_cache_entry_info info;
+                const tenso_status got = tenso_cache_get(&v, c.get(), "a", 1, nullptr);
+                if (got == TENSO_OK) n.failure = verify(v, 1);
+                tenso_view_free(v);
+                const tenso_status inspected = tenso_cache_info(&info, c.get(), "a", 1);
+                const tenso_status put = tenso_cache_put(nullptr, c.get(), "a", 1, a.value.get(), nullptr, 0);
+                for (tenso_status st : {got, inspected, put}) {
+                    if (st == TENSO_OK) ++n.ok;
+                    else if (st == TENSO_E_CORRUPT) ++n.refused;
+                    else n.failure = std::string("round ") + std::to_string(n.rounds) + ": " + tenso_describe(st);
+                }
+            }
+        }
+        n.check();
+        r.set<uint64_t>(entry + kEntryDataOff, off);
+        TENSO_CHECK_OK(tenso_cache_check(c.get()));
+    }
+
+    // The slot naming an archive's first entry flips between 1 and 0xFFFFFFFF in the file. Open
+    // checked the slots in one pass and probed them again in another, where a slot read as
+    // 0xFFFFFFFF indexed the entry table 4 billion entries past its end. (1024 entries: the
+    // passes lie far enough apart for the slot to change between them.)
+    void testArchiveSlotRewritten() {
+        using namespace arch;
+        const std::string dir = make_scratch("CapiDecodeRaceTest"), path = dir + "/many.tenso";
+        Tens t(TENSO_DTYPE_FLOAT32, {4}, 1);
+        WriterPtr w = writer(path, write_opts(0, 64));
+        for (int i = 0; i < 1024; ++i) add_tensor(w.get(), "t" + std::to_string(i), t.t);
+        TENSO_CHECK_OK(tenso_archive_writer_finish(w.get()));
+        const Bytes file = slurp(path);
+        const Layout L(file);
+        size_t slot = size_t(L.table_at);
+        while (rd(file, slot, 4) != 1) slot += 4;
+        const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+        void *m = ::mmap(nullptr, file.size(), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        CPPUNIT_ASSERT(fd >= 0 && m != MAP_FAILED);
+        Outcomes n;
+        {
+            Flipper flip(static_cast<uint8_t *>(m) + slot, 4, 1, 0xFFFFFFFF);
+            for (; n.more(kDecodes / 500); ++n.rounds) {
+                const tenso_status st = open_status(path);
+                if (st == TENSO_OK) ++n.ok;
+                else if (st == TENSO_E_CORRUPT) ++n.refused;
+                else n.failure = "open " + std::to_string(n.rounds) + ": " + tenso_describe(st);
+            }
+        }
+        ::munmap(m, file.size());
+        ::close(fd);
+        remove_dir(dir);
+        n.check();
     }
 };
 

@@ -215,7 +215,7 @@ typedef struct tenso_decode_options {
     uint64_t max_packet_bytes;  /* whole packet, also bounds stream allocations and (unless
                                    max_decoded_bytes is set) decompressed bytes; 0 = no limit */
     uint64_t max_decoded_bytes; /* @since version 2: all a decode allocates (see above);
-                                   0 = no limit */
+                                   also bounds stream allocations; 0 = no limit */
     uint64_t max_entries;       /* @since version 2: packets in one tree (the top one, bundle
                                    values, sparse components); 0 = no limit */
 } tenso_decode_options;

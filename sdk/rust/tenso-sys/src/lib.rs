@@ -200,6 +200,9 @@ pub struct tenso_decode_options {
     pub max_decoded_bytes: u64,
     pub max_entries: u64,
 }
+// The C layout (tenso.h): a field out of place would hand libtenso the wrong limits.
+const _: () = assert!(core::mem::size_of::<tenso_decode_options>() == 48);
+const _: () = assert!(core::mem::offset_of!(tenso_decode_options, max_decoded_bytes) == 32);
 
 pub const TENSO_DECODE_OPTIONS_VERSION: u32 = 2;
 /// `TENSO_DECODE_OPTIONS_INIT`.

@@ -151,8 +151,8 @@ fn prepare(v: &ViewRef, root: &Options, side: &mut Side) -> io::Result<()> {
     } else if v.ragged().is_ok() {
         side.offsets.push(offsets_of(v)?);
     } else if is_bundle(v) {
-        for (_, child) in v.entries() {
-            prepare(child, root, side)?;
+        for e in v.entries() {
+            prepare(e?.1, root, side)?;
         }
     }
     Ok(())
@@ -174,7 +174,8 @@ fn build<'a>(v: &'a ViewRef, root: &Options, side: &'a Side, next: &mut (usize, 
         return leaf(v);
     }
     let mut bundle = Bundle::new();
-    for (key, child) in v.entries() {
+    for e in v.entries() {
+        let (key, child) = e?;
         bundle.insert(key, &build(child, root, side, next)?)?;
     }
     Ok(bundle.into_value())

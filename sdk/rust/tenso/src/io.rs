@@ -220,10 +220,16 @@ impl DecodeOptions {
     ///
     /// `Ok(None)` when the stream ends cleanly before a packet; [`ErrorKind::Truncated`] when
     /// it ends inside one; [`ErrorKind::Limit`] when the packet is longer than
-    /// [`max_packet_bytes`](DecodeOptions::max_packet_bytes); [`ErrorKind::Io`] for the
+    /// [`max_packet_bytes`](DecodeOptions::max_packet_bytes) or
+    /// [`max_decoded_bytes`](DecodeOptions::max_decoded_bytes); [`ErrorKind::Io`] for the
     /// reader's own errors (the `io::Error` is the [`source`](std::error::Error::source)).
     pub fn read_from<R: Read + ?Sized>(&self, r: &mut R) -> Result<Option<Packet>> {
-        let limit = self.get_max_packet_bytes();
+        // The buffer is memory the decode holds: max_decoded_bytes bounds it too.
+        let limit = match (self.get_max_packet_bytes(), self.raw.max_decoded_bytes) {
+            (0, d) => d,
+            (p, 0) => p,
+            (p, d) => p.min(d),
+        };
         let mut buf = AlignedBuf::new();
         let total = loop {
             let needed = match packet_length(buf.bytes())? {
@@ -233,7 +239,7 @@ impl DecodeOptions {
             if limit != 0 && needed as u64 > limit {
                 return Err(Error::new(
                     ErrorKind::Limit,
-                    format!("packet needs at least {needed} bytes, max_packet_bytes is {limit}"),
+                    format!("packet needs at least {needed} bytes, max_packet_bytes/max_decoded_bytes allow {limit}"),
                 ));
             }
             // Grow towards `needed`, at most GROW_STEP beyond what has arrived.

@@ -147,7 +147,8 @@ impl DecodeOptions {
     }
 
     /// At most this many bytes allocated by one decode: the decoded tree, copied offsets and
-    /// scales, decompressed bodies (0: no limit; see `tenso_decode_options` in tenso.h).
+    /// scales, decompressed bodies, and what stream readers buffer (0: no limit; see
+    /// `tenso_decode_options` in tenso.h).
     pub fn max_decoded_bytes(mut self, n: u64) -> DecodeOptions {
         self.raw.max_decoded_bytes = n;
         self

@@ -326,7 +326,7 @@ pub fn quantize(input: &Tensor<'_>, qdtype: Dtype, scheme: Scheme) -> Result<Val
 ///
 /// let packet = tenso::dumps(&model)?;
 /// let view = tenso::loads(&packet)?;
-/// let keys: Vec<&str> = view.entries().map(|(k, _)| k).collect();
+/// let keys = view.entries().map(|e| e.map(|(k, _)| k)).collect::<tenso::Result<Vec<&str>>>()?;
 /// assert_eq!(keys, ["layer0", "names"]);
 /// let w = view.get("layer0").and_then(|l| l.get("weights")).unwrap();
 /// assert_eq!(w.shape(), &[2, 3]);

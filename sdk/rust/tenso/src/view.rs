@@ -279,8 +279,9 @@ impl ViewRef {
     }
 
     /// Entry `index` of a bundle view: its key and its view. `None` out of range or when the
-    /// view is not a bundle.
-    pub fn entry(&self, index: usize) -> Option<(&str, &ViewRef)> {
+    /// view is not a bundle; [`ErrorKind::Malformed`] if the key is not UTF-8 (libtenso checked
+    /// it when decoding, but shared memory may have changed since).
+    pub fn entry(&self, index: usize) -> Option<Result<(&str, &ViewRef)>> {
         let index = u32::try_from(index).ok()?;
         let (mut k, mut klen, mut child) = (ptr::null(), 0usize, ptr::null());
         // SAFETY: valid out pointers, live view.
@@ -291,10 +292,11 @@ impl ViewRef {
         }
         // SAFETY: the key and child are owned by this view.
         let key = unsafe { slice_from(k.cast::<u8>(), klen) };
-        // libtenso refuses bundles whose keys are not UTF-8 (TENSO_E_BAD_BUNDLE), so this
-        // conversion only fails on a library bug.
-        let key = std::str::from_utf8(key).expect("libtenso returned a bundle key that is not UTF-8");
-        Some((key, unsafe { ViewRef::from_ptr(child) }))
+        let key = match std::str::from_utf8(key) {
+            Ok(key) => key,
+            Err(e) => return Some(Err(Error::new(ErrorKind::Malformed, format!("bundle key {index}: {e}")))),
+        };
+        Some(Ok((key, unsafe { ViewRef::from_ptr(child) })))
     }
 
     /// The entries of a bundle view, in wire order (empty for other kinds).
@@ -379,7 +381,8 @@ impl ViewRef {
     }
 }
 
-/// Iterator over the entries of a bundle view: `(key, view)` in wire order.
+/// Iterator over the entries of a bundle view: `(key, view)` in wire order (each as
+/// [`ViewRef::entry`] gives it).
 #[derive(Debug, Clone)]
 pub struct Entries<'v> {
     view: &'v ViewRef,
@@ -388,7 +391,7 @@ pub struct Entries<'v> {
 }
 
 impl<'v> Iterator for Entries<'v> {
-    type Item = (&'v str, &'v ViewRef);
+    type Item = Result<(&'v str, &'v ViewRef)>;
     fn next(&mut self) -> Option<Self::Item> {
         if self.front >= self.back {
             return None;

@@ -102,17 +102,18 @@ fn check(v: &ViewRef, node: &Node, version: u32, dense_flags: u32, at: &str) {
             assert_eq!(v.dtype(), None, "{at}: a bundle has no dtype");
             assert_eq!(v.bundle_len(), entries.len(), "{at}: entry count");
             assert_eq!(v.entries().len(), entries.len());
-            for (i, ((key, child), (want_key, want))) in v.entries().zip(entries).enumerate() {
+            for (i, (entry, (want_key, want))) in v.entries().zip(entries).enumerate() {
+                let (key, child) = entry.unwrap();
                 let here = format!("{at}[{want_key:?}]");
                 assert_eq!(key, want_key, "{here}: key of entry {i}");
                 let first = entries.iter().position(|(k, _)| k == key).unwrap();
                 let found = v.get(key).unwrap_or_else(|| panic!("{here}: get"));
-                assert!(std::ptr::eq(found, v.entry(first).unwrap().1), "{here}: get returns the first entry");
+                assert!(std::ptr::eq(found, v.entry(first).unwrap().unwrap().1), "{here}: get returns the first entry");
                 check(child, want, version, dense_flags, &here);
             }
             assert!(v.entry(entries.len()).is_none());
             // Reverse iteration sees the same entries.
-            let rev: Vec<&str> = v.entries().rev().map(|(k, _)| k).collect();
+            let rev: Vec<&str> = v.entries().rev().map(|e| e.unwrap().0).collect();
             assert!(rev.iter().rev().eq(entries.iter().map(|(k, _)| k)), "{at}: entries().rev()");
         }
         Node::Sparse { kind, shape, comps } => {

@@ -68,7 +68,7 @@ fn walk(v: &tenso::ViewRef, depth: usize) {
         let _ = s.data().to_vec::<f32>();
     }
     if depth < 70 {
-        for (_, child) in v.entries() {
+        for (_, child) in v.entries().flatten() {
             walk(child, depth + 1);
         }
     }
@@ -190,6 +190,12 @@ fn decode_limits() {
     let mut r = &p[..];
     assert_eq!(limit.read_from(&mut r).unwrap_err().kind(), ErrorKind::Limit);
     assert!(DecodeOptions::new().max_packet_bytes(p.len() as u64).loads(&p).is_ok());
+    // What a stream reader buffers is memory the decode holds: max_decoded_bytes bounds it too.
+    // (1 MiB dense: its decoded tree alone is a few hundred bytes.)
+    let big = tenso::dumps(&Tensor::from_slice(&vec![0u8; 1 << 20])).unwrap();
+    let decoded = DecodeOptions::new().max_decoded_bytes(64 << 10);
+    assert_eq!(decoded.read_from(&mut &big[..]).unwrap_err().kind(), ErrorKind::Limit);
+    assert!(DecodeOptions::new().max_decoded_bytes(2 << 20).read_from(&mut &big[..]).unwrap().is_some());
 }
 
 #[test]
@@ -312,4 +318,26 @@ fn byte_flip_sweep_never_panics() {
     }
     eprintln!("byte flips: {decoded} decoded and walked, {failed} refused");
     assert!(decoded > 0 && failed > 0);
+}
+
+/// A bundle key checked as UTF-8 when the view was decoded, then rewritten in shared memory
+/// by another writer: the entry is refused as Malformed (it used to panic in `expect`).
+#[test]
+fn bundle_key_rewritten_in_shared_memory_is_malformed() {
+    let name = format!("/tenso-rs-rekey-{}", std::process::id());
+    let _ = tenso::Shm::unlink(&name);
+    let mut writer = tenso::Shm::create(&name, 4096).unwrap();
+    let bundle = Bundle::new().with("key", &Tensor::from_slice(&[1.0f32])).unwrap();
+    writer.put(&bundle).unwrap();
+    let reader = tenso::Shm::open(&name).unwrap();
+    let view = reader.get().unwrap();
+    assert_eq!(view.entry(0).unwrap().unwrap().0, "key");
+    let bytes = writer.bytes_mut().unwrap();
+    let at = bytes.windows(3).position(|w| w == b"key").unwrap();
+    bytes[at] = 0xFF;
+    let err = view.entry(0).unwrap().unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Malformed);
+    assert_eq!(view.entries().next().unwrap().unwrap_err().kind(), ErrorKind::Malformed);
+    drop(view);
+    tenso::Shm::unlink(&name).unwrap();
 }

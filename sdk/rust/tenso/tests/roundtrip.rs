@@ -151,10 +151,10 @@ fn bundles_nest_keep_order_and_allow_duplicate_keys() {
     assert_eq!(outer.len(), 5);
     let p = tenso::dumps(&outer).unwrap();
     let v = tenso::loads(&p).unwrap();
-    let keys: Vec<&str> = v.entries().map(|(k, _)| k).collect();
+    let keys: Vec<&str> = v.entries().map(|e| e.unwrap().0).collect();
     assert_eq!(keys, ["a", "inner", "", "ключ", "a"]);
     assert_eq!(v.get("a").unwrap().to_vec::<f32>().unwrap(), a, "get finds the first duplicate");
-    assert_eq!(v.entry(4).unwrap().1.to_vec::<f32>().unwrap(), [9.0]);
+    assert_eq!(v.entry(4).unwrap().unwrap().1.to_vec::<f32>().unwrap(), [9.0]);
     assert_eq!(v.get("inner").unwrap().get("b").unwrap().to_vec::<i64>().unwrap(), b);
     assert!(v.get("missing").is_none());
     assert!(v.get("inner").unwrap().get("a").is_none());
@@ -187,7 +187,7 @@ fn bundle_limits() {
     k.insert(&"k".repeat(max), &t).unwrap();
     assert_eq!(k.insert(&"k".repeat(max + 1), &t).unwrap_err().kind(), ErrorKind::InvalidArgument);
     let p = tenso::dumps(&k).unwrap();
-    assert_eq!(tenso::loads(&p).unwrap().entry(0).unwrap().0.len(), max);
+    assert_eq!(tenso::loads(&p).unwrap().entry(0).unwrap().unwrap().0.len(), max);
 
     // Nesting: 64 levels below the top are refused at insert time.
     let mut level = Bundle::new().with("leaf", &t).unwrap().into_value();
