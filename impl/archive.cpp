@@ -416,6 +416,16 @@ void Archive::check_size(uint64_t end) const {
                                     " are needed");
 }
 
+void Archive::check_mapped(const void *p) const {
+    const auto at = reinterpret_cast<uintptr_t>(p), base = reinterpret_cast<uintptr_t>(map_->data);
+    if (p && at >= base && at - base < map_->size) check_size(map_->size);
+}
+
+std::string Archive::name_of(const Catalog::Entry &e) const {
+    check_mapped(cat_.names);
+    return cat_.name(e);
+}
+
 const Catalog::Entry &Archive::at(uint64_t index) const {
     if (index >= cat_.entries.size())
         fail(TENSO_E_INVALID_ARGUMENT, "index " + num(index) + " is out of range (" + num(cat_.entries.size()) + " tensors)");
@@ -441,7 +451,7 @@ void Archive::entry(tenso_archive_entry *out, uint64_t index) const {
 
 bool Archive::find(uint64_t *index_out, const char *name, size_t len) const {
     const auto &E = cat_.entries;
-    if (cat_.format == TENSO_FORMAT_ARCHIVE) check_size(map_->size);  // its names and table are mapped
+    check_mapped(cat_.names);  // a tenso archive's names and table, a packet file's bundle keys
     if (cat_.table) {
         for (uint64_t s = xxh3(name, len) & cat_.table_mask, n = 0; n <= cat_.table_mask; s = (s + 1) & cat_.table_mask, ++n) {
             uint32_t v = rd32(cat_.table + 4 * s);
@@ -472,7 +482,7 @@ void Archive::check_hash(uint64_t index) {
         verified_[index].store(s, std::memory_order_release);  // racing threads agree on s
     }
     if (s == 2)
-        fail(TENSO_E_CHECKSUM, "tensor '" + cat_.name(e) + "': XXH3 of its " + num(e.stored) +
+        fail(TENSO_E_CHECKSUM, "tensor '" + name_of(e) + "': XXH3 of its " + num(e.stored) +
                                    " stored bytes does not match the index");
 }
 
@@ -483,14 +493,14 @@ std::unique_ptr<View> Archive::decode_entry(uint64_t index, Limits lim) {
     try {
         n = scan(p, e.stored, lim);
     } catch (const NeedMore &) {
-        fail(TENSO_E_CORRUPT, "tensor '" + cat_.name(e) + "': its packet runs past the " + num(e.stored) +
+        fail(TENSO_E_CORRUPT, "tensor '" + name_of(e) + "': its packet runs past the " + num(e.stored) +
                                   " bytes the index gives it");
     }
     PacketFacts f = packet_facts(n);
     bool agree = n.end == e.stored && f.kind == e.kind && f.dtype == e.dtype && f.ndim == e.ndim &&
                  f.nbytes == e.nbytes && (f.body_off ? e.offset + f.body_off : 0) == e.data_offset &&
                  std::equal(f.shape, f.shape + f.ndim, cat_.dims.begin() + long(e.shape_off));
-    if (!agree) fail(TENSO_E_CORRUPT, "tensor '" + cat_.name(e) + "': the packet disagrees with its index entry");
+    if (!agree) fail(TENSO_E_CORRUPT, "tensor '" + name_of(e) + "': the packet disagrees with its index entry");
     return bind_scanned(n, p, lim, map_);  // the Node just checked, not a second read of the file
 }
 
@@ -531,7 +541,7 @@ std::unique_ptr<View> Archive::get(uint64_t index, const tenso_decode_options *o
 void Archive::read(void *dst, uint64_t index, uint64_t offset, uint64_t len) const {
     const Catalog::Entry &e = at(index);
     if (!e.data_offset)
-        fail(TENSO_E_UNSUPPORTED_KIND, "tensor '" + cat_.name(e) + "' is not stored raw (compressed or a container)");
+        fail(TENSO_E_UNSUPPORTED_KIND, "tensor '" + name_of(e) + "' is not stored raw (compressed or a container)");
     if (offset > e.nbytes || len > e.nbytes - offset)
         fail(TENSO_E_INVALID_ARGUMENT, "range [" + num(offset) + ", +" + num(len) + ") is outside the body of " +
                                            num(e.nbytes) + " bytes");
@@ -548,6 +558,7 @@ void Archive::metadata_at(const char **k, size_t *klen, const char **v, size_t *
 }
 
 bool Archive::metadata_find(const char **v, size_t *vlen, const char *key, size_t key_len) const {
+    check_mapped(cat_.meta_base);
     auto it = std::lower_bound(meta_by_key_.begin(), meta_by_key_.end(), 0, [&](uint64_t i, int) {
         return name_less(cat_.meta_base + cat_.meta[i].key_off, cat_.meta[i].key_len, key, key_len);
     });

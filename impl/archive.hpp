@@ -93,6 +93,10 @@ private:
     Archive() = default;
     const Catalog::Entry &at(uint64_t index) const;
     void check_size(uint64_t end) const;  // TRUNCATED when the file now ends before `end`
+    // check_size of the whole file when `p` (names, metadata) points into the mapping, as it
+    // does for tenso archives and packet files; safetensors/bintensors headers are copied.
+    void check_mapped(const void *p) const;
+    std::string name_of(const Catalog::Entry &e) const;  // for messages: check_mapped first
     void check_hash(uint64_t index);
     std::unique_ptr<View> decode_entry(uint64_t index, Limits lim);
 

@@ -377,7 +377,7 @@ std::shared_ptr<Cache> Cache::open(const char *name, uint32_t lock_timeout_ms, b
     const std::string n = shm_name(name);
     // A pool another process is creating is empty, then sized with a zero magic (written last):
     // wait for its creator, up to the lock timeout, before judging it.
-    for (const int64_t deadline = now_ns() + c->timeout_ns_; shm_unfinished(n, sizeof kPoolMagic) && now_ns() < deadline;)
+    for (const int64_t deadline = now_ns() + c->timeout_ns_; shm_unfinished(n, sizeof kPoolMagic, any_owner) && now_ns() < deadline;)
         ::usleep(1000);
     c->map_ = shm_open_existing(n, true, false, kHeaderBytes, TENSO_E_CORRUPT, any_owner);
     Geometry g;

@@ -247,6 +247,11 @@ std::string with_fresh_name(const std::string &path, F make) {
     }
 }
 
+// O_TMPFILE files get their name through /proc/self/fd (linkat AT_EMPTY_PATH needs
+// CAP_DAC_READ_SEARCH): without /proc a save would fail only after writing the whole file.
+// Asked on every save (one syscall beside an fsync), as /proc can differ per mount namespace.
+bool proc_fd_usable() { return ::access("/proc/self/fd", X_OK) == 0; }
+
 }  // namespace
 
 int create_temp(const std::string &path, std::string *name) {
@@ -254,11 +259,13 @@ int create_temp(const std::string &path, std::string *name) {
 #ifdef O_TMPFILE
     // Unnamed until committed: a process killed while writing leaves nothing behind.
     const std::string dir = dir_of(path);
-    int fd = ::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-    if (fd >= 0) return fd;
-    if (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL) fail(TENSO_E_IO, errno_text(dir.c_str()));
+    if (proc_fd_usable()) {
+        int fd = ::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+        if (fd >= 0) return fd;
+        if (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL) fail(TENSO_E_IO, errno_text(dir.c_str()));
+    }
 #endif
-    int fd_named = -1;  // a file system without O_TMPFILE: a random name, O_EXCL
+    int fd_named = -1;  // no O_TMPFILE or no /proc: a random name, O_EXCL
     *name = with_fresh_name(path, [&](const std::string &n) {
         fd_named = ::open(n.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
         return fd_named >= 0;
@@ -268,12 +275,15 @@ int create_temp(const std::string &path, std::string *name) {
 
 TempFile::TempFile(const char *path) : path_(path) {
     fd_ = create_temp(path_, &tmp_);
-    // The target's mode, and its owner where we may: replacing a 0600 file never widens it
-    // (fchown first: it clears set-id bits). A new file is 0600 whatever the umask.
+    // Replacing a file never widens its permissions: the temp takes the target's permission
+    // bits (no set-id) and its group where we may, never its owner (a file planted by another
+    // user must not make our output theirs). A symlink or anything not regular counts as new:
+    // 0600 whatever the umask, and the rename replaces the link, not what it points to.
     struct stat st;
-    if (::stat(path, &st) == 0 && S_ISREG(st.st_mode)) {
-        if (::fchown(fd_, st.st_uid, st.st_gid) != 0) (void)::fchown(fd_, uid_t(-1), st.st_gid);
-        if (::fchmod(fd_, st.st_mode & 07777) != 0) {
+    if (::lstat(path, &st) == 0 && S_ISREG(st.st_mode)) {
+        mode_t mode = st.st_mode & 0777;
+        if (::fchown(fd_, uid_t(-1), st.st_gid) != 0) mode &= ~mode_t(0070);  // not our group
+        if (::fchmod(fd_, mode) != 0) {
             const std::string err = errno_text("fchmod");
             discard();
             fail(TENSO_E_IO, err);
@@ -297,8 +307,11 @@ void TempFile::commit() {
         // An O_TMPFILE gets a random name only now, for the rename (link() cannot replace).
         const std::string proc = "/proc/self/fd/" + std::to_string(fd_);
         tmp_ = with_fresh_name(path_, [&](const std::string &n) {
-            return ::linkat(AT_FDCWD, proc.c_str(), AT_FDCWD, n.c_str(), AT_SYMLINK_FOLLOW) == 0 ||
-                   (errno != EEXIST && ::linkat(fd_, "", AT_FDCWD, n.c_str(), AT_EMPTY_PATH) == 0);
+            if (::linkat(AT_FDCWD, proc.c_str(), AT_FDCWD, n.c_str(), AT_SYMLINK_FOLLOW) == 0) return true;
+            const int err = errno;  // the one to report: the fallback mostly fails for lack of privilege
+            if (err != EEXIST && ::linkat(fd_, "", AT_FDCWD, n.c_str(), AT_EMPTY_PATH) == 0) return true;
+            errno = err;
+            return false;
         });
     }
     int fd = fd_;

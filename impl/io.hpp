@@ -21,14 +21,15 @@ std::unique_ptr<View> load_file(const char *path, bool mmap_mode, const Limits &
 void save_atomic(const char *path, const std::function<void(int fd)> &write);
 
 // A scratch file in `path`'s directory, read-write and 0600: unnamed (O_TMPFILE, *name empty)
-// where the file system allows, else created O_EXCL under a random name stored in *name.
+// where the file system and /proc allow, else created O_EXCL under a random name in *name.
 int create_temp(const std::string &path, std::string *name);
 
 // The temporary file behind save_atomic, for writers that fill it over several calls: a
-// create_temp file given the mode (and, where permitted, the owner) of the file it replaces,
-// or 0600 for a new one; commit() fsyncs it, names it and renames it over `path`, and the
-// destructor drops it when never committed, so `path` only ever sees a finished file. Being
-// unnamed until commit, it leaves nothing behind when the process is killed while writing.
+// create_temp file given the permission bits (and, where permitted, the group) of the regular
+// file it replaces, or 0600 for a new one; commit() fsyncs it, names it and renames it over
+// `path`, and the destructor drops it when never committed, so `path` only ever sees a finished
+// file. With O_TMPFILE (and /proc) it is unnamed until commit, so a process killed while
+// writing leaves nothing behind; otherwise a killed writer leaves `<path>.tmp.<hex>`.
 class TempFile {
 public:
     explicit TempFile(const char *path);

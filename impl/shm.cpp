@@ -107,11 +107,12 @@ std::shared_ptr<ShmMapping> shm_open_existing(const std::string &name, bool writ
     return map_fd(f, size_t(size), writable, populate, name);
 }
 
-bool shm_unfinished(const std::string &name, size_t prefix) {
+bool shm_unfinished(const std::string &name, size_t prefix, bool any_owner) {
     Fd f{::shm_open(name.c_str(), O_RDONLY | O_CLOEXEC, 0)};
     if (f.fd < 0) return false;
     struct stat st;
     if (::fstat(f.fd, &st) != 0) return false;
+    if (st.st_uid != ::geteuid() && !any_owner) return false;  // refused by the open, not waited for
     if (st.st_size == 0) return true;
     std::string head(prefix, '\0'), zero(prefix, '\0');
     return ::pread(f.fd, &head[0], prefix, 0) == ssize_t(prefix) && head == zero;

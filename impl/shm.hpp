@@ -42,8 +42,9 @@ std::shared_ptr<ShmMapping> shm_create(const std::string &name, uint64_t size, b
 std::shared_ptr<ShmMapping> shm_open_existing(const std::string &name, bool writable, bool populate,
                                               uint64_t min_size, int32_t too_small_status, bool any_owner);
 // True while an object looks unfinished by its creator: 0 bytes long (not yet sized), or its
-// first `prefix` bytes still zero (where a format writes its magic last). False when absent.
-bool shm_unfinished(const std::string &name, size_t prefix);
+// first `prefix` bytes still zero (where a format writes its magic last). False when absent,
+// or owned by another uid without `any_owner` (the open refuses it at once).
+bool shm_unfinished(const std::string &name, size_t prefix, bool any_owner);
 // NOT_FOUND when there is no such object.
 void shm_remove(const std::string &name);
 

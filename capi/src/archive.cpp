@@ -110,9 +110,10 @@ tenso_status tenso_archive_metadata_find(const char **value_out, size_t *value_l
     CHECK_ARG(value_len_out);
     CHECK_ARG(a);
     CHECK_ARG(key || !key_len);
+    TENSO_API_BEGIN
     if (!a->a->metadata_find(value_out, value_len_out, key ? key : "", key_len))
-        return set_error(TENSO_E_NOT_FOUND, ("no metadata key '" + std::string(key ? key : "", key_len) + "'").c_str());
-    return TENSO_OK;
+        tenso::fail(TENSO_E_NOT_FOUND, "no metadata key '" + std::string(key ? key : "", key_len) + "'");
+    TENSO_API_END
 }
 
 tenso_status tenso_archive_verify(uint64_t *bad_index_out, tenso_archive *a, tenso_progress_fn progress, void *user) {

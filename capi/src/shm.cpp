@@ -53,17 +53,20 @@ tenso_status tenso_shm_create_for(tenso_shm **out, uint64_t *written_out, const 
     TENSO_API_END
 }
 
-tenso_status tenso_shm_open(tenso_shm **out, const char *name, int flags) {
+tenso_status tenso_shm_open_flags(tenso_shm **out, const char *name, uint32_t flags) {
     CHECK_ARG(out);
     *out = nullptr;
     CHECK_ARG(name);
-    if (unsigned(flags) & ~unsigned(TENSO_SHM_WRITABLE | TENSO_SHM_ANY_OWNER))
-        return set_error(TENSO_E_INVALID_ARGUMENT, "unknown flags");
+    if (flags & ~uint32_t(TENSO_SHM_WRITABLE | TENSO_SHM_ANY_OWNER)) return set_error(TENSO_E_INVALID_ARGUMENT, "unknown flags");
     TENSO_API_BEGIN
     auto h = std::make_unique<tenso_shm>();
     h->seg = tenso::Segment::open(name, flags & TENSO_SHM_WRITABLE, flags & TENSO_SHM_ANY_OWNER);
     *out = h.release();
     TENSO_API_END
+}
+
+tenso_status tenso_shm_open(tenso_shm **out, const char *name, int writable) {
+    return tenso_shm_open_flags(out, name, writable ? TENSO_SHM_WRITABLE : 0u);  // 1.1: any non-zero
 }
 
 tenso_status tenso_shm_put(uint64_t *written_out, tenso_shm *shm, const tenso_value *v,

@@ -78,8 +78,9 @@ func CreateShm(name string, size uint64, replace bool) (*Shm, error) { return ni
 func CreateShmFor(name string, t *Tensor, replace bool) (*Shm, uint64, error) {
 	return nil, 0, errNoCgo
 }
-func OpenShm(name string, writable bool) (*Shm, error) { return nil, errNoCgo }
-func UnlinkShm(name string) error                      { return errNoCgo }
+func OpenShm(name string, writable bool) (*Shm, error)        { return nil, errNoCgo }
+func OpenShmWith(name string, o ShmOpenOptions) (*Shm, error) { return nil, errNoCgo }
+func UnlinkShm(name string) error                             { return errNoCgo }
 func (o EncodeOptions) CreateShm(name string, t *Tensor, replace bool) (*Shm, uint64, error) {
 	return nil, 0, errNoCgo
 }

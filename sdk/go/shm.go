@@ -93,9 +93,17 @@ func (o EncodeOptions) CreateShm(name string, t *Tensor, replace bool) (*Shm, ui
 	return s, uint64(r.res.n), nil
 }
 
-// OpenShm opens an existing segment, read-write when writable (needed by Put). The error
-// wraps ErrNotFound when there is no segment of that name.
+// OpenShm opens an existing segment owned by this process's effective uid, read-write when
+// writable (needed by Put): OpenShmWith(name, ShmOpenOptions{Writable: writable}).
 func OpenShm(name string, writable bool) (*Shm, error) {
+	return OpenShmWith(name, ShmOpenOptions{Writable: writable})
+}
+
+// OpenShmWith opens an existing segment. The error wraps ErrNotFound when there is no segment
+// of that name, ErrIO when another uid owns it (unless o.AnyOwner). A segment truncated by
+// another process gives ErrTruncated on the next call; a truncation after that check, or while
+// a view of it is read, still raises SIGBUS.
+func OpenShmWith(name string, o ShmOpenOptions) (*Shm, error) {
 	if versionErr != nil {
 		return nil, versionErr
 	}
@@ -103,13 +111,16 @@ func OpenShm(name string, writable bool) (*Shm, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := C.int(0)
-	if writable {
-		w = 1
+	flags := C.uint32_t(0)
+	if o.Writable {
+		flags |= C.TENSO_SHM_WRITABLE
 	}
-	r := C.tgo_shm_open(cn, w)
+	if o.AnyOwner {
+		flags |= C.TENSO_SHM_ANY_OWNER
+	}
+	r := C.tgo_shm_open(cn, flags)
 	runtime.KeepAlive(keep)
-	return shmFrom(r, writable, "OpenShm")
+	return shmFrom(r, o.Writable, "OpenShm")
 }
 
 // UnlinkShm removes a segment's name; mappings stay valid until closed. The error wraps
@@ -260,7 +271,10 @@ func (o CacheOptions) c() C.tenso_cache_options {
 	var c C.tenso_cache_options
 	c.version = C.TENSO_CACHE_OPTIONS_VERSION
 	if o.Replace {
-		c.flags = C.TENSO_SHM_REPLACE
+		c.flags |= C.TENSO_SHM_REPLACE
+	}
+	if o.AnyOwner {
+		c.flags |= C.TENSO_SHM_ANY_OWNER
 	}
 	c.size = C.uint64_t(o.Size)
 	c.max_entries = C.uint32_t(o.MaxEntries)
@@ -296,9 +310,12 @@ func CreateCache(name string, o CacheOptions) (*Cache, error) {
 	return cacheFrom(r, "CreateCache")
 }
 
-// OpenCache attaches to an existing pool (only o.LockTimeout applies). The error wraps
-// ErrNotFound when there is none, ErrCorrupt for a segment that is not a tenso cache, ErrFull
-// when the pool's MaxClients handles are attached.
+// OpenCache attaches to an existing pool (only o.LockTimeout and o.AnyOwner apply). The error
+// wraps ErrNotFound when there is none, ErrIO when another uid owns it (unless o.AnyOwner),
+// ErrCorrupt for a segment that is not a tenso cache, ErrFull when the pool's MaxClients
+// handles are attached. A pool truncated by another process gives ErrTruncated on the next
+// call; a truncation after that check, or while a CacheView is read or closed (its pin is
+// released in the pool), still raises SIGBUS.
 func OpenCache(name string, o CacheOptions) (*Cache, error) {
 	if versionErr != nil {
 		return nil, versionErr

@@ -94,6 +94,37 @@ func TestShmRoundTripZeroCopy(t *testing.T) {
 	wantStatus(t, "Get after Close", func() error { _, err := r.Get(DecodeOptions{}); return err }(), ErrInvalidArgument)
 }
 
+// Another uid's objects are refused unless AnyOwner (checked in the C tests, which run as two
+// uids); here the options reach libtenso and an own segment or pool opens either way.
+func TestOpenAnyOwner(t *testing.T) {
+	name, pool := shmName(t, false), shmName(t, true)
+	w, err := CreateShm(name, 4096, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	c, err := CreateCache(pool, CacheOptions{Size: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, anyOwner := range []bool{false, true} {
+		s, err := OpenShmWith(name, ShmOpenOptions{Writable: true, AnyOwner: anyOwner})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Put(FromSlice([]uint64{2}, []uint8{1, 2}), EncodeOptions{}); err != nil || !s.Writable() {
+			t.Fatalf("AnyOwner %v: put %v, writable %v", anyOwner, err, s.Writable())
+		}
+		s.Close()
+		o, err := OpenCache(pool, CacheOptions{AnyOwner: anyOwner})
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.Close()
+	}
+}
+
 func TestShmPutTooSmallAndReplace(t *testing.T) {
 	name := shmName(t, false)
 	s, err := CreateShm(name, 4096, false)

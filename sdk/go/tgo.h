@@ -595,10 +595,10 @@ static inline tgo_shm_res tgo_shm_create_for(const char *name, const tenso_value
     return r;
 }
 
-static inline tgo_shm_res tgo_shm_open(const char *name, int writable) {
+static inline tgo_shm_res tgo_shm_open(const char *name, uint32_t flags) {
     tgo_shm_res r;
     r.shm = NULL;
-    r.res = tgo_res_of(tenso_shm_open(&r.shm, name, writable), 0);
+    r.res = tgo_res_of(tenso_shm_open_flags(&r.shm, name, flags), 0);
     return r;
 }
 

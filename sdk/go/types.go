@@ -350,7 +350,7 @@ func (f Format) String() string {
 
 // CacheOptions say how to create or attach to a [Cache]. The zero value means libtenso's
 // defaults: a 256 MiB pool, one entry slot per 16 KiB, 256 clients, 16384 pins, a 10 s lock
-// timeout. Only LockTimeout applies to OpenCache.
+// timeout. Only LockTimeout and AnyOwner apply to OpenCache.
 type CacheOptions struct {
 	Size        uint64        // pool bytes, header and tables included
 	MaxEntries  uint32        // entry slots
@@ -358,6 +358,17 @@ type CacheOptions struct {
 	MaxPins     uint32        // distinct (handle, entry) pins at once
 	LockTimeout time.Duration // wait at most this for the pool's lock (rounded up to 1 ms)
 	Replace     bool          // create: replace a leftover pool of the same name
+	// AnyOwner (open): also attach to a pool owned by another uid, which is refused by default
+	// (the error wraps ErrIO): every attached process can write every byte of the pool.
+	AnyOwner bool
+}
+
+// ShmOpenOptions say how [OpenShmWith] opens a segment. The zero value is read-only and
+// refuses a segment owned by another uid (the error wraps ErrIO): whoever can write it
+// controls every byte this process reads.
+type ShmOpenOptions struct {
+	Writable bool // map read-write (needed by Put)
+	AnyOwner bool // also open a segment owned by another uid (a peer you trust)
 }
 
 // CacheEntryInfo is what a [Cache] knows about one entry ([Cache.Info]).

@@ -1,16 +1,21 @@
 // CapiTrustTest - what other users and other processes can do to files and shared memory
-// (issue 12, items 3, 5, 6, 7 and the kill-mid-save test): saves keep the replaced file's mode
-// and owner and cannot be blocked by planted names; a writer SIGKILLed mid-save leaves the old
+// (issue 12, items 3, 5, 6, 7 and the kill-mid-save test): saves keep the replaced file's
+// permission bits and group (not its owner, set-id bits or a symlink's target), work without
+// /proc, and cannot be blocked by planted names; a writer SIGKILLed mid-save leaves the old
 // file and no temporary; truncating a mapped archive, safetensors file, segment or pool gives
 // TENSO_E_TRUNCATED instead of SIGBUS; another uid's segment or pool is refused without
 // TENSO_SHM_ANY_OWNER; "." and ".." are invalid names.
 #include <cppunit/extensions/HelperMacros.h>
 
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <signal.h>
+#include <sched.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -68,6 +73,16 @@ const Writer kWriters[] = {Writer::kSaveFile, Writer::kArchive, Writer::kSafeten
 
 bool is_root() { return ::geteuid() == 0; }
 
+// Drops CAP_DAC_READ_SEARCH from the effective set: without it, as without /proc, an
+// O_TMPFILE cannot be named (linkat AT_EMPTY_PATH needs it). For run_isolated bodies.
+void drop_dac_read_search() {
+    struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
+    struct __user_cap_data_struct d[2] = {};
+    CPPUNIT_ASSERT(::syscall(SYS_capget, &h, d) == 0);
+    d[CAP_DAC_READ_SEARCH / 32].effective &= ~(1u << (CAP_DAC_READ_SEARCH % 32));
+    CPPUNIT_ASSERT(::syscall(SYS_capset, &h, d) == 0);
+}
+
 // Drops to uid/gid 65534 in a forked child (for run_isolated bodies).
 void become_nobody() {
     CPPUNIT_ASSERT(::setresgid(kNobody, kNobody, kNobody) == 0);
@@ -119,12 +134,46 @@ extern "C" void on_xfsz(int) {
     for (;;) ::pause();
 }
 
+// Forks a writer of `t` to `path` that stops inside the write: RLIMIT_FSIZE makes the kernel
+// raise SIGXFSZ there, and its handler waits. *got: it did stop there (else it exited).
+pid_t stopped_mid_save(Writer w, const std::string &path, const tenso_tensor &t, bool *got) {
+    int fds[2];
+    CPPUNIT_ASSERT_EQUAL(0, ::pipe(fds));
+    pid_t pid = ::fork();
+    CPPUNIT_ASSERT(pid >= 0);
+    if (pid == 0) {
+        ::close(fds[0]);
+        g_stopped_fd = fds[1];
+        ::signal(SIGXFSZ, on_xfsz);
+        struct rlimit rl = {1u << 20, 1u << 20};
+        if (::setrlimit(RLIMIT_FSIZE, &rl) != 0) ::_exit(4);
+        write_with(w, path, t);
+        ::_exit(5);  // the write finished: the caller reports it
+    }
+    ::close(fds[1]);
+    char c = 0;
+    *got = ::read(fds[0], &c, 1) == 1;
+    ::close(fds[0]);
+    return pid;
+}
+
+// Its wait status.
+int kill_and_reap(pid_t pid) {
+    ::kill(pid, SIGKILL);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    return status;
+}
+
 }  // namespace
 
 class CapiTrustTest : public CppUnit::TestFixture {
     CPPUNIT_TEST_SUITE(CapiTrustTest);
     CPPUNIT_TEST(testSavesKeepTheMode);
     CPPUNIT_TEST(testSavesKeepTheOwner);
+    CPPUNIT_TEST(testSavesCopyNoSetIdBits);
+    CPPUNIT_TEST(testSavesReplaceSymlinks);
+    CPPUNIT_TEST(testSavesWithoutProc);
     CPPUNIT_TEST(testPlantedTempNames);
     CPPUNIT_TEST(testKilledMidSave);
     CPPUNIT_TEST(testTruncatedFiles);
@@ -134,6 +183,7 @@ class CapiTrustTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(testOwnObjectsAsAnotherUid);
     CPPUNIT_TEST(testDotNames);
     CPPUNIT_TEST(testOpenFlags);
+    CPPUNIT_TEST(testForeignEmptyPoolRefusedAtOnce);
     CPPUNIT_TEST_SUITE_END();
 
     std::string dir_;
@@ -159,7 +209,8 @@ public:
         ::umask(old_mask);
     }
 
-    // Root replacing another user's file leaves it theirs (fchown where permitted).
+    // Root replacing another user's file keeps its group but not its owner: a file planted by
+    // someone else must not make our output theirs.
     void testSavesKeepTheOwner() {
         if (!is_root()) {
             std::printf("\n  CapiTrustTest: not root, owner case skipped");
@@ -170,12 +221,82 @@ public:
             const std::string path = file_for(dir_, w);
             TENSO_CHECK_OK(write_with(w, path, t.t));
             CPPUNIT_ASSERT_EQUAL(0, ::chown(path.c_str(), kNobody, kNobody));
+            CPPUNIT_ASSERT_EQUAL(0, ::chmod(path.c_str(), 0666));
             TENSO_CHECK_OK(write_with(w, path, t.t));
             struct stat st;
             CPPUNIT_ASSERT_EQUAL(0, ::stat(path.c_str(), &st));
-            CPPUNIT_ASSERT_EQUAL_MESSAGE(writer_name(w), kNobody, st.st_uid);
+            CPPUNIT_ASSERT_EQUAL_MESSAGE(writer_name(w), ::geteuid(), st.st_uid);
             CPPUNIT_ASSERT_EQUAL_MESSAGE(writer_name(w), gid_t(kNobody), st.st_gid);
+            CPPUNIT_ASSERT_EQUAL_MESSAGE(writer_name(w), mode_t(0666), st.st_mode & 07777);
         }
+    }
+
+    // Set-id and sticky bits of the replaced file are not copied, the permission bits are.
+    void testSavesCopyNoSetIdBits() {
+        OwnedTensor t(TENSO_DTYPE_UINT8, {10}, 2);
+        for (Writer w : kWriters) {
+            const std::string path = file_for(dir_, w);
+            TENSO_CHECK_OK(write_with(w, path, t.t));
+            CPPUNIT_ASSERT_EQUAL(0, ::chmod(path.c_str(), 06750));
+            TENSO_CHECK_OK(write_with(w, path, t.t));
+            CPPUNIT_ASSERT_EQUAL_MESSAGE(writer_name(w), mode_t(0750), mode_of(path));
+        }
+    }
+
+    // A symlink at the target is replaced by a new 0600 file; what it points to is untouched.
+    void testSavesReplaceSymlinks() {
+        OwnedTensor t(TENSO_DTYPE_UINT8, {10}, 2);
+        const std::string victim = dir_ + "/victim";
+        for (Writer w : kWriters) {
+            const std::string path = file_for(dir_, w);
+            spit(victim, "old", 3);
+            CPPUNIT_ASSERT_EQUAL(0, ::chmod(victim.c_str(), 0666));
+            CPPUNIT_ASSERT_EQUAL(0, ::symlink(victim.c_str(), path.c_str()));
+            TENSO_CHECK_OK(write_with(w, path, t.t));
+            struct stat st;
+            CPPUNIT_ASSERT_EQUAL(0, ::lstat(path.c_str(), &st));
+            CPPUNIT_ASSERT_MESSAGE(writer_name(w), S_ISREG(st.st_mode));
+            CPPUNIT_ASSERT_EQUAL_MESSAGE(writer_name(w), mode_t(0600), st.st_mode & 07777);
+            CPPUNIT_ASSERT_MESSAGE(writer_name(w), slurp(victim) == Bytes({'o', 'l', 'd'}));
+            CPPUNIT_ASSERT_EQUAL_MESSAGE(writer_name(w), mode_t(0666), mode_of(victim));
+            ::unlink(path.c_str());
+        }
+    }
+
+    // With no /proc (a tmpfs over it, in a private mount namespace) and no CAP_DAC_READ_SEARCH
+    // an O_TMPFILE could not be named at commit: saves fall back to a named temporary and
+    // succeed (they used to fail after writing the whole file).
+    void testSavesWithoutProc() {
+        std::string msg = run_isolated([&] {
+            if (::unshare(CLONE_NEWNS) != 0 || ::mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+                ::mount("tenso-noproc", "/proc", "tmpfs", 0, nullptr) != 0) {
+                std::printf("\n  CapiTrustTest: no mount namespace (%s), no-/proc case skipped", std::strerror(errno));
+                return;
+            }
+            CPPUNIT_ASSERT(::access("/proc/self/fd", F_OK) != 0);
+            drop_dac_read_search();
+            OwnedTensor t(TENSO_DTYPE_UINT8, {10}, 2), big(TENSO_DTYPE_UINT8, {4u << 20}, 5);
+            for (Writer w : kWriters) {
+                const std::string path = file_for(dir_, w), what = writer_name(w);
+                // The temporary has its `<path>.tmp.<hex>` name while it is written (with an
+                // O_TMPFILE it would have none, and could get none at commit on kernels
+                // before 6.10, which require CAP_DAC_READ_SEARCH for linkat AT_EMPTY_PATH).
+                bool got = false;
+                const pid_t pid = stopped_mid_save(w, path, big.t, &got);
+                std::vector<std::string> named;
+                for (const std::string &n : list_dir(dir_))
+                    if (n.find(path.substr(dir_.size() + 1) + ".tmp.") == 0) named.push_back(n);
+                kill_and_reap(pid);
+                CPPUNIT_ASSERT_MESSAGE(what + ": the child never reached the file size limit", got);
+                CPPUNIT_ASSERT_EQUAL_MESSAGE(what + ": named temporaries while writing", size_t(1), named.size());
+                ::unlink((dir_ + "/" + named[0]).c_str());  // what a killed writer leaves here
+                TENSO_CHECK_OK(write_with(w, path, t.t));
+                arch::ArchivePtr a = arch::open_ok(path);
+                CPPUNIT_ASSERT_EQUAL(uint64_t(1), tenso_archive_count(a.get()));
+            }
+            CPPUNIT_ASSERT_EQUAL(size_t(3), list_dir(dir_).size());  // no temporary left
+        });
+        CPPUNIT_ASSERT_MESSAGE(msg, msg.empty());
     }
 
     // Files planted at the names a pid-and-counter scheme would use do not make saves fail.
@@ -205,39 +326,30 @@ public:
             TENSO_CHECK_OK(write_with(w, path, small.t));
             CPPUNIT_ASSERT_EQUAL(0, ::chmod(path.c_str(), 0640));
             const Bytes old = slurp(path);
-            int fds[2];
-            CPPUNIT_ASSERT_EQUAL(0, ::pipe(fds));
-            pid_t pid = ::fork();
-            CPPUNIT_ASSERT(pid >= 0);
-            if (pid == 0) {
-                ::close(fds[0]);
-                g_stopped_fd = fds[1];
-                ::signal(SIGXFSZ, on_xfsz);
-                struct rlimit rl = {1u << 20, 1u << 20};
-                if (::setrlimit(RLIMIT_FSIZE, &rl) != 0) ::_exit(4);
-                write_with(w, path, big.t);
-                ::_exit(5);  // the write finished: the parent reports it
-            }
-            ::close(fds[1]);
-            char c = 0;
-            const ssize_t got = ::read(fds[0], &c, 1);
-            ::close(fds[0]);
-            // Inside the save: the child holds a file in our directory open.
-            bool writing = false;
+            bool got = false;
+            const pid_t pid = stopped_mid_save(w, path, big.t, &got);
+            // Inside the save: the child holds a file in our directory open, already with the
+            // target's mode and owner (a spooling writer's 0600 scratch file sits beside it).
+            bool writing = false, same_mode = false;
             const std::string fd_dir = "/proc/" + std::to_string(pid) + "/fd";
+            struct stat target_st;
+            CPPUNIT_ASSERT_EQUAL(0, ::stat(path.c_str(), &target_st));
             for (const std::string &n : list_dir(fd_dir)) {
                 char target[4096];
                 ssize_t len = ::readlink((fd_dir + "/" + n).c_str(), target, sizeof target - 1);
-                if (len > 0 && std::string(target, size_t(len)).find(dir_ + "/") == 0) writing = true;
+                if (len <= 0 || std::string(target, size_t(len)).find(dir_ + "/") != 0) continue;
+                writing = true;
+                struct stat st;
+                if (::stat((fd_dir + "/" + n).c_str(), &st) == 0 && st.st_ino != target_st.st_ino)
+                    same_mode |= (st.st_mode & 07777) == 0640 && st.st_uid == target_st.st_uid &&
+                                 st.st_gid == target_st.st_gid;
             }
-            ::kill(pid, SIGKILL);
-            int status = 0;
-            ::waitpid(pid, &status, 0);
-            CPPUNIT_ASSERT_MESSAGE(what + ": the child never reached the file size limit", got == 1);
+            const int status = kill_and_reap(pid);
+            CPPUNIT_ASSERT_MESSAGE(what + ": the child never reached the file size limit", got);
             CPPUNIT_ASSERT_MESSAGE(what + ": the child had no file of the directory open", writing);
+            CPPUNIT_ASSERT_MESSAGE(what + ": the temporary lacks the target's mode or owner while written", same_mode);
             CPPUNIT_ASSERT_MESSAGE(what + ": killed by something else", WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
             CPPUNIT_ASSERT_MESSAGE(what + ": the old file changed", slurp(path) == old);
-            CPPUNIT_ASSERT_EQUAL_MESSAGE(what + ": its mode changed", mode_t(0640), mode_of(path));
             const std::vector<std::string> left = list_dir(dir_);
             CPPUNIT_ASSERT_EQUAL_MESSAGE(what + ": something was left behind (" + (left.empty() ? "" : left.back()) + ")",
                                          size_t(1), left.size());
@@ -267,6 +379,32 @@ public:
                 TENSO_CHECK_STATUS(TENSO_E_TRUNCATED, tenso_archive_get(&v, a.get(), 0, nullptr));
                 CPPUNIT_ASSERT(v == nullptr);
             }
+            // A tenso archive's metadata, a packet file's bundle keys: both in the mapping.
+            const std::string meta = dir_ + "/meta.tenso", bundle = dir_ + "/bundle.tenso";
+            {
+                tenso_archive_writer *raw = nullptr;
+                auto o = arch::write_opts(TENSO_FORMAT_ARCHIVE);
+                TENSO_CHECK_OK(tenso_archive_writer_open(&raw, meta.c_str(), &o));
+                arch::WriterPtr wr(raw);
+                TENSO_CHECK_OK(tenso_archive_writer_set_metadata(wr.get(), "k", 1, "v", 1));
+                arch::add_tensor(wr.get(), "x", t.t);
+                TENSO_CHECK_OK(tenso_archive_writer_finish(wr.get()));
+            }
+            arch::ArchivePtr m = arch::open_ok(meta);
+            CPPUNIT_ASSERT_EQUAL(0, ::truncate(meta.c_str(), 4096));
+            const char *val = nullptr;
+            size_t vlen = 0;
+            TENSO_CHECK_STATUS(TENSO_E_TRUNCATED, tenso_archive_metadata_find(&val, &vlen, m.get(), "k", 1));
+            tenso_value *b = nullptr;
+            TENSO_CHECK_OK(tenso_value_new_bundle(&b));
+            ValuePtr hb(b);
+            ValuePtr x = value_of(t.t);
+            TENSO_CHECK_OK(tenso_bundle_insert(b, "x", 1, x.get()));
+            TENSO_CHECK_OK(tenso_value_save_file(bundle.c_str(), b, nullptr));
+            arch::ArchivePtr p = arch::open_ok(bundle);
+            CPPUNIT_ASSERT_EQUAL(0, ::truncate(bundle.c_str(), 0));
+            uint64_t idx = 0;
+            TENSO_CHECK_STATUS(TENSO_E_TRUNCATED, tenso_archive_find(&idx, p.get(), "x", 1));
         });
         CPPUNIT_ASSERT_MESSAGE(msg, msg.empty());
     }
@@ -348,15 +486,15 @@ public:
     // Opening without the flag: TENSO_E_IO naming the owner; with it: the object works.
     static void expect_refused_then_opened(const std::string &seg, const std::string &pool, const std::string &owner) {
         tenso_shm *s = nullptr;
-        for (int flags : {0, int(TENSO_SHM_WRITABLE)}) {
-            TENSO_CHECK_STATUS(TENSO_E_IO, tenso_shm_open(&s, seg.c_str(), flags));
+        for (int writable : {0, 1}) {
+            TENSO_CHECK_STATUS(TENSO_E_IO, tenso_shm_open(&s, seg.c_str(), writable));
             CPPUNIT_ASSERT_MESSAGE(tenso_last_error(), std::strstr(tenso_last_error(), ("owned by uid " + owner).c_str()));
         }
         tenso_cache *c = nullptr;
         TENSO_CHECK_STATUS(TENSO_E_IO, tenso_cache_open(&c, pool.c_str(), nullptr));
         CPPUNIT_ASSERT_MESSAGE(tenso_last_error(), std::strstr(tenso_last_error(), ("owned by uid " + owner).c_str()));
 
-        TENSO_CHECK_OK(tenso_shm_open(&s, seg.c_str(), int(TENSO_SHM_ANY_OWNER)));
+        TENSO_CHECK_OK(tenso_shm_open_flags(&s, seg.c_str(), TENSO_SHM_ANY_OWNER));
         tenso_view *v = nullptr;
         TENSO_CHECK_OK(tenso_shm_get(&v, s, nullptr));
         CPPUNIT_ASSERT_EQUAL(uint64_t(10), tenso_view_nbytes(v));
@@ -391,16 +529,47 @@ public:
         TENSO_CHECK_OK(tenso_shm_unlink(dotted.c_str()));
     }
 
-    // Bits other than TENSO_SHM_WRITABLE | TENSO_SHM_ANY_OWNER are refused, not taken for
-    // "writable" (any non-zero value once was).
+    // A 0-byte pool of another uid looks like one being created, but is refused at once, not
+    // waited on for the lock timeout (an hour here: the old wait would hang the suite).
+    void testForeignEmptyPoolRefusedAtOnce() {
+        if (!is_root()) {
+            std::printf("\n  CapiTrustTest: not root, two-uid case skipped");
+            return;
+        }
+        const std::string name = shm_tag("empty-pool");
+        int fd = ::shm_open(("/" + name).c_str(), O_RDWR | O_CREAT | O_EXCL, 0644);
+        CPPUNIT_ASSERT(fd >= 0);
+        cache_test::Unlink gone{name};
+        CPPUNIT_ASSERT_EQUAL(0, ::fchown(fd, kNobody, kNobody));
+        ::close(fd);
+        tenso_cache_options o = TENSO_CACHE_OPTIONS_INIT;
+        o.lock_timeout_ms = 3600u * 1000u;
+        tenso_cache *c = nullptr;
+        TENSO_CHECK_STATUS(TENSO_E_IO, tenso_cache_open(&c, name.c_str(), &o));
+        CPPUNIT_ASSERT_MESSAGE(tenso_last_error(), std::strstr(tenso_last_error(), "owned by uid 65534"));
+    }
+
+    // tenso_shm_open keeps its 1.1 meaning (any non-zero `writable` is read-write, owner check
+    // on); tenso_shm_open_flags refuses bits other than TENSO_SHM_WRITABLE | TENSO_SHM_ANY_OWNER.
     void testOpenFlags() {
         const std::string name = shm_tag("flags");
         tenso_shm *s = nullptr;
-        TENSO_CHECK_OK(tenso_shm_create(&s, name.c_str(), 64, TENSO_SHM_REPLACE));
+        TENSO_CHECK_OK(tenso_shm_create(&s, name.c_str(), 4096, TENSO_SHM_REPLACE));
         tenso_shm_close(s);
-        for (int bad : {4, -1, 0x100})
-            TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, tenso_shm_open(&s, name.c_str(), bad));
-        TENSO_CHECK_OK(tenso_shm_open(&s, name.c_str(), int(TENSO_SHM_WRITABLE | TENSO_SHM_ANY_OWNER)));
+        OwnedTensor t(TENSO_DTYPE_UINT8, {4}, 9);
+        ValuePtr v = value_of(t.t);
+        for (int writable : {1, 4, -1, 0x100}) {
+            TENSO_CHECK_OK(tenso_shm_open(&s, name.c_str(), writable));
+            TENSO_CHECK_OK(tenso_shm_put(nullptr, s, v.get(), nullptr));
+            tenso_shm_close(s);
+        }
+        TENSO_CHECK_OK(tenso_shm_open(&s, name.c_str(), 0));
+        TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, tenso_shm_put(nullptr, s, v.get(), nullptr));  // read-only
+        tenso_shm_close(s);
+        for (uint32_t bad : {4u, ~0u, 0x100u})
+            TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, tenso_shm_open_flags(&s, name.c_str(), bad));
+        TENSO_CHECK_OK(tenso_shm_open_flags(&s, name.c_str(), TENSO_SHM_WRITABLE | TENSO_SHM_ANY_OWNER));
+        TENSO_CHECK_OK(tenso_shm_put(nullptr, s, v.get(), nullptr));
         tenso_shm_close(s);
         TENSO_CHECK_OK(tenso_shm_unlink(name.c_str()));
         tenso_cache_options o = TENSO_CACHE_OPTIONS_INIT;

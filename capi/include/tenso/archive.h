@@ -25,8 +25,10 @@
  * point into the mapping), still raises SIGBUS. Writers never truncate: they replace files by
  * rename, so a reader of the old file is safe. See docs/threat-model.md.
  *
- * Writers create the temporary unnamed (O_TMPFILE; elsewhere a random name, O_EXCL) with the
- * mode, and where permitted the owner, of the file being replaced (0600 for a new file).
+ * Writers create the temporary as tenso_save_file does: unnamed where O_TMPFILE and /proc are
+ * available (a killed writer leaves nothing), else `<path>.tmp.<16 hex digits>` created O_EXCL
+ * (a killed writer leaves it behind); with the permission bits and, where permitted, the group
+ * of the regular file being replaced, never its owner (0600 for a new file or a symlink).
  * ========================================================================================== */
 #ifndef TENSO_ARCHIVE_H
 #define TENSO_ARCHIVE_H

@@ -17,8 +17,10 @@
  * Truncation. A mapping's pages past the object's current end raise SIGBUS when touched. Every
  * call on a handle first checks that the object is still as long as the mapping and answers
  * TENSO_E_TRUNCATED when it is not; an ftruncate by another process after that check, or while
- * the caller reads or frees a view it already holds, still raises SIGBUS. Only processes that
- * can write the object can do that (the trust rule above).
+ * the caller reads a view it already holds, still raises SIGBUS. tenso_view_free of a cache
+ * view does not check (it writes the pin release into the pool on the hot path), so freeing
+ * one after the pool was truncated raises SIGBUS too. Only processes that can write the object
+ * can do that (the trust rule above).
  */
 #ifndef TENSO_SHM_H
 #define TENSO_SHM_H
@@ -48,11 +50,11 @@ typedef struct tenso_shm tenso_shm;
  *  unlink it and create a fresh one instead of failing with TENSO_E_EXISTS. */
 #define TENSO_SHM_REPLACE 0x1u
 
-/** tenso_shm_open flags: map the segment read-write (needed by tenso_shm_put). The value of
- *  the former `writable` argument's 1. @since 1.2 */
+/** tenso_shm_open_flags flags: map the segment read-write (needed by tenso_shm_put).
+ *  @since 1.2 */
 #define TENSO_SHM_WRITABLE 0x1u
 
-/** tenso_shm_open flags and tenso_cache_options.flags (open): also open an object owned by
+/** tenso_shm_open_flags flags and tenso_cache_options.flags (open): also open an object owned by
  *  another uid than the caller's effective uid, which is refused by default (TENSO_E_IO). Only
  *  for a peer you trust with your process's reads (and, for a pool, with its mutex).
  *  @since 1.2 */
@@ -81,15 +83,20 @@ TENSO_API tenso_status tenso_shm_create_for(tenso_shm **out, uint64_t *written_o
                                             const tenso_encode_options *opts, uint32_t flags);
 
 /**
- * Opens an existing segment.
- * @param flags  0 (read-only), or TENSO_SHM_WRITABLE and/or TENSO_SHM_ANY_OWNER. (Before 1.2
- *               this was `int writable`, any non-zero value meaning read-write; 0 and 1 keep
- *               their meaning, other bits are now TENSO_E_INVALID_ARGUMENT.)
+ * Opens an existing segment owned by the caller's effective uid.
+ * @param writable  non-zero maps it read-write (needed by tenso_shm_put).
  * @return TENSO_E_NOT_FOUND when there is no segment of that name; TENSO_E_IO when it is
- *         owned by another uid (without TENSO_SHM_ANY_OWNER) or the system refuses;
- *         TENSO_E_INVALID_ARGUMENT for a bad name or unknown flags. @since 1.1
+ *         owned by another uid (see tenso_shm_open_flags) or the system refuses;
+ *         TENSO_E_INVALID_ARGUMENT for a bad name. @since 1.1
  */
-TENSO_API tenso_status tenso_shm_open(tenso_shm **out, const char *name, int flags);
+TENSO_API tenso_status tenso_shm_open(tenso_shm **out, const char *name, int writable);
+
+/**
+ * Opens an existing segment, as tenso_shm_open, with flags.
+ * @param flags  0 (read-only), or TENSO_SHM_WRITABLE and/or TENSO_SHM_ANY_OWNER.
+ * @return as tenso_shm_open; TENSO_E_INVALID_ARGUMENT also for unknown flags. @since 1.2
+ */
+TENSO_API tenso_status tenso_shm_open_flags(tenso_shm **out, const char *name, uint32_t flags);
 
 /**
  * Encodes `v` at the start of the segment.

@@ -293,9 +293,12 @@ TENSO_API tenso_status tenso_write_fd(uint64_t *written_out, int fd, const tenso
 /**
  * Saves the packet for `t` at `path` atomically: it is written to a temporary file in the same
  * directory, flushed, and renamed over `path`; on failure the old file is left intact.
- * The temporary is unnamed while it is written (O_TMPFILE; elsewhere a random name created
- * O_EXCL), so a process killed mid-save leaves no file behind. The new file gets the mode (and,
- * where permitted, the owner and group) of the file it replaces, or 0600 when there was none.
+ * The temporary is unnamed while it is written where O_TMPFILE and /proc are available, so a
+ * process killed mid-save leaves no file behind; elsewhere it is created O_EXCL under a random
+ * name, and a killed writer leaves that `<path>.tmp.<16 hex digits>` file. The new file gets
+ * the permission bits (no set-id) and, where permitted, the group of the regular file it
+ * replaces, never its owner; 0600 when there was none or `path` is a symlink (replaced, not
+ * followed).
  * @since 1.0
  */
 TENSO_API tenso_status tenso_save_file(const char *path, const tenso_tensor *t,

@@ -279,6 +279,16 @@ def test_arrays_outlive_close(name):
     cache.unlink()
 
 
+def test_attach_any_owner(cache, name):
+    cache.put("k", np.arange(3))
+    for any_owner in (False, True):
+        other = tenso.TensoCache(name=name, create=False, any_owner=any_owner)
+        try:
+            assert other.get("k").tolist() == [0, 1, 2]
+        finally:
+            other.close()
+
+
 def test_attach_shares_entries_and_repr(cache, name):
     other = tenso.TensoCache(name=name, create=False)
     try:

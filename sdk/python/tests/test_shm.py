@@ -28,7 +28,9 @@ def shm_name():
 
 
 def test_signatures_match_upstream():
-    assert list(inspect.signature(tenso.TensoShm).parameters) == ["name", "create", "size"]
+    params = inspect.signature(tenso.TensoShm).parameters
+    assert list(params)[:3] == ["name", "create", "size"]
+    assert all(p.kind is p.KEYWORD_ONLY for p in list(params.values())[3:])  # our extensions
     assert list(inspect.signature(tenso.TensoShm.put).parameters) == [
         "self", "obj", "check_integrity", "compress", "alignment"]  # fmt: skip
     assert list(inspect.signature(tenso.TensoShm.create_from).parameters) == [
@@ -89,6 +91,21 @@ def test_compressed_packet_with_stale_bytes_after_it(shm_name):
         assert n < value.nbytes // 10
         out = shm.get()
         assert np.array_equal(out, value) and out.base.owns_data
+
+
+def test_any_owner_opens_own_segment(shm_name):
+    # Another uid's segment is refused unless any_owner (checked in the C tests, which run as
+    # two uids); here: the flag reaches libtenso and an own segment opens either way.
+    with tenso.TensoShm.create_from(shm_name, np.arange(4, dtype=np.int32)):
+        pass
+    expected = [0, 1, 2, 3]
+    for any_owner in (False, True):
+        with tenso.TensoShm(shm_name, any_owner=any_owner) as shm:
+            assert shm.get().tolist() == expected
+            expected = [7, 8] if any_owner else [5, 6]
+            shm.put(np.array(expected, dtype=np.int8))  # writable
+    with pytest.raises(TypeError):
+        tenso.TensoShm(shm_name, False, 0, True)  # keyword-only
 
 
 def test_put_into_a_segment(shm_name):

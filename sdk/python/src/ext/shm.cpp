@@ -55,9 +55,10 @@ std::unique_ptr<Shm> shm_create(const std::string &name, uint64_t size, bool rep
     return std::make_unique<Shm>(h, true);
 }
 
-std::unique_ptr<Shm> shm_open(const std::string &name, bool writable) {
+std::unique_ptr<Shm> shm_open(const std::string &name, bool writable, bool any_owner) {
+    const uint32_t flags = (writable ? TENSO_SHM_WRITABLE : 0u) | (any_owner ? TENSO_SHM_ANY_OWNER : 0u);
     tenso_shm *h = nullptr;
-    check(nogil([&] { return tenso_shm_open(&h, name.c_str(), writable ? 1 : 0); }));
+    check(nogil([&] { return tenso_shm_open_flags(&h, name.c_str(), flags); }));
     return std::make_unique<Shm>(h, writable);
 }
 
@@ -151,8 +152,9 @@ std::unique_ptr<Cache> cache_create(const std::string &name, uint64_t size, uint
     return std::make_unique<Cache>(h);
 }
 
-std::unique_ptr<Cache> cache_open(const std::string &name, uint32_t lock_timeout_ms) {
-    const tenso_cache_options o = cache_options(0, 0, 0, 0, lock_timeout_ms, false);
+std::unique_ptr<Cache> cache_open(const std::string &name, uint32_t lock_timeout_ms, bool any_owner) {
+    tenso_cache_options o = cache_options(0, 0, 0, 0, lock_timeout_ms, false);
+    if (any_owner) o.flags |= TENSO_SHM_ANY_OWNER;
     tenso_cache *h = nullptr;
     check(nogil([&] { return tenso_cache_open(&h, name.c_str(), &o); }));
     return std::make_unique<Cache>(h);
@@ -280,7 +282,7 @@ void init_shm(py::module_ &m) {
                         "mmap.close() does; arrays from get() keep the mapping themselves and stay valid.");
     shm
         .def_static("create", &shm_create, py::arg("name"), py::arg("size"), py::arg("replace") = false)
-        .def_static("open", &shm_open, py::arg("name"), py::arg("writable") = true)
+        .def_static("open", &shm_open, py::arg("name"), py::arg("writable") = true, py::arg("any_owner") = false)
         .def_static("create_for", &shm_create_for, py::arg("name"), py::arg("value"), py::arg("check_integrity") = false,
                     py::arg("compress") = false, py::arg("alignment") = 64, py::arg("replace") = false)
         .def_static("unlink", [](const std::string &name) { check(tenso_shm_unlink(name.c_str())); }, py::arg("name"))
@@ -304,7 +306,7 @@ void init_shm(py::module_ &m) {
         .def_static("create", &cache_create, py::arg("name"), py::arg("size") = 0, py::arg("max_entries") = 0,
                     py::arg("max_clients") = 0, py::arg("max_pins") = 0, py::arg("lock_timeout_ms") = 0,
                     py::arg("replace") = false)
-        .def_static("open", &cache_open, py::arg("name"), py::arg("lock_timeout_ms") = 0)
+        .def_static("open", &cache_open, py::arg("name"), py::arg("lock_timeout_ms") = 0, py::arg("any_owner") = false)
         .def_static("unlink", [](const std::string &name) { check(tenso_cache_unlink(name.c_str())); }, py::arg("name"))
         .def_property_readonly("name", [](const Cache &c) { return std::string(tenso_cache_name(c.get())); })
         .def("put", &cache_put, py::arg("key"), py::arg("value"), py::arg("ttl") = 0.0, py::arg("check_integrity") = false,

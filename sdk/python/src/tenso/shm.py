@@ -51,9 +51,15 @@ class TensoShm:
         instead of attaching to an existing one (FileNotFoundError if it does not).
     size : int
         Bytes, for ``create=True``.
+    any_owner : bool, keyword-only, default False
+        Attach to a segment owned by another uid too. By default another uid's segment is
+        refused (TensoIOError): whoever can write it controls every byte you read.
+
+    A segment truncated by another process raises TensoTruncatedError on the next call; touching
+    a view (or the memory of a segment) after that check can still raise SIGBUS.
     """
 
-    def __init__(self, name: Optional[str], create: bool = False, size: int = 0) -> None:
+    def __init__(self, name: Optional[str], create: bool = False, size: int = 0, *, any_owner: bool = False) -> None:
         if create:
             if size <= 0:
                 # multiprocessing.shared_memory's message, which upstream surfaces.
@@ -64,7 +70,7 @@ class TensoShm:
         else:
             if name is None:
                 raise ValueError("name is required when create=False")
-            self._h = _tenso.Shm.open(name, True)
+            self._h = _tenso.Shm.open(name, True, any_owner)
         self._name = name
 
     @classmethod
@@ -235,6 +241,12 @@ class TensoCache:
         Entry slots when creating; 0 derives them from the size.
     lock_timeout : float, keyword-only
         Seconds to wait for the pool's lock before TimeoutError; None for libtenso's 10 s.
+    any_owner : bool, keyword-only, default False
+        When attaching, accept a pool owned by another uid too. By default another uid's pool
+        is refused (TensoIOError): every attached process can write every byte of it.
+
+    A pool truncated by another process raises TensoTruncatedError on the next call; reading a
+    view, or freeing one (its pin is released in the pool), after that can still raise SIGBUS.
     """
 
     def __init__(
@@ -245,6 +257,7 @@ class TensoCache:
         *,
         max_entries: int = 0,
         lock_timeout: Optional[float] = None,
+        any_owner: bool = False,
     ) -> None:
         self._h: Any = None
         self._owns = create
@@ -259,7 +272,7 @@ class TensoCache:
         else:
             if name is None:
                 raise ValueError("name is required when create=False")
-            self._h = _tenso.Cache.open(name, timeout_ms)
+            self._h = _tenso.Cache.open(name, timeout_ms, any_owner)
         self._name: str = name
 
     def _handle(self) -> Any:

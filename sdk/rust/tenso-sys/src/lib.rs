@@ -25,7 +25,7 @@ use core::marker::{PhantomData, PhantomPinned};
 // ============================================================================================
 
 pub const TENSO_VERSION_MAJOR: u32 = 1;
-pub const TENSO_VERSION_MINOR: u32 = 1;
+pub const TENSO_VERSION_MINOR: u32 = 2;
 pub const TENSO_VERSION_PATCH: u32 = 0;
 /// The ABI major: the soname is libtenso.so.TENSO_SOVERSION.
 pub const TENSO_SOVERSION: u32 = 1;
@@ -35,7 +35,7 @@ pub const TENSO_PROTOCOL_VERSION: u32 = 4;
 /// with [`tenso_version_number`] at run time.
 pub const TENSO_VERSION_NUMBER: u32 = TENSO_VERSION_MAJOR * 10000 + TENSO_VERSION_MINOR * 100 + TENSO_VERSION_PATCH;
 /// `TENSO_VERSION_STRING`, NUL-terminated.
-pub const TENSO_VERSION_STRING: &[u8] = b"1.1.0\0";
+pub const TENSO_VERSION_STRING: &[u8] = b"1.2.0\0";
 
 // ============================================================================================
 // errors.h
@@ -410,9 +410,9 @@ pub struct tenso_shm {
 
 /// `tenso_shm_create` / cache create flag: replace a leftover segment of the same name.
 pub const TENSO_SHM_REPLACE: u32 = 0x1;
-/// `tenso_shm_open` flag: map the segment read-write.
+/// `tenso_shm_open_flags` flag: map the segment read-write.
 pub const TENSO_SHM_WRITABLE: u32 = 0x1;
-/// `tenso_shm_open` flag and cache open flag: also open an object another uid owns.
+/// `tenso_shm_open_flags` flag and cache open flag: also open an object another uid owns.
 pub const TENSO_SHM_ANY_OWNER: u32 = 0x2;
 
 /// An attached cache pool. Opaque.
@@ -799,7 +799,9 @@ extern "C" {
         opts: *const tenso_encode_options,
         flags: u32,
     ) -> tenso_status;
-    pub fn tenso_shm_open(out: *mut *mut tenso_shm, name: *const c_char, flags: c_int) -> tenso_status;
+    pub fn tenso_shm_open(out: *mut *mut tenso_shm, name: *const c_char, writable: c_int) -> tenso_status;
+    /// @since 1.2
+    pub fn tenso_shm_open_flags(out: *mut *mut tenso_shm, name: *const c_char, flags: u32) -> tenso_status;
     pub fn tenso_shm_put(
         written_out: *mut u64,
         shm: *mut tenso_shm,

@@ -92,7 +92,7 @@ pub use error::{Error, ErrorKind, Result};
 pub use io::read_fd;
 pub use io::{load, load_with, read_from, LoadMode, Packet, Packets};
 pub use options::{DecodeOptions, Options};
-pub use shm::{Cache, CacheEntryInfo, CacheOptions, CacheStats, CacheView, IfExists, Shm};
+pub use shm::{Cache, CacheEntryInfo, CacheOptions, CacheStats, CacheView, IfExists, Shm, ShmOpenOptions};
 pub use tensor::Tensor;
 pub use value::{quantize, Bundle, Value};
 pub use view::{inspect, loads, packet_length, Entries, PacketInfo, PacketLength, View, ViewRef};
@@ -116,7 +116,7 @@ pub mod flags {
     pub const GPU_IPC_REF: u32 = sys::TENSO_FLAG_GPU_IPC_REF;
 }
 
-/// The loaded libtenso's version, e.g. `"1.1.0"`.
+/// The loaded libtenso's version, e.g. `"1.2.0"`.
 ///
 /// ```
 /// assert!(tenso::library_version().starts_with("1."));

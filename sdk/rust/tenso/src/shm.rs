@@ -99,6 +99,54 @@ impl fmt::Debug for Shm {
     }
 }
 
+/// How to open an existing [`Shm`]: by default read-only, and only a segment owned by this
+/// process's effective uid; another uid's segment is refused with [`ErrorKind::Io`], as
+/// whoever can write it controls every byte this process reads.
+///
+/// A segment truncated by another process gives [`ErrorKind::Truncated`] on the next call;
+/// a truncation after that check, or while a [`View`] of it is read, still raises SIGBUS.
+///
+/// ```
+/// let name = format!("/tenso-doc-shmopen-{}", std::process::id());
+/// let _w = tenso::Shm::create(&name, 4096)?;
+/// let mut shm = tenso::ShmOpenOptions::new().writable(true).any_owner(true).open(&name)?;
+/// shm.put(&tenso::Tensor::from_slice(&[1u8, 2]))?;
+/// tenso::Shm::unlink(&name)?;
+/// # Ok::<(), tenso::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ShmOpenOptions {
+    flags: u32,
+}
+
+impl ShmOpenOptions {
+    /// Read-only, own segments only.
+    pub fn new() -> ShmOpenOptions {
+        ShmOpenOptions::default()
+    }
+    /// Map the segment read-write (needed by [`Shm::put`]).
+    pub fn writable(self, yes: bool) -> ShmOpenOptions {
+        self.flag(sys::TENSO_SHM_WRITABLE, yes)
+    }
+    /// Also open a segment owned by another uid (`TENSO_SHM_ANY_OWNER`): only for a peer you
+    /// trust with this process's reads.
+    pub fn any_owner(self, yes: bool) -> ShmOpenOptions {
+        self.flag(sys::TENSO_SHM_ANY_OWNER, yes)
+    }
+    fn flag(mut self, bit: u32, yes: bool) -> ShmOpenOptions {
+        self.flags = if yes { self.flags | bit } else { self.flags & !bit };
+        self
+    }
+    /// Opens the segment named `name`. [`ErrorKind::NotFound`] when there is none.
+    pub fn open(&self, name: &str) -> Result<Shm> {
+        let c = c_name(name, "segment name")?;
+        let mut out = ptr::null_mut();
+        // SAFETY: valid pointers for the call.
+        check(unsafe { sys::tenso_shm_open_flags(&mut out, c.as_ptr(), self.flags) })?;
+        wrap_shm(out, self.flags & sys::TENSO_SHM_WRITABLE != 0)
+    }
+}
+
 fn wrap_shm(out: *mut sys::tenso_shm, writable: bool) -> Result<Shm> {
     let raw = NonNull::new(out).ok_or_else(|| Error::new(ErrorKind::Internal, "libtenso returned a NULL segment"))?;
     Ok(Shm { raw, writable })
@@ -140,22 +188,15 @@ impl Shm {
         wrap_shm(out, true)
     }
 
-    /// Opens an existing segment read-only. [`ErrorKind::NotFound`] when there is none.
+    /// Opens an existing segment read-only. [`ErrorKind::NotFound`] when there is none,
+    /// [`ErrorKind::Io`] when another uid owns it (see [`ShmOpenOptions::any_owner`]).
     pub fn open(name: &str) -> Result<Shm> {
-        Shm::open_with(name, false)
+        ShmOpenOptions::new().open(name)
     }
 
     /// Opens an existing segment read-write (needed by [`put`](Shm::put)).
     pub fn open_writable(name: &str) -> Result<Shm> {
-        Shm::open_with(name, true)
-    }
-
-    fn open_with(name: &str, writable: bool) -> Result<Shm> {
-        let c = c_name(name, "segment name")?;
-        let mut out = ptr::null_mut();
-        // SAFETY: valid pointers for the call.
-        check(unsafe { sys::tenso_shm_open(&mut out, c.as_ptr(), c_int::from(writable)) })?;
-        wrap_shm(out, writable)
+        ShmOpenOptions::new().writable(true).open(name)
     }
 
     /// Encodes `value` at the start of the segment with the default options; returns the
@@ -320,7 +361,15 @@ impl CacheOptions {
     }
     /// Create: what to do when the name is taken.
     pub fn if_exists(mut self, e: IfExists) -> CacheOptions {
-        self.raw.flags = e.flags();
+        self.raw.flags = (self.raw.flags & !sys::TENSO_SHM_REPLACE) | e.flags();
+        self
+    }
+    /// Open: also attach to a pool owned by another uid (`TENSO_SHM_ANY_OWNER`). By default
+    /// another uid's pool is refused with [`ErrorKind::Io`]: every attached process can write
+    /// every byte of it. Only for peers you trust.
+    pub fn any_owner(mut self, yes: bool) -> CacheOptions {
+        let bit = sys::TENSO_SHM_ANY_OWNER;
+        self.raw.flags = if yes { self.raw.flags | bit } else { self.raw.flags & !bit };
         self
     }
 
@@ -333,9 +382,13 @@ impl CacheOptions {
         Cache::wrap(out)
     }
 
-    /// Attaches to an existing pool (only the lock timeout applies). [`ErrorKind::NotFound`]
-    /// when there is none, [`ErrorKind::Corrupt`] for a segment that is not a tenso cache,
-    /// [`ErrorKind::Full`] when `max_clients` handles are attached.
+    /// Attaches to an existing pool (only the lock timeout and [`any_owner`](CacheOptions::any_owner)
+    /// apply). [`ErrorKind::NotFound`] when there is none, [`ErrorKind::Io`] when another uid
+    /// owns it (without `any_owner`), [`ErrorKind::Corrupt`] for a segment that is not a tenso
+    /// cache, [`ErrorKind::Full`] when `max_clients` handles are attached. A pool truncated by
+    /// another process gives [`ErrorKind::Truncated`] on the next call; a truncation after that
+    /// check, or while a [`CacheView`] is read or dropped (its pin is released in the pool),
+    /// still raises SIGBUS.
     pub fn open(&self, name: &str) -> Result<Cache> {
         let c = c_name(name, "cache name")?;
         let mut out = ptr::null_mut();

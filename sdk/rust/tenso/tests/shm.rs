@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tenso::{Cache, CacheOptions, ErrorKind, IfExists, Options, Shm, Tensor};
+use tenso::{Cache, CacheOptions, ErrorKind, IfExists, Options, Shm, ShmOpenOptions, Tensor};
 
 /// A unique segment name, unlinked (if still there) on drop.
 struct Name(String, bool);
@@ -36,6 +36,27 @@ fn floats(n: usize, seed: f32) -> Vec<f32> {
 }
 
 // ---- segments
+
+// Another uid's objects are refused unless opted in (checked in the C tests, which run as two
+// uids); here the options reach libtenso and an own segment or pool opens either way.
+#[test]
+fn any_owner_opens_own_objects() {
+    let name = Name::shm("shm-anyowner");
+    let _w = Shm::create(&name, 4096).unwrap();
+    for any in [false, true] {
+        let mut s = ShmOpenOptions::new().writable(true).any_owner(any).open(&name).unwrap();
+        assert!(s.is_writable());
+        s.put(&Tensor::from_slice(&[1u8, 2, 3])).unwrap();
+        assert_eq!(s.get().unwrap().as_slice::<u8>().unwrap(), &[1, 2, 3]);
+        assert!(!ShmOpenOptions::new().any_owner(any).open(&name).unwrap().is_writable());
+    }
+    let pool = Name::cache("cache-anyowner");
+    let _c = CacheOptions::new().size(1 << 20).if_exists(IfExists::Replace).any_owner(true).create(&pool).unwrap();
+    for any in [false, true] {
+        let c = CacheOptions::new().any_owner(any).if_exists(IfExists::Fail).open(&pool).unwrap();
+        c.put("k", &Tensor::from_slice(&[4u8]), None).unwrap();
+    }
+}
 
 #[test]
 fn shm_round_trip_zero_copy_and_exact_errors() {
