@@ -545,8 +545,8 @@ public:
     // little above what it uses, so an allocation of the claim shows up as NO_MEMORY. (Not under
     // ASan, whose shadow memory makes RLIMIT_AS unusable.)
     void testCompressedClaimNeedsAFrameThatHoldsIt() {
-        if (asan_build()) {
-            std::printf("\n  CapiHostileTest: decompression-claim test skipped under ASan (needs RLIMIT_AS)\n");
+        if (shadow_sanitizer_build()) {
+            std::printf("\n  CapiHostileTest: decompression-claim test skipped under ASan/TSan (needs RLIMIT_AS)\n");
             return;
         }
         const Bytes z = with32(golden("compressed_f32_zeros1024"), 10, 1000000000u);

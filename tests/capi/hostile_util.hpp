@@ -207,6 +207,18 @@ inline bool asan_build() {
 #endif
 }
 
+// ASan or TSan: both reserve terabytes of shadow address space, so RLIMIT_AS cannot be used.
+inline bool shadow_sanitizer_build() {
+#if defined(__SANITIZE_THREAD__)
+    return true;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+    return true;
+#endif
+#endif
+    return asan_build();
+}
+
 // ---- RAII for tenso handles ----
 
 struct ViewFree {
