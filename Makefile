@@ -83,11 +83,12 @@ tsan: bootstrap
 		-DCMAKE_C_COMPILER=$(CLANG_CC) -DCMAKE_CXX_COMPILER=$(CLANG_CXX) \
 		-DCMAKE_BUILD_TYPE=RelWithDebInfo -DTENSO_WERROR=ON -DTENSO_SANITIZE=thread
 	$(CMAKE) --build $(TSAN_BUILD) -j $(JOBS)
-	# TSan's own runtime sometimes dies in long capi runs (SEGV writing shadow memory, same pc
-	# each time, never a race report; not understood yet): a suite gets up to three runs, and
-	# CapiHostileTest (single-threaded, covered by ASan+UBSan; hit every full run) is left out.
+	# Left out: CapiHostileTest (single-threaded) and CapiDecodeRaceTest (its threads touch two
+	# mappings of one memfd, which TSan cannot relate): TSan checks nothing in them, and in long
+	# runs its own runtime dies there (SEGV writing shadow memory, same pc each time; not yet
+	# understood). Both run in make test and under ASan+UBSan.
 	TSAN_OPTIONS=halt_on_error=1 $(CTEST) --test-dir $(TSAN_BUILD) --output-on-failure -j $(JOBS) \
-		--repeat until-pass:3 -E '^capi\.CapiHostileTest$$'
+		-E '^capi\.(CapiHostileTest|CapiDecodeRaceTest)$$'
 
 # Each target fuzzes a scratch copy of its corpus (new inputs stay in build-fuzz/, never in
 # the repository); crash reproducers land in build-fuzz/artifacts/. All targets run, then the
