@@ -1,8 +1,8 @@
 // archive.cpp - the extern "C" firewall for tenso/archive.h: multi-tensor files (tenso
-// archives, single packets, safetensors, bintensors) over impl/archive.hpp.
+// archives, single packets, safetensors, bintensors) over impl/file/archive.hpp.
 #include "firewall.hpp"
 
-#include "archive.hpp"
+#include "file/archive.hpp"
 #include "tenso/archive.h"
 
 struct tenso_archive {

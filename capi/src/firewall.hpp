@@ -8,7 +8,7 @@
 
 #include "tenso/tenso.h"
 
-#include "codec.hpp"
+#include "format/codec.hpp"
 #include "error.hpp"
 
 struct tenso_value {

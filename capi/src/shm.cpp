@@ -1,12 +1,12 @@
 // shm.cpp - the extern "C" firewall for tenso/shm.h: shared-memory segments and the
-// multi-process cache (engine: impl/shm.cpp, impl/cache.cpp).
+// multi-process cache (engine: impl/shm/shm.cpp, impl/shm/cache.cpp).
 #include <cstring>
 #include <string>
 
 #include "firewall.hpp"
 
-#include "cache.hpp"
-#include "shm.hpp"
+#include "shm/cache.hpp"
+#include "shm/shm.hpp"
 
 struct tenso_shm {
     std::unique_ptr<tenso::Segment> seg;

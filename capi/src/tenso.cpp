@@ -11,9 +11,9 @@
 
 #include "firewall.hpp"
 
-#include "dlpack.hpp"
-#include "io.hpp"
-#include "sparse.hpp"
+#include "format/dlpack.hpp"
+#include "io/io.hpp"
+#include "format/sparse.hpp"
 
 namespace tenso::capi {
 

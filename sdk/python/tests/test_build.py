@@ -98,7 +98,7 @@ def test_wheel_contents():
 
 
 def test_empty_tensor_integrity_footer():
-    """Regression (engine bug found by this suite, fixed in impl/codec.cpp Plan::write_to and
+    """Regression (engine bug found by this suite, fixed in impl/format/codec.cpp Plan::write_to and
     Plan::write_fd): with check_integrity, a tensor with no body bytes got the digest of an
     XXH3 state that was never reset, a garbage footer (upstream writes XXH3-64("") =
     c294d3380580062d) or a segfault. In a subprocess, so a crash cannot end the session."""

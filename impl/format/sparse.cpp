@@ -1,5 +1,5 @@
 // sparse.cpp - sparse container checks.
-#include "sparse.hpp"
+#include "format/sparse.hpp"
 
 #include <cstring>
 #include <string>

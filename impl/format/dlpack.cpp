@@ -1,7 +1,7 @@
 // dlpack.cpp - DLPack export. The managed tensor owns a context that holds a reference to
 // whatever keeps the view's data alive, plus the int64 shape DLPack wants; the deleter frees
 // exactly that.
-#include "dlpack.hpp"
+#include "format/dlpack.hpp"
 
 #include <algorithm>
 #include <cstring>

@@ -1,11 +1,11 @@
 // wire.cpp - dtype table, layout helpers and the packet scanner.
-#include "wire.hpp"
+#include "format/wire.hpp"
 
 #include <algorithm>
 #include <cstddef>
 #include <limits>
 
-#include "codec.hpp"
+#include "format/codec.hpp"
 #include "error.hpp"
 
 namespace tenso {

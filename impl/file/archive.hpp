@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "tenso/tenso.h"
-#include "codec.hpp"
-#include "io.hpp"
+#include "format/codec.hpp"
+#include "io/io.hpp"
 
 namespace tenso {
 

@@ -1,5 +1,5 @@
 // codec.cpp - the encoder plan and its sinks, LZ4 and XXH3 glue, and the decoder.
-#include "codec.hpp"
+#include "format/codec.hpp"
 
 #include <errno.h>
 #include <poll.h>
@@ -21,8 +21,8 @@
 #endif
 
 #include "error.hpp"
-#include "hash.hpp"
-#include "sparse.hpp"
+#include "format/hash.hpp"
+#include "format/sparse.hpp"
 
 namespace tenso {
 

@@ -1,7 +1,7 @@
 // dlpack.hpp - exporting a dense view as a DLPack tensor.
 #pragma once
 
-#include "codec.hpp"
+#include "format/codec.hpp"
 
 namespace tenso {
 

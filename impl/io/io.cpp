@@ -1,5 +1,5 @@
 // io.cpp - stream framing, files and mappings.
-#include "io.hpp"
+#include "io/io.hpp"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,7 +1,7 @@
 // archive.cpp - the multi-tensor file reader shared by every format, the tenso archive format
 // itself (docs/archive-format.md: reader, index validation, streaming writer), and files that
 // hold a single packet.
-#include "archive.hpp"
+#include "file/archive.hpp"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -14,8 +14,8 @@
 #include <functional>
 
 #include "error.hpp"
-#include "hash.hpp"
-#include "wire.hpp"
+#include "format/hash.hpp"
+#include "format/wire.hpp"
 
 namespace tenso {
 

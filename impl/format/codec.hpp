@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "tenso/tenso.h"
-#include "quant.hpp"
-#include "wire.hpp"
+#include "format/quant.hpp"
+#include "format/wire.hpp"
 
 namespace tenso {
 

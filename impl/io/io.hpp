@@ -5,7 +5,7 @@
 #include <memory>
 #include <string>
 
-#include "codec.hpp"
+#include "format/codec.hpp"
 
 namespace tenso {
 

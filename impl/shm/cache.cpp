@@ -5,7 +5,7 @@
 // occupancy are derived from them and rebuilt by recover() when a lock holder dies. Writes
 // keep that possible: an entry is WRITING (with its space recorded) before its bytes are
 // written and LIVE only once the packet and its index/LRU links are complete.
-#include "cache.hpp"
+#include "shm/cache.hpp"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -25,8 +25,8 @@
 #include <cstring>
 
 #include "error.hpp"
-#include "hash.hpp"
-#include "wire.hpp"
+#include "format/hash.hpp"
+#include "format/wire.hpp"
 
 #if defined(__SANITIZE_THREAD__)
 #define TENSO_TSAN 1

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "codec.hpp"
-#include "shm.hpp"
+#include "format/codec.hpp"
+#include "shm/shm.hpp"
 
 namespace tenso {
 

@@ -7,7 +7,7 @@
 //   x'    = (q - zp) * scale                   float32
 // The loops are plain and branch-free so the compiler vectorises them (this file is built
 // with -O3 and -ffp-contract=off: a fused multiply-add would change the bits).
-#include "quant.hpp"
+#include "format/quant.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -19,7 +19,7 @@
 
 #include "error.hpp"
 #include "tenso/tenso.h"
-#include "wire.hpp"
+#include "format/wire.hpp"
 
 namespace tenso {
 

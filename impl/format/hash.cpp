@@ -1,5 +1,5 @@
 // hash.cpp - picks the XXH3 kernel for this CPU.
-#include "hash.hpp"
+#include "format/hash.hpp"
 
 extern "C" {
 #define TENSO_DECLARE_KERNEL(isa)                                                              \

@@ -1,5 +1,5 @@
 // shm.cpp - shared-memory objects and single-packet segments.
-#include "shm.hpp"
+#include "shm/shm.hpp"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -10,7 +10,7 @@
 #include <cstring>
 
 #include "error.hpp"
-#include "io.hpp"
+#include "io/io.hpp"
 
 namespace tenso {
 
