@@ -818,6 +818,19 @@ void bench_sparse(const Config &c, uint64_t dim) {
 
 // A Unix socketpair with the other end on its own thread, against write()/read() loops moving
 // the same packet bytes over the same kind of socketpair.
+// A caller allocator that hands out one buffer again and again (the caller frees each view
+// before the next packet), as a receive loop with its own pinned or registered memory would.
+struct OneBuffer {
+    Mem m;
+    static void *alloc(void *u, size_t size, size_t alignment) {
+        auto *b = static_cast<OneBuffer *>(u);
+        if (alignment > 64) return nullptr;  // Mem is 64-byte aligned
+        if (b->m.size() < size) b->m = Mem(size);
+        return b->m.data();
+    }
+    static void release(void *, void *, size_t) {}
+};
+
 void bench_stream(const Config &c, uint64_t size) {
     const char *S = "stream (AF_UNIX socketpair)";
     Tensor t(size, false, size + 3);
@@ -911,19 +924,6 @@ void bench_stream(const Config &c, uint64_t size) {
         tenso_decoder_free(dec_caller);
     }
 }
-
-// A caller allocator that hands out one buffer again and again (the caller frees each view
-// before the next packet), as a receive loop with its own pinned or registered memory would.
-struct OneBuffer {
-    Mem m;
-    static void *alloc(void *u, size_t size, size_t alignment) {
-        auto *b = static_cast<OneBuffer *>(u);
-        if (alignment > 64) return nullptr;  // Mem is 64-byte aligned
-        if (b->m.size() < size) b->m = Mem(size);
-        return b->m.data();
-    }
-    static void release(void *, void *, size_t) {}
-};
 
 // A TCP loopback connection: fd[0] the accepted end, fd[1] the connecting end.
 struct TcpPair {
