@@ -180,7 +180,9 @@ struct Block {
     size_t cap = 0, align = 0;
     bool mapped = false;
 
-    static constexpr size_t kMapMin = size_t(256) << 10;
+    // Below this, malloc: glibc keeps and reuses freed buffers of packet size, so a reader that
+    // makes a decoder per packet (tenso_read_fd) does not fault fresh pages for every one.
+    static constexpr size_t kMapMin = size_t(64) << 20;
     static Block make(size_t size, size_t alignment) {
         Block b;
         const size_t page = size_t(::sysconf(_SC_PAGESIZE));
