@@ -1,8 +1,8 @@
 // archive.cpp - the extern "C" firewall for tenso/archive.h: multi-tensor files (tenso
-// archives, single packets, safetensors, bintensors) over impl/file/archive.hpp.
+// archives, single packets, safetensors, bintensors) over impl/file/reader.hpp.
 #include "firewall.hpp"
 
-#include "file/archive.hpp"
+#include "file/reader.hpp"
 #include "tenso/archive.h"
 
 struct tenso_archive {
