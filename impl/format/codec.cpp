@@ -21,6 +21,7 @@
 #endif
 
 #include "error.hpp"
+#include "format/composites.hpp"
 #include "format/hash.hpp"
 #include "format/sparse.hpp"
 
@@ -540,13 +541,8 @@ void bind_strings(View &v, const Node &n, const uint8_t *buf, const Limits &lim)
     std::vector<uint64_t> &offs = v.extra->offsets;
     offs.resize(count + 1);
     std::memcpy(offs.data(), body, (count + 1) * 8);
-    if (offs[0] != 0) fail(TENSO_E_MALFORMED, "string offsets do not start at 0");
-    for (uint64_t i = 1; i <= count; ++i)
-        if (offs[i] < offs[i - 1]) fail(TENSO_E_MALFORMED, "string offsets decrease at " + num(i));
     const uint64_t payload = n.body_len - (count + 1) * 8;
-    if (offs[count] != payload)
-        fail(TENSO_E_MALFORMED, "string offsets end at " + num(offs[count]) + ", not at the payload's " +
-                                    num(payload) + " bytes");
+    check_offsets(offs.data(), count, payload, TENSO_E_MALFORMED, "string");
     v.data = body + (count + 1) * 8;
     v.nbytes = payload;
     if (lim.validate_utf8 && n.kind == TENSO_KIND_STRING && !valid_utf8(v.data, v.nbytes))

@@ -486,6 +486,23 @@ uint64_t expected_num_scales(int scheme, uint32_t axis, uint32_t group_size, con
     }
 }
 
+void write_ipc_ref(uint8_t *p, const IpcRef &ref) {
+    write_header(p, TENSO_FLAG_GPU_IPC_REF, 0, 0, 1);  // reserved byte 1: the discriminator
+    std::memcpy(p + kHeaderV4, ref.handle, 64);
+    wr64(p + kHeaderV4 + 64, ref.byte_offset);
+    wr64(p + kHeaderV4 + 72, ref.nbytes);
+    std::memcpy(p + kHeaderV4 + 80, ref.device_uuid, 16);
+}
+
+IpcRef read_ipc_ref(const uint8_t *body) {
+    IpcRef r;
+    std::memcpy(r.handle, body, 64);
+    r.byte_offset = rd64(body + 64);
+    r.nbytes = rd64(body + 72);
+    std::memcpy(r.device_uuid, body + 80, 16);
+    return r;
+}
+
 uint32_t nesting_depth(const Node &n) {
     uint32_t d = 0;
     for (const auto &c : n.children) d = std::max(d, 1 + nesting_depth(c.node));

@@ -74,6 +74,18 @@ uint64_t expected_num_scales(int scheme, uint32_t axis, uint32_t group_size, con
 // Writes a v4 base header (10 bytes).
 void write_header(uint8_t *p, uint16_t flags, uint8_t dtype, uint8_t ndim, uint8_t reserved = 0);
 
+// ---- GPU IPC reference packets ----
+// A v4 header (GPU_IPC_REF flag, discriminator 1 in the reserved byte) and a 96-byte body:
+// handle[64], byte_offset u64, nbytes u64, device_uuid[16].
+struct IpcRef {
+    uint8_t handle[64] = {};
+    uint64_t byte_offset = 0;
+    uint64_t nbytes = 0;
+    uint8_t device_uuid[16] = {};
+};
+void write_ipc_ref(uint8_t *packet, const IpcRef &ref);  // kIpcRefLen bytes
+IpcRef read_ipc_ref(const uint8_t *body);                // the body after the header
+
 // ---- decode limits ----
 struct Limits {
     uint32_t max_ndim = TENSO_MAX_NDIM;
