@@ -95,6 +95,25 @@ tenso_status tenso_dtype_from_name(tenso_dtype *out, const char *name) {
     TENSO_API_END
 }
 
+uint32_t tenso_dtype_count(void) { return tenso::dtype_count(); }
+tenso_dtype tenso_dtype_at(uint32_t index) { return tenso::dtype_at(index); }
+tenso_kind tenso_dtype_kind(tenso_dtype dtype) { return tenso::dtype_kind(dtype); }
+uint32_t tenso_dtype_bits(tenso_dtype dtype) { return tenso::dtype_bits(dtype); }
+
+uint32_t tenso_kind_count(void) { return tenso::kind_count(); }
+tenso_kind tenso_kind_at(uint32_t index) { return tenso::kind_at(index); }
+const char *tenso_kind_name(tenso_kind kind) { return tenso::kind_name(kind); }
+
+tenso_status tenso_kind_from_name(tenso_kind *out, const char *name) {
+    CHECK_ARG(out);
+    CHECK_ARG(name);
+    TENSO_API_BEGIN
+    int k = tenso::kind_from_name(name);
+    if (!k) tenso::fail(TENSO_E_INVALID_ARGUMENT, std::string("unknown kind name '") + name + "'");
+    *out = k;
+    TENSO_API_END
+}
+
 /* ---------------------------------------------------------------- buffers and options */
 
 void tenso_buffer_dispose(tenso_buffer *buf) {

@@ -12,33 +12,58 @@ namespace tenso {
 
 namespace {
 
+// Every fact about a dtype, in one row: adding a dtype is a row here and its code in tenso.h
+// (plus its DLPack and peer-format spellings, where it has them).
 struct DtypeInfo {
     int code;
     size_t itemsize;  // 0: not a dense dtype
+    uint32_t bits;    // per element as stored; 0 for variable-length data
+    int kind;         // the packet kind it travels in
     const char *name;
 };
 
-constexpr DtypeInfo kDtypes[] = {
-    {TENSO_DTYPE_FLOAT32, 4, "float32"},     {TENSO_DTYPE_INT32, 4, "int32"},
-    {TENSO_DTYPE_FLOAT64, 8, "float64"},     {TENSO_DTYPE_INT64, 8, "int64"},
-    {TENSO_DTYPE_UINT8, 1, "uint8"},         {TENSO_DTYPE_UINT16, 2, "uint16"},
-    {TENSO_DTYPE_BOOL, 1, "bool"},           {TENSO_DTYPE_FLOAT16, 2, "float16"},
-    {TENSO_DTYPE_INT8, 1, "int8"},           {TENSO_DTYPE_INT16, 2, "int16"},
-    {TENSO_DTYPE_UINT32, 4, "uint32"},       {TENSO_DTYPE_UINT64, 8, "uint64"},
-    {TENSO_DTYPE_COMPLEX64, 8, "complex64"}, {TENSO_DTYPE_COMPLEX128, 16, "complex128"},
-    {TENSO_DTYPE_BFLOAT16, 2, "bfloat16"},   {TENSO_DTYPE_QINT8, 0, "qint8"},
-    {TENSO_DTYPE_QUINT8, 0, "quint8"},       {TENSO_DTYPE_QINT4, 0, "qint4"},
-    {TENSO_DTYPE_QUINT4, 0, "quint4"},       {TENSO_DTYPE_STRING, 0, "string"},
-    {TENSO_DTYPE_BYTES, 0, "bytes"},
+constexpr int D = TENSO_KIND_DENSE, Q = TENSO_KIND_QUANTIZED, S = TENSO_KIND_STRING;
+constexpr DtypeInfo kDtypes[] = {  // ascending codes
+    {TENSO_DTYPE_FLOAT32, 4, 32, D, "float32"},       {TENSO_DTYPE_INT32, 4, 32, D, "int32"},
+    {TENSO_DTYPE_FLOAT64, 8, 64, D, "float64"},       {TENSO_DTYPE_INT64, 8, 64, D, "int64"},
+    {TENSO_DTYPE_UINT8, 1, 8, D, "uint8"},            {TENSO_DTYPE_UINT16, 2, 16, D, "uint16"},
+    {TENSO_DTYPE_BOOL, 1, 8, D, "bool"},              {TENSO_DTYPE_FLOAT16, 2, 16, D, "float16"},
+    {TENSO_DTYPE_INT8, 1, 8, D, "int8"},              {TENSO_DTYPE_INT16, 2, 16, D, "int16"},
+    {TENSO_DTYPE_UINT32, 4, 32, D, "uint32"},         {TENSO_DTYPE_UINT64, 8, 64, D, "uint64"},
+    {TENSO_DTYPE_COMPLEX64, 8, 64, D, "complex64"},   {TENSO_DTYPE_COMPLEX128, 16, 128, D, "complex128"},
+    {TENSO_DTYPE_BFLOAT16, 2, 16, D, "bfloat16"},     {TENSO_DTYPE_QINT8, 0, 8, Q, "qint8"},
+    {TENSO_DTYPE_QUINT8, 0, 8, Q, "quint8"},          {TENSO_DTYPE_QINT4, 0, 4, Q, "qint4"},
+    {TENSO_DTYPE_QUINT4, 0, 4, Q, "quint4"},          {TENSO_DTYPE_STRING, 0, 0, S, "string"},
+    {TENSO_DTYPE_BYTES, 0, 0, S, "bytes"},
 };
+constexpr uint32_t kDtypeCount = sizeof kDtypes / sizeof kDtypes[0];
+
+struct KindInfo {
+    int code;
+    const char *name;
+};
+constexpr KindInfo kKinds[] = {  // ascending codes
+    {TENSO_KIND_DENSE, "dense"},           {TENSO_KIND_BUNDLE, "bundle"},
+    {TENSO_KIND_SPARSE_COO, "sparse_coo"}, {TENSO_KIND_SPARSE_CSR, "sparse_csr"},
+    {TENSO_KIND_SPARSE_CSC, "sparse_csc"}, {TENSO_KIND_QUANTIZED, "quantized"},
+    {TENSO_KIND_STRING, "string"},         {TENSO_KIND_RAGGED, "ragged"},
+    {TENSO_KIND_GPU_IPC_REF, "gpu_ipc_ref"},
+};
+constexpr uint32_t kKindCount = sizeof kKinds / sizeof kKinds[0];
+
+// Codes are 1, 2, 3, ... in table order (checked below), so a code indexes its row.
+constexpr bool dense_codes() {
+    for (uint32_t i = 0; i < kDtypeCount; ++i)
+        if (kDtypes[i].code != int(i) + 1) return false;
+    return true;
+}
+static_assert(dense_codes(), "kDtypes lists codes 1..N in order");
 
 const DtypeInfo *find_dtype(int code) {
-    for (const auto &d : kDtypes)
-        if (d.code == code) return &d;
-    return nullptr;
+    return code >= 1 && uint32_t(code) <= kDtypeCount ? &kDtypes[code - 1] : nullptr;
 }
 
-bool is_quantized(int dtype) { return dtype >= TENSO_DTYPE_QINT8 && dtype <= TENSO_DTYPE_QUINT4; }
+bool is_quantized(int dtype) { return dtype_kind(dtype) == TENSO_KIND_QUANTIZED; }
 
 }  // namespace
 
@@ -446,6 +471,34 @@ const char *dtype_name(int dtype) {
 int dtype_from_name(const std::string &name) {
     for (const auto &d : kDtypes)
         if (name == d.name) return d.code;
+    return 0;
+}
+
+uint32_t dtype_bits(int dtype) {
+    const DtypeInfo *d = find_dtype(dtype);
+    return d ? d->bits : 0;
+}
+
+int dtype_kind(int dtype) {
+    const DtypeInfo *d = find_dtype(dtype);
+    return d ? d->kind : 0;
+}
+
+uint32_t dtype_count() { return kDtypeCount; }
+int dtype_at(uint32_t index) { return index < kDtypeCount ? kDtypes[index].code : 0; }
+
+uint32_t kind_count() { return kKindCount; }
+int kind_at(uint32_t index) { return index < kKindCount ? kKinds[index].code : 0; }
+
+const char *kind_name(int kind) {
+    for (const auto &k : kKinds)
+        if (k.code == kind) return k.name;
+    return "unknown";
+}
+
+int kind_from_name(const std::string &name) {
+    for (const auto &k : kKinds)
+        if (name == k.name) return k.code;
     return 0;
 }
 

@@ -45,6 +45,16 @@ inline void wr64(uint8_t *p, uint64_t v) {
 size_t dtype_itemsize(int dtype);       // 0 for anything that is not a dense dtype
 const char *dtype_name(int dtype);      // "unknown" for codes we do not know
 int dtype_from_name(const std::string &name);  // 0 when unknown
+uint32_t dtype_bits(int dtype);         // per element as stored; 0 for strings and unknown codes
+int dtype_kind(int dtype);              // TENSO_KIND_DENSE, _QUANTIZED or _STRING; 0 when unknown
+uint32_t dtype_count();                 // the known dtypes, listed by dtype_at(0 .. count - 1)
+int dtype_at(uint32_t index);           // ascending codes; 0 past the end
+
+// ---- kinds ----
+uint32_t kind_count();
+int kind_at(uint32_t index);            // ascending codes; 0 past the end
+const char *kind_name(int kind);        // "unknown" for codes we do not know
+int kind_from_name(const std::string &name);  // 0 when unknown
 
 // RFC 3629 UTF-8 (no overlongs, surrogates or code points above U+10FFFF).
 bool valid_utf8(const uint8_t *s, size_t n);
