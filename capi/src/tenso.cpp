@@ -1,7 +1,8 @@
 // tenso.cpp - the extern "C" firewall for the core API (tenso.h). Every entry point is
 // noexcept, checks its pointers, runs the engine between TENSO_API_BEGIN/TENSO_API_END
 // (firewall.hpp) and never lets C++ types cross the boundary. shm.cpp and archive.cpp do the
-// same for their headers.
+// same for their headers; convert.* turns the public structs into the engine's types and back.
+// Rules (limits, layouts, conventions) live in impl/, never here.
 #include <algorithm>
 #include <cstddef>
 #include <cstdlib>
@@ -9,6 +10,7 @@
 #include <new>
 #include <string>
 
+#include "convert.hpp"
 #include "firewall.hpp"
 
 #include "format/composites.hpp"
@@ -37,6 +39,20 @@ const char *last_error() noexcept { return t_error.c_str(); }
 using namespace tenso::capi;
 
 /* ---------------------------------------------------------------- version, errors, dtypes */
+
+namespace {
+// A code looked up by name (0: unknown); *out is untouched on failure.
+tenso_status code_from_name(int32_t *out, const char *name, int (*lookup)(const std::string &), tenso_status unknown,
+                            const char *what) {
+    CHECK_ARG(out);
+    CHECK_ARG(name);
+    TENSO_API_BEGIN
+    const int code = lookup(name);
+    if (!code) tenso::fail(unknown, std::string("unknown ") + what + " name '" + name + "'");
+    *out = code;
+    TENSO_API_END
+}
+}  // namespace
 
 extern "C" {
 
@@ -86,13 +102,7 @@ size_t tenso_dtype_itemsize(tenso_dtype dtype) { return tenso::dtype_itemsize(dt
 const char *tenso_dtype_name(tenso_dtype dtype) { return tenso::dtype_name(dtype); }
 
 tenso_status tenso_dtype_from_name(tenso_dtype *out, const char *name) {
-    CHECK_ARG(out);
-    CHECK_ARG(name);
-    TENSO_API_BEGIN
-    int d = tenso::dtype_from_name(name);
-    if (!d) tenso::fail(TENSO_E_BAD_DTYPE, std::string("unknown dtype name '") + name + "'");
-    *out = d;
-    TENSO_API_END
+    return code_from_name(out, name, tenso::dtype_from_name, TENSO_E_BAD_DTYPE, "dtype");
 }
 
 uint32_t tenso_dtype_count(void) { return tenso::dtype_count(); }
@@ -105,13 +115,7 @@ tenso_kind tenso_kind_at(uint32_t index) { return tenso::kind_at(index); }
 const char *tenso_kind_name(tenso_kind kind) { return tenso::kind_name(kind); }
 
 tenso_status tenso_kind_from_name(tenso_kind *out, const char *name) {
-    CHECK_ARG(out);
-    CHECK_ARG(name);
-    TENSO_API_BEGIN
-    int k = tenso::kind_from_name(name);
-    if (!k) tenso::fail(TENSO_E_INVALID_ARGUMENT, std::string("unknown kind name '") + name + "'");
-    *out = k;
-    TENSO_API_END
+    return code_from_name(out, name, tenso::kind_from_name, TENSO_E_INVALID_ARGUMENT, "kind");
 }
 
 /* ---------------------------------------------------------------- buffers and options */
@@ -152,7 +156,7 @@ namespace {
 
 template <class Input>
 tenso::Plan plan_for(const Input &in, const tenso_encode_options *opts, bool measure) {
-    tenso::Plan p(tenso::EncodeOptions::from(opts), measure);
+    tenso::Plan p(encode_options(opts), measure);
     p.add(in);
     return p;
 }
@@ -210,7 +214,7 @@ tenso_status tenso_dumps_bound(size_t *bound_out, const tenso_tensor *t, const t
     CHECK_ARG(bound_out);
     CHECK_ARG(t);
     TENSO_API_BEGIN
-    return bound_of(bound_out, tenso::Tensor::from(t), opts);
+    return bound_of(bound_out, tensor(t), opts);
     TENSO_API_END
 }
 
@@ -220,7 +224,7 @@ tenso_status tenso_dumps_into(void *dst, size_t dst_capacity, size_t *written_ou
     CHECK_ARG(written_out);
     CHECK_ARG(t);
     TENSO_API_BEGIN
-    into(dst, dst_capacity, written_out, tenso::Tensor::from(t), opts);
+    into(dst, dst_capacity, written_out, tensor(t), opts);
     TENSO_API_END
 }
 
@@ -228,7 +232,7 @@ tenso_status tenso_dumps(tenso_buffer *out, const tenso_tensor *t, const tenso_e
     CHECK_ARG(out);
     CHECK_ARG(t);
     TENSO_API_BEGIN
-    alloc(out, tenso::Tensor::from(t), opts);
+    alloc(out, tensor(t), opts);
     TENSO_API_END
 }
 
@@ -237,7 +241,7 @@ tenso_status tenso_write_fd(uint64_t *written_out, int fd, const tenso_tensor *t
     if (written_out) *written_out = 0;
     CHECK_ARG(t);
     TENSO_API_BEGIN
-    to_fd(written_out, fd, tenso::Tensor::from(t), opts);
+    to_fd(written_out, fd, tensor(t), opts);
     TENSO_API_END
 }
 
@@ -245,7 +249,7 @@ tenso_status tenso_save_file(const char *path, const tenso_tensor *t, const tens
     CHECK_ARG(path);
     CHECK_ARG(t);
     TENSO_API_BEGIN
-    to_file(path, tenso::Tensor::from(t), opts);
+    to_file(path, tensor(t), opts);
     TENSO_API_END
 }
 
@@ -259,7 +263,7 @@ tenso_status tenso_value_new_tensor(tenso_value **out, const tenso_tensor *t) {
     auto *v = new tenso_value();
     v->v.type = tenso::Value::kTensor;
     try {
-        v->v.tensor = tenso::Tensor::from(t);
+        v->v.tensor = tensor(t);
     } catch (...) {
         delete v;
         throw;
@@ -403,7 +407,7 @@ tenso_status tenso_value_new_sparse(tenso_value **out, tenso_kind format, uint32
     if (format != TENSO_KIND_SPARSE_COO && format != TENSO_KIND_SPARSE_CSR && format != TENSO_KIND_SPARSE_CSC)
         return set_error(TENSO_E_INVALID_ARGUMENT, "format must be TENSO_KIND_SPARSE_COO, _CSR or _CSC");
     TENSO_API_BEGIN
-    const tenso::Tensor parts[3] = {tenso::Tensor::from(a), tenso::Tensor::from(b), tenso::Tensor::from(c)};
+    const tenso::Tensor parts[3] = {tensor(a), tensor(b), tensor(c)};
     *out = new_value(tenso::sparse_value(format, ndim, shape, parts));
     TENSO_API_END
 }
@@ -427,7 +431,7 @@ tenso_status tenso_quantize(tenso_value **out, const tenso_tensor *input, tenso_
     *out = nullptr;
     CHECK_ARG(input);
     TENSO_API_BEGIN
-    *out = new_value(tenso::quantize_value(tenso::Tensor::from(input), qdtype, scheme, axis, group_size));
+    *out = new_value(tenso::quantize_value(tensor(input), qdtype, scheme, axis, group_size));
     TENSO_API_END
 }
 
@@ -499,7 +503,7 @@ tenso_status tenso_value_new_ragged(tenso_value **out, const tenso_tensor *flat,
     CHECK_ARG(flat);
     CHECK_ARG(row_offsets);
     TENSO_API_BEGIN
-    *out = new_value(tenso::ragged_value(tenso::Tensor::from(flat), count, row_offsets));
+    *out = new_value(tenso::ragged_value(tensor(flat), count, row_offsets));
     TENSO_API_END
 }
 
@@ -553,7 +557,7 @@ tenso_status tenso_inspect(tenso_packet_info *out, const void *data, size_t len)
     CHECK_ARG(out);
     CHECK_ARG(data || !len);
     TENSO_API_BEGIN
-    tenso::inspect(out, static_cast<const uint8_t *>(data), len);
+    fill(out, tenso::inspect(static_cast<const uint8_t *>(data), len));
     TENSO_API_END
 }
 
@@ -563,9 +567,9 @@ tenso_status tenso_packet_length(size_t *length_out, const void *data, size_t le
     *length_out = 0;
     CHECK_ARG(data || !len);
     TENSO_API_BEGIN
-    const tenso::Limits limits = tenso::Limits::from(opts);
+    const tenso::Limits lim = limits(opts);
     try {
-        *length_out = tenso::scan(static_cast<const uint8_t *>(data), len, limits).end;
+        *length_out = tenso::scan(static_cast<const uint8_t *>(data), len, lim).end;
     } catch (const tenso::NeedMore &m) {
         *length_out = m.need;
         tenso::fail(TENSO_E_TRUNCATED, "packet continues past the given bytes: " + std::to_string(m.need) +
@@ -581,7 +585,7 @@ tenso_status tenso_loads(tenso_view **out, const void *data, size_t len, const t
     *out = nullptr;
     CHECK_ARG(data || !len);
     TENSO_API_BEGIN
-    auto v = tenso::decode(static_cast<const uint8_t *>(data), len, tenso::Limits::from(opts), nullptr);
+    auto v = tenso::decode(static_cast<const uint8_t *>(data), len, limits(opts), nullptr);
     *out = release_view(std::move(v));
     TENSO_API_END
 }
@@ -642,7 +646,7 @@ tenso_status tenso_read_fd(tenso_view **out, int fd, const tenso_decode_options 
     CHECK_ARG(out);
     *out = nullptr;
     TENSO_API_BEGIN
-    *out = const_cast<tenso_view *>(H(tenso::read_packet(fd, tenso::Limits::from(opts)).release()));
+    *out = const_cast<tenso_view *>(H(tenso::read_packet(fd, limits(opts)).release()));
     TENSO_API_END
 }
 
@@ -653,7 +657,7 @@ tenso_status tenso_load_file(tenso_view **out, const char *path, uint32_t mode, 
     if (mode != TENSO_LOAD_READ && mode != TENSO_LOAD_MMAP)
         return set_error(TENSO_E_INVALID_ARGUMENT, "mode must be TENSO_LOAD_READ or TENSO_LOAD_MMAP");
     TENSO_API_BEGIN
-    auto v = tenso::load_file(path, mode == TENSO_LOAD_MMAP, tenso::Limits::from(opts));
+    auto v = tenso::load_file(path, mode == TENSO_LOAD_MMAP, limits(opts));
     *out = release_view(std::move(v));
     TENSO_API_END
 }

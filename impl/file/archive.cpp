@@ -299,13 +299,12 @@ namespace {
 
 class TensoWriter : public ArchiveWriter {
 public:
-    TensoWriter(const char *path, const tenso_archive_write_options &o)
-        : ArchiveWriter(path), enc_(EncodeOptions::from(o.encode.version ? &o.encode : nullptr)),
-          align_(o.alignment ? o.alignment : TENSO_DEFAULT_ALIGNMENT), hash_(!(o.flags & TENSO_ARCHIVE_NO_HASH)) {
+    TensoWriter(const char *path, const ArchiveWriteOptions &o)
+        : ArchiveWriter(path), enc_(o.encode), align_(o.alignment ? o.alignment : TENSO_DEFAULT_ALIGNMENT), hash_(o.hash) {
         if (!is_pow2(align_) || align_ < TENSO_DEFAULT_ALIGNMENT || align_ > TENSO_MAX_ALIGNMENT)
             fail(TENSO_E_INVALID_ARGUMENT, "archive alignment " + num(align_) + " is not a power of two in [64, 2^20]");
         // Packets sit at A-aligned offsets; encoded with alignment A, their bodies do too.
-        if (!o.encode.alignment) enc_.alignment = align_;
+        if (!o.encode_alignment_given) enc_.alignment = align_;
         pos_ = align_;  // the header's slot, written by finish
     }
 
@@ -466,7 +465,7 @@ private:
 
 }  // namespace
 
-std::unique_ptr<ArchiveWriter> make_tenso_writer(const char *path, const tenso_archive_write_options &o) {
+std::unique_ptr<ArchiveWriter> make_tenso_writer(const char *path, const ArchiveWriteOptions &o) {
     return std::unique_ptr<ArchiveWriter>(new TensoWriter(path, o));
 }
 

@@ -28,6 +28,6 @@ void read_packet_file(Catalog &cat, const FileMap &m, const ArchiveLimits &lim);
 // that such a file reads as truncated rather than as another format).
 bool archive_magic(const uint8_t *p, size_t n);
 
-std::unique_ptr<ArchiveWriter> make_tenso_writer(const char *path, const tenso_archive_write_options &o);
+std::unique_ptr<ArchiveWriter> make_tenso_writer(const char *path, const ArchiveWriteOptions &o);
 
 }  // namespace tenso

@@ -31,6 +31,24 @@ bool name_less(const char *a, size_t an, const char *b, size_t bn) {
     return c < 0 || (c == 0 && an < bn);
 }
 
+// Indices 0 .. n-1 in the order of their keys (pointer, length); two equal keys are
+// DUPLICATE_KEY, named by `what`.
+template <class Key>
+std::vector<uint64_t> sorted_unique(uint64_t n, Key key, const char *what) {
+    std::vector<uint64_t> order(n);
+    for (uint64_t i = 0; i < n; ++i) order[i] = i;
+    std::sort(order.begin(), order.end(), [&](uint64_t l, uint64_t r) {
+        auto kl = key(l), kr = key(r);
+        return name_less(kl.first, kl.second, kr.first, kr.second);
+    });
+    for (size_t i = 1; i < order.size(); ++i) {
+        auto kl = key(order[i - 1]), kr = key(order[i]);
+        if (same(kl.first, kl.second, kr.first, kr.second))
+            fail(TENSO_E_DUPLICATE_KEY, std::string(what) + " '" + std::string(kl.first, kl.second) + "' occurs twice");
+    }
+    return order;
+}
+
 bool ends_with(const std::string &s, const char *suffix) {
     size_t n = std::strlen(suffix);
     return s.size() >= n && s.compare(s.size() - n, n, suffix) == 0;
@@ -55,20 +73,8 @@ Archive::~Archive() {
     if (fd_ >= 0) ::close(fd_);
 }
 
-std::unique_ptr<Archive> Archive::open(const char *path, const tenso_archive_options *opts) {
-    tenso_archive_options o = TENSO_ARCHIVE_OPTIONS_INIT;
-    if (opts) {
-        if (opts->version != TENSO_ARCHIVE_OPTIONS_VERSION)
-            fail(TENSO_E_INVALID_ARGUMENT, "unknown tenso_archive_options version " + num(opts->version));
-        o = *opts;
-    }
-    if (o.flags & ~uint32_t(TENSO_ARCHIVE_VERIFY_ALL | TENSO_ARCHIVE_NO_VERIFY))
-        fail(TENSO_E_INVALID_ARGUMENT, "unknown tenso_archive_options flags");
-    if (o.format < TENSO_FORMAT_AUTO || o.format > TENSO_FORMAT_PACKET)
-        fail(TENSO_E_INVALID_ARGUMENT, "unknown format " + num(uint32_t(o.format)));
-    ArchiveLimits lim;
-    if (o.max_index_bytes) lim.max_index_bytes = o.max_index_bytes;
-    if (o.max_tensors) lim.max_tensors = o.max_tensors;
+std::unique_ptr<Archive> Archive::open(const char *path, const ArchiveOptions &o) {
+    const ArchiveLimits &lim = o.limits;
 
     std::unique_ptr<Archive> a(new Archive);
     a->fd_ = open_read(path);
@@ -105,39 +111,20 @@ std::unique_ptr<Archive> Archive::open(const char *path, const tenso_archive_opt
         if (!valid_utf8(reinterpret_cast<const uint8_t *>(cat.meta_base + mt.key_off), mt.key_len) ||
             !valid_utf8(reinterpret_cast<const uint8_t *>(cat.meta_base + mt.val_off), mt.val_len))
             fail(TENSO_E_BAD_UTF8, "a metadata string is not valid UTF-8");
-    if (!cat.table) {
-        a->by_name_.resize(cat.entries.size());
-        for (uint64_t i = 0; i < a->by_name_.size(); ++i) a->by_name_[i] = i;
-        auto key = [&](uint64_t i) { return std::make_pair(cat.names + cat.entries[i].name_off, cat.entries[i].name_len); };
-        std::sort(a->by_name_.begin(), a->by_name_.end(), [&](uint64_t l, uint64_t r) {
-            auto kl = key(l), kr = key(r);
-            return name_less(kl.first, kl.second, kr.first, kr.second);
-        });
-        for (size_t i = 1; i < a->by_name_.size(); ++i) {
-            auto kl = key(a->by_name_[i - 1]), kr = key(a->by_name_[i]);
-            if (same(kl.first, kl.second, kr.first, kr.second))
-                fail(TENSO_E_DUPLICATE_KEY, "tensor name '" + std::string(kl.first, kl.second) + "' occurs twice");
-        }
-    }
-    a->meta_by_key_.resize(cat.meta.size());
-    for (uint64_t i = 0; i < cat.meta.size(); ++i) a->meta_by_key_[i] = i;
-    auto mkey = [&](uint64_t i) { return std::make_pair(cat.meta_base + cat.meta[i].key_off, cat.meta[i].key_len); };
-    std::sort(a->meta_by_key_.begin(), a->meta_by_key_.end(), [&](uint64_t l, uint64_t r) {
-        auto kl = mkey(l), kr = mkey(r);
-        return name_less(kl.first, kl.second, kr.first, kr.second);
-    });
-    for (size_t i = 1; i < a->meta_by_key_.size(); ++i) {
-        auto kl = mkey(a->meta_by_key_[i - 1]), kr = mkey(a->meta_by_key_[i]);
-        if (same(kl.first, kl.second, kr.first, kr.second))
-            fail(TENSO_E_DUPLICATE_KEY, "metadata key '" + std::string(kl.first, kl.second) + "' occurs twice");
-    }
+    if (!cat.table)
+        a->by_name_ = sorted_unique(cat.entries.size(), [&](uint64_t i) {
+            return std::make_pair(cat.names + cat.entries[i].name_off, size_t(cat.entries[i].name_len));
+        }, "tensor name");
+    a->meta_by_key_ = sorted_unique(cat.meta.size(), [&](uint64_t i) {
+        return std::make_pair(cat.meta_base + cat.meta[i].key_off, size_t(cat.meta[i].key_len));
+    }, "metadata key");
 
     a->verified_.reset(new std::atomic<uint8_t>[cat.entries.size()]);
     for (size_t i = 0; i < cat.entries.size(); ++i) a->verified_[i].store(0, std::memory_order_relaxed);
-    a->no_verify_ = o.flags & TENSO_ARCHIVE_NO_VERIFY;
-    if (o.flags & TENSO_ARCHIVE_VERIFY_ALL) {
+    a->no_verify_ = o.no_verify;
+    if (o.verify_all) {
         uint64_t bad = 0;
-        a->verify(&bad, nullptr, nullptr);
+        a->verify(&bad, nullptr);
     }
     return a;
 }
@@ -167,21 +154,22 @@ const Catalog::Entry &Archive::at(uint64_t index) const {
     return cat_.entries[index];
 }
 
-void Archive::entry(tenso_archive_entry *out, uint64_t index) const {
+ArchiveEntry Archive::entry(uint64_t index) const {
     const Catalog::Entry &e = at(index);
-    std::memset(out, 0, sizeof *out);
-    out->name = cat_.names + e.name_off;
-    out->name_len = e.name_len;
-    out->kind = e.kind;
-    out->dtype = e.dtype;
-    out->ndim = e.ndim;
-    out->flags = e.flags;
-    std::copy(cat_.dims.begin() + long(e.shape_off), cat_.dims.begin() + long(e.shape_off + e.ndim), out->shape);
-    out->offset = e.offset;
-    out->stored_bytes = e.stored;
-    out->nbytes = e.nbytes;
-    out->data_offset = e.data_offset;
-    out->xxh3 = e.xxh3;
+    ArchiveEntry out;
+    out.name = cat_.names + e.name_off;
+    out.name_len = e.name_len;
+    out.kind = e.kind;
+    out.dtype = e.dtype;
+    out.ndim = e.ndim;
+    out.flags = e.flags;
+    out.shape = cat_.dims.data() + e.shape_off;
+    out.offset = e.offset;
+    out.stored_bytes = e.stored;
+    out.nbytes = e.nbytes;
+    out.data_offset = e.data_offset;
+    out.xxh3 = e.xxh3;
+    return out;
 }
 
 bool Archive::find(uint64_t *index_out, const char *name, size_t len) const {
@@ -239,10 +227,9 @@ std::unique_ptr<View> Archive::decode_entry(uint64_t index, Limits lim) {
     return bind_scanned(n, p, lim, map_);  // the Node just checked, not a second read of the file
 }
 
-std::unique_ptr<View> Archive::get(uint64_t index, const tenso_decode_options *opts) {
+std::unique_ptr<View> Archive::get(uint64_t index, Limits lim) {
     const Catalog::Entry &e = at(index);
     check_size(e.offset + e.stored);
-    Limits lim = Limits::from(opts);
     if (cat_.format == TENSO_FORMAT_ARCHIVE || cat_.format == TENSO_FORMAT_PACKET) {
         if ((e.flags & TENSO_ENTRY_HASHED) && !no_verify_) {
             check_hash(index);
@@ -305,11 +292,11 @@ bool Archive::metadata_find(const char **v, size_t *vlen, const char *key, size_
     return true;
 }
 
-void Archive::verify(uint64_t *bad, tenso_progress_fn progress, void *user) {
+void Archive::verify(uint64_t *bad, const ArchiveProgress &progress) {
     uint64_t total = 0, done = 0;
     for (const Catalog::Entry &e : cat_.entries) total += e.stored;
     auto report = [&] {
-        if (progress && progress(done, total, user)) fail(TENSO_E_USER, "the progress callback stopped verify");
+        if (progress && progress(done, total)) fail(TENSO_E_USER, "the progress callback stopped verify");
     };
     report();
     const bool packets = cat_.format == TENSO_FORMAT_ARCHIVE || cat_.format == TENSO_FORMAT_PACKET;
@@ -372,14 +359,7 @@ void ArchiveWriter::finish() {
     finish_file();
 }
 
-std::unique_ptr<ArchiveWriter> ArchiveWriter::open(const char *path, const tenso_archive_write_options *opts) {
-    tenso_archive_write_options o = TENSO_ARCHIVE_WRITE_OPTIONS_INIT;
-    if (opts) {
-        if (opts->version != TENSO_ARCHIVE_WRITE_OPTIONS_VERSION)
-            fail(TENSO_E_INVALID_ARGUMENT, "unknown tenso_archive_write_options version " + num(opts->version));
-        o = *opts;
-    }
-    if (o.flags & ~uint32_t(TENSO_ARCHIVE_NO_HASH)) fail(TENSO_E_INVALID_ARGUMENT, "unknown write flags");
+std::unique_ptr<ArchiveWriter> ArchiveWriter::open(const char *path, const ArchiveWriteOptions &o) {
     int format = o.format;
     if (format == TENSO_FORMAT_AUTO) {
         std::string p(path);

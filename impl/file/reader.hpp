@@ -6,6 +6,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -18,11 +19,39 @@
 
 namespace tenso {
 
-// Caps on what a file may claim, from tenso_archive_options.
+// Caps on what a file may claim.
 struct ArchiveLimits {
     uint64_t max_index_bytes = 100000000;
     uint64_t max_tensors = 10000000;
 };
+
+struct ArchiveOptions {
+    int format = 0;           // TENSO_FORMAT_*; 0 detects it
+    bool verify_all = false;  // verify every entry at open
+    bool no_verify = false;   // skip the index hashes on get
+    ArchiveLimits limits;
+};
+
+struct ArchiveWriteOptions {
+    int format = 0;             // TENSO_FORMAT_*; 0: from the path's extension, else a tenso archive
+    uint32_t alignment = 0;     // tenso archives: 0 = 64
+    bool hash = true;           // tenso archives: XXH3 of every packet in the index
+    EncodeOptions encode;       // tenso archives: how packets are encoded
+    bool encode_alignment_given = false;  // else packets take the archive's alignment
+};
+
+// One entry as a caller sees it (name and shape point into the Archive).
+struct ArchiveEntry {
+    const char *name = nullptr;
+    size_t name_len = 0;
+    int kind = 0, dtype = 0;
+    uint32_t ndim = 0, flags = 0;
+    const uint64_t *shape = nullptr;
+    uint64_t offset = 0, stored_bytes = 0, nbytes = 0, data_offset = 0, xxh3 = 0;
+};
+
+// verify() progress: (bytes done, bytes in all); true stops the walk with TENSO_E_USER.
+using ArchiveProgress = std::function<bool(uint64_t done, uint64_t total)>;
 
 // What a format reader produces: the entries in file order, over strings that live either in
 // the mapping (tenso archives, packets) or in `owned` (parsed headers).
@@ -54,22 +83,22 @@ struct Catalog {
 
 class Archive {
 public:
-    static std::unique_ptr<Archive> open(const char *path, const tenso_archive_options *opts);
+    static std::unique_ptr<Archive> open(const char *path, const ArchiveOptions &opts);
     ~Archive();
 
     int format() const { return cat_.format; }
     uint32_t alignment() const { return cat_.alignment; }
     uint64_t count() const { return cat_.entries.size(); }
-    void entry(tenso_archive_entry *out, uint64_t index) const;
+    ArchiveEntry entry(uint64_t index) const;
     bool find(uint64_t *index_out, const char *name, size_t len) const;
-    std::unique_ptr<View> get(uint64_t index, const tenso_decode_options *opts);
+    std::unique_ptr<View> get(uint64_t index, Limits lim);
     void read(void *dst, uint64_t index, uint64_t offset, uint64_t len) const;
     uint64_t metadata_count() const { return cat_.meta.size(); }
     void metadata_at(const char **k, size_t *klen, const char **v, size_t *vlen, uint64_t index) const;
     bool metadata_find(const char **v, size_t *vlen, const char *key, size_t key_len) const;
     // Checks every stored hash and (packets) that every packet decodes; throws the first
     // failure after storing its index in *bad.
-    void verify(uint64_t *bad, tenso_progress_fn progress, void *user);
+    void verify(uint64_t *bad, const ArchiveProgress &progress);
 
 private:
     Archive() = default;
@@ -96,7 +125,7 @@ private:
 // writer stays usable; a failed write breaks it (finish then fails, the target untouched).
 class ArchiveWriter {
 public:
-    static std::unique_ptr<ArchiveWriter> open(const char *path, const tenso_archive_write_options *opts);
+    static std::unique_ptr<ArchiveWriter> open(const char *path, const ArchiveWriteOptions &opts);
     virtual ~ArchiveWriter() = default;
 
     void add(const char *name, size_t len, const Value &v);

@@ -574,28 +574,6 @@ int kind_of(uint32_t flags, int dtype) {
     return TENSO_KIND_DENSE;
 }
 
-Limits Limits::from(const tenso_decode_options *opts) {
-    Limits l;
-    if (!opts) return l;
-    // The caller's struct is read once, as far as its version reaches; the copy is checked and used.
-    const uint32_t version = opts->version;
-    if (version < 1 || version > TENSO_DECODE_OPTIONS_VERSION)
-        fail(TENSO_E_INVALID_ARGUMENT, "unknown tenso_decode_options version " + num(version));
-    tenso_decode_options o = TENSO_DECODE_OPTIONS_INIT;  // version 1 ends before max_decoded_bytes
-    std::memcpy(&o, opts, version == 1 ? offsetof(tenso_decode_options, max_decoded_bytes) : sizeof o);
-    l.max_decoded_bytes = o.max_decoded_bytes;
-    l.max_entries = o.max_entries;
-    if (o.max_ndim && o.max_ndim < l.max_ndim) l.max_ndim = o.max_ndim;
-    if (o.max_depth && o.max_depth < l.max_depth) l.max_depth = o.max_depth;
-    if (o.max_elements && o.max_elements < l.max_elements) l.max_elements = o.max_elements;
-    l.max_packet_bytes = o.max_packet_bytes;
-    if (o.flags & ~uint32_t(TENSO_DECODE_SKIP_CHECKSUM | TENSO_DECODE_VALIDATE_UTF8))
-        fail(TENSO_E_INVALID_ARGUMENT, "unknown decode flags");
-    l.verify_checksums = !(o.flags & TENSO_DECODE_SKIP_CHECKSUM);
-    l.validate_utf8 = o.flags & TENSO_DECODE_VALIDATE_UTF8;
-    return l;
-}
-
 Node scan(const uint8_t *buf, size_t len, const Limits &limits, ScanMode mode) {
     Scanner s(buf, len, limits, mode);
     return s.packet(0, std::numeric_limits<size_t>::max(), TENSO_E_MALFORMED, 0);

@@ -106,7 +106,6 @@ struct Limits {
     uint64_t max_entries = 0;        // packets in one tree; 0 = none
     bool verify_checksums = true;
     bool validate_utf8 = false;
-    static Limits from(const tenso_decode_options *opts);
 };
 
 // A shape sized by its ndim: a few dims in place, more on the heap, so a tree of small packets
