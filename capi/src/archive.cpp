@@ -1,8 +1,9 @@
 // archive.cpp - the extern "C" firewall for tenso/archive.h: multi-tensor files (tenso
-// archives, single packets, safetensors, bintensors) over impl/file/archive.hpp.
+// archives, single packets, safetensors, bintensors) over impl/file/reader.hpp.
+#include "convert.hpp"
 #include "firewall.hpp"
 
-#include "file/archive.hpp"
+#include "file/reader.hpp"
 #include "tenso/archive.h"
 
 struct tenso_archive {
@@ -40,7 +41,7 @@ tenso_status tenso_archive_open(tenso_archive **out, const char *path, const ten
     *out = nullptr;
     CHECK_ARG(path);
     TENSO_API_BEGIN
-    auto a = tenso::Archive::open(path, opts);
+    auto a = tenso::Archive::open(path, archive_options(opts));
     *out = new tenso_archive{std::move(a)};
     TENSO_API_END
 }
@@ -57,7 +58,7 @@ tenso_status tenso_archive_entry_at(tenso_archive_entry *out, const tenso_archiv
     CHECK_ARG(out);
     CHECK_ARG(a);
     TENSO_API_BEGIN
-    a->a->entry(out, index);
+    fill(out, a->a->entry(index));
     TENSO_API_END
 }
 
@@ -77,7 +78,7 @@ tenso_status tenso_archive_get(tenso_view **out, tenso_archive *a, uint64_t inde
     *out = nullptr;
     CHECK_ARG(a);
     TENSO_API_BEGIN
-    *out = release_view(a->a->get(index, opts));
+    *out = release_view(a->a->get(index, limits(opts)));
     TENSO_API_END
 }
 
@@ -120,7 +121,9 @@ tenso_status tenso_archive_verify(uint64_t *bad_index_out, tenso_archive *a, ten
     CHECK_ARG(a);
     TENSO_API_BEGIN
     uint64_t bad = 0;
-    a->a->verify(bad_index_out ? bad_index_out : &bad, progress, user);
+    tenso::ArchiveProgress report;
+    if (progress) report = [progress, user](uint64_t done, uint64_t total) { return progress(done, total, user) != 0; };
+    a->a->verify(bad_index_out ? bad_index_out : &bad, report);
     TENSO_API_END
 }
 
@@ -139,7 +142,7 @@ tenso_status tenso_archive_writer_open(tenso_archive_writer **out, const char *p
     *out = nullptr;
     CHECK_ARG(path);
     TENSO_API_BEGIN
-    auto w = tenso::ArchiveWriter::open(path, opts);
+    auto w = tenso::ArchiveWriter::open(path, archive_write_options(opts));
     *out = new tenso_archive_writer{std::move(w)};
     TENSO_API_END
 }

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <new>
 
+#include "convert.hpp"
 #include "firewall.hpp"
 #include "format/decoder.hpp"
 #include "io/io.hpp"
@@ -16,28 +17,6 @@ struct tenso_decoder {
 using tenso::capi::release_view;
 using tenso::capi::set_error;
 
-namespace {
-
-// Copies the caller's options once, as far as their version reaches, and checks them.
-tenso::DecoderConfig config_from(const tenso_decoder_options *opts) {
-    tenso::DecoderConfig cfg;
-    if (!opts) return cfg;
-    tenso_decoder_options o;
-    std::memcpy(&o, opts, sizeof o);
-    if (o.version != TENSO_DECODER_OPTIONS_VERSION)
-        tenso::fail(TENSO_E_INVALID_ARGUMENT, "unknown tenso_decoder_options version " + std::to_string(o.version));
-    if (o.flags & ~uint32_t(TENSO_DECODER_READ_AHEAD)) tenso::fail(TENSO_E_INVALID_ARGUMENT, "unknown decoder flags");
-    if (bool(o.alloc) != bool(o.release))
-        tenso::fail(TENSO_E_INVALID_ARGUMENT, "alloc and release must be given together");
-    cfg.limits = tenso::Limits::from(o.decode);
-    cfg.read_ahead = o.flags & TENSO_DECODER_READ_AHEAD;
-    cfg.alloc = o.alloc;
-    cfg.release = o.release;
-    cfg.alloc_user = o.alloc_user;
-    return cfg;
-}
-
-}  // namespace
 
 extern "C" {
 
@@ -45,7 +24,7 @@ tenso_status tenso_decoder_new(tenso_decoder **out, const tenso_decoder_options 
     CHECK_ARG(out);
     *out = nullptr;
     TENSO_API_BEGIN
-    *out = new tenso_decoder(config_from(opts));
+    *out = new tenso_decoder(tenso::capi::decoder_config(opts));
     TENSO_API_END
 }
 

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <string>
 
+#include "convert.hpp"
 #include "firewall.hpp"
 
 #include "shm/cache.hpp"
@@ -47,7 +48,7 @@ tenso_status tenso_shm_create_for(tenso_shm **out, uint64_t *written_out, const 
     if (flags & ~uint32_t(TENSO_SHM_REPLACE)) return set_error(TENSO_E_INVALID_ARGUMENT, "unknown flags");
     TENSO_API_BEGIN
     auto h = std::make_unique<tenso_shm>();
-    h->seg = tenso::Segment::create_for(name, value_of(v), tenso::EncodeOptions::from(opts), flags & TENSO_SHM_REPLACE,
+    h->seg = tenso::Segment::create_for(name, value_of(v), encode_options(opts), flags & TENSO_SHM_REPLACE,
                                         written_out);
     *out = h.release();
     TENSO_API_END
@@ -80,7 +81,7 @@ tenso_status tenso_shm_put(uint64_t *written_out, tenso_shm *shm, const tenso_va
         uint64_t *out, &w;
         ~Report() { if (out) *out = w; }
     } report{written_out, w};
-    shm->seg->put(value_of(v), tenso::EncodeOptions::from(opts), &w);
+    shm->seg->put(value_of(v), encode_options(opts), &w);
     TENSO_API_END
 }
 
@@ -89,7 +90,7 @@ tenso_status tenso_shm_get(tenso_view **out, const tenso_shm *shm, const tenso_d
     *out = nullptr;
     CHECK_ARG(shm);
     TENSO_API_BEGIN
-    *out = release_view(shm->seg->get(tenso::Limits::from(opts)));
+    *out = release_view(shm->seg->get(limits(opts)));
     TENSO_API_END
 }
 
@@ -123,7 +124,7 @@ tenso_status tenso_cache_create(tenso_cache **out, const char *name, const tenso
     CHECK_ARG(name);
     TENSO_API_BEGIN
     auto h = std::make_unique<tenso_cache>();
-    h->cache = tenso::Cache::create(name, tenso::CacheOptions::from(opts));
+    h->cache = tenso::Cache::create(name, cache_options(opts));
     *out = h.release();
     TENSO_API_END
 }
@@ -134,7 +135,7 @@ tenso_status tenso_cache_open(tenso_cache **out, const char *name, const tenso_c
     CHECK_ARG(name);
     TENSO_API_BEGIN
     auto h = std::make_unique<tenso_cache>();
-    const tenso::CacheOptions o = tenso::CacheOptions::from(opts);
+    const tenso::CacheOptions o = cache_options(opts);
     h->cache = tenso::Cache::open(name, o.lock_timeout_ms, o.any_owner);
     *out = h.release();
     TENSO_API_END
@@ -159,7 +160,7 @@ tenso_status tenso_cache_put(uint64_t *written_out, tenso_cache *cache, const ch
     CHECK_ARG(v);
     TENSO_API_BEGIN
     uint64_t w = 0;
-    cache->cache->put(key, key_len, value_of(v), tenso::EncodeOptions::from(opts), ttl_seconds, &w);
+    cache->cache->put(key, key_len, value_of(v), encode_options(opts), ttl_seconds, &w);
     if (written_out) *written_out = w;
     TENSO_API_END
 }
@@ -171,7 +172,7 @@ tenso_status tenso_cache_get(tenso_view **out, tenso_cache *cache, const char *k
     CHECK_ARG(cache);
     CHECK_ARG(key || !key_len);
     TENSO_API_BEGIN
-    *out = release_view(cache->cache->get(key, key_len, tenso::Limits::from(opts)));
+    *out = release_view(cache->cache->get(key, key_len, limits(opts)));
     TENSO_API_END
 }
 
@@ -188,7 +189,7 @@ tenso_status tenso_cache_info(tenso_cache_entry_info *out, tenso_cache *cache, c
     CHECK_ARG(cache);
     CHECK_ARG(key || !key_len);
     TENSO_API_BEGIN
-    cache->cache->info(out, key, key_len);
+    fill(out, cache->cache->info(key, key_len));
     TENSO_API_END
 }
 
@@ -223,7 +224,7 @@ tenso_status tenso_cache_stats_get(tenso_cache_stats *out, tenso_cache *cache) {
     CHECK_ARG(out);
     CHECK_ARG(cache);
     TENSO_API_BEGIN
-    cache->cache->stats(out);
+    fill(out, cache->cache->stats());
     TENSO_API_END
 }
 

@@ -1,7 +1,8 @@
 // tenso.cpp - the extern "C" firewall for the core API (tenso.h). Every entry point is
 // noexcept, checks its pointers, runs the engine between TENSO_API_BEGIN/TENSO_API_END
 // (firewall.hpp) and never lets C++ types cross the boundary. shm.cpp and archive.cpp do the
-// same for their headers.
+// same for their headers; convert.* turns the public structs into the engine's types and back.
+// Rules (limits, layouts, conventions) live in impl/, never here.
 #include <algorithm>
 #include <cstddef>
 #include <cstdlib>
@@ -9,11 +10,12 @@
 #include <new>
 #include <string>
 
+#include "convert.hpp"
 #include "firewall.hpp"
 
+#include "format/composites.hpp"
 #include "format/dlpack.hpp"
 #include "io/io.hpp"
-#include "format/sparse.hpp"
 
 namespace tenso::capi {
 
@@ -37,6 +39,20 @@ const char *last_error() noexcept { return t_error.c_str(); }
 using namespace tenso::capi;
 
 /* ---------------------------------------------------------------- version, errors, dtypes */
+
+namespace {
+// A code looked up by name (0: unknown); *out is untouched on failure.
+tenso_status code_from_name(int32_t *out, const char *name, int (*lookup)(const std::string &), tenso_status unknown,
+                            const char *what) {
+    CHECK_ARG(out);
+    CHECK_ARG(name);
+    TENSO_API_BEGIN
+    const int code = lookup(name);
+    if (!code) tenso::fail(unknown, std::string("unknown ") + what + " name '" + name + "'");
+    *out = code;
+    TENSO_API_END
+}
+}  // namespace
 
 extern "C" {
 
@@ -86,13 +102,20 @@ size_t tenso_dtype_itemsize(tenso_dtype dtype) { return tenso::dtype_itemsize(dt
 const char *tenso_dtype_name(tenso_dtype dtype) { return tenso::dtype_name(dtype); }
 
 tenso_status tenso_dtype_from_name(tenso_dtype *out, const char *name) {
-    CHECK_ARG(out);
-    CHECK_ARG(name);
-    TENSO_API_BEGIN
-    int d = tenso::dtype_from_name(name);
-    if (!d) tenso::fail(TENSO_E_BAD_DTYPE, std::string("unknown dtype name '") + name + "'");
-    *out = d;
-    TENSO_API_END
+    return code_from_name(out, name, tenso::dtype_from_name, TENSO_E_BAD_DTYPE, "dtype");
+}
+
+uint32_t tenso_dtype_count(void) { return tenso::dtype_count(); }
+tenso_dtype tenso_dtype_at(uint32_t index) { return tenso::dtype_at(index); }
+tenso_kind tenso_dtype_kind(tenso_dtype dtype) { return tenso::dtype_kind(dtype); }
+uint32_t tenso_dtype_bits(tenso_dtype dtype) { return tenso::dtype_bits(dtype); }
+
+uint32_t tenso_kind_count(void) { return tenso::kind_count(); }
+tenso_kind tenso_kind_at(uint32_t index) { return tenso::kind_at(index); }
+const char *tenso_kind_name(tenso_kind kind) { return tenso::kind_name(kind); }
+
+tenso_status tenso_kind_from_name(tenso_kind *out, const char *name) {
+    return code_from_name(out, name, tenso::kind_from_name, TENSO_E_INVALID_ARGUMENT, "kind");
 }
 
 /* ---------------------------------------------------------------- buffers and options */
@@ -135,7 +158,7 @@ namespace {
 
 template <class Input>
 tenso::Plan plan_for(const Input &in, const tenso_encode_options *opts, bool measure) {
-    tenso::Plan p(tenso::EncodeOptions::from(opts), measure);
+    tenso::Plan p(encode_options(opts), measure);
     p.add(in);
     return p;
 }
@@ -193,7 +216,7 @@ tenso_status tenso_dumps_bound(size_t *bound_out, const tenso_tensor *t, const t
     CHECK_ARG(bound_out);
     CHECK_ARG(t);
     TENSO_API_BEGIN
-    return bound_of(bound_out, tenso::Tensor::from(t), opts);
+    return bound_of(bound_out, tensor(t), opts);
     TENSO_API_END
 }
 
@@ -203,7 +226,7 @@ tenso_status tenso_dumps_into(void *dst, size_t dst_capacity, size_t *written_ou
     CHECK_ARG(written_out);
     CHECK_ARG(t);
     TENSO_API_BEGIN
-    into(dst, dst_capacity, written_out, tenso::Tensor::from(t), opts);
+    into(dst, dst_capacity, written_out, tensor(t), opts);
     TENSO_API_END
 }
 
@@ -211,7 +234,7 @@ tenso_status tenso_dumps(tenso_buffer *out, const tenso_tensor *t, const tenso_e
     CHECK_ARG(out);
     CHECK_ARG(t);
     TENSO_API_BEGIN
-    alloc(out, tenso::Tensor::from(t), opts);
+    alloc(out, tensor(t), opts);
     TENSO_API_END
 }
 
@@ -220,7 +243,7 @@ tenso_status tenso_write_fd(uint64_t *written_out, int fd, const tenso_tensor *t
     if (written_out) *written_out = 0;
     CHECK_ARG(t);
     TENSO_API_BEGIN
-    to_fd(written_out, fd, tenso::Tensor::from(t), opts);
+    to_fd(written_out, fd, tensor(t), opts);
     TENSO_API_END
 }
 
@@ -228,7 +251,7 @@ tenso_status tenso_save_file(const char *path, const tenso_tensor *t, const tens
     CHECK_ARG(path);
     CHECK_ARG(t);
     TENSO_API_BEGIN
-    to_file(path, tenso::Tensor::from(t), opts);
+    to_file(path, tensor(t), opts);
     TENSO_API_END
 }
 
@@ -242,7 +265,7 @@ tenso_status tenso_value_new_tensor(tenso_value **out, const tenso_tensor *t) {
     auto *v = new tenso_value();
     v->v.type = tenso::Value::kTensor;
     try {
-        v->v.tensor = tenso::Tensor::from(t);
+        v->v.tensor = tensor(t);
     } catch (...) {
         delete v;
         throw;
@@ -256,23 +279,7 @@ tenso_status tenso_value_new_packet(tenso_value **out, const void *packet, size_
     *out = nullptr;
     CHECK_ARG(packet);
     TENSO_API_BEGIN
-    const auto *p = static_cast<const uint8_t *>(packet);
-    tenso::Node n;
-    try {
-        n = tenso::scan(p, len, tenso::Limits());
-    } catch (const tenso::NeedMore &) {
-        tenso::fail(TENSO_E_TRUNCATED, "packet is truncated");
-    }
-    size_t exact = n.end;
-    if (exact != len)
-        tenso::fail(TENSO_E_INVALID_ARGUMENT, "bytes are not exactly one packet (" + std::to_string(exact) +
-                                                  " of " + std::to_string(len) + ")");
-    auto *v = new tenso_value();
-    v->v.type = tenso::Value::kPacket;
-    v->v.packet = p;
-    v->v.packet_len = len;
-    v->v.packet_depth = tenso::nesting_depth(n);
-    *out = v;
+    *out = new tenso_value{tenso::packet_value(static_cast<const uint8_t *>(packet), len)};
     TENSO_API_END
 }
 
@@ -289,18 +296,7 @@ tenso_status tenso_bundle_insert(tenso_value *bundle, const char *key, size_t ke
     CHECK_ARG(key || !key_len);
     CHECK_ARG(child);
     TENSO_API_BEGIN
-    tenso::Value &b = bundle->v;
-    if (b.type != tenso::Value::kBundle) tenso::fail(TENSO_E_INVALID_ARGUMENT, "value is not a bundle");
-    if (b.entries.size() >= TENSO_MAX_BUNDLE_ENTRIES)
-        tenso::fail(TENSO_E_INVALID_ARGUMENT, "a bundle holds at most 255 entries");
-    if (key_len > TENSO_MAX_KEY_BYTES)
-        tenso::fail(TENSO_E_INVALID_ARGUMENT, "key is longer than TENSO_MAX_KEY_BYTES (65536)");
-    std::string k(key ? key : "", key_len);
-    if (!tenso::valid_utf8(reinterpret_cast<const uint8_t *>(k.data()), k.size()))
-        tenso::fail(TENSO_E_INVALID_ARGUMENT, "bundle key is not valid UTF-8");
-    if (child->v.depth() + 1 > TENSO_MAX_DEPTH)
-        tenso::fail(TENSO_E_INVALID_ARGUMENT, "bundles would nest deeper than 64");
-    b.entries.push_back(tenso::Value::Entry{std::move(k), child->v});
+    tenso::bundle_insert(bundle->v, std::string(key ? key : "", key_len), child->v);
     TENSO_API_END
 }
 
@@ -361,18 +357,6 @@ namespace {
 
 tenso_value *new_value(tenso::Value v) { return new tenso_value{std::move(v)}; }
 
-// The shape a quantized description refers to, checked into a Tensor-sized array.
-void copy_shape(tenso::Tensor &dst, uint32_t ndim, const uint64_t *shape) {
-    if (ndim > TENSO_MAX_NDIM) tenso::fail(TENSO_E_TOO_MANY_DIMS, "ndim exceeds 32");
-    if (ndim && !shape) tenso::fail(TENSO_E_INVALID_ARGUMENT, "shape is NULL");
-    for (uint32_t i = 0; i < ndim; ++i) {
-        const uint64_t d = shape[i];  // read once: the caller's array may change meanwhile
-        if (d > UINT32_MAX) tenso::fail(TENSO_E_INVALID_ARGUMENT, "dimension does not fit the wire's u32");
-        dst.shape[i] = d;
-    }
-    dst.ndim = ndim;
-}
-
 tenso_quantized describe(const tenso::QuantDesc &q, const uint64_t *shape, uint32_t ndim) {
     tenso_quantized out;
     out.data = q.data;
@@ -390,30 +374,23 @@ tenso_quantized describe(const tenso::QuantDesc &q, const uint64_t *shape, uint3
 }
 
 // The caller's description, read once: the shape is copied into `shape` and used from there.
-tenso::QuantDesc from_public(const tenso_quantized *qp, uint64_t (&shape)[TENSO_MAX_NDIM], int32_t status) {
-    const tenso_quantized c = *qp;
-    const tenso_quantized *q = &c;
-    if (q->ndim > TENSO_MAX_NDIM) tenso::fail(TENSO_E_TOO_MANY_DIMS, "ndim exceeds 32");
-    if (q->ndim && !q->shape) tenso::fail(status, "shape is NULL");
-    std::copy(q->shape, q->shape + q->ndim, shape);
+tenso::QuantDesc from_public(const tenso_quantized *qp, uint64_t (&shape)[TENSO_MAX_NDIM]) {
+    const tenso_quantized q = *qp;
+    if (q.ndim > TENSO_MAX_NDIM) tenso::fail(TENSO_E_TOO_MANY_DIMS, "ndim exceeds 32");
+    if (q.ndim && !q.shape) tenso::fail(TENSO_E_INVALID_ARGUMENT, "shape is NULL");
+    std::copy(q.shape, q.shape + q.ndim, shape);
     tenso::QuantDesc d;
-    d.dtype = q->dtype;
-    d.scheme = q->scheme;
-    int32_t axis = q->axis;
-    if (q->scheme == TENSO_QUANT_PER_CHANNEL && axis < 0) axis += int32_t(q->ndim);
-    if (axis < 0) tenso::fail(status, "axis is out of range");
-    d.axis = uint32_t(axis);
-    d.group_size = q->group_size;
-    d.num_scales = q->num_scales;
-    d.ndim = q->ndim;
+    d.dtype = q.dtype;
+    d.scheme = q.scheme;
+    d.group_size = q.group_size;
+    d.num_scales = q.num_scales;
+    d.ndim = q.ndim;
     d.shape = shape;
-    d.scales = q->scales;
-    d.zero_points = q->zero_points;
-    d.data = static_cast<const uint8_t *>(q->data);
-    d.nbytes = q->nbytes;
-    tenso::check_quant(d, status);
-    if (d.num_scales && (!d.scales || !d.zero_points)) tenso::fail(status, "scales or zero_points is NULL");
-    if (d.nbytes && !d.data) tenso::fail(status, "data is NULL");
+    d.scales = q.scales;
+    d.zero_points = q.zero_points;
+    d.data = static_cast<const uint8_t *>(q.data);
+    d.nbytes = q.nbytes;
+    tenso::check_described(d, q.axis, TENSO_E_INVALID_ARGUMENT);
     return d;
 }
 
@@ -432,18 +409,8 @@ tenso_status tenso_value_new_sparse(tenso_value **out, tenso_kind format, uint32
     if (format != TENSO_KIND_SPARSE_COO && format != TENSO_KIND_SPARSE_CSR && format != TENSO_KIND_SPARSE_CSC)
         return set_error(TENSO_E_INVALID_ARGUMENT, "format must be TENSO_KIND_SPARSE_COO, _CSR or _CSC");
     TENSO_API_BEGIN
-    tenso::Value v;
-    v.type = tenso::Value::kSparse;
-    v.sparse_kind = format;
-    copy_shape(v.tensor, ndim, shape);
-    tenso::SparseArray comps[3];
-    for (const tenso_tensor *t : {a, b, c}) {
-        v.parts.push_back(tenso::Tensor::from(t));
-        const tenso::Tensor &p = v.parts.back();
-        comps[v.parts.size() - 1] = tenso::SparseArray{p.dtype, p.ndim, p.ndim ? p.shape[0] : 0, p.data};
-    }
-    tenso::check_sparse(format, v.tensor.shape, v.tensor.ndim, comps, TENSO_E_INVALID_ARGUMENT);
-    *out = new_value(std::move(v));
+    const tenso::Tensor parts[3] = {tensor(a), tensor(b), tensor(c)};
+    *out = new_value(tenso::sparse_value(format, ndim, shape, parts));
     TENSO_API_END
 }
 
@@ -466,35 +433,7 @@ tenso_status tenso_quantize(tenso_value **out, const tenso_tensor *input, tenso_
     *out = nullptr;
     CHECK_ARG(input);
     TENSO_API_BEGIN
-    tenso::Tensor in = tenso::Tensor::from(input);
-    if (scheme == TENSO_QUANT_PER_CHANNEL) {
-        if (axis < 0) axis += int32_t(in.ndim);
-        if (axis < 0 || uint32_t(axis) >= in.ndim)
-            tenso::fail(TENSO_E_INVALID_ARGUMENT, "per-channel axis is out of range");
-    } else {
-        axis = 0;
-    }
-    if (scheme != TENSO_QUANT_PER_GROUP) group_size = 0;
-    auto res = std::make_shared<tenso::QuantOutput>(
-        tenso::quantize(in.data, in.dtype, in.shape, in.ndim, qdtype, scheme, uint32_t(axis), group_size));
-    tenso::Value v;
-    v.type = tenso::Value::kQuantized;
-    v.tensor = in;
-    v.tensor.dtype = qdtype;
-    v.tensor.data = nullptr;
-    tenso::QuantDesc &q = v.quant;
-    q.dtype = qdtype;
-    q.scheme = scheme;
-    q.axis = uint32_t(axis);
-    q.group_size = group_size;
-    q.num_scales = uint32_t(res->scales.size());
-    q.ndim = in.ndim;
-    q.scales = res->scales.data();
-    q.zero_points = res->zero_points.data();
-    q.data = res->packed.data();
-    q.nbytes = res->packed.size();
-    v.owned = std::move(res);
-    *out = new_value(std::move(v));
+    *out = new_value(tenso::quantize_value(tensor(input), qdtype, scheme, axis, group_size));
     TENSO_API_END
 }
 
@@ -503,12 +442,8 @@ tenso_status tenso_value_new_quantized(tenso_value **out, const tenso_quantized 
     *out = nullptr;
     CHECK_ARG(q);
     TENSO_API_BEGIN
-    tenso::Value v;
-    v.type = tenso::Value::kQuantized;
-    v.quant = from_public(q, v.tensor.shape, TENSO_E_INVALID_ARGUMENT);
-    copy_shape(v.tensor, v.quant.ndim, v.tensor.shape);  // checks the copy
-    v.quant.shape = nullptr;  // the value's own copy (tensor.shape) is used from here on
-    *out = new_value(std::move(v));
+    uint64_t shape[TENSO_MAX_NDIM];
+    *out = new_value(tenso::quantized_value(from_public(q, shape)));
     TENSO_API_END
 }
 
@@ -527,12 +462,7 @@ tenso_status tenso_view_quantized(tenso_quantized *out, const tenso_view *v) {
     CHECK_ARG(v);
     const tenso::View &w = *V(v);
     if (w.kind != TENSO_KIND_QUANTIZED) return set_error(TENSO_E_UNSUPPORTED_KIND, "view is not quantized");
-    tenso::QuantDesc q = w.extra->quant;
-    q.scales = w.extra->qparams.data();
-    q.zero_points = w.extra->qparams.data() + q.num_scales;
-    q.data = w.data;
-    q.nbytes = w.nbytes;
-    *out = describe(q, w.shape.data(), w.ndim);
+    *out = describe(tenso::quant_of(w), w.shape.data(), w.ndim);
     return TENSO_OK;
 }
 
@@ -541,12 +471,7 @@ tenso_status tenso_dequantize(float *dst, uint64_t dst_count, const tenso_quanti
     CHECK_ARG(dst || !dst_count);
     TENSO_API_BEGIN
     uint64_t shape[TENSO_MAX_NDIM];
-    tenso::QuantDesc d = from_public(q, shape, TENSO_E_INVALID_ARGUMENT);
-    uint64_t n = tenso::checked_numel(d.shape, d.ndim, TENSO_MAX_ELEMENTS);
-    if (dst_count != n)
-        tenso::fail(TENSO_E_INVALID_ARGUMENT, "dst_count " + std::to_string(dst_count) + " is not the element count " +
-                                                  std::to_string(n));
-    tenso::dequantize(dst, d);
+    tenso::dequantize_into(dst, dst_count, from_public(q, shape));
     TENSO_API_END
 }
 
@@ -556,26 +481,7 @@ tenso_status tenso_value_new_strings(tenso_value **out, uint64_t count, const ui
     *out = nullptr;
     CHECK_ARG(offsets);
     TENSO_API_BEGIN
-    if (count > UINT32_MAX) tenso::fail(TENSO_E_INVALID_ARGUMENT, "more strings than the wire's u32 count");
-    if (offsets[0] != 0) tenso::fail(TENSO_E_INVALID_ARGUMENT, "offsets[0] must be 0");
-    for (uint64_t i = 1; i <= count; ++i)
-        if (offsets[i] < offsets[i - 1]) tenso::fail(TENSO_E_INVALID_ARGUMENT, "offsets decrease at " + std::to_string(i));
-    uint64_t len = offsets[count];
-    if (len != payload_len)
-        tenso::fail(TENSO_E_INVALID_ARGUMENT, "offsets end at " + std::to_string(len) + ", the payload has " +
-                                                  std::to_string(payload_len) + " bytes");
-    if (len && !payload) tenso::fail(TENSO_E_INVALID_ARGUMENT, "payload is NULL");
-    if (!tenso::valid_utf8(static_cast<const uint8_t *>(payload), len))
-        tenso::fail(TENSO_E_INVALID_ARGUMENT, "string payload is not valid UTF-8");
-    tenso::Value v;
-    v.type = tenso::Value::kStrings;
-    v.tensor.dtype = TENSO_DTYPE_STRING;
-    v.tensor.ndim = 1;
-    v.tensor.shape[0] = count;
-    v.tensor.data = static_cast<const uint8_t *>(payload);
-    v.tensor.nbytes = len;
-    v.offsets = offsets;
-    *out = new_value(std::move(v));
+    *out = new_value(tenso::strings_value(count, offsets, static_cast<const uint8_t *>(payload), payload_len));
     TENSO_API_END
 }
 
@@ -592,31 +498,6 @@ tenso_status tenso_view_string_offsets(const uint64_t **offsets_out, const char 
     return TENSO_OK;
 }
 
-}  // extern "C"
-
-namespace {
-const char kRaggedOffsets[] = "__ragged_offsets__";
-const char kRaggedFlat[] = "__ragged_flat__";
-const char kRaggedCount[] = "__ragged_count__";
-
-uint64_t read_u64(const void *p, uint64_t i) {
-    uint64_t v;
-    std::memcpy(&v, static_cast<const uint8_t *>(p) + 8 * i, 8);
-    return v;
-}
-
-void check_ragged_offsets(const void *offs, uint64_t count, uint64_t flat_len, int32_t status) {
-    if (read_u64(offs, 0) != 0) tenso::fail(status, "ragged offsets do not start at 0");
-    for (uint64_t i = 1; i <= count; ++i)
-        if (read_u64(offs, i) < read_u64(offs, i - 1)) tenso::fail(status, "ragged offsets decrease at " + std::to_string(i));
-    if (read_u64(offs, count) != flat_len)
-        tenso::fail(status, "ragged offsets end at " + std::to_string(read_u64(offs, count)) + ", not the flat length " +
-                                std::to_string(flat_len));
-}
-}  // namespace
-
-extern "C" {
-
 tenso_status tenso_value_new_ragged(tenso_value **out, const tenso_tensor *flat, uint64_t count,
                                     const uint64_t *row_offsets) {
     CHECK_ARG(out);
@@ -624,28 +505,7 @@ tenso_status tenso_value_new_ragged(tenso_value **out, const tenso_tensor *flat,
     CHECK_ARG(flat);
     CHECK_ARG(row_offsets);
     TENSO_API_BEGIN
-    tenso::Tensor f = tenso::Tensor::from(flat);
-    if (f.ndim != 1) tenso::fail(TENSO_E_INVALID_ARGUMENT, "the flat values of a ragged array are 1-D");
-    if (count >= UINT32_MAX) tenso::fail(TENSO_E_INVALID_ARGUMENT, "too many rows");
-    check_ragged_offsets(row_offsets, count, f.shape[0], TENSO_E_INVALID_ARGUMENT);
-    auto count_arr = std::make_shared<uint64_t>(count);
-    tenso::Value offs, cnt, flatv;
-    offs.tensor.dtype = cnt.tensor.dtype = TENSO_DTYPE_UINT64;
-    offs.tensor.ndim = cnt.tensor.ndim = 1;
-    offs.tensor.shape[0] = count + 1;
-    offs.tensor.data = reinterpret_cast<const uint8_t *>(row_offsets);
-    offs.tensor.nbytes = (count + 1) * 8;
-    cnt.tensor.shape[0] = 1;
-    cnt.tensor.data = reinterpret_cast<const uint8_t *>(count_arr.get());
-    cnt.tensor.nbytes = 8;
-    flatv.tensor = f;
-    tenso::Value v;
-    v.type = tenso::Value::kBundle;
-    v.entries.push_back({kRaggedOffsets, offs});
-    v.entries.push_back({kRaggedFlat, flatv});
-    v.entries.push_back({kRaggedCount, cnt});
-    v.owned = std::move(count_arr);
-    *out = new_value(std::move(v));
+    *out = new_value(tenso::ragged_value(tensor(flat), count, row_offsets));
     TENSO_API_END
 }
 
@@ -655,26 +515,9 @@ tenso_status tenso_view_ragged(const tenso_view **flat_out, const tenso_view **o
     *flat_out = *offsets_out = nullptr;
     CHECK_ARG(v);
     TENSO_API_BEGIN
-    const tenso::View &w = *V(v);
-    const tenso::View *parts[3] = {nullptr, nullptr, nullptr};
-    const char *names[3] = {kRaggedOffsets, kRaggedFlat, kRaggedCount};
-    if (w.kind == TENSO_KIND_BUNDLE)
-        for (const auto &e : w.entries)
-            for (int i = 0; i < 3; ++i)
-                if (!parts[i] && e.key_len == std::strlen(names[i]) && std::memcmp(e.key, names[i], e.key_len) == 0)
-                    parts[i] = &e.view;
-    if (!parts[0] || !parts[1] || !parts[2]) tenso::fail(TENSO_E_UNSUPPORTED_KIND, "view is not a ragged array bundle");
-    const tenso::View &offs = *parts[0], &flat = *parts[1], &cnt = *parts[2];
-    for (const tenso::View *p : parts)
-        if (p->kind != TENSO_KIND_DENSE || p->ndim != 1) tenso::fail(TENSO_E_MALFORMED, "ragged parts must be 1-D dense arrays");
-    if (offs.dtype != TENSO_DTYPE_UINT64 || cnt.dtype != TENSO_DTYPE_UINT64 || cnt.shape[0] != 1)
-        tenso::fail(TENSO_E_MALFORMED, "ragged offsets and count must be uint64 (count: one element)");
-    uint64_t count = read_u64(cnt.data, 0);
-    if (offs.shape[0] != count + 1 || count == UINT64_MAX)
-        tenso::fail(TENSO_E_MALFORMED, "ragged offsets do not have count + 1 entries");
-    check_ragged_offsets(offs.data, count, flat.shape[0], TENSO_E_MALFORMED);
-    *flat_out = H(&flat);
-    *offsets_out = H(&offs);
+    const tenso::RaggedParts p = tenso::ragged_parts(*V(v));
+    *flat_out = H(p.flat);
+    *offsets_out = H(p.offsets);
     TENSO_API_END
 }
 
@@ -683,19 +526,12 @@ tenso_status tenso_value_new_ipc_ref(tenso_value **out, const tenso_ipc_ref *ref
     *out = nullptr;
     CHECK_ARG(ref);
     TENSO_API_BEGIN
-    auto bytes = std::shared_ptr<uint8_t>(new uint8_t[tenso::kIpcRefLen], std::default_delete<uint8_t[]>());
-    uint8_t *p = bytes.get();
-    tenso::write_header(p, TENSO_FLAG_GPU_IPC_REF, 0, 0, 1);  // reserved byte 1: the discriminator
-    std::memcpy(p + 10, ref->handle, 64);
-    tenso::wr64(p + 74, ref->byte_offset);
-    tenso::wr64(p + 82, ref->nbytes);
-    std::memcpy(p + 90, ref->device_uuid, 16);
-    tenso::Value v;
-    v.type = tenso::Value::kPacket;
-    v.packet = p;
-    v.packet_len = tenso::kIpcRefLen;
-    v.owned = std::move(bytes);
-    *out = new_value(std::move(v));
+    tenso::IpcRef r;
+    std::memcpy(r.handle, ref->handle, sizeof r.handle);
+    r.byte_offset = ref->byte_offset;
+    r.nbytes = ref->nbytes;
+    std::memcpy(r.device_uuid, ref->device_uuid, sizeof r.device_uuid);
+    *out = new_value(tenso::ipc_ref_value(r));
     TENSO_API_END
 }
 
@@ -705,10 +541,11 @@ tenso_status tenso_view_ipc_ref(tenso_ipc_ref *out, const tenso_view *v) {
     CHECK_ARG(v);
     const tenso::View &w = *V(v);
     if (w.kind != TENSO_KIND_GPU_IPC_REF) return set_error(TENSO_E_UNSUPPORTED_KIND, "view is not a GPU IPC reference");
-    std::memcpy(out->handle, w.data, 64);
-    out->byte_offset = tenso::rd64(w.data + 64);
-    out->nbytes = tenso::rd64(w.data + 72);
-    std::memcpy(out->device_uuid, w.data + 80, 16);
+    const tenso::IpcRef r = tenso::read_ipc_ref(w.data);
+    std::memcpy(out->handle, r.handle, sizeof out->handle);
+    out->byte_offset = r.byte_offset;
+    out->nbytes = r.nbytes;
+    std::memcpy(out->device_uuid, r.device_uuid, sizeof out->device_uuid);
     return TENSO_OK;
 }
 
@@ -722,7 +559,7 @@ tenso_status tenso_inspect(tenso_packet_info *out, const void *data, size_t len)
     CHECK_ARG(out);
     CHECK_ARG(data || !len);
     TENSO_API_BEGIN
-    tenso::inspect(out, static_cast<const uint8_t *>(data), len);
+    fill(out, tenso::inspect(static_cast<const uint8_t *>(data), len));
     TENSO_API_END
 }
 
@@ -732,9 +569,9 @@ tenso_status tenso_packet_length(size_t *length_out, const void *data, size_t le
     *length_out = 0;
     CHECK_ARG(data || !len);
     TENSO_API_BEGIN
-    const tenso::Limits limits = tenso::Limits::from(opts);
+    const tenso::Limits lim = limits(opts);
     try {
-        *length_out = tenso::packet_length(static_cast<const uint8_t *>(data), len, limits);
+        *length_out = tenso::packet_length(static_cast<const uint8_t *>(data), len, lim);
     } catch (const tenso::NeedMore &m) {
         *length_out = m.need;
         tenso::fail(TENSO_E_TRUNCATED, "packet continues past the given bytes: " + std::to_string(m.need) +
@@ -750,7 +587,7 @@ tenso_status tenso_loads(tenso_view **out, const void *data, size_t len, const t
     *out = nullptr;
     CHECK_ARG(data || !len);
     TENSO_API_BEGIN
-    auto v = tenso::decode(static_cast<const uint8_t *>(data), len, tenso::Limits::from(opts), nullptr);
+    auto v = tenso::decode(static_cast<const uint8_t *>(data), len, limits(opts), nullptr);
     *out = release_view(std::move(v));
     TENSO_API_END
 }
@@ -811,7 +648,7 @@ tenso_status tenso_read_fd(tenso_view **out, int fd, const tenso_decode_options 
     CHECK_ARG(out);
     *out = nullptr;
     TENSO_API_BEGIN
-    *out = const_cast<tenso_view *>(H(tenso::read_packet(fd, tenso::Limits::from(opts)).release()));
+    *out = const_cast<tenso_view *>(H(tenso::read_packet(fd, limits(opts)).release()));
     TENSO_API_END
 }
 
@@ -822,7 +659,7 @@ tenso_status tenso_load_file(tenso_view **out, const char *path, uint32_t mode, 
     if (mode != TENSO_LOAD_READ && mode != TENSO_LOAD_MMAP)
         return set_error(TENSO_E_INVALID_ARGUMENT, "mode must be TENSO_LOAD_READ or TENSO_LOAD_MMAP");
     TENSO_API_BEGIN
-    auto v = tenso::load_file(path, mode == TENSO_LOAD_MMAP, tenso::Limits::from(opts));
+    auto v = tenso::load_file(path, mode == TENSO_LOAD_MMAP, limits(opts));
     *out = release_view(std::move(v));
     TENSO_API_END
 }

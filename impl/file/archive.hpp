@@ -1,55 +1,14 @@
-// archive.hpp - files of many named tensors: tenso archives (archive.cpp; layout in
-// docs/archive-format.md), single-packet files, and safetensors / bintensors files
-// (safetensors.cpp). Every format is read into one Catalog (the index, checked as hostile
-// input at open) over a read-only mapping of the file, and served by one Archive.
+// archive.hpp - the tenso archive format (docs/archive-format.md) and files that hold a
+// single packet: their readers, the facts an index records about a packet, and the writer.
 #pragma once
 
-#include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <string>
-#include <unordered_set>
-#include <vector>
 
-#include "tenso/tenso.h"
-#include "format/codec.hpp"
-#include "io/io.hpp"
+#include "file/reader.hpp"
 
 namespace tenso {
-
-// Caps on what a file may claim, from tenso_archive_options.
-struct ArchiveLimits {
-    uint64_t max_index_bytes = 100000000;
-    uint64_t max_tensors = 10000000;
-};
-
-// What a format reader produces: the entries in file order, over strings that live either in
-// the mapping (tenso archives, packets) or in `owned` (parsed headers).
-struct Catalog {
-    struct Entry {
-        uint64_t name_off = 0;  // from `names`
-        uint32_t name_len = 0;
-        uint8_t kind = 0, dtype = 0, ndim = 0, flags = 0;  // flags: TENSO_ENTRY_*
-        uint64_t shape_off = 0;  // into `dims`
-        uint64_t offset = 0, stored = 0, nbytes = 0, data_offset = 0, xxh3 = 0;
-    };
-    struct Meta {
-        uint64_t key_off = 0, key_len = 0, val_off = 0, val_len = 0;  // from `meta_base`
-    };
-    int format = 0;
-    std::vector<Entry> entries;
-    std::vector<uint64_t> dims;
-    std::string owned;
-    const char *names = nullptr;
-    const char *meta_base = nullptr;
-    std::vector<Meta> meta;
-    // tenso archives: the index's hash table (u32 slots, entry + 1, linear probing)
-    const uint8_t *table = nullptr;
-    uint64_t table_mask = 0;
-    uint32_t alignment = 0;  // tenso archives: every packet's file offset is a multiple of it
-
-    std::string name(const Entry &e) const { return std::string(names + e.name_off, e.name_len); }
-};
 
 // The dtype/shape/layout facts an index records about a packet, as the scanner finds them
 // (shared by the writer, which records them, and the reader, which checks them at first get).
@@ -64,78 +23,11 @@ PacketFacts packet_facts(const Node &n);
 // Format readers (they fill `cat` from the mapped file; hostile input throws Error).
 void read_tenso_archive(Catalog &cat, const FileMap &m, const ArchiveLimits &lim);
 void read_packet_file(Catalog &cat, const FileMap &m, const ArchiveLimits &lim);
-void read_safetensors(Catalog &cat, const FileMap &m, const ArchiveLimits &lim);
-void read_bintensors(Catalog &cat, const FileMap &m, const ArchiveLimits &lim);
 
-// Detects the format from the first bytes; 0 when none matches.
-int sniff_format(const uint8_t *p, size_t n);
+// Whether the n bytes at p begin the tenso archive magic (or are a cut-short piece of it, so
+// that such a file reads as truncated rather than as another format).
+bool archive_magic(const uint8_t *p, size_t n);
 
-class Archive {
-public:
-    static std::unique_ptr<Archive> open(const char *path, const tenso_archive_options *opts);
-    ~Archive();
-
-    int format() const { return cat_.format; }
-    uint32_t alignment() const { return cat_.alignment; }
-    uint64_t count() const { return cat_.entries.size(); }
-    void entry(tenso_archive_entry *out, uint64_t index) const;
-    bool find(uint64_t *index_out, const char *name, size_t len) const;
-    std::unique_ptr<View> get(uint64_t index, const tenso_decode_options *opts);
-    void read(void *dst, uint64_t index, uint64_t offset, uint64_t len) const;
-    uint64_t metadata_count() const { return cat_.meta.size(); }
-    void metadata_at(const char **k, size_t *klen, const char **v, size_t *vlen, uint64_t index) const;
-    bool metadata_find(const char **v, size_t *vlen, const char *key, size_t key_len) const;
-    // Checks every stored hash and (packets) that every packet decodes; throws the first
-    // failure after storing its index in *bad.
-    void verify(uint64_t *bad, tenso_progress_fn progress, void *user);
-
-private:
-    Archive() = default;
-    const Catalog::Entry &at(uint64_t index) const;
-    void check_size(uint64_t end) const;  // TRUNCATED when the file now ends before `end`
-    // check_size of the whole file when `p` (names, metadata) points into the mapping, as it
-    // does for tenso archives and packet files; safetensors/bintensors headers are copied.
-    void check_mapped(const void *p) const;
-    std::string name_of(const Catalog::Entry &e) const;  // for messages: check_mapped first
-    void check_hash(uint64_t index);
-    std::unique_ptr<View> decode_entry(uint64_t index, Limits lim);
-
-    Catalog cat_;
-    std::shared_ptr<const FileMap> map_;
-    int fd_ = -1;  // for read(): pread, never the mapping
-    bool no_verify_ = false;
-    // Per entry: 0 not yet hashed, 1 hash matched, 2 mismatch. Set once, read by any thread.
-    std::unique_ptr<std::atomic<uint8_t>[]> verified_;
-    std::vector<uint64_t> by_name_;  // entry indices sorted by name (formats without a table)
-    std::vector<uint64_t> meta_by_key_;
-};
-
-// Streaming writers. add() validates first and writes nothing on a refused tensor, so the
-// writer stays usable; a failed write breaks it (finish then fails, the target untouched).
-class ArchiveWriter {
-public:
-    static std::unique_ptr<ArchiveWriter> open(const char *path, const tenso_archive_write_options *opts);
-    virtual ~ArchiveWriter() = default;
-
-    void add(const char *name, size_t len, const Value &v);
-    void set_metadata(const std::string &key, const std::string &value);
-    void finish();
-
-protected:
-    explicit ArchiveWriter(const char *path) : file_(path) {}
-    virtual void add_checked(const std::string &name, const Value &v) = 0;
-    virtual void finish_file() = 0;
-
-    TempFile file_;
-    std::vector<std::pair<std::string, std::string>> meta_;  // in first-set order
-    bool broken_ = false;  // set around writes: a failure there abandons the file
-
-private:
-    std::unordered_set<std::string> names_;
-    bool finished_ = false;
-};
-
-std::unique_ptr<ArchiveWriter> make_tenso_writer(const char *path, const tenso_archive_write_options &o);
-std::unique_ptr<ArchiveWriter> make_foreign_writer(const char *path, int format);
+std::unique_ptr<ArchiveWriter> make_tenso_writer(const char *path, const ArchiveWriteOptions &o);
 
 }  // namespace tenso

@@ -5,7 +5,7 @@
 // Both formats: u64 LE header length N, N header bytes, then the data section, which the
 // tensors' [begin, end) ranges (relative to it) must tile exactly. Facts and the reference
 // behaviour: shared/reference/peers.md sections 1 and 2; docs/archive-format.md.
-#include "file/archive.hpp"
+#include "file/safetensors.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>

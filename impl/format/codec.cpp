@@ -22,6 +22,7 @@
 #endif
 
 #include "error.hpp"
+#include "format/composites.hpp"
 #include "format/hash.hpp"
 #include "format/sparse.hpp"
 
@@ -36,52 +37,34 @@ constexpr size_t kHashChunk = 16 * 1024;  // copy-then-hash granularity: stays i
 // Options and inputs
 // ------------------------------------------------------------------------------------------
 
-EncodeOptions EncodeOptions::from(const tenso_encode_options *opts) {
-    EncodeOptions e;
-    if (!opts) return e;
-    const tenso_encode_options copy = *opts;  // read the caller's struct once
-    const tenso_encode_options *o = &copy;
-    if (o->version != TENSO_ENCODE_OPTIONS_VERSION)
-        fail(TENSO_E_INVALID_ARGUMENT, "unknown tenso_encode_options version " + num(o->version));
-    if (o->flags & ~uint32_t(TENSO_ENCODE_INTEGRITY | TENSO_ENCODE_COMPRESS))
-        fail(TENSO_E_INVALID_ARGUMENT, "unknown encode flags");
-    e.integrity = o->flags & TENSO_ENCODE_INTEGRITY;
-    e.compress = o->flags & TENSO_ENCODE_COMPRESS;
-    if (o->alignment) {
-        if (!is_pow2(o->alignment) || o->alignment > TENSO_MAX_ALIGNMENT)
-            fail(TENSO_E_INVALID_ARGUMENT, "alignment " + num(o->alignment) +
-                                               " is not a power of two up to 2^20");
-        e.alignment = o->alignment;
-    }
-    e.level = o->compression_level;
-    return e;
+uint32_t checked_alignment(uint64_t alignment) {
+    if (!is_pow2(alignment) || alignment > TENSO_MAX_ALIGNMENT)
+        fail(TENSO_E_INVALID_ARGUMENT, "alignment " + num(alignment) + " is not a power of two up to 2^20");
+    return uint32_t(alignment);
 }
 
-Tensor Tensor::from(const tenso_tensor *tp) {
-    if (!tp) fail(TENSO_E_INVALID_ARGUMENT, "tensor is NULL");
-    const tenso_tensor copy = *tp;  // the caller's struct and shape are read once
-    const tenso_tensor *t = &copy;
+Tensor make_tensor(int dtype, uint32_t ndim, const uint64_t *shape, const void *data, uint64_t nbytes) {
     Tensor r;
-    size_t item = dtype_itemsize(t->dtype);
-    if (!item) fail(TENSO_E_BAD_DTYPE, std::string("dtype ") + num(uint32_t(t->dtype)) +
-                                           " (" + dtype_name(t->dtype) + ") is not a dense dtype");
-    if (t->ndim > TENSO_MAX_NDIM)
-        fail(TENSO_E_TOO_MANY_DIMS, "ndim " + num(t->ndim) + " exceeds 32");
-    if (t->ndim && !t->shape) fail(TENSO_E_INVALID_ARGUMENT, "shape is NULL");
-    for (uint32_t i = 0; i < t->ndim; ++i) {
-        const uint64_t d = r.shape[i] = t->shape[i];
+    size_t item = dtype_itemsize(dtype);
+    if (!item) fail(TENSO_E_BAD_DTYPE, std::string("dtype ") + num(uint32_t(dtype)) +
+                                           " (" + dtype_name(dtype) + ") is not a dense dtype");
+    if (ndim > TENSO_MAX_NDIM)
+        fail(TENSO_E_TOO_MANY_DIMS, "ndim " + num(ndim) + " exceeds 32");
+    if (ndim && !shape) fail(TENSO_E_INVALID_ARGUMENT, "shape is NULL");
+    for (uint32_t i = 0; i < ndim; ++i) {
+        const uint64_t d = r.shape[i] = shape[i];
         if (d > UINT32_MAX)
             fail(TENSO_E_INVALID_ARGUMENT, "dimension " + num(i) + " (" + num(d) + ") does not fit the wire's u32");
     }
-    r.dtype = t->dtype;
-    r.ndim = t->ndim;
+    r.dtype = dtype;
+    r.ndim = ndim;
     uint64_t expect = checked_numel(r.shape, r.ndim, TENSO_MAX_ELEMENTS) * item;
-    if (t->nbytes != expect)
-        fail(TENSO_E_INVALID_ARGUMENT, "data length " + num(t->nbytes) + " is not shape x itemsize (" +
+    if (nbytes != expect)
+        fail(TENSO_E_INVALID_ARGUMENT, "data length " + num(nbytes) + " is not shape x itemsize (" +
                                            num(expect) + ")");
-    if (expect && !t->data) fail(TENSO_E_INVALID_ARGUMENT, "data is NULL");
-    r.data = static_cast<const uint8_t *>(t->data);
-    r.nbytes = t->nbytes;
+    if (expect && !data) fail(TENSO_E_INVALID_ARGUMENT, "data is NULL");
+    r.data = static_cast<const uint8_t *>(data);
+    r.nbytes = nbytes;
     return r;
 }
 
@@ -546,13 +529,8 @@ void bind_strings(View &v, const Node &n, const uint8_t *buf, const Limits &lim)
     std::vector<uint64_t> &offs = v.extra->offsets;
     offs.resize(count + 1);
     std::memcpy(offs.data(), body, (count + 1) * 8);
-    if (offs[0] != 0) fail(TENSO_E_MALFORMED, "string offsets do not start at 0");
-    for (uint64_t i = 1; i <= count; ++i)
-        if (offs[i] < offs[i - 1]) fail(TENSO_E_MALFORMED, "string offsets decrease at " + num(i));
     const uint64_t payload = n.body_len - (count + 1) * 8;
-    if (offs[count] != payload)
-        fail(TENSO_E_MALFORMED, "string offsets end at " + num(offs[count]) + ", not at the payload's " +
-                                    num(payload) + " bytes");
+    check_offsets(offs.data(), count, payload, TENSO_E_MALFORMED, "string");
     v.data = body + (count + 1) * 8;
     v.nbytes = payload;
     if (lim.validate_utf8 && n.kind == TENSO_KIND_STRING && !valid_utf8(v.data, v.nbytes))
@@ -627,7 +605,7 @@ std::unique_ptr<View> bind_scanned(const Node &n, const uint8_t *buf, const Limi
     return v;
 }
 
-void inspect(tenso_packet_info *out, const uint8_t *buf, size_t len) {
+PacketInfo inspect(const uint8_t *buf, size_t len) {
     Limits lim;
     Node n;
     bool complete = true;
@@ -643,7 +621,8 @@ void inspect(tenso_packet_info *out, const uint8_t *buf, size_t len) {
             fail(TENSO_E_TRUNCATED, "header is truncated: needs " + num(m.need) + " bytes, has " + num(len));
         }
     }
-    std::memset(out, 0, sizeof *out);
+    PacketInfo info;
+    PacketInfo *out = &info;
     out->version = n.version;
     out->flags = n.flags;
     out->kind = n.kind;
@@ -655,6 +634,7 @@ void inspect(tenso_packet_info *out, const uint8_t *buf, size_t len) {
     out->body_offset = n.body_off;
     out->body_size = complete ? n.body_len : (n.compressed ? 0 : n.nbytes);
     out->packet_size = complete ? n.end : 0;
+    return info;
 }
 
 }  // namespace tenso

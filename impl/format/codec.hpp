@@ -23,8 +23,9 @@ struct EncodeOptions {
     bool compress = false;
     uint32_t alignment = TENSO_DEFAULT_ALIGNMENT;
     int level = 0;
-    static EncodeOptions from(const tenso_encode_options *opts);
 };
+// An encode alignment as given: a power of two up to TENSO_MAX_ALIGNMENT, or INVALID_ARGUMENT.
+uint32_t checked_alignment(uint64_t alignment);
 
 // A dense tensor as the caller described it (data borrowed).
 struct Tensor {
@@ -33,8 +34,10 @@ struct Tensor {
     uint64_t shape[TENSO_MAX_NDIM] = {};
     const uint8_t *data = nullptr;
     uint64_t nbytes = 0;
-    static Tensor from(const tenso_tensor *t);  // validates dtype, shape and nbytes
 };
+// A dense tensor from its parts: a dense dtype, ndim <= 32, dims that fit the wire's u32 (each
+// read once), nbytes == numel x itemsize and data present when there are bytes.
+Tensor make_tensor(int dtype, uint32_t ndim, const uint64_t *shape, const void *data, uint64_t nbytes);
 
 // Something to encode. Tensor data and packet bytes are borrowed unless `owned` holds them;
 // keys are owned. Copying a Value is cheap (owned storage is shared).
@@ -165,7 +168,16 @@ std::unique_ptr<View> decode(const uint8_t *buf, size_t len, const Limits &limit
 std::unique_ptr<View> bind_scanned(const Node &n, const uint8_t *buf, const Limits &limits,
                                    std::shared_ptr<const void> keep);
 
-// Fills a packet info from a (possibly partial) packet.
-void inspect(tenso_packet_info *out, const uint8_t *buf, size_t len);
+// What a packet's header says, read from a (possibly partial) packet without decoding it.
+struct PacketInfo {
+    uint32_t version = 0, flags = 0;
+    int kind = 0, dtype = 0;
+    uint32_t ndim = 0, entry_count = 0, alignment = 0;
+    uint64_t shape[TENSO_MAX_NDIM] = {};
+    uint64_t body_offset = 0;
+    uint64_t body_size = 0;    // as stored; 0 when unknown (a compressed body not all there)
+    uint64_t packet_size = 0;  // 0 when the bytes are too few to tell
+};
+PacketInfo inspect(const uint8_t *buf, size_t len);
 
 }  // namespace tenso

@@ -12,33 +12,58 @@ namespace tenso {
 
 namespace {
 
+// Every fact about a dtype, in one row: adding a dtype is a row here and its code in tenso.h
+// (plus its DLPack and peer-format spellings, where it has them).
 struct DtypeInfo {
     int code;
     size_t itemsize;  // 0: not a dense dtype
+    uint32_t bits;    // per element as stored; 0 for variable-length data
+    int kind;         // the packet kind it travels in
     const char *name;
 };
 
-constexpr DtypeInfo kDtypes[] = {
-    {TENSO_DTYPE_FLOAT32, 4, "float32"},     {TENSO_DTYPE_INT32, 4, "int32"},
-    {TENSO_DTYPE_FLOAT64, 8, "float64"},     {TENSO_DTYPE_INT64, 8, "int64"},
-    {TENSO_DTYPE_UINT8, 1, "uint8"},         {TENSO_DTYPE_UINT16, 2, "uint16"},
-    {TENSO_DTYPE_BOOL, 1, "bool"},           {TENSO_DTYPE_FLOAT16, 2, "float16"},
-    {TENSO_DTYPE_INT8, 1, "int8"},           {TENSO_DTYPE_INT16, 2, "int16"},
-    {TENSO_DTYPE_UINT32, 4, "uint32"},       {TENSO_DTYPE_UINT64, 8, "uint64"},
-    {TENSO_DTYPE_COMPLEX64, 8, "complex64"}, {TENSO_DTYPE_COMPLEX128, 16, "complex128"},
-    {TENSO_DTYPE_BFLOAT16, 2, "bfloat16"},   {TENSO_DTYPE_QINT8, 0, "qint8"},
-    {TENSO_DTYPE_QUINT8, 0, "quint8"},       {TENSO_DTYPE_QINT4, 0, "qint4"},
-    {TENSO_DTYPE_QUINT4, 0, "quint4"},       {TENSO_DTYPE_STRING, 0, "string"},
-    {TENSO_DTYPE_BYTES, 0, "bytes"},
+constexpr int D = TENSO_KIND_DENSE, Q = TENSO_KIND_QUANTIZED, S = TENSO_KIND_STRING;
+constexpr DtypeInfo kDtypes[] = {  // ascending codes
+    {TENSO_DTYPE_FLOAT32, 4, 32, D, "float32"},       {TENSO_DTYPE_INT32, 4, 32, D, "int32"},
+    {TENSO_DTYPE_FLOAT64, 8, 64, D, "float64"},       {TENSO_DTYPE_INT64, 8, 64, D, "int64"},
+    {TENSO_DTYPE_UINT8, 1, 8, D, "uint8"},            {TENSO_DTYPE_UINT16, 2, 16, D, "uint16"},
+    {TENSO_DTYPE_BOOL, 1, 8, D, "bool"},              {TENSO_DTYPE_FLOAT16, 2, 16, D, "float16"},
+    {TENSO_DTYPE_INT8, 1, 8, D, "int8"},              {TENSO_DTYPE_INT16, 2, 16, D, "int16"},
+    {TENSO_DTYPE_UINT32, 4, 32, D, "uint32"},         {TENSO_DTYPE_UINT64, 8, 64, D, "uint64"},
+    {TENSO_DTYPE_COMPLEX64, 8, 64, D, "complex64"},   {TENSO_DTYPE_COMPLEX128, 16, 128, D, "complex128"},
+    {TENSO_DTYPE_BFLOAT16, 2, 16, D, "bfloat16"},     {TENSO_DTYPE_QINT8, 0, 8, Q, "qint8"},
+    {TENSO_DTYPE_QUINT8, 0, 8, Q, "quint8"},          {TENSO_DTYPE_QINT4, 0, 4, Q, "qint4"},
+    {TENSO_DTYPE_QUINT4, 0, 4, Q, "quint4"},          {TENSO_DTYPE_STRING, 0, 0, S, "string"},
+    {TENSO_DTYPE_BYTES, 0, 0, S, "bytes"},
 };
+constexpr uint32_t kDtypeCount = sizeof kDtypes / sizeof kDtypes[0];
+
+struct KindInfo {
+    int code;
+    const char *name;
+};
+constexpr KindInfo kKinds[] = {  // ascending codes
+    {TENSO_KIND_DENSE, "dense"},           {TENSO_KIND_BUNDLE, "bundle"},
+    {TENSO_KIND_SPARSE_COO, "sparse_coo"}, {TENSO_KIND_SPARSE_CSR, "sparse_csr"},
+    {TENSO_KIND_SPARSE_CSC, "sparse_csc"}, {TENSO_KIND_QUANTIZED, "quantized"},
+    {TENSO_KIND_STRING, "string"},         {TENSO_KIND_RAGGED, "ragged"},
+    {TENSO_KIND_GPU_IPC_REF, "gpu_ipc_ref"},
+};
+constexpr uint32_t kKindCount = sizeof kKinds / sizeof kKinds[0];
+
+// Codes are 1, 2, 3, ... in table order (checked below), so a code indexes its row.
+constexpr bool dense_codes() {
+    for (uint32_t i = 0; i < kDtypeCount; ++i)
+        if (kDtypes[i].code != int(i) + 1) return false;
+    return true;
+}
+static_assert(dense_codes(), "kDtypes lists codes 1..N in order");
 
 const DtypeInfo *find_dtype(int code) {
-    for (const auto &d : kDtypes)
-        if (d.code == code) return &d;
-    return nullptr;
+    return code >= 1 && uint32_t(code) <= kDtypeCount ? &kDtypes[code - 1] : nullptr;
 }
 
-bool is_quantized(int dtype) { return dtype >= TENSO_DTYPE_QINT8 && dtype <= TENSO_DTYPE_QUINT4; }
+bool is_quantized(int dtype) { return dtype_kind(dtype) == TENSO_KIND_QUANTIZED; }
 
 }  // namespace
 
@@ -387,6 +412,34 @@ int dtype_from_name(const std::string &name) {
     return 0;
 }
 
+uint32_t dtype_bits(int dtype) {
+    const DtypeInfo *d = find_dtype(dtype);
+    return d ? d->bits : 0;
+}
+
+int dtype_kind(int dtype) {
+    const DtypeInfo *d = find_dtype(dtype);
+    return d ? d->kind : 0;
+}
+
+uint32_t dtype_count() { return kDtypeCount; }
+int dtype_at(uint32_t index) { return index < kDtypeCount ? kDtypes[index].code : 0; }
+
+uint32_t kind_count() { return kKindCount; }
+int kind_at(uint32_t index) { return index < kKindCount ? kKinds[index].code : 0; }
+
+const char *kind_name(int kind) {
+    for (const auto &k : kKinds)
+        if (k.code == kind) return k.name;
+    return "unknown";
+}
+
+int kind_from_name(const std::string &name) {
+    for (const auto &k : kKinds)
+        if (name == k.name) return k.code;
+    return 0;
+}
+
 uint64_t checked_numel(const uint64_t *shape, uint32_t ndim, uint64_t max_elements) {
     uint64_t n = 1;
     for (uint32_t i = 0; i < ndim; ++i) {
@@ -424,6 +477,23 @@ uint64_t expected_num_scales(int scheme, uint32_t axis, uint32_t group_size, con
     }
 }
 
+void write_ipc_ref(uint8_t *p, const IpcRef &ref) {
+    write_header(p, TENSO_FLAG_GPU_IPC_REF, 0, 0, 1);  // reserved byte 1: the discriminator
+    std::memcpy(p + kHeaderV4, ref.handle, 64);
+    wr64(p + kHeaderV4 + 64, ref.byte_offset);
+    wr64(p + kHeaderV4 + 72, ref.nbytes);
+    std::memcpy(p + kHeaderV4 + 80, ref.device_uuid, 16);
+}
+
+IpcRef read_ipc_ref(const uint8_t *body) {
+    IpcRef r;
+    std::memcpy(r.handle, body, 64);
+    r.byte_offset = rd64(body + 64);
+    r.nbytes = rd64(body + 72);
+    std::memcpy(r.device_uuid, body + 80, 16);
+    return r;
+}
+
 uint32_t nesting_depth(const Node &n) {
     uint32_t d = 0;
     for (const auto &c : n.children) d = std::max(d, 1 + nesting_depth(c.node));
@@ -440,31 +510,6 @@ int kind_of(uint32_t flags, int dtype) {
     if (flags & TENSO_FLAG_RAGGED) return TENSO_KIND_RAGGED;
     if (is_quantized(dtype)) return TENSO_KIND_QUANTIZED;
     return TENSO_KIND_DENSE;
-}
-
-Limits Limits::from(const tenso_decode_options *opts) {
-    Limits l;
-    if (!opts) return l;
-    // The caller's struct is read once, as far as its version reaches; the copy is checked and used.
-    const uint32_t version = opts->version;
-    if (version < 1 || version > TENSO_DECODE_OPTIONS_VERSION)
-        fail(TENSO_E_INVALID_ARGUMENT, "unknown tenso_decode_options version " + num(version));
-    tenso_decode_options o = TENSO_DECODE_OPTIONS_INIT;  // version 1 ends before max_decoded_bytes
-    std::memcpy(&o, opts, version == 1   ? offsetof(tenso_decode_options, max_decoded_bytes)
-                          : version == 2 ? offsetof(tenso_decode_options, timeout_ms)
-                                         : sizeof o);
-    l.timeout_ms = o.timeout_ms;
-    l.max_decoded_bytes = o.max_decoded_bytes;
-    l.max_entries = o.max_entries;
-    if (o.max_ndim && o.max_ndim < l.max_ndim) l.max_ndim = o.max_ndim;
-    if (o.max_depth && o.max_depth < l.max_depth) l.max_depth = o.max_depth;
-    if (o.max_elements && o.max_elements < l.max_elements) l.max_elements = o.max_elements;
-    l.max_packet_bytes = o.max_packet_bytes;
-    if (o.flags & ~uint32_t(TENSO_DECODE_SKIP_CHECKSUM | TENSO_DECODE_VALIDATE_UTF8))
-        fail(TENSO_E_INVALID_ARGUMENT, "unknown decode flags");
-    l.verify_checksums = !(o.flags & TENSO_DECODE_SKIP_CHECKSUM);
-    l.validate_utf8 = o.flags & TENSO_DECODE_VALIDATE_UTF8;
-    return l;
 }
 
 size_t Lz4Walk::run(const uint8_t *b, size_t avail) {

@@ -45,6 +45,16 @@ inline void wr64(uint8_t *p, uint64_t v) {
 size_t dtype_itemsize(int dtype);       // 0 for anything that is not a dense dtype
 const char *dtype_name(int dtype);      // "unknown" for codes we do not know
 int dtype_from_name(const std::string &name);  // 0 when unknown
+uint32_t dtype_bits(int dtype);         // per element as stored; 0 for strings and unknown codes
+int dtype_kind(int dtype);              // TENSO_KIND_DENSE, _QUANTIZED or _STRING; 0 when unknown
+uint32_t dtype_count();                 // the known dtypes, listed by dtype_at(0 .. count - 1)
+int dtype_at(uint32_t index);           // ascending codes; 0 past the end
+
+// ---- kinds ----
+uint32_t kind_count();
+int kind_at(uint32_t index);            // ascending codes; 0 past the end
+const char *kind_name(int kind);        // "unknown" for codes we do not know
+int kind_from_name(const std::string &name);  // 0 when unknown
 
 // RFC 3629 UTF-8 (no overlongs, surrogates or code points above U+10FFFF).
 bool valid_utf8(const uint8_t *s, size_t n);
@@ -74,6 +84,18 @@ uint64_t expected_num_scales(int scheme, uint32_t axis, uint32_t group_size, con
 // Writes a v4 base header (10 bytes).
 void write_header(uint8_t *p, uint16_t flags, uint8_t dtype, uint8_t ndim, uint8_t reserved = 0);
 
+// ---- GPU IPC reference packets ----
+// A v4 header (GPU_IPC_REF flag, discriminator 1 in the reserved byte) and a 96-byte body:
+// handle[64], byte_offset u64, nbytes u64, device_uuid[16].
+struct IpcRef {
+    uint8_t handle[64] = {};
+    uint64_t byte_offset = 0;
+    uint64_t nbytes = 0;
+    uint8_t device_uuid[16] = {};
+};
+void write_ipc_ref(uint8_t *packet, const IpcRef &ref);  // kIpcRefLen bytes
+IpcRef read_ipc_ref(const uint8_t *body);                // the body after the header
+
 // ---- decode limits ----
 struct Limits {
     uint32_t max_ndim = TENSO_MAX_NDIM;
@@ -84,8 +106,7 @@ struct Limits {
     uint64_t max_entries = 0;        // packets in one tree; 0 = none
     bool verify_checksums = true;
     bool validate_utf8 = false;
-    uint64_t timeout_ms = 0;         // fd reads and writes; 0 = none (decode options v3)
-    static Limits from(const tenso_decode_options *opts);
+    uint64_t timeout_ms = 0;         // fd reads; 0 = none (decode options v3)
 };
 
 // A shape sized by its ndim: a few dims in place, more on the heap, so a tree of small packets

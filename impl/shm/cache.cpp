@@ -221,23 +221,6 @@ int current_pid() {
 
 }  // namespace
 
-CacheOptions CacheOptions::from(const tenso_cache_options *o) {
-    CacheOptions c;
-    if (!o) return c;
-    if (o->version != TENSO_CACHE_OPTIONS_VERSION)
-        fail(TENSO_E_INVALID_ARGUMENT, "unknown tenso_cache_options version " + num(o->version));
-    if (o->flags & ~uint32_t(TENSO_SHM_REPLACE | TENSO_SHM_ANY_OWNER))
-        fail(TENSO_E_INVALID_ARGUMENT, "unknown cache flags");
-    c.size = o->size;
-    c.max_entries = o->max_entries;
-    c.max_clients = o->max_clients;
-    c.max_pins = o->max_pins;
-    c.lock_timeout_ms = o->lock_timeout_ms;
-    c.replace = o->flags & TENSO_SHM_REPLACE;
-    c.any_owner = o->flags & TENSO_SHM_ANY_OWNER;
-    return c;
-}
-
 // ------------------------------------------------------------------------------ the lock
 
 class Cache::Lock {
@@ -1098,7 +1081,7 @@ void Cache::remove(const char *key, size_t key_len) {
     if (!i || was_expired) fail(TENSO_E_NOT_FOUND, "no key '" + std::string(key, key_len) + "' in cache '" + given_ + "'");
 }
 
-void Cache::info(tenso_cache_entry_info *out, const char *key, size_t key_len) {
+CacheEntryInfo Cache::info(const char *key, size_t key_len) {
     check_key(key, key_len);
     const uint64_t hash = key_hash(key, key_len);
     Lock l(*this);
@@ -1107,12 +1090,13 @@ void Cache::info(tenso_cache_entry_info *out, const char *key, size_t key_len) {
     if (!i || expired(ent(i), now)) fail(TENSO_E_NOT_FOUND, "no key '" + std::string(key, key_len) + "' in cache '" + given_ + "'");
     const Entry &e = ent(i);
     const Space sp = check_space(e);
-    std::memset(out, 0, sizeof *out);
-    inspect(&out->packet, data_ + sp.off, sp.len);
-    out->alloc_bytes = sp.alloc;
-    out->ttl_seconds = double(e.ttl_ns) / 1e9;
-    out->age_seconds = double(now - e.created_ns) / 1e9;
-    out->pins = e.pins;
+    CacheEntryInfo out;
+    out.packet = inspect(data_ + sp.off, sp.len);
+    out.alloc_bytes = sp.alloc;
+    out.ttl_seconds = double(e.ttl_ns) / 1e9;
+    out.age_seconds = double(now - e.created_ns) / 1e9;
+    out.pins = e.pins;
+    return out;
 }
 
 bool Cache::contains(const char *key, size_t key_len) {
@@ -1146,13 +1130,14 @@ void Cache::clear() {
     }
 }
 
-void Cache::stats(tenso_cache_stats *out) {
+CacheStats Cache::stats() {
     Lock l(*this);
     // Expired entries are dropped first, so `entries` counts what keys() lists; both cost
     // nothing in a pool without TTL entries. Pinned ones stay until released but are not counted.
     uint32_t expired_pinned = 0;
     drop_expired(0, now_ns(), &expired_pinned);
-    std::memset(out, 0, sizeof *out);
+    CacheStats st;
+    CacheStats *out = &st;
     out->entries = s_->live - std::min(expired_pinned, s_->live);
     out->max_entries = g_->max_entries;
     out->pool_bytes = g_->pool_size;
@@ -1166,6 +1151,7 @@ void Cache::stats(tenso_cache_stats *out) {
     out->pinned_entries = s_->pinned;
     out->recoveries = s_->recoveries;
     out->clients = s_->clients;
+    return st;
 }
 
 void Cache::check() {

@@ -22,7 +22,20 @@ struct CacheOptions {
     uint32_t lock_timeout_ms = 0;  // 0 = 10 s
     bool replace = false;
     bool any_owner = false;  // open: attach to a pool another uid owns
-    static CacheOptions from(const tenso_cache_options *opts);
+};
+
+struct CacheEntryInfo {
+    PacketInfo packet;  // the stored packet's header
+    uint64_t alloc_bytes = 0;
+    double ttl_seconds = 0, age_seconds = 0;
+    uint32_t pins = 0;
+};
+
+struct CacheStats {
+    uint64_t entries = 0, max_entries = 0;
+    uint64_t pool_bytes = 0, data_bytes = 0, used_bytes = 0, free_bytes = 0;
+    uint64_t hits = 0, misses = 0, evictions = 0, expirations = 0;
+    uint64_t pinned_entries = 0, recoveries = 0, clients = 0;
 };
 
 namespace cache_layout {
@@ -51,11 +64,11 @@ public:
              double ttl_seconds, uint64_t *written);
     std::unique_ptr<View> get(const char *key, size_t key_len, const Limits &limits);
     void remove(const char *key, size_t key_len);
-    void info(tenso_cache_entry_info *out, const char *key, size_t key_len);
+    CacheEntryInfo info(const char *key, size_t key_len);
     bool contains(const char *key, size_t key_len);
     std::vector<std::string> keys();  // MRU first
     void clear();
-    void stats(tenso_cache_stats *out);
+    CacheStats stats();
     void check();  // throws CORRUPT naming the first broken invariant
 
     // For the pin token of a view (never throws).

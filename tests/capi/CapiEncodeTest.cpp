@@ -93,6 +93,7 @@ class CapiEncodeTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(testMaxAlignment);
     CPPUNIT_TEST(testEveryDenseDtype);
     CPPUNIT_TEST(testDtypeTableOutsideDense);
+    CPPUNIT_TEST(testDtypeAndKindIteration);
     CPPUNIT_TEST(testIntegrityFooterKnownValue);
     CPPUNIT_TEST(testIntegrityFooterOfEmptyBody);
     CPPUNIT_TEST(testBoundEqualsWrittenUncompressed);
@@ -272,6 +273,49 @@ public:
         for (const char *bad : {"unknown", "", "Float32", "float", "f4", "float32 "})
             TENSO_CHECK_STATUS(TENSO_E_BAD_DTYPE, tenso_dtype_from_name(&d, bad));
         CPPUNIT_ASSERT_EQUAL(tenso_dtype(77), d);  // untouched on failure
+    }
+
+    void testDtypeAndKindIteration() {
+        // What an SDK reads instead of restating a table: every code, its kind and its width.
+        CPPUNIT_ASSERT_EQUAL(uint32_t(21), tenso_dtype_count());
+        for (uint32_t i = 0; i < tenso_dtype_count(); ++i) {
+            const tenso_dtype d = tenso_dtype_at(i);
+            CPPUNIT_ASSERT_EQUAL(tenso_dtype(i + 1), d);  // 1.3 knows codes 1..21
+            const std::string name = tenso_dtype_name(d);
+            const tenso_kind want = d <= 15 ? TENSO_KIND_DENSE : d <= 19 ? TENSO_KIND_QUANTIZED : TENSO_KIND_STRING;
+            CPPUNIT_ASSERT_EQUAL_MESSAGE(name, want, tenso_dtype_kind(d));
+            const uint32_t bits = d <= 15 ? uint32_t(8 * tenso_dtype_itemsize(d)) : d <= 17 ? 8u : d <= 19 ? 4u : 0u;
+            CPPUNIT_ASSERT_EQUAL_MESSAGE(name, bits, tenso_dtype_bits(d));
+        }
+        CPPUNIT_ASSERT_EQUAL(uint32_t(16), tenso_dtype_bits(TENSO_DTYPE_BFLOAT16));
+        CPPUNIT_ASSERT_EQUAL(uint32_t(128), tenso_dtype_bits(TENSO_DTYPE_COMPLEX128));
+        for (uint32_t past : {21u, 22u, 1000u, UINT32_MAX}) CPPUNIT_ASSERT_EQUAL(tenso_dtype(0), tenso_dtype_at(past));
+        for (tenso_dtype c : {0, 22, 99, -1}) {
+            CPPUNIT_ASSERT_EQUAL(tenso_kind(0), tenso_dtype_kind(c));
+            CPPUNIT_ASSERT_EQUAL(uint32_t(0), tenso_dtype_bits(c));
+        }
+
+        const char *kinds[] = {"dense",     "bundle", "sparse_coo", "sparse_csr", "sparse_csc",
+                               "quantized", "string", "ragged",     "gpu_ipc_ref"};
+        CPPUNIT_ASSERT_EQUAL(uint32_t(9), tenso_kind_count());
+        for (uint32_t i = 0; i < tenso_kind_count(); ++i) {
+            const tenso_kind k = tenso_kind_at(i);
+            CPPUNIT_ASSERT_EQUAL(tenso_kind(i + 1), k);
+            CPPUNIT_ASSERT_EQUAL(std::string(kinds[i]), std::string(tenso_kind_name(k)));
+            tenso_kind back = 0;
+            TENSO_CHECK_OK(tenso_kind_from_name(&back, kinds[i]));
+            CPPUNIT_ASSERT_EQUAL(k, back);
+        }
+        CPPUNIT_ASSERT_EQUAL(TENSO_KIND_GPU_IPC_REF, tenso_kind_at(8));
+        CPPUNIT_ASSERT_EQUAL(tenso_kind(0), tenso_kind_at(9));
+        for (tenso_kind c : {0, 10, -1})
+            CPPUNIT_ASSERT_EQUAL(std::string("unknown"), std::string(tenso_kind_name(c)));
+        tenso_kind k = 77;
+        for (const char *bad : {"unknown", "", "Dense", "sparse", "dense "})
+            TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, tenso_kind_from_name(&k, bad));
+        CPPUNIT_ASSERT_EQUAL(tenso_kind(77), k);  // untouched on failure
+        TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, tenso_kind_from_name(nullptr, "dense"));
+        TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, tenso_kind_from_name(&k, nullptr));
     }
 
     void testIntegrityFooterKnownValue() {

@@ -138,6 +138,47 @@ TENSO_API const char *tenso_dtype_name(tenso_dtype dtype);
  *  @return TENSO_E_BAD_DTYPE for names tenso does not know. @since 1.0 */
 TENSO_API tenso_status tenso_dtype_from_name(tenso_dtype *out, const char *name);
 
+/** How many dtype codes this library knows (21 in 1.3). With tenso_dtype_at() an SDK lists
+ *  every dtype, with its name, size and kind, without a table of its own.
+ *  @since 1.3 */
+TENSO_API uint32_t tenso_dtype_count(void);
+
+/** The index-th known dtype code, in ascending code order; 0 when index >= tenso_dtype_count().
+ *  @code
+ *  for (uint32_t i = 0; i < tenso_dtype_count(); ++i) {
+ *      tenso_dtype d = tenso_dtype_at(i);
+ *      printf("%d %s %zu\n", d, tenso_dtype_name(d), tenso_dtype_itemsize(d));
+ *  }
+ *  @endcode
+ *  @since 1.3 */
+TENSO_API tenso_dtype tenso_dtype_at(uint32_t index);
+
+/** The kind of packet a dtype travels in: TENSO_KIND_DENSE for dense dtypes,
+ *  TENSO_KIND_QUANTIZED for qint8 to quint4, TENSO_KIND_STRING for string and bytes; 0 for
+ *  unknown codes. @since 1.3 */
+TENSO_API tenso_kind tenso_dtype_kind(tenso_dtype dtype);
+
+/** Bits per element as stored: 8 x itemsize for dense dtypes, 8 for qint8/quint8, 4 for
+ *  qint4/quint4 (two elements per byte, low nibble first); 0 for string, bytes and unknown
+ *  codes. @since 1.3 */
+TENSO_API uint32_t tenso_dtype_bits(tenso_dtype dtype);
+
+/** How many kinds this library knows (9 in 1.3), for iteration with tenso_kind_at().
+ *  @since 1.3 */
+TENSO_API uint32_t tenso_kind_count(void);
+
+/** The index-th known kind code, ascending; 0 when index >= tenso_kind_count(). @since 1.3 */
+TENSO_API tenso_kind tenso_kind_at(uint32_t index);
+
+/** The name of a kind: "dense", "bundle", "sparse_coo", "sparse_csr", "sparse_csc",
+ *  "quantized", "string", "ragged", "gpu_ipc_ref"; "unknown" otherwise. Static storage.
+ *  @since 1.3 */
+TENSO_API const char *tenso_kind_name(tenso_kind kind);
+
+/** The kind code for a name, the inverse of tenso_kind_name().
+ *  @return TENSO_E_INVALID_ARGUMENT for names tenso does not know. @since 1.3 */
+TENSO_API tenso_status tenso_kind_from_name(tenso_kind *out, const char *name);
+
 /* ============================================================================================
  * Buffers the library fills
  * ========================================================================================== */

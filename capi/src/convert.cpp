@@ -1,0 +1,193 @@
+// convert.cpp - public C structs to and from the engine's types (convert.hpp).
+#include "convert.hpp"
+
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
+#include <string>
+
+#include "error.hpp"
+
+namespace tenso::capi {
+
+namespace {
+std::string num(uint64_t v) { return std::to_string(v); }
+}  // namespace
+
+Limits limits(const tenso_decode_options *opts) {
+    Limits l;
+    if (!opts) return l;
+    // The caller's struct is read once, as far as its version reaches; the copy is checked and used.
+    const uint32_t version = opts->version;
+    if (version < 1 || version > TENSO_DECODE_OPTIONS_VERSION)
+        fail(TENSO_E_INVALID_ARGUMENT, "unknown tenso_decode_options version " + num(version));
+    tenso_decode_options o = TENSO_DECODE_OPTIONS_INIT;  // version 1 ends before max_decoded_bytes
+    std::memcpy(&o, opts, version == 1   ? offsetof(tenso_decode_options, max_decoded_bytes)
+                          : version == 2 ? offsetof(tenso_decode_options, timeout_ms)
+                                         : sizeof o);
+    if (o.flags & ~uint32_t(TENSO_DECODE_SKIP_CHECKSUM | TENSO_DECODE_VALIDATE_UTF8))
+        fail(TENSO_E_INVALID_ARGUMENT, "unknown decode flags");
+    // 0 means "the default"; a caller may tighten the protocol's limits, never loosen them.
+    l.timeout_ms = o.timeout_ms;
+    l.max_decoded_bytes = o.max_decoded_bytes;
+    l.max_entries = o.max_entries;
+    if (o.max_ndim && o.max_ndim < l.max_ndim) l.max_ndim = o.max_ndim;
+    if (o.max_depth && o.max_depth < l.max_depth) l.max_depth = o.max_depth;
+    if (o.max_elements && o.max_elements < l.max_elements) l.max_elements = o.max_elements;
+    l.max_packet_bytes = o.max_packet_bytes;
+    l.verify_checksums = !(o.flags & TENSO_DECODE_SKIP_CHECKSUM);
+    l.validate_utf8 = o.flags & TENSO_DECODE_VALIDATE_UTF8;
+    return l;
+}
+
+DecoderConfig decoder_config(const tenso_decoder_options *opts) {
+    DecoderConfig cfg;
+    if (!opts) return cfg;
+    tenso_decoder_options o;
+    std::memcpy(&o, opts, sizeof o);
+    if (o.version != TENSO_DECODER_OPTIONS_VERSION)
+        fail(TENSO_E_INVALID_ARGUMENT, "unknown tenso_decoder_options version " + num(o.version));
+    if (o.flags & ~uint32_t(TENSO_DECODER_READ_AHEAD)) fail(TENSO_E_INVALID_ARGUMENT, "unknown decoder flags");
+    if (bool(o.alloc) != bool(o.release))
+        fail(TENSO_E_INVALID_ARGUMENT, "alloc and release must be given together");
+    cfg.limits = limits(o.decode);
+    cfg.read_ahead = o.flags & TENSO_DECODER_READ_AHEAD;
+    cfg.alloc = o.alloc;
+    cfg.release = o.release;
+    cfg.alloc_user = o.alloc_user;
+    return cfg;
+}
+
+EncodeOptions encode_options(const tenso_encode_options *opts) {
+    EncodeOptions e;
+    if (!opts) return e;
+    const tenso_encode_options o = *opts;  // read the caller's struct once
+    if (o.version != TENSO_ENCODE_OPTIONS_VERSION)
+        fail(TENSO_E_INVALID_ARGUMENT, "unknown tenso_encode_options version " + num(o.version));
+    if (o.flags & ~uint32_t(TENSO_ENCODE_INTEGRITY | TENSO_ENCODE_COMPRESS))
+        fail(TENSO_E_INVALID_ARGUMENT, "unknown encode flags");
+    e.integrity = o.flags & TENSO_ENCODE_INTEGRITY;
+    e.compress = o.flags & TENSO_ENCODE_COMPRESS;
+    if (o.alignment) e.alignment = checked_alignment(o.alignment);
+    e.level = o.compression_level;
+    return e;
+}
+
+Tensor tensor(const tenso_tensor *tp) {
+    if (!tp) fail(TENSO_E_INVALID_ARGUMENT, "tensor is NULL");
+    const tenso_tensor t = *tp;  // the caller's struct is read once (make_tensor reads the shape once)
+    return make_tensor(t.dtype, t.ndim, t.shape, t.data, t.nbytes);
+}
+
+CacheOptions cache_options(const tenso_cache_options *opts) {
+    CacheOptions c;
+    if (!opts) return c;
+    const tenso_cache_options o = *opts;
+    if (o.version != TENSO_CACHE_OPTIONS_VERSION)
+        fail(TENSO_E_INVALID_ARGUMENT, "unknown tenso_cache_options version " + num(o.version));
+    if (o.flags & ~uint32_t(TENSO_SHM_REPLACE | TENSO_SHM_ANY_OWNER)) fail(TENSO_E_INVALID_ARGUMENT, "unknown cache flags");
+    c.size = o.size;
+    c.max_entries = o.max_entries;
+    c.max_clients = o.max_clients;
+    c.max_pins = o.max_pins;
+    c.lock_timeout_ms = o.lock_timeout_ms;
+    c.replace = o.flags & TENSO_SHM_REPLACE;
+    c.any_owner = o.flags & TENSO_SHM_ANY_OWNER;
+    return c;
+}
+
+ArchiveOptions archive_options(const tenso_archive_options *opts) {
+    tenso_archive_options o = TENSO_ARCHIVE_OPTIONS_INIT;
+    if (opts) {
+        o = *opts;
+        if (o.version != TENSO_ARCHIVE_OPTIONS_VERSION)
+            fail(TENSO_E_INVALID_ARGUMENT, "unknown tenso_archive_options version " + num(o.version));
+    }
+    if (o.flags & ~uint32_t(TENSO_ARCHIVE_VERIFY_ALL | TENSO_ARCHIVE_NO_VERIFY))
+        fail(TENSO_E_INVALID_ARGUMENT, "unknown tenso_archive_options flags");
+    if (o.format < TENSO_FORMAT_AUTO || o.format > TENSO_FORMAT_PACKET)
+        fail(TENSO_E_INVALID_ARGUMENT, "unknown format " + num(uint32_t(o.format)));
+    ArchiveOptions a;
+    a.format = o.format;
+    a.verify_all = o.flags & TENSO_ARCHIVE_VERIFY_ALL;
+    a.no_verify = o.flags & TENSO_ARCHIVE_NO_VERIFY;
+    if (o.max_index_bytes) a.limits.max_index_bytes = o.max_index_bytes;
+    if (o.max_tensors) a.limits.max_tensors = o.max_tensors;
+    return a;
+}
+
+ArchiveWriteOptions archive_write_options(const tenso_archive_write_options *opts) {
+    tenso_archive_write_options o = TENSO_ARCHIVE_WRITE_OPTIONS_INIT;
+    if (opts) {
+        o = *opts;
+        if (o.version != TENSO_ARCHIVE_WRITE_OPTIONS_VERSION)
+            fail(TENSO_E_INVALID_ARGUMENT, "unknown tenso_archive_write_options version " + num(o.version));
+    }
+    if (o.flags & ~uint32_t(TENSO_ARCHIVE_NO_HASH)) fail(TENSO_E_INVALID_ARGUMENT, "unknown write flags");
+    ArchiveWriteOptions w;
+    w.format = o.format;
+    w.alignment = o.alignment;
+    w.hash = !(o.flags & TENSO_ARCHIVE_NO_HASH);
+    w.encode = encode_options(o.encode.version ? &o.encode : nullptr);
+    w.encode_alignment_given = o.encode.alignment != 0;
+    return w;
+}
+
+void fill(tenso_packet_info *out, const PacketInfo &in) {
+    std::memset(out, 0, sizeof *out);
+    out->version = in.version;
+    out->flags = in.flags;
+    out->kind = in.kind;
+    out->dtype = in.dtype;
+    out->ndim = in.ndim;
+    out->entry_count = in.entry_count;
+    out->alignment = in.alignment;
+    std::copy(in.shape, in.shape + in.ndim, out->shape);
+    out->body_offset = in.body_offset;
+    out->body_size = in.body_size;
+    out->packet_size = in.packet_size;
+}
+
+void fill(tenso_cache_entry_info *out, const CacheEntryInfo &in) {
+    std::memset(out, 0, sizeof *out);
+    fill(&out->packet, in.packet);
+    out->alloc_bytes = in.alloc_bytes;
+    out->ttl_seconds = in.ttl_seconds;
+    out->age_seconds = in.age_seconds;
+    out->pins = in.pins;
+}
+
+void fill(tenso_cache_stats *out, const CacheStats &in) {
+    std::memset(out, 0, sizeof *out);
+    out->entries = in.entries;
+    out->max_entries = in.max_entries;
+    out->pool_bytes = in.pool_bytes;
+    out->data_bytes = in.data_bytes;
+    out->used_bytes = in.used_bytes;
+    out->free_bytes = in.free_bytes;
+    out->hits = in.hits;
+    out->misses = in.misses;
+    out->evictions = in.evictions;
+    out->expirations = in.expirations;
+    out->pinned_entries = in.pinned_entries;
+    out->recoveries = in.recoveries;
+    out->clients = in.clients;
+}
+
+void fill(tenso_archive_entry *out, const ArchiveEntry &in) {
+    std::memset(out, 0, sizeof *out);
+    out->name = in.name;
+    out->name_len = in.name_len;
+    out->kind = in.kind;
+    out->dtype = in.dtype;
+    out->ndim = in.ndim;
+    out->flags = in.flags;
+    std::copy(in.shape, in.shape + in.ndim, out->shape);
+    out->offset = in.offset;
+    out->stored_bytes = in.stored_bytes;
+    out->nbytes = in.nbytes;
+    out->data_offset = in.data_offset;
+    out->xxh3 = in.xxh3;
+}
+
+}  // namespace tenso::capi
