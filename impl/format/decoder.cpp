@@ -279,12 +279,14 @@ std::shared_ptr<uint8_t> Decoder::allocate(size_t size, size_t alignment) {
     if (cfg_.alloc) {
         void *p = cfg_.alloc(cfg_.alloc_user, size, alignment);
         if (!p) fail(TENSO_E_NO_MEMORY, "the allocator refused " + num(size) + " bytes");
-        if (reinterpret_cast<uintptr_t>(p) % alignment)
-            fail(TENSO_E_INVALID_ARGUMENT, "the allocator returned memory that is not " + num(alignment) + "-byte aligned");
         const tenso_release_fn release = cfg_.release;
         void *user = cfg_.alloc_user;
-        return std::shared_ptr<uint8_t>(static_cast<uint8_t *>(p),
-                                        [release, user, size](uint8_t *q) { release(user, q, size); });
+        // Owned before it is checked: memory the decoder refuses goes back to the caller too.
+        std::shared_ptr<uint8_t> mem(static_cast<uint8_t *>(p),
+                                     [release, user, size](uint8_t *q) { release(user, q, size); });
+        if (reinterpret_cast<uintptr_t>(p) % alignment)
+            fail(TENSO_E_INVALID_ARGUMENT, "the allocator returned memory that is not " + num(alignment) + "-byte aligned");
+        return mem;
     }
     const Block blk = spare_->take(size, alignment);
     std::shared_ptr<Spare> spare = spare_;

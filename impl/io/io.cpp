@@ -26,7 +26,9 @@ std::string errno_text(const char *what) { return std::string(what) + ": " + std
 // The deadline of one call: timeout_ms from its start, or none.
 class Deadline {
 public:
-    explicit Deadline(uint64_t timeout_ms) : on_(timeout_ms != 0) {
+    // Beyond about 68 years a deadline is none: the sums below stay far from overflow.
+    static constexpr uint64_t kForever = uint64_t(1) << 41;
+    explicit Deadline(uint64_t timeout_ms) : on_(timeout_ms != 0 && timeout_ms < kForever) {
         if (on_) {
             ::clock_gettime(CLOCK_MONOTONIC, &end_);
             end_.tv_sec += time_t(timeout_ms / 1000);

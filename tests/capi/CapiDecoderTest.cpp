@@ -141,20 +141,22 @@ struct Recorder {
     size_t last_size = 0, last_align = 0;
     void *last = nullptr;
     bool refuse = false;
+    bool misalign = false;  // 64-aligned memory only, whatever was asked
     static void *alloc(void *u, size_t size, size_t align) {
         auto *r = static_cast<Recorder *>(u);
         if (r->refuse) return nullptr;
         ++r->allocs;
         r->last_size = size;
         r->last_align = align;
-        r->last = std::aligned_alloc(align, (size + align - 1) / align * align);
+        const size_t a = r->misalign ? 4096 : align, extra = r->misalign ? 64 : 0;
+        r->last = static_cast<uint8_t *>(std::aligned_alloc(a, (size + extra + a - 1) / a * a)) + extra;
         return r->last;
     }
     static void release(void *u, void *p, size_t size) {
         auto *r = static_cast<Recorder *>(u);
         ++r->releases;
         CPPUNIT_ASSERT_EQUAL(r->last_size, size);
-        std::free(p);
+        std::free(static_cast<uint8_t *>(p) - (r->misalign ? 64 : 0));
     }
     tenso_decoder_options opts(const tenso_decode_options *dec = nullptr) {
         tenso_decoder_options o = TENSO_DECODER_OPTIONS_INIT;
@@ -231,6 +233,8 @@ class CapiDecoderTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(testTimeoutMs);
     CPPUNIT_TEST(testSndTimeo);
     CPPUNIT_TEST(testCallerAllocator);
+    CPPUNIT_TEST(testMisalignedAllocationReleased);
+    CPPUNIT_TEST(testHugeTimeoutIsNone);
     CPPUNIT_TEST(testBufferReuse);
     CPPUNIT_TEST(testReadAheadManySmallPackets);
     CPPUNIT_TEST(testViewsOutliveDecoder);
@@ -539,6 +543,47 @@ public:
         // A refusal is TENSO_E_NO_MEMORY.
         r.refuse = true;
         TENSO_CHECK_STATUS(TENSO_E_NO_MEMORY, tenso_decoder_feed(d.get(), b.data(), b.size(), &used, &v));
+    }
+
+    // A 4096-aligned body asks for 4096; 64-aligned memory fails the packet and goes back at once.
+    void testMisalignedAllocationReleased() {
+        Recorder r;
+        r.misalign = true;
+        tenso_decoder_options o = r.opts();
+        DecoderPtr d = make_decoder(&o);
+        std::vector<float> x(1000, 2.0f);
+        const std::vector<uint64_t> shape = {x.size()};
+        const tenso_tensor t = tensor(x.data(), x.size() * 4, shape, TENSO_DTYPE_FLOAT32);
+        const tenso_encode_options eo = enc(0, 4096);
+        Buffer buf;
+        TENSO_CHECK_OK(tenso_dumps(&buf.b, &t, &eo));
+        size_t used = 0;
+        tenso_view *v = nullptr;
+        TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, tenso_decoder_feed(d.get(), buf.b.data, buf.b.size, &used, &v));
+        CPPUNIT_ASSERT_EQUAL(size_t(4096), r.last_align);
+        CPPUNIT_ASSERT_EQUAL(1, r.allocs);
+        CPPUNIT_ASSERT_EQUAL(1, r.releases);
+    }
+
+    // timeout_ms near UINT64_MAX is no deadline (it overflowed into an instant one): the
+    // socket's SO_RCVTIMEO is what ends the wait.
+    void testHugeTimeoutIsNone() {
+        const Bytes b = dense_f32(16);
+        Sock s;
+        struct timeval tv = {0, 50 * 1000};
+        CPPUNIT_ASSERT_EQUAL(0, ::setsockopt(s.fd[0], SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv));
+        write_all(s.fd[1], b.data(), 4);
+        for (uint64_t ms : {~uint64_t(0), uint64_t(1) << 62, uint64_t(1) << 41}) {
+            tenso_decode_options o = TENSO_DECODE_OPTIONS_INIT;
+            o.timeout_ms = ms;
+            tenso_decoder_options dopt = TENSO_DECODER_OPTIONS_INIT;
+            dopt.decode = &o;
+            DecoderPtr d = make_decoder(&dopt);
+            tenso_view *v = nullptr;
+            TENSO_CHECK_STATUS(TENSO_E_TIMEOUT, tenso_decoder_read_fd(&v, d.get(), s.fd[0]));
+            CPPUNIT_ASSERT(std::string(tenso_last_error()).find("SO_RCVTIMEO") != std::string::npos);
+            write_all(s.fd[1], b.data(), 4);  // the next decoder's partial packet
+        }
     }
 
     void testBufferReuse() {

@@ -245,7 +245,8 @@ TENSO_API tenso_status tenso_encode_options_init(tenso_encode_options *opts, uin
  * decoder counts it (tree, copied string offsets and quantization scales, decompressed bodies)
  * before it allocates any of it.
  *
- * Version 1 structs (without the last two fields) are still accepted everywhere.
+ * Version 1 structs (ending before max_decoded_bytes) and version 2 (before timeout_ms) are still
+ * accepted everywhere.
  */
 typedef struct tenso_decode_options {
     uint32_t version;           /* TENSO_DECODE_OPTIONS_VERSION */
@@ -259,10 +260,12 @@ typedef struct tenso_decode_options {
                                    also bounds stream allocations; 0 = no limit */
     uint64_t max_entries;       /* @since version 2: packets in one tree (the top one, bundle
                                    values, sparse components); 0 = no limit */
-    uint64_t timeout_ms;        /* @since version 3 (1.3): fd reads and writes - the most a call
-                                   may wait for the peer, in total, per packet; 0 = no deadline
-                                   of ours (the socket's SO_RCVTIMEO / SO_SNDTIMEO are honoured
-                                   either way). Expiry: TENSO_E_TIMEOUT. */
+    uint64_t timeout_ms;        /* @since version 3 (1.3): fd reads (tenso_read_fd and
+                                   tenso_decoder_read_fd) - the most a call may wait for the
+                                   peer, in total, per packet; 0 or >= 2^41 = no deadline of
+                                   ours (a blocking socket's SO_RCVTIMEO is honoured either
+                                   way). Expiry: TENSO_E_TIMEOUT. Writes take no deadline from
+                                   here: they honour the socket's SO_SNDTIMEO. */
 } tenso_decode_options;
 
 #define TENSO_DECODE_OPTIONS_VERSION 3
@@ -728,7 +731,9 @@ typedef struct tenso_decoder tenso_decoder;
 /**
  * Memory for one packet, asked for once its exact length is known.
  * @param size       the packet length in bytes (> 0).
- * @param alignment  the alignment the buffer must have (64).
+ * @param alignment  the alignment the buffer must have: 64, or the packet's body alignment when
+ *                   larger (a power of two up to TENSO_MAX_ALIGNMENT). Misaligned memory fails
+ *                   the packet with TENSO_E_INVALID_ARGUMENT and is released at once.
  * @return the memory, or NULL to refuse (the decoder then fails with TENSO_E_NO_MEMORY).
  * @since 1.3
  */
