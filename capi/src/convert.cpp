@@ -22,10 +22,13 @@ Limits limits(const tenso_decode_options *opts) {
     if (version < 1 || version > TENSO_DECODE_OPTIONS_VERSION)
         fail(TENSO_E_INVALID_ARGUMENT, "unknown tenso_decode_options version " + num(version));
     tenso_decode_options o = TENSO_DECODE_OPTIONS_INIT;  // version 1 ends before max_decoded_bytes
-    std::memcpy(&o, opts, version == 1 ? offsetof(tenso_decode_options, max_decoded_bytes) : sizeof o);
+    std::memcpy(&o, opts, version == 1   ? offsetof(tenso_decode_options, max_decoded_bytes)
+                          : version == 2 ? offsetof(tenso_decode_options, timeout_ms)
+                                         : sizeof o);
     if (o.flags & ~uint32_t(TENSO_DECODE_SKIP_CHECKSUM | TENSO_DECODE_VALIDATE_UTF8))
         fail(TENSO_E_INVALID_ARGUMENT, "unknown decode flags");
     // 0 means "the default"; a caller may tighten the protocol's limits, never loosen them.
+    l.timeout_ms = o.timeout_ms;
     l.max_decoded_bytes = o.max_decoded_bytes;
     l.max_entries = o.max_entries;
     if (o.max_ndim && o.max_ndim < l.max_ndim) l.max_ndim = o.max_ndim;
@@ -35,6 +38,24 @@ Limits limits(const tenso_decode_options *opts) {
     l.verify_checksums = !(o.flags & TENSO_DECODE_SKIP_CHECKSUM);
     l.validate_utf8 = o.flags & TENSO_DECODE_VALIDATE_UTF8;
     return l;
+}
+
+DecoderConfig decoder_config(const tenso_decoder_options *opts) {
+    DecoderConfig cfg;
+    if (!opts) return cfg;
+    tenso_decoder_options o;
+    std::memcpy(&o, opts, sizeof o);
+    if (o.version != TENSO_DECODER_OPTIONS_VERSION)
+        fail(TENSO_E_INVALID_ARGUMENT, "unknown tenso_decoder_options version " + num(o.version));
+    if (o.flags & ~uint32_t(TENSO_DECODER_READ_AHEAD)) fail(TENSO_E_INVALID_ARGUMENT, "unknown decoder flags");
+    if (bool(o.alloc) != bool(o.release))
+        fail(TENSO_E_INVALID_ARGUMENT, "alloc and release must be given together");
+    cfg.limits = limits(o.decode);
+    cfg.read_ahead = o.flags & TENSO_DECODER_READ_AHEAD;
+    cfg.alloc = o.alloc;
+    cfg.release = o.release;
+    cfg.alloc_user = o.alloc_user;
+    return cfg;
 }
 
 EncodeOptions encode_options(const tenso_encode_options *opts) {
