@@ -177,9 +177,7 @@ bool decode_options_from(py::handle fields, tenso_decode_options &o) {
     o.max_packet_bytes = t[4].cast<uint64_t>();
     o.max_decoded_bytes = t[5].cast<uint64_t>();
     o.max_entries = t[6].cast<uint64_t>();
-#if TENSO_DECODE_OPTIONS_VERSION >= 3
     o.timeout_ms = t[7].cast<uint64_t>();
-#endif
     return true;
 }
 

@@ -8,7 +8,6 @@
 
 namespace tpy {
 
-#ifdef TENSO_DECODER_OPTIONS_VERSION  // TEMPORARY until i14-decoder is merged
 namespace {
 
 struct DecoderFree {
@@ -138,8 +137,5 @@ void init_stream(py::module_ &m) {
         .def_property_readonly("needed", &Decoder::needed, "Bytes still needed before progress.")
         .def_property_readonly("idle", &Decoder::idle, "True between packets.");
 }
-#else
-void init_stream(py::module_ &) {}
-#endif
 
 }  // namespace tpy
