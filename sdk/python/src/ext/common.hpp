@@ -174,7 +174,7 @@ py::object decode_packet(py::handle data, const tenso_decode_options *opts = nul
 // segment, a cache entry) and converts it. The arrays' numpy base is a Packet holding the view,
 // so the memory (and a cache pin) is released when the last array and every view of it is
 // garbage collected; with `copy` the Packet goes at once.
-py::object view_to_python(tenso_view *v, bool copy);
+py::object view_to_python(tenso_view *v, bool copy, bool align = false);
 
 // tenso_inspect's fields as a dict: inspect() and the cache's info() report the same keys.
 py::dict packet_info_dict(const tenso_packet_info &info);

@@ -217,9 +217,9 @@ py::object packet_from_view(tenso_view *v) {
 
 }  // namespace
 
-py::object view_to_python(tenso_view *v, bool copy) {
+py::object view_to_python(tenso_view *v, bool copy, bool align) {
     py::object owner = packet_from_view(v);
-    return to_python(v, owner, DecodeMode{copy, false});
+    return to_python(v, owner, DecodeMode{copy, align});
 }
 
 namespace {
@@ -231,7 +231,7 @@ py::object loads(py::handle data, bool copy, bool align, py::handle options) {
     return to_python(owner.cast<Packet &>().root(), owner, DecodeMode{copy, align});
 }
 
-py::object read_fd(py::handle fd_obj, bool copy, py::handle options) {
+py::object read_fd(py::handle fd_obj, bool copy, py::handle options, bool align) {
     const int fd = fd_obj.cast<int>();
     tenso_decode_options o = TENSO_DECODE_OPTIONS_INIT;
     const bool limited = decode_options_from(options, o);
@@ -243,8 +243,7 @@ py::object read_fd(py::handle fd_obj, bool copy, py::handle options) {
     }
     if (st == TENSO_E_END_OF_STREAM) return py::none();
     check(st);
-    py::object owner = packet_from_view(v);
-    return to_python(v, owner, DecodeMode{copy, false});
+    return view_to_python(v, copy, align);
 }
 
 py::object load_file(const std::string &path, bool mmap, bool copy) {
@@ -316,6 +315,7 @@ void init_decode(py::module_ &m) {
           py::arg("options") = py::none(),
           "Decodes the packet at the start of a C-contiguous buffer (options: DecodeOptions._fields() or None).");
     m.def("read_fd", &read_fd, py::arg("fd"), py::arg("copy") = false, py::arg("options") = py::none(),
+          py::arg("align") = false,
           "Reads exactly one packet from a file descriptor; None at a clean end of stream.");
     m.def("load_file", &load_file, py::arg("path"), py::arg("mmap") = true, py::arg("copy") = false,
           "Loads the first packet of a file, mapped (zero-copy) or read.");

@@ -16,7 +16,7 @@ struct DecoderFree {
 
 class Decoder {
 public:
-    Decoder(py::handle options, bool read_ahead, bool copy) : copy_(copy) {
+    Decoder(py::handle options, bool read_ahead, bool copy, bool align) : copy_(copy), align_(align) {
         tenso_decode_options o = TENSO_DECODE_OPTIONS_INIT;
         const bool limited = decode_options_from(options, o);
         tenso_decoder_options dopts = TENSO_DECODER_OPTIONS_INIT;
@@ -44,7 +44,7 @@ public:
         Use use(*this);
         tenso_view *v = nullptr;
         check(tenso_decoder_commit(d_.get(), n, &v));
-        return v ? view_to_python(v, copy_) : py::none();
+        return v ? view_to_python(v, copy_, align_) : py::none();
     }
 
     // Bytes from a buffer: (consumed, object or None). consumed < len(data) means the rest
@@ -63,7 +63,7 @@ public:
             st = tenso_decoder_feed(d_.get(), b.data(), b.size(), &consumed, &v);
         }
         check(st);
-        return py::make_tuple(consumed, v ? view_to_python(v, copy_) : py::none());
+        return py::make_tuple(consumed, v ? view_to_python(v, copy_, align_) : py::none());
     }
 
     // One packet from a file descriptor (GIL released); None at a clean end of stream.
@@ -77,7 +77,7 @@ public:
         }
         if (st == TENSO_E_END_OF_STREAM) return py::none();
         check(st);
-        return view_to_python(v, copy_);
+        return view_to_python(v, copy_, align_);
     }
 
     void finish() {
@@ -116,6 +116,7 @@ private:
     std::unique_ptr<tenso_decoder, DecoderFree> d_;
     std::atomic<bool> busy_{false};
     bool copy_;
+    bool align_;
 };
 
 }  // namespace
@@ -124,10 +125,11 @@ void init_stream(py::module_ &m) {
     py::class_<Decoder>(m, "Decoder",
                         "libtenso's stream decoder (tenso_decoder): framing, limits and decoding of a "
                         "byte stream, one packet at a time.")
-        .def(py::init<py::handle, bool, bool>(), py::arg("options") = py::none(), py::arg("read_ahead") = false,
-             py::arg("copy") = false,
+        .def(py::init<py::handle, bool, bool, bool>(), py::arg("options") = py::none(), py::arg("read_ahead") = false,
+             py::arg("copy") = false, py::arg("align") = false,
              "options: DecodeOptions._fields() or None; read_ahead: read_fd may read past a packet "
-             "(only for a stream this decoder alone reads); copy: writeable copies.")
+             "(only for a stream this decoder alone reads); copy: writeable copies; align: copy "
+             "arrays that miss their declared alignment (as loads).")
         .def("buffer", &Decoder::buffer, "Writable memoryview of exactly the bytes needed next.")
         .def("commit", &Decoder::commit, py::arg("n"), "n bytes were written into buffer(); the object or None.")
         .def("feed", &Decoder::feed, py::arg("data"), "(consumed, object or None).")

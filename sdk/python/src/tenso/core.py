@@ -356,14 +356,14 @@ def read_stream(source: Any, *, options: Optional[DecodeOptions] = None) -> Opti
     TimeoutError
         The socket's timeout or ``options.timeout`` expired (TensoTimeoutError).
     """
-    return _read_one(source, options, False)
+    return _read_one(source, options, False, False)
 
 
-def _read_one(source: Any, options: Optional[DecodeOptions], copy: bool) -> Optional[Any]:
+def _read_one(source: Any, options: Optional[DecodeOptions], copy: bool, align: bool) -> Optional[Any]:
     fd = _read_fd_of(source)
     if fd is not None:
-        return _tenso.read_fd(fd, copy, _stream_options(source, options))  # tenso_read_fd: no read-ahead
-    return _read_with(source, _tenso.Decoder(_merge(options), False, copy))
+        return _tenso.read_fd(fd, copy, _stream_options(source, options), align)  # tenso_read_fd: no read-ahead
+    return _read_with(source, _tenso.Decoder(_merge(options), False, copy, align))
 
 
 def iter_stream(source: Any, *, options: Optional[DecodeOptions] = None, copy: bool = False) -> Iterator[Any]:
@@ -488,7 +488,7 @@ def load(
     copy : bool, default False
         Return writeable copies.
     align : bool, default False
-        As in :func:`loads` (with mmap_mode; read packets are 64-byte aligned).
+        As in :func:`loads` (a read packet starts 64-byte aligned; bundle entries may not be).
     options : DecodeOptions, optional
         Decode limits, as for :func:`read_stream`.
 
@@ -500,7 +500,7 @@ def load(
     if mmap_mode:
         mm = mmap.mmap(fp.fileno(), 0, access=mmap.ACCESS_READ)
         return loads(mm, copy=copy, align=align, options=options)
-    result = _read_one(fp, options, copy)
+    result = _read_one(fp, options, copy, align)
     if result is None:
         raise TensoEOFError("Empty file or stream")
     return result
