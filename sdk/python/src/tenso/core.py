@@ -19,6 +19,7 @@ import io
 import mmap
 import select
 import socket
+import threading
 from typing import Any, BinaryIO, Generator, Iterator, Optional, Union
 
 import numpy as np
@@ -359,10 +360,34 @@ def read_stream(source: Any, *, options: Optional[DecodeOptions] = None) -> Opti
     return _read_one(source, options, False, False)
 
 
+# One decoder per thread and (copy, align) for read_stream on descriptors with the default
+# options: the decoder reuses its previous packet's buffer once that packet's arrays are gone,
+# so a stream of large packets does not map and fault in fresh memory for each one.
+_local = threading.local()
+
+
+def _thread_decoder(copy: bool, align: bool) -> Any:
+    decoders = getattr(_local, "decoders", None)
+    if decoders is None:
+        decoders = _local.decoders = {}
+    decoder = decoders.get((copy, align))
+    if decoder is None:
+        decoder = decoders[(copy, align)] = _tenso.Decoder(None, False, copy, align)
+    return decoder
+
+
 def _read_one(source: Any, options: Optional[DecodeOptions], copy: bool, align: bool) -> Optional[Any]:
     fd = _read_fd_of(source)
     if fd is not None:
-        return _tenso.read_fd(fd, copy, _stream_options(source, options), align)  # tenso_read_fd: no read-ahead
+        fields = _stream_options(source, options)
+        if fields is not None:
+            return _tenso.read_fd(fd, copy, fields, align)  # tenso_read_fd: no read-ahead
+        decoder = _thread_decoder(copy, align)
+        try:
+            return decoder.read_fd(fd)  # no read-ahead either: nothing past the packet is read
+        except BaseException:
+            decoder.reset()  # a partial packet belongs to that stream, not to the next call's
+            raise
     return _read_with(source, _tenso.Decoder(_merge(options), False, copy, align))
 
 
