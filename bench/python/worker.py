@@ -74,9 +74,22 @@ def time_op(fn: Callable[[], Any], setup: Optional[Callable[[], Any]] = None, ma
 # ---------------------------------------------------------------------------------------------
 
 
+def tcp_pair() -> "tuple[socket.socket, socket.socket]":
+    """A connected TCP loopback pair (client, server side), Nagle off as a sender of many
+    small packets would set it."""
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        tx = socket.create_connection(server.getsockname())
+        rx, _ = server.accept()
+    tx.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return tx, rx
+
+
 class SocketPair:
-    def __init__(self) -> None:
-        self.tx, self.rx = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    def __init__(self, transport: str = "unix") -> None:
+        if transport == "tcp":
+            self.tx, self.rx = tcp_pair()
+        else:
+            self.tx, self.rx = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         for s in (self.tx, self.rx):
             s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
             s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
@@ -370,12 +383,75 @@ def measure(lib: str, sizes: List[int], ops: List[str] = OPS) -> Dict[str, Dict[
     return results
 
 
+# ---------------------------------------------------------------------------------------------
+# Small packets (issue 14): one sender process, one receiver, TCP loopback. The sender pushes
+# pre-encoded 1 KiB-tensor packets (batches of SMALL_BATCH per sendall, so it is never the
+# bottleneck); the receiver decodes them one by one. Result: packets per second, received.
+# ---------------------------------------------------------------------------------------------
+
+SMALL_BATCH = 256
+
+
+def small_packets(readers: Dict[str, Callable[[socket.socket], int]], packet: bytes, count: int) -> Dict[str, float]:
+    """{reader name: packets/s}; each reader drains one fresh connection of `count` packets and
+    returns how many it decoded."""
+    out: Dict[str, float] = {}
+    for name, read_all in readers.items():
+        best = 0.0
+        for _ in range(3):  # best of three: the sender process competes for 2 cores
+            tx, rx = tcp_pair()
+            pid = os.fork()
+            if pid == 0:  # the sender
+                try:
+                    rx.close()
+                    batch = packet * SMALL_BATCH
+                    for _ in range(count // SMALL_BATCH):
+                        tx.sendall(batch)
+                    tx.close()
+                finally:
+                    os._exit(0)
+            tx.close()
+            t0 = time.perf_counter()
+            got = read_all(rx)
+            dt = time.perf_counter() - t0
+            rx.close()
+            os.waitpid(pid, 0)
+            if got != count // SMALL_BATCH * SMALL_BATCH:
+                raise AssertionError(f"{name}: {got} packets received")
+            best = max(best, got / dt)
+        out[name] = best
+        print(f"  small packets {name:28s} {best:12.0f} packets/s", file=sys.stderr, flush=True)
+    return out
+
+
+def small_readers(tenso: Any) -> Dict[str, Callable[[socket.socket], int]]:
+    """read_stream in a loop (both packages); iter_stream where the package has it (ours)."""
+
+    def loop(s: socket.socket) -> int:
+        n = 0
+        while tenso.read_stream(s) is not None:
+            n += 1
+        return n
+
+    readers = {"read_stream": loop}
+    if hasattr(tenso, "iter_stream"):
+        readers["iter_stream"] = lambda s: sum(1 for _ in tenso.iter_stream(s))
+    return readers
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", required=True, choices=sorted(LIBS))
-    ap.add_argument("--sizes", required=True)
+    ap.add_argument("--sizes", default="")
     ap.add_argument("--ops", default=",".join(OPS))
+    ap.add_argument("--small", type=int, default=0, help="only the small-packet run, with this many packets")
     args = ap.parse_args()
+    if args.small:
+        import tenso
+
+        packet = bytes(tenso.dumps(make_array(1024)))
+        json.dump(small_packets(small_readers(tenso), packet, args.small), sys.stdout)
+        return
     res = measure(args.lib, [int(s) for s in args.sizes.split(",")], args.ops.split(","))
     import tenso
 

@@ -27,19 +27,19 @@ def test_public_names_match_upstream():
     "func, params",
     [
         (tenso.dumps, ["tensor", "strict", "check_integrity", "compress", "alignment"]),
-        (tenso.loads, ["data", "copy", "align", "max_decoded_bytes", "max_entries"]),
+        (tenso.loads, ["data", "copy", "align", "max_decoded_bytes", "max_entries", "options"]),
         (tenso.dump, ["tensor", "fp", "strict", "check_integrity"]),
-        (tenso.load, ["fp", "mmap_mode", "copy", "align"]),
+        (tenso.load, ["fp", "mmap_mode", "copy", "align", "options"]),
         (tenso.iter_dumps, ["tensor", "strict", "check_integrity"]),
         (tenso.write_stream, ["tensor", "dest", "strict", "check_integrity"]),
-        (tenso.read_stream, ["source"]),
+        (tenso.read_stream, ["source", "options"]),
         (tenso.get_packet_info, ["data"]),
         (tenso.is_aligned, ["data", "alignment"]),
         (tenso.QuantizedTensor.quantize, ["tensor", "dtype", "scheme", "group_size", "axis"]),
     ],
 )
 def test_signatures(func, params):
-    """Upstream's parameter names and order (plus ours last: `align`, loads' limits)."""
+    """Upstream's parameter names and order (plus ours last: `align`, the decode limits)."""
     assert list(inspect.signature(func).parameters) == params
 
 

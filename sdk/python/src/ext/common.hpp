@@ -161,6 +161,11 @@ struct DecodeMode {
 // `owner` (a Packet) unless mode.copy.
 py::object to_python(const tenso_view *v, py::handle owner, const DecodeMode &mode);
 
+// tenso_decode_options from tenso.DecodeOptions._fields() (a tuple of eight integers: flags,
+// max_ndim, max_depth, max_elements, max_packet_bytes, max_decoded_bytes, max_entries,
+// timeout_ms); false (and `o` untouched) for None, the library's defaults.
+bool decode_options_from(py::handle fields, tenso_decode_options &o);
+
 // Decodes the packet at the start of `data` (any C-contiguous buffer) into a new Packet object
 // that borrows it; `opts` NULL for the defaults.
 py::object decode_packet(py::handle data, const tenso_decode_options *opts = nullptr);
@@ -169,7 +174,7 @@ py::object decode_packet(py::handle data, const tenso_decode_options *opts = nul
 // segment, a cache entry) and converts it. The arrays' numpy base is a Packet holding the view,
 // so the memory (and a cache pin) is released when the last array and every view of it is
 // garbage collected; with `copy` the Packet goes at once.
-py::object view_to_python(tenso_view *v, bool copy);
+py::object view_to_python(tenso_view *v, bool copy, bool align = false);
 
 // tenso_inspect's fields as a dict: inspect() and the cache's info() report the same keys.
 py::dict packet_info_dict(const tenso_packet_info &info);
@@ -188,5 +193,6 @@ void init_decode(py::module_ &m);
 void init_dlpack(py::module_ &m);
 void init_shm(py::module_ &m);
 void init_archive(py::module_ &m);
+void init_stream(py::module_ &m);
 
 }  // namespace tpy

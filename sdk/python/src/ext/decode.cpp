@@ -166,6 +166,21 @@ tenso_status loads_view(tenso_view **out, const BufferHold &b, const tenso_decod
 
 }  // namespace
 
+bool decode_options_from(py::handle fields, tenso_decode_options &o) {
+    if (fields.is_none()) return false;
+    const auto t = fields.cast<py::tuple>();
+    if (t.size() != 8) raise_type_error("decode options: expected DecodeOptions._fields(), an 8-tuple");
+    o.flags = t[0].cast<uint32_t>();
+    o.max_ndim = t[1].cast<uint32_t>();
+    o.max_depth = t[2].cast<uint32_t>();
+    o.max_elements = t[3].cast<uint64_t>();
+    o.max_packet_bytes = t[4].cast<uint64_t>();
+    o.max_decoded_bytes = t[5].cast<uint64_t>();
+    o.max_entries = t[6].cast<uint64_t>();
+    o.timeout_ms = t[7].cast<uint64_t>();
+    return true;
+}
+
 py::object decode_packet(py::handle data, const tenso_decode_options *opts) {
     auto pkt = std::make_unique<Packet>();
     pkt->source.acquire(data, PyBUF_SIMPLE);
@@ -202,33 +217,33 @@ py::object packet_from_view(tenso_view *v) {
 
 }  // namespace
 
-py::object view_to_python(tenso_view *v, bool copy) {
+py::object view_to_python(tenso_view *v, bool copy, bool align) {
     py::object owner = packet_from_view(v);
-    return to_python(v, owner, DecodeMode{copy, false});
+    return to_python(v, owner, DecodeMode{copy, align});
 }
 
 namespace {
 
-py::object loads(py::handle data, bool copy, bool align, uint64_t max_decoded_bytes, uint64_t max_entries) {
+py::object loads(py::handle data, bool copy, bool align, py::handle options) {
     tenso_decode_options o = TENSO_DECODE_OPTIONS_INIT;
-    o.max_decoded_bytes = max_decoded_bytes;
-    o.max_entries = max_entries;
-    py::object owner = decode_packet(data, max_decoded_bytes || max_entries ? &o : nullptr);
+    const bool limited = decode_options_from(options, o);
+    py::object owner = decode_packet(data, limited ? &o : nullptr);
     return to_python(owner.cast<Packet &>().root(), owner, DecodeMode{copy, align});
 }
 
-py::object read_fd(py::handle fd_obj, bool copy) {
+py::object read_fd(py::handle fd_obj, bool copy, py::handle options, bool align) {
     const int fd = fd_obj.cast<int>();
+    tenso_decode_options o = TENSO_DECODE_OPTIONS_INIT;
+    const bool limited = decode_options_from(options, o);
     tenso_view *v = nullptr;
     tenso_status st;
     {
         py::gil_scoped_release nogil;
-        st = tenso_read_fd(&v, fd, nullptr);
+        st = tenso_read_fd(&v, fd, limited ? &o : nullptr);
     }
     if (st == TENSO_E_END_OF_STREAM) return py::none();
     check(st);
-    py::object owner = packet_from_view(v);
-    return to_python(v, owner, DecodeMode{copy, false});
+    return view_to_python(v, copy, align);
 }
 
 py::object load_file(const std::string &path, bool mmap, bool copy) {
@@ -297,9 +312,10 @@ void init_decode(py::module_ &m) {
         });
 
     m.def("loads", &loads, py::arg("data"), py::arg("copy") = false, py::arg("align") = false,
-          py::arg("max_decoded_bytes") = 0, py::arg("max_entries") = 0,
-          "Decodes the packet at the start of a C-contiguous buffer (limits as tenso_decode_options; 0: none).");
-    m.def("read_fd", &read_fd, py::arg("fd"), py::arg("copy") = false,
+          py::arg("options") = py::none(),
+          "Decodes the packet at the start of a C-contiguous buffer (options: DecodeOptions._fields() or None).");
+    m.def("read_fd", &read_fd, py::arg("fd"), py::arg("copy") = false, py::arg("options") = py::none(),
+          py::arg("align") = false,
           "Reads exactly one packet from a file descriptor; None at a clean end of stream.");
     m.def("load_file", &load_file, py::arg("path"), py::arg("mmap") = true, py::arg("copy") = false,
           "Loads the first packet of a file, mapped (zero-copy) or read.");

@@ -77,75 +77,43 @@ void BufferHold::acquire(py::handle obj, int flags) {
 // ---- dtypes -------------------------------------------------------------------------------
 
 tenso_dtype dtype_code(const py::dtype &dt) {
-    const char kind = dt.kind();
-    const ssize_t size = dt.itemsize();
-    auto unsupported = [&]() -> tenso_dtype {
-        raise_value_error("Unsupported dtype: " + py::str(dt.attr("name")).cast<std::string>());
-    };
     if (dt.byteorder() == '>') {
         raise_value_error("Unsupported byte order: dtype " + py::str(dt).cast<std::string>() +
                           " is big-endian; tenso packets are little-endian (convert with "
                           "arr.astype(arr.dtype.newbyteorder('<')))");
     }
-    if (dt.has_fields() || dt.attr("subdtype").ptr() != Py_None) return unsupported();
-    switch (kind) {
-    case 'b':
-        if (size == 1) return TENSO_DTYPE_BOOL;
-        break;
-    case 'i':
-        switch (size) {
-        case 1: return TENSO_DTYPE_INT8;
-        case 2: return TENSO_DTYPE_INT16;
-        case 4: return TENSO_DTYPE_INT32;
-        case 8: return TENSO_DTYPE_INT64;
-        }
-        break;
-    case 'u':
-        switch (size) {
-        case 1: return TENSO_DTYPE_UINT8;
-        case 2: return TENSO_DTYPE_UINT16;
-        case 4: return TENSO_DTYPE_UINT32;
-        case 8: return TENSO_DTYPE_UINT64;
-        }
-        break;
-    case 'f':
-        switch (size) {
-        case 2: return TENSO_DTYPE_FLOAT16;
-        case 4: return TENSO_DTYPE_FLOAT32;
-        case 8: return TENSO_DTYPE_FLOAT64;
-        }
-        break;
-    case 'c':
-        switch (size) {
-        case 8: return TENSO_DTYPE_COMPLEX64;
-        case 16: return TENSO_DTYPE_COMPLEX128;
-        }
-        break;
-    case 'V':
-        // ml_dtypes' bfloat16 is a 2-byte user dtype of kind 'V' named "bfloat16".
-        if (size == 2 && py::str(dt.attr("name")).cast<std::string>() == "bfloat16") return TENSO_DTYPE_BFLOAT16;
-        break;
-    }
-    return unsupported();
+    // libtenso's dtype names are numpy's ("float32", "bool", ml_dtypes' "bfloat16"): the ABI
+    // answers, no table of our own. A dense code must also agree on the item size.
+    const std::string name = py::str(dt.attr("name")).cast<std::string>();
+    tenso_dtype code = 0;
+    if (!dt.has_fields() && dt.attr("subdtype").ptr() == Py_None &&
+        tenso_dtype_from_name(&code, name.c_str()) == TENSO_OK && tenso_dtype_itemsize(code) == size_t(dt.itemsize()))
+        return code;
+    raise_value_error("Unsupported dtype: " + name);
 }
 
 py::dtype numpy_dtype(tenso_dtype code) {
-    // One cached dtype per wire code; never released (process lifetime).
-    static std::array<PyObject *, 16> cache{};
-    if (code < 1 || code > 15) raise_error(TENSO_E_BAD_DTYPE, "Unsupported dtype code: " + std::to_string(code));
+    // One cached dtype per wire code (codes are one byte on the wire); never released (process
+    // lifetime).
+    static std::array<PyObject *, 256> cache{};
+    if (code < 0 || code > 255 || tenso_dtype_itemsize(code) == 0)
+        raise_error(TENSO_E_BAD_DTYPE, "Unsupported dtype code: " + std::to_string(code));
     PyObject *&slot = cache[size_t(code)];
     if (!slot) {
+        const std::string name = tenso_dtype_name(code);
         py::object dt;
-        if (code == TENSO_DTYPE_BFLOAT16) {
+        try {
+            dt = py::dtype(name);
+        } catch (py::error_already_set &e) {
+            // numpy itself lacks the extension dtypes (bfloat16): ml_dtypes has them by name.
+            if (!e.matches(PyExc_TypeError)) throw;
             try {
-                dt = py::dtype::from_args(py::module_::import("ml_dtypes").attr("bfloat16"));
-            } catch (py::error_already_set &e) {
-                if (!e.matches(PyExc_ImportError)) throw;
+                dt = py::dtype::from_args(py::module_::import("ml_dtypes").attr(name.c_str()));
+            } catch (py::error_already_set &e2) {
+                if (!e2.matches(PyExc_ImportError) && !e2.matches(PyExc_AttributeError)) throw;
                 raise_error(TENSO_E_BAD_DTYPE,
-                            "bfloat16 packets need the ml_dtypes package (pip install ml_dtypes)");
+                            name + " packets need the ml_dtypes package (pip install ml_dtypes)");
             }
-        } else {
-            dt = py::dtype(std::string(tenso_dtype_name(code)));
         }
         slot = dt.release().ptr();
     }
@@ -203,6 +171,16 @@ PYBIND11_MODULE(_tenso, m) {
     m.def("numpy_dtype", &numpy_dtype, py::arg("code"), "The numpy dtype for a dense wire dtype code.");
     m.def("dtype_name", [](int32_t code) { return std::string(tenso_dtype_name(code)); }, py::arg("code"),
           "libtenso's name for a wire dtype code (\"float32\", \"qint4\", \"string\", \"unknown\").");
+    m.def("dtype_itemsize", [](int32_t code) { return tenso_dtype_itemsize(code); }, py::arg("code"),
+          "Bytes per element of a dense wire dtype code; 0 for the others (quantized, string, unknown).");
+    m.def(
+        "dtype_from_name",
+        [](const std::string &name) {
+            tenso_dtype code = 0;
+            check(tenso_dtype_from_name(&code, name.c_str()));
+            return code;
+        },
+        py::arg("name"), "The wire dtype code for a libtenso dtype name; TensoUnsupportedError for unknown names.");
     m.def(
         "_set_factories",
         [](py::object quantized, py::object strings, py::object sparse) {
@@ -219,4 +197,5 @@ PYBIND11_MODULE(_tenso, m) {
     init_dlpack(m);
     init_shm(m);
     init_archive(m);
+    init_stream(m);
 }

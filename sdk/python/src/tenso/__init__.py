@@ -8,6 +8,8 @@ Main API:
     - dumps, loads, dump, load: serialization to and from memory and files.
     - read_stream, write_stream, iter_dumps: packets over sockets, pipes and file objects.
     - aread_stream, awrite_stream: the same over asyncio streams.
+    - iter_stream, aiter_stream: every packet of a stream (libtenso's decoder, read-ahead).
+    - DecodeOptions: limits (packet size, memory, entries, dims, elements) and a deadline.
     - get_packet_info, is_aligned: packet inspection.
     - QuantizedTensor, StringTensor, RaggedArray: the composite kinds.
     - TensoShm, TensoCache: tensors in shared memory; a multi-process tensor cache.
@@ -26,6 +28,7 @@ from .core import (
     iter_dumps,
     load,
     loads,
+    iter_stream,
     read_stream,
     view,
     write_stream,
@@ -53,7 +56,8 @@ from .errors import (
 from .quantize import QuantizedTensor
 from .ragged import RaggedArray, StringTensor
 from .utils import get_packet_info, is_aligned
-from .async_core import aread_stream, awrite_stream
+from .async_core import aiter_stream, aread_stream, awrite_stream
+from .options import DecodeOptions
 from .shm import TensoCache, TensoShm
 from .archive import ArchiveWriter, load_file, safe_open, save_file
 
@@ -85,6 +89,9 @@ __all__ = [
     "write_stream",
     "aread_stream",
     "awrite_stream",
+    "iter_stream",
+    "aiter_stream",
+    "DecodeOptions",
     "read_to_device",
     "get_packet_info",
     "is_aligned",

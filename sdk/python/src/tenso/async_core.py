@@ -2,46 +2,49 @@
 ``asyncio.StreamWriter`` (upstream ``tenso.async_core``'s names and signatures)."""
 
 import asyncio
-from typing import Any, Optional
+from typing import Any, AsyncIterator, Optional
 
 from . import _tenso
-from .core import _FIRST_READ, _GROW_STEP, _aligned_buffer, dumps
+from .core import dumps
+from .errors import TensoTimeoutError, TensoTruncatedError
+from .options import DecodeOptions, _merge
 
 
-async def _aread_full_packet(reader: asyncio.StreamReader) -> Optional[Any]:
-    """Exactly one packet's bytes, framed with tenso_packet_length, in a 64-byte aligned
-    buffer; None on a clean end of stream before the first byte."""
-    buf = _aligned_buffer(64)
-    have = 0
-    need = _FIRST_READ
+async def _aread_with(reader: asyncio.StreamReader, decoder: Any) -> Optional[Any]:
+    """One packet through libtenso's decoder, fed what the reader has (at most what the packet
+    still needs, so nothing of the next packet is taken from the reader)."""
+    got = 0
     while True:
-        while have < need:
-            # Bounded steps, as in the synchronous reader: memory follows the bytes received.
-            step = min(need - have, max(have, _GROW_STEP))
+        chunk = await reader.read(decoder.needed)
+        if not chunk:
+            if got == 0:
+                return None
             try:
-                chunk = await reader.readexactly(step)
-            except asyncio.IncompleteReadError as e:
-                if have == 0 and not e.partial:
-                    return None
-                raise  # an EOFError, as upstream
-            if have + step > len(buf):
-                grown = _aligned_buffer(max(have + step, min(need, 2 * len(buf))))
-                grown[:have] = buf[:have]
-                buf = grown
-            buf[have : have + step] = memoryview(chunk)
-            have += step
-        complete, length = _tenso.packet_length(buf[:have])
-        if complete:
-            return buf[:length]
-        need = length
+                decoder.finish()
+            except TensoTruncatedError as e:
+                # Upstream's exception (an EOFError): readexactly's, for the bytes still missing.
+                raise asyncio.IncompleteReadError(b"", decoder.needed) from e
+        got += len(chunk)
+        _, obj = decoder.feed(chunk)  # never more than the packet needs: all of it is consumed
+        if obj is not None:
+            return obj
 
 
-async def aread_stream(reader: asyncio.StreamReader) -> Optional[Any]:
+async def aread_stream(reader: asyncio.StreamReader, *, options: Optional[DecodeOptions] = None) -> Optional[Any]:
     """
     Asynchronously read and deserialize one Tenso packet from a StreamReader.
 
     Every packet kind is supported (compressed ones too). The arrays are zero-copy views of the
-    packet buffer.
+    packet's own (64-byte aligned) buffer, into which libtenso's decoder copies the bytes the
+    reader holds; nothing of the next packet is taken from the reader.
+
+    Parameters
+    ----------
+    reader : asyncio.StreamReader
+        The stream.
+    options : DecodeOptions, optional
+        Decode limits (checked against the header before the packet's buffer is allocated)
+        and ``timeout``, the most seconds the whole packet may take.
 
     Returns
     -------
@@ -52,12 +55,33 @@ async def aread_stream(reader: asyncio.StreamReader) -> Optional[Any]:
     asyncio.IncompleteReadError
         (an EOFError) when the stream ends inside a packet, as upstream.
     ValueError
-        The bytes are not a valid packet.
+        The bytes are not a valid packet, or a limit was exceeded.
+    TimeoutError
+        ``options.timeout`` expired (TensoTimeoutError); the bytes of the packet read so far
+        are gone from the reader.
     """
-    packet = await _aread_full_packet(reader)
-    if packet is None:
-        return None
-    return _tenso.loads(packet)
+    return await _deadline(_aread_with(reader, _tenso.Decoder(_merge(options), False, False)), options)
+
+
+async def _deadline(read: Any, options: Optional[DecodeOptions]) -> Optional[Any]:
+    """Awaits one packet's read within options.timeout, as a TensoTimeoutError on expiry."""
+    if options is None or options.timeout is None:
+        return await read
+    try:
+        return await asyncio.wait_for(read, options.timeout)
+    except asyncio.TimeoutError:
+        raise TensoTimeoutError(f"no complete packet within {options.timeout} s") from None
+
+
+async def aiter_stream(
+    reader: asyncio.StreamReader, *, options: Optional[DecodeOptions] = None, copy: bool = False
+) -> AsyncIterator[Any]:
+    """Yield every packet from a StreamReader until it ends cleanly (one decoder for the whole
+    stream). Not in upstream. Arguments and exceptions as for :func:`aread_stream` (the
+    timeout is per packet); ``copy=True`` gives writeable arrays."""
+    decoder = _tenso.Decoder(_merge(options), False, copy)
+    while (obj := await _deadline(_aread_with(reader, decoder), options)) is not None:
+        yield obj
 
 
 async def awrite_stream(

@@ -1,9 +1,13 @@
 """Protocol constants, with upstream ``tenso.config``'s names and values (wire facts: they can
-never differ from libtenso's, and tests check that they do not)."""
+never differ from libtenso's, and tests check that they do not). The dtype tables are libtenso's
+own (``tenso_dtype_name`` / ``tenso_dtype_itemsize``), asked at import, not restated here."""
 
 from typing import Dict
 
 import numpy as np
+
+from . import _tenso
+from .errors import TensoUnsupportedError
 
 _MAGIC = b"TNSO"  #: Magic number at the start of every packet
 _VERSION = 4  #: Protocol version written
@@ -40,12 +44,7 @@ QDTYPE_QUINT8 = 17
 QDTYPE_QINT4 = 18
 QDTYPE_QUINT4 = 19
 
-_QDTYPE_NAMES = {
-    QDTYPE_QINT8: "qint8",
-    QDTYPE_QUINT8: "quint8",
-    QDTYPE_QINT4: "qint4",
-    QDTYPE_QUINT4: "quint4",
-}
+_QDTYPE_NAMES = {code: _tenso.dtype_name(code) for code in (QDTYPE_QINT8, QDTYPE_QUINT8, QDTYPE_QINT4, QDTYPE_QUINT4)}
 _QDTYPE_FROM_NAME = {v: k for k, v in _QDTYPE_NAMES.items()}
 
 # --- Quantization schemes ---
@@ -65,28 +64,19 @@ KIND_RAGGED = 8
 KIND_GPU_IPC_REF = 9
 
 # --- Dtype mapping ---
-_DTYPE_MAP: Dict[np.dtype, int] = {
-    np.dtype("float32"): 1,
-    np.dtype("int32"): 2,
-    np.dtype("float64"): 3,
-    np.dtype("int64"): 4,
-    np.dtype("uint8"): 5,
-    np.dtype("uint16"): 6,
-    np.dtype("bool"): 7,
-    np.dtype("float16"): 8,
-    np.dtype("int8"): 9,
-    np.dtype("int16"): 10,
-    np.dtype("uint32"): 11,
-    np.dtype("uint64"): 12,
-    np.dtype("complex64"): 13,
-    np.dtype("complex128"): 14,
-}
+def _dense_dtypes() -> Dict[np.dtype, int]:
+    """numpy dtype -> wire code for every dense dtype libtenso knows (a code is one byte on the
+    wire). bfloat16 is there when ml_dtypes is installed."""
+    out: Dict[np.dtype, int] = {}
+    for code in range(1, 256):
+        if _tenso.dtype_itemsize(code) == 0:
+            continue  # not dense: quantized, string, unknown
+        try:
+            out[_tenso.numpy_dtype(code)] = code
+        except TensoUnsupportedError:  # pragma: no cover - depends on the environment (ml_dtypes)
+            pass
+    return out
 
-try:  # bfloat16 (code 15) comes from ml_dtypes when it is installed
-    from ml_dtypes import bfloat16 as _bfloat16
 
-    _DTYPE_MAP[np.dtype(_bfloat16)] = 15
-except ImportError:  # pragma: no cover - depends on the environment
-    pass
-
+_DTYPE_MAP: Dict[np.dtype, int] = _dense_dtypes()
 _REV_DTYPE_MAP: Dict[int, np.dtype] = {v: k for k, v in _DTYPE_MAP.items()}

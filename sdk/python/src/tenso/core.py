@@ -10,15 +10,17 @@ wire work is libtenso's (through the ``tenso._tenso`` extension):
 * Writing to a socket, a pipe or a file with a file descriptor goes through ``tenso_write_fd`` /
   ``tenso_value_write_fd``: vectored I/O straight from the arrays' memory, never copied into a
   packet buffer. Large encodes, decodes, hashes and all I/O run with the GIL released.
-* Streams are framed with ``tenso_packet_length`` (the headers say how many bytes to read next),
-  so any readable object works and nothing past the packet is consumed.
+* Streams are read through libtenso's decoder (``tenso_decoder``, ``_tenso.Decoder``): it frames,
+  checks limits and decodes; Python only moves bytes into the memory it names (the packet's own
+  buffer), so any readable object works and ``read_stream`` consumes nothing past the packet.
 """
 
 import io
 import mmap
 import select
 import socket
-from typing import Any, BinaryIO, Generator, Optional, Union
+import threading
+from typing import Any, BinaryIO, Generator, Iterator, Optional, Union
 
 import numpy as np
 
@@ -30,6 +32,7 @@ from .config import (
     MAX_BUNDLE_ENTRIES,
     MAX_DEPTH,
 )
+from .options import DecodeOptions, _merge
 from .errors import TensoEOFError, TensoLimitError, TensoTruncatedError, TensoTypeError, TensoValueError
 from .quantize import QuantizedTensor
 from .ragged import RaggedArray, StringTensor
@@ -38,11 +41,9 @@ BytesLike = Union[bytes, bytearray, memoryview, np.ndarray, mmap.mmap]
 
 _SPARSE_KINDS = {"coo": KIND_SPARSE_COO, "csr": KIND_SPARSE_CSR, "csc": KIND_SPARSE_CSC}
 
-# Stream framing: the first read is the smallest header (v3, 8 bytes); afterwards
-# tenso_packet_length says how many bytes the packet needs. A claimed length is never
-# allocated up front: the buffer grows with the bytes that actually arrive.
-_FIRST_READ = 8
-_GROW_STEP = 1 << 20
+# iter_stream over objects without a descriptor: what one read asks for while the decoder
+# needs less (it owns the stream, so it may read ahead; the rest is fed to the next packet).
+_CHUNK = 1 << 16
 
 
 # ---------------------------------------------------------------------------------------------
@@ -148,7 +149,13 @@ def _dumps_bytes(tensor: Any, strict: bool, check_integrity: bool, compress: boo
 
 
 def loads(
-    data: BytesLike, copy: bool = False, align: bool = False, *, max_decoded_bytes: int = 0, max_entries: int = 0
+    data: BytesLike,
+    copy: bool = False,
+    align: bool = False,
+    *,
+    max_decoded_bytes: int = 0,
+    max_entries: int = 0,
+    options: Optional[DecodeOptions] = None,
 ) -> Any:
     """
     Deserialize a Tenso packet into its Python object.
@@ -171,6 +178,9 @@ def loads(
     max_entries : int, default 0
         At most this many packets in the tree (the top one, bundle values, sparse
         components); 0: no limit.
+    options : DecodeOptions, optional
+        All the decode limits (:class:`tenso.DecodeOptions`); ``max_decoded_bytes`` and
+        ``max_entries`` given as keywords override its fields. None: upstream's limits.
 
     Returns
     -------
@@ -186,19 +196,12 @@ def loads(
     TypeError
         ``data`` does not support the buffer protocol.
     """
-    return _tenso.loads(data, copy, align, max_decoded_bytes, max_entries)
+    return _tenso.loads(data, copy, align, _merge(options, max_decoded_bytes, max_entries))
 
 
 # ---------------------------------------------------------------------------------------------
 # Streams
 # ---------------------------------------------------------------------------------------------
-
-
-def _aligned_buffer(n: int, alignment: int = 64) -> np.ndarray:
-    """A writeable uint8 array of n bytes starting at an ``alignment``-byte boundary."""
-    raw = np.empty(n + alignment, dtype=np.uint8)
-    offset = (-raw.ctypes.data) % alignment
-    return raw[offset : offset + n]
 
 
 def _wait_readable(source: Any) -> None:
@@ -240,46 +243,56 @@ def _read_some(source: Any, view: memoryview) -> int:
     return n
 
 
-def _read_full_packet(source: Any) -> Optional[np.ndarray]:
-    """Exactly one packet's bytes from a stream, in a 64-byte aligned buffer; None when the
-    stream ends before its first byte. Never reads past the packet."""
-    buf = _aligned_buffer(64)
-    have = 0
-    need = _FIRST_READ
+def _ended_inside_packet(decoder: Any, got: int) -> None:
+    """The stream ended after `got` bytes of a packet: the decoder's TensoTruncatedError (an
+    EOFError), with upstream's wording while the 8-byte fixed header is incomplete."""
+    try:
+        decoder.finish()
+    except TensoTruncatedError as e:
+        if got < 8:
+            raise TensoTruncatedError(f"Stream ended during header read. Expected 8 bytes, got {got}") from None
+        raise e from None
+
+
+def _read_with(source: Any, decoder: Any) -> Optional[Any]:
+    """One packet from any readable object: each read goes straight into the memory the decoder
+    names (exactly what it still needs, so nothing past the packet is read)."""
+    got = 0
     while True:
-        # Grow towards `need`, but by at most max(have, 1 MiB) at a time: a header claiming
-        # gigabytes costs memory only as the bytes really arrive.
-        target = min(need, max(2 * have, have + _GROW_STEP))
-        if target > len(buf):
-            grown = _aligned_buffer(max(target, min(need, 2 * len(buf))))
-            grown[:have] = buf[:have]
-            buf = grown
-        view = memoryview(buf)  # type: ignore[arg-type]  # an ndarray is a buffer
-        while have < target:
-            n = _read_some(source, view[have:target])
-            if n == 0:
-                if have == 0:
-                    return None
-                raise TensoTruncatedError(f"Stream ended inside a packet: expected {need} bytes, got {have}")
-            have += n
-        if have < need:
-            continue
-        complete, length = _tenso.packet_length(buf[:have])
-        if complete:
-            return buf[:length]
-        need = length
+        view = decoder.buffer()
+        n = _read_some(source, view)
+        if not n:
+            if got == 0:
+                return None
+            _ended_inside_packet(decoder, got)
+        got += n
+        obj = decoder.commit(n)
+        if obj is not None:
+            return obj
 
 
 def _read_fd_of(source: Any) -> Optional[int]:
-    """A file descriptor read_stream may read from directly (libtenso's tenso_read_fd): one
-    with no Python-level buffer in front of it and no timeout to honour."""
+    """A file descriptor libtenso may read from directly: one with no Python-level buffer in
+    front of it (ints, sockets, raw files)."""
     if isinstance(source, int) and not isinstance(source, bool):
         return source
     if isinstance(source, socket.socket):
-        return source.fileno() if source.gettimeout() is None and source.fileno() >= 0 else None
+        return source.fileno() if source.fileno() >= 0 else None
     if type(source) is io.FileIO and not source.closed and source.readable():
         return source.fileno()
     return None
+
+
+def _stream_options(source: Any, options: Optional[DecodeOptions]) -> Optional[tuple]:
+    """The decoder's options for reading `source`: a socket's own timeout (Python keeps its fd
+    non-blocking and waits itself) becomes the decoder's deadline, the shorter one winning."""
+    timeout = source.gettimeout() if isinstance(source, socket.socket) else None
+    if timeout:  # None: blocking; 0.0: non-blocking, read as blocking (we wait for readiness)
+        if options is None:
+            options = DecodeOptions(timeout=timeout)
+        elif options.timeout is None or timeout < options.timeout:
+            options = options.replace(timeout=timeout)
+    return _merge(options)
 
 
 def _write_fd_of(dest: Any) -> Optional[int]:
@@ -313,13 +326,23 @@ def _write_all(write_method: Any, data: memoryview) -> None:
         view = view[n:]
 
 
-def read_stream(source: Any) -> Optional[Any]:
+def read_stream(source: Any, *, options: Optional[DecodeOptions] = None) -> Optional[Any]:
     """Read and deserialize one Tenso packet from a synchronous stream.
 
     ``source`` may be a socket, a file or pipe object, a file descriptor (int), or any object
     with ``readinto``, ``recv_into``, ``recv`` or ``read``. Every packet kind is supported,
-    compressed ones included (upstream cannot stream those). Blocking sockets, raw files and
-    file descriptors are read by libtenso directly, with the GIL released.
+    compressed ones included (upstream cannot stream those). Nothing past the packet is read.
+    Sockets, raw files and file descriptors are read by libtenso directly, with the GIL
+    released; other objects receive straight into the packet's buffer.
+
+    Parameters
+    ----------
+    source : socket, file object, int or duck-typed reader
+        The stream.
+    options : DecodeOptions, optional
+        Limits (checked against the header before the packet's buffer is allocated) and a
+        deadline for the whole packet. A socket's own timeout (``settimeout``) is the deadline
+        for the whole packet too, not for each read; the shorter of the two wins.
 
     Returns
     -------
@@ -330,15 +353,97 @@ def read_stream(source: Any) -> Optional[Any]:
     EOFError
         The stream ended inside a packet (a TensoTruncatedError, also a ValueError).
     ValueError
-        The bytes are not a valid packet.
+        The bytes are not a valid packet, or a limit was exceeded (TensoLimitError).
+    TimeoutError
+        The socket's timeout or ``options.timeout`` expired (TensoTimeoutError).
+    """
+    return _read_one(source, options, False, False)
+
+
+# One decoder per thread and (copy, align) for read_stream on descriptors with the default
+# options: the decoder reuses its previous packet's buffer once that packet's arrays are gone,
+# so a stream of large packets does not map and fault in fresh memory for each one.
+_local = threading.local()
+
+
+def _thread_decoder(copy: bool, align: bool) -> Any:
+    decoders = getattr(_local, "decoders", None)
+    if decoders is None:
+        decoders = _local.decoders = {}
+    decoder = decoders.get((copy, align))
+    if decoder is None:
+        decoder = decoders[(copy, align)] = _tenso.Decoder(None, False, copy, align)
+    return decoder
+
+
+def _read_one(source: Any, options: Optional[DecodeOptions], copy: bool, align: bool) -> Optional[Any]:
+    fd = _read_fd_of(source)
+    if fd is not None:
+        fields = _stream_options(source, options)
+        if fields is not None:
+            return _tenso.read_fd(fd, copy, fields, align)  # tenso_read_fd: no read-ahead
+        decoder = _thread_decoder(copy, align)
+        try:
+            return decoder.read_fd(fd)  # no read-ahead either: nothing past the packet is read
+        except BaseException:
+            decoder.reset()  # a partial packet belongs to that stream, not to the next call's
+            raise
+    return _read_with(source, _tenso.Decoder(_merge(options), False, copy, align))
+
+
+def iter_stream(source: Any, *, options: Optional[DecodeOptions] = None, copy: bool = False) -> Iterator[Any]:
+    """Yield every packet of a stream, decoded, until it ends cleanly. Not in upstream.
+
+    The iterator owns the stream: it reads ahead (many small packets per system call), so no
+    other code may read ``source`` while it runs, and bytes past the last packet it yielded may
+    have been consumed. ``source``, ``options`` and the exceptions are as for
+    :func:`read_stream`; ``copy=True`` gives writeable arrays.
+
+    Examples
+    --------
+    >>> import io, numpy as np, tenso
+    >>> buf = io.BytesIO()
+    >>> for i in range(3):
+    ...     _ = tenso.write_stream(np.full(2, i), buf)
+    >>> _ = buf.seek(0)
+    >>> [a.tolist() for a in tenso.iter_stream(buf)]
+    [[0, 0], [1, 1], [2, 2]]
     """
     fd = _read_fd_of(source)
     if fd is not None:
-        return _tenso.read_fd(fd)
-    packet = _read_full_packet(source)
-    if packet is None:
-        return None
-    return _tenso.loads(packet)
+        decoder = _tenso.Decoder(_stream_options(source, options), True, copy)
+        while (obj := decoder.read_fd(fd)) is not None:
+            yield obj
+        return
+    decoder = _tenso.Decoder(_merge(options), False, copy)
+    chunk = memoryview(bytearray(_CHUNK))
+    got = 0  # bytes of the current packet
+    while True:
+        if decoder.needed >= _CHUNK:
+            # A large remainder: receive it in place, no copy through the chunk.
+            view = decoder.buffer()
+            n = _read_some(source, view)
+            if not n:
+                _ended_inside_packet(decoder, got)
+            got += n
+            obj = decoder.commit(n)
+            if obj is not None:
+                got = 0
+                yield obj
+            continue
+        n = _read_some(source, chunk)
+        if not n:
+            if got:
+                _ended_inside_packet(decoder, got)
+            return
+        data = chunk[:n]
+        while len(data):
+            consumed, obj = decoder.feed(data)
+            got += consumed
+            data = data[consumed:]
+            if obj is not None:
+                got = 0
+                yield obj
 
 
 def iter_dumps(
@@ -392,7 +497,9 @@ def dump(tensor: Any, fp: BinaryIO, strict: bool = False, check_integrity: bool 
     write_stream(tensor, fp, strict=strict, check_integrity=check_integrity)
 
 
-def load(fp: BinaryIO, mmap_mode: bool = False, copy: bool = False, align: bool = False) -> Any:
+def load(
+    fp: BinaryIO, mmap_mode: bool = False, copy: bool = False, align: bool = False, *, options: Optional[DecodeOptions] = None
+) -> Any:
     """
     Deserialize an object from an open binary file.
 
@@ -406,7 +513,9 @@ def load(fp: BinaryIO, mmap_mode: bool = False, copy: bool = False, align: bool 
     copy : bool, default False
         Return writeable copies.
     align : bool, default False
-        As in :func:`loads`.
+        As in :func:`loads` (a read packet starts 64-byte aligned; bundle entries may not be).
+    options : DecodeOptions, optional
+        Decode limits, as for :func:`read_stream`.
 
     Raises
     ------
@@ -415,13 +524,8 @@ def load(fp: BinaryIO, mmap_mode: bool = False, copy: bool = False, align: bool 
     """
     if mmap_mode:
         mm = mmap.mmap(fp.fileno(), 0, access=mmap.ACCESS_READ)
-        return loads(mm, copy=copy, align=align)
-    fd = _read_fd_of(fp)
-    if fd is not None:
-        result = _tenso.read_fd(fd, copy)
-    else:
-        packet = _read_full_packet(fp)
-        result = None if packet is None else _tenso.loads(packet, copy, align)
+        return loads(mm, copy=copy, align=align, options=options)
+    result = _read_one(fp, options, copy, align)
     if result is None:
         raise TensoEOFError("Empty file or stream")
     return result
