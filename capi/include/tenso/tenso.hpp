@@ -224,13 +224,12 @@ struct decode_options : tenso_decode_options {
         max_decoded_bytes = n;
         return *this;
     }
-#ifdef TENSO_DECODER_OPTIONS_VERSION
-    /** fd reads and writes wait at most this long per packet (decode options version 3). */
+    /** fd reads and writes wait at most this long per packet (0: no deadline of ours);
+     *  expiry throws TENSO_E_TIMEOUT. */
     decode_options &timeout(std::uint64_t ms) noexcept {
         timeout_ms = ms;
         return *this;
     }
-#endif
 
 private:
     decode_options &set(std::uint32_t bit, bool on) noexcept {
@@ -900,7 +899,6 @@ inline tenso_packet_info inspect(bytes_view bytes) {
     return info;
 }
 
-#ifdef TENSO_DECODER_OPTIONS_VERSION
 /* ============================================================================================
  * decoder: packets from a stream, pushed (feed) or pulled from an fd (packets)
  * ========================================================================================== */
@@ -949,7 +947,8 @@ private:
 /**
  * A stream decoder (tenso_decoder), owned. Packets can be pushed in pieces of any size
  * (feed), received in place (buffer + commit) or read from an fd (read_fd, packets). After an
- * error the decoder must be reset() before it is used again. Move-only; one thread at a time.
+ * error the decoder must be reset() before it is used again (a TENSO_E_TIMEOUT from an fd keeps
+ * the partial packet: reading again goes on with it). Move-only; one thread at a time.
  * @since 1.3
  */
 class decoder {
@@ -1049,7 +1048,6 @@ inline void detail::fd_packets::iterator::next() {
     r_->cur_ = r_->d_->read_fd(r_->fd_);
     if (!r_->cur_) r_ = nullptr; /* the end */
 }
-#endif /* TENSO_DECODER_OPTIONS_VERSION */
 
 /* ============================================================================================
  * Shared memory: segments and the cache
