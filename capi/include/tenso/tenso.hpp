@@ -84,6 +84,17 @@ inline void check(tenso_status st) {
 [[noreturn]] inline void fail(tenso_status st, const std::string &what) {
     throw error(st, std::string(tenso_status_name(st)) + ": " + what);
 }
+/* "Not there" is an answer, not a failure: false for TENSO_E_NOT_FOUND, true for TENSO_OK,
+ * and anything else throws. */
+inline bool found(tenso_status st) {
+    if (st == TENSO_E_NOT_FOUND) return false;
+    check(st);
+    return true;
+}
+/* Names the C API returns, NULL for an empty handle. */
+inline std::string_view string_or_empty(const char *s) noexcept {
+    return s ? std::string_view(s) : std::string_view();
+}
 } // namespace detail
 
 /* ============================================================================================
@@ -185,25 +196,35 @@ inline std::string_view dtype_name(tenso_dtype d) noexcept { return tenso_dtype_
  * Options: the C structs, initialised, with chainable setters
  * ========================================================================================== */
 
+namespace detail {
+/* The chainable setters of the option wrappers: one field, or one flag bit. */
+template <class Self, class Field, class V>
+Self &assign(Self &self, Field &field, V v) noexcept {
+    field = v;
+    return self;
+}
+template <class Self>
+Self &flag(Self &self, std::uint32_t bit, bool on) noexcept {
+    self.flags = on ? (self.flags | bit) : (self.flags & ~bit);
+    return self;
+}
+} // namespace detail
+
 /** tenso_encode_options with its defaults. @since 1.3 */
 struct encode_options : tenso_encode_options {
     encode_options() noexcept : tenso_encode_options(TENSO_ENCODE_OPTIONS_INIT) {}
     /** An XXH3-64 footer on every body. */
-    encode_options &integrity(bool on = true) noexcept { return set(TENSO_ENCODE_INTEGRITY, on); }
+    encode_options &integrity(bool on = true) noexcept {
+        return detail::flag(*this, TENSO_ENCODE_INTEGRITY, on);
+    }
     /** LZ4-frame-compress dense bodies at `level` (0: fast). */
     encode_options &compress(bool on = true, std::int32_t level = 0) noexcept {
         compression_level = level;
-        return set(TENSO_ENCODE_COMPRESS, on);
+        return detail::flag(*this, TENSO_ENCODE_COMPRESS, on);
     }
+    /** Body alignment, a power of two (0: 64). */
     encode_options &align(std::uint32_t bytes) noexcept {
-        alignment = bytes;
-        return *this;
-    }
-
-private:
-    encode_options &set(std::uint32_t bit, bool on) noexcept {
-        flags = on ? (flags | bit) : (flags & ~bit);
-        return *this;
+        return detail::assign(*this, alignment, bytes);
     }
 };
 
@@ -211,30 +232,21 @@ private:
 struct decode_options : tenso_decode_options {
     decode_options() noexcept : tenso_decode_options(TENSO_DECODE_OPTIONS_INIT) {}
     decode_options &skip_checksum(bool on = true) noexcept {
-        return set(TENSO_DECODE_SKIP_CHECKSUM, on);
+        return detail::flag(*this, TENSO_DECODE_SKIP_CHECKSUM, on);
     }
     decode_options &validate_utf8(bool on = true) noexcept {
-        return set(TENSO_DECODE_VALIDATE_UTF8, on);
+        return detail::flag(*this, TENSO_DECODE_VALIDATE_UTF8, on);
     }
     decode_options &packet_bytes(std::uint64_t n) noexcept {
-        max_packet_bytes = n;
-        return *this;
+        return detail::assign(*this, max_packet_bytes, n);
     }
     decode_options &decoded_bytes(std::uint64_t n) noexcept {
-        max_decoded_bytes = n;
-        return *this;
+        return detail::assign(*this, max_decoded_bytes, n);
     }
     /** fd reads and writes wait at most this long per packet (0: no deadline of ours);
      *  expiry throws TENSO_E_TIMEOUT. */
     decode_options &timeout(std::uint64_t ms) noexcept {
-        timeout_ms = ms;
-        return *this;
-    }
-
-private:
-    decode_options &set(std::uint32_t bit, bool on) noexcept {
-        flags = on ? (flags | bit) : (flags & ~bit);
-        return *this;
+        return detail::assign(*this, timeout_ms, ms);
     }
 };
 
@@ -510,58 +522,57 @@ struct bundle_entry {
 };
 
 /** A decoded packet, owned: tenso_view_free when destroyed. Move-only. @since 1.3 */
-class view : public detail::view_reader<view> {
+class view : public detail::view_reader<view>, public detail::handle<tenso_view, &tenso_view_free> {
 public:
     view() noexcept = default;
     /** Takes ownership of a view from the C API. */
-    explicit view(tenso_view *v) noexcept : h_(v) {}
-    const tenso_view *get() const noexcept { return h_.get(); }
-    tenso_view *release() noexcept { return h_.release(); }
-    void reset(tenso_view *v = nullptr) noexcept { h_.reset(v); }
-    explicit operator bool() const noexcept { return static_cast<bool>(h_); }
+    using handle::handle;
     /** A borrowed reference to this view (valid while this view lives). */
-    view_ref ref() const noexcept { return view_ref(h_.get()); }
+    view_ref ref() const noexcept { return view_ref(get()); }
     operator view_ref() const noexcept { return ref(); }
-
-private:
-    detail::handle<tenso_view, &tenso_view_free> h_;
 };
 
 /* ---- the bundle and composite readers, now that view_ref is complete ---- */
 
 namespace detail {
-/* Bundle entries by index; the proxy is made on dereference (keys and children are borrowed
- * from the bundle view, nothing is copied). */
+/* An input iterator over positions 0..size() of a source that makes each element on demand
+ * (source[i]: bundle entries, strings, archive entries), so nothing is copied up front. The
+ * source must outlive its iterators, as a container must. */
+template <class Source, class Value, class Index>
+class index_iterator {
+public:
+    using iterator_category = std::input_iterator_tag;
+    using value_type = Value;
+    using difference_type = std::ptrdiff_t;
+    using pointer = void;
+    using reference = Value;
+    index_iterator(const Source *s, Index i) noexcept : s_(s), i_(i) {}
+    Value operator*() const { return (*s_)[i_]; }
+    index_iterator &operator++() noexcept {
+        ++i_;
+        return *this;
+    }
+    index_iterator operator++(int) noexcept {
+        index_iterator old = *this;
+        ++i_;
+        return old;
+    }
+    bool operator==(const index_iterator &o) const noexcept { return s_ == o.s_ && i_ == o.i_; }
+    bool operator!=(const index_iterator &o) const noexcept { return !(*this == o); }
+
+private:
+    const Source *s_;
+    Index i_;
+};
+
+/* Bundle entries by index; keys and children are borrowed from the bundle view. */
 class bundle_range {
 public:
-    class iterator {
-    public:
-        using iterator_category = std::input_iterator_tag;
-        using value_type = bundle_entry;
-        using difference_type = std::ptrdiff_t;
-        using pointer = void;
-        using reference = bundle_entry;
-        iterator(const tenso_view *v, std::uint32_t i) noexcept : v_(v), i_(i) {}
-        bundle_entry operator*() const { return view_ref(v_).entry(i_); }
-        iterator &operator++() noexcept {
-            ++i_;
-            return *this;
-        }
-        iterator operator++(int) noexcept {
-            iterator old = *this;
-            ++i_;
-            return old;
-        }
-        bool operator==(const iterator &o) const noexcept { return v_ == o.v_ && i_ == o.i_; }
-        bool operator!=(const iterator &o) const noexcept { return !(*this == o); }
-
-    private:
-        const tenso_view *v_;
-        std::uint32_t i_;
-    };
+    using iterator = index_iterator<bundle_range, bundle_entry, std::uint32_t>;
     explicit bundle_range(const tenso_view *v) noexcept : v_(v) {}
-    iterator begin() const noexcept { return iterator(v_, 0); }
-    iterator end() const noexcept { return iterator(v_, tenso_view_bundle_count(v_)); }
+    bundle_entry operator[](std::uint32_t i) const { return view_ref(v_).entry(i); }
+    iterator begin() const noexcept { return iterator(this, 0); }
+    iterator end() const noexcept { return iterator(this, size()); }
     std::uint32_t size() const noexcept { return tenso_view_bundle_count(v_); }
 
 private:
@@ -571,31 +582,7 @@ private:
 /* The strings of a string view: count + 1 offsets into one payload. */
 class string_list {
 public:
-    class iterator {
-    public:
-        using iterator_category = std::input_iterator_tag;
-        using value_type = std::string_view;
-        using difference_type = std::ptrdiff_t;
-        using pointer = void;
-        using reference = std::string_view;
-        iterator(const string_list *l, std::size_t i) noexcept : l_(l), i_(i) {}
-        std::string_view operator*() const noexcept { return (*l_)[i_]; }
-        iterator &operator++() noexcept {
-            ++i_;
-            return *this;
-        }
-        iterator operator++(int) noexcept {
-            iterator old = *this;
-            ++i_;
-            return old;
-        }
-        bool operator==(const iterator &o) const noexcept { return l_ == o.l_ && i_ == o.i_; }
-        bool operator!=(const iterator &o) const noexcept { return !(*this == o); }
-
-    private:
-        const string_list *l_;
-        std::size_t i_;
-    };
+    using iterator = index_iterator<string_list, std::string_view, std::size_t>;
     string_list(const std::uint64_t *offsets, const char *payload, std::size_t count) noexcept
         : offsets_(offsets), payload_(payload), count_(count) {}
     std::size_t size() const noexcept { return count_; }
@@ -709,12 +696,12 @@ private:
 
 /** A tenso_value, owned. Values borrow tensor and packet memory, which must outlive every
  *  encode call that uses them. Move-only. @since 1.3 */
-class value {
+class value : public detail::handle<tenso_value, &tenso_value_free> {
 public:
+    using handle::handle;
     value() noexcept = default;
-    explicit value(tenso_value *v) noexcept : h_(v) {}
     /** A dense tensor (the data borrowed, the shape copied). */
-    value(const tensor &t) : h_(make([&](tenso_value **o) {
+    value(const tensor &t) : handle(make([&](tenso_value **o) {
                                   const tenso_tensor c = t.c();
                                   return tenso_value_new_tensor(o, &c);
                               })) {}
@@ -766,23 +753,20 @@ public:
         return value(make([&](tenso_value **o) { return tenso_value_new_ipc_ref(o, &ref); }));
     }
 
-    tenso_value *get() const noexcept { return h_.get(); }
-    tenso_value *release() noexcept { return h_.release(); }
-    explicit operator bool() const noexcept { return static_cast<bool>(h_); }
 
     /** Appends key -> child to this bundle (the child's description is copied; the memory it
      *  borrows stays borrowed). Chainable. */
     value &insert(std::string_view key, const value &child) {
-        detail::check(tenso_bundle_insert(h_.get(), key.data(), key.size(), child.get()));
+        detail::check(tenso_bundle_insert(get(), key.data(), key.size(), child.get()));
         return *this;
     }
     value &insert(std::string_view key, const tensor &t) { return insert(key, value(t)); }
     /** Bundle entries; 0 for other values. */
-    std::uint32_t size() const noexcept { return tenso_bundle_count(h_.get()); }
+    std::uint32_t size() const noexcept { return tenso_bundle_count(get()); }
     /** The parts of a quantized value. */
     tenso_quantized quantized() const {
         tenso_quantized q;
-        detail::check(tenso_value_quantized(&q, h_.get()));
+        detail::check(tenso_value_quantized(&q, get()));
         return q;
     }
 
@@ -796,7 +780,6 @@ private:
     [[noreturn]] static void fail_offsets() {
         detail::fail(TENSO_E_INVALID_ARGUMENT, "offsets need count + 1 entries");
     }
-    detail::handle<tenso_value, &tenso_value_free> h_;
 };
 
 /* ============================================================================================
@@ -951,8 +934,9 @@ private:
  * the partial packet: reading again goes on with it). Move-only; one thread at a time.
  * @since 1.3
  */
-class decoder {
+class decoder : public detail::handle<tenso_decoder, &tenso_decoder_free> {
 public:
+    using handle::handle;
     /** Defaults: the protocol's limits, tenso's allocator, no read-ahead. */
     decoder() : decoder(tenso_decoder_options(TENSO_DECODER_OPTIONS_INIT)) {}
     /** With decode limits (and timeout), and TENSO_DECODER_* flags. */
@@ -962,11 +946,8 @@ public:
     explicit decoder(const tenso_decoder_options &opts) {
         tenso_decoder *d = nullptr;
         detail::check(tenso_decoder_new(&d, &opts));
-        h_.reset(d);
+        handle::reset(d);
     }
-    tenso_decoder *get() const noexcept { return h_.get(); }
-    tenso_decoder *release() noexcept { return h_.release(); }
-    explicit operator bool() const noexcept { return static_cast<bool>(h_); }
 
     /** Feeds `bytes` and calls on_packet(view&&) for every packet they complete; the tail of
      *  an incomplete packet is kept for the next call. Returns how many packets completed. */
@@ -994,7 +975,7 @@ public:
     std::optional<view> feed_some(bytes_view bytes, std::size_t &consumed) {
         tenso_view *v = nullptr;
         consumed = 0;
-        detail::check(tenso_decoder_feed(h_.get(), bytes.data(), bytes.size(), &consumed, &v));
+        detail::check(tenso_decoder_feed(get(), bytes.data(), bytes.size(), &consumed, &v));
         if (!v) return std::nullopt;
         return view(v);
     }
@@ -1002,20 +983,20 @@ public:
     span<std::uint8_t> buffer() {
         void *dst = nullptr;
         std::size_t len = 0;
-        detail::check(tenso_decoder_buffer(h_.get(), &dst, &len));
+        detail::check(tenso_decoder_buffer(get(), &dst, &len));
         return span<std::uint8_t>(static_cast<std::uint8_t *>(dst), len);
     }
     /** `n` bytes were written into buffer(); returns the packet when it is complete. */
     std::optional<view> commit(std::size_t n) {
         tenso_view *v = nullptr;
-        detail::check(tenso_decoder_commit(h_.get(), n, &v));
+        detail::check(tenso_decoder_commit(get(), n, &v));
         if (!v) return std::nullopt;
         return view(v);
     }
     /** One packet from an fd; std::nullopt at a clean end of stream. */
     std::optional<view> read_fd(int fd) {
         tenso_view *v = nullptr;
-        const tenso_status st = tenso_decoder_read_fd(&v, h_.get(), fd);
+        const tenso_status st = tenso_decoder_read_fd(&v, get(), fd);
         if (st == TENSO_E_END_OF_STREAM) return std::nullopt;
         detail::check(st);
         return view(v);
@@ -1026,13 +1007,13 @@ public:
     detail::fd_packets packets(int fd) noexcept { return detail::fd_packets(*this, fd); }
 
     /** Bytes still needed before the decoder can make progress. */
-    std::size_t needed() const noexcept { return tenso_decoder_needed(h_.get()); }
+    std::size_t needed() const noexcept { return tenso_decoder_needed(get()); }
     /** True between packets (nothing partial held). */
-    bool idle() const noexcept { return tenso_decoder_idle(h_.get()) != 0; }
+    bool idle() const noexcept { return tenso_decoder_idle(get()) != 0; }
     /** End of input: throws TENSO_E_TRUNCATED inside a packet. */
-    void finish() { detail::check(tenso_decoder_finish(h_.get())); }
+    void finish() { detail::check(tenso_decoder_finish(get())); }
     /** Drops any partial packet (needed after an error). */
-    void reset() noexcept { tenso_decoder_reset(h_.get()); }
+    void reset() noexcept { tenso_decoder_reset(get()); }
 
 private:
     static tenso_decoder_options with(const decode_options &limits, std::uint32_t flags) {
@@ -1041,7 +1022,6 @@ private:
         o.decode = &limits; /* copied by tenso_decoder_new */
         return o;
     }
-    detail::handle<tenso_decoder, &tenso_decoder_free> h_;
 };
 
 inline void detail::fd_packets::iterator::next() {
@@ -1054,10 +1034,10 @@ inline void detail::fd_packets::iterator::next() {
  * ========================================================================================== */
 
 /** A shared-memory segment holding one packet (tenso_shm), owned. Move-only. @since 1.3 */
-class shm {
+class shm : public detail::handle<tenso_shm, &tenso_shm_close> {
 public:
+    using handle::handle;
     shm() noexcept = default;
-    explicit shm(tenso_shm *s) noexcept : h_(s) {}
     /** A new zero-filled segment of `size` bytes (flags: TENSO_SHM_REPLACE). */
     static shm create(const std::string &name, std::uint64_t size, std::uint32_t flags = 0) {
         tenso_shm *s = nullptr;
@@ -1079,58 +1059,48 @@ public:
     }
     /** Removes a segment's name; returns false when there was none. */
     static bool unlink(const std::string &name) {
-        const tenso_status st = tenso_shm_unlink(name.c_str());
-        if (st == TENSO_E_NOT_FOUND) return false;
-        detail::check(st);
-        return true;
+        return detail::found(tenso_shm_unlink(name.c_str()));
     }
 
     /** Encodes `v` at the start of the segment; returns the packet length. */
     std::uint64_t put(const value &v, const encode_options &opts = {}) {
         std::uint64_t n = 0;
-        detail::check(tenso_shm_put(&n, h_.get(), v.get(), &opts));
+        detail::check(tenso_shm_put(&n, get(), v.get(), &opts));
         return n;
     }
     /** The packet in the segment, zero copy; the view keeps the mapping alive (get() is the
      *  C handle, as for every owner here). */
     view load(const decode_options &opts = {}) const {
         tenso_view *v = nullptr;
-        detail::check(tenso_shm_get(&v, h_.get(), &opts));
+        detail::check(tenso_shm_get(&v, get(), &opts));
         return view(v);
     }
-    void *data() const noexcept { return tenso_shm_data(h_.get()); }
-    std::uint64_t size() const noexcept { return tenso_shm_size(h_.get()); }
+    void *data() const noexcept { return tenso_shm_data(get()); }
+    std::uint64_t size() const noexcept { return tenso_shm_size(get()); }
     std::string_view name() const noexcept {
-        const char *n = tenso_shm_name(h_.get());
-        return n ? std::string_view(n) : std::string_view();
+        return detail::string_or_empty(tenso_shm_name(get()));
     }
-    tenso_shm *get() const noexcept { return h_.get(); }
-    tenso_shm *release() noexcept { return h_.release(); }
-    explicit operator bool() const noexcept { return static_cast<bool>(h_); }
 
-private:
-    detail::handle<tenso_shm, &tenso_shm_close> h_;
 };
 
 /** tenso_cache_options with its defaults. @since 1.3 */
 struct cache_options : tenso_cache_options {
     cache_options() noexcept : tenso_cache_options(TENSO_CACHE_OPTIONS_INIT) {}
-    cache_options &bytes(std::uint64_t n) noexcept {
-        size = n;
-        return *this;
-    }
+    /** create: pool bytes (0: 256 MiB). */
+    cache_options &bytes(std::uint64_t n) noexcept { return detail::assign(*this, size, n); }
+    /** create: replace a pool left under the name. */
     cache_options &replace(bool on = true) noexcept {
-        flags = on ? (flags | TENSO_SHM_REPLACE) : (flags & ~TENSO_SHM_REPLACE);
-        return *this;
+        return detail::flag(*this, TENSO_SHM_REPLACE, on);
     }
 };
 
 /** A handle on a multi-process tensor cache (tenso_cache), owned. Move-only; a handle may be
  *  used from several threads at once (as the C API's). @since 1.3 */
-class cache {
+class cache : public detail::handle<tenso_cache, &tenso_cache_close> {
 public:
+    using handle::handle;
+    using handle::get;
     cache() noexcept = default;
-    explicit cache(tenso_cache *c) noexcept : h_(c) {}
     static cache create(const std::string &name, const cache_options &opts = {}) {
         tenso_cache *c = nullptr;
         detail::check(tenso_cache_create(&c, name.c_str(), &opts));
@@ -1143,17 +1113,14 @@ public:
     }
     /** Removes a pool's name; returns false when there was none. */
     static bool unlink(const std::string &name) {
-        const tenso_status st = tenso_cache_unlink(name.c_str());
-        if (st == TENSO_E_NOT_FOUND) return false;
-        detail::check(st);
-        return true;
+        return detail::found(tenso_cache_unlink(name.c_str()));
     }
 
     /** Stores `v` under `key` (ttl_seconds 0: never expires); returns the packet length. */
     std::uint64_t put(std::string_view key, const value &v, double ttl_seconds = 0,
                       const encode_options &opts = {}) {
         std::uint64_t n = 0;
-        detail::check(tenso_cache_put(&n, h_.get(), key.data(), key.size(), v.get(), &opts,
+        detail::check(tenso_cache_put(&n, get(), key.data(), key.size(), v.get(), &opts,
                                       ttl_seconds));
         return n;
     }
@@ -1161,32 +1128,28 @@ public:
      *  TENSO_E_NOT_FOUND. */
     view get(std::string_view key, const decode_options &opts = {}) {
         tenso_view *v = nullptr;
-        detail::check(tenso_cache_get(&v, h_.get(), key.data(), key.size(), &opts));
+        detail::check(tenso_cache_get(&v, get(), key.data(), key.size(), &opts));
         return view(v);
     }
     /** As get(), std::nullopt on a miss. */
     std::optional<view> try_get(std::string_view key, const decode_options &opts = {}) {
         tenso_view *v = nullptr;
-        const tenso_status st = tenso_cache_get(&v, h_.get(), key.data(), key.size(), &opts);
-        if (st == TENSO_E_NOT_FOUND) return std::nullopt;
-        detail::check(st);
+        if (!detail::found(tenso_cache_get(&v, get(), key.data(), key.size(), &opts)))
+            return std::nullopt;
         return view(v);
     }
     /** Removes `key`; returns false when it was absent. */
     bool erase(std::string_view key) {
-        const tenso_status st = tenso_cache_delete(h_.get(), key.data(), key.size());
-        if (st == TENSO_E_NOT_FOUND) return false;
-        detail::check(st);
-        return true;
+        return detail::found(tenso_cache_delete(get(), key.data(), key.size()));
     }
     bool contains(std::string_view key) {
         int found = 0;
-        detail::check(tenso_cache_contains(&found, h_.get(), key.data(), key.size()));
+        detail::check(tenso_cache_contains(&found, get(), key.data(), key.size()));
         return found != 0;
     }
     tenso_cache_entry_info info(std::string_view key) {
         tenso_cache_entry_info out;
-        detail::check(tenso_cache_info(&out, h_.get(), key.data(), key.size()));
+        detail::check(tenso_cache_info(&out, get(), key.data(), key.size()));
         return out;
     }
     /** Every live key, most recently used first. */
@@ -1206,29 +1169,23 @@ public:
                 }
             }
         } c;
-        const tenso_status st = tenso_cache_keys(h_.get(), &collect::add, &c);
+        const tenso_status st = tenso_cache_keys(get(), &collect::add, &c);
         if (c.failure) std::rethrow_exception(c.failure);
         detail::check(st);
         return std::move(c.keys);
     }
-    void clear() { detail::check(tenso_cache_clear(h_.get())); }
+    void clear() { detail::check(tenso_cache_clear(get())); }
     tenso_cache_stats stats() {
         tenso_cache_stats s;
-        detail::check(tenso_cache_stats_get(&s, h_.get()));
+        detail::check(tenso_cache_stats_get(&s, get()));
         return s;
     }
     /** Checks every invariant of the pool; throws TENSO_E_CORRUPT. */
-    void check() { detail::check(tenso_cache_check(h_.get())); }
+    void check() { detail::check(tenso_cache_check(get())); }
     std::string_view name() const noexcept {
-        const char *n = tenso_cache_name(h_.get());
-        return n ? std::string_view(n) : std::string_view();
+        return detail::string_or_empty(tenso_cache_name(get()));
     }
-    tenso_cache *get() const noexcept { return h_.get(); }
-    tenso_cache *release() noexcept { return h_.release(); }
-    explicit operator bool() const noexcept { return static_cast<bool>(h_); }
 
-private:
-    detail::handle<tenso_cache, &tenso_cache_close> h_;
 };
 
 /* ============================================================================================
@@ -1237,16 +1194,22 @@ private:
 
 /** One tensor as an archive's index describes it. @since 1.3 */
 struct archive_entry : tenso_archive_entry {
-    std::string_view name() const noexcept { return std::string_view(tenso_archive_entry::name, name_len); }
-    span<const std::uint64_t> dims() const noexcept { return span<const std::uint64_t>(shape, ndim); }
+    /** The name (UTF-8, borrowed from the archive handle). */
+    std::string_view name() const noexcept {
+        return std::string_view(tenso_archive_entry::name, name_len);
+    }
+    span<const std::uint64_t> dims() const noexcept {
+        return span<const std::uint64_t>(shape, ndim);
+    }
 };
 
 /** An archive opened for reading (tenso_archive), owned. Views from it keep the mapping alive
  *  after it is closed. Move-only. @since 1.3 */
-class archive {
+class archive : public detail::handle<tenso_archive, &tenso_archive_close> {
 public:
+    using handle::handle;
+    using handle::get;
     archive() noexcept = default;
-    explicit archive(tenso_archive *a) noexcept : h_(a) {}
     /** Opens and checks the header and index (format from the first bytes by default). */
     static archive open(const std::string &path, const tenso_archive_options *opts = nullptr) {
         tenso_archive *a = nullptr;
@@ -1254,58 +1217,56 @@ public:
         return archive(a);
     }
 
-    tenso_format format() const noexcept { return tenso_archive_format(h_.get()); }
-    std::uint32_t alignment() const noexcept { return tenso_archive_alignment(h_.get()); }
+    tenso_format format() const noexcept { return tenso_archive_format(get()); }
+    std::uint32_t alignment() const noexcept { return tenso_archive_alignment(get()); }
     /** Number of tensors. */
-    std::uint64_t size() const noexcept { return tenso_archive_count(h_.get()); }
+    std::uint64_t size() const noexcept { return tenso_archive_count(get()); }
     archive_entry entry(std::uint64_t index) const {
         archive_entry e;
-        detail::check(tenso_archive_entry_at(&e, h_.get(), index));
+        detail::check(tenso_archive_entry_at(&e, get(), index));
         return e;
     }
     /** The index of `name`, or std::nullopt. */
     std::optional<std::uint64_t> find(std::string_view name) const {
         std::uint64_t i = 0;
-        const tenso_status st = tenso_archive_find(&i, h_.get(), name.data(), name.size());
-        if (st == TENSO_E_NOT_FOUND) return std::nullopt;
-        detail::check(st);
+        if (!detail::found(tenso_archive_find(&i, get(), name.data(), name.size())))
+            return std::nullopt;
         return i;
     }
     /** Tensor `index`, zero copy (its stored hash verified on first use). */
     view get(std::uint64_t index, const decode_options &opts = {}) {
         tenso_view *v = nullptr;
-        detail::check(tenso_archive_get(&v, h_.get(), index, &opts));
+        detail::check(tenso_archive_get(&v, get(), index, &opts));
         return view(v);
     }
     /** The tensor named `name`; throws TENSO_E_NOT_FOUND. */
     view get(std::string_view name, const decode_options &opts = {}) {
         std::uint64_t i = 0;
-        detail::check(tenso_archive_find(&i, h_.get(), name.data(), name.size()));
+        detail::check(tenso_archive_find(&i, get(), name.data(), name.size()));
         return get(i, opts);
     }
     /** Copies dst.size() body bytes of tensor `index` from `offset` with pread (raw tensors). */
     void read(std::uint64_t index, std::uint64_t offset, span<std::uint8_t> dst) {
-        detail::check(tenso_archive_read(dst.data(), h_.get(), index, offset, dst.size()));
+        detail::check(tenso_archive_read(dst.data(), get(), index, offset, dst.size()));
     }
     /** The metadata value for `key`, or std::nullopt. */
     std::optional<std::string_view> metadata(std::string_view key) const {
         const char *v = nullptr;
         std::size_t len = 0;
-        const tenso_status st =
-            tenso_archive_metadata_find(&v, &len, h_.get(), key.data(), key.size());
-        if (st == TENSO_E_NOT_FOUND) return std::nullopt;
-        detail::check(st);
+        if (!detail::found(
+                tenso_archive_metadata_find(&v, &len, get(), key.data(), key.size())))
+            return std::nullopt;
         return std::string_view(v, len);
     }
     /** Every metadata pair, in the order stored. */
     std::vector<std::pair<std::string_view, std::string_view>> metadata() const {
-        const std::uint64_t n = tenso_archive_metadata_count(h_.get());
+        const std::uint64_t n = tenso_archive_metadata_count(get());
         std::vector<std::pair<std::string_view, std::string_view>> out;
         out.reserve(static_cast<std::size_t>(n));
         for (std::uint64_t i = 0; i < n; ++i) {
             const char *k = nullptr, *v = nullptr;
             std::size_t kl = 0, vl = 0;
-            detail::check(tenso_archive_metadata_at(&k, &kl, &v, &vl, h_.get(), i));
+            detail::check(tenso_archive_metadata_at(&k, &kl, &v, &vl, get(), i));
             out.emplace_back(std::string_view(k, kl), std::string_view(v, vl));
         }
         return out;
@@ -1314,7 +1275,7 @@ public:
      *  index in the message. */
     void verify() {
         std::uint64_t bad = 0;
-        const tenso_status st = tenso_archive_verify(&bad, h_.get(), nullptr, nullptr);
+        const tenso_status st = tenso_archive_verify(&bad, get(), nullptr, nullptr);
         if (st != TENSO_OK) {
             const std::string msg = tenso_last_error();
             detail::fail(st, "tensor " + std::to_string(bad) + ": " + msg);
@@ -1322,43 +1283,20 @@ public:
     }
 
     /** The entries in file order: `for (const tenso::archive_entry &e : a)`. */
-    class iterator {
-    public:
-        using iterator_category = std::input_iterator_tag;
-        using value_type = archive_entry;
-        using difference_type = std::ptrdiff_t;
-        using pointer = void;
-        using reference = archive_entry;
-        iterator(const archive *a, std::uint64_t i) noexcept : a_(a), i_(i) {}
-        archive_entry operator*() const { return a_->entry(i_); }
-        iterator &operator++() noexcept {
-            ++i_;
-            return *this;
-        }
-        bool operator==(const iterator &o) const noexcept { return a_ == o.a_ && i_ == o.i_; }
-        bool operator!=(const iterator &o) const noexcept { return !(*this == o); }
-
-    private:
-        const archive *a_;
-        std::uint64_t i_;
-    };
+    using iterator = detail::index_iterator<archive, archive_entry, std::uint64_t>;
+    archive_entry operator[](std::uint64_t index) const { return entry(index); }
     iterator begin() const noexcept { return iterator(this, 0); }
     iterator end() const noexcept { return iterator(this, size()); }
 
-    tenso_archive *get() const noexcept { return h_.get(); }
-    tenso_archive *release() noexcept { return h_.release(); }
-    explicit operator bool() const noexcept { return static_cast<bool>(h_); }
 
-private:
-    detail::handle<tenso_archive, &tenso_archive_close> h_;
 };
 
 /** Writes an archive (tenso_archive_writer), owned: destroying it unfinished discards the
  *  temporary file and leaves the target untouched. Move-only. @since 1.3 */
-class archive_writer {
+class archive_writer : public detail::handle<tenso_archive_writer, &tenso_archive_writer_free> {
 public:
+    using handle::handle;
     archive_writer() noexcept = default;
-    explicit archive_writer(tenso_archive_writer *w) noexcept : h_(w) {}
     /** Starts writing `path` (format from the extension by default). */
     static archive_writer open(const std::string &path,
                                const tenso_archive_write_options *opts = nullptr) {
@@ -1368,24 +1306,19 @@ public:
     }
     /** Appends a tensor (written before this returns). Chainable. */
     archive_writer &add(std::string_view name, const value &v) {
-        detail::check(tenso_archive_writer_add(h_.get(), name.data(), name.size(), v.get()));
+        detail::check(tenso_archive_writer_add(get(), name.data(), name.size(), v.get()));
         return *this;
     }
     archive_writer &add(std::string_view name, const tensor &t) { return add(name, value(t)); }
     archive_writer &set_metadata(std::string_view key, std::string_view val) {
-        detail::check(tenso_archive_writer_set_metadata(h_.get(), key.data(), key.size(),
+        detail::check(tenso_archive_writer_set_metadata(get(), key.data(), key.size(),
                                                         val.data(), val.size()));
         return *this;
     }
     /** Writes the index and renames the file over the target. */
-    void finish() { detail::check(tenso_archive_writer_finish(h_.get())); }
+    void finish() { detail::check(tenso_archive_writer_finish(get())); }
 
-    tenso_archive_writer *get() const noexcept { return h_.get(); }
-    tenso_archive_writer *release() noexcept { return h_.release(); }
-    explicit operator bool() const noexcept { return static_cast<bool>(h_); }
 
-private:
-    detail::handle<tenso_archive_writer, &tenso_archive_writer_free> h_;
 };
 
 /** The library's version string; compare version_number() with TENSO_VERSION_NUMBER. */
