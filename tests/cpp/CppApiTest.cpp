@@ -373,7 +373,9 @@ public:
         const std::vector<std::uint64_t> rows = {0, 1, 3, 3};
         const tenso::buffer rp = tenso::dumps(tenso::value::ragged(tenso::tensor(flat), rows));
         const tenso::view rv = tenso::loads(rp.bytes());
-        const auto [rflat, roffs] = rv.ragged();
+        // Not a structured binding: C++17 lambdas (below) cannot capture those.
+        const std::pair<tenso::view_ref, tenso::view_ref> parts = rv.ragged();
+        const tenso::view_ref rflat = parts.first, roffs = parts.second;
         CPPUNIT_ASSERT(rflat.to_vector<float>() == flat);
         CPPUNIT_ASSERT(roffs.to_vector<std::uint64_t>() == rows);
 
