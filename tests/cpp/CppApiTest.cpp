@@ -83,6 +83,13 @@ template <class T>
 struct HasBytes<T, std::void_t<decltype(std::declval<T>().bytes())>> : std::true_type {};
 static_assert(HasBytes<const tenso::buffer &>::value && !HasBytes<tenso::buffer &&>::value &&
               !HasBytes<tenso::buffer>::value);
+// Nor does as_bytes of a temporary container.
+template <class T, class = void>
+struct HasAsBytes : std::false_type {};
+template <class T>
+struct HasAsBytes<T, std::void_t<decltype(tenso::as_bytes(std::declval<T>()))>> : std::true_type {};
+static_assert(HasAsBytes<const std::string &>::value && HasAsBytes<std::vector<float> &>::value &&
+              !HasAsBytes<std::string>::value && !HasAsBytes<std::vector<float> &&>::value);
 
 class CppApiTest : public CppUnit::TestFixture {
     CPPUNIT_TEST_SUITE(CppApiTest);

@@ -141,6 +141,10 @@ inline bytes_view as_bytes(const C &c) noexcept {
     return bytes_view(reinterpret_cast<const std::uint8_t *>(c.data()),
                       c.size() * sizeof(*c.data()));
 }
+/* Not of a temporary: the bytes would be gone at the end of the statement, under any view
+ * decoded from them. */
+template <class C>
+bytes_view as_bytes(const C &&) = delete;
 
 /* ============================================================================================
  * Dtypes: C++ element types and their codes
@@ -950,7 +954,8 @@ public:
     }
 
     /** Feeds `bytes` and calls on_packet(view&&) for every packet they complete; the tail of
-     *  an incomplete packet is kept for the next call. Returns how many packets completed. */
+     *  an incomplete packet is kept for the next call. Returns how many packets completed.
+     *  An exception from on_packet propagates, and the bytes after that packet are not fed. */
     template <class F>
     std::size_t feed(bytes_view bytes, F &&on_packet) {
         std::size_t packets = 0;
