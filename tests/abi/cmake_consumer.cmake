@@ -1,8 +1,8 @@
 # cmake -P, abi.cmake_consumer: configure, build and run tests/abi/cmake-consumer against the
 # scratch install, finding it only through CMAKE_PREFIX_PATH.
-#   PREFIX, GENERATOR, C_COMPILER, SOURCE_DIR, BUILD_DIR, EXPECTED_VERSION
+#   PREFIX, GENERATOR, C_COMPILER, CXX_COMPILER, SOURCE_DIR, BUILD_DIR, EXPECTED_VERSION
 cmake_minimum_required(VERSION 3.16)
-foreach(_v PREFIX GENERATOR C_COMPILER SOURCE_DIR BUILD_DIR EXPECTED_VERSION)
+foreach(_v PREFIX GENERATOR C_COMPILER CXX_COMPILER SOURCE_DIR BUILD_DIR EXPECTED_VERSION)
   if(NOT DEFINED ${_v})
     message(FATAL_ERROR "cmake_consumer.cmake: -D${_v}= is required")
   endif()
@@ -18,10 +18,12 @@ endfunction()
 
 file(REMOVE_RECURSE ${BUILD_DIR})
 run(${CMAKE_COMMAND} -S ${SOURCE_DIR} -B ${BUILD_DIR} -G ${GENERATOR}
-  -DCMAKE_C_COMPILER=${C_COMPILER} -DCMAKE_PREFIX_PATH=${PREFIX}
+  -DCMAKE_C_COMPILER=${C_COMPILER} -DCMAKE_CXX_COMPILER=${CXX_COMPILER}
+  -DCMAKE_PREFIX_PATH=${PREFIX}
   -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF -DCMAKE_FIND_USE_SYSTEM_PACKAGE_REGISTRY=OFF
   -DTENSO_EXPECTED_VERSION=${EXPECTED_VERSION} -DTENSO_EXPECTED_PREFIX=${PREFIX})
 run(${CMAKE_COMMAND} --build ${BUILD_DIR})
 # The build tree's rpath points at the imported library in PREFIX; no LD_LIBRARY_PATH.
 unset(ENV{LD_LIBRARY_PATH})
 run(${BUILD_DIR}/tenso_cmake_consumer)
+run(${BUILD_DIR}/tenso_cmake_consumer_cxx)

@@ -22,7 +22,8 @@ set(_failed)
 list(LENGTH HEADERS _count)
 foreach(_hdr IN LISTS HEADERS)
   get_filename_component(_name ${_hdr} NAME)
-  get_filename_component(_stem ${_hdr} NAME_WE)
+  # tenso.h and tenso.hpp each get their own source (tenso_h, tenso_hpp).
+  string(MAKE_C_IDENTIFIER ${_name} _stem)
   set(_src ${WORK_DIR}/${_stem}.${_ext})
   file(WRITE ${_src}
     "#include <tenso/${_name}>\n#include <tenso/${_name}>\ntypedef int tenso_headertest_nonempty;\n")

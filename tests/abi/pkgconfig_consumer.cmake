@@ -1,13 +1,22 @@
-# cmake -P, abi.install_consumer: build tests/abi/consumer.c the way a C user of the installed
-# library would - only with the flags `pkg-config --cflags --libs tenso` gives for PREFIX - as
-# strict C11, check with ldd that the scratch libtenso is the one loaded, and run it.
-#   PREFIX, PKG_CONFIG, CC, SOURCE, WORK_DIR, SOVERSION
+# cmake -P, abi.install_consumer(_cxx): build tests/abi/consumer.c (or consumer.cpp) the way a
+# user of the installed library would - only with the flags `pkg-config --cflags --libs tenso`
+# gives for PREFIX - as strict C11 (or C++17), check with ldd that the scratch libtenso is the
+# one loaded, and run it.
+#   PREFIX, PKG_CONFIG, CC, SOURCE, WORK_DIR, SOVERSION; optional STD (-std=c11) and FLAGS
+#   (-Wall -Wextra -pedantic -Werror), for the C++ consumer
 cmake_minimum_required(VERSION 3.16)
 foreach(_v PREFIX PKG_CONFIG CC SOURCE WORK_DIR SOVERSION)
   if(NOT DEFINED ${_v})
     message(FATAL_ERROR "pkgconfig_consumer.cmake: -D${_v}= is required")
   endif()
 endforeach()
+
+if(NOT DEFINED STD)
+  set(STD -std=c11)
+endif()
+if(NOT DEFINED FLAGS)
+  set(FLAGS -Wall -Wextra -pedantic -Werror)
+endif()
 
 file(REMOVE_RECURSE ${WORK_DIR})
 file(MAKE_DIRECTORY ${WORK_DIR})
@@ -39,7 +48,7 @@ message(STATUS "pkg-config --modversion tenso: ${_ver}")
 separate_arguments(_flags UNIX_COMMAND "${_flags}")
 set(_exe ${WORK_DIR}/consumer)
 execute_process(
-  COMMAND ${CC} -std=c11 -Wall -Wextra -pedantic -Werror ${SOURCE} -o ${_exe} ${_flags}
+  COMMAND ${CC} ${STD} ${FLAGS} ${SOURCE} -o ${_exe} ${_flags}
   RESULT_VARIABLE _rc OUTPUT_VARIABLE _out ERROR_VARIABLE _out)
 if(NOT _rc EQUAL 0)
   message(FATAL_ERROR "compiling the consumer with the pkg-config flags failed (${_rc}):\n${_out}")
