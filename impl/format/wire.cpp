@@ -454,6 +454,7 @@ Limits Limits::from(const tenso_decode_options *opts) {
                           : version == 2 ? offsetof(tenso_decode_options, timeout_ms)
                                          : sizeof o);
     l.timeout_ms = o.timeout_ms;
+    l.threads = o.threads;
     l.max_decoded_bytes = o.max_decoded_bytes;
     l.max_entries = o.max_entries;
     if (o.max_ndim && o.max_ndim < l.max_ndim) l.max_ndim = o.max_ndim;

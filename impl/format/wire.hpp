@@ -85,6 +85,7 @@ struct Limits {
     bool verify_checksums = true;
     bool validate_utf8 = false;
     uint64_t timeout_ms = 0;         // fd reads and writes; 0 = none (decode options v3)
+    unsigned threads = 0;            // LZ4 blocks decompressed on this many threads; 0 = every core
     static Limits from(const tenso_decode_options *opts);
 };
 
