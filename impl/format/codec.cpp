@@ -39,12 +39,10 @@ constexpr size_t kHashChunk = 16 * 1024;  // copy-then-hash granularity: stays i
 EncodeOptions EncodeOptions::from(const tenso_encode_options *opts) {
     EncodeOptions e;
     if (!opts) return e;
-    // The caller's struct is read once, as far as its version reaches (version 1 ends before threads).
-    const uint32_t version = opts->version;
-    if (version < 1 || version > TENSO_ENCODE_OPTIONS_VERSION)
-        fail(TENSO_E_INVALID_ARGUMENT, "unknown tenso_encode_options version " + num(version));
-    tenso_encode_options copy = TENSO_ENCODE_OPTIONS_INIT;
-    std::memcpy(&copy, opts, version == 1 ? offsetof(tenso_encode_options, threads) : sizeof copy);
+    static const size_t ends[] = {offsetof(tenso_encode_options, threads), sizeof(tenso_encode_options)};
+    static_assert(sizeof ends / sizeof *ends == TENSO_ENCODE_OPTIONS_VERSION, "one end per version");
+    const tenso_encode_options copy = read_options(opts, tenso_encode_options TENSO_ENCODE_OPTIONS_INIT,
+                                                   "tenso_encode_options", ends);
     const tenso_encode_options *o = &copy;
     if (o->flags & ~uint32_t(TENSO_ENCODE_INTEGRITY | TENSO_ENCODE_COMPRESS))
         fail(TENSO_E_INVALID_ARGUMENT, "unknown encode flags");

@@ -445,14 +445,11 @@ int kind_of(uint32_t flags, int dtype) {
 Limits Limits::from(const tenso_decode_options *opts) {
     Limits l;
     if (!opts) return l;
-    // The caller's struct is read once, as far as its version reaches; the copy is checked and used.
-    const uint32_t version = opts->version;
-    if (version < 1 || version > TENSO_DECODE_OPTIONS_VERSION)
-        fail(TENSO_E_INVALID_ARGUMENT, "unknown tenso_decode_options version " + num(version));
-    tenso_decode_options o = TENSO_DECODE_OPTIONS_INIT;  // version 1 ends before max_decoded_bytes
-    std::memcpy(&o, opts, version == 1   ? offsetof(tenso_decode_options, max_decoded_bytes)
-                          : version == 2 ? offsetof(tenso_decode_options, timeout_ms)
-                                         : sizeof o);
+    static const size_t ends[] = {offsetof(tenso_decode_options, max_decoded_bytes),
+                                  offsetof(tenso_decode_options, timeout_ms), sizeof(tenso_decode_options)};
+    static_assert(sizeof ends / sizeof *ends == TENSO_DECODE_OPTIONS_VERSION, "one end per version");
+    const tenso_decode_options o = read_options(opts, tenso_decode_options TENSO_DECODE_OPTIONS_INIT,
+                                                "tenso_decode_options", ends);
     l.timeout_ms = o.timeout_ms;
     l.threads = o.threads;
     l.max_decoded_bytes = o.max_decoded_bytes;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "tenso/tenso.h"
+#include "error.hpp"
 
 namespace tenso {
 
@@ -75,6 +76,17 @@ uint64_t expected_num_scales(int scheme, uint32_t axis, uint32_t group_size, con
 void write_header(uint8_t *p, uint16_t flags, uint8_t dtype, uint8_t ndim, uint8_t reserved = 0);
 
 // ---- decode limits ----
+// A caller's versioned options struct, read once: its version checked (1 to N) and as many
+// bytes copied over `defaults` as that version has (ends[version - 1]).
+template <class T, size_t N>
+T read_options(const T *user, T defaults, const char *what, const size_t (&ends)[N]) {
+    const uint32_t version = user->version;
+    if (version < 1 || version > N)
+        fail(TENSO_E_INVALID_ARGUMENT, std::string("unknown ") + what + " version " + std::to_string(version));
+    std::memcpy(&defaults, user, ends[version - 1]);
+    return defaults;
+}
+
 struct Limits {
     uint32_t max_ndim = TENSO_MAX_NDIM;
     uint32_t max_depth = TENSO_MAX_DEPTH;

@@ -676,20 +676,28 @@ public:
     // 9 MiB + 4 bytes: two full 4 MiB blocks and a short one; the middle block is random
     // (stored raw), the others compress. Every thread count writes the same bytes, and every
     // thread count decodes them.
-    static Bytes mixed_body() {
-        Bytes d((size_t(9) << 20) + 4);
-        std::mt19937_64 rng(11);
-        for (size_t i = 0; i < d.size(); ++i) {
-            const size_t blk = i >> 22;
-            d[i] = blk == 1 ? uint8_t(rng()) : uint8_t((i * 7) % 251 ^ (i >> 12));
+    struct Mixed {
+        Bytes d;
+        uint64_t shape[1];
+        tenso_tensor t;
+        Mixed() : d((size_t(9) << 20) + 4), shape{d.size()} {
+            std::mt19937_64 rng(11);
+            for (size_t i = 0; i < d.size(); ++i)
+                d[i] = (i >> 22) == 1 ? uint8_t(rng()) : uint8_t((i * 7) % 251 ^ (i >> 12));
+            t = tenso_tensor{d.data(), d.size(), shape, 1, TENSO_DTYPE_UINT8};
         }
-        return d;
-    }
+        Mixed(const Mixed &) = delete;  // t points into this object
+        // The packet compressed with default options.
+        Bytes packet() const {
+            tenso_encode_options o = opts(TENSO_ENCODE_COMPRESS, 0);
+            return encode(t, &o);
+        }
+    };
 
     void testLz4SameBytesOnEveryThreadCount() {
-        Bytes d = mixed_body();
-        uint64_t shape[1] = {d.size()};
-        tenso_tensor t = {d.data(), d.size(), shape, 1, TENSO_DTYPE_UINT8};
+        const Mixed m;
+        const Bytes &d = m.d;
+        const tenso_tensor &t = m.t;
         tenso_encode_options o = opts(TENSO_ENCODE_COMPRESS, 0);
         for (int level : {0, 3}) {
             o.compression_level = level;
@@ -718,11 +726,7 @@ public:
 
     // Block sizes as written: 4 MiB blocks, the random one stored raw (high bit), end mark last.
     void testLz4FrameLayoutOfLargeBodies() {
-        Bytes d = mixed_body();
-        uint64_t shape[1] = {d.size()};
-        tenso_tensor t = {d.data(), d.size(), shape, 1, TENSO_DTYPE_UINT8};
-        tenso_encode_options o = opts(TENSO_ENCODE_COMPRESS, 0);
-        const Bytes p = encode(t, &o);
+        const Bytes p = Mixed().packet();
         const uint8_t head[7] = {0x04, 0x22, 0x4d, 0x18, 0x60, 0x70, 0x73};
         CPPUNIT_ASSERT(std::memcmp(p.data() + 64, head, 7) == 0);
         size_t pos = 64 + 7;
@@ -751,11 +755,8 @@ public:
     }
 
     void testLz4HostileFrames() {
-        Bytes d = mixed_body();
-        uint64_t shape[1] = {d.size()};
-        tenso_tensor t = {d.data(), d.size(), shape, 1, TENSO_DTYPE_UINT8};
+        const Bytes p = Mixed().packet();
         tenso_encode_options o = opts(TENSO_ENCODE_COMPRESS, 0);
-        const Bytes p = encode(t, &o);
         const size_t b0 = 64 + 7, len0 = uint32_t(rd64(p.data() + b0) & 0x7fffffffu);
         for (uint32_t threads : {1u, 2u}) {
             Bytes q = p;
