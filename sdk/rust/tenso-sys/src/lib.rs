@@ -176,12 +176,20 @@ pub struct tenso_encode_options {
     pub flags: u32,
     pub alignment: u32,
     pub compression_level: i32,
+    /// Since version 2 (1.3): threads that compress the 4 MiB LZ4 blocks of a large body;
+    /// 0 = every core, 1 = the calling thread. The bytes do not depend on it.
+    pub threads: u32,
 }
 
-pub const TENSO_ENCODE_OPTIONS_VERSION: u32 = 1;
+pub const TENSO_ENCODE_OPTIONS_VERSION: u32 = 2;
 /// `TENSO_ENCODE_OPTIONS_INIT`.
-pub const TENSO_ENCODE_OPTIONS_INIT: tenso_encode_options =
-    tenso_encode_options { version: TENSO_ENCODE_OPTIONS_VERSION, flags: 0, alignment: 0, compression_level: 0 };
+pub const TENSO_ENCODE_OPTIONS_INIT: tenso_encode_options = tenso_encode_options {
+    version: TENSO_ENCODE_OPTIONS_VERSION,
+    flags: 0,
+    alignment: 0,
+    compression_level: 0,
+    threads: 0,
+};
 
 pub const TENSO_DECODE_SKIP_CHECKSUM: u32 = 0x1;
 pub const TENSO_DECODE_VALIDATE_UTF8: u32 = 0x2;
