@@ -49,8 +49,8 @@ void parallel_for(size_t count, unsigned threads, F &&f) {
     pool.reserve(workers ? workers - 1 : 0);
     try {
         for (size_t w = 1; w < workers; ++w) pool.emplace_back(run);
-    } catch (const std::system_error &) {
-        // No more threads to be had: the ones started and this one do the work.
+    } catch (...) {
+        // No more threads to be had (or no memory for one): those started and this one do the work.
     }
     run();
     for (auto &t : pool) t.join();
