@@ -683,15 +683,22 @@ void bench_decode(const Config &c, uint64_t size) {
         .run();
 }
 
-// LZ4: compressible small integers (the intended use) and random floats (the worst case).
+// LZ4: compressible small integers (the intended use) and random floats (the worst case), on
+// one thread (the reference) and on every core (threads = 0; the same bytes).
 void bench_lz4(const Config &c, uint64_t size) {
-    tenso_encode_options z = encode_opts(TENSO_ENCODE_COMPRESS);
+    tenso_encode_options one = encode_opts(TENSO_ENCODE_COMPRESS), all = one;
+    one.threads = 1;
+    tenso_decode_options one_d = TENSO_DECODE_OPTIONS_INIT;
+    one_d.threads = 1;
     for (int compressible = 1; compressible >= 0; --compressible) {
         Tensor t(size, compressible != 0, size + 2);
-        size_t bound = 0, len = 0;
-        check(tenso_dumps_bound(&bound, &t.t, &z), "tenso_dumps_bound");
-        Mem dst(bound);
-        check(tenso_dumps_into(dst.data(), dst.size(), &len, &t.t, &z), "tenso_dumps_into (lz4)");
+        size_t bound = 0, len = 0, len_all = 0;
+        check(tenso_dumps_bound(&bound, &t.t, &one), "tenso_dumps_bound");
+        Mem dst(bound), dst_all(bound);
+        check(tenso_dumps_into(dst.data(), dst.size(), &len, &t.t, &one), "tenso_dumps_into (lz4)");
+        check(tenso_dumps_into(dst_all.data(), dst_all.size(), &len_all, &t.t, &all), "tenso_dumps_into (lz4)");
+        expect(len == len_all && std::memcmp(dst.data(), dst_all.data(), len) == 0,
+               "the same LZ4 frame on one thread and on every core");
         tenso_packet_info info;
         check(tenso_inspect(&info, dst.data(), len), "tenso_inspect");
         expect(info.packet_size == len && (info.flags & TENSO_FLAG_COMPRESSION), "compressed packet framing");
@@ -705,11 +712,22 @@ void bench_lz4(const Config &c, uint64_t size) {
         std::snprintf(note, sizeof note, "ratio %.2f:1", double(size) / double(info.body_size));
         std::string kind = compressible ? "small ints" : "random";
         Group(c, "lz4 (TENSO_ENCODE_COMPRESS)", size)
-            .op("dumps_into +compress, " + kind, size, [&] {
+            .ref("lz4-1t", "dumps_into +compress threads=1, " + kind, size, [&] {
                 size_t w = 0;
-                check(tenso_dumps_into(dst.data(), dst.size(), &w, &t.t, &z), "tenso_dumps_into");
+                check(tenso_dumps_into(dst.data(), dst.size(), &w, &t.t, &one), "tenso_dumps_into");
+            })
+            .op("dumps_into +compress threads=0 (all cores), " + kind, size, [&] {
+                size_t w = 0;
+                check(tenso_dumps_into(dst_all.data(), dst_all.size(), &w, &t.t, &all), "tenso_dumps_into");
             }, note)
-            .op("loads (decompress) + view_free, " + kind, size, [&] {
+            .run();
+        Group(c, "lz4 (TENSO_ENCODE_COMPRESS)", size)
+            .ref("unlz4-1t", "loads (decompress) + view_free threads=1, " + kind, size, [&] {
+                tenso_view *x = nullptr;
+                check(tenso_loads(&x, dst.data(), len, &one_d), "tenso_loads");
+                tenso_view_free(x);
+            })
+            .op("loads (decompress) + view_free threads=0 (all cores), " + kind, size, [&] {
                 tenso_view *x = nullptr;
                 check(tenso_loads(&x, dst.data(), len, nullptr), "tenso_loads");
                 tenso_view_free(x);

@@ -1,6 +1,9 @@
 // archive.cpp - the extern "C" firewall for tenso/archive.h: multi-tensor files (tenso
 // archives, single packets, safetensors, bintensors) over impl/file/reader.hpp.
 #include "convert.hpp"
+
+#include <cstddef>
+#include <cstring>
 #include "firewall.hpp"
 
 #include "file/reader.hpp"
@@ -130,9 +133,16 @@ tenso_status tenso_archive_verify(uint64_t *bad_index_out, tenso_archive *a, ten
 tenso_status tenso_archive_write_options_init(tenso_archive_write_options *opts, uint32_t version) {
     clear_error();
     CHECK_ARG(opts);
-    if (version != TENSO_ARCHIVE_WRITE_OPTIONS_VERSION)
+    if (version < 1 || version > TENSO_ARCHIVE_WRITE_OPTIONS_VERSION)
         return set_error(TENSO_E_INVALID_ARGUMENT, "unknown tenso_archive_write_options version");
-    *opts = tenso_archive_write_options TENSO_ARCHIVE_WRITE_OPTIONS_INIT;
+    tenso_archive_write_options d = TENSO_ARCHIVE_WRITE_OPTIONS_INIT;
+    d.version = version;
+    if (version == 1) {  // the 1.1 layout: a version 1 encode struct, without `threads`
+        d.encode.version = 1;
+        std::memcpy(opts, &d, offsetof(tenso_archive_write_options, encode.threads));
+    } else {
+        *opts = d;
+    }
     return TENSO_OK;
 }
 

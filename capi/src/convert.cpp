@@ -12,23 +12,33 @@ namespace tenso::capi {
 
 namespace {
 std::string num(uint64_t v) { return std::to_string(v); }
+
+// A caller's versioned options struct, read once: its version checked (1 to N) and as many
+// bytes copied over `defaults` as that version has (ends[version - 1]).
+template <class T, size_t N>
+T read_options(const T *user, T defaults, const char *what, const size_t (&ends)[N]) {
+    const uint32_t version = user->version;
+    if (version < 1 || version > N)
+        fail(TENSO_E_INVALID_ARGUMENT, std::string("unknown ") + what + " version " + std::to_string(version));
+    std::memcpy(&defaults, user, ends[version - 1]);
+    return defaults;
+}
 }  // namespace
 
 Limits limits(const tenso_decode_options *opts) {
     Limits l;
     if (!opts) return l;
     // The caller's struct is read once, as far as its version reaches; the copy is checked and used.
-    const uint32_t version = opts->version;
-    if (version < 1 || version > TENSO_DECODE_OPTIONS_VERSION)
-        fail(TENSO_E_INVALID_ARGUMENT, "unknown tenso_decode_options version " + num(version));
-    tenso_decode_options o = TENSO_DECODE_OPTIONS_INIT;  // version 1 ends before max_decoded_bytes
-    std::memcpy(&o, opts, version == 1   ? offsetof(tenso_decode_options, max_decoded_bytes)
-                          : version == 2 ? offsetof(tenso_decode_options, timeout_ms)
-                                         : sizeof o);
+    static const size_t ends[] = {offsetof(tenso_decode_options, max_decoded_bytes),
+                                  offsetof(tenso_decode_options, timeout_ms), sizeof(tenso_decode_options)};
+    static_assert(sizeof ends / sizeof *ends == TENSO_DECODE_OPTIONS_VERSION, "one end per version");
+    const tenso_decode_options o =
+        read_options(opts, tenso_decode_options TENSO_DECODE_OPTIONS_INIT, "tenso_decode_options", ends);
     if (o.flags & ~uint32_t(TENSO_DECODE_SKIP_CHECKSUM | TENSO_DECODE_VALIDATE_UTF8))
         fail(TENSO_E_INVALID_ARGUMENT, "unknown decode flags");
     // 0 means "the default"; a caller may tighten the protocol's limits, never loosen them.
     l.timeout_ms = o.timeout_ms;
+    l.threads = o.threads;
     l.max_decoded_bytes = o.max_decoded_bytes;
     l.max_entries = o.max_entries;
     if (o.max_ndim && o.max_ndim < l.max_ndim) l.max_ndim = o.max_ndim;
@@ -61,15 +71,17 @@ DecoderConfig decoder_config(const tenso_decoder_options *opts) {
 EncodeOptions encode_options(const tenso_encode_options *opts) {
     EncodeOptions e;
     if (!opts) return e;
-    const tenso_encode_options o = *opts;  // read the caller's struct once
-    if (o.version != TENSO_ENCODE_OPTIONS_VERSION)
-        fail(TENSO_E_INVALID_ARGUMENT, "unknown tenso_encode_options version " + num(o.version));
+    static const size_t ends[] = {offsetof(tenso_encode_options, threads), sizeof(tenso_encode_options)};
+    static_assert(sizeof ends / sizeof *ends == TENSO_ENCODE_OPTIONS_VERSION, "one end per version");
+    const tenso_encode_options o =  // read the caller's struct once, as far as its version reaches
+        read_options(opts, tenso_encode_options TENSO_ENCODE_OPTIONS_INIT, "tenso_encode_options", ends);
     if (o.flags & ~uint32_t(TENSO_ENCODE_INTEGRITY | TENSO_ENCODE_COMPRESS))
         fail(TENSO_E_INVALID_ARGUMENT, "unknown encode flags");
     e.integrity = o.flags & TENSO_ENCODE_INTEGRITY;
     e.compress = o.flags & TENSO_ENCODE_COMPRESS;
     if (o.alignment) e.alignment = checked_alignment(o.alignment);
     e.level = o.compression_level;
+    e.threads = o.threads;
     return e;
 }
 
@@ -119,9 +131,17 @@ ArchiveOptions archive_options(const tenso_archive_options *opts) {
 ArchiveWriteOptions archive_write_options(const tenso_archive_write_options *opts) {
     tenso_archive_write_options o = TENSO_ARCHIVE_WRITE_OPTIONS_INIT;
     if (opts) {
-        o = *opts;
-        if (o.version != TENSO_ARCHIVE_WRITE_OPTIONS_VERSION)
-            fail(TENSO_E_INVALID_ARGUMENT, "unknown tenso_archive_write_options version " + num(o.version));
+        // Version 1 (1.1, 1.2) embeds a version 1 tenso_encode_options: the struct ends 4 bytes
+        // before today's, so it is read only that far.
+        static const size_t ends[] = {offsetof(tenso_archive_write_options, encode.threads),
+                                      sizeof(tenso_archive_write_options)};
+        static_assert(sizeof ends / sizeof *ends == TENSO_ARCHIVE_WRITE_OPTIONS_VERSION, "one end per version");
+        o = read_options(opts, o, "tenso_archive_write_options", ends);
+        if (opts->version == 1) {
+            if (o.encode.version > 1)
+                fail(TENSO_E_INVALID_ARGUMENT, "tenso_archive_write_options version 1 holds encode options version 0 or 1");
+            o.encode.threads = 0;
+        }
     }
     if (o.flags & ~uint32_t(TENSO_ARCHIVE_NO_HASH)) fail(TENSO_E_INVALID_ARGUMENT, "unknown write flags");
     ArchiveWriteOptions w;

@@ -130,9 +130,12 @@ void tenso_buffer_dispose(tenso_buffer *buf) {
 tenso_status tenso_encode_options_init(tenso_encode_options *opts, uint32_t version) {
     clear_error();
     CHECK_ARG(opts);
-    if (version != TENSO_ENCODE_OPTIONS_VERSION)
+    if (version < 1 || version > TENSO_ENCODE_OPTIONS_VERSION)
         return set_error(TENSO_E_INVALID_ARGUMENT, "unknown tenso_encode_options version");
-    *opts = tenso_encode_options TENSO_ENCODE_OPTIONS_INIT;
+    // An older caller's struct ends before the fields its version lacks: write only what it has.
+    tenso_encode_options e = TENSO_ENCODE_OPTIONS_INIT;
+    e.version = version;
+    std::memcpy(opts, &e, version == 1 ? offsetof(tenso_encode_options, threads) : sizeof e);
     return TENSO_OK;
 }
 

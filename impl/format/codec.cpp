@@ -16,7 +16,6 @@
 #include <cstring>
 #include <new>
 
-#include <lz4frame.h>
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
@@ -24,6 +23,7 @@
 #include "error.hpp"
 #include "format/composites.hpp"
 #include "format/hash.hpp"
+#include "format/lz4.hpp"
 #include "format/sparse.hpp"
 
 namespace tenso {
@@ -79,54 +79,6 @@ uint32_t Value::depth() const {
 // ------------------------------------------------------------------------------------------
 // LZ4, XXH3, memory
 // ------------------------------------------------------------------------------------------
-
-namespace {
-LZ4F_preferences_t lz4_prefs(size_t n, int level) {
-    LZ4F_preferences_t p;
-    std::memset(&p, 0, sizeof p);
-    p.frameInfo.blockSizeID = LZ4F_max64KB;             // as upstream's lz4_flex writes
-    p.frameInfo.blockMode = LZ4F_blockIndependent;
-    p.frameInfo.contentSize = n;                        // lets readers check the size up front
-    p.compressionLevel = level;
-    return p;
-}
-}  // namespace
-
-size_t lz4_bound(size_t n, int level) {
-    LZ4F_preferences_t p = lz4_prefs(n, level);
-    return LZ4F_compressFrameBound(n, &p);
-}
-
-size_t lz4_compress(uint8_t *dst, size_t cap, const uint8_t *src, size_t n, int level) {
-    LZ4F_preferences_t p = lz4_prefs(n, level);
-    size_t r = LZ4F_compressFrame(dst, cap, src, n, &p);
-    if (LZ4F_isError(r)) fail(TENSO_E_COMPRESSION, std::string("LZ4 compression failed: ") + LZ4F_getErrorName(r));
-    return r;
-}
-
-void lz4_decompress(uint8_t *dst, size_t n, const uint8_t *src, size_t len) {
-    LZ4F_dctx *ctx = nullptr;
-    if (LZ4F_isError(LZ4F_createDecompressionContext(&ctx, LZ4F_VERSION))) throw std::bad_alloc();
-    std::unique_ptr<LZ4F_dctx, decltype(&LZ4F_freeDecompressionContext)> guard(ctx, LZ4F_freeDecompressionContext);
-    size_t in = 0, out = 0;
-    for (;;) {
-        size_t src_sz = len - in, dst_sz = n - out;
-        size_t r = LZ4F_decompress(ctx, dst + out, &dst_sz, src + in, &src_sz, nullptr);
-        if (LZ4F_isError(r)) fail(TENSO_E_COMPRESSION, std::string("LZ4 frame is corrupt: ") + LZ4F_getErrorName(r));
-        in += src_sz;
-        out += dst_sz;
-        if (r == 0) break;  // frame complete
-        if (src_sz == 0 && dst_sz == 0) {
-            fail(TENSO_E_COMPRESSION, out == n ? "LZ4 frame holds more than shape x itemsize bytes"
-                                               : "LZ4 frame ends early");
-        }
-    }
-    if (out != n)
-        fail(TENSO_E_COMPRESSION, "LZ4 frame decompressed to " + num(out) + " bytes, not shape x itemsize (" +
-                                      num(n) + ")");
-    if (in != len) fail(TENSO_E_COMPRESSION, "bytes after the end of the LZ4 frame");
-}
-
 
 // Large buffers are 2 MiB aligned and asked for transparent huge pages: faulting in 64 MiB of
 // 4 KiB pages costs more than writing the packet.
@@ -203,12 +155,11 @@ void Plan::add_tensor(const Tensor &t, const EncodeOptions &o) {
     if (!o.compress) {
         ext(t.data, t.nbytes);
     } else if (measure_) {
-        size_ += lz4_bound(t.nbytes, o.level);  // sized, never written
+        size_ += lz4_frame_bound(t.nbytes);  // sized, never written
     } else {
-        std::vector<uint8_t> z(lz4_bound(t.nbytes, o.level));
-        z.resize(lz4_compress(z.data(), z.size(), t.data, t.nbytes, o.level));
-        owned_.push_back(std::move(z));
-        ext(owned_.back().data(), owned_.back().size());
+        // Not zero-filled: the frame is written straight into it.
+        owned_.emplace_back(new uint8_t[lz4_frame_bound(t.nbytes)]);
+        ext(owned_.back().get(), lz4_frame_compress(owned_.back().get(), t.data, t.nbytes, o.level, o.threads));
     }
     if (o.integrity) close_hash();
 }
@@ -579,7 +530,7 @@ void bind(View &v, const Node &n, const uint8_t *buf, const Limits &lim, const s
     v.nbytes = n.nbytes;
     if (n.compressed) {
         std::shared_ptr<uint8_t> out = alloc_aligned(n.nbytes);
-        lz4_decompress(out.get(), n.nbytes, body, n.body_len);
+        lz4_frame_decompress(out.get(), n.nbytes, body, n.body_len, lim.threads);
         v.data = n.nbytes ? out.get() : nullptr;
         v.keep = std::move(out);
         v.owns_data = true;

@@ -23,6 +23,7 @@ struct EncodeOptions {
     bool compress = false;
     uint32_t alignment = TENSO_DEFAULT_ALIGNMENT;
     int level = 0;
+    unsigned threads = 0;  // LZ4 blocks compressed on this many threads; 0 = every core
 };
 // An encode alignment as given: a power of two up to TENSO_MAX_ALIGNMENT, or INVALID_ARGUMENT.
 uint32_t checked_alignment(uint64_t alignment);
@@ -92,7 +93,7 @@ private:
     bool measure_;
     std::vector<uint8_t> arena_;
     std::vector<Seg> segs_;
-    std::vector<std::vector<uint8_t>> owned_;  // compressed bodies
+    std::vector<std::unique_ptr<uint8_t[]>> owned_;  // compressed bodies
     size_t size_ = 0;
     int group_ = -1, groups_ = 0;
 
@@ -108,11 +109,6 @@ private:
     const uint8_t *seg_ptr(const Seg &s) const { return s.ext ? s.ext : arena_.data() + s.off; }
 };
 
-// LZ4 frame compression of a dense body (liblz4 frame API).
-size_t lz4_bound(size_t n, int level);
-size_t lz4_compress(uint8_t *dst, size_t cap, const uint8_t *src, size_t n, int level);
-// Decompresses a whole frame into exactly `n` bytes; fails unless the frame holds exactly n.
-void lz4_decompress(uint8_t *dst, size_t n, const uint8_t *src, size_t len);
 
 
 // 64-byte aligned heap memory (huge-page backed when large), released with free().

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "tenso/tenso.h"
+#include "error.hpp"
 
 namespace tenso {
 
@@ -107,6 +108,7 @@ struct Limits {
     bool verify_checksums = true;
     bool validate_utf8 = false;
     uint64_t timeout_ms = 0;         // fd reads; 0 = none (decode options v3)
+    unsigned threads = 0;            // LZ4 blocks decompressed on this many threads; 0 = every core
 };
 
 // A shape sized by its ndim: a few dims in place, more on the heap, so a tree of small packets

@@ -492,6 +492,26 @@ public:
         CPPUNIT_ASSERT(!a);
         tenso_archive_write_options w;
         TENSO_CHECK_OK(tenso_archive_write_options_init(&w, TENSO_ARCHIVE_WRITE_OPTIONS_VERSION));
+        // Version 1 (1.1, 1.2) is 4 bytes shorter (its encode struct has no `threads`): init
+        // writes no further, and a writer takes such a struct without reading past it.
+        {
+            const size_t v1 = offsetof(tenso_archive_write_options, encode.threads);
+            std::vector<uint8_t> raw(sizeof(tenso_archive_write_options), 0xAB);
+            auto *w1 = reinterpret_cast<tenso_archive_write_options *>(raw.data());
+            TENSO_CHECK_OK(tenso_archive_write_options_init(w1, 1));
+            CPPUNIT_ASSERT_EQUAL(uint32_t(1), w1->version);
+            CPPUNIT_ASSERT_EQUAL(uint32_t(1), w1->encode.version);
+            for (size_t i = v1; i < raw.size(); i++) CPPUNIT_ASSERT_EQUAL(uint8_t(0xAB), raw[i]);
+            std::vector<uint8_t> exact(raw.begin(), raw.begin() + long(v1));  // ASan sees an over-read
+            tenso_archive_writer *wr = nullptr;
+            const std::string p1 = dir_ + "/v1.tenso";
+            TENSO_CHECK_OK(tenso_archive_writer_open(
+                &wr, p1.c_str(), reinterpret_cast<const tenso_archive_write_options *>(exact.data())));
+            tenso_archive_writer_free(wr);
+            w1->encode.version = 2;  // a version 1 struct cannot hold version 2 encode options
+            TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, tenso_archive_writer_open(&wr, p1.c_str(), w1));
+            TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, tenso_archive_write_options_init(w1, 3));
+        }
         CPPUNIT_ASSERT_EQUAL(std::string("tenso"), std::string(tenso_format_name(TENSO_FORMAT_ARCHIVE)));
         CPPUNIT_ASSERT_EQUAL(std::string("safetensors"), std::string(tenso_format_name(TENSO_FORMAT_SAFETENSORS)));
         CPPUNIT_ASSERT_EQUAL(std::string("bintensors"), std::string(tenso_format_name(TENSO_FORMAT_BINTENSORS)));

@@ -107,6 +107,11 @@ class CapiEncodeTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(testCompressionCompressible);
     CPPUNIT_TEST(testCompressionIncompressibleAndEmpty);
     CPPUNIT_TEST(testCompressionWithIntegrity);
+    CPPUNIT_TEST(testLz4FrameGolden);
+    CPPUNIT_TEST(testLz4SameBytesOnEveryThreadCount);
+    CPPUNIT_TEST(testLz4FrameLayoutOfLargeBodies);
+    CPPUNIT_TEST(testLz4HostileFrames);
+    CPPUNIT_TEST(testEncodeOptionsVersion1);
     CPPUNIT_TEST_SUITE_END();
 
 public:
@@ -490,7 +495,7 @@ public:
     void testOptionValidation() {
         tenso_tensor t = f32_five();
         std::vector<tenso_encode_options> bad;
-        for (uint32_t v : {0u, 2u, 0xFFFFFFFFu}) {
+        for (uint32_t v : {0u, 3u, 0xFFFFFFFFu}) {
             tenso_encode_options o = opts(0, 0);
             o.version = v;
             bad.push_back(o);
@@ -693,6 +698,173 @@ public:
         p[p.size() - 8 - 4 - 1] ^= 0x01;
         TENSO_CHECK_STATUS(TENSO_E_CHECKSUM, tenso_loads(&v, p.data(), p.size(), nullptr));
         CPPUNIT_ASSERT(v == nullptr);
+    }
+
+    // Upstream's frame shape: magic, FLG 0x60 (independent blocks, nothing optional), BD 0x70
+    // (4 MiB blocks), header checksum 0x73, one block, end mark. Upstream decodes these bytes
+    // (sdk/python/tests/test_interop_upstream.py, test_upstream_decodes_our_lz4_frames).
+    void testLz4FrameGolden() {
+        float d[64];
+        for (int i = 0; i < 64; ++i) d[i] = float(i % 5);
+        uint64_t shape[1] = {64};
+        tenso_tensor t = {d, sizeof d, shape, 1, TENSO_DTYPE_FLOAT32};
+        tenso_encode_options o = opts(TENSO_ENCODE_COMPRESS, 0);
+        Bytes p = encode(t, &o);
+        const Bytes want_body = {
+            0x04, 0x22, 0x4d, 0x18, 0x60, 0x70, 0x73, 0x1f, 0x00, 0x00, 0x00, 0x11, 0x00, 0x01, 0x00, 0xe1,
+            0x80, 0x3f, 0x00, 0x00, 0x00, 0x40, 0x00, 0x00, 0x40, 0x40, 0x00, 0x00, 0x80, 0x40, 0x13, 0x00,
+            0x0f, 0x14, 0x00, 0xcf, 0x50, 0x40, 0x00, 0x00, 0x40, 0x40, 0x00, 0x00, 0x00, 0x00};
+        assert_bytes("LZ4 frame", want_body, Bytes(p.begin() + 64, p.end()));
+    }
+
+    // 9 MiB + 4 bytes: two full 4 MiB blocks and a short one; the middle block is random
+    // (stored raw), the others compress. Every thread count writes the same bytes, and every
+    // thread count decodes them.
+    struct Mixed {
+        Bytes d;
+        uint64_t shape[1];
+        tenso_tensor t;
+        Mixed() : d((size_t(9) << 20) + 4), shape{d.size()} {
+            std::mt19937_64 rng(11);
+            for (size_t i = 0; i < d.size(); ++i)
+                d[i] = (i >> 22) == 1 ? uint8_t(rng()) : uint8_t((i * 7) % 251 ^ (i >> 12));
+            t = tenso_tensor{d.data(), d.size(), shape, 1, TENSO_DTYPE_UINT8};
+        }
+        Mixed(const Mixed &) = delete;  // t points into this object
+        // The packet compressed with default options.
+        Bytes packet() const {
+            tenso_encode_options o = opts(TENSO_ENCODE_COMPRESS, 0);
+            return encode(t, &o);
+        }
+    };
+
+    void testLz4SameBytesOnEveryThreadCount() {
+        const Mixed m;
+        const Bytes &d = m.d;
+        const tenso_tensor &t = m.t;
+        tenso_encode_options o = opts(TENSO_ENCODE_COMPRESS, 0);
+        for (int level : {0, 3}) {
+            o.compression_level = level;
+            o.threads = 1;
+            const Bytes one = encode(t, &o);
+            for (uint32_t threads : {2u, 4u, 0u}) {
+                o.threads = threads;
+                assert_bytes("threads=" + std::to_string(threads) + " level " + std::to_string(level), one,
+                             encode(t, &o));
+                tenso_buffer b = {nullptr, 0, 0};
+                TENSO_CHECK_OK(tenso_dumps(&b, &t, &o));  // the allocating sink too
+                CPPUNIT_ASSERT(Bytes(b.data, b.data + b.size) == one);
+                tenso_buffer_dispose(&b);
+            }
+            for (uint32_t threads : {1u, 2u, 4u, 0u}) {
+                tenso_decode_options dopt = TENSO_DECODE_OPTIONS_INIT;
+                dopt.threads = threads;
+                tenso_view *v = nullptr;
+                TENSO_CHECK_OK(tenso_loads(&v, one.data(), one.size(), &dopt));
+                CPPUNIT_ASSERT_EQUAL(uint64_t(d.size()), tenso_view_nbytes(v));
+                CPPUNIT_ASSERT(std::memcmp(tenso_view_data(v), d.data(), d.size()) == 0);
+                tenso_view_free(v);
+            }
+        }
+    }
+
+    // Block sizes as written: 4 MiB blocks, the random one stored raw (high bit), end mark last.
+    void testLz4FrameLayoutOfLargeBodies() {
+        const Bytes p = Mixed().packet();
+        const uint8_t head[7] = {0x04, 0x22, 0x4d, 0x18, 0x60, 0x70, 0x73};
+        CPPUNIT_ASSERT(std::memcmp(p.data() + 64, head, 7) == 0);
+        size_t pos = 64 + 7;
+        std::vector<uint32_t> words;
+        for (;;) {
+            const uint32_t w = uint32_t(rd64(p.data() + pos) & 0xffffffffu);
+            pos += 4;
+            if (!w) break;
+            words.push_back(w);
+            pos += w & 0x7fffffffu;
+        }
+        CPPUNIT_ASSERT_EQUAL(p.size(), pos);
+        CPPUNIT_ASSERT_EQUAL(size_t(3), words.size());
+        CPPUNIT_ASSERT(words[0] < (1u << 22));                       // compressed
+        CPPUNIT_ASSERT_EQUAL(uint32_t(0x80000000u | (1u << 22)), words[1]);  // stored raw
+        CPPUNIT_ASSERT(words[2] < (1u << 20));                       // the last 1 MiB + 4, compressed
+    }
+
+    static tenso_status load(const Bytes &p, uint32_t threads) {
+        tenso_decode_options dopt = TENSO_DECODE_OPTIONS_INIT;
+        dopt.threads = threads;
+        tenso_view *v = nullptr;
+        tenso_status st = tenso_loads(&v, p.data(), p.size(), &dopt);
+        tenso_view_free(v);
+        return st;
+    }
+
+    void testLz4HostileFrames() {
+        const Bytes p = Mixed().packet();
+        tenso_encode_options o = opts(TENSO_ENCODE_COMPRESS, 0);
+        const size_t b0 = 64 + 7, len0 = uint32_t(rd64(p.data() + b0) & 0x7fffffffu);
+        for (uint32_t threads : {1u, 2u}) {
+            Bytes q = p;
+            q.resize(q.size() - 4);  // no end mark
+            TENSO_CHECK_STATUS(TENSO_E_TRUNCATED, load(q, threads));  // the framing sees it first
+            q = p;
+            q.insert(q.begin() + long(b0 + 4 + len0), {0, 0, 0, 0});  // an end mark after block 0
+            TENSO_CHECK_STATUS(TENSO_E_COMPRESSION, load(q, threads));
+            q = p;
+            q[64 + 6] ^= 0x01;  // header checksum
+            TENSO_CHECK_STATUS(TENSO_E_COMPRESSION, load(q, threads));
+            // Compressed data that asks for a match before the start of its block.
+            q = p;
+            q[b0 + 4] = 0x0f;  // 0 literals, match; offset 0xffff is out of range
+            q[b0 + 5] = 0xff;
+            q[b0 + 6] = 0xff;
+            TENSO_CHECK_STATUS(TENSO_E_COMPRESSION, load(q, threads));
+        }
+        // A valid frame whose middle block is short (raw 100 bytes, then the rest): not the
+        // block-parallel layout, so liblz4's frame decoder takes it, and it decodes.
+        Bytes small(5000);
+        for (size_t i = 0; i < small.size(); ++i) small[i] = uint8_t(i * 13);
+        uint64_t s1[1] = {small.size()};
+        tenso_tensor ts = {small.data(), small.size(), s1, 1, TENSO_DTYPE_UINT8};
+        Bytes q = encode(ts, &o);
+        q.resize(64);
+        const uint8_t head[7] = {0x04, 0x22, 0x4d, 0x18, 0x60, 0x70, 0x73};
+        q.insert(q.end(), head, head + 7);
+        for (size_t cut : {size_t(0), size_t(100)}) {
+            const size_t n = cut ? small.size() - cut : cut + 100;
+            const uint32_t w = 0x80000000u | uint32_t(n);
+            for (int k = 0; k < 4; ++k) q.push_back(uint8_t(w >> (8 * k)));
+            const size_t from = cut ? 100 : 0;
+            q.insert(q.end(), small.begin() + long(from), small.begin() + long(from + n));
+        }
+        for (int k = 0; k < 4; ++k) q.push_back(0);
+        for (uint32_t threads : {1u, 2u}) {
+            tenso_decode_options dopt = TENSO_DECODE_OPTIONS_INIT;
+            dopt.threads = threads;
+            tenso_view *v = nullptr;
+            TENSO_CHECK_OK(tenso_loads(&v, q.data(), q.size(), &dopt));
+            CPPUNIT_ASSERT(std::memcmp(tenso_view_data(v), small.data(), small.size()) == 0);
+            tenso_view_free(v);
+        }
+    }
+
+    // A version 1 struct (no threads field) is still read, and init writes only its 16 bytes.
+    void testEncodeOptionsVersion1() {
+        struct V1 {
+            uint32_t version, flags, alignment;
+            int32_t level;
+            uint32_t canary;
+        } v1 = {0, 0, 0, 0, 0xdeadbeefu};
+        TENSO_CHECK_OK(tenso_encode_options_init(reinterpret_cast<tenso_encode_options *>(&v1), 1));
+        CPPUNIT_ASSERT_EQUAL(1u, v1.version);
+        CPPUNIT_ASSERT_EQUAL(0xdeadbeefu, v1.canary);
+        v1.flags = TENSO_ENCODE_COMPRESS;
+        const tenso_tensor t = f32_five();
+        tenso_encode_options v2 = opts(TENSO_ENCODE_COMPRESS, 0);
+        assert_bytes("v1 options", encode(t, &v2), encode(t, reinterpret_cast<tenso_encode_options *>(&v1)));
+        tenso_encode_options bad = opts(0, 0);
+        bad.version = 3;
+        size_t bound = 0;
+        TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, tenso_dumps_bound(&bound, &t, &bad));
     }
 };
 

@@ -250,7 +250,7 @@ public:
 
         std::memset(&o, 0xAB, sizeof o);
         TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, tenso_encode_options_init(&o, 0));
-        TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, tenso_encode_options_init(&o, 2));
+        TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, tenso_encode_options_init(&o, TENSO_ENCODE_OPTIONS_VERSION + 1));
         TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, tenso_encode_options_init(nullptr, 1));
 
         // The initialised options encode exactly like NULL options.

@@ -198,7 +198,9 @@ typedef struct tenso_archive_writer tenso_archive_writer;
 /** tenso_archive_write_options.flags: do not store XXH3 hashes in the index (archives). */
 #define TENSO_ARCHIVE_NO_HASH  0x1u
 
-/** Options for writing. Zero means "default" in every field. */
+/** Options for writing. Zero means "default" in every field.
+ *  Version 2 (1.3) embeds a version 2 tenso_encode_options (with `threads`); version 1 structs,
+ *  4 bytes shorter and holding a version 1 (or zeroed) encode struct, are still accepted. */
 typedef struct tenso_archive_write_options {
     uint32_t version;           /* TENSO_ARCHIVE_WRITE_OPTIONS_VERSION */
     uint32_t flags;             /* TENSO_ARCHIVE_NO_HASH */
@@ -207,11 +209,12 @@ typedef struct tenso_archive_write_options {
     tenso_encode_options encode;/* archives: packet options (integrity footers, LZ4) */
 } tenso_archive_write_options;
 
-#define TENSO_ARCHIVE_WRITE_OPTIONS_VERSION 1
+#define TENSO_ARCHIVE_WRITE_OPTIONS_VERSION 2
 #define TENSO_ARCHIVE_WRITE_OPTIONS_INIT \
     { TENSO_ARCHIVE_WRITE_OPTIONS_VERSION, 0, 0, 0, TENSO_ENCODE_OPTIONS_INIT }
 
-/** Fills *opts with defaults for struct version `version`. @since 1.1 */
+/** Fills *opts with defaults for struct version `version` (1 or 2), writing only the bytes that
+ *  version has. @since 1.1 */
 TENSO_API tenso_status tenso_archive_write_options_init(tenso_archive_write_options *opts,
                                                         uint32_t version);
 

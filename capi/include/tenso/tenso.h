@@ -217,13 +217,18 @@ typedef struct tenso_encode_options {
     uint32_t flags;             /* TENSO_ENCODE_* bits */
     uint32_t alignment;         /* body alignment, a power of two; 0 = 64 */
     int32_t compression_level;  /* LZ4 frame level; 0 = fast (the default) */
+    uint32_t threads;           /* @since version 2 (1.3): threads that compress the 4 MiB LZ4
+                                   blocks of a large body; 0 = every core, 1 = the calling
+                                   thread only. The bytes written do not depend on it. */
 } tenso_encode_options;
 
-#define TENSO_ENCODE_OPTIONS_VERSION 1
-#define TENSO_ENCODE_OPTIONS_INIT { TENSO_ENCODE_OPTIONS_VERSION, 0, 0, 0 }
+#define TENSO_ENCODE_OPTIONS_VERSION 2
+#define TENSO_ENCODE_OPTIONS_INIT { TENSO_ENCODE_OPTIONS_VERSION, 0, 0, 0, 0 }
 
-/** Fills *opts with defaults for struct version `version`.
- *  @return TENSO_E_INVALID_ARGUMENT for a NULL opts or an unknown version. @since 1.0 */
+/** Fills *opts with defaults for struct version `version` (1 or 2), writing only the fields
+ *  that version has; version 1 structs (without threads) are still accepted everywhere.
+ *  @return TENSO_E_INVALID_ARGUMENT for a NULL opts or an unknown version.
+ *  @since 1.0 (version 2 @since 1.3) */
 TENSO_API tenso_status tenso_encode_options_init(tenso_encode_options *opts, uint32_t version);
 
 /** tenso_decode_options.flags: do not verify integrity footers (they are still framed). */
@@ -266,10 +271,13 @@ typedef struct tenso_decode_options {
                                    ours (a blocking socket's SO_RCVTIMEO is honoured either
                                    way). Expiry: TENSO_E_TIMEOUT. Writes take no deadline from
                                    here: they honour the socket's SO_SNDTIMEO. */
+    uint32_t threads;           /* @since version 3 (1.3): threads that decompress the
+                                   independent LZ4 blocks of a large compressed body; 0 = every
+                                   core, 1 = the calling thread only. */
 } tenso_decode_options;
 
 #define TENSO_DECODE_OPTIONS_VERSION 3
-#define TENSO_DECODE_OPTIONS_INIT { TENSO_DECODE_OPTIONS_VERSION, 0, 0, 0, 0, 0, 0, 0, 0 }
+#define TENSO_DECODE_OPTIONS_INIT { TENSO_DECODE_OPTIONS_VERSION, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
 
 /** Fills *opts with defaults for struct version `version` (1, 2 or 3), writing only the fields
  *  that version has. @since 1.0 (version 3 @since 1.3) */

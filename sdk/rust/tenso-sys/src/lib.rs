@@ -176,12 +176,20 @@ pub struct tenso_encode_options {
     pub flags: u32,
     pub alignment: u32,
     pub compression_level: i32,
+    /// Since version 2 (1.3): threads that compress the 4 MiB LZ4 blocks of a large body;
+    /// 0 = every core, 1 = the calling thread. The bytes do not depend on it.
+    pub threads: u32,
 }
 
-pub const TENSO_ENCODE_OPTIONS_VERSION: u32 = 1;
+pub const TENSO_ENCODE_OPTIONS_VERSION: u32 = 2;
 /// `TENSO_ENCODE_OPTIONS_INIT`.
-pub const TENSO_ENCODE_OPTIONS_INIT: tenso_encode_options =
-    tenso_encode_options { version: TENSO_ENCODE_OPTIONS_VERSION, flags: 0, alignment: 0, compression_level: 0 };
+pub const TENSO_ENCODE_OPTIONS_INIT: tenso_encode_options = tenso_encode_options {
+    version: TENSO_ENCODE_OPTIONS_VERSION,
+    flags: 0,
+    alignment: 0,
+    compression_level: 0,
+    threads: 0,
+};
 
 pub const TENSO_DECODE_SKIP_CHECKSUM: u32 = 0x1;
 pub const TENSO_DECODE_VALIDATE_UTF8: u32 = 0x2;
@@ -199,12 +207,18 @@ pub struct tenso_decode_options {
     pub max_packet_bytes: u64,
     pub max_decoded_bytes: u64,
     pub max_entries: u64,
+    /// Since version 3 (1.3): fd reads and writes, the most a call may wait; 0 = no deadline.
+    pub timeout_ms: u64,
+    /// Since version 3 (1.3): threads that decompress the LZ4 blocks of a large body;
+    /// 0 = every core, 1 = the calling thread.
+    pub threads: u32,
 }
 // The C layout (tenso.h): a field out of place would hand libtenso the wrong limits.
-const _: () = assert!(core::mem::size_of::<tenso_decode_options>() == 48);
+const _: () = assert!(core::mem::size_of::<tenso_decode_options>() == 64);
 const _: () = assert!(core::mem::offset_of!(tenso_decode_options, max_decoded_bytes) == 32);
+const _: () = assert!(core::mem::offset_of!(tenso_decode_options, threads) == 56);
 
-pub const TENSO_DECODE_OPTIONS_VERSION: u32 = 2;
+pub const TENSO_DECODE_OPTIONS_VERSION: u32 = 3;
 /// `TENSO_DECODE_OPTIONS_INIT`.
 pub const TENSO_DECODE_OPTIONS_INIT: tenso_decode_options = tenso_decode_options {
     version: TENSO_DECODE_OPTIONS_VERSION,
@@ -215,6 +229,8 @@ pub const TENSO_DECODE_OPTIONS_INIT: tenso_decode_options = tenso_decode_options
     max_packet_bytes: 0,
     max_decoded_bytes: 0,
     max_entries: 0,
+    timeout_ms: 0,
+    threads: 0,
 };
 
 /// A dense tensor to encode (all memory borrowed for the duration of the call).
