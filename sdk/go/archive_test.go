@@ -29,8 +29,8 @@ func writeThree(t *testing.T, path string, o ArchiveWriteOptions) three {
 	}
 	defer w.Close()
 	for _, e := range []Entry{
-		{"layer.0.weight", FromSlice([]uint64{3, 100}, d.a)},
-		{"layer.0.bias", FromSlice([]uint64{2, 2}, d.b)},
+		{"layer.0.weight", must(FromSlice([]int{3, 100}, d.a))},
+		{"layer.0.bias", must(FromSlice([]int{2, 2}, d.b))},
 		{"ünïcode", Vector(d.c)},
 	} {
 		if err := w.Add(e.Key, e.Value); err != nil {

@@ -46,10 +46,13 @@ func Quantize(input *Tensor, qdtype DType, scheme QuantScheme, axis int, groupSi
 	return nil, errNoCgo
 }
 
-func (t *Tensor) Dequantize() ([]float32, error) { return nil, errNoCgo }
+func (o QuantizeOptions) Quantize(input *Tensor) (*Tensor, error) { return nil, errNoCgo }
+func (t *Tensor) Dequantize() ([]float32, error)                  { return nil, errNoCgo }
 
 func (o DecodeOptions) Loads(data []byte) (*Tensor, error)                   { return nil, errNoCgo }
 func (o DecodeOptions) LoadFile(path string, mode LoadMode) (*Tensor, error) { return nil, errNoCgo }
+func (o DecodeOptions) LoadFileAliased(path string) (*Tensor, error)         { return nil, errNoCgo }
+func LoadFileAliased(path string) (*Tensor, error)                           { return nil, errNoCgo }
 func (o DecodeOptions) ReadPacket(r io.Reader) (*Tensor, error)              { return nil, errNoCgo }
 func (o EncodeOptions) Dumps(t *Tensor) ([]byte, error)                      { return nil, errNoCgo }
 func (o EncodeOptions) DumpsInto(dst []byte, t *Tensor) (int, error)         { return 0, errNoCgo }
@@ -86,6 +89,7 @@ func (o EncodeOptions) CreateShm(name string, t *Tensor, replace bool) (*Shm, ui
 }
 func (s *Shm) Put(t *Tensor, o EncodeOptions) (uint64, error) { return 0, errNoCgo }
 func (s *Shm) Get(o DecodeOptions) (*Tensor, error)           { return nil, errNoCgo }
+func (s *Shm) GetAliased(o DecodeOptions) (*Tensor, error)    { return nil, errNoCgo }
 func (s *Shm) Bytes() []byte                                  { return nil }
 func (s *Shm) Size() uint64                                   { return 0 }
 func (s *Shm) Name() string                                   { return "" }
@@ -116,8 +120,13 @@ func (a *Archive) Len() int                                                   { 
 func (a *Archive) Entry(i int) (ArchiveEntry, error)                          { return ArchiveEntry{}, errNoCgo }
 func (a *Archive) Entries() ([]ArchiveEntry, error)                           { return nil, errNoCgo }
 func (a *Archive) Find(name string) (int, error)                              { return 0, errNoCgo }
-func (a *Archive) Get(i int, o DecodeOptions) (*Tensor, error)                { return nil, errNoCgo }
-func (a *Archive) GetByName(name string, o DecodeOptions) (*Tensor, error)    { return nil, errNoCgo }
+func (a *Archive) Get(i int, o ...DecodeOptions) (*Tensor, error)             { return nil, errNoCgo }
+func (a *Archive) GetAliased(i int, o ...DecodeOptions) (*Tensor, error)      { return nil, errNoCgo }
+func (a *Archive) GetByName(name string, o ...DecodeOptions) (*Tensor, error) { return nil, errNoCgo }
+func (a *Archive) GetByNameAliased(name string, o ...DecodeOptions) (*Tensor, error) {
+	return nil, errNoCgo
+}
+func (a *Archive) TensorReader(i int) (*io.SectionReader, error)              { return nil, errNoCgo }
 func (a *Archive) ReadAt(i int, off uint64, dst []byte) error                 { return errNoCgo }
 func (a *Archive) Metadata() ([]MetadataPair, error)                          { return nil, errNoCgo }
 func (a *Archive) MetadataValue(key string) (string, bool)                    { return "", false }
@@ -130,3 +139,10 @@ func (w *ArchiveWriter) Add(name string, t *Tensor) error                { retur
 func (w *ArchiveWriter) SetMetadata(key, value string) error             { return errNoCgo }
 func (w *ArchiveWriter) Finish() error                                   { return errNoCgo }
 func (w *ArchiveWriter) Close() error                                    { return nil }
+
+// Without libtenso there are no dtype facts: names are "unknown", sizes 0.
+func dtypeName(d DType) string  { return "unknown" }
+func dtypeItemSize(d DType) int { return 0 }
+func dtypeFromName(name string) (DType, error) {
+	return 0, &Error{Status: ErrNotAvailable, Op: "ParseDType", Message: "built without cgo", Err: ErrBadDType}
+}

@@ -22,7 +22,7 @@ func TestNoCgo(t *testing.T) {
 	if err := CheckVersion(); err == nil || LibraryVersion() != "" {
 		t.Fatal("CheckVersion / LibraryVersion")
 	}
-	v, err := Values[int16](FromSlice([]uint64{2}, []int16{3, -4}))
+	v, err := Values[int16](must(FromSlice([]int{2}, []int16{3, -4})))
 	if err != nil || !slices.Equal(v, []int16{3, -4}) || Float32.String() != "float32" {
 		t.Fatalf("pure-Go helpers: %v %v", v, err)
 	}

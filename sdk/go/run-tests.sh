@@ -7,7 +7,7 @@
 #      the tests run so nobody reinstalls the library under them;
 #   2. gofmt check, go vet, go test (module github.com/tenso-project/tenso/sdk/go, the
 #      tenso-relay command included), once more with GOEXPERIMENT=cgocheck2 (the full cgo
-#      pointer checks), under the race detector (in CI, or with RACE=1), and the
+#      pointer checks), under the race detector (always, unless RACE=0), and the
 #      CGO_ENABLED=0 stub build with its test.
 #
 # The library is found through pkg-config (PKG_CONFIG_PATH) and at run time through an rpath
@@ -16,8 +16,8 @@
 #
 # Environment: GO (the go binary; default: PATH, then /usr/local/go/bin/go), JOBS (parallel
 # build jobs, default 2), TENSO_SDK_STAGE / TENSO_SDK_BUILD (move the stage / build directory,
-# as the Rust SDK's script allows), RACE (1: also run the tests under the race detector, 0:
-# do not; default 1 when CI=true, as .ci/run sets it, else 0), BENCH=1 (also run the
+# as the Rust SDK's script allows), RACE (0: skip the race-detector run; default 1),
+# BENCH=1 (also run the
 # benchmarks), TENSO_SKIP_BOOTSTRAP=1 (do not check the Debian build packages).
 # Extra arguments go to every `go test` run (e.g. -run Golden -v).
 #
@@ -96,10 +96,7 @@ log "go test"
 go test -count=1 ./... "$@"
 log "go test (GOEXPERIMENT=cgocheck2)"
 GOEXPERIMENT=cgocheck2 go test -count=1 ./... "$@"
-race="${RACE:-0}"
-if [[ -z "${RACE:-}" && "${CI:-}" == true ]]; then
-    race=1
-fi
+race="${RACE:-1}"
 if [[ "$race" == 1 ]]; then
     log "go test -race"
     go test -race -count=1 ./... "$@"

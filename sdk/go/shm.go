@@ -138,10 +138,6 @@ func UnlinkShm(name string) error {
 	return fail(r, "UnlinkShm")
 }
 
-func errClosed(op, what string) error {
-	return &Error{Status: ErrInvalidArgument, Op: op, Message: what + " is closed"}
-}
-
 func (s *Shm) ptr(op string) (*C.tenso_shm, error) {
 	if s == nil {
 		return nil, errClosed(op, "the segment")
@@ -177,21 +173,29 @@ func (s *Shm) Put(t *Tensor, o EncodeOptions) (n uint64, err error) {
 	return uint64(r.n), fail(r, "Shm.Put")
 }
 
-// Get decodes the packet at the start of the segment. The Tensor aliases the mapping (except
-// for LZ4 bodies, decompressed into C memory it owns): Close it when done. The error wraps
-// ErrTruncated when the segment holds no whole packet.
-func (s *Shm) Get(o DecodeOptions) (*Tensor, error) {
-	p, err := s.ptr("Shm.Get")
+// Get decodes the packet at the start of the segment into Go memory (a copy of its bodies,
+// safe to keep after the segment is closed or rewritten). The error wraps ErrTruncated when
+// the segment holds no whole packet. GetAliased is the zero-copy form.
+func (s *Shm) Get(o DecodeOptions) (*Tensor, error) { return s.get(o, false, "Shm.Get") }
+
+// GetAliased decodes the packet at the start of the segment without copying: the Tensor
+// aliases the mapping (except for LZ4 bodies, decompressed into C memory it owns). Close it
+// when done; no slice of it may be used after that, nor after the Tensor becomes unreachable
+// (keep it reachable with runtime.KeepAlive). Another process may rewrite the segment under it.
+func (s *Shm) GetAliased(o DecodeOptions) (*Tensor, error) { return s.get(o, true, "Shm.GetAliased") }
+
+func (s *Shm) get(o DecodeOptions, alias bool, op string) (*Tensor, error) {
+	p, err := s.ptr(op)
 	if err != nil {
 		return nil, err
 	}
 	defer s.h.release()
 	defer runtime.KeepAlive(s)
 	info := C.tgo_shm_get(p, o.c())
-	if err := fail(info.res, "Shm.Get"); err != nil {
+	if err := fail(info.res, op); err != nil {
 		return nil, err
 	}
-	return ownedTree(&info)
+	return viewTree(&info, alias)
 }
 
 // Bytes is the whole segment, aliasing the mapping: valid until Close. Another process may

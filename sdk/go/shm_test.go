@@ -43,7 +43,7 @@ func rampF32(n int, seed float32) []float32 {
 func TestShmRoundTripZeroCopy(t *testing.T) {
 	name := shmName(t, false)
 	w := rampF32(1000, 1)
-	m := FromSlice([]uint64{10, 100}, w)
+	m := must(FromSlice([]int{10, 100}, w))
 	opts := EncodeOptions{Integrity: true}
 	s, n, err := opts.CreateShm(name, m, false)
 	if err != nil {
@@ -62,7 +62,7 @@ func TestShmRoundTripZeroCopy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := r.Get(DecodeOptions{})
+	got, err := r.GetAliased(DecodeOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +113,7 @@ func TestOpenAnyOwner(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.Put(FromSlice([]uint64{2}, []uint8{1, 2}), EncodeOptions{}); err != nil || !s.Writable() {
+		if _, err := s.Put(must(FromSlice([]int{2}, []uint8{1, 2})), EncodeOptions{}); err != nil || !s.Writable() {
 			t.Fatalf("AnyOwner %v: put %v, writable %v", anyOwner, err, s.Writable())
 		}
 		s.Close()
@@ -190,11 +190,11 @@ func TestCacheRoundTripAndBookkeeping(t *testing.T) {
 		t.Fatal(c.Name())
 	}
 	w := rampF32(4096, 2)
-	n, err := c.Put("w", FromSlice([]uint64{64, 64}, w), 0, EncodeOptions{})
+	n, err := c.Put("w", must(FromSlice([]int{64, 64}, w)), 0, EncodeOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want, _ := Dumps(FromSlice([]uint64{64, 64}, w)); n != uint64(len(want)) {
+	if want, _ := Dumps(must(FromSlice([]int{64, 64}, w))); n != uint64(len(want)) {
 		t.Fatalf("Put wrote %d, want %d", n, len(want))
 	}
 	ss, _ := NewStrings([]string{"a", "bc"})

@@ -161,7 +161,7 @@ func (o DecodeOptions) ReadPacket(r io.Reader) (*Tensor, error) {
 		if err := fail(info.res, "ReadFrom"); err != nil {
 			return nil, withEOF(err)
 		}
-		return ownedTree(&info)
+		return viewTree(&info, false)
 	}
 	return o.readFramed(r)
 }
