@@ -8,6 +8,9 @@ package tenso
 import "C"
 
 import (
+	"errors"
+	"io"
+	"os"
 	"runtime"
 	"unsafe"
 )
@@ -87,6 +90,9 @@ func (o DecodeOptions) loadFile(path string, mode LoadMode, alias bool, op strin
 	if versionErr != nil {
 		return nil, versionErr
 	}
+	if mode == LoadRead && !alias {
+		return o.readFile(path, op)
+	}
 	cp, keep, err := cpath(path, op)
 	if err != nil {
 		return nil, err
@@ -97,6 +103,25 @@ func (o DecodeOptions) loadFile(path string, mode LoadMode, alias bool, op strin
 		return nil, err
 	}
 	return viewTree(&info, alias)
+}
+
+// readFile receives the file's first packet through the stream decoder straight into Go
+// memory (no C buffer, no copy).
+func (o DecodeOptions) readFile(path, op string) (*Tensor, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, &Error{Status: ErrIO, Op: op, Err: err}
+	}
+	defer f.Close()
+	t, err := o.ReadPacket(f)
+	var e *Error
+	if errors.As(err, &e) {
+		e.Op = op
+		if e.Status == ErrEndOfStream { // an empty file holds no packet: truncated, as a mapping says
+			return nil, &Error{Status: ErrTruncated, Op: op, Message: "empty file", Err: io.ErrUnexpectedEOF}
+		}
+	}
+	return t, err
 }
 
 // viewTree turns a view that owns all its memory (files, segments, caches, archives) into

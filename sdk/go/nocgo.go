@@ -3,6 +3,7 @@
 package tenso
 
 import (
+	"context"
 	"io"
 	"time"
 )
@@ -24,14 +25,18 @@ func LibraryPath() string { return "" }
 // CheckVersion returns the error every function returns without cgo.
 func CheckVersion() error { return errNoCgo }
 
-func Loads(data []byte) (*Tensor, error)                           { return nil, errNoCgo }
-func LoadFile(path string, mode LoadMode) (*Tensor, error)         { return nil, errNoCgo }
-func Dumps(t *Tensor) ([]byte, error)                              { return nil, errNoCgo }
-func DumpsInto(dst []byte, t *Tensor) (int, error)                 { return 0, errNoCgo }
-func DumpsBound(t *Tensor) (int, error)                            { return 0, errNoCgo }
-func SaveFile(path string, t *Tensor) error                        { return errNoCgo }
-func DumpTo(w io.Writer, t *Tensor) (int64, error)                 { return 0, errNoCgo }
-func ReadFrom(r io.Reader) (*Tensor, error)                        { return nil, errNoCgo }
+func Loads(data []byte) (*Tensor, error)                                { return nil, errNoCgo }
+func LoadFile(path string, mode LoadMode) (*Tensor, error)              { return nil, errNoCgo }
+func Dumps(t *Tensor) ([]byte, error)                                   { return nil, errNoCgo }
+func DumpsInto(dst []byte, t *Tensor) (int, error)                      { return 0, errNoCgo }
+func DumpsBound(t *Tensor) (int, error)                                 { return 0, errNoCgo }
+func SaveFile(path string, t *Tensor) error                             { return errNoCgo }
+func DumpTo(w io.Writer, t *Tensor) (int64, error)                      { return 0, errNoCgo }
+func ReadFrom(r io.Reader) (*Tensor, error)                             { return nil, errNoCgo }
+func ReadFromContext(ctx context.Context, r io.Reader) (*Tensor, error) { return nil, errNoCgo }
+func (o DecodeOptions) ReadPacketContext(ctx context.Context, r io.Reader) (*Tensor, error) {
+	return nil, errNoCgo
+}
 func Inspect(data []byte) (PacketInfo, error)                      { return PacketInfo{}, errNoCgo }
 func PacketLength(data []byte) (int, error)                        { return 0, errNoCgo }
 func NewRagged(flat *Tensor, rowOffsets []uint64) (*Tensor, error) { return nil, errNoCgo }

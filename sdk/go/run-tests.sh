@@ -104,6 +104,36 @@ fi
 log "CGO_ENABLED=0: the stub"
 CGO_ENABLED=0 go vet ./...
 CGO_ENABLED=0 go test -count=1 ./... "$@"
+
+# A consumer outside the tree, as a user builds one: its own module (the SDK through a
+# replace directive, nothing downloaded), the library found by pkg-config, its directory
+# embedded as an rpath (the CGO_LDFLAGS line README.md documents), run with LD_LIBRARY_PATH
+# unset. Built once more without the rpath it must fail to start: proof that the rpath is
+# what finds the library.
+log "a consumer outside the tree, run without LD_LIBRARY_PATH"
+consumer="$(mktemp -d "${TMPDIR:-/tmp}/tenso-go-consumer.XXXXXX")"
+trap 'rm -rf "$consumer"' EXIT
+printf '%s\n' 'module example.com/consumer' '' 'go 1.24' '' \
+    'require github.com/tenso-project/tenso/sdk/go v0.0.0' '' \
+    "replace github.com/tenso-project/tenso/sdk/go => $here" >"$consumer/go.mod"
+cp "$here/testdata/consumer/main.go" "$consumer/main.go"
+pclib="$(pkg-config --variable=libdir tenso)"
+want="[2 2] [1 2 3 4] $(pkg-config --modversion tenso)"
+(
+    cd "$consumer"
+    export GOFLAGS=-mod=mod GOPROXY=off GOWORK=off
+    CGO_LDFLAGS="-Wl,-rpath,$pclib" go build -o with-rpath .
+    CGO_LDFLAGS="" go build -o without-rpath .
+    got="$(env -u LD_LIBRARY_PATH ./with-rpath)"
+    if [[ "$got" != "$want" ]]; then
+        log "the consumer printed '$got', want '$want'"
+        exit 1
+    fi
+    if env -u LD_LIBRARY_PATH ./without-rpath >/dev/null 2>&1; then
+        log "the consumer built without an rpath started: is $pclib on the default library path?"
+        exit 1
+    fi
+)
 if [[ "${BENCH:-0}" == 1 ]]; then
     log "benchmarks"
     go test -count=1 -run '^$' -bench . -benchmem .

@@ -299,19 +299,6 @@ static inline tgo_ipc tgo_view_ipc(const tenso_view *v) {
 }
 
 /* Streams and files: the view owns every byte it points at (no Go memory involved). */
-static inline tgo_info tgo_read_fd(int fd, tenso_decode_options o) {
-    tgo_info i;
-    tenso_view *v = NULL;
-    tenso_status st = tenso_read_fd(&v, fd, &o);
-    memset(&i, 0, sizeof i);
-    if (st != TENSO_OK) {
-        i.res = tgo_res_of(st, 0);
-        return i;
-    }
-    tgo_fill(&i, v, NULL, 0);
-    return i;
-}
-
 static inline tgo_info tgo_load_file(const char *path, uint32_t mode, tenso_decode_options o) {
     tgo_info i;
     tenso_view *v = NULL;
