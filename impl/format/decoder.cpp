@@ -268,11 +268,12 @@ void Decoder::sized() {
 
 std::unique_ptr<View> Decoder::complete() {
     std::shared_ptr<uint8_t> buf = std::move(packet_);
+    const uint8_t *bytes = buf.get();  // read before the move below (argument order is unspecified)
     const size_t len = have_;
     framer_.reset();
     have_ = 0;
     want_ = kFirstNeed;
-    return decode(buf.get(), len, cfg_.limits, std::move(buf));
+    return decode(bytes, len, cfg_.limits, std::move(buf));
 }
 
 template <class F>
