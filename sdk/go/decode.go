@@ -108,6 +108,9 @@ func (o DecodeOptions) loadFile(path string, mode LoadMode, alias bool, op strin
 // readFile receives the file's first packet through the stream decoder straight into Go
 // memory (no C buffer, no copy).
 func (o DecodeOptions) readFile(path, op string) (*Tensor, error) {
+	if _, _, err := cpath(path, op); err != nil {
+		return nil, err // a NUL byte: refused as the C path would be
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, &Error{Status: ErrIO, Op: op, Err: err}

@@ -129,7 +129,10 @@ const maxInt = int(^uint(0) >> 1)
 // them: the headers first, into a small area, then - once the headers have fixed the
 // packet's exact length and it passed the limits - the rest straight into one Go buffer of
 // that length, which the returned Tensor slices (no copy). The Tensor is Go memory: keep it
-// as long as you like; Close does nothing. Every wait is in r.Read, so a net.Conn's deadlines
+// as long as you like; Close does nothing. The buffer is allocated once, at the length the
+// headers claim (after MaxElements, MaxPacketBytes and MaxDecodedBytes accepted it; a claim
+// beyond the machine's memory is ErrNoMemory): set MaxPacketBytes for untrusted peers, so
+// that a short lying header cannot reserve gigabytes. Every wait is in r.Read, so a net.Conn's deadlines
 // apply to the whole packet (the error then matches os.ErrDeadlineExceeded) and closing the
 // connection interrupts the read; see ReadPacketContext for a context.Context.
 func (o DecodeOptions) ReadPacket(r io.Reader) (*Tensor, error) {

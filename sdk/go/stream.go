@@ -25,12 +25,12 @@ func DumpTo(w io.Writer, t *Tensor) (int64, error) { return EncodeOptions{}.Dump
 // DecodeOptions.ReadPacket.
 func ReadFrom(r io.Reader) (*Tensor, error) { return DecodeOptions{}.ReadPacket(r) }
 
-// rawConn returns the file descriptor access of the streams libtenso can use directly: files,
-// pipes, TCP and Unix stream sockets. Datagram sockets and everything else (bufio, TLS,
-// net.Pipe, buffers) go through the io.Reader / io.Writer path.
+// rawConn returns the file descriptor access of the streams libtenso writes to directly:
+// files, pipes, TCP and Unix stream sockets. Datagram sockets and everything else (bufio,
+// TLS, net.Pipe, buffers) go through the io.Writer path.
 //
-// socket reports a network connection: there the first byte of a packet is waited for by Go's
-// poller (see ready), so deadlines and Close interrupt an idle wait.
+// socket reports a network connection: there Go's poller waits until it is writable (see
+// ready), so deadlines and Close interrupt that wait.
 func rawConn(x any) (rc syscall.RawConn, socket bool, ok bool) {
 	var err error
 	switch c := x.(type) {
@@ -155,7 +155,8 @@ func (o DecodeOptions) ReadPacketContext(ctx context.Context, r io.Reader) (*Ten
 	if !ok || ctx.Done() == nil {
 		return o.ReadPacket(r)
 	}
-	if dl, has := ctx.Deadline(); has {
+	dl, hasDeadline := ctx.Deadline()
+	if hasDeadline {
 		if d.SetReadDeadline(dl) != nil {
 			return o.ReadPacket(r) // a file without deadlines (a regular file): it never blocks long
 		}
@@ -170,10 +171,17 @@ func (o DecodeOptions) ReadPacketContext(ctx context.Context, r io.Reader) (*Ten
 		<-woken // the wake-up ran: clear its deadline only after it
 	}
 	d.SetReadDeadline(time.Time{})
-	if err != nil && ctx.Err() != nil {
-		return nil, &Error{Status: ErrIO, Op: "ReadFrom", Message: ctx.Err().Error(), Err: errors.Join(ctx.Err(), err)}
+	if err == nil {
+		return t, nil
 	}
-	return t, err
+	cerr := ctx.Err()
+	if cerr == nil && hasDeadline && errors.Is(err, os.ErrDeadlineExceeded) && !time.Now().Before(dl) {
+		cerr = context.DeadlineExceeded // the read's deadline fired before the context's timer
+	}
+	if cerr != nil {
+		return nil, &Error{Status: ErrIO, Op: "ReadFrom", Message: cerr.Error(), Err: errors.Join(cerr, err)}
+	}
+	return nil, err
 }
 
 // withEOF lets stream ends match io.EOF / io.ErrUnexpectedEOF too.

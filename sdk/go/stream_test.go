@@ -5,6 +5,7 @@ package tenso
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -107,7 +108,10 @@ func TestReadFromTruncated(t *testing.T) {
 	}
 }
 
-// A header may claim a huge body; the framed reader must not allocate what it claims.
+// A header may claim a huge body. The decoder checks the claim against the limits before
+// asking for the buffer (so MaxPacketBytes / MaxDecodedBytes refuse it with nothing
+// allocated), then allocates exactly the claimed packet once - never more - and a claim
+// beyond this machine's memory is refused (ErrNoMemory) instead of aborting the process.
 func TestReadFromLyingHeader(t *testing.T) {
 	pkt, err := Dumps(NewTensor(Uint8, []uint64{1}, []byte{7}))
 	if err != nil {
@@ -120,19 +124,33 @@ func TestReadFromLyingHeader(t *testing.T) {
 	if need, err := PacketLength(lie); !errors.Is(err, ErrTruncated) || need != n {
 		t.Fatalf("PacketLength(lie) = %d, %v; want ErrTruncated, %d", need, err, n)
 	}
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	_, err = ReadFrom(bytes.NewReader(lie))
-	runtime.ReadMemStats(&after)
-	wantStatus(t, "lying header", err, ErrTruncated)
-	if grew := after.TotalAlloc - before.TotalAlloc; grew > 1<<20 {
-		t.Errorf("reading a 64-byte lie allocated %d bytes", grew)
+	allocated := func(o DecodeOptions, want Status) uint64 {
+		t.Helper()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		_, err := o.ReadPacket(bytes.NewReader(lie))
+		runtime.ReadMemStats(&after)
+		wantStatus(t, fmt.Sprintf("lying header, %+v", o), err, want)
+		return after.TotalAlloc - before.TotalAlloc
 	}
-	_, err = (DecodeOptions{MaxPacketBytes: 1 << 20}).ReadPacket(bytes.NewReader(lie))
-	wantStatus(t, "MaxPacketBytes", err, ErrLimit)
-	// The buffer is memory the decode holds: MaxDecodedBytes bounds it too.
-	_, err = (DecodeOptions{MaxDecodedBytes: 1 << 20}).ReadPacket(bytes.NewReader(lie))
-	wantStatus(t, "MaxDecodedBytes", err, ErrLimit)
+	if grew := allocated(DecodeOptions{MaxPacketBytes: 1 << 20}, ErrLimit); grew > 1<<20 {
+		t.Errorf("MaxPacketBytes: reading a 64-byte lie allocated %d bytes", grew)
+	}
+	if grew := allocated(DecodeOptions{MaxDecodedBytes: 1 << 20}, ErrLimit); grew > 1<<20 {
+		t.Errorf("MaxDecodedBytes: reading a 64-byte lie allocated %d bytes", grew)
+	}
+	if grew := allocated(DecodeOptions{MaxElements: 1 << 20}, ErrTooManyElements); grew > 1<<20 {
+		t.Errorf("MaxElements: reading a 64-byte lie allocated %d bytes", grew)
+	}
+	if grew := allocated(DecodeOptions{}, ErrTruncated); grew < n || grew > n+(1<<20) {
+		t.Errorf("default limits: %d bytes allocated, want the claimed %d once", grew, n)
+	}
+	saved := physicalMemory
+	physicalMemory = 1 << 20 // as if this machine had 1 MiB
+	defer func() { physicalMemory = saved }()
+	if grew := allocated(DecodeOptions{}, ErrNoMemory); grew > 1<<20 {
+		t.Errorf("beyond memory: %d bytes allocated", grew)
+	}
 }
 
 // Files, pipes and stream sockets go through libtenso's descriptor I/O.

@@ -78,7 +78,7 @@ static inline tgo_ref tgo_ref_of(const void *p, uint64_t n, const void *base, si
 
 typedef struct {
     tgo_res res;
-    tenso_view *view; /* tgo_loads_view / tgo_read_fd / tgo_load_file: the root; entries: the child */
+    tenso_view *view; /* tgo_loads_view / tgo_load_file / tgo_decoder_commit: the root; entries: the child */
     int32_t slow;     /* tgo_loads_fast: not a borrowed dense packet, take the pinned path */
     int32_t kind;
     int32_t dtype;
