@@ -7,8 +7,11 @@
 #      the tests run so nobody reinstalls the library under them;
 #   2. gofmt check, go vet, go test (module github.com/tenso-project/tenso/sdk/go, the
 #      tenso-relay command included), once more with GOEXPERIMENT=cgocheck2 (the full cgo
-#      pointer checks), under the race detector (always, unless RACE=0), and the
-#      CGO_ENABLED=0 stub build with its test.
+#      pointer checks), under the race detector (always, unless RACE=0), the tensogonum
+#      module (gonum interop, its own go.mod), and the CGO_ENABLED=0 stub build with its
+#      test;
+#   3. a consumer module built outside the tree against the staged library, run with
+#      LD_LIBRARY_PATH unset.
 #
 # The library is found through pkg-config (PKG_CONFIG_PATH) and at run time through an rpath
 # in CGO_LDFLAGS, so no LD_LIBRARY_PATH is needed. Test caching is off (-count=1): Go's cache
@@ -101,6 +104,17 @@ if [[ "$race" == 1 ]]; then
     log "go test -race"
     go test -race -count=1 ./... "$@"
 fi
+# The gonum interop is its own module (tensogonum/: the core module needs no gonum); gonum
+# comes from the module proxy (GOPROXY as configured) at the version go.sum pins.
+log "tensogonum (own module): vet, test, -race"
+(
+    cd "$here/tensogonum"
+    go vet ./...
+    go test -count=1 ./... "$@"
+    if [[ "$race" == 1 ]]; then
+        go test -race -count=1 ./... "$@"
+    fi
+)
 log "CGO_ENABLED=0: the stub"
 CGO_ENABLED=0 go vet ./...
 CGO_ENABLED=0 go test -count=1 ./... "$@"
