@@ -16,8 +16,10 @@ import (
 	tenso "github.com/tenso-project/tenso/sdk/go"
 )
 
-// writeExampleArchive saves one 4x3 float32 tensor "w" and returns the archive's path.
-func writeExampleArchive(dir string) string {
+// openExampleArchive saves one 4x3 float32 tensor "w" (the values 0 to 11) in a temporary
+// archive and opens it; cleanup closes and removes it.
+func openExampleArchive() (*tenso.Archive, func()) {
+	dir, _ := os.MkdirTemp("", "tenso-example")
 	path := filepath.Join(dir, "model.tenso")
 	w, err := tenso.CreateArchive(path)
 	if err != nil {
@@ -34,7 +36,11 @@ func writeExampleArchive(dir string) string {
 	if err := w.Finish(); err != nil {
 		panic(err)
 	}
-	return path
+	a, err := tenso.OpenArchive(path)
+	if err != nil {
+		panic(err)
+	}
+	return a, func() { a.Close(); os.RemoveAll(dir) }
 }
 
 func ExampleFromSlice() {
@@ -48,30 +54,21 @@ func ExampleFromSlice() {
 }
 
 func ExampleArchive_Get() {
-	dir, _ := os.MkdirTemp("", "tenso-example")
-	defer os.RemoveAll(dir)
-	a, err := tenso.OpenArchive(writeExampleArchive(dir))
-	if err != nil {
-		panic(err)
-	}
+	a, cleanup := openExampleArchive()
+	defer cleanup()
 	w, err := a.GetByName("w") // options are optional; Go memory
 	if err != nil {
 		panic(err)
 	}
-	a.Close()
+	cleanup()                        // closes the archive (idempotent)
 	v, _ := tenso.Values[float32](w) // still valid: w does not depend on the archive
 	fmt.Println(w.Dims(), v[11], w.OwnsCMemory())
 	// Output: [4 3] 11 false
 }
 
 func ExampleArchive_GetAliased() {
-	dir, _ := os.MkdirTemp("", "tenso-example")
-	defer os.RemoveAll(dir)
-	a, err := tenso.OpenArchive(writeExampleArchive(dir))
-	if err != nil {
-		panic(err)
-	}
-	defer a.Close()
+	a, cleanup := openExampleArchive()
+	defer cleanup()
 	w, err := a.GetAliased(0, tenso.DecodeOptions{MaxElements: 1 << 20})
 	if err != nil {
 		panic(err)
@@ -84,13 +81,8 @@ func ExampleArchive_GetAliased() {
 }
 
 func ExampleArchive_TensorReader() {
-	dir, _ := os.MkdirTemp("", "tenso-example")
-	defer os.RemoveAll(dir)
-	a, err := tenso.OpenArchive(writeExampleArchive(dir))
-	if err != nil {
-		panic(err)
-	}
-	defer a.Close()
+	a, cleanup := openExampleArchive()
+	defer cleanup()
 	r, err := a.TensorReader(0) // an io.ReaderAt over the body: reads only what is asked
 	if err != nil {
 		panic(err)
@@ -150,10 +142,8 @@ func ExampleQuantizeOptions_Quantize() {
 }
 
 func ExampleValues() {
-	dir, _ := os.MkdirTemp("", "tenso-example")
-	defer os.RemoveAll(dir)
-	path := filepath.Join(dir, "v.tenso")
-	_ = tenso.SaveFile(path, tenso.Vector([]int16{1, 2, 3}))
+	path, cleanup := exampleFile(tenso.Vector([]int16{1, 2, 3}))
+	defer cleanup()
 	// A helper may return the values and drop the tensor: they are Go memory.
 	load := func() []int16 {
 		t, err := tenso.LoadFile(path, tenso.LoadMmap)

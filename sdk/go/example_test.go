@@ -158,12 +158,8 @@ func ExampleNewSparse() {
 }
 
 func ExampleLoadFile() {
-	dir, _ := os.MkdirTemp("", "tenso-example")
-	defer os.RemoveAll(dir)
-	path := filepath.Join(dir, "m.tenso")
-	if err := tenso.SaveFile(path, tenso.Vector([]uint16{7, 8, 9})); err != nil {
-		panic(err)
-	}
+	path, cleanup := exampleFile(tenso.Vector([]uint16{7, 8, 9}))
+	defer cleanup()
 	// The tensor is Go memory: keep it (or slices of it) as long as you like.
 	t, err := tenso.LoadFile(path, tenso.LoadMmap)
 	if err != nil {
@@ -175,12 +171,8 @@ func ExampleLoadFile() {
 }
 
 func ExampleLoadFileAliased() {
-	dir, _ := os.MkdirTemp("", "tenso-example")
-	defer os.RemoveAll(dir)
-	path := filepath.Join(dir, "m.tenso")
-	if err := tenso.SaveFile(path, tenso.Vector([]uint16{7, 8, 9})); err != nil {
-		panic(err)
-	}
+	path, cleanup := exampleFile(tenso.Vector([]uint16{7, 8, 9}))
+	defer cleanup()
 	// Zero copy: the tensor points into the mapping, which Close releases. Slices taken
 	// from it must not outlive it: no use after Close, and t kept reachable meanwhile.
 	t, err := tenso.LoadFileAliased(path)
@@ -203,4 +195,14 @@ func must[T any](v T, err error) T {
 		panic(err)
 	}
 	return v
+}
+
+// exampleFile saves t in a temporary file; cleanup removes it.
+func exampleFile(t *tenso.Tensor) (string, func()) {
+	dir, _ := os.MkdirTemp("", "tenso-example")
+	path := filepath.Join(dir, "m.tenso")
+	if err := tenso.SaveFile(path, t); err != nil {
+		panic(err)
+	}
+	return path, func() { os.RemoveAll(dir) }
 }

@@ -157,14 +157,7 @@ func TestAliasedAfterClose(t *testing.T) {
 	}
 
 	// The archive's aliased Get outlives the archive itself.
-	arch := filepath.Join(dir, "a.archive")
-	aw := must(CreateArchive(arch))
-	if err := aw.Add("x", Vector([]float64{5, 6})); err != nil {
-		t.Fatal(err)
-	}
-	if err := aw.Finish(); err != nil {
-		t.Fatal(err)
-	}
+	arch, _ := archiveOfX(t, dir)
 	a := must(OpenArchive(arch))
 	g, err := a.GetByNameAliased("x")
 	if err != nil || !g.OwnsCMemory() {
@@ -179,17 +172,23 @@ func TestAliasedAfterClose(t *testing.T) {
 	g.Close()
 }
 
+// archiveOfX writes an archive holding x = [5 6] and returns its path and finished writer.
+func archiveOfX(t *testing.T, dir string) (string, *ArchiveWriter) {
+	t.Helper()
+	path := filepath.Join(dir, "x.archive")
+	w := must(CreateArchive(path))
+	if err := w.Add("x", Vector([]float64{5, 6})); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Finish(); err != nil {
+		t.Fatal(err)
+	}
+	return path, w
+}
+
 // Every call on a closed handle matches os.ErrClosed (and still ErrInvalidArgument).
 func TestClosedHandlesMatchErrClosed(t *testing.T) {
-	dir := t.TempDir()
-	arch := filepath.Join(dir, "a.archive")
-	aw := must(CreateArchive(arch))
-	if err := aw.Add("x", Vector([]float64{5, 6})); err != nil {
-		t.Fatal(err)
-	}
-	if err := aw.Finish(); err != nil {
-		t.Fatal(err)
-	}
+	arch, aw := archiveOfX(t, t.TempDir())
 	if err := aw.Add("y", Vector([]float64{1})); !errors.Is(err, os.ErrClosed) || !errors.Is(err, ErrInvalidArgument) {
 		t.Errorf("Add on a finished writer: %v", err)
 	}

@@ -1,23 +1,30 @@
 // A program that uses the Go SDK as a user's would, built outside the tree by run-tests.sh
-// (testdata/ keeps it out of ./... here).
+// (testdata/ keeps it out of ./... here): a packet through a pipe and back.
 package main
 
 import (
 	"fmt"
+	"os"
 
 	tenso "github.com/tenso-project/tenso/sdk/go"
 )
 
 func main() {
-	m, err := tenso.FromSlice([]int{2, 2}, []float32{1, 2, 3, 4})
+	r, w, err := os.Pipe()
 	if err != nil {
 		panic(err)
 	}
-	pkt, err := tenso.Dumps(m)
-	if err != nil {
-		panic(err)
-	}
-	t, err := tenso.Loads(pkt)
+	go func() {
+		defer w.Close()
+		m, err := tenso.FromSlice([]int{2, 2}, []float32{1, 2, 3, 4})
+		if err == nil {
+			_, err = tenso.DumpTo(w, m)
+		}
+		if err != nil {
+			panic(err)
+		}
+	}()
+	t, err := tenso.ReadFrom(r)
 	if err != nil {
 		panic(err)
 	}
