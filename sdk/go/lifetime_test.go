@@ -238,6 +238,12 @@ func TestArchiveTensorReaderAndOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	var ra io.ReaderAt = r
+	if e := must(a.Entry(must(a.Find("layer.0.weight")))); !slices.Equal(e.Dims(), []int{3, 100}) {
+		t.Fatalf("ArchiveEntry.Dims = %v", e.Dims())
+	}
+	if pi := must(Inspect(must(Dumps(must(FromSlice([]int{2, 0, 5}, []uint8{})))))); !slices.Equal(pi.Dims(), []int{2, 0, 5}) {
+		t.Fatalf("PacketInfo.Dims = %v", pi.Dims())
+	}
 	if r.Size() != int64(4*len(d.a)) {
 		t.Fatalf("Size = %d", r.Size())
 	}

@@ -256,9 +256,17 @@ func Scalar[T Element](v T) *Tensor {
 
 // Dims is the shape as []int (every dimension of a decoded packet fits: the wire caps the
 // element count at MaxElements).
-func (t *Tensor) Dims() []int {
-	out := make([]int, len(t.Shape))
-	for i, d := range t.Shape {
+func (t *Tensor) Dims() []int { return intDims(t.Shape) }
+
+// Dims is the shape as []int.
+func (p PacketInfo) Dims() []int { return intDims(p.Shape) }
+
+// Dims is the shape as []int.
+func (e ArchiveEntry) Dims() []int { return intDims(e.Shape) }
+
+func intDims(shape []uint64) []int {
+	out := make([]int, len(shape))
+	for i, d := range shape {
 		out[i] = int(d)
 	}
 	return out
