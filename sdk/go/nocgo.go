@@ -96,6 +96,7 @@ func (s *Shm) Put(t *Tensor, o EncodeOptions) (uint64, error) { return 0, errNoC
 func (s *Shm) Get(o DecodeOptions) (*Tensor, error)           { return nil, errNoCgo }
 func (s *Shm) GetAliased(o DecodeOptions) (*Tensor, error)    { return nil, errNoCgo }
 func (s *Shm) Bytes() []byte                                  { return nil }
+func (s *Shm) BytesAliased() []byte                           { return nil }
 func (s *Shm) Size() uint64                                   { return 0 }
 func (s *Shm) Name() string                                   { return "" }
 func (s *Shm) Writable() bool                                 { return false }

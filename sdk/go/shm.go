@@ -11,6 +11,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"runtime"
+	"slices"
 	"time"
 	"unsafe"
 )
@@ -19,8 +20,9 @@ import (
 // layout of the upstream Python TensoShm: the packet starts at byte 0 and the segment may be
 // larger. "weights" and "/weights" name the same segment.
 //
-// Get decodes without copying: the returned Tensor aliases the mapping (Close it when done;
-// it keeps the mapping alive after the Shm is closed). A segment has no pinning: a reader
+// Get and Bytes copy into Go memory; GetAliased and BytesAliased are the zero-copy forms
+// (a Tensor from GetAliased keeps the mapping alive after the Shm is closed, until the
+// Tensor is closed). A segment has no pinning: a reader
 // sees whatever a writer puts there later. Use a [Cache] when readers and writers run
 // concurrently. Methods may be called from several goroutines; Close waits for calls in flight.
 type Shm struct {
@@ -198,22 +200,40 @@ func (s *Shm) get(o DecodeOptions, alias bool, op string) (*Tensor, error) {
 	return viewTree(&info, alias)
 }
 
-// Bytes is the whole segment, aliasing the mapping: valid until Close. Another process may
-// write it meanwhile. Writing through it needs a writable segment (the process would fault
-// on a read-only mapping).
+// Bytes is a copy of the whole segment in Go memory (nil once closed): safe to keep after
+// Close and after the Shm is garbage-collected. BytesAliased is the zero-copy form.
 func (s *Shm) Bytes() []byte {
-	p, err := s.ptr("Shm.Bytes")
+	var out []byte
+	s.segment("Shm.Bytes", func(seg []byte) { out = slices.Clone(seg) })
+	return out
+}
+
+// BytesAliased is the whole segment without a copy: the slice points into the mapping (nil
+// once closed), and it does not keep the Shm alive. It is valid only until Close, and only
+// while the Shm is reachable: the cleanup of an unreachable Shm unmaps it, so keep it
+// reachable with runtime.KeepAlive(s) after the last use of the slice. Another process may
+// write the segment meanwhile. Writing through it needs a writable segment (the process would
+// fault on a read-only mapping).
+func (s *Shm) BytesAliased() []byte {
+	var out []byte
+	s.segment("Shm.BytesAliased", func(seg []byte) { out = seg })
+	return out
+}
+
+// segment calls fn with the mapping while the handle is held (not at all once closed).
+func (s *Shm) segment(op string, fn func(seg []byte)) {
+	p, err := s.ptr(op)
 	if err != nil {
-		return nil
+		return
 	}
 	defer s.h.release()
 	defer runtime.KeepAlive(s)
 	n := uint64(C.tenso_shm_size(p))
 	d := C.tenso_shm_data(p)
 	if d == nil || n == 0 {
-		return nil
+		return
 	}
-	return unsafe.Slice((*byte)(d), int(n))
+	fn(unsafe.Slice((*byte)(d), int(n)))
 }
 
 // Size is the segment's size in bytes (0 once closed).

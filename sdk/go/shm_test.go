@@ -70,7 +70,7 @@ func TestShmRoundTripZeroCopy(t *testing.T) {
 	if !slices.Equal(vals, w) || !slices.Equal(got.Shape, []uint64{10, 100}) {
 		t.Fatalf("got %v", got.Shape)
 	}
-	seg := r.Bytes()
+	seg := r.BytesAliased()
 	if p := uintptr(unsafe.Pointer(&got.Data[0])); p < uintptr(unsafe.Pointer(&seg[0])) || p >= uintptr(unsafe.Pointer(&seg[0]))+uintptr(len(seg)) {
 		t.Fatal("the Tensor does not alias the mapping")
 	}
@@ -92,6 +92,57 @@ func TestShmRoundTripZeroCopy(t *testing.T) {
 	}
 	got.Close()
 	wantStatus(t, "Get after Close", func() error { _, err := r.Get(DecodeOptions{}); return err }(), ErrInvalidArgument)
+}
+
+// Bytes is Go memory: it stays readable after Close and after the Shm is collected (the
+// mapping is gone by then: an alias of it faults). BytesAliased points into the mapping.
+func TestShmBytesCopyAndAliased(t *testing.T) {
+	name := shmName(t, false)
+	m := Vector(rampF32(1000, 2))
+	want := must(Dumps(m))
+	afterClose := func() []byte {
+		s, _, err := CreateShmFor(name, m, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		return s.Bytes()
+	}()
+	collected := func() []byte {
+		s, _, err := CreateShmFor(name, m, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.Bytes() // s becomes unreachable: its cleanup unmaps the segment
+	}()
+	runtime.GC()
+	runtime.GC()
+	for what, b := range map[string][]byte{"after Close": afterClose, "after GC": collected} {
+		if len(b) < len(want) || !slices.Equal(b[:len(want)], want) {
+			t.Fatalf("Bytes %s: %d bytes, not the packet", what, len(b))
+		}
+	}
+
+	s, _, err := CreateShmFor(name, m, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copied, aliased := s.Bytes(), s.BytesAliased()
+	if !slices.Equal(copied, aliased) || len(aliased) != int(s.Size()) {
+		t.Fatalf("Bytes and BytesAliased differ (%d, %d bytes)", len(copied), len(aliased))
+	}
+	if &copied[0] == &aliased[0] {
+		t.Fatal("Bytes must not alias the mapping")
+	}
+	aliased[0] ^= 0xff // the mapping itself: a new Bytes sees the write
+	if s.Bytes()[0] != copied[0]^0xff {
+		t.Fatal("BytesAliased does not point into the mapping")
+	}
+	runtime.KeepAlive(s)
+	s.Close()
+	if s.Bytes() != nil || s.BytesAliased() != nil {
+		t.Fatal("a closed Shm has no bytes")
+	}
 }
 
 // Another uid's objects are refused unless AnyOwner (checked in the C tests, which run as two
