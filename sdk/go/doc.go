@@ -21,15 +21,17 @@
 // [ReadFrom] reads exactly one packet from any io.Reader: Go moves the bytes (r.Read, so
 // deadlines, Close and [ReadFromContext] interrupt every wait) and libtenso's stream decoder
 // frames and checks them, receiving the packet straight into one Go buffer that the Tensor
-// slices. [LoadFile] loads a file's first packet into Go memory too. [Archive.Get] and
-// [Shm.Get] copy the bodies out of their mapping. All of these return Tensors the garbage
-// collector owns: keep them, or any slice of them, as long as you like; Close does nothing.
+// slices. [LoadFile] loads a file's first packet into Go memory too. [Archive.Get],
+// [Shm.Get] and [Cache.Get] copy the bodies out of their mapping ([Shm.Bytes] copies the
+// segment). All of these return Tensors the garbage collector owns: keep them, or any slice
+// of them, as long as you like; Close does nothing.
 //
 // # Zero-copy views of mappings (aliased Tensors)
 //
 // [LoadFileAliased], [Archive.GetAliased], [Archive.GetByNameAliased], [Shm.GetAliased] and
-// [Cache.Get] (a [CacheView]) return Tensors whose Data points into C memory: a file or
-// segment mapping, or a pinned cache entry. Close releases it (a cleanup does if Close is
+// [Cache.GetAliased] (a [CacheView]) return Tensors whose Data points into C memory: a file or
+// segment mapping, or a pinned cache entry ([Shm.BytesAliased] is the segment itself, valid
+// while the Shm is open and reachable). Close releases it (a cleanup does if Close is
 // forgotten and the Tensor becomes unreachable); the slices do not keep it alive. So, for
 // callers who manage that lifetime: defer t.Close(), and runtime.KeepAlive(t) after the last
 // use of a slice. Close empties the Data of every Tensor of the packet, and [Values] copies
@@ -63,8 +65,8 @@
 //
 // [Shm] holds one packet in a named POSIX shared-memory segment (the layout of upstream's
 // TensoShm). [Cache] is a tensor cache shared by every process on the host that opens the same
-// name: LRU eviction, time to live, and zero-copy reads ([CacheView]) that pin their entry
-// until closed. [Archive] reads tenso archives, safetensors and bintensors files by mapping
+// name: LRU eviction, time to live, and zero-copy reads ([Cache.GetAliased], a [CacheView])
+// that pin their entry until closed. [Archive] reads tenso archives, safetensors and bintensors files by mapping
 // them (O(1) lookup by name, zero-copy Gets, pread slices, hash verification);
 // [ArchiveWriter] streams them to disk and renames them into place atomically.
 //

@@ -56,8 +56,9 @@ func ExampleCache() {
 		panic(err)
 	}
 
-	// Other processes use tenso.OpenCache(name, ...). A CacheView pins its entry until Close.
-	v, err := cache.Get("layer0/w", tenso.DecodeOptions{})
+	// Other processes use tenso.OpenCache(name, ...). Get copies into Go memory; GetAliased
+	// reads in place, a CacheView that pins its entry until Close.
+	v, err := cache.GetAliased("layer0/w", tenso.DecodeOptions{})
 	if err != nil {
 		panic(err)
 	}

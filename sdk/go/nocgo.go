@@ -109,7 +109,10 @@ func (c *Cache) Name() string                                 { return "" }
 func (c *Cache) Put(key string, t *Tensor, ttl time.Duration, o EncodeOptions) (uint64, error) {
 	return 0, errNoCgo
 }
-func (c *Cache) Get(key string, o DecodeOptions) (*CacheView, error) { return nil, errNoCgo }
+func (c *Cache) Get(key string, o DecodeOptions) (*Tensor, error) { return nil, errNoCgo }
+func (c *Cache) GetAliased(key string, o DecodeOptions) (*CacheView, error) {
+	return nil, errNoCgo
+}
 func (c *Cache) Delete(key string) error                             { return errNoCgo }
 func (c *Cache) Info(key string) (CacheEntryInfo, error)             { return CacheEntryInfo{}, errNoCgo }
 func (c *Cache) Contains(key string) (bool, error)                   { return false, errNoCgo }

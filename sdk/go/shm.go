@@ -280,7 +280,8 @@ type Cache struct {
 	h *handle
 }
 
-// CacheView is a cache entry read in place: a Tensor whose memory is the pool. While it is
+// CacheView is a cache entry read in place ([Cache.GetAliased]): a Tensor whose memory is the
+// pool. While it is
 // open the entry is pinned: never evicted, expired, overwritten or reused (a Delete or a new
 // Put of the key only hides it). Close releases the pin; a cleanup releases it if Close is
 // forgotten (late: close views promptly, pinned space cannot be reused). A CacheView stays
@@ -432,27 +433,50 @@ func (c *Cache) Put(key string, t *Tensor, ttl time.Duration, o EncodeOptions) (
 	return uint64(r.n), fail(r, "Cache.Put")
 }
 
-// Get returns the entry under key as a zero-copy, pinned [CacheView]: Close it when done.
-// The error wraps ErrNotFound when the key is absent or expired. Counts a hit (and marks the
-// entry most recently used) or a miss.
-func (c *Cache) Get(key string, o DecodeOptions) (*CacheView, error) {
-	p, err := c.ptr("Cache.Get")
+// Get returns the entry under key in Go memory (its bodies copied out of the pool; the entry
+// is pinned only while copying): safe to keep after the Cache is closed, and Close does
+// nothing. The error wraps ErrNotFound when the key is absent or expired. Counts a hit (and
+// marks the entry most recently used) or a miss. GetAliased is the zero-copy form.
+func (c *Cache) Get(key string, o DecodeOptions) (*Tensor, error) {
+	var t *Tensor
+	err := c.get(key, o, "Cache.Get", func(info *C.tgo_info) (err error) {
+		t, err = viewTree(info, false)
+		return err
+	})
+	return t, err
+}
+
+// GetAliased is Get without the copy: a [CacheView] whose Data points into the pool, its
+// entry pinned until the view is closed. Close it when done; no slice of it may be used after
+// that, nor after the view becomes unreachable - slices do not keep it alive (keep it
+// reachable with runtime.KeepAlive). The view stays valid after the Cache is closed.
+func (c *Cache) GetAliased(key string, o DecodeOptions) (*CacheView, error) {
+	var v *CacheView
+	err := c.get(key, o, "Cache.GetAliased", func(info *C.tgo_info) error {
+		t, err := ownedTree(info)
+		if err == nil {
+			v = &CacheView{Tensor: t}
+		}
+		return err
+	})
+	return v, err
+}
+
+// get looks key up and hands the pinned view to wrap, which owns it from then on.
+func (c *Cache) get(key string, o DecodeOptions, op string, wrap func(*C.tgo_info) error) error {
+	p, err := c.ptr(op)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer c.h.release()
 	defer runtime.KeepAlive(c)
 	k, kn := ckey(key)
 	info := C.tgo_cache_get(p, k, kn, o.c())
 	runtime.KeepAlive(key)
-	if err := fail(info.res, "Cache.Get"); err != nil {
-		return nil, err
+	if err := fail(info.res, op); err != nil {
+		return err
 	}
-	t, err := ownedTree(&info)
-	if err != nil {
-		return nil, err
-	}
-	return &CacheView{Tensor: t}, nil
+	return wrap(&info)
 }
 
 // Delete removes key (a pinned entry is hidden at once and released with its last pin). The

@@ -256,7 +256,7 @@ func TestCacheRoundTripAndBookkeeping(t *testing.T) {
 	wantStatus(t, "Delete missing", c.Delete("missing"), ErrNotFound)
 	wantStatus(t, "Info missing", func() error { _, err := c.Info("missing"); return err }(), ErrNotFound)
 
-	v, err := c.Get("w", DecodeOptions{})
+	v, err := c.GetAliased("w", DecodeOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -330,7 +330,7 @@ func TestCacheExactErrors(t *testing.T) {
 	for i := 0; i < 16 && full == nil; i++ {
 		key := fmt.Sprintf("p%d", i)
 		if _, full = c.Put(key, Vector(chunk), 0, EncodeOptions{}); full == nil {
-			v, err := c.Get(key, DecodeOptions{})
+			v, err := c.GetAliased(key, DecodeOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -362,7 +362,7 @@ func TestCachePinsSurviveDeleteAndClose(t *testing.T) {
 	if _, err := c.Put("a", Vector(a), 0, EncodeOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	v, err := c.Get("a", DecodeOptions{})
+	v, err := c.GetAliased("a", DecodeOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -460,7 +460,7 @@ func TestCacheConcurrentGoroutines(t *testing.T) {
 					errs <- err
 					return
 				}
-				got, _ := Values[uint32](v.Tensor)
+				got, _ := Values[uint32](v)
 				same := slices.Equal(got, data)
 				v.Close()
 				if !same {
@@ -471,7 +471,7 @@ func TestCacheConcurrentGoroutines(t *testing.T) {
 					errs <- err
 					return
 				}
-				if s, err := h.Get("shared", DecodeOptions{}); err == nil {
+				if s, err := h.GetAliased("shared", DecodeOptions{}); err == nil {
 					got, _ := Values[uint32](s.Tensor)
 					for j := 1; j < len(got); j++ {
 						if got[j] != got[j-1]+1 {
@@ -521,7 +521,7 @@ func TestCacheCloseWhileInUse(t *testing.T) {
 						}
 						return
 					}
-					v, err := c.Get("k", DecodeOptions{})
+					v, err := c.GetAliased("k", DecodeOptions{})
 					if err != nil {
 						if !errors.Is(err, ErrInvalidArgument) {
 							errs <- err
@@ -547,6 +547,38 @@ func TestCacheCloseWhileInUse(t *testing.T) {
 	}
 }
 
+// Cache.Get is Go memory: no pin is left behind, and the data outlives the view's collection,
+// Close of the Cache and the pool's unlinking (an alias of the pool faults by then).
+func TestCacheGetCopies(t *testing.T) {
+	c, name := newCache(t, 1<<20)
+	want := rampF32(4096, 5)
+	if _, err := c.Put("k", Vector(want), 0, EncodeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.Get("k", DecodeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := got.Data
+	if got.OwnsCMemory() {
+		t.Fatal("Cache.Get must return Go memory")
+	}
+	if info, err := c.Info("k"); err != nil || info.Pins != 0 {
+		t.Fatalf("Get left a pin: %+v, %v", info, err)
+	}
+	got = nil
+	runtime.GC()
+	runtime.GC()
+	c.Close()
+	if err := UnlinkCache(name); err != nil {
+		t.Fatal(err)
+	}
+	runtime.GC()
+	if v := unsafe.Slice((*float32)(unsafe.Pointer(&data[0])), len(want)); !slices.Equal(v, want) {
+		t.Fatal("the copied bytes changed")
+	}
+}
+
 // A forgotten CacheView is released by its cleanup; forgotten handles are closed too.
 func TestCacheCleanupReleasesPins(t *testing.T) {
 	c, _ := newCache(t, 1<<20)
@@ -555,7 +587,7 @@ func TestCacheCleanupReleasesPins(t *testing.T) {
 	}
 	handles := liveHandles.Load()
 	func() {
-		v, err := c.Get("k", DecodeOptions{})
+		v, err := c.GetAliased("k", DecodeOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
