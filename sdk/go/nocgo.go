@@ -113,14 +113,14 @@ func (c *Cache) Get(key string, o DecodeOptions) (*Tensor, error) { return nil, 
 func (c *Cache) GetAliased(key string, o DecodeOptions) (*CacheView, error) {
 	return nil, errNoCgo
 }
-func (c *Cache) Delete(key string) error                             { return errNoCgo }
-func (c *Cache) Info(key string) (CacheEntryInfo, error)             { return CacheEntryInfo{}, errNoCgo }
-func (c *Cache) Contains(key string) (bool, error)                   { return false, errNoCgo }
-func (c *Cache) Keys() ([]string, error)                             { return nil, errNoCgo }
-func (c *Cache) Clear() error                                        { return errNoCgo }
-func (c *Cache) Stats() (CacheStats, error)                          { return CacheStats{}, errNoCgo }
-func (c *Cache) Check() error                                        { return errNoCgo }
-func (c *Cache) Close() error                                        { return nil }
+func (c *Cache) Delete(key string) error                 { return errNoCgo }
+func (c *Cache) Info(key string) (CacheEntryInfo, error) { return CacheEntryInfo{}, errNoCgo }
+func (c *Cache) Contains(key string) (bool, error)       { return false, errNoCgo }
+func (c *Cache) Keys() ([]string, error)                 { return nil, errNoCgo }
+func (c *Cache) Clear() error                            { return errNoCgo }
+func (c *Cache) Stats() (CacheStats, error)              { return CacheStats{}, errNoCgo }
+func (c *Cache) Check() error                            { return errNoCgo }
+func (c *Cache) Close() error                            { return nil }
 
 func OpenArchive(path string) (*Archive, error)                               { return nil, errNoCgo }
 func (o ArchiveOptions) Open(path string) (*Archive, error)                   { return nil, errNoCgo }
