@@ -45,7 +45,8 @@ func openExampleArchive() (*tenso.Archive, func()) {
 
 func ExampleFromSlice() {
 	m, err := tenso.FromSlice([]int{2, 3}, []int32{1, 2, 3, 4, 5, 6})
-	fmt.Println(m.Dims(), err)
+	dims, _ := m.Dims()
+	fmt.Println(dims, err)
 	_, err = tenso.FromSlice([]int{2, 2}, []int32{1, 2, 3}) // refused here, not at Dumps
 	fmt.Println(errors.Is(err, tenso.ErrInvalidArgument))
 	// Output:
@@ -62,7 +63,8 @@ func ExampleArchive_Get() {
 	}
 	cleanup()                        // closes the archive (idempotent)
 	v, _ := tenso.Values[float32](w) // still valid: w does not depend on the archive
-	fmt.Println(w.Dims(), v[11], w.OwnsCMemory())
+	dims, _ := w.Dims()
+	fmt.Println(dims, v[11], w.OwnsCMemory())
 	// Output: [4 3] 11 false
 }
 

@@ -238,11 +238,11 @@ func TestArchiveTensorReaderAndOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	var ra io.ReaderAt = r
-	if e := must(a.Entry(must(a.Find("layer.0.weight")))); !slices.Equal(e.Dims(), []int{3, 100}) {
-		t.Fatalf("ArchiveEntry.Dims = %v", e.Dims())
+	if e := must(a.Entry(must(a.Find("layer.0.weight")))); !slices.Equal(must(e.Dims()), []int{3, 100}) {
+		t.Fatalf("ArchiveEntry.Dims = %v", must(e.Dims()))
 	}
-	if pi := must(Inspect(must(Dumps(must(FromSlice([]int{2, 0, 5}, []uint8{})))))); !slices.Equal(pi.Dims(), []int{2, 0, 5}) {
-		t.Fatalf("PacketInfo.Dims = %v", pi.Dims())
+	if pi := must(Inspect(must(Dumps(must(FromSlice([]int{2, 0, 5}, []uint8{})))))); !slices.Equal(must(pi.Dims()), []int{2, 0, 5}) {
+		t.Fatalf("PacketInfo.Dims = %v", must(pi.Dims()))
 	}
 	if r.Size() != int64(4*len(d.a)) {
 		t.Fatalf("Size = %d", r.Size())
@@ -290,7 +290,7 @@ func TestFromSliceShapeAndQuantizeOptions(t *testing.T) {
 		}
 	}
 	x, err := FromSlice([]int{3, 1}, []float32{1, 2, 3})
-	if err != nil || !slices.Equal(x.Dims(), []int{3, 1}) {
+	if err != nil || !slices.Equal(must(x.Dims()), []int{3, 1}) {
 		t.Fatalf("FromSlice: %v %v", x, err)
 	}
 	s := Scalar(2.5)

@@ -3,6 +3,7 @@ package tenso
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 	"reflect"
 	"runtime"
 	"sync"
@@ -254,22 +255,29 @@ func Scalar[T Element](v T) *Tensor {
 	return NewTensor(DTypeOf[T](), []uint64{}, AsBytes([]T{v}))
 }
 
-// Dims is the shape as []int (every dimension of a decoded packet fits: the wire caps the
-// element count at MaxElements).
-func (t *Tensor) Dims() []int { return intDims(t.Shape) }
+// Dims is the shape as []int. A dimension above math.MaxInt (a hand-built shape, or an empty
+// tensor with one huge dimension) is an error wrapping ErrInvalidArgument, never a negative
+// int.
+func (t *Tensor) Dims() ([]int, error) { return intDims(t.Shape, "Tensor.Dims") }
 
-// Dims is the shape as []int.
-func (p PacketInfo) Dims() []int { return intDims(p.Shape) }
+// Dims is the shape as []int (an error wrapping ErrInvalidArgument for a dimension above
+// math.MaxInt).
+func (p PacketInfo) Dims() ([]int, error) { return intDims(p.Shape, "PacketInfo.Dims") }
 
-// Dims is the shape as []int.
-func (e ArchiveEntry) Dims() []int { return intDims(e.Shape) }
+// Dims is the shape as []int (an error wrapping ErrInvalidArgument for a dimension above
+// math.MaxInt).
+func (e ArchiveEntry) Dims() ([]int, error) { return intDims(e.Shape, "ArchiveEntry.Dims") }
 
-func intDims(shape []uint64) []int {
+func intDims(shape []uint64, op string) ([]int, error) {
 	out := make([]int, len(shape))
 	for i, d := range shape {
+		if d > math.MaxInt {
+			return nil, &Error{Status: ErrInvalidArgument, Op: op,
+				Message: fmt.Sprintf("dimension %d is %d: more than an int holds", i, d)}
+		}
 		out[i] = int(d)
 	}
-	return out
+	return out, nil
 }
 
 // Values returns the elements of a dense tensor (or of a sparse component) as a []T that

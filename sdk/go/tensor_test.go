@@ -30,7 +30,7 @@ func roundTrip[T Element](t *testing.T, s []T, shape []int) {
 	if err != nil {
 		t.Fatalf("%v: Values: %v", DTypeOf[T](), err)
 	}
-	if !slices.Equal(vals, s) || !slices.Equal(got.Dims(), shape) || got.DType != DTypeOf[T]() {
+	if !slices.Equal(vals, s) || !slices.Equal(must(got.Dims()), shape) || got.DType != DTypeOf[T]() {
 		t.Errorf("%v: got %v %v, want %v %v", DTypeOf[T](), got.Shape, vals, shape, s)
 	}
 	// Values aliases the packet (Dumps output is 64-byte aligned, so bodies are too).
@@ -459,4 +459,18 @@ func TestConcurrentUse(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+// Dims never turns a dimension above math.MaxInt into a negative int.
+func TestDimsBeyondInt(t *testing.T) {
+	huge := NewTensor(Uint8, []uint64{3, 1 << 63, 0}, nil)
+	if d, err := huge.Dims(); d != nil || !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("Dims = %v, %v", d, err)
+	}
+	if d, err := (PacketInfo{Shape: []uint64{math.MaxUint64}}).Dims(); d != nil || !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("PacketInfo.Dims = %v, %v", d, err)
+	}
+	if d, err := (ArchiveEntry{Shape: []uint64{math.MaxInt, 0}}).Dims(); err != nil || !slices.Equal(d, []int{math.MaxInt, 0}) {
+		t.Fatalf("ArchiveEntry.Dims = %v, %v", d, err)
+	}
 }

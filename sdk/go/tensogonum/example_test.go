@@ -18,7 +18,8 @@ func ExampleFromDense() {
 	if err != nil {
 		panic(err)
 	}
-	fmt.Println(t.Dims(), len(pkt))
+	dims, _ := t.Dims()
+	fmt.Println(dims, len(pkt))
 	// Output: [2 2] 96
 }
 

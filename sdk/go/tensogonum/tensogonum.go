@@ -11,6 +11,7 @@ package tensogonum
 
 import (
 	"fmt"
+	"math"
 
 	tenso "github.com/tenso-project/tenso/sdk/go"
 	"gonum.org/v1/gonum/mat"
@@ -38,7 +39,8 @@ func FromDense(m *mat.Dense) (*tenso.Tensor, error) {
 
 // ToDense returns a 2-D float64 tensor as a *mat.Dense over its elements (see Values for
 // when they are copied). Other dtypes, other ranks and empty tensors (which gonum cannot
-// represent) are errors wrapping ErrBadDType or ErrInvalidArgument.
+// represent) are errors wrapping ErrBadDType or ErrInvalidArgument, and so is a Data whose
+// length is not the shape's.
 func ToDense(t *tenso.Tensor) (*mat.Dense, error) {
 	v, dims, err := float64s(t, 2, "tensogonum.ToDense")
 	if err != nil {
@@ -84,20 +86,34 @@ func float64s(t *tenso.Tensor, ndim int, op string) ([]float64, []int, error) {
 	if t.DType != tenso.Float64 {
 		return nil, nil, &tenso.Error{Status: tenso.ErrBadDType, Op: op, Message: fmt.Sprintf("%v tensor, want float64", t.DType)}
 	}
-	dims := t.Dims()
+	dims, err := t.Dims()
+	if err != nil {
+		return nil, nil, err
+	}
 	if len(dims) != ndim {
 		return nil, nil, &tenso.Error{Status: tenso.ErrInvalidArgument, Op: op,
 			Message: fmt.Sprintf("shape %v, want %d dimensions", dims, ndim)}
 	}
+	numel := 1
 	for _, d := range dims {
 		if d == 0 {
 			return nil, nil, &tenso.Error{Status: tenso.ErrInvalidArgument, Op: op,
 				Message: fmt.Sprintf("shape %v: gonum has no empty matrices", dims)}
 		}
+		if numel > math.MaxInt/d {
+			return nil, nil, &tenso.Error{Status: tenso.ErrInvalidArgument, Op: op,
+				Message: fmt.Sprintf("shape %v: more elements than an int holds", dims)}
+		}
+		numel *= d
 	}
 	v, err := tenso.Values[float64](t)
 	if err != nil {
 		return nil, nil, err
+	}
+	// NewTensor does not check Data against Shape; mat.NewDense panics on a mismatch.
+	if len(v) != numel {
+		return nil, nil, &tenso.Error{Status: tenso.ErrInvalidArgument, Op: op,
+			Message: fmt.Sprintf("shape %v is %d elements, data holds %d", dims, numel, len(v))}
 	}
 	return v, dims, nil
 }

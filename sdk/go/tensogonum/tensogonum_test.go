@@ -15,8 +15,8 @@ func TestDenseRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(x.Dims(), []int{2, 3}) || x.DType != tenso.Float64 {
-		t.Fatalf("FromDense: %v %v", x.Dims(), x.DType)
+	if !slices.Equal(must(x.Dims()), []int{2, 3}) || x.DType != tenso.Float64 {
+		t.Fatalf("FromDense: %v %v", must(x.Dims()), x.DType)
 	}
 	if &x.Data[0] != &tenso.AsBytes(m.RawMatrix().Data)[0] {
 		t.Error("a contiguous Dense must be encoded without a copy")
@@ -78,8 +78,33 @@ func TestRefusals(t *testing.T) {
 	if _, err := FromDense(nil); !errors.Is(err, tenso.ErrInvalidArgument) {
 		t.Errorf("nil: %v", err)
 	}
-	if x, err := FromDense(&mat.Dense{}); err != nil || !slices.Equal(x.Dims(), []int{0, 0}) {
+	if x, err := FromDense(&mat.Dense{}); err != nil || !slices.Equal(must(x.Dims()), []int{0, 0}) {
 		t.Errorf("empty Dense: %v %v", x, err)
+	}
+}
+
+// Hand-built tensors whose Data does not match their shape, or whose shape overflows an int,
+// are errors, not panics inside gonum.
+func TestShapeMismatchIsAnError(t *testing.T) {
+	cases := map[string]*tenso.Tensor{
+		"2x2 over 1 element":   tenso.NewTensor(tenso.Float64, []uint64{2, 2}, make([]byte, 8)),
+		"2x2 over 5 elements":  tenso.NewTensor(tenso.Float64, []uint64{2, 2}, make([]byte, 40)),
+		"numel overflows int":  tenso.NewTensor(tenso.Float64, []uint64{1 << 32, 1 << 32}, make([]byte, 8)),
+		"dimension beyond int": tenso.NewTensor(tenso.Float64, []uint64{1 << 63, 1}, make([]byte, 8)),
+	}
+	for name, x := range cases {
+		if m, err := ToDense(x); m != nil || !errors.Is(err, tenso.ErrInvalidArgument) {
+			t.Errorf("ToDense(%s) = %v, %v", name, m, err)
+		}
+	}
+	vecs := map[string]*tenso.Tensor{
+		"3 over 2 elements":    tenso.NewTensor(tenso.Float64, []uint64{3}, make([]byte, 16)),
+		"dimension beyond int": tenso.NewTensor(tenso.Float64, []uint64{1<<63 + 1}, make([]byte, 8)),
+	}
+	for name, x := range vecs {
+		if v, err := ToVecDense(x); v != nil || !errors.Is(err, tenso.ErrInvalidArgument) {
+			t.Errorf("ToVecDense(%s) = %v, %v", name, v, err)
+		}
 	}
 }
 

@@ -32,5 +32,9 @@ func main() {
 	if err != nil {
 		panic(err)
 	}
-	fmt.Println(t.Dims(), v, tenso.LibraryVersion())
+	dims, err := t.Dims()
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(dims, v, tenso.LibraryVersion())
 }
