@@ -370,6 +370,11 @@ type progressState struct {
 // the walk with an error wrapping ErrUser. A panic in progress stops the walk and is raised
 // again once libtenso has returned. On failure bad is the first failing tensor's index (-1
 // when none is reported) and the error wraps ErrChecksum or the decode status.
+//
+// progress may call the Archive's other methods. Close, from any goroutine, waits for Verify
+// to return; once it has begun, calls from progress fail with an error matching os.ErrClosed
+// (Len reports 0) rather than wait for it. So progress must not call Close itself: that
+// Close would wait for the Verify it is running in.
 func (a *Archive) Verify(progress func(done, total uint64) bool) (bad int, err error) {
 	p, err := a.ptr("Archive.Verify")
 	if err != nil {

@@ -102,31 +102,51 @@ func (o *owner) close() {
 
 // handle is a libtenso handle (segment, cache, archive, writer) whose methods may run on
 // several goroutines while another calls Close: each call holds it shared (acquire, then a
-// deferred release), and close frees it only after the calls in flight have returned.
+// deferred release), and close frees it only after the calls in flight have returned. Once
+// close has begun, new calls fail at once (acquire returns nil) instead of queueing behind
+// it: a call made from inside another (Archive.Verify's progress callback) must not wait for
+// a Close that itself waits for the outer call - a sync.RWMutex would deadlock there.
 type handle struct {
-	mu sync.RWMutex
-	o  *owner
+	mu      sync.Mutex
+	idle    sync.Cond // signalled when active drops to 0 while closing
+	active  int       // calls holding the handle
+	closing bool
+	o       *owner
 }
 
 func newHandle(p unsafe.Pointer, free func(unsafe.Pointer)) *handle {
-	return &handle{o: newTracked(p, free, &liveHandles)}
+	h := &handle{o: newTracked(p, free, &liveHandles)}
+	h.idle.L = &h.mu
+	return h
 }
 
-// acquire is the C handle, held until release; nil (and nothing held) once closed.
+// acquire is the C handle, held until release; nil (and nothing held) once closing.
 func (h *handle) acquire() unsafe.Pointer {
-	h.mu.RLock()
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	p := h.o.ptr()
-	if p == nil {
-		h.mu.RUnlock()
+	if h.closing || p == nil {
+		return nil
 	}
+	h.active++
 	return p
 }
 
-func (h *handle) release() { h.mu.RUnlock() }
+func (h *handle) release() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.active--; h.active == 0 && h.closing {
+		h.idle.Broadcast()
+	}
+}
 
 func (h *handle) close() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.closing = true
+	for h.active > 0 {
+		h.idle.Wait()
+	}
 	h.o.close()
 }
 
