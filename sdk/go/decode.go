@@ -29,7 +29,9 @@ func LoadFile(path string, mode LoadMode) (*Tensor, error) {
 func LoadFileAliased(path string) (*Tensor, error) { return DecodeOptions{}.LoadFileAliased(path) }
 
 // Loads decodes the packet at the start of data under these options. Data slices of the
-// result alias data: keep it unmodified while the Tensor is in use. Cost without integrity or
+// result alias data: keep it unmodified while the Tensor is in use. So do the slices [Values]
+// returns for them (when aligned, as a dense packet's body is): writing data later changes
+// those values. Cost without integrity or
 // compression: O(ndim + bundle entries), one cgo call for a dense packet.
 func (o DecodeOptions) Loads(data []byte) (*Tensor, error) {
 	if versionErr != nil {

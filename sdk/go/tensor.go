@@ -302,7 +302,9 @@ func intDims(shape []uint64, op string) ([]int, error) {
 
 // Values returns the elements of a dense tensor (or of a sparse component) as a []T that
 // is safe to keep: Go memory the garbage collector owns, valid whatever happens to t. It
-// aliases Data when Data is Go memory aligned for T, and copies otherwise: when Data is not
+// aliases Data when Data is Go memory aligned for T - so on the result of [Loads], whose Data
+// slices the caller's input, it aliases that input: a later write to the input shows in the
+// values (copy them, or the input, to keep them apart) - and copies otherwise: when Data is not
 // aligned for T (bodies nested in bundles are only aligned relative to their own packet) and
 // when t is an aliased Tensor (its Data is a mapping or a cache entry that Close releases;
 // use [ValuesAliased] there for a zero-copy view). T must match the dtype; uint16 is also

@@ -4,6 +4,7 @@ package tenso
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"math"
 	"os"
@@ -472,5 +473,20 @@ func TestDimsBeyondInt(t *testing.T) {
 	}
 	if d, err := (ArchiveEntry{Shape: []uint64{math.MaxInt, 0}}).Dims(); err != nil || !slices.Equal(d, []int{math.MaxInt, 0}) {
 		t.Fatalf("ArchiveEntry.Dims = %v, %v", d, err)
+	}
+}
+
+// Documented on Values and Loads: Values of a Loads result aliases the caller's input.
+func TestValuesOfLoadsAliasInput(t *testing.T) {
+	pkt := must(Dumps(Vector([]int32{1, 2, 3})))
+	m := must(Loads(pkt))
+	v := must(Values[int32](m))
+	off := int(uintptr(unsafe.Pointer(&m.Data[0])) - uintptr(unsafe.Pointer(&pkt[0])))
+	if off < 0 || off+12 > len(pkt) || unsafe.Pointer(&v[0]) != unsafe.Pointer(&pkt[off]) {
+		t.Fatal("Values of a Loads result does not alias the input")
+	}
+	binary.LittleEndian.PutUint32(pkt[off+4:], 20)
+	if !slices.Equal(v, []int32{1, 20, 3}) {
+		t.Fatalf("a write to the input is not seen: %v", v)
 	}
 }
