@@ -272,7 +272,8 @@ func (s *Shm) Close() error {
 
 // Cache is a tensor cache in shared memory: string keys (1 to 128 bytes of UTF-8) to packets,
 // shared by every process on the host that opens the same name, with LRU eviction, time to
-// live, and zero-copy reads that pin their entry until the [CacheView] is closed. A process
+// live, reads into Go memory (Get) and zero-copy reads (GetAliased) that pin their entry until
+// the [CacheView] is closed. A process
 // that dies holding the pool's lock does not wedge the others: the next one rebuilds the
 // pool's tables. Methods may be called from several goroutines at once; Close waits for calls
 // in flight.
