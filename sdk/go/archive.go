@@ -22,6 +22,8 @@ static inline tgo_res tgo_archive_verify(tenso_archive *a, uintptr_t handle) {
 import "C"
 
 import (
+	"fmt"
+	"io"
 	"math"
 	"runtime"
 	"runtime/cgo"
@@ -185,33 +187,117 @@ func (a *Archive) Find(name string) (int, error) {
 	return int(r.n), nil
 }
 
-// Get returns tensor i as a Tensor aliasing the mapping (LZ4 bodies are decompressed into C
-// memory it owns): Close it when done. A stored hash is verified on each tensor's first Get
-// unless the archive was opened with NoVerify: the error then wraps ErrChecksum.
-func (a *Archive) Get(i int, o DecodeOptions) (*Tensor, error) {
-	p, err := a.ptr("Archive.Get")
+// Get returns tensor i in Go memory (its bodies copied out of the mapping, or decompressed):
+// safe to keep after the Archive is closed, and Close does nothing. Options: none (the
+// default limits) or one DecodeOptions. A stored hash is verified on each tensor's first Get
+// unless the archive was opened with NoVerify: the error then wraps ErrChecksum. GetAliased
+// is the zero-copy form; TensorReader reads a part of a tensor.
+func (a *Archive) Get(i int, opts ...DecodeOptions) (*Tensor, error) {
+	return a.get(i, opts, false, "Archive.Get")
+}
+
+// GetAliased is Get without the copy: the Tensor aliases the mapping (LZ4 bodies are
+// decompressed into C memory it owns) and stays valid after the Archive is closed, until the
+// Tensor is closed or unreachable - slices of it do not keep it alive (see LoadFileAliased).
+func (a *Archive) GetAliased(i int, opts ...DecodeOptions) (*Tensor, error) {
+	return a.get(i, opts, true, "Archive.GetAliased")
+}
+
+// oneOption is the optional trailing options argument: none (the zero value) or one.
+func oneOption[O any](opts []O, op string) (O, error) {
+	var o O
+	switch len(opts) {
+	case 0:
+		return o, nil
+	case 1:
+		return opts[0], nil
+	}
+	return o, &Error{Status: ErrInvalidArgument, Op: op, Message: "at most one options argument"}
+}
+
+func (a *Archive) get(i int, opts []DecodeOptions, alias bool, op string) (*Tensor, error) {
+	o, err := oneOption(opts, op)
+	if err != nil {
+		return nil, err
+	}
+	p, err := a.ptr(op)
 	if err != nil {
 		return nil, err
 	}
 	defer a.h.release()
 	if i < 0 {
-		return nil, &Error{Status: ErrInvalidArgument, Op: "Archive.Get", Message: "negative index"}
+		return nil, &Error{Status: ErrInvalidArgument, Op: op, Message: "negative index"}
 	}
 	defer runtime.KeepAlive(a)
 	info := C.tgo_archive_get(p, C.uint64_t(i), o.c())
-	if err := fail(info.res, "Archive.Get"); err != nil {
+	if err := fail(info.res, op); err != nil {
 		return nil, err
 	}
-	return ownedTree(&info)
+	return viewTree(&info, alias)
 }
 
 // GetByName is Get of the tensor named name (ErrNotFound when there is none).
-func (a *Archive) GetByName(name string, o DecodeOptions) (*Tensor, error) {
+func (a *Archive) GetByName(name string, opts ...DecodeOptions) (*Tensor, error) {
 	i, err := a.Find(name)
 	if err != nil {
 		return nil, err
 	}
-	return a.Get(i, o)
+	return a.Get(i, opts...)
+}
+
+// GetByNameAliased is GetAliased of the tensor named name.
+func (a *Archive) GetByNameAliased(name string, opts ...DecodeOptions) (*Tensor, error) {
+	i, err := a.Find(name)
+	if err != nil {
+		return nil, err
+	}
+	return a.GetAliased(i, opts...)
+}
+
+// TensorReader returns an io.ReaderAt (and io.Reader, io.Seeker) over the body of tensor i,
+// NBytes long, reading with pread(2) on demand: slices of tensors larger than memory. Only
+// for tensors stored raw (DataOffset != 0), else ErrUnsupportedKind. It holds no resources
+// of its own; its reads fail with an error matching os.ErrClosed once the Archive is closed.
+func (a *Archive) TensorReader(i int) (*io.SectionReader, error) {
+	e, err := a.Entry(i)
+	if err != nil {
+		return nil, err
+	}
+	if e.DataOffset == 0 && e.NBytes != 0 {
+		return nil, &Error{Status: ErrUnsupportedKind, Op: "Archive.TensorReader",
+			Message: fmt.Sprintf("tensor %d (%q) is not stored raw", i, e.Name)}
+	}
+	if e.NBytes > math.MaxInt64 {
+		return nil, &Error{Status: ErrLimit, Op: "Archive.TensorReader", Message: "tensor larger than an int64"}
+	}
+	return io.NewSectionReader(tensorReaderAt{a: a, i: i, size: int64(e.NBytes)}, 0, int64(e.NBytes)), nil
+}
+
+// tensorReaderAt adapts Archive.ReadAt to io.ReaderAt (short reads at the end give io.EOF).
+type tensorReaderAt struct {
+	a    *Archive
+	i    int
+	size int64
+}
+
+func (r tensorReaderAt) ReadAt(p []byte, off int64) (int, error) {
+	if off < 0 {
+		return 0, &Error{Status: ErrInvalidArgument, Op: "Archive.TensorReader", Message: "negative offset"}
+	}
+	if off >= r.size {
+		return 0, io.EOF
+	}
+	n := len(p)
+	if int64(n) > r.size-off {
+		n = int(r.size - off)
+	}
+	if err := r.a.ReadAt(r.i, uint64(off), p[:n]); err != nil {
+		return 0, err
+	}
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
 }
 
 // ReadAt copies len(dst) body bytes of tensor i, starting off bytes into its body, with
@@ -284,6 +370,11 @@ type progressState struct {
 // the walk with an error wrapping ErrUser. A panic in progress stops the walk and is raised
 // again once libtenso has returned. On failure bad is the first failing tensor's index (-1
 // when none is reported) and the error wraps ErrChecksum or the decode status.
+//
+// progress may call the Archive's other methods. Close, from any goroutine, waits for Verify
+// to return; once it has begun, calls from progress fail with an error matching os.ErrClosed
+// (Len reports 0) rather than wait for it. So progress must not call Close itself: that
+// Close would wait for the Verify it is running in.
 func (a *Archive) Verify(progress func(done, total uint64) bool) (bad int, err error) {
 	p, err := a.ptr("Archive.Verify")
 	if err != nil {

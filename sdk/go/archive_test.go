@@ -5,12 +5,15 @@ package tenso
 import (
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sort"
 	"sync"
 	"testing"
+	"time"
 )
 
 type three struct {
@@ -29,8 +32,8 @@ func writeThree(t *testing.T, path string, o ArchiveWriteOptions) three {
 	}
 	defer w.Close()
 	for _, e := range []Entry{
-		{"layer.0.weight", FromSlice([]uint64{3, 100}, d.a)},
-		{"layer.0.bias", FromSlice([]uint64{2, 2}, d.b)},
+		{"layer.0.weight", must(FromSlice([]int{3, 100}, d.a))},
+		{"layer.0.bias", must(FromSlice([]int{2, 2}, d.b))},
 		{"ünïcode", Vector(d.c)},
 	} {
 		if err := w.Add(e.Key, e.Value); err != nil {
@@ -317,6 +320,50 @@ func TestArchiveVerifyProgressAndCorruption(t *testing.T) {
 		t.Fatalf("bad index %d, want 1", bad)
 	}
 	wantStatus(t, "VerifyAll", func() error { _, err := ArchiveOptions{VerifyAll: true}.Open(path); return err }(), ErrChecksum)
+}
+
+// A progress callback that calls the Archive while another goroutine closes it: the inner
+// call fails with os.ErrClosed (Len reports 0) instead of queueing behind the Close, which
+// waits for Verify. With a writer-preferring lock this hung.
+func TestArchiveVerifyCallbackDuringClose(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "v.tenso")
+	writeThree(t, path, ArchiveWriteOptions{})
+	a, err := OpenArchive(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := a.Len()
+	closed := make(chan struct{})
+	verified := make(chan error, 1)
+	go func() {
+		first := true
+		_, err := a.Verify(func(done, total uint64) bool {
+			if first {
+				first = false
+				go func() { a.Close(); close(closed) }()
+				for a.Len() == n { // until the Close has begun
+					runtime.Gosched()
+				}
+				if _, err := a.Entry(0); !errors.Is(err, os.ErrClosed) {
+					t.Errorf("Entry during Close: %v", err)
+				}
+			}
+			return true
+		})
+		verified <- err
+	}()
+	select {
+	case err := <-verified:
+		if err != nil {
+			t.Fatal("Verify:", err)
+		}
+	case <-time.After(time.Minute): // a hang detector, not a speed check
+		t.Fatal("deadlock: a call from the progress callback waited for Close")
+	}
+	<-closed
+	if _, err := a.Verify(nil); !errors.Is(err, os.ErrClosed) {
+		t.Fatalf("Verify after Close: %v", err)
+	}
 }
 
 func TestArchiveConcurrentGets(t *testing.T) {

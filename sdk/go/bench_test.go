@@ -4,6 +4,9 @@ package tenso
 
 import (
 	"fmt"
+	"io"
+	"os"
+	"syscall"
 	"testing"
 )
 
@@ -119,5 +122,49 @@ func BenchmarkDumpsIntoBundle8x1KiB(b *testing.B) {
 func BenchmarkCgoCall(b *testing.B) {
 	for b.Loop() {
 		cProtocolVersion()
+	}
+}
+
+// Receiving: ReadFrom (Go reads into the decoder's buffers, the packet lands in one Go
+// buffer) against reading the same bytes with io.ReadFull into a fresh Go buffer of the
+// packet's size, over an AF_UNIX socket pair with a writer goroutine sending back to back.
+func BenchmarkReadFrom1KiB(b *testing.B)  { benchReceive(b, 1<<10, false) }
+func BenchmarkRawRead1KiB(b *testing.B)   { benchReceive(b, 1<<10, true) }
+func BenchmarkReadFrom1MiB(b *testing.B)  { benchReceive(b, 1<<20, false) }
+func BenchmarkRawRead1MiB(b *testing.B)   { benchReceive(b, 1<<20, true) }
+func BenchmarkReadFrom16MiB(b *testing.B) { benchReceive(b, 16<<20, false) }
+func BenchmarkRawRead16MiB(b *testing.B)  { benchReceive(b, 16<<20, true) }
+
+func benchReceive(b *testing.B, nbytes int, raw bool) {
+	pkt, err := Dumps(f32Tensor(nbytes))
+	if err != nil {
+		b.Fatal(err)
+	}
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		b.Skip(err)
+	}
+	wf, rf := os.NewFile(uintptr(fds[0]), "w"), os.NewFile(uintptr(fds[1]), "r")
+	defer rf.Close()
+	go func() {
+		defer wf.Close()
+		for i := 0; i < b.N; i++ {
+			if _, err := wf.Write(pkt); err != nil {
+				return
+			}
+		}
+	}()
+	b.SetBytes(int64(len(pkt)))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if raw {
+			if _, err := io.ReadFull(rf, make([]byte, len(pkt))); err != nil {
+				b.Fatal(err)
+			}
+			continue
+		}
+		if _, err := ReadFrom(rf); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -19,6 +19,7 @@ import "C"
 
 import (
 	"fmt"
+	"runtime"
 	"unsafe"
 )
 
@@ -219,9 +220,23 @@ func (o EncodeOptions) c() C.tenso_encode_options {
 
 func freeView(v unsafe.Pointer) { C.tenso_view_free((*C.tenso_view)(v)) }
 
+// Dtype facts are libtenso's (one table, in the engine).
+func dtypeName(d DType) string  { return C.GoString(C.tenso_dtype_name(C.tenso_dtype(d))) }
+func dtypeItemSize(d DType) int { return int(C.tenso_dtype_itemsize(C.tenso_dtype(d))) }
+func dtypeFromName(name string) (DType, error) {
+	cn, keep, err := cpath(name, "ParseDType") // NUL-terminated for the call (a NUL inside is refused)
+	if err == nil {
+		var d C.tenso_dtype
+		st := C.tenso_dtype_from_name(&d, cn)
+		runtime.KeepAlive(keep)
+		if st == C.TENSO_OK {
+			return DType(d), nil
+		}
+	}
+	return 0, &Error{Status: ErrBadDType, Op: "ParseDType", Message: fmt.Sprintf("unknown dtype name %q", name)}
+}
+
 // cDTypeName and friends expose the library's tables to the tests (which cannot use cgo).
-func cDTypeName(d DType) string     { return C.GoString(C.tenso_dtype_name(C.tenso_dtype(d))) }
-func cDTypeItemSize(d DType) int    { return int(C.tenso_dtype_itemsize(C.tenso_dtype(d))) }
 func cStatusName(s Status) string   { return C.GoString(C.tenso_status_name(C.tenso_status(s))) }
 func cProtocolVersion() uint32      { return uint32(C.tenso_protocol_version()) }
 func cLiveViewsForTest() int64      { return liveViews.Load() }

@@ -8,6 +8,9 @@ package tenso
 import "C"
 
 import (
+	"errors"
+	"io"
+	"os"
 	"runtime"
 	"unsafe"
 )
@@ -16,13 +19,19 @@ import (
 // default limits. The returned Tensor aliases data; see the package documentation.
 func Loads(data []byte) (*Tensor, error) { return DecodeOptions{}.Loads(data) }
 
-// LoadFile loads the first packet of a file; Close the Tensor when done.
+// LoadFile loads the first packet of a file into Go memory with the default limits.
 func LoadFile(path string, mode LoadMode) (*Tensor, error) {
 	return DecodeOptions{}.LoadFile(path, mode)
 }
 
+// LoadFileAliased maps the first packet of a file with the default limits; see
+// DecodeOptions.LoadFileAliased.
+func LoadFileAliased(path string) (*Tensor, error) { return DecodeOptions{}.LoadFileAliased(path) }
+
 // Loads decodes the packet at the start of data under these options. Data slices of the
-// result alias data: keep it unmodified while the Tensor is in use. Cost without integrity or
+// result alias data: keep it unmodified while the Tensor is in use. So do the slices [Values]
+// returns for them (when aligned, as a dense packet's body is): writing data later changes
+// those values. Cost without integrity or
 // compression: O(ndim + bundle entries), one cgo call for a dense packet.
 func (o DecodeOptions) Loads(data []byte) (*Tensor, error) {
 	if versionErr != nil {
@@ -61,25 +70,78 @@ func (o DecodeOptions) Loads(data []byte) (*Tensor, error) {
 	return w.walk(&info)
 }
 
-// LoadFile loads the first packet of the file at path, reading it into a buffer (LoadRead)
-// or mapping it (LoadMmap). The Tensor owns that memory: Close it when done.
+// LoadFile loads the first packet of the file at path into Go memory the garbage collector
+// owns: the Tensor and every slice of it stay valid for as long as they are reachable, and
+// Close does nothing. LoadRead reads the file; LoadMmap maps it and copies the bodies out of
+// the mapping (so only the packet's pages are touched). For a zero-copy view of the mapping
+// use LoadFileAliased.
 func (o DecodeOptions) LoadFile(path string, mode LoadMode) (*Tensor, error) {
+	return o.loadFile(path, mode, false, "LoadFile")
+}
+
+// LoadFileAliased maps the file at path and decodes its first packet without copying: Data
+// (and every bundle entry's, component's...) points into the mapping. The mapping is
+// released by Close, or by a cleanup once the Tensor is unreachable - the slices alone do not
+// keep it: a slice used after either faults. For callers who manage that lifetime
+// (defer t.Close(), runtime.KeepAlive(t) after the last use); LoadFile is the safe form.
+func (o DecodeOptions) LoadFileAliased(path string) (*Tensor, error) {
+	return o.loadFile(path, LoadMmap, true, "LoadFileAliased")
+}
+
+func (o DecodeOptions) loadFile(path string, mode LoadMode, alias bool, op string) (*Tensor, error) {
 	if versionErr != nil {
 		return nil, versionErr
 	}
-	cp, keep, err := cpath(path, "LoadFile")
+	if mode == LoadRead && !alias {
+		return o.readFile(path, op)
+	}
+	cp, keep, err := cpath(path, op)
 	if err != nil {
 		return nil, err
 	}
 	info := C.tgo_load_file(cp, C.uint32_t(mode), o.c())
 	runtime.KeepAlive(keep)
-	if err := fail(info.res, "LoadFile"); err != nil {
+	if err := fail(info.res, op); err != nil {
 		return nil, err
 	}
-	return ownedTree(&info)
+	return viewTree(&info, alias)
 }
 
-// ownedTree wraps a view that owns all its memory (streams, files) in Tensors that alias it.
+// readFile receives the file's first packet through the stream decoder straight into Go
+// memory (no C buffer, no copy).
+func (o DecodeOptions) readFile(path, op string) (*Tensor, error) {
+	if _, _, err := cpath(path, op); err != nil {
+		return nil, err // a NUL byte: refused as the C path would be
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, &Error{Status: ErrIO, Op: op, Err: err}
+	}
+	defer f.Close()
+	t, err := o.ReadPacket(f)
+	var e *Error
+	if errors.As(err, &e) {
+		e.Op = op
+		if e.Status == ErrEndOfStream { // an empty file holds no packet: truncated, as a mapping says
+			return nil, &Error{Status: ErrTruncated, Op: op, Message: "empty file", Err: io.ErrUnexpectedEOF}
+		}
+	}
+	return t, err
+}
+
+// viewTree turns a view that owns all its memory (files, segments, caches, archives) into
+// Tensors: aliasing it (alias; the Tensors own the view until closed) or copies in Go memory
+// (the view is freed before returning).
+func viewTree(info *C.tgo_info, alias bool) (*Tensor, error) {
+	if !alias {
+		defer C.tenso_view_free(info.view)
+		var w walker // no input, no owner: every byte is copied into Go memory
+		return w.walk(info)
+	}
+	return ownedTree(info)
+}
+
+// ownedTree wraps a view that owns all its memory in Tensors that alias it.
 func ownedTree(info *C.tgo_info) (*Tensor, error) {
 	w := walker{owner: newOwner(unsafe.Pointer(info.view), freeView)}
 	t, err := w.walk(info)
@@ -133,7 +195,10 @@ func (w *walker) fill(t *Tensor, info *C.tgo_info) {
 		t.Shape[i] = uint64(info.shape[i])
 	}
 	t.Data = w.bytes(info.data)
-	t.owner = w.owner
+	if w.owner != nil {
+		t.owner = w.owner
+		w.owner.tensors = append(w.owner.tensors, t)
+	}
 }
 
 func (w *walker) walk(info *C.tgo_info) (*Tensor, error) {

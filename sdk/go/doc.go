@@ -18,12 +18,40 @@
 // decompressed) is copied into Go memory. A Tensor from Loads therefore owns no C memory;
 // its Close does nothing.
 //
-// [ReadFrom] reads exactly one packet from a stream and [LoadFile] loads a file (optionally
-// memory-mapped). When they go through a file descriptor the packet lives in C memory (a
-// buffer or a mapping) and Data aliases it: call [Tensor.Close] when done, after which no
-// slice taken from the Tensor may be used. A cleanup registered with runtime.AddCleanup frees
-// the memory if Close is forgotten, so keep the Tensor itself reachable while using slices of
-// it (the slices alone do not keep it alive).
+// [ReadFrom] reads exactly one packet from any io.Reader: Go moves the bytes (r.Read, so
+// deadlines, Close and [ReadFromContext] interrupt every wait) and libtenso's stream decoder
+// frames and checks them, receiving the packet straight into one Go buffer that the Tensor
+// slices. [LoadFile] loads a file's first packet into Go memory too. [Archive.Get],
+// [Shm.Get] and [Cache.Get] copy the bodies out of their mapping ([Shm.Bytes] copies the
+// segment). All of these return Tensors the garbage collector owns: keep them, or any slice
+// of them, as long as you like; Close does nothing.
+//
+// # Zero-copy views of mappings (aliased Tensors)
+//
+// [LoadFileAliased], [Archive.GetAliased], [Archive.GetByNameAliased], [Shm.GetAliased] and
+// [Cache.GetAliased] (a [CacheView]) return Tensors whose Data points into C memory: a file or
+// segment mapping, or a pinned cache entry ([Shm.BytesAliased] is the segment itself, valid
+// while the Shm is open and reachable). Close releases it (a cleanup does if Close is
+// forgotten and the Tensor becomes unreachable); the slices do not keep it alive. So, for
+// callers who manage that lifetime: defer t.Close(), and runtime.KeepAlive(t) after the last
+// use of a slice. Close empties the Data of every Tensor of the packet, and [Values] copies
+// from aliased Tensors (its result is always Go memory) and returns an error matching
+// os.ErrClosed once they are closed; [ValuesAliased] is the zero-copy accessor.
+//
+// Bundle entries are rarely aligned for their element type on the wire; Values and
+// ValuesAliased copy those silently (alignment is not a lifetime question).
+//
+// # Finding libtenso at run time
+//
+// pkg-config supplies the compiler and linker flags at build time; at run time the dynamic
+// loader must find libtenso.so too. For a library outside the default path, embed its
+// directory in the binary (the Go equivalent of an rpath):
+//
+//	export CGO_LDFLAGS="-Wl,-rpath,$(pkg-config --variable=libdir tenso)"
+//	go build ./...
+//
+// or set LD_LIBRARY_PATH when running. sdk/go/run-tests.sh builds and runs a consumer this
+// way, with LD_LIBRARY_PATH unset.
 //
 // # Writing
 //
@@ -37,11 +65,10 @@
 //
 // [Shm] holds one packet in a named POSIX shared-memory segment (the layout of upstream's
 // TensoShm). [Cache] is a tensor cache shared by every process on the host that opens the same
-// name: LRU eviction, time to live, and zero-copy reads ([CacheView]) that pin their entry
-// until closed. [Archive] reads tenso archives, safetensors and bintensors files by mapping
+// name: LRU eviction, time to live, and zero-copy reads ([Cache.GetAliased], a [CacheView])
+// that pin their entry until closed. [Archive] reads tenso archives, safetensors and bintensors files by mapping
 // them (O(1) lookup by name, zero-copy Gets, pread slices, hash verification);
-// [ArchiveWriter] streams them to disk and renames them into place atomically. Tensors from
-// Shm.Get, Cache.Get and Archive.Get alias C memory: Close them.
+// [ArchiveWriter] streams them to disk and renames them into place atomically.
 //
 // # Errors
 //

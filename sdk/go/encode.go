@@ -9,6 +9,7 @@ import "C"
 
 import (
 	"fmt"
+	"math"
 	"runtime"
 	"unsafe"
 )
@@ -436,18 +437,32 @@ func NewRagged(flat *Tensor, rowOffsets []uint64) (*Tensor, error) {
 // Quantize quantizes a float32, float16 or bfloat16 tensor, bit-exact with upstream
 // QuantizedTensor.quantize (min-max affine per block). qdtype is QInt8, QUInt8, QInt4 or
 // QUInt4; axis (per channel; negative counts from the end) and groupSize (per group) are
-// ignored by the other schemes. The result is in new Go memory.
+// ignored by the other schemes. The result is in new Go memory. QuantizeOptions.Quantize
+// names its parameters.
 func Quantize(input *Tensor, qdtype DType, scheme QuantScheme, axis int, groupSize int) (*Tensor, error) {
+	return QuantizeOptions{DType: qdtype, Scheme: scheme, Axis: axis, GroupSize: groupSize}.Quantize(input)
+}
+
+// Quantize quantizes a float32, float16 or bfloat16 tensor under these options, bit-exact
+// with upstream QuantizedTensor.quantize. The result is in new Go memory.
+func (o QuantizeOptions) Quantize(input *Tensor) (*Tensor, error) {
 	if err := precheck(input, "Quantize"); err != nil {
 		return nil, err
 	}
-	if groupSize < 0 || uint64(groupSize) > 1<<32-1 {
-		return nil, &Error{Status: ErrInvalidArgument, Op: "Quantize", Message: "groupSize out of range"}
+	if o.GroupSize < 0 || uint64(o.GroupSize) > 1<<32-1 {
+		return nil, &Error{Status: ErrInvalidArgument, Op: "Quantize", Message: "GroupSize out of range"}
+	}
+	if o.Axis < math.MinInt32 || o.Axis > math.MaxInt32 {
+		return nil, &Error{Status: ErrInvalidArgument, Op: "Quantize", Message: "Axis out of range"}
+	}
+	qdtype := o.DType
+	if qdtype == 0 {
+		qdtype = QInt8
 	}
 	data, nbytes := cbytes(input.Data)
 	shape, ndim := cshape(input.Shape)
 	r := C.tgo_quantize(data, C.uint64_t(nbytes), shape, ndim, C.int32_t(input.DType), C.int32_t(qdtype),
-		C.int32_t(scheme), C.int32_t(axis), C.uint32_t(groupSize))
+		C.int32_t(o.Scheme), C.int32_t(o.Axis), C.uint32_t(o.GroupSize))
 	runtime.KeepAlive(input)
 	defer C.tenso_value_free(r.v)
 	if err := fail(r.q.res, "Quantize"); err != nil {
@@ -487,17 +502,4 @@ func (t *Tensor) Dequantize() ([]float32, error) {
 		return nil, err
 	}
 	return out, nil
-}
-
-// numel is the element count of shape, false beyond MaxElements (checked before multiplying
-// further, so it cannot overflow).
-func numel(shape []uint64) (uint64, bool) {
-	n := uint64(1)
-	for _, d := range shape {
-		if d != 0 && n > MaxElements/d {
-			return 0, false
-		}
-		n *= d
-	}
-	return n, n <= MaxElements
 }

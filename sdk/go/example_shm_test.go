@@ -14,7 +14,7 @@ import (
 
 func ExampleCreateShmFor() {
 	name := fmt.Sprintf("/tenso-example-shm-%d", os.Getpid())
-	w := tenso.FromSlice([]uint64{2, 2}, []float32{1, 2, 3, 4})
+	w := must(tenso.FromSlice([]int{2, 2}, []float32{1, 2, 3, 4}))
 	seg, n, err := tenso.CreateShmFor(name, w, false) // one copy, straight into shared memory
 	if err != nil {
 		panic(err)
@@ -48,7 +48,7 @@ func ExampleCache() {
 	defer tenso.UnlinkCache(name)
 	defer cache.Close()
 
-	w := tenso.FromSlice([]uint64{2, 3}, []float64{1, 2, 3, 4, 5, 6})
+	w := must(tenso.FromSlice([]int{2, 3}, []float64{1, 2, 3, 4, 5, 6}))
 	if _, err := cache.Put("layer0/w", w, 0, tenso.EncodeOptions{}); err != nil {
 		panic(err)
 	}
@@ -56,8 +56,9 @@ func ExampleCache() {
 		panic(err)
 	}
 
-	// Other processes use tenso.OpenCache(name, ...). A CacheView pins its entry until Close.
-	v, err := cache.Get("layer0/w", tenso.DecodeOptions{})
+	// Other processes use tenso.OpenCache(name, ...). Get copies into Go memory; GetAliased
+	// reads in place, a CacheView that pins its entry until Close.
+	v, err := cache.GetAliased("layer0/w", tenso.DecodeOptions{})
 	if err != nil {
 		panic(err)
 	}
@@ -85,7 +86,7 @@ func ExampleArchiveWriter() {
 		panic(err)
 	}
 	defer w.Close() // discards the file unless Finish succeeded
-	_ = w.Add("w", tenso.FromSlice([]uint64{2, 2}, []float32{1, 2, 3, 4}))
+	_ = w.Add("w", must(tenso.FromSlice([]int{2, 2}, []float32{1, 2, 3, 4})))
 	_ = w.Add("b", tenso.Vector([]int64{7, 8}))
 	_ = w.SetMetadata("framework", "go")
 	if err := w.Finish(); err != nil { // index, fsync, rename

@@ -14,7 +14,10 @@ import (
 
 func Example() {
 	// Encode a 2x3 float32 matrix (the slice is not copied until Dumps writes the packet).
-	m := tenso.FromSlice([]uint64{2, 3}, []float32{1, 2, 3, 4, 5, 6})
+	m, err := tenso.FromSlice([]int{2, 3}, []float32{1, 2, 3, 4, 5, 6})
+	if err != nil {
+		panic(err) // a shape that does not match the slice is refused here
+	}
 	pkt, err := tenso.Dumps(m)
 	if err != nil {
 		panic(err)
@@ -33,7 +36,7 @@ func Example() {
 func ExampleNewBundle() {
 	b := tenso.NewBundle(
 		tenso.Entry{Key: "weights", Value: tenso.Vector([]float64{0.5, -1})},
-		tenso.Entry{Key: "step", Value: tenso.FromSlice(nil, []int64{42})}, // a scalar
+		tenso.Entry{Key: "step", Value: tenso.Scalar(int64(42))},
 	)
 	pkt, err := tenso.Dumps(b)
 	if err != nil {
@@ -155,18 +158,51 @@ func ExampleNewSparse() {
 }
 
 func ExampleLoadFile() {
-	dir, _ := os.MkdirTemp("", "tenso-example")
-	defer os.RemoveAll(dir)
-	path := filepath.Join(dir, "m.tenso")
-	if err := tenso.SaveFile(path, tenso.Vector([]uint16{7, 8, 9})); err != nil {
-		panic(err)
-	}
+	path, cleanup := exampleFile(tenso.Vector([]uint16{7, 8, 9}))
+	defer cleanup()
+	// The tensor is Go memory: keep it (or slices of it) as long as you like.
 	t, err := tenso.LoadFile(path, tenso.LoadMmap)
 	if err != nil {
 		panic(err)
 	}
-	defer t.Close() // unmaps; t.Data must not be used afterwards
 	v, _ := tenso.Values[uint16](t)
 	fmt.Println(v, t.OwnsCMemory())
-	// Output: [7 8 9] true
+	// Output: [7 8 9] false
+}
+
+func ExampleLoadFileAliased() {
+	path, cleanup := exampleFile(tenso.Vector([]uint16{7, 8, 9}))
+	defer cleanup()
+	// Zero copy: the tensor points into the mapping, which Close releases. Slices taken
+	// from it must not outlive it: no use after Close, and t kept reachable meanwhile.
+	t, err := tenso.LoadFileAliased(path)
+	if err != nil {
+		panic(err)
+	}
+	v, _ := tenso.ValuesAliased[uint16](t)
+	fmt.Println(v, t.OwnsCMemory())
+	t.Close()
+	_, err = tenso.Values[uint16](t)
+	fmt.Println(errors.Is(err, os.ErrClosed))
+	// Output:
+	// [7 8 9] true
+	// true
+}
+
+// must is the examples' shorthand for a call that cannot fail with these arguments.
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// exampleFile saves t in a temporary file; cleanup removes it.
+func exampleFile(t *tenso.Tensor) (string, func()) {
+	dir, _ := os.MkdirTemp("", "tenso-example")
+	path := filepath.Join(dir, "m.tenso")
+	if err := tenso.SaveFile(path, t); err != nil {
+		panic(err)
+	}
+	return path, func() { os.RemoveAll(dir) }
 }

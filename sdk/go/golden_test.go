@@ -481,13 +481,20 @@ func TestGoldenLoadFile(t *testing.T) {
 		if err := os.WriteFile(path, c.bytes, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		for _, mode := range []LoadMode{LoadRead, LoadMmap} {
-			got, err := LoadFile(path, mode)
+		// mode 2: LoadFileAliased (the mapping, owned by the Tensor); the others are Go memory.
+		for _, mode := range []LoadMode{LoadRead, LoadMmap, 2} {
+			var got *Tensor
+			var err error
+			if mode == 2 {
+				got, err = LoadFileAliased(path)
+			} else {
+				got, err = LoadFile(path, mode)
+			}
 			if err != nil {
 				t.Fatalf("%s: LoadFile(%d): %v", c.Name, mode, err)
 			}
-			if !got.OwnsCMemory() {
-				t.Errorf("%s: a Tensor from LoadFile must own its C memory", c.Name)
+			if got.OwnsCMemory() != (mode == 2) {
+				t.Errorf("%s: mode %d: OwnsCMemory() = %v", c.Name, mode, got.OwnsCMemory())
 			}
 			checkValue(t, fmt.Sprintf("%s (LoadFile mode %d)", c.Name, mode), got, c.Value)
 			if c.byteExact() {

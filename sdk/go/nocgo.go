@@ -3,6 +3,7 @@
 package tenso
 
 import (
+	"context"
 	"io"
 	"time"
 )
@@ -24,14 +25,18 @@ func LibraryPath() string { return "" }
 // CheckVersion returns the error every function returns without cgo.
 func CheckVersion() error { return errNoCgo }
 
-func Loads(data []byte) (*Tensor, error)                           { return nil, errNoCgo }
-func LoadFile(path string, mode LoadMode) (*Tensor, error)         { return nil, errNoCgo }
-func Dumps(t *Tensor) ([]byte, error)                              { return nil, errNoCgo }
-func DumpsInto(dst []byte, t *Tensor) (int, error)                 { return 0, errNoCgo }
-func DumpsBound(t *Tensor) (int, error)                            { return 0, errNoCgo }
-func SaveFile(path string, t *Tensor) error                        { return errNoCgo }
-func DumpTo(w io.Writer, t *Tensor) (int64, error)                 { return 0, errNoCgo }
-func ReadFrom(r io.Reader) (*Tensor, error)                        { return nil, errNoCgo }
+func Loads(data []byte) (*Tensor, error)                                { return nil, errNoCgo }
+func LoadFile(path string, mode LoadMode) (*Tensor, error)              { return nil, errNoCgo }
+func Dumps(t *Tensor) ([]byte, error)                                   { return nil, errNoCgo }
+func DumpsInto(dst []byte, t *Tensor) (int, error)                      { return 0, errNoCgo }
+func DumpsBound(t *Tensor) (int, error)                                 { return 0, errNoCgo }
+func SaveFile(path string, t *Tensor) error                             { return errNoCgo }
+func DumpTo(w io.Writer, t *Tensor) (int64, error)                      { return 0, errNoCgo }
+func ReadFrom(r io.Reader) (*Tensor, error)                             { return nil, errNoCgo }
+func ReadFromContext(ctx context.Context, r io.Reader) (*Tensor, error) { return nil, errNoCgo }
+func (o DecodeOptions) ReadPacketContext(ctx context.Context, r io.Reader) (*Tensor, error) {
+	return nil, errNoCgo
+}
 func Inspect(data []byte) (PacketInfo, error)                      { return PacketInfo{}, errNoCgo }
 func PacketLength(data []byte) (int, error)                        { return 0, errNoCgo }
 func NewRagged(flat *Tensor, rowOffsets []uint64) (*Tensor, error) { return nil, errNoCgo }
@@ -46,10 +51,13 @@ func Quantize(input *Tensor, qdtype DType, scheme QuantScheme, axis int, groupSi
 	return nil, errNoCgo
 }
 
-func (t *Tensor) Dequantize() ([]float32, error) { return nil, errNoCgo }
+func (o QuantizeOptions) Quantize(input *Tensor) (*Tensor, error) { return nil, errNoCgo }
+func (t *Tensor) Dequantize() ([]float32, error)                  { return nil, errNoCgo }
 
 func (o DecodeOptions) Loads(data []byte) (*Tensor, error)                   { return nil, errNoCgo }
 func (o DecodeOptions) LoadFile(path string, mode LoadMode) (*Tensor, error) { return nil, errNoCgo }
+func (o DecodeOptions) LoadFileAliased(path string) (*Tensor, error)         { return nil, errNoCgo }
+func LoadFileAliased(path string) (*Tensor, error)                           { return nil, errNoCgo }
 func (o DecodeOptions) ReadPacket(r io.Reader) (*Tensor, error)              { return nil, errNoCgo }
 func (o EncodeOptions) Dumps(t *Tensor) ([]byte, error)                      { return nil, errNoCgo }
 func (o EncodeOptions) DumpsInto(dst []byte, t *Tensor) (int, error)         { return 0, errNoCgo }
@@ -86,7 +94,9 @@ func (o EncodeOptions) CreateShm(name string, t *Tensor, replace bool) (*Shm, ui
 }
 func (s *Shm) Put(t *Tensor, o EncodeOptions) (uint64, error) { return 0, errNoCgo }
 func (s *Shm) Get(o DecodeOptions) (*Tensor, error)           { return nil, errNoCgo }
+func (s *Shm) GetAliased(o DecodeOptions) (*Tensor, error)    { return nil, errNoCgo }
 func (s *Shm) Bytes() []byte                                  { return nil }
+func (s *Shm) BytesAliased() []byte                           { return nil }
 func (s *Shm) Size() uint64                                   { return 0 }
 func (s *Shm) Name() string                                   { return "" }
 func (s *Shm) Writable() bool                                 { return false }
@@ -99,15 +109,18 @@ func (c *Cache) Name() string                                 { return "" }
 func (c *Cache) Put(key string, t *Tensor, ttl time.Duration, o EncodeOptions) (uint64, error) {
 	return 0, errNoCgo
 }
-func (c *Cache) Get(key string, o DecodeOptions) (*CacheView, error) { return nil, errNoCgo }
-func (c *Cache) Delete(key string) error                             { return errNoCgo }
-func (c *Cache) Info(key string) (CacheEntryInfo, error)             { return CacheEntryInfo{}, errNoCgo }
-func (c *Cache) Contains(key string) (bool, error)                   { return false, errNoCgo }
-func (c *Cache) Keys() ([]string, error)                             { return nil, errNoCgo }
-func (c *Cache) Clear() error                                        { return errNoCgo }
-func (c *Cache) Stats() (CacheStats, error)                          { return CacheStats{}, errNoCgo }
-func (c *Cache) Check() error                                        { return errNoCgo }
-func (c *Cache) Close() error                                        { return nil }
+func (c *Cache) Get(key string, o DecodeOptions) (*Tensor, error) { return nil, errNoCgo }
+func (c *Cache) GetAliased(key string, o DecodeOptions) (*CacheView, error) {
+	return nil, errNoCgo
+}
+func (c *Cache) Delete(key string) error                 { return errNoCgo }
+func (c *Cache) Info(key string) (CacheEntryInfo, error) { return CacheEntryInfo{}, errNoCgo }
+func (c *Cache) Contains(key string) (bool, error)       { return false, errNoCgo }
+func (c *Cache) Keys() ([]string, error)                 { return nil, errNoCgo }
+func (c *Cache) Clear() error                            { return errNoCgo }
+func (c *Cache) Stats() (CacheStats, error)              { return CacheStats{}, errNoCgo }
+func (c *Cache) Check() error                            { return errNoCgo }
+func (c *Cache) Close() error                            { return nil }
 
 func OpenArchive(path string) (*Archive, error)                               { return nil, errNoCgo }
 func (o ArchiveOptions) Open(path string) (*Archive, error)                   { return nil, errNoCgo }
@@ -116,8 +129,13 @@ func (a *Archive) Len() int                                                   { 
 func (a *Archive) Entry(i int) (ArchiveEntry, error)                          { return ArchiveEntry{}, errNoCgo }
 func (a *Archive) Entries() ([]ArchiveEntry, error)                           { return nil, errNoCgo }
 func (a *Archive) Find(name string) (int, error)                              { return 0, errNoCgo }
-func (a *Archive) Get(i int, o DecodeOptions) (*Tensor, error)                { return nil, errNoCgo }
-func (a *Archive) GetByName(name string, o DecodeOptions) (*Tensor, error)    { return nil, errNoCgo }
+func (a *Archive) Get(i int, o ...DecodeOptions) (*Tensor, error)             { return nil, errNoCgo }
+func (a *Archive) GetAliased(i int, o ...DecodeOptions) (*Tensor, error)      { return nil, errNoCgo }
+func (a *Archive) GetByName(name string, o ...DecodeOptions) (*Tensor, error) { return nil, errNoCgo }
+func (a *Archive) GetByNameAliased(name string, o ...DecodeOptions) (*Tensor, error) {
+	return nil, errNoCgo
+}
+func (a *Archive) TensorReader(i int) (*io.SectionReader, error)              { return nil, errNoCgo }
 func (a *Archive) ReadAt(i int, off uint64, dst []byte) error                 { return errNoCgo }
 func (a *Archive) Metadata() ([]MetadataPair, error)                          { return nil, errNoCgo }
 func (a *Archive) MetadataValue(key string) (string, bool)                    { return "", false }
@@ -130,3 +148,10 @@ func (w *ArchiveWriter) Add(name string, t *Tensor) error                { retur
 func (w *ArchiveWriter) SetMetadata(key, value string) error             { return errNoCgo }
 func (w *ArchiveWriter) Finish() error                                   { return errNoCgo }
 func (w *ArchiveWriter) Close() error                                    { return nil }
+
+// Without libtenso there are no dtype facts: names are "unknown", sizes 0.
+func dtypeName(d DType) string  { return "unknown" }
+func dtypeItemSize(d DType) int { return 0 }
+func dtypeFromName(name string) (DType, error) {
+	return 0, &Error{Status: ErrNotAvailable, Op: "ParseDType", Message: "built without cgo", Err: ErrBadDType}
+}

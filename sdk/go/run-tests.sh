@@ -7,8 +7,11 @@
 #      the tests run so nobody reinstalls the library under them;
 #   2. gofmt check, go vet, go test (module github.com/tenso-project/tenso/sdk/go, the
 #      tenso-relay command included), once more with GOEXPERIMENT=cgocheck2 (the full cgo
-#      pointer checks), under the race detector (in CI, or with RACE=1), and the
-#      CGO_ENABLED=0 stub build with its test.
+#      pointer checks), under the race detector (always, unless RACE=0), the tensogonum
+#      module (gonum interop, its own go.mod), and the CGO_ENABLED=0 stub build with its
+#      test;
+#   3. a consumer module built outside the tree against the staged library, run with
+#      LD_LIBRARY_PATH unset.
 #
 # The library is found through pkg-config (PKG_CONFIG_PATH) and at run time through an rpath
 # in CGO_LDFLAGS, so no LD_LIBRARY_PATH is needed. Test caching is off (-count=1): Go's cache
@@ -16,8 +19,8 @@
 #
 # Environment: GO (the go binary; default: PATH, then /usr/local/go/bin/go), JOBS (parallel
 # build jobs, default 2), TENSO_SDK_STAGE / TENSO_SDK_BUILD (move the stage / build directory,
-# as the Rust SDK's script allows), RACE (1: also run the tests under the race detector, 0:
-# do not; default 1 when CI=true, as .ci/run sets it, else 0), BENCH=1 (also run the
+# as the Rust SDK's script allows), RACE (0: skip the race-detector run; default 1),
+# BENCH=1 (also run the
 # benchmarks), TENSO_SKIP_BOOTSTRAP=1 (do not check the Debian build packages).
 # Extra arguments go to every `go test` run (e.g. -run Golden -v).
 #
@@ -96,17 +99,55 @@ log "go test"
 go test -count=1 ./... "$@"
 log "go test (GOEXPERIMENT=cgocheck2)"
 GOEXPERIMENT=cgocheck2 go test -count=1 ./... "$@"
-race="${RACE:-0}"
-if [[ -z "${RACE:-}" && "${CI:-}" == true ]]; then
-    race=1
-fi
+race="${RACE:-1}"
 if [[ "$race" == 1 ]]; then
     log "go test -race"
     go test -race -count=1 ./... "$@"
 fi
+# The gonum interop is its own module (tensogonum/: the core module needs no gonum); gonum
+# comes from the module proxy (GOPROXY as configured) at the version go.sum pins.
+log "tensogonum (own module): vet, test, -race"
+(
+    cd "$here/tensogonum"
+    go vet ./...
+    go test -count=1 ./... "$@"
+    if [[ "$race" == 1 ]]; then
+        go test -race -count=1 ./... "$@"
+    fi
+)
 log "CGO_ENABLED=0: the stub"
 CGO_ENABLED=0 go vet ./...
 CGO_ENABLED=0 go test -count=1 ./... "$@"
+
+# A consumer outside the tree, as a user builds one: its own module (the SDK through a
+# replace directive, nothing downloaded), the library found by pkg-config, its directory
+# embedded as an rpath (the CGO_LDFLAGS line README.md documents), run with LD_LIBRARY_PATH
+# unset. Built once more without the rpath it must fail to start: proof that the rpath is
+# what finds the library.
+log "a consumer outside the tree, run without LD_LIBRARY_PATH"
+consumer="$(mktemp -d "${TMPDIR:-/tmp}/tenso-go-consumer.XXXXXX")"
+trap 'rm -rf "$consumer"' EXIT
+printf '%s\n' 'module example.com/consumer' '' 'go 1.24' '' \
+    'require github.com/tenso-project/tenso/sdk/go v0.0.0' '' \
+    "replace github.com/tenso-project/tenso/sdk/go => $here" >"$consumer/go.mod"
+cp "$here/testdata/consumer/main.go" "$consumer/main.go"
+pclib="$(pkg-config --variable=libdir tenso)"
+want="[2 2] [1 2 3 4] $(pkg-config --modversion tenso)"
+(
+    cd "$consumer"
+    export GOFLAGS=-mod=mod GOPROXY=off GOWORK=off
+    CGO_LDFLAGS="-Wl,-rpath,$pclib" go build -o with-rpath .
+    CGO_LDFLAGS="" go build -o without-rpath .
+    got="$(env -u LD_LIBRARY_PATH ./with-rpath)"
+    if [[ "$got" != "$want" ]]; then
+        log "the consumer printed '$got', want '$want'"
+        exit 1
+    fi
+    if env -u LD_LIBRARY_PATH ./without-rpath >/dev/null 2>&1; then
+        log "the consumer built without an rpath started: is $pclib on the default library path?"
+        exit 1
+    fi
+)
 if [[ "${BENCH:-0}" == 1 ]]; then
     log "benchmarks"
     go test -count=1 -run '^$' -bench . -benchmem .

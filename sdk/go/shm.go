@@ -11,6 +11,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"runtime"
+	"slices"
 	"time"
 	"unsafe"
 )
@@ -19,8 +20,9 @@ import (
 // layout of the upstream Python TensoShm: the packet starts at byte 0 and the segment may be
 // larger. "weights" and "/weights" name the same segment.
 //
-// Get decodes without copying: the returned Tensor aliases the mapping (Close it when done;
-// it keeps the mapping alive after the Shm is closed). A segment has no pinning: a reader
+// Get and Bytes copy into Go memory; GetAliased and BytesAliased are the zero-copy forms
+// (a Tensor from GetAliased keeps the mapping alive after the Shm is closed, until the
+// Tensor is closed). A segment has no pinning: a reader
 // sees whatever a writer puts there later. Use a [Cache] when readers and writers run
 // concurrently. Methods may be called from several goroutines; Close waits for calls in flight.
 type Shm struct {
@@ -138,10 +140,6 @@ func UnlinkShm(name string) error {
 	return fail(r, "UnlinkShm")
 }
 
-func errClosed(op, what string) error {
-	return &Error{Status: ErrInvalidArgument, Op: op, Message: what + " is closed"}
-}
-
 func (s *Shm) ptr(op string) (*C.tenso_shm, error) {
 	if s == nil {
 		return nil, errClosed(op, "the segment")
@@ -177,39 +175,65 @@ func (s *Shm) Put(t *Tensor, o EncodeOptions) (n uint64, err error) {
 	return uint64(r.n), fail(r, "Shm.Put")
 }
 
-// Get decodes the packet at the start of the segment. The Tensor aliases the mapping (except
-// for LZ4 bodies, decompressed into C memory it owns): Close it when done. The error wraps
-// ErrTruncated when the segment holds no whole packet.
-func (s *Shm) Get(o DecodeOptions) (*Tensor, error) {
-	p, err := s.ptr("Shm.Get")
+// Get decodes the packet at the start of the segment into Go memory (a copy of its bodies,
+// safe to keep after the segment is closed or rewritten). The error wraps ErrTruncated when
+// the segment holds no whole packet. GetAliased is the zero-copy form.
+func (s *Shm) Get(o DecodeOptions) (*Tensor, error) { return s.get(o, false, "Shm.Get") }
+
+// GetAliased decodes the packet at the start of the segment without copying: the Tensor
+// aliases the mapping (except for LZ4 bodies, decompressed into C memory it owns). Close it
+// when done; no slice of it may be used after that, nor after the Tensor becomes unreachable
+// (keep it reachable with runtime.KeepAlive). Another process may rewrite the segment under it.
+func (s *Shm) GetAliased(o DecodeOptions) (*Tensor, error) { return s.get(o, true, "Shm.GetAliased") }
+
+func (s *Shm) get(o DecodeOptions, alias bool, op string) (*Tensor, error) {
+	p, err := s.ptr(op)
 	if err != nil {
 		return nil, err
 	}
 	defer s.h.release()
 	defer runtime.KeepAlive(s)
 	info := C.tgo_shm_get(p, o.c())
-	if err := fail(info.res, "Shm.Get"); err != nil {
+	if err := fail(info.res, op); err != nil {
 		return nil, err
 	}
-	return ownedTree(&info)
+	return viewTree(&info, alias)
 }
 
-// Bytes is the whole segment, aliasing the mapping: valid until Close. Another process may
-// write it meanwhile. Writing through it needs a writable segment (the process would fault
-// on a read-only mapping).
+// Bytes is a copy of the whole segment in Go memory (nil once closed): safe to keep after
+// Close and after the Shm is garbage-collected. BytesAliased is the zero-copy form.
 func (s *Shm) Bytes() []byte {
-	p, err := s.ptr("Shm.Bytes")
+	var out []byte
+	s.segment("Shm.Bytes", func(seg []byte) { out = slices.Clone(seg) })
+	return out
+}
+
+// BytesAliased is the whole segment without a copy: the slice points into the mapping (nil
+// once closed), and it does not keep the Shm alive. It is valid only until Close, and only
+// while the Shm is reachable: the cleanup of an unreachable Shm unmaps it, so keep it
+// reachable with runtime.KeepAlive(s) after the last use of the slice. Another process may
+// write the segment meanwhile. Writing through it needs a writable segment (the process would
+// fault on a read-only mapping).
+func (s *Shm) BytesAliased() []byte {
+	var out []byte
+	s.segment("Shm.BytesAliased", func(seg []byte) { out = seg })
+	return out
+}
+
+// segment calls fn with the mapping while the handle is held (not at all once closed).
+func (s *Shm) segment(op string, fn func(seg []byte)) {
+	p, err := s.ptr(op)
 	if err != nil {
-		return nil
+		return
 	}
 	defer s.h.release()
 	defer runtime.KeepAlive(s)
 	n := uint64(C.tenso_shm_size(p))
 	d := C.tenso_shm_data(p)
 	if d == nil || n == 0 {
-		return nil
+		return
 	}
-	return unsafe.Slice((*byte)(d), int(n))
+	fn(unsafe.Slice((*byte)(d), int(n)))
 }
 
 // Size is the segment's size in bytes (0 once closed).
@@ -248,7 +272,8 @@ func (s *Shm) Close() error {
 
 // Cache is a tensor cache in shared memory: string keys (1 to 128 bytes of UTF-8) to packets,
 // shared by every process on the host that opens the same name, with LRU eviction, time to
-// live, and zero-copy reads that pin their entry until the [CacheView] is closed. A process
+// live, reads into Go memory (Get) and zero-copy reads (GetAliased) that pin their entry until
+// the [CacheView] is closed. A process
 // that dies holding the pool's lock does not wedge the others: the next one rebuilds the
 // pool's tables. Methods may be called from several goroutines at once; Close waits for calls
 // in flight.
@@ -256,7 +281,8 @@ type Cache struct {
 	h *handle
 }
 
-// CacheView is a cache entry read in place: a Tensor whose memory is the pool. While it is
+// CacheView is a cache entry read in place ([Cache.GetAliased]): a Tensor whose memory is the
+// pool. While it is
 // open the entry is pinned: never evicted, expired, overwritten or reused (a Delete or a new
 // Put of the key only hides it). Close releases the pin; a cleanup releases it if Close is
 // forgotten (late: close views promptly, pinned space cannot be reused). A CacheView stays
@@ -408,27 +434,50 @@ func (c *Cache) Put(key string, t *Tensor, ttl time.Duration, o EncodeOptions) (
 	return uint64(r.n), fail(r, "Cache.Put")
 }
 
-// Get returns the entry under key as a zero-copy, pinned [CacheView]: Close it when done.
-// The error wraps ErrNotFound when the key is absent or expired. Counts a hit (and marks the
-// entry most recently used) or a miss.
-func (c *Cache) Get(key string, o DecodeOptions) (*CacheView, error) {
-	p, err := c.ptr("Cache.Get")
+// Get returns the entry under key in Go memory (its bodies copied out of the pool; the entry
+// is pinned only while copying): safe to keep after the Cache is closed, and Close does
+// nothing. The error wraps ErrNotFound when the key is absent or expired. Counts a hit (and
+// marks the entry most recently used) or a miss. GetAliased is the zero-copy form.
+func (c *Cache) Get(key string, o DecodeOptions) (*Tensor, error) {
+	var t *Tensor
+	err := c.get(key, o, "Cache.Get", func(info *C.tgo_info) (err error) {
+		t, err = viewTree(info, false)
+		return err
+	})
+	return t, err
+}
+
+// GetAliased is Get without the copy: a [CacheView] whose Data points into the pool, its
+// entry pinned until the view is closed. Close it when done; no slice of it may be used after
+// that, nor after the view becomes unreachable - slices do not keep it alive (keep it
+// reachable with runtime.KeepAlive). The view stays valid after the Cache is closed.
+func (c *Cache) GetAliased(key string, o DecodeOptions) (*CacheView, error) {
+	var v *CacheView
+	err := c.get(key, o, "Cache.GetAliased", func(info *C.tgo_info) error {
+		t, err := ownedTree(info)
+		if err == nil {
+			v = &CacheView{Tensor: t}
+		}
+		return err
+	})
+	return v, err
+}
+
+// get looks key up and hands the pinned view to wrap, which owns it from then on.
+func (c *Cache) get(key string, o DecodeOptions, op string, wrap func(*C.tgo_info) error) error {
+	p, err := c.ptr(op)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer c.h.release()
 	defer runtime.KeepAlive(c)
 	k, kn := ckey(key)
 	info := C.tgo_cache_get(p, k, kn, o.c())
 	runtime.KeepAlive(key)
-	if err := fail(info.res, "Cache.Get"); err != nil {
-		return nil, err
+	if err := fail(info.res, op); err != nil {
+		return err
 	}
-	t, err := ownedTree(&info)
-	if err != nil {
-		return nil, err
-	}
-	return &CacheView{Tensor: t}, nil
+	return wrap(&info)
 }
 
 // Delete removes key (a pinned entry is hidden at once and released with its last pin). The

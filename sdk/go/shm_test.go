@@ -43,7 +43,7 @@ func rampF32(n int, seed float32) []float32 {
 func TestShmRoundTripZeroCopy(t *testing.T) {
 	name := shmName(t, false)
 	w := rampF32(1000, 1)
-	m := FromSlice([]uint64{10, 100}, w)
+	m := must(FromSlice([]int{10, 100}, w))
 	opts := EncodeOptions{Integrity: true}
 	s, n, err := opts.CreateShm(name, m, false)
 	if err != nil {
@@ -62,7 +62,7 @@ func TestShmRoundTripZeroCopy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := r.Get(DecodeOptions{})
+	got, err := r.GetAliased(DecodeOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func TestShmRoundTripZeroCopy(t *testing.T) {
 	if !slices.Equal(vals, w) || !slices.Equal(got.Shape, []uint64{10, 100}) {
 		t.Fatalf("got %v", got.Shape)
 	}
-	seg := r.Bytes()
+	seg := r.BytesAliased()
 	if p := uintptr(unsafe.Pointer(&got.Data[0])); p < uintptr(unsafe.Pointer(&seg[0])) || p >= uintptr(unsafe.Pointer(&seg[0]))+uintptr(len(seg)) {
 		t.Fatal("the Tensor does not alias the mapping")
 	}
@@ -94,6 +94,57 @@ func TestShmRoundTripZeroCopy(t *testing.T) {
 	wantStatus(t, "Get after Close", func() error { _, err := r.Get(DecodeOptions{}); return err }(), ErrInvalidArgument)
 }
 
+// Bytes is Go memory: it stays readable after Close and after the Shm is collected (the
+// mapping is gone by then: an alias of it faults). BytesAliased points into the mapping.
+func TestShmBytesCopyAndAliased(t *testing.T) {
+	name := shmName(t, false)
+	m := Vector(rampF32(1000, 2))
+	want := must(Dumps(m))
+	afterClose := func() []byte {
+		s, _, err := CreateShmFor(name, m, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		return s.Bytes()
+	}()
+	collected := func() []byte {
+		s, _, err := CreateShmFor(name, m, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.Bytes() // s becomes unreachable: its cleanup unmaps the segment
+	}()
+	runtime.GC()
+	runtime.GC()
+	for what, b := range map[string][]byte{"after Close": afterClose, "after GC": collected} {
+		if len(b) < len(want) || !slices.Equal(b[:len(want)], want) {
+			t.Fatalf("Bytes %s: %d bytes, not the packet", what, len(b))
+		}
+	}
+
+	s, _, err := CreateShmFor(name, m, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copied, aliased := s.Bytes(), s.BytesAliased()
+	if !slices.Equal(copied, aliased) || len(aliased) != int(s.Size()) {
+		t.Fatalf("Bytes and BytesAliased differ (%d, %d bytes)", len(copied), len(aliased))
+	}
+	if &copied[0] == &aliased[0] {
+		t.Fatal("Bytes must not alias the mapping")
+	}
+	aliased[0] ^= 0xff // the mapping itself: a new Bytes sees the write
+	if s.Bytes()[0] != copied[0]^0xff {
+		t.Fatal("BytesAliased does not point into the mapping")
+	}
+	runtime.KeepAlive(s)
+	s.Close()
+	if s.Bytes() != nil || s.BytesAliased() != nil {
+		t.Fatal("a closed Shm has no bytes")
+	}
+}
+
 // Another uid's objects are refused unless AnyOwner (checked in the C tests, which run as two
 // uids); here the options reach libtenso and an own segment or pool opens either way.
 func TestOpenAnyOwner(t *testing.T) {
@@ -113,7 +164,7 @@ func TestOpenAnyOwner(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.Put(FromSlice([]uint64{2}, []uint8{1, 2}), EncodeOptions{}); err != nil || !s.Writable() {
+		if _, err := s.Put(must(FromSlice([]int{2}, []uint8{1, 2})), EncodeOptions{}); err != nil || !s.Writable() {
 			t.Fatalf("AnyOwner %v: put %v, writable %v", anyOwner, err, s.Writable())
 		}
 		s.Close()
@@ -190,11 +241,11 @@ func TestCacheRoundTripAndBookkeeping(t *testing.T) {
 		t.Fatal(c.Name())
 	}
 	w := rampF32(4096, 2)
-	n, err := c.Put("w", FromSlice([]uint64{64, 64}, w), 0, EncodeOptions{})
+	n, err := c.Put("w", must(FromSlice([]int{64, 64}, w)), 0, EncodeOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want, _ := Dumps(FromSlice([]uint64{64, 64}, w)); n != uint64(len(want)) {
+	if want, _ := Dumps(must(FromSlice([]int{64, 64}, w))); n != uint64(len(want)) {
 		t.Fatalf("Put wrote %d, want %d", n, len(want))
 	}
 	ss, _ := NewStrings([]string{"a", "bc"})
@@ -205,7 +256,7 @@ func TestCacheRoundTripAndBookkeeping(t *testing.T) {
 	wantStatus(t, "Delete missing", c.Delete("missing"), ErrNotFound)
 	wantStatus(t, "Info missing", func() error { _, err := c.Info("missing"); return err }(), ErrNotFound)
 
-	v, err := c.Get("w", DecodeOptions{})
+	v, err := c.GetAliased("w", DecodeOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -279,7 +330,7 @@ func TestCacheExactErrors(t *testing.T) {
 	for i := 0; i < 16 && full == nil; i++ {
 		key := fmt.Sprintf("p%d", i)
 		if _, full = c.Put(key, Vector(chunk), 0, EncodeOptions{}); full == nil {
-			v, err := c.Get(key, DecodeOptions{})
+			v, err := c.GetAliased(key, DecodeOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -311,7 +362,7 @@ func TestCachePinsSurviveDeleteAndClose(t *testing.T) {
 	if _, err := c.Put("a", Vector(a), 0, EncodeOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	v, err := c.Get("a", DecodeOptions{})
+	v, err := c.GetAliased("a", DecodeOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -409,7 +460,7 @@ func TestCacheConcurrentGoroutines(t *testing.T) {
 					errs <- err
 					return
 				}
-				got, _ := Values[uint32](v.Tensor)
+				got, _ := Values[uint32](v)
 				same := slices.Equal(got, data)
 				v.Close()
 				if !same {
@@ -420,7 +471,7 @@ func TestCacheConcurrentGoroutines(t *testing.T) {
 					errs <- err
 					return
 				}
-				if s, err := h.Get("shared", DecodeOptions{}); err == nil {
+				if s, err := h.GetAliased("shared", DecodeOptions{}); err == nil {
 					got, _ := Values[uint32](s.Tensor)
 					for j := 1; j < len(got); j++ {
 						if got[j] != got[j-1]+1 {
@@ -470,7 +521,7 @@ func TestCacheCloseWhileInUse(t *testing.T) {
 						}
 						return
 					}
-					v, err := c.Get("k", DecodeOptions{})
+					v, err := c.GetAliased("k", DecodeOptions{})
 					if err != nil {
 						if !errors.Is(err, ErrInvalidArgument) {
 							errs <- err
@@ -496,6 +547,38 @@ func TestCacheCloseWhileInUse(t *testing.T) {
 	}
 }
 
+// Cache.Get is Go memory: no pin is left behind, and the data outlives the view's collection,
+// Close of the Cache and the pool's unlinking (an alias of the pool faults by then).
+func TestCacheGetCopies(t *testing.T) {
+	c, name := newCache(t, 1<<20)
+	want := rampF32(4096, 5)
+	if _, err := c.Put("k", Vector(want), 0, EncodeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.Get("k", DecodeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := got.Data
+	if got.OwnsCMemory() {
+		t.Fatal("Cache.Get must return Go memory")
+	}
+	if info, err := c.Info("k"); err != nil || info.Pins != 0 {
+		t.Fatalf("Get left a pin: %+v, %v", info, err)
+	}
+	got = nil
+	runtime.GC()
+	runtime.GC()
+	c.Close()
+	if err := UnlinkCache(name); err != nil {
+		t.Fatal(err)
+	}
+	runtime.GC()
+	if v := unsafe.Slice((*float32)(unsafe.Pointer(&data[0])), len(want)); !slices.Equal(v, want) {
+		t.Fatal("the copied bytes changed")
+	}
+}
+
 // A forgotten CacheView is released by its cleanup; forgotten handles are closed too.
 func TestCacheCleanupReleasesPins(t *testing.T) {
 	c, _ := newCache(t, 1<<20)
@@ -504,7 +587,7 @@ func TestCacheCleanupReleasesPins(t *testing.T) {
 	}
 	handles := liveHandles.Load()
 	func() {
-		v, err := c.Get("k", DecodeOptions{})
+		v, err := c.GetAliased("k", DecodeOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -8,12 +8,14 @@ package tenso
 import "C"
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net"
 	"os"
 	"runtime"
 	"syscall"
+	"time"
 )
 
 // DumpTo writes the packet for t to w with the default options.
@@ -23,12 +25,12 @@ func DumpTo(w io.Writer, t *Tensor) (int64, error) { return EncodeOptions{}.Dump
 // DecodeOptions.ReadPacket.
 func ReadFrom(r io.Reader) (*Tensor, error) { return DecodeOptions{}.ReadPacket(r) }
 
-// rawConn returns the file descriptor access of the streams libtenso can use directly: files,
-// pipes, TCP and Unix stream sockets. Datagram sockets and everything else (bufio, TLS,
-// net.Pipe, buffers) go through the io.Reader / io.Writer path.
+// rawConn returns the file descriptor access of the streams libtenso writes to directly:
+// files, pipes, TCP and Unix stream sockets. Datagram sockets and everything else (bufio,
+// TLS, net.Pipe, buffers) go through the io.Writer path.
 //
-// socket reports a network connection: there the first byte of a packet is waited for by Go's
-// poller (see ready), so deadlines and Close interrupt an idle wait.
+// socket reports a network connection: there Go's poller waits until it is writable (see
+// ready), so deadlines and Close interrupt that wait.
 func rawConn(x any) (rc syscall.RawConn, socket bool, ok bool) {
 	var err error
 	switch c := x.(type) {
@@ -124,46 +126,62 @@ func (o EncodeOptions) DumpTo(w io.Writer, t *Tensor) (int64, error) {
 	return int64(n), nil
 }
 
-// ReadPacket reads exactly one packet from r: nothing after it is consumed, so packets can be
-// read one after another. At the end of the stream (no byte of a new packet) it returns an
-// error wrapping both ErrEndOfStream and io.EOF; a stream that ends inside a packet gives
-// ErrTruncated (and io.ErrUnexpectedEOF).
-//
-// From files, pipes and stream sockets libtenso reads the descriptor itself into one aligned
-// buffer that the Tensor aliases: Close the Tensor when done. On a socket the wait for the
-// first byte is Go's (deadlines and Close apply); once a packet has started, libtenso waits
-// for the rest itself and deadlines no longer interrupt it (a peer that stalls mid-packet
-// holds the goroutine and its thread). Wrap the connection in another io.Reader (e.g.
-// bufio.Reader) to have every wait in Go. From any other reader the
-// packet is framed with PacketLength (the headers say how many bytes to read next), read into
-// Go memory and decoded with Loads. Memory grows with the bytes actually received, never to
-// a size a header merely claims; MaxPacketBytes and MaxDecodedBytes bound it.
-func (o DecodeOptions) ReadPacket(r io.Reader) (*Tensor, error) {
-	if versionErr != nil {
-		return nil, versionErr
+// ReadFromContext is ReadFrom that gives up when ctx is done; see
+// DecodeOptions.ReadPacketContext.
+func ReadFromContext(ctx context.Context, r io.Reader) (*Tensor, error) {
+	return DecodeOptions{}.ReadPacketContext(ctx, r)
+}
+
+// deadliner is a reader whose blocked reads a deadline interrupts (net.Conn, *os.File
+// pipes and sockets).
+type deadliner interface {
+	SetReadDeadline(time.Time) error
+}
+
+// aLongTimeAgo is a deadline in the past: it wakes a blocked read at once.
+var aLongTimeAgo = time.Unix(1, 0)
+
+// ReadPacketContext reads one packet from r like ReadPacket, giving up when ctx is
+// cancelled or its deadline passes: the error then matches ctx.Err() (context.Canceled or
+// context.DeadlineExceeded). The wait is interrupted through r's read deadline (net.Conn,
+// and *os.File for pipes and sockets): r's deadline is set from ctx for the call and cleared
+// afterwards, replacing one the caller set. Other readers are checked for ctx only before
+// reading. A packet cut off by cancellation leaves the stream mid-packet: close it.
+func (o DecodeOptions) ReadPacketContext(ctx context.Context, r io.Reader) (*Tensor, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, &Error{Status: ErrIO, Op: "ReadFrom", Err: err}
 	}
-	if r == nil {
-		return nil, &Error{Status: ErrInvalidArgument, Op: "ReadFrom", Message: "nil reader"}
+	d, ok := r.(deadliner)
+	if !ok || ctx.Done() == nil {
+		return o.ReadPacket(r)
 	}
-	if rc, socket, ok := rawConn(r); ok {
-		var info C.tgo_info
-		opts := o.c()
-		rerr := rc.Read(func(fd uintptr) bool {
-			if !ready(fd, socket, false) {
-				return false
-			}
-			info = C.tgo_read_fd(C.int(fd), opts)
-			return true
-		})
-		if rerr != nil {
-			return nil, &Error{Status: ErrIO, Op: "ReadFrom", Err: rerr}
+	dl, hasDeadline := ctx.Deadline()
+	if hasDeadline {
+		if d.SetReadDeadline(dl) != nil {
+			return o.ReadPacket(r) // a file without deadlines (a regular file): it never blocks long
 		}
-		if err := fail(info.res, "ReadFrom"); err != nil {
-			return nil, withEOF(err)
-		}
-		return ownedTree(&info)
 	}
-	return o.readFramed(r)
+	woken := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		d.SetReadDeadline(aLongTimeAgo)
+		close(woken)
+	})
+	t, err := o.ReadPacket(r)
+	if !stop() {
+		<-woken // the wake-up ran: clear its deadline only after it
+	}
+	d.SetReadDeadline(time.Time{})
+	if err == nil {
+		return t, nil
+	}
+	cerr := ctx.Err()
+	if cerr == nil && hasDeadline && errors.Is(err, os.ErrDeadlineExceeded) && !time.Now().Before(dl) {
+		cerr = context.DeadlineExceeded // the read's deadline fired before the context's timer
+	}
+	if cerr != nil {
+		return nil, &Error{Status: ErrIO, Op: "ReadFrom", Message: cerr.Error(), Err: errors.Join(cerr, err)}
+	}
+	return nil, err
 }
 
 // withEOF lets stream ends match io.EOF / io.ErrUnexpectedEOF too.
@@ -178,52 +196,4 @@ func withEOF(err error) error {
 		}
 	}
 	return err
-}
-
-const firstChunk = 64 << 10
-
-func (o DecodeOptions) readFramed(r io.Reader) (*Tensor, error) {
-	buf := alignedBytes(64)
-	have := 0
-	for {
-		need, err := PacketLength(buf[:have])
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, ErrTruncated) || need <= have {
-			return nil, err
-		}
-		if o.MaxPacketBytes != 0 && uint64(need) > o.MaxPacketBytes {
-			return nil, &Error{Status: ErrLimit, Op: "ReadFrom",
-				Message: "packet is larger than MaxPacketBytes"}
-		}
-		// The buffer is memory the decode holds: MaxDecodedBytes bounds it too.
-		if o.MaxDecodedBytes != 0 && uint64(need) > o.MaxDecodedBytes {
-			return nil, &Error{Status: ErrLimit, Op: "ReadFrom",
-				Message: "packet is larger than MaxDecodedBytes"}
-		}
-		for have < need {
-			if len(buf) == have {
-				// Grow geometrically towards need, so a lying header costs at most twice
-				// what was really received.
-				grown := alignedBytes(min(need, max(2*len(buf), firstChunk)))
-				copy(grown, buf[:have])
-				buf = grown
-			}
-			m, rerr := io.ReadFull(r, buf[have:min(need, len(buf))])
-			have += m
-			if rerr != nil {
-				switch {
-				case have == 0 && rerr == io.EOF:
-					return nil, &Error{Status: ErrEndOfStream, Op: "ReadFrom", Message: "end of stream", Err: io.EOF}
-				case rerr == io.EOF || rerr == io.ErrUnexpectedEOF:
-					return nil, &Error{Status: ErrTruncated, Op: "ReadFrom",
-						Message: "stream ended inside a packet", Err: io.ErrUnexpectedEOF}
-				default:
-					return nil, &Error{Status: ErrIO, Op: "ReadFrom", Err: rerr}
-				}
-			}
-		}
-	}
-	return o.Loads(buf[:have])
 }

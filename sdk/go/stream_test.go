@@ -5,6 +5,7 @@ package tenso
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -31,15 +32,16 @@ func streamCases(t testing.TB) ([]*goldenCase, []byte) {
 
 // readAll reads packets until the end of the stream, checking each against the golden case
 // and re-encoding it with its own options.
-func readAll(t *testing.T, r io.Reader, cs []*goldenCase, wantFD bool) {
+// readAll reads every case back; a stream never leaves C memory behind (the Tensors are Go memory).
+func readAll(t *testing.T, r io.Reader, cs []*goldenCase) {
 	t.Helper()
 	for i, c := range cs {
 		got, err := ReadFrom(r)
 		if err != nil {
 			t.Fatalf("packet %d (%s): %v", i, c.Name, err)
 		}
-		if got.OwnsCMemory() != wantFD {
-			t.Errorf("%s: OwnsCMemory() = %v, want %v", c.Name, got.OwnsCMemory(), wantFD)
+		if got.OwnsCMemory() {
+			t.Errorf("%s: a Tensor read from a stream must be Go memory", c.Name)
 		}
 		checkValue(t, c.Name, got, c.Value)
 		out, err := EncodeOptions{AsDecoded: true}.Dumps(got)
@@ -59,11 +61,11 @@ func readAll(t *testing.T, r io.Reader, cs []*goldenCase, wantFD bool) {
 
 func TestReadFromReader(t *testing.T) {
 	cs, all := streamCases(t)
-	t.Run("bytes.Reader", func(t *testing.T) { readAll(t, bytes.NewReader(all), cs, false) })
+	t.Run("bytes.Reader", func(t *testing.T) { readAll(t, bytes.NewReader(all), cs) })
 	// One byte per Read: framing must still work, and never read past a packet.
-	t.Run("OneByteReader", func(t *testing.T) { readAll(t, iotest.OneByteReader(bytes.NewReader(all)), cs, false) })
-	t.Run("HalfReader", func(t *testing.T) { readAll(t, iotest.HalfReader(bytes.NewReader(all)), cs, false) })
-	t.Run("DataErrReader", func(t *testing.T) { readAll(t, iotest.DataErrReader(bytes.NewReader(all)), cs, false) })
+	t.Run("OneByteReader", func(t *testing.T) { readAll(t, iotest.OneByteReader(bytes.NewReader(all)), cs) })
+	t.Run("HalfReader", func(t *testing.T) { readAll(t, iotest.HalfReader(bytes.NewReader(all)), cs) })
+	t.Run("DataErrReader", func(t *testing.T) { readAll(t, iotest.DataErrReader(bytes.NewReader(all)), cs) })
 
 	t.Run("exact", func(t *testing.T) {
 		r := bytes.NewReader(all)
@@ -106,7 +108,10 @@ func TestReadFromTruncated(t *testing.T) {
 	}
 }
 
-// A header may claim a huge body; the framed reader must not allocate what it claims.
+// A header may claim a huge body. The decoder checks the claim against the limits before
+// asking for the buffer (so MaxPacketBytes / MaxDecodedBytes refuse it with nothing
+// allocated), then allocates exactly the claimed packet once - never more - and a claim
+// beyond this machine's memory is refused (ErrNoMemory) instead of aborting the process.
 func TestReadFromLyingHeader(t *testing.T) {
 	pkt, err := Dumps(NewTensor(Uint8, []uint64{1}, []byte{7}))
 	if err != nil {
@@ -119,19 +124,33 @@ func TestReadFromLyingHeader(t *testing.T) {
 	if need, err := PacketLength(lie); !errors.Is(err, ErrTruncated) || need != n {
 		t.Fatalf("PacketLength(lie) = %d, %v; want ErrTruncated, %d", need, err, n)
 	}
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	_, err = ReadFrom(bytes.NewReader(lie))
-	runtime.ReadMemStats(&after)
-	wantStatus(t, "lying header", err, ErrTruncated)
-	if grew := after.TotalAlloc - before.TotalAlloc; grew > 1<<20 {
-		t.Errorf("reading a 64-byte lie allocated %d bytes", grew)
+	allocated := func(o DecodeOptions, want Status) uint64 {
+		t.Helper()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		_, err := o.ReadPacket(bytes.NewReader(lie))
+		runtime.ReadMemStats(&after)
+		wantStatus(t, fmt.Sprintf("lying header, %+v", o), err, want)
+		return after.TotalAlloc - before.TotalAlloc
 	}
-	_, err = (DecodeOptions{MaxPacketBytes: 1 << 20}).ReadPacket(bytes.NewReader(lie))
-	wantStatus(t, "MaxPacketBytes", err, ErrLimit)
-	// The buffer is memory the decode holds: MaxDecodedBytes bounds it too.
-	_, err = (DecodeOptions{MaxDecodedBytes: 1 << 20}).ReadPacket(bytes.NewReader(lie))
-	wantStatus(t, "MaxDecodedBytes", err, ErrLimit)
+	if grew := allocated(DecodeOptions{MaxPacketBytes: 1 << 20}, ErrLimit); grew > 1<<20 {
+		t.Errorf("MaxPacketBytes: reading a 64-byte lie allocated %d bytes", grew)
+	}
+	if grew := allocated(DecodeOptions{MaxDecodedBytes: 1 << 20}, ErrLimit); grew > 1<<20 {
+		t.Errorf("MaxDecodedBytes: reading a 64-byte lie allocated %d bytes", grew)
+	}
+	if grew := allocated(DecodeOptions{MaxElements: 1 << 20}, ErrTooManyElements); grew > 1<<20 {
+		t.Errorf("MaxElements: reading a 64-byte lie allocated %d bytes", grew)
+	}
+	if grew := allocated(DecodeOptions{}, ErrTruncated); grew < n || grew > n+(1<<20) {
+		t.Errorf("default limits: %d bytes allocated, want the claimed %d once", grew, n)
+	}
+	saved := physicalMemory
+	physicalMemory = 1 << 20 // as if this machine had 1 MiB
+	defer func() { physicalMemory = saved }()
+	if grew := allocated(DecodeOptions{}, ErrNoMemory); grew > 1<<20 {
+		t.Errorf("beyond memory: %d bytes allocated", grew)
+	}
 }
 
 // Files, pipes and stream sockets go through libtenso's descriptor I/O.
@@ -159,7 +178,7 @@ func TestStreamFD(t *testing.T) {
 			}
 			errc <- nil
 		}()
-		readAll(t, r, cs, true)
+		readAll(t, r, cs)
 		if err := <-errc; err != nil {
 			t.Fatal(err)
 		}
@@ -191,7 +210,7 @@ func TestStreamFD(t *testing.T) {
 			t.Fatalf("file content differs from the golden stream (%d vs %d bytes, %v)", len(raw), len(all), err)
 		}
 		f.Seek(0, io.SeekStart)
-		readAll(t, f, cs, true)
+		readAll(t, f, cs)
 	})
 
 	t.Run("unix socketpair", func(t *testing.T) {
@@ -202,7 +221,7 @@ func TestStreamFD(t *testing.T) {
 			defer a.(interface{ CloseWrite() error }).CloseWrite()
 			a.Write(all)
 		}()
-		readAll(t, b, cs, true)
+		readAll(t, b, cs)
 	})
 
 	t.Run("net.Pipe (no descriptor)", func(t *testing.T) {
@@ -217,7 +236,7 @@ func TestStreamFD(t *testing.T) {
 				}
 			}
 		}()
-		readAll(t, b, cs, false)
+		readAll(t, b, cs)
 	})
 }
 

@@ -3,6 +3,7 @@ package tenso
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 	"reflect"
 	"runtime"
 	"sync"
@@ -65,6 +66,9 @@ type owner struct {
 	free    func(unsafe.Pointer)
 	live    *atomic.Int64
 	cleanup runtime.Cleanup
+	// tensors alias the view (set by the walker); close empties their Data so that a use
+	// after Close reads nothing instead of freed memory.
+	tensors []*Tensor
 }
 
 func newOwner(view unsafe.Pointer, free func(unsafe.Pointer)) *owner {
@@ -87,6 +91,9 @@ func (o *owner) ptr() unsafe.Pointer { return unsafe.Pointer(o.view.Load()) }
 
 func (o *owner) close() {
 	if v := o.view.Swap(nil); v != nil {
+		for _, t := range o.tensors {
+			t.Data = nil
+		}
 		o.cleanup.Stop()
 		o.free(unsafe.Pointer(v))
 		o.live.Add(-1)
@@ -95,38 +102,60 @@ func (o *owner) close() {
 
 // handle is a libtenso handle (segment, cache, archive, writer) whose methods may run on
 // several goroutines while another calls Close: each call holds it shared (acquire, then a
-// deferred release), and close frees it only after the calls in flight have returned.
+// deferred release), and close frees it only after the calls in flight have returned. Once
+// close has begun, new calls fail at once (acquire returns nil) instead of queueing behind
+// it: a call made from inside another (Archive.Verify's progress callback) must not wait for
+// a Close that itself waits for the outer call - a sync.RWMutex would deadlock there.
 type handle struct {
-	mu sync.RWMutex
-	o  *owner
+	mu      sync.Mutex
+	idle    sync.Cond // signalled when active drops to 0 while closing
+	active  int       // calls holding the handle
+	closing bool
+	o       *owner
 }
 
 func newHandle(p unsafe.Pointer, free func(unsafe.Pointer)) *handle {
-	return &handle{o: newTracked(p, free, &liveHandles)}
+	h := &handle{o: newTracked(p, free, &liveHandles)}
+	h.idle.L = &h.mu
+	return h
 }
 
-// acquire is the C handle, held until release; nil (and nothing held) once closed.
+// acquire is the C handle, held until release; nil (and nothing held) once closing.
 func (h *handle) acquire() unsafe.Pointer {
-	h.mu.RLock()
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	p := h.o.ptr()
-	if p == nil {
-		h.mu.RUnlock()
+	if h.closing || p == nil {
+		return nil
 	}
+	h.active++
 	return p
 }
 
-func (h *handle) release() { h.mu.RUnlock() }
+func (h *handle) release() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.active--; h.active == 0 && h.closing {
+		h.idle.Broadcast()
+	}
+}
 
 func (h *handle) close() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.closing = true
+	for h.active > 0 {
+		h.idle.Wait()
+	}
 	h.o.close()
 }
 
-// Close releases the C memory a Tensor from ReadFrom or LoadFile aliases (a stream buffer, a
-// mapping); every Tensor of the same packet (bundle entries, components) shares it, and no
-// slice taken from them may be used afterwards. Tensors from Loads or built in Go hold no C
-// memory: Close does nothing. Close is idempotent and returns nil.
+// Close releases the C memory an aliased Tensor (from LoadFileAliased, Archive.GetAliased,
+// Shm.GetAliased or a CacheView) points into: a mapping or a pinned cache entry. Every Tensor
+// of the same packet (bundle entries, components) shares it; their Data become nil, and no
+// slice taken from them earlier may be used afterwards. Tensors in Go memory (from Loads,
+// ReadFrom, LoadFile, Archive.Get, Shm.Get, or built in Go) hold no C memory: Close does
+// nothing. Close is idempotent and returns nil.
 func (t *Tensor) Close() error {
 	if t != nil && t.owner != nil {
 		t.owner.close()
@@ -134,8 +163,12 @@ func (t *Tensor) Close() error {
 	return nil
 }
 
-// OwnsCMemory reports whether Data aliases C memory that Close releases.
+// OwnsCMemory reports whether Data aliases C memory that Close releases (an aliased
+// Tensor; see the package documentation).
 func (t *Tensor) OwnsCMemory() bool { return t != nil && t.owner != nil }
+
+// closed reports an aliased Tensor whose memory was released.
+func (t *Tensor) closed() bool { return t.owner != nil && t.owner.ptr() == nil }
 
 // NewTensor describes a dense tensor over data (borrowed, not copied): C-contiguous
 // little-endian elements of dtype, product(shape) * dtype.ItemSize() bytes. An empty shape is
@@ -194,40 +227,118 @@ func AsBytes[T Element](s []T) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(s))), len(s)*int(unsafe.Sizeof(zero)))
 }
 
-// FromSlice describes a dense tensor over the elements of s, without copying them; shape
-// must multiply to len(s) (an empty shape is a scalar). The dtype follows T (DTypeOf).
-func FromSlice[T Element](shape []uint64, s []T) *Tensor {
+// FromSlice describes a dense tensor of the given shape over the elements of s, without
+// copying them. The shape is checked now: every dimension >= 0, at most MaxNDim of them,
+// multiplying to len(s) (an empty shape is a scalar: len(s) == 1); the error wraps
+// ErrInvalidArgument or ErrTooManyDims. The dtype follows T (DTypeOf).
+//
+// Changed in 1.3: the shape is []int (was []uint64) and a bad one is an error here (it was
+// reported by Dumps).
+func FromSlice[T Element](shape []int, s []T) (*Tensor, error) {
 	if !littleEndian {
-		panic("tenso: FromSlice needs a little-endian machine (the wire is little-endian)")
+		return nil, &Error{Status: ErrNotAvailable, Op: "FromSlice", Message: "big-endian machine (the wire is little-endian)"}
 	}
-	return NewTensor(DTypeOf[T](), shape, AsBytes(s))
+	u, err := shapeFromInts(shape, "FromSlice")
+	if err != nil {
+		return nil, err
+	}
+	if n, ok := numel(u); !ok || n != uint64(len(s)) {
+		return nil, &Error{Status: ErrInvalidArgument, Op: "FromSlice",
+			Message: fmt.Sprintf("shape %v holds %d elements, the slice %d", shape, n, len(s))}
+	}
+	return NewTensor(DTypeOf[T](), u, AsBytes(s)), nil
+}
+
+// shapeFromInts converts a Go shape to the wire's, refusing negative dimensions and more than
+// MaxNDim of them.
+func shapeFromInts(shape []int, op string) ([]uint64, error) {
+	if len(shape) > MaxNDim {
+		return nil, &Error{Status: ErrTooManyDims, Op: op, Message: fmt.Sprintf("%d dimensions", len(shape))}
+	}
+	u := make([]uint64, len(shape))
+	for i, d := range shape {
+		if d < 0 {
+			return nil, &Error{Status: ErrInvalidArgument, Op: op, Message: fmt.Sprintf("dimension %d is %d", i, d)}
+		}
+		u[i] = uint64(d)
+	}
+	return u, nil
 }
 
 // Vector describes a 1-D dense tensor over s, without copying it.
 func Vector[T Element](s []T) *Tensor {
-	return FromSlice([]uint64{uint64(len(s))}, s)
+	return NewTensor(DTypeOf[T](), []uint64{uint64(len(s))}, AsBytes(s))
 }
 
-// Values returns the elements of a dense tensor (or of a sparse component) as a []T. It
-// aliases Data when Data is aligned for T, and copies otherwise (bodies nested in bundles
-// are only aligned relative to their own packet). T must match the dtype; uint16 is also
-// accepted for float16 and bfloat16 bits. Bool data must hold only 0 and 1.
-func Values[T Element](t *Tensor) ([]T, error) {
-	if t == nil {
-		return nil, &Error{Status: ErrInvalidArgument, Op: "Values", Message: "nil tensor"}
+// Scalar describes a 0-dimensional dense tensor holding v (copied).
+func Scalar[T Element](v T) *Tensor {
+	return NewTensor(DTypeOf[T](), []uint64{}, AsBytes([]T{v}))
+}
+
+// Dims is the shape as []int. A dimension above math.MaxInt (a hand-built shape, or an empty
+// tensor with one huge dimension) is an error wrapping ErrInvalidArgument, never a negative
+// int.
+func (t *Tensor) Dims() ([]int, error) { return intDims(t.Shape, "Tensor.Dims") }
+
+// Dims is the shape as []int (an error wrapping ErrInvalidArgument for a dimension above
+// math.MaxInt).
+func (p PacketInfo) Dims() ([]int, error) { return intDims(p.Shape, "PacketInfo.Dims") }
+
+// Dims is the shape as []int (an error wrapping ErrInvalidArgument for a dimension above
+// math.MaxInt).
+func (e ArchiveEntry) Dims() ([]int, error) { return intDims(e.Shape, "ArchiveEntry.Dims") }
+
+func intDims(shape []uint64, op string) ([]int, error) {
+	out := make([]int, len(shape))
+	for i, d := range shape {
+		if d > math.MaxInt {
+			return nil, &Error{Status: ErrInvalidArgument, Op: op,
+				Message: fmt.Sprintf("dimension %d is %d: more than an int holds", i, d)}
+		}
+		out[i] = int(d)
 	}
+	return out, nil
+}
+
+// Values returns the elements of a dense tensor (or of a sparse component) as a []T that
+// is safe to keep: Go memory the garbage collector owns, valid whatever happens to t. It
+// aliases Data when Data is Go memory aligned for T - so on the result of [Loads], whose Data
+// slices the caller's input, it aliases that input: a later write to the input shows in the
+// values (copy them, or the input, to keep them apart) - and copies otherwise: when Data is not
+// aligned for T (bodies nested in bundles are only aligned relative to their own packet) and
+// when t is an aliased Tensor (its Data is a mapping or a cache entry that Close releases;
+// use [ValuesAliased] there for a zero-copy view). T must match the dtype; uint16 is also
+// accepted for float16 and bfloat16 bits. Bool data must hold only 0 and 1. An aliased Tensor
+// that was closed gives an error matching os.ErrClosed.
+func Values[T Element](t *Tensor) ([]T, error) { return values[T](t, false, "Values") }
+
+// ValuesAliased is Values without the copy for aliased Tensors: the slice points into the
+// mapping or cache entry that t's Close (or, when t becomes unreachable, its cleanup)
+// releases. Only for callers who keep t reachable and open while the slice is used
+// (runtime.KeepAlive(t) after the last use); a use after that faults or reads reused memory.
+// It still copies data that is not aligned for T.
+func ValuesAliased[T Element](t *Tensor) ([]T, error) { return values[T](t, true, "ValuesAliased") }
+
+func values[T Element](t *Tensor, alias bool, op string) ([]T, error) {
+	if t == nil {
+		return nil, &Error{Status: ErrInvalidArgument, Op: op, Message: "nil tensor"}
+	}
+	if t.closed() {
+		return nil, errClosed(op, "the tensor")
+	}
+	defer runtime.KeepAlive(t)
 	want := DTypeOf[T]()
 	if want != t.DType && !(want == Uint16 && (t.DType == Float16 || t.DType == BFloat16)) {
-		return nil, &Error{Status: ErrBadDType, Op: "Values",
+		return nil, &Error{Status: ErrBadDType, Op: op,
 			Message: fmt.Sprintf("tensor holds %v, not %v", t.DType, want)}
 	}
 	if !littleEndian {
-		return nil, &Error{Status: ErrNotAvailable, Op: "Values", Message: "big-endian machine"}
+		return nil, &Error{Status: ErrNotAvailable, Op: op, Message: "big-endian machine"}
 	}
 	var zero T
 	size := int(unsafe.Sizeof(zero))
 	if len(t.Data)%size != 0 {
-		return nil, &Error{Status: ErrMalformed, Op: "Values",
+		return nil, &Error{Status: ErrMalformed, Op: op,
 			Message: fmt.Sprintf("%d bytes is not a whole number of %v elements", len(t.Data), t.DType)}
 	}
 	n := len(t.Data) / size
@@ -237,13 +348,13 @@ func Values[T Element](t *Tensor) ([]T, error) {
 	if want == Bool {
 		for i, b := range t.Data {
 			if b > 1 {
-				return nil, &Error{Status: ErrMalformed, Op: "Values",
+				return nil, &Error{Status: ErrMalformed, Op: op,
 					Message: fmt.Sprintf("bool element %d is %d", i, b)}
 			}
 		}
 	}
 	p := unsafe.Pointer(unsafe.SliceData(t.Data))
-	if uintptr(p)%unsafe.Alignof(zero) == 0 {
+	if uintptr(p)%unsafe.Alignof(zero) == 0 && (t.owner == nil || alias) {
 		return unsafe.Slice((*T)(p), n), nil
 	}
 	out := make([]T, n)
@@ -342,4 +453,17 @@ func (t *Tensor) kind() Kind {
 		return KindDense
 	}
 	return t.Kind
+}
+
+// numel is the element count of shape, false beyond MaxElements (checked before multiplying
+// further, so it cannot overflow).
+func numel(shape []uint64) (uint64, bool) {
+	n := uint64(1)
+	for _, d := range shape {
+		if d != 0 && n > MaxElements/d {
+			return 0, false
+		}
+		n *= d
+	}
+	return n, n <= MaxElements
 }

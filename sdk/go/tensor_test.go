@@ -4,6 +4,7 @@ package tenso
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"math"
 	"os"
@@ -16,9 +17,9 @@ import (
 	"unsafe"
 )
 
-func roundTrip[T Element](t *testing.T, s []T, shape []uint64) {
+func roundTrip[T Element](t *testing.T, s []T, shape []int) {
 	t.Helper()
-	pkt, err := Dumps(FromSlice(shape, s))
+	pkt, err := Dumps(must(FromSlice(shape, s)))
 	if err != nil {
 		t.Fatalf("%v: %v", DTypeOf[T](), err)
 	}
@@ -30,7 +31,7 @@ func roundTrip[T Element](t *testing.T, s []T, shape []uint64) {
 	if err != nil {
 		t.Fatalf("%v: Values: %v", DTypeOf[T](), err)
 	}
-	if !slices.Equal(vals, s) || !slices.Equal(got.Shape, shape) || got.DType != DTypeOf[T]() {
+	if !slices.Equal(vals, s) || !slices.Equal(must(got.Dims()), shape) || got.DType != DTypeOf[T]() {
 		t.Errorf("%v: got %v %v, want %v %v", DTypeOf[T](), got.Shape, vals, shape, s)
 	}
 	// Values aliases the packet (Dumps output is 64-byte aligned, so bodies are too).
@@ -40,20 +41,20 @@ func roundTrip[T Element](t *testing.T, s []T, shape []uint64) {
 }
 
 func TestElementTypes(t *testing.T) {
-	roundTrip(t, []bool{true, false, true}, []uint64{3})
-	roundTrip(t, []int8{-128, 0, 127, 5}, []uint64{2, 2})
-	roundTrip(t, []uint8{0, 255}, []uint64{2})
-	roundTrip(t, []int16{-32768, 32767}, []uint64{2})
-	roundTrip(t, []uint16{65535, 1}, []uint64{2, 1})
-	roundTrip(t, []int32{math.MinInt32, math.MaxInt32}, []uint64{2})
-	roundTrip(t, []uint32{math.MaxUint32}, []uint64{1})
-	roundTrip(t, []int64{math.MinInt64, 1, math.MaxInt64}, []uint64{3})
-	roundTrip(t, []uint64{math.MaxUint64}, []uint64{1, 1, 1})
-	roundTrip(t, []float32{float32(math.Inf(-1)), 1.5, -0}, []uint64{3})
-	roundTrip(t, []float64{math.Pi}, []uint64{})
-	roundTrip(t, []complex64{1 + 2i, -3i}, []uint64{2})
-	roundTrip(t, []complex128{complex(math.MaxFloat64, 1)}, []uint64{1})
-	roundTrip(t, []float32{}, []uint64{0, 7})
+	roundTrip(t, []bool{true, false, true}, []int{3})
+	roundTrip(t, []int8{-128, 0, 127, 5}, []int{2, 2})
+	roundTrip(t, []uint8{0, 255}, []int{2})
+	roundTrip(t, []int16{-32768, 32767}, []int{2})
+	roundTrip(t, []uint16{65535, 1}, []int{2, 1})
+	roundTrip(t, []int32{math.MinInt32, math.MaxInt32}, []int{2})
+	roundTrip(t, []uint32{math.MaxUint32}, []int{1})
+	roundTrip(t, []int64{math.MinInt64, 1, math.MaxInt64}, []int{3})
+	roundTrip(t, []uint64{math.MaxUint64}, []int{1, 1, 1})
+	roundTrip(t, []float32{float32(math.Inf(-1)), 1.5, -0}, []int{3})
+	roundTrip(t, []float64{math.Pi}, []int{})
+	roundTrip(t, []complex64{1 + 2i, -3i}, []int{2})
+	roundTrip(t, []complex128{complex(math.MaxFloat64, 1)}, []int{1})
+	roundTrip(t, []float32{}, []int{0, 7})
 }
 
 func TestValues(t *testing.T) {
@@ -134,7 +135,7 @@ func TestBundles(t *testing.T) {
 		Entry{Key: "a", Value: inner},
 		Entry{Key: "b", Value: Vector([]uint8{9})}, // duplicate keys are kept, in order
 		Entry{Key: "", Value: Vector([]int64{})},
-		Entry{Key: "ключ ✓", Value: FromSlice(nil, []float64{2.5})},
+		Entry{Key: "ключ ✓", Value: must(FromSlice(nil, []float64{2.5}))},
 	)
 	pkt, err := Dumps(b)
 	if err != nil {
@@ -216,7 +217,7 @@ func TestQuantize(t *testing.T) {
 	for i := range in {
 		in[i] = float32(math.Sin(float64(i))) * 3
 	}
-	x := FromSlice([]uint64{4, 6}, in)
+	x := must(FromSlice([]int{4, 6}, in))
 	for _, qd := range []DType{QInt8, QUInt8, QInt4, QUInt4} {
 		for _, sc := range []struct {
 			scheme      QuantScheme
@@ -369,7 +370,7 @@ func TestLifetimes(t *testing.T) {
 		t.Fatal("Loads left a view behind")
 	}
 
-	m, err := LoadFile(path, LoadMmap)
+	m, err := LoadFileAliased(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -388,7 +389,7 @@ func TestLifetimes(t *testing.T) {
 	// Dropped without Close: the cleanup frees the view.
 	func() {
 		for i := 0; i < 20; i++ {
-			if _, err := LoadFile(path, LoadRead); err != nil {
+			if _, err := LoadFileAliased(path); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -406,7 +407,7 @@ func TestLifetimes(t *testing.T) {
 	}
 
 	// Writing a file-backed tensor keeps it alive for the whole call.
-	f, err := LoadFile(path, LoadMmap)
+	f, err := LoadFileAliased(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -459,4 +460,33 @@ func TestConcurrentUse(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+// Dims never turns a dimension above math.MaxInt into a negative int.
+func TestDimsBeyondInt(t *testing.T) {
+	huge := NewTensor(Uint8, []uint64{3, 1 << 63, 0}, nil)
+	if d, err := huge.Dims(); d != nil || !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("Dims = %v, %v", d, err)
+	}
+	if d, err := (PacketInfo{Shape: []uint64{math.MaxUint64}}).Dims(); d != nil || !errors.Is(err, ErrInvalidArgument) {
+		t.Fatalf("PacketInfo.Dims = %v, %v", d, err)
+	}
+	if d, err := (ArchiveEntry{Shape: []uint64{math.MaxInt, 0}}).Dims(); err != nil || !slices.Equal(d, []int{math.MaxInt, 0}) {
+		t.Fatalf("ArchiveEntry.Dims = %v, %v", d, err)
+	}
+}
+
+// Documented on Values and Loads: Values of a Loads result aliases the caller's input.
+func TestValuesOfLoadsAliasInput(t *testing.T) {
+	pkt := must(Dumps(Vector([]int32{1, 2, 3})))
+	m := must(Loads(pkt))
+	v := must(Values[int32](m))
+	off := int(uintptr(unsafe.Pointer(&m.Data[0])) - uintptr(unsafe.Pointer(&pkt[0])))
+	if off < 0 || off+12 > len(pkt) || unsafe.Pointer(&v[0]) != unsafe.Pointer(&pkt[off]) {
+		t.Fatal("Values of a Loads result does not alias the input")
+	}
+	binary.LittleEndian.PutUint32(pkt[off+4:], 20)
+	if !slices.Equal(v, []int32{1, 20, 3}) {
+		t.Fatalf("a write to the input is not seen: %v", v)
+	}
 }

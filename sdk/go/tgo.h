@@ -78,7 +78,7 @@ static inline tgo_ref tgo_ref_of(const void *p, uint64_t n, const void *base, si
 
 typedef struct {
     tgo_res res;
-    tenso_view *view; /* tgo_loads_view / tgo_read_fd / tgo_load_file: the root; entries: the child */
+    tenso_view *view; /* tgo_loads_view / tgo_load_file / tgo_decoder_commit: the root; entries: the child */
     int32_t slow;     /* tgo_loads_fast: not a borrowed dense packet, take the pinned path */
     int32_t kind;
     int32_t dtype;
@@ -299,19 +299,6 @@ static inline tgo_ipc tgo_view_ipc(const tenso_view *v) {
 }
 
 /* Streams and files: the view owns every byte it points at (no Go memory involved). */
-static inline tgo_info tgo_read_fd(int fd, tenso_decode_options o) {
-    tgo_info i;
-    tenso_view *v = NULL;
-    tenso_status st = tenso_read_fd(&v, fd, &o);
-    memset(&i, 0, sizeof i);
-    if (st != TENSO_OK) {
-        i.res = tgo_res_of(st, 0);
-        return i;
-    }
-    tgo_fill(&i, v, NULL, 0);
-    return i;
-}
-
 static inline tgo_info tgo_load_file(const char *path, uint32_t mode, tenso_decode_options o) {
     tgo_info i;
     tenso_view *v = NULL;

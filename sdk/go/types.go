@@ -2,6 +2,7 @@ package tenso
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"time"
 )
@@ -36,47 +37,17 @@ const (
 	Bytes      DType = 21
 )
 
-// dtypeNames and dtypeSizes mirror tenso_dtype_name and tenso_dtype_itemsize; a test checks
-// them against the library for every code, so they cannot drift.
-var dtypeNames = [...]string{
-	Float32: "float32", Int32: "int32", Float64: "float64", Int64: "int64", Uint8: "uint8",
-	Uint16: "uint16", Bool: "bool", Float16: "float16", Int8: "int8", Int16: "int16",
-	Uint32: "uint32", Uint64: "uint64", Complex64: "complex64", Complex128: "complex128",
-	BFloat16: "bfloat16", QInt8: "qint8", QUInt8: "quint8", QInt4: "qint4", QUInt4: "quint4",
-	String: "string", Bytes: "bytes",
-}
+// String returns the numpy name ("float32", "bfloat16", "qint4"), or "unknown": libtenso's
+// tenso_dtype_name, so a dtype the library adds needs no change here.
+func (d DType) String() string { return dtypeName(d) }
 
-var dtypeSizes = [...]int{
-	Float32: 4, Int32: 4, Float64: 8, Int64: 8, Uint8: 1, Uint16: 2, Bool: 1, Float16: 2,
-	Int8: 1, Int16: 2, Uint32: 4, Uint64: 8, Complex64: 8, Complex128: 16, BFloat16: 2,
-	QInt8: 0, QUInt8: 0, QInt4: 0, QUInt4: 0, String: 0, Bytes: 0,
-}
+// ItemSize is the number of bytes per element of a dense dtype; 0 for the others
+// (tenso_dtype_itemsize).
+func (d DType) ItemSize() int { return dtypeItemSize(d) }
 
-// String returns the numpy name ("float32", "bfloat16", "qint4"), or "unknown".
-func (d DType) String() string {
-	if d > 0 && int(d) < len(dtypeNames) {
-		return dtypeNames[d]
-	}
-	return "unknown"
-}
-
-// ItemSize is the number of bytes per element of a dense dtype; 0 for the others.
-func (d DType) ItemSize() int {
-	if d > 0 && int(d) < len(dtypeSizes) {
-		return dtypeSizes[d]
-	}
-	return 0
-}
-
-// ParseDType returns the dtype with the given numpy name (the inverse of DType.String).
-func ParseDType(name string) (DType, error) {
-	for d, n := range dtypeNames {
-		if n != "" && n == name {
-			return DType(d), nil
-		}
-	}
-	return 0, &Error{Status: ErrBadDType, Op: "ParseDType", Message: fmt.Sprintf("unknown dtype name %q", name)}
-}
+// ParseDType returns the dtype with the given numpy name (the inverse of DType.String;
+// tenso_dtype_from_name). Unknown names give an error wrapping ErrBadDType.
+func ParseDType(name string) (DType, error) { return dtypeFromName(name) }
 
 // Kind is what a packet holds (tenso.h TENSO_KIND_*).
 type Kind int32
@@ -231,6 +202,12 @@ func (e *Error) Unwrap() []error {
 		return []error{e.Status, e.Err}
 	}
 	return []error{e.Status}
+}
+
+// errClosed is the error of a call on a closed handle: ErrInvalidArgument (as before 1.3)
+// that also matches os.ErrClosed.
+func errClosed(op, what string) error {
+	return &Error{Status: ErrInvalidArgument, Op: op, Message: what + " is closed", Err: os.ErrClosed}
 }
 
 // EncodeOptions say how to encode. The zero value is upstream's default: alignment 64, no
@@ -440,4 +417,12 @@ type ArchiveEntry struct {
 // MetadataPair is one string metadata pair of an archive, in the order stored.
 type MetadataPair struct {
 	Key, Value string
+}
+
+// QuantizeOptions say how Quantize works. The zero value quantizes to QInt8 per tensor.
+type QuantizeOptions struct {
+	DType     DType       // QInt8 (0 means QInt8), QUInt8, QInt4 or QUInt4
+	Scheme    QuantScheme // PerTensor (the zero value), PerChannel or PerGroup
+	Axis      int         // PerChannel: the channel axis; negative counts from the end
+	GroupSize int         // PerGroup: elements per group
 }
