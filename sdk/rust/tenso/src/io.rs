@@ -22,6 +22,12 @@ struct AlignedBuf {
 #[repr(C, align(64))]
 struct Chunk([u8; 64]);
 
+impl AsRef<[u8]> for AlignedBuf {
+    fn as_ref(&self) -> &[u8] {
+        self.bytes()
+    }
+}
+
 impl AlignedBuf {
     fn new() -> AlignedBuf {
         AlignedBuf { chunks: Vec::new(), len: 0 }
@@ -56,7 +62,15 @@ impl AlignedBuf {
 pub struct Packet {
     // Field order matters: the view (which may point into `_buf`) is dropped first.
     view: View<'static>,
-    _buf: Option<AlignedBuf>,
+    _buf: Option<Box<dyn std::any::Any + Send + Sync>>,
+}
+
+/// The elements copied out, as [`ViewRef::to_vec`].
+impl<T: crate::Element> TryFrom<&Packet> for Vec<T> {
+    type Error = Error;
+    fn try_from(p: &Packet) -> Result<Vec<T>> {
+        p.to_vec()
+    }
 }
 
 impl Deref for Packet {
@@ -75,7 +89,7 @@ impl fmt::Debug for Packet {
 impl Packet {
     /// SAFETY: `p` is a root view that owns its data (stream and file readers of libtenso).
     pub(crate) unsafe fn from_owning_view(p: *mut sys::tenso_view) -> Result<Packet> {
-        Ok(Packet { view: View::from_raw(p)?, _buf: None })
+        Ok(Packet { view: View::from_raw(p, &[])?, _buf: None })
     }
 
     /// Decodes a packet from bytes already in memory, copying them into an aligned buffer the
@@ -95,15 +109,40 @@ impl Packet {
         buf.reserve_total(len);
         buf.all_mut()[..len].copy_from_slice(&bytes[..len]);
         buf.len = len;
-        Packet::decode(buf, opts)
+        Packet::keeping(buf, opts)
     }
 
-    fn decode(buf: AlignedBuf, opts: &DecodeOptions) -> Result<Packet> {
-        let view = opts.loads(buf.bytes())?;
-        // SAFETY: the view borrows the heap chunks of `buf`, which the Packet keeps unmoved
-        // and unchanged and drops after the view; the 'static view is never handed out.
+    /// Decodes the packet at the start of `bytes` and keeps the vector in the packet: zero
+    /// copy, and the result is `'static`, so it can live in a struct or move to another
+    /// thread with its buffer. Bodies are aligned in memory as far as the vector's heap
+    /// block is (the allocator's 16 bytes at least on common platforms, enough for every
+    /// element type); [`values`](ViewRef::values) copies where they are not.
+    ///
+    /// ```
+    /// struct Model {
+    ///     weights: tenso::Packet,
+    /// }
+    /// let bytes: Vec<u8> = tenso::dumps(&tenso::Tensor::new(&[0.5f32; 4], &[2, 2])?)?;
+    /// let at = bytes.as_ptr() as usize;
+    /// let model = Model { weights: tenso::Packet::from_vec(bytes, &Default::default())? };
+    /// assert_eq!(model.weights.shape(), &[2, 2]);
+    /// let w = model.weights.values::<f32>()?;
+    /// assert_eq!(&*w, &[0.5; 4]);
+    /// assert_eq!(w.as_ptr() as usize, at + 64); // no copy: the body inside the vector
+    /// # Ok::<(), tenso::Error>(())
+    /// ```
+    pub fn from_vec(bytes: Vec<u8>, opts: &DecodeOptions) -> Result<Packet> {
+        Packet::keeping(bytes, opts)
+    }
+
+    /// Decodes the bytes of `buf` and keeps `buf` with the view.
+    fn keeping<B: AsRef<[u8]> + Send + Sync + 'static>(buf: B, opts: &DecodeOptions) -> Result<Packet> {
+        let view = opts.loads(buf.as_ref())?;
+        // SAFETY: the view borrows the heap memory of `buf` (a Vec's or AlignedBuf's block,
+        // which does not move when `buf` is moved into the Box), which the Packet keeps
+        // unchanged and drops after the view; the 'static view is never handed out.
         let view: View<'static> = unsafe { std::mem::transmute::<View<'_>, View<'static>>(view) };
-        Ok(Packet { view, _buf: Some(buf) })
+        Ok(Packet { view, _buf: Some(Box::new(buf)) })
     }
 }
 
@@ -262,7 +301,7 @@ impl DecodeOptions {
             }
         };
         debug_assert_eq!(total, buf.len, "the framing never reads past the packet");
-        Packet::decode(buf, self).map(Some)
+        Packet::keeping(buf, self).map(Some)
     }
 }
 

@@ -151,12 +151,22 @@ pub fn protocol_version() -> u32 {
 /// drop(view);
 /// ```
 ///
-/// A typed slice cannot outlive its view:
+/// A typed slice of a `View` borrows the input bytes (it may outlive the view), so it cannot
+/// outlive the bytes:
+/// ```compile_fail,E0505
+/// let bytes = tenso::dumps(&tenso::Tensor::from_slice(&[1u8])).unwrap();
+/// let slice = tenso::loads(&bytes).unwrap().as_slice::<u8>().unwrap();
+/// drop(bytes);
+/// assert_eq!(slice, &[1]);
+/// ```
+///
+/// A slice borrowed through `ViewRef` (bundle entries, `view.as_ref()`) cannot outlive its
+/// view:
 /// ```compile_fail,E0597
 /// let bytes = tenso::dumps(&tenso::Tensor::from_slice(&[1u8])).unwrap();
 /// let slice = {
 ///     let view = tenso::loads(&bytes).unwrap();
-///     view.as_slice::<u8>().unwrap()
+///     view.as_ref().as_slice::<u8>().unwrap()
 /// };
 /// drop(slice);
 /// ```

@@ -230,7 +230,7 @@ impl Shm {
         let mut out = ptr::null_mut();
         // SAFETY: a live handle; the view keeps the mapping alive and is tied to &self.
         check(unsafe { sys::tenso_shm_get(&mut out, self.raw.as_ptr(), opts.ptr()) })?;
-        unsafe { View::from_raw(out) }
+        unsafe { View::from_raw(out, self.bytes()) }
     }
 
     /// The length of the packet at the start of the segment, from its headers; `None` when it
@@ -563,7 +563,7 @@ impl Cache {
             return Ok(None);
         }
         // SAFETY: a root view that keeps the pool mapped and holds the pin until freed.
-        Ok(Some(CacheView { view: unsafe { View::from_raw(out) }? }))
+        Ok(Some(CacheView { view: unsafe { View::from_raw(out, &[]) }? }))
     }
 
     /// Removes `key`: `Ok(false)` when it was absent or expired. A pinned entry is hidden at

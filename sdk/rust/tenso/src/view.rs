@@ -1,4 +1,5 @@
 //! Decoding: [`loads`], [`View`] / [`ViewRef`], packet inspection and framing.
+use std::borrow::Cow;
 use std::fmt;
 use std::marker::PhantomData;
 use std::mem::MaybeUninit;
@@ -35,6 +36,9 @@ use crate::tensor::Tensor;
 /// ```
 pub struct View<'a> {
     raw: NonNull<sys::tenso_view>,
+    /// The memory borrowed for 'a (the input bytes, a shared-memory mapping): data inside it
+    /// can be handed out for 'a; data elsewhere (a decompressed body) lives with the view.
+    input: *const [u8],
     _bytes: PhantomData<&'a [u8]>,
 }
 
@@ -64,11 +68,83 @@ impl fmt::Debug for View<'_> {
     }
 }
 
+impl AsRef<ViewRef> for View<'_> {
+    fn as_ref(&self) -> &ViewRef {
+        self
+    }
+}
+
+/// Borrowing for the input's lifetime `'a`, as the `safetensors` crate's `TensorView::data()`
+/// does: the slices outlive the `View`, so a function can decode and return them.
+///
+/// ```
+/// fn values(packet: &[u8]) -> tenso::Result<&[f32]> {
+///     tenso::loads(packet)?.as_slice()
+/// }
+/// let data = [1.0f32, 2.0, 3.0];
+/// let packet = tenso::dumps(&tenso::Tensor::from_slice(&data))?;
+/// assert_eq!(values(&packet)?, &data);
+/// # Ok::<(), tenso::Error>(())
+/// ```
 impl<'a> View<'a> {
-    /// SAFETY: `p` is a root view whose data borrows memory alive for 'a (or owns it).
-    pub(crate) unsafe fn from_raw(p: *mut sys::tenso_view) -> Result<View<'a>> {
+    /// The body's bytes, borrowed from the input for `'a` (see [`ViewRef::bytes`]).
+    /// [`ErrorKind::UnsupportedKind`] when they are not in the input (an LZ4-compressed
+    /// body, decompressed into memory the view frees): read that through
+    /// [`values`](View::values) or [`to_vec`](ViewRef::to_vec), or borrow it from the view
+    /// with `view.as_ref().bytes()`.
+    pub fn bytes(&self) -> Result<&'a [u8]> {
+        let view: &ViewRef = self;
+        let data = view.bytes();
+        if data.is_empty() {
+            return Ok(&[]);
+        }
+        let input = self.input as *const u8 as usize..(self.input as *const u8 as usize).saturating_add(self.input.len());
+        let range = data.as_ptr() as usize..data.as_ptr() as usize + data.len();
+        if range.start < input.start || range.end > input.end {
+            return Err(Error::new(
+                ErrorKind::UnsupportedKind,
+                "the body was decompressed into memory the view owns and cannot be borrowed for the input's \
+                 lifetime: use values() or to_vec(), or view.as_ref().bytes()",
+            ));
+        }
+        // SAFETY: the data lies inside the memory borrowed for 'a (the PhantomData), which
+        // views never change.
+        Ok(unsafe { slice_from(data.as_ptr(), data.len()) })
+    }
+
+    /// The elements of a dense view borrowed from the input as `&'a [T]`, without copying:
+    /// [`ViewRef::as_slice`] with the input's lifetime (and its errors), plus
+    /// [`ErrorKind::UnsupportedKind`] for a compressed body (see [`bytes`](View::bytes)).
+    pub fn as_slice<T: Element>(&self) -> Result<&'a [T]> {
+        let view: &ViewRef = self;
+        view.check_dtype::<T>()?;
+        typed_slice(view, self.bytes()?)
+    }
+
+    /// The elements of a dense view for `'a`: borrowed from the input when they are aligned
+    /// for `T` there, copied otherwise (a compressed body, or a misaligned input buffer).
+    /// Never fails for alignment; errors as [`to_vec`](ViewRef::to_vec).
+    ///
+    /// ```
+    /// use std::borrow::Cow;
+    /// let packet = tenso::dumps(&tenso::Tensor::from_slice(&[1u16, 2]))?;
+    /// let view = tenso::loads(&packet)?;
+    /// assert!(matches!(view.values::<u16>()?, Cow::Borrowed(&[1, 2])));
+    /// # Ok::<(), tenso::Error>(())
+    /// ```
+    pub fn values<T: Element>(&self) -> Result<Cow<'a, [T]>> {
+        let view: &ViewRef = self;
+        match self.bytes() {
+            Ok(bytes) => cow_slice(view, bytes),
+            Err(_) => Ok(Cow::Owned(view.to_vec()?)),
+        }
+    }
+
+    /// SAFETY: `p` is a root view whose data points into `input` (alive for 'a) or memory
+    /// the view owns.
+    pub(crate) unsafe fn from_raw(p: *mut sys::tenso_view, input: &'a [u8]) -> Result<View<'a>> {
         let raw = NonNull::new(p).ok_or_else(|| Error::new(ErrorKind::Internal, "libtenso returned a NULL view"))?;
-        Ok(View { raw, _bytes: PhantomData })
+        Ok(View { raw, input, _bytes: PhantomData })
     }
 }
 
@@ -91,7 +167,7 @@ impl DecodeOptions {
         // SAFETY: valid pointers; the view borrows `bytes`, tied to 'a.
         check(unsafe { sys::tenso_loads(&mut out, bytes.as_ptr().cast(), bytes.len(), self.ptr()) })?;
         // SAFETY: success gives a root view over `bytes`.
-        unsafe { View::from_raw(out) }
+        unsafe { View::from_raw(out, bytes) }
     }
 }
 
@@ -137,6 +213,42 @@ pub(crate) fn copy_elements<T: Element>(v: &ViewRef, bytes: &[u8]) -> Result<Vec
     Ok(out)
 }
 
+/// `bytes` (the body of `v`, whose dtype is checked to be `T`'s) as `&[T]`, refusing
+/// misaligned data and invalid `bool` bytes.
+fn typed_slice<'x, T: Element>(v: &ViewRef, bytes: &'x [u8]) -> Result<&'x [T]> {
+    if bytes.is_empty() {
+        return Ok(&[]);
+    }
+    let align = std::mem::align_of::<T>();
+    if (bytes.as_ptr() as usize) % align != 0 {
+        return Err(Error::new(
+            ErrorKind::Misaligned,
+            format!(
+                "{} data at {:p} is not {align}-byte aligned; copy it with values() or to_vec()",
+                T::DTYPE,
+                bytes.as_ptr()
+            ),
+        ));
+    }
+    if !T::valid_bytes(bytes) {
+        return Err(Error::new(ErrorKind::Malformed, format!("{} body holds invalid values", T::DTYPE)));
+    }
+    debug_assert_eq!(v.dtype(), Some(T::DTYPE));
+    // SAFETY: dtype checked by the caller (so the length is a whole number of T), aligned,
+    // every byte pattern valid (bool checked); borrowed for 'x like `bytes`.
+    Ok(unsafe { std::slice::from_raw_parts(bytes.as_ptr().cast::<T>(), bytes.len() / std::mem::size_of::<T>()) })
+}
+
+/// `bytes` (the body of `v`) borrowed as `&[T]` when aligned, copied otherwise.
+fn cow_slice<'x, T: Element>(v: &ViewRef, bytes: &'x [u8]) -> Result<Cow<'x, [T]>> {
+    v.check_dtype::<T>()?;
+    if (bytes.as_ptr() as usize) % std::mem::align_of::<T>() == 0 {
+        typed_slice(v, bytes).map(Cow::Borrowed)
+    } else {
+        copy_elements(v, bytes).map(Cow::Owned)
+    }
+}
+
 impl ViewRef {
     /// SAFETY: `p` is a live view; the reference must not outlive it.
     pub(crate) unsafe fn from_ptr<'x>(p: *const sys::tenso_view) -> &'x ViewRef {
@@ -159,13 +271,13 @@ impl ViewRef {
     }
 
     /// The dimensions (empty for scalars and bundles).
-    pub fn shape(&self) -> &[u64] {
-        unsafe { slice_from(sys::tenso_view_shape(self.as_ptr()), sys::tenso_view_ndim(self.as_ptr()) as usize) }
+    pub fn shape(&self) -> &[usize] {
+        crate::tensor::dims(unsafe { slice_from(sys::tenso_view_shape(self.as_ptr()), sys::tenso_view_ndim(self.as_ptr()) as usize) })
     }
 
     /// Number of elements: the product of the shape.
     pub fn numel(&self) -> u64 {
-        self.shape().iter().product()
+        self.shape().iter().map(|&d| d as u64).product()
     }
 
     /// Body bytes (decompressed size for LZ4 packets).
@@ -222,27 +334,31 @@ impl ViewRef {
     /// [`ErrorKind::UnsupportedKind`] for views that are not dense, [`ErrorKind::BadDtype`]
     /// when `T` is not the view's dtype, [`ErrorKind::Misaligned`] when the data is not
     /// aligned for `T` in memory (bundle entries and byte-aligned input buffers can be:
-    /// use [`to_vec`](ViewRef::to_vec)), [`ErrorKind::Malformed`] for a `bool` body with
+    /// [`values`](ViewRef::values) borrows or copies as needed, [`to_vec`](ViewRef::to_vec)
+    /// always copies), [`ErrorKind::Malformed`] for a `bool` body with
     /// bytes other than 0 and 1.
     pub fn as_slice<T: Element>(&self) -> Result<&[T]> {
         self.check_dtype::<T>()?;
-        let bytes = self.bytes();
-        if bytes.is_empty() {
-            return Ok(&[]);
-        }
-        let align = std::mem::align_of::<T>();
-        if (bytes.as_ptr() as usize) % align != 0 {
-            return Err(Error::new(
-                ErrorKind::Misaligned,
-                format!("{} data at {:p} is not {align}-byte aligned; copy it with to_vec()", T::DTYPE, bytes.as_ptr()),
-            ));
-        }
-        if !T::valid_bytes(bytes) {
-            return Err(Error::new(ErrorKind::Malformed, format!("{} body holds invalid values", T::DTYPE)));
-        }
-        // SAFETY: dtype checked (so the length is a whole number of T), aligned, every byte
-        // pattern valid (bool checked); borrowed from the view for &self.
-        Ok(unsafe { std::slice::from_raw_parts(bytes.as_ptr().cast::<T>(), bytes.len() / std::mem::size_of::<T>()) })
+        typed_slice(self, self.bytes())
+    }
+
+    /// The elements of a dense view: borrowed when aligned for `T` in memory (top-level
+    /// bodies), copied into a `Vec` otherwise (bundle entries usually, since the wire aligns
+    /// them only within their sub-packet). Which one happened is visible in the `Cow`.
+    /// Errors as [`to_vec`](ViewRef::to_vec).
+    ///
+    /// ```
+    /// use std::borrow::Cow;
+    /// let x = [1.5f64, 2.5];
+    /// let b = tenso::Bundle::new().with("a", &tenso::Tensor::from_slice(&[1u8]))?.with("x", &tenso::Tensor::from_slice(&x))?;
+    /// let packet = tenso::dumps(&b)?;
+    /// let view = tenso::loads(&packet)?;
+    /// let got: Cow<[f64]> = view.get("x").unwrap().values()?;
+    /// assert_eq!(&*got, &x);
+    /// # Ok::<(), tenso::Error>(())
+    /// ```
+    pub fn values<T: Element>(&self) -> Result<Cow<'_, [T]>> {
+        cow_slice(self, self.bytes())
     }
 
     /// The elements of a dense view copied into a `Vec<T>`, at any alignment (errors as
@@ -381,6 +497,29 @@ impl ViewRef {
     }
 }
 
+/// The elements copied out, as [`ViewRef::to_vec`].
+///
+/// ```
+/// let packet = tenso::dumps(&tenso::Tensor::from_slice(&[3i64, 4]))?;
+/// let v: Vec<i64> = (&*tenso::loads(&packet)?).try_into()?;
+/// assert_eq!(v, [3, 4]);
+/// # Ok::<(), tenso::Error>(())
+/// ```
+impl<T: Element> TryFrom<&ViewRef> for Vec<T> {
+    type Error = Error;
+    fn try_from(v: &ViewRef) -> Result<Vec<T>> {
+        v.to_vec()
+    }
+}
+
+/// The elements copied out, as [`ViewRef::to_vec`].
+impl<T: Element> TryFrom<&View<'_>> for Vec<T> {
+    type Error = Error;
+    fn try_from(v: &View<'_>) -> Result<Vec<T>> {
+        v.to_vec()
+    }
+}
+
 /// Iterator over the entries of a bundle view: `(key, view)` in wire order (each as
 /// [`ViewRef::entry`] gives it).
 #[derive(Debug, Clone)]
@@ -463,8 +602,8 @@ impl PacketInfo {
         Dtype::from_code(self.raw.dtype)
     }
     /// The shape (empty for bundles).
-    pub fn shape(&self) -> &[u64] {
-        &self.raw.shape[..(self.raw.ndim as usize).min(self.raw.shape.len())]
+    pub fn shape(&self) -> &[usize] {
+        crate::tensor::dims(&self.raw.shape[..(self.raw.ndim as usize).min(self.raw.shape.len())])
     }
     /// Number of entries of a bundle.
     pub fn entry_count(&self) -> u32 {
