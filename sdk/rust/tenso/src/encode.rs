@@ -20,6 +20,8 @@ pub(crate) mod private {
         /// elements a [`Bundle`] therefore copies).
         Tensor(Tensor<'s>, bool),
         Value(&'s Value<'s>),
+        /// A value that owns a copy of the elements (a non-contiguous array, copied once).
+        Owned(Value<'static>),
     }
 }
 use private::Source;
@@ -125,6 +127,11 @@ macro_rules! dispatch {
                 unsafe { $tensor_call }
             }
             Source::Value(value) => {
+                let $v = value.as_ptr();
+                // SAFETY: a live value handle; what it borrows outlives the value.
+                unsafe { $value_call }
+            }
+            Source::Owned(value) => {
                 let $v = value.as_ptr();
                 // SAFETY: a live value handle; what it borrows outlives the value.
                 unsafe { $value_call }

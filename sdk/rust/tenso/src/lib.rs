@@ -64,6 +64,8 @@
 //! call. Nothing in this API is `unsafe`.
 #![deny(missing_debug_implementations)]
 
+#[cfg(feature = "ndarray")]
+mod array;
 mod archive;
 mod composite;
 mod dlpack;

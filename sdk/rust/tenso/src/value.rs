@@ -72,6 +72,7 @@ pub(crate) fn with_value<'a, E: Encode<'a> + ?Sized, R>(
             Ok(f(tmp.as_ptr()))
         }
         Source::Value(v) => Ok(f(v.as_ptr())),
+        Source::Owned(v) => Ok(f(v.as_ptr())),
     }
 }
 
@@ -92,6 +93,17 @@ impl<'a> Value<'a> {
         let raw = t.raw();
         // SAFETY: `raw` points into `t` for the call; the value copies the shape.
         construct(|out| unsafe { sys::tenso_value_new_tensor(out, &raw) })
+    }
+
+    /// A dense tensor as a value that owns its elements (`bytes`, C order).
+    #[cfg_attr(not(feature = "ndarray"), allow(dead_code))]
+    pub(crate) fn owned_tensor(dtype: Dtype, shape: &[usize], bytes: Vec<u8>) -> Result<Value<'static>> {
+        let keep: Arc<Vec<u8>> = Arc::new(bytes);
+        // SAFETY: only `keep`'s heap memory is borrowed, and the value keeps it.
+        let t = Tensor::from_bytes(dtype, unsafe { detach(&keep) }, shape)?;
+        let mut v = Value::tensor(&t)?;
+        v.keep.push(keep);
+        Ok(v)
     }
 
     /// An encoded packet inserted verbatim (its own options apply). `bytes` must be exactly
@@ -414,13 +426,17 @@ impl<'a> Bundle<'a> {
                 }
                 Ok(())
             }
-            Source::Value(v) => {
-                // SAFETY: as above.
-                check(unsafe { sys::tenso_bundle_insert(bundle, k, klen, v.as_ptr()) })?;
-                self.value.keep.extend(v.keep.iter().cloned());
-                Ok(())
-            }
+            Source::Value(v) => self.insert_value(k, klen, v),
+            Source::Owned(v) => self.insert_value(k, klen, &v),
         }
+    }
+
+    fn insert_value(&mut self, k: *const std::ffi::c_char, klen: usize, v: &Value<'_>) -> Result<()> {
+        // SAFETY: live handles; the bundle copies the child's description, whose elements
+        // outlive 'a (the Encode<'a> bound) or are kept by `keep`, shared here.
+        check(unsafe { sys::tenso_bundle_insert(self.value.raw.as_ptr(), k, klen, v.as_ptr()) })?;
+        self.value.keep.extend(v.keep.iter().cloned());
+        Ok(())
     }
 
     /// [`insert`](Bundle::insert) as a builder step.
