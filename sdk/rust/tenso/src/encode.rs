@@ -13,6 +13,9 @@ pub(crate) mod private {
     use super::*;
 
     /// What an encodable value is to libtenso: a dense tensor or a value handle.
+    // A short-lived stack value made once per encode call: boxing the large variant would
+    // allocate on every call instead.
+    #[allow(clippy::large_enum_variant)]
     #[derive(Debug)]
     pub enum Source<'s> {
         /// A dense tensor. The flag says whether its elements are borrowed for the trait's

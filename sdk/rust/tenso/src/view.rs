@@ -38,7 +38,7 @@ pub struct View<'a> {
     raw: NonNull<sys::tenso_view>,
     /// The memory borrowed for 'a (the input bytes, a shared-memory mapping): data inside it
     /// can be handed out for 'a; data elsewhere (a decompressed body) lives with the view.
-    input: *const [u8],
+    input: (usize, usize),
     _bytes: PhantomData<&'a [u8]>,
 }
 
@@ -98,7 +98,7 @@ impl<'a> View<'a> {
         if data.is_empty() {
             return Ok(&[]);
         }
-        let input = self.input as *const u8 as usize..(self.input as *const u8 as usize).saturating_add(self.input.len());
+        let input = self.input.0..self.input.0 + self.input.1;
         let range = data.as_ptr() as usize..data.as_ptr() as usize + data.len();
         if range.start < input.start || range.end > input.end {
             return Err(Error::new(
@@ -144,7 +144,7 @@ impl<'a> View<'a> {
     /// the view owns.
     pub(crate) unsafe fn from_raw(p: *mut sys::tenso_view, input: &'a [u8]) -> Result<View<'a>> {
         let raw = NonNull::new(p).ok_or_else(|| Error::new(ErrorKind::Internal, "libtenso returned a NULL view"))?;
-        Ok(View { raw, input, _bytes: PhantomData })
+        Ok(View { raw, input: (input.as_ptr() as usize, input.len()), _bytes: PhantomData })
     }
 }
 
@@ -470,7 +470,7 @@ impl ViewRef {
     pub fn strings(&self) -> Result<Strings<'_>> {
         let (mut offs, mut payload) = (ptr::null(), ptr::null());
         check(unsafe { sys::tenso_view_string_offsets(&mut offs, &mut payload, self.as_ptr()) })?;
-        let count = self.shape().first().copied().unwrap_or(0) as usize;
+        let count = self.shape().first().copied().unwrap_or(0);
         // SAFETY: count + 1 aligned offsets owned by the view; the payload is the body.
         let offsets = unsafe { slice_from(offs, count + 1) };
         let payload = unsafe { slice_from(payload.cast::<u8>(), self.nbytes() as usize) };
