@@ -118,10 +118,12 @@ tenso_status tenso_decode_options_init(tenso_decode_options *opts, uint32_t vers
     CHECK_ARG(opts);
     if (version < 1 || version > TENSO_DECODE_OPTIONS_VERSION)
         return set_error(TENSO_E_INVALID_ARGUMENT, "unknown tenso_decode_options version");
-    // A version-1 caller's struct ends before max_decoded_bytes: write only what it has.
+    // An older caller's struct ends before the fields its version lacks: write only what it has.
     tenso_decode_options d = TENSO_DECODE_OPTIONS_INIT;
     d.version = version;
-    std::memcpy(opts, &d, version == 1 ? offsetof(tenso_decode_options, max_decoded_bytes) : sizeof d);
+    std::memcpy(opts, &d, version == 1   ? offsetof(tenso_decode_options, max_decoded_bytes)
+                          : version == 2 ? offsetof(tenso_decode_options, timeout_ms)
+                                         : sizeof d);
     return TENSO_OK;
 }
 
@@ -732,7 +734,7 @@ tenso_status tenso_packet_length(size_t *length_out, const void *data, size_t le
     TENSO_API_BEGIN
     const tenso::Limits limits = tenso::Limits::from(opts);
     try {
-        *length_out = tenso::scan(static_cast<const uint8_t *>(data), len, limits).end;
+        *length_out = tenso::frame_length(static_cast<const uint8_t *>(data), len, limits);
     } catch (const tenso::NeedMore &m) {
         *length_out = m.need;
         tenso::fail(TENSO_E_TRUNCATED, "packet continues past the given bytes: " + std::to_string(m.need) +

@@ -2,6 +2,7 @@
 #include "format/codec.hpp"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -424,6 +425,11 @@ void writev_all(int fd, struct iovec *iov, size_t cnt, uint64_t *written) {
         if (r < 0) {
             if (errno == EINTR) continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK) {
+                // On a blocking fd that is the socket's SO_SNDTIMEO expiring: a peer that stopped
+                // reading is a timeout for the caller, not a wait forever.
+                const int fl = ::fcntl(fd, F_GETFL);
+                if (fl >= 0 && !(fl & O_NONBLOCK))
+                    fail(TENSO_E_TIMEOUT, "the peer took nothing within the socket's SO_SNDTIMEO");
                 struct pollfd p = {fd, POLLOUT, 0};
                 if (::poll(&p, 1, -1) < 0 && errno != EINTR)
                     fail(TENSO_E_IO, std::string("poll: ") + std::strerror(errno));

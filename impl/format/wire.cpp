@@ -75,8 +75,7 @@ std::string num(uint64_t v) { return std::to_string(v); }
 class Scanner {
 public:
     Scanner(const uint8_t *buf, size_t len, const Limits &lim, ScanMode mode)
-        : b_(buf), len_(len), lim_(lim), header_only_(mode == ScanMode::kHeader),
-          frame_only_(mode == ScanMode::kFrame) {
+        : b_(buf), len_(len), lim_(lim), header_only_(mode == ScanMode::kHeader) {
         constexpr uint64_t kNone = std::numeric_limits<uint64_t>::max();
         entries_left_ = lim.max_entries ? lim.max_entries : kNone;
         decoded_left_ = lim.max_decoded_bytes ? lim.max_decoded_bytes : kNone;
@@ -90,7 +89,6 @@ private:
     size_t len_;
     const Limits &lim_;
     bool header_only_;
-    bool frame_only_;
     // What a full scan's decode may still take: packets (max_entries), bytes it allocates
     // (max_decoded_bytes) and decompressed bytes (max_packet_bytes when max_decoded_bytes is
     // unset: a caller who bounds the packet means to bound what it costs). Counted down.
@@ -107,21 +105,7 @@ private:
         inflated_left_ -= bytes;
         charge(alloc_size(bytes));  // the buffer as alloc_bytes rounds it (to 2 MiB when large)
     }
-    bool full() const { return !header_only_ && !frame_only_; }
-
-    // Nested packet `start..end` in frame mode: only its own header is checked, then the
-    // whole of it is required; the decode that follows framing checks everything inside.
-    void frame_child(size_t start, size_t end, int child_status, int depth, size_t bound, int bst) {
-        header_only_ = true;
-        try {
-            packet(start, end, child_status, depth);
-        } catch (...) {
-            header_only_ = false;
-            throw;
-        }
-        header_only_ = false;
-        need(end, bound, bst, "nested packet");
-    }
+    bool full() const { return !header_only_; }
 
     // Requires bytes up to `end`: past the container's bound is an inconsistency, past the
     // packet-size limit a LIMIT, past what we have a NeedMore.
@@ -260,49 +244,13 @@ void Scanner::dense(Node &n, size_t pos, size_t bound, int bst) {
     finish(n, bound, bst);
 }
 
-// Finds the end of the LZ4 frame at `pos` from its header and block headers alone: the wire
-// stores no compressed length, and this is what lets compressed packets be framed exactly.
 size_t Scanner::lz4_frame_end(size_t pos, size_t bound, int bst, uint64_t raw_len) {
-    need(pos + 7, bound, bst, "LZ4 frame header");
-    const uint8_t *p = b_ + pos;
-    if (rd32(p) != 0x184D2204u) fail(TENSO_E_COMPRESSION, "compressed body is not an LZ4 frame");
-    uint8_t flg = p[4], bd = p[5];
-    if ((flg >> 6) != 1 || (flg & 0x02) || (bd & 0x8F))
-        fail(TENSO_E_COMPRESSION, "LZ4 frame descriptor is invalid");
-    unsigned bsid = (bd >> 4) & 7;
-    if (bsid < 4) fail(TENSO_E_COMPRESSION, "LZ4 frame block size id is invalid");
-    bool block_sum = flg & 0x10, content_size = flg & 0x08, content_sum = flg & 0x04;
-    size_t hdr = 7 + (content_size ? 8 : 0) + ((flg & 0x01) ? 4 : 0);
-    need(pos + hdr, bound, bst, "LZ4 frame header");
-    const uint64_t declared = content_size ? rd64(p + 6) : raw_len;
-    if (declared != raw_len)
-        fail(TENSO_E_COMPRESSION, "LZ4 frame content size " + num(declared) + " is not the tensor's " +
-                                      num(raw_len) + " bytes");
-    size_t max_block = size_t(1) << (8 + 2 * bsid);
-    // No sane encoder needs more than 2x + 64 KiB; beyond that the frame is hostile.
-    uint64_t cap = 2 * raw_len + 65536;
-    // And the frame must be able to hold what the shape claims, or decoding would allocate
-    // for a claim no data backs: a stored block yields its size, a compressed one at most
-    // 255 bytes per input byte (LZ4's longest match run), never more than the block size.
-    uint64_t can_hold = 0;
-    size_t q = pos + hdr;
-    for (;;) {
-        need(q + 4, bound, bst, "LZ4 block");
-        uint32_t bs = rd32(b_ + q);
-        q += 4;
-        if (bs == 0) break;
-        size_t size = bs & 0x7FFFFFFFu;
-        if (size > max_block) fail(TENSO_E_COMPRESSION, "LZ4 block larger than the frame's block size");
-        can_hold += (bs & 0x80000000u) ? size : std::min<uint64_t>(max_block, 255 * uint64_t(size));
-        q = add(q, size + (block_sum ? 4 : 0));
-        if (q - pos > cap)
-            fail(TENSO_E_COMPRESSION, "LZ4 frame is longer than any encoding of " + num(raw_len) + " bytes");
+    Lz4Walk w(pos, raw_len);
+    if (const size_t more = w.run(b_, std::min(bound, len_))) {
+        need(more, bound, bst, "LZ4 frame");  // throws: more bytes than we have or may have
+        fail(TENSO_E_INTERNAL, "LZ4 frame walk stopped early");
     }
-    if (content_sum) q += 4;
-    need(q, bound, bst, "LZ4 frame");
-    if (can_hold < raw_len)
-        fail(TENSO_E_COMPRESSION, "LZ4 frame cannot hold the " + num(raw_len) + " bytes the shape claims");
-    return q;
+    return w.end();
 }
 
 void Scanner::quantized(Node &n, size_t pos, size_t bound, int bst) {
@@ -376,11 +324,6 @@ void Scanner::bundle(Node &n, size_t pos, size_t bound, int bst, int depth) {
         pos += 4;
         size_t vend = add(pos, vlen);
         if (vend > bound) fail(bst, "bundle value runs past the length its container gives");
-        if (frame_only_) {
-            frame_child(pos, vend, TENSO_E_BAD_BUNDLE, depth + 1, bound, bst);
-            pos = vend;
-            continue;
-        }
         try {
             c.node = packet(pos, vend, TENSO_E_BAD_BUNDLE, depth + 1);
         } catch (const NeedMore &) {
@@ -409,11 +352,6 @@ void Scanner::sparse(Node &n, size_t pos, size_t bound, int bst, int depth) {
         pos += 4;
         size_t cend = add(pos, clen);
         if (cend > bound) fail(bst, "sparse component runs past the length its container gives");
-        if (frame_only_) {
-            frame_child(pos, cend, TENSO_E_MALFORMED, depth + 1, bound, bst);
-            pos = cend;
-            continue;
-        }
         Node::Child c;
         try {
             c.node = packet(pos, cend, TENSO_E_MALFORMED, depth + 1);
@@ -512,7 +450,10 @@ Limits Limits::from(const tenso_decode_options *opts) {
     if (version < 1 || version > TENSO_DECODE_OPTIONS_VERSION)
         fail(TENSO_E_INVALID_ARGUMENT, "unknown tenso_decode_options version " + num(version));
     tenso_decode_options o = TENSO_DECODE_OPTIONS_INIT;  // version 1 ends before max_decoded_bytes
-    std::memcpy(&o, opts, version == 1 ? offsetof(tenso_decode_options, max_decoded_bytes) : sizeof o);
+    std::memcpy(&o, opts, version == 1   ? offsetof(tenso_decode_options, max_decoded_bytes)
+                          : version == 2 ? offsetof(tenso_decode_options, timeout_ms)
+                                         : sizeof o);
+    l.timeout_ms = o.timeout_ms;
     l.max_decoded_bytes = o.max_decoded_bytes;
     l.max_entries = o.max_entries;
     if (o.max_ndim && o.max_ndim < l.max_ndim) l.max_ndim = o.max_ndim;
@@ -524,6 +465,60 @@ Limits Limits::from(const tenso_decode_options *opts) {
     l.verify_checksums = !(o.flags & TENSO_DECODE_SKIP_CHECKSUM);
     l.validate_utf8 = o.flags & TENSO_DECODE_VALIDATE_UTF8;
     return l;
+}
+
+size_t Lz4Walk::run(const uint8_t *b, size_t avail) {
+    if (!in_blocks_) {
+        if (start_ + 7 > avail) return start_ + 7;
+        const uint8_t *p = b + start_;
+        if (rd32(p) != 0x184D2204u) fail(TENSO_E_COMPRESSION, "compressed body is not an LZ4 frame");
+        uint8_t flg = p[4], bd = p[5];
+        if ((flg >> 6) != 1 || (flg & 0x02) || (bd & 0x8F))
+            fail(TENSO_E_COMPRESSION, "LZ4 frame descriptor is invalid");
+        unsigned bsid = (bd >> 4) & 7;
+        if (bsid < 4) fail(TENSO_E_COMPRESSION, "LZ4 frame block size id is invalid");
+        block_sum_ = flg & 0x10;
+        content_sum_ = flg & 0x04;
+        const bool content_size = flg & 0x08;
+        size_t hdr = 7 + (content_size ? 8 : 0) + ((flg & 0x01) ? 4 : 0);
+        if (start_ + hdr > avail) return start_ + hdr;
+        const uint64_t declared = content_size ? rd64(p + 6) : raw_;
+        if (declared != raw_)
+            fail(TENSO_E_COMPRESSION, "LZ4 frame content size " + num(declared) + " is not the tensor's " +
+                                          num(raw_) + " bytes");
+        max_block_ = size_t(1) << (8 + 2 * bsid);
+        q_ = start_ + hdr;
+        in_blocks_ = true;
+    }
+    // No sane encoder needs more than 2x + 64 KiB; beyond that the frame is hostile.
+    const uint64_t cap = 2 * raw_ + 65536;
+    // And the frame must be able to hold what the shape claims, or decoding would allocate
+    // for a claim no data backs: a stored block yields its size, a compressed one at most
+    // 255 bytes per input byte (LZ4's longest match run), never more than the block size.
+    for (;;) {
+        if (q_ + 4 > avail || q_ + 4 < q_) return q_ + 4;
+        uint32_t bs = rd32(b + q_);
+        if (bs == 0) break;
+        size_t size = bs & 0x7FFFFFFFu;
+        if (size > max_block_) fail(TENSO_E_COMPRESSION, "LZ4 block larger than the frame's block size");
+        const size_t next = q_ + 4 + size + (block_sum_ ? 4 : 0);
+        if (next - start_ > cap)
+            fail(TENSO_E_COMPRESSION, "LZ4 frame is longer than any encoding of " + num(raw_) + " bytes");
+        can_hold_ += (bs & 0x80000000u) ? size : std::min<uint64_t>(max_block_, 255 * uint64_t(size));
+        q_ = next;
+    }
+    const size_t end = q_ + 4 + (content_sum_ ? 4 : 0);
+    if (end > avail) return end;
+    if (can_hold_ < raw_)
+        fail(TENSO_E_COMPRESSION, "LZ4 frame cannot hold the " + num(raw_) + " bytes the shape claims");
+    q_ = end;
+    return 0;
+}
+
+Node scan_header_at(const uint8_t *buf, size_t len, size_t start, size_t bound, int bound_status,
+                    int depth, const Limits &limits) {
+    Scanner s(buf, len, limits, ScanMode::kHeader);
+    return s.packet(start, bound, bound_status, depth);
 }
 
 Node scan(const uint8_t *buf, size_t len, const Limits &limits, ScanMode mode) {

@@ -84,6 +84,7 @@ struct Limits {
     uint64_t max_entries = 0;        // packets in one tree; 0 = none
     bool verify_checksums = true;
     bool validate_utf8 = false;
+    uint64_t timeout_ms = 0;         // fd reads and writes; 0 = none (decode options v3)
     static Limits from(const tenso_decode_options *opts);
 };
 
@@ -124,7 +125,7 @@ private:
 
 // ---- the scanned form of a packet ----
 // Offsets are absolute within the scanned buffer. A Node never points at memory itself, so
-// scanning can run on a prefix (stream framing) and the same Node can later be bound to bytes.
+// scanning can run on a prefix (a header) and the same Node can later be bound to bytes.
 struct Node {
     struct Child;
 
@@ -169,10 +170,36 @@ constexpr size_t kViewExtraBytes = 128;  // View::Extra, for quantized and strin
 enum class ScanMode {
     kFull,    // everything, recursively
     kHeader,  // stop after the header, shape and metadata (end, body_len, children unset)
-    kFrame,   // the exact end only: nested packets get a header check, not a full walk, so a
-              // stream reader's rescan per step stays linear (decode checks the rest)
 };
 Node scan(const uint8_t *buf, size_t len, const Limits &limits, ScanMode mode = ScanMode::kFull);
+
+// Checks the header (shape, metadata) of the packet at buf[start], nested `depth` levels deep,
+// which must end by `bound` (else `bound_status`): what stream framing checks of a packet
+// before skipping it. Throws NeedMore / Error as scan() does.
+Node scan_header_at(const uint8_t *buf, size_t len, size_t start, size_t bound, int bound_status,
+                    int depth, const Limits &limits);
+
+// Finds the end of the LZ4 frame at `pos` from its header and block headers alone (the wire
+// stores no compressed length), resumably: each call goes on from where the last one stopped,
+// so a frame of many small blocks arriving in pieces is walked once. The frame must be able to
+// hold `raw_len` bytes (the shape's claim) and be no longer than any sane encoding of them.
+class Lz4Walk {
+public:
+    Lz4Walk(size_t pos, uint64_t raw_len) : start_(pos), raw_(raw_len), q_(pos) {}
+    // Walks over buf[0, avail). Returns 0 when the frame is complete (end()), else the total
+    // byte count needed to go on (> avail). Throws Error(TENSO_E_COMPRESSION) when invalid.
+    size_t run(const uint8_t *buf, size_t avail);
+    size_t end() const { return q_; }
+
+private:
+    size_t start_;
+    uint64_t raw_;
+    size_t q_;              // next thing to read: the frame header, then each block header
+    bool in_blocks_ = false;
+    bool block_sum_ = false, content_sum_ = false;
+    size_t max_block_ = 0;
+    uint64_t can_hold_ = 0;
+};
 
 // Levels of packets nested below `n` (bundle values, sparse components).
 uint32_t nesting_depth(const Node &n);

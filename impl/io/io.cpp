@@ -23,22 +23,72 @@ namespace {
 
 std::string errno_text(const char *what) { return std::string(what) + ": " + std::strerror(errno); }
 
-// Reads until `n` bytes or end of file; returns the count read.
-size_t read_full(int fd, uint8_t *p, size_t n) {
-    size_t got = 0;
-    while (got < n) {
-        ssize_t r = ::read(fd, p + got, n - got);
-        if (r > 0) { got += size_t(r); continue; }
-        if (r == 0) break;
+// The deadline of one call: timeout_ms from its start, or none.
+class Deadline {
+public:
+    explicit Deadline(uint64_t timeout_ms) : on_(timeout_ms != 0) {
+        if (on_) {
+            ::clock_gettime(CLOCK_MONOTONIC, &end_);
+            end_.tv_sec += time_t(timeout_ms / 1000);
+            end_.tv_nsec += long(timeout_ms % 1000) * 1000000L;
+            if (end_.tv_nsec >= 1000000000L) {
+                ++end_.tv_sec;
+                end_.tv_nsec -= 1000000000L;
+            }
+        }
+    }
+    bool on() const { return on_; }
+    // Milliseconds left for poll(), rounded up; -1 when there is no deadline.
+    int left_ms() const {
+        if (!on_) return -1;
+        struct timespec now;
+        ::clock_gettime(CLOCK_MONOTONIC, &now);
+        const int64_t ns = (int64_t(end_.tv_sec) - now.tv_sec) * 1000000000LL + (end_.tv_nsec - now.tv_nsec);
+        if (ns <= 0) return 0;
+        return int(std::min<int64_t>((ns + 999999) / 1000000, 1 << 30));
+    }
+
+private:
+    bool on_;
+    struct timespec end_ = {};
+};
+
+bool blocking(int fd) {
+    const int fl = ::fcntl(fd, F_GETFL);
+    return fl >= 0 && !(fl & O_NONBLOCK);
+}
+
+// Reads what is there (at most n, at least 1 byte unless the stream ends: 0). A blocking fd
+// that gives EAGAIN has hit its SO_RCVTIMEO; a non-blocking one is polled; with a deadline
+// every wait is a poll bounded by what is left of it.
+size_t read_some(int fd, uint8_t *p, size_t n, const Deadline &dl) {
+    for (;;) {
+        if (dl.on()) {
+            struct pollfd pf = {fd, POLLIN, 0};
+            const int r = ::poll(&pf, 1, dl.left_ms());
+            if (r < 0 && errno != EINTR) fail(TENSO_E_IO, errno_text("poll"));
+            if (r == 0) fail(TENSO_E_TIMEOUT, "no data from the peer within timeout_ms");
+            if (r < 0) continue;
+        }
+        const ssize_t r = ::read(fd, p, n);
+        if (r >= 0) return size_t(r);
         if (errno == EINTR) continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) {
-            struct pollfd pf = {fd, POLLIN, 0};
-            if (::poll(&pf, 1, -1) < 0 && errno != EINTR) fail(TENSO_E_IO, errno_text("poll"));
+            if (blocking(fd)) fail(TENSO_E_TIMEOUT, "no data from the peer within the socket's SO_RCVTIMEO");
+            if (!dl.on()) {
+                struct pollfd pf = {fd, POLLIN, 0};
+                if (::poll(&pf, 1, -1) < 0 && errno != EINTR) fail(TENSO_E_IO, errno_text("poll"));
+            }
             continue;
         }
         fail(TENSO_E_IO, errno_text("read"));
     }
-    return got;
+}
+
+[[noreturn]] void ended(const Decoder &d) {
+    if (d.idle()) fail(TENSO_E_END_OF_STREAM, "end of stream");
+    d.finish();  // throws TRUNCATED
+    fail(TENSO_E_INTERNAL, "decoder neither idle nor partial at end of stream");
 }
 
 struct Fd {
@@ -48,91 +98,50 @@ struct Fd {
 
 }  // namespace
 
-namespace {
+// Read-ahead: what one read may fetch beyond the packet at hand.
+constexpr size_t kReadAhead = size_t(64) << 10;
 
-struct Unmap {
-    size_t len;
-    void operator()(uint8_t *p) const { ::munmap(p, len); }
-};
-
-// The buffer a stream packet is read into. Small packets live on the heap; past 64 KiB the
-// buffer is anonymous pages grown with mremap, which moves page tables instead of copying
-// bytes, so it can grow with the bytes that actually arrive at no cost.
-class PacketBuffer {
-public:
-    static constexpr size_t kHeapMax = size_t(64) << 10;
-
-    uint8_t *data() { return map_ ? map_.get() : heap_.get(); }
-
-    void reserve(size_t n, size_t used) {
-        if (n <= cap_) return;
-        if (n <= kHeapMax) {
-            auto nb = alloc_aligned(n);
-            if (used) std::memcpy(nb.get(), heap_.get(), used);
-            heap_ = std::move(nb);
-            cap_ = n;
-            return;
+std::unique_ptr<View> read_packet(Decoder &d, int fd) {
+    const Deadline dl(d.config().limits.timeout_ms);
+    std::unique_ptr<View> v;
+    if (!d.config().read_ahead) {
+        // Exactly what the decoder needs, straight into its buffer: never past the packet.
+        for (;;) {
+            size_t want = 0;
+            uint8_t *dst = d.buffer(&want);
+            const size_t got = read_some(fd, dst, want, dl);
+            if (got == 0) ended(d);
+            if ((v = d.commit(got))) return v;
         }
-        const size_t page = size_t(::sysconf(_SC_PAGESIZE));
-        n = (n + page - 1) / page * page;
-        void *p;
-        if (map_) {
-            p = ::mremap(map_.get(), cap_, n, MREMAP_MAYMOVE);
-        } else {
-            p = ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-            if (p != MAP_FAILED && used) std::memcpy(p, heap_.get(), used);
+    }
+    std::vector<uint8_t> &ahead = d.ahead();
+    size_t &pos = d.ahead_pos(), &end = d.ahead_end();
+    for (;;) {
+        while (pos < end) {
+            pos += d.feed(ahead.data() + pos, end - pos, &v);
+            if (v) return v;
         }
-        if (p == MAP_FAILED) throw std::bad_alloc();
-        (void)map_.release();  // mremap already retired the old mapping
-        map_.reset(static_cast<uint8_t *>(p));
-        map_.get_deleter().len = n;
-        heap_.reset();
-        cap_ = n;
+        pos = end = 0;
+        size_t want = 0;
+        uint8_t *dst = d.buffer(&want);
+        if (want >= kReadAhead) {
+            // A large body: straight into the packet's buffer, no copy through read-ahead.
+            const size_t got = read_some(fd, dst, want, dl);
+            if (got == 0) ended(d);
+            if ((v = d.commit(got))) return v;
+            continue;
+        }
+        if (ahead.size() < kReadAhead) ahead.resize(kReadAhead);
+        end = read_some(fd, ahead.data(), kReadAhead, dl);
+        if (end == 0) ended(d);
     }
-
-    // Hands the memory to the views that will point into it.
-    std::shared_ptr<const void> share() {
-        if (map_) return std::shared_ptr<const void>(std::move(map_));
-        return heap_;
-    }
-
-private:
-    std::shared_ptr<uint8_t> heap_;
-    std::unique_ptr<uint8_t, Unmap> map_{nullptr, Unmap{0}};
-    size_t cap_ = 0;
-};
-
-}  // namespace
+}
 
 std::unique_ptr<View> read_packet(int fd, const Limits &limits) {
-    PacketBuffer buf;
-    size_t have = 0, want = sizeof kMagic;  // garbage is told apart from a cut stream
-    for (;;) {
-        while (have < want) {
-            // Memory follows the bytes received (at most twice as many, from 64 KiB on), never
-            // a length the stream merely claims.
-            size_t target = std::min(want, std::max(2 * have, PacketBuffer::kHeapMax));
-            buf.reserve(target, have);
-            have += read_full(fd, buf.data() + have, target - have);
-            if (have < target) {
-                if (have == 0) fail(TENSO_E_END_OF_STREAM, "end of stream");
-                fail(TENSO_E_TRUNCATED, "stream ended inside a packet after " + std::to_string(have) + " bytes");
-            }
-        }
-        try {
-            scan(buf.data(), have, limits, ScanMode::kFrame);  // decode() checks everything
-            break;
-        } catch (const NeedMore &m) {
-            // The buffer is memory the decode holds: max_decoded_bytes bounds it too (the scan
-            // has already held it to max_packet_bytes).
-            if (limits.max_decoded_bytes && m.need > limits.max_decoded_bytes)
-                fail(TENSO_E_LIMIT, "packet of at least " + std::to_string(m.need) + " bytes is larger than max_decoded_bytes (" +
-                                        std::to_string(limits.max_decoded_bytes) + ")");
-            want = m.need;
-        }
-    }
-    const uint8_t *bytes = buf.data();
-    return decode(bytes, have, limits, buf.share());
+    DecoderConfig cfg;
+    cfg.limits = limits;
+    Decoder d(cfg);
+    return read_packet(d, fd);
 }
 
 std::unique_ptr<View> load_file(const char *path, bool mmap_mode, const Limits &limits) {

@@ -1,4 +1,5 @@
-// io.hpp - packets over file descriptors and files: framed stream reads, atomic saves, mmap.
+// io.hpp - packets over file descriptors and files: stream reads through the decoder, atomic
+// saves, mmap.
 #pragma once
 
 #include <functional>
@@ -6,11 +7,16 @@
 #include <string>
 
 #include "format/codec.hpp"
+#include "format/decoder.hpp"
 
 namespace tenso {
 
-// Reads exactly one packet from fd (nothing past it is consumed) into one aligned buffer and
-// decodes it. Throws Error(TENSO_E_END_OF_STREAM) on a clean end before the first byte.
+// Reads one packet from fd through the decoder: nothing past it is consumed unless the decoder
+// reads ahead (then the rest waits in the decoder for its next call). Throws
+// Error(TENSO_E_END_OF_STREAM) on a clean end before the first byte, TENSO_E_TIMEOUT when the
+// socket's SO_RCVTIMEO or the limits' timeout_ms expires (the partial packet stays in `d`).
+std::unique_ptr<View> read_packet(Decoder &d, int fd);
+// The same with a decoder of its own (tenso_read_fd).
 std::unique_ptr<View> read_packet(int fd, const Limits &limits);
 
 // Loads the first packet of a file, read into memory or mapped.

@@ -7,6 +7,8 @@
 // written and LIVE only once the packet and its index/LRU links are complete.
 #include "shm/cache.hpp"
 
+#include "format/decoder.hpp"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -823,7 +825,7 @@ bool Cache::packet_ok(const Entry &e) const {
     const Space sp = space(e);
     if (!extent_ok(sp.off, sp.alloc) || !sp.len || sp.len > sp.alloc) return false;
     try {
-        return scan(data_ + sp.off, sp.len, Limits(), ScanMode::kFrame).end == sp.len;
+        return frame_length(data_ + sp.off, sp.len, Limits()) == sp.len;
     } catch (...) {
         return false;
     }

@@ -134,4 +134,81 @@ inline DLDataType dl_type_of(tenso_dtype d) {
     }
 }
 
+inline bool is_pow2(uint64_t v) { return v && !(v & (v - 1)); }
+
+// A view read from a stream (`s`) must equal the one decoded from the same bytes in memory
+// (`m`): it owns its buffer, the other borrows.
+inline void same_view(const tenso_view *s, const tenso_view *m) {
+    const tenso_kind kind = tenso_view_kind(s);
+    FUZZ_CHECK(kind == tenso_view_kind(m) && tenso_view_version(s) == tenso_view_version(m) &&
+                   tenso_view_flags(s) == tenso_view_flags(m) && tenso_view_dtype(s) == tenso_view_dtype(m) &&
+                   tenso_view_ndim(s) == tenso_view_ndim(m) && tenso_view_alignment(s) == tenso_view_alignment(m),
+               "stream and memory views disagree on the header");
+    FUZZ_CHECK(tenso_view_packet_size(s) == tenso_view_packet_size(m), "packet size %llu on the stream, %llu in memory",
+               (unsigned long long)tenso_view_packet_size(s), (unsigned long long)tenso_view_packet_size(m));
+    for (uint32_t i = 0; i < tenso_view_ndim(s); ++i)
+        FUZZ_CHECK(tenso_view_shape(s)[i] == tenso_view_shape(m)[i], "shape[%u] differs", i);
+    FUZZ_CHECK(tenso_view_nbytes(s) == tenso_view_nbytes(m), "nbytes differ");
+    FUZZ_CHECK(tenso_view_owns_data(s) == 1, "a view read from a stream must own its bytes");
+    if (tenso_view_nbytes(s))
+        FUZZ_CHECK(std::memcmp(tenso_view_data(s), tenso_view_data(m), tenso_view_nbytes(s)) == 0,
+                   "body bytes differ");
+    FUZZ_CHECK(is_pow2(tenso_view_alignment(s)), "alignment %u", tenso_view_alignment(s));
+    switch (kind) {
+    case TENSO_KIND_BUNDLE: {
+        uint32_t count = tenso_view_bundle_count(s);
+        FUZZ_CHECK(count == tenso_view_bundle_count(m), "bundle counts differ");
+        for (uint32_t i = 0; i < count; ++i) {
+            const char *ks, *km;
+            size_t ls, lm;
+            const tenso_view *cs, *cm;
+            FUZZ_CHECK_STATUS(TENSO_OK, tenso_view_bundle_entry(&ks, &ls, &cs, s, i));
+            FUZZ_CHECK_STATUS(TENSO_OK, tenso_view_bundle_entry(&km, &lm, &cm, m, i));
+            FUZZ_CHECK(ls == lm && (ls == 0 || std::memcmp(ks, km, ls) == 0), "key %u differs", i);
+            same_view(cs, cm);
+        }
+        break;
+    }
+    case TENSO_KIND_SPARSE_COO:
+    case TENSO_KIND_SPARSE_CSR:
+    case TENSO_KIND_SPARSE_CSC:
+        for (uint32_t i = 0; i < 3; ++i) {
+            const tenso_view *cs, *cm;
+            FUZZ_CHECK_STATUS(TENSO_OK, tenso_view_component(&cs, s, i));
+            FUZZ_CHECK_STATUS(TENSO_OK, tenso_view_component(&cm, m, i));
+            same_view(cs, cm);
+        }
+        break;
+    case TENSO_KIND_QUANTIZED: {
+        tenso_quantized qs, qm;
+        FUZZ_CHECK_STATUS(TENSO_OK, tenso_view_quantized(&qs, s));
+        FUZZ_CHECK_STATUS(TENSO_OK, tenso_view_quantized(&qm, m));
+        FUZZ_CHECK(qs.scheme == qm.scheme && qs.axis == qm.axis && qs.group_size == qm.group_size &&
+                       qs.num_scales == qm.num_scales,
+                   "quantization parameters differ");
+        FUZZ_CHECK(same_bytes(qs.scales, qm.scales, 4 * size_t(qs.num_scales)) &&
+                       same_bytes(qs.zero_points, qm.zero_points, 4 * size_t(qs.num_scales)),
+                   "scales or zero points differ");
+        break;
+    }
+    case TENSO_KIND_STRING:
+    case TENSO_KIND_RAGGED: {
+        const uint64_t *os, *om;
+        const char *ps, *pm;
+        FUZZ_CHECK_STATUS(TENSO_OK, tenso_view_string_offsets(&os, &ps, s));
+        FUZZ_CHECK_STATUS(TENSO_OK, tenso_view_string_offsets(&om, &pm, m));
+        FUZZ_CHECK(std::memcmp(os, om, 8 * (tenso_view_shape(s)[0] + 1)) == 0, "string offsets differ");
+        break;
+    }
+    case TENSO_KIND_GPU_IPC_REF: {
+        tenso_ipc_ref rs, rm;
+        FUZZ_CHECK_STATUS(TENSO_OK, tenso_view_ipc_ref(&rs, s));
+        FUZZ_CHECK_STATUS(TENSO_OK, tenso_view_ipc_ref(&rm, m));
+        FUZZ_CHECK(std::memcmp(&rs, &rm, sizeof rs) == 0, "IPC references differ");
+        break;
+    }
+    default: break;
+    }
+}
+
 }  // namespace fuzz

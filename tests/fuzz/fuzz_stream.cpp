@@ -86,82 +86,6 @@ private:
     }
 };
 
-bool is_pow2(uint64_t v) { return v && !(v & (v - 1)); }
-
-// The stream view must equal the in-memory one (it owns its buffer, the other borrows).
-void same_view(const tenso_view *s, const tenso_view *m) {
-    const tenso_kind kind = tenso_view_kind(s);
-    FUZZ_CHECK(kind == tenso_view_kind(m) && tenso_view_version(s) == tenso_view_version(m) &&
-                   tenso_view_flags(s) == tenso_view_flags(m) && tenso_view_dtype(s) == tenso_view_dtype(m) &&
-                   tenso_view_ndim(s) == tenso_view_ndim(m) && tenso_view_alignment(s) == tenso_view_alignment(m),
-               "stream and memory views disagree on the header");
-    FUZZ_CHECK(tenso_view_packet_size(s) == tenso_view_packet_size(m), "packet size %llu on the stream, %llu in memory",
-               (unsigned long long)tenso_view_packet_size(s), (unsigned long long)tenso_view_packet_size(m));
-    for (uint32_t i = 0; i < tenso_view_ndim(s); ++i)
-        FUZZ_CHECK(tenso_view_shape(s)[i] == tenso_view_shape(m)[i], "shape[%u] differs", i);
-    FUZZ_CHECK(tenso_view_nbytes(s) == tenso_view_nbytes(m), "nbytes differ");
-    FUZZ_CHECK(tenso_view_owns_data(s) == 1, "a view read from a stream must own its bytes");
-    if (tenso_view_nbytes(s))
-        FUZZ_CHECK(std::memcmp(tenso_view_data(s), tenso_view_data(m), tenso_view_nbytes(s)) == 0,
-                   "body bytes differ");
-    FUZZ_CHECK(is_pow2(tenso_view_alignment(s)), "alignment %u", tenso_view_alignment(s));
-    switch (kind) {
-    case TENSO_KIND_BUNDLE: {
-        uint32_t count = tenso_view_bundle_count(s);
-        FUZZ_CHECK(count == tenso_view_bundle_count(m), "bundle counts differ");
-        for (uint32_t i = 0; i < count; ++i) {
-            const char *ks, *km;
-            size_t ls, lm;
-            const tenso_view *cs, *cm;
-            FUZZ_CHECK_STATUS(TENSO_OK, tenso_view_bundle_entry(&ks, &ls, &cs, s, i));
-            FUZZ_CHECK_STATUS(TENSO_OK, tenso_view_bundle_entry(&km, &lm, &cm, m, i));
-            FUZZ_CHECK(ls == lm && (ls == 0 || std::memcmp(ks, km, ls) == 0), "key %u differs", i);
-            same_view(cs, cm);
-        }
-        break;
-    }
-    case TENSO_KIND_SPARSE_COO:
-    case TENSO_KIND_SPARSE_CSR:
-    case TENSO_KIND_SPARSE_CSC:
-        for (uint32_t i = 0; i < 3; ++i) {
-            const tenso_view *cs, *cm;
-            FUZZ_CHECK_STATUS(TENSO_OK, tenso_view_component(&cs, s, i));
-            FUZZ_CHECK_STATUS(TENSO_OK, tenso_view_component(&cm, m, i));
-            same_view(cs, cm);
-        }
-        break;
-    case TENSO_KIND_QUANTIZED: {
-        tenso_quantized qs, qm;
-        FUZZ_CHECK_STATUS(TENSO_OK, tenso_view_quantized(&qs, s));
-        FUZZ_CHECK_STATUS(TENSO_OK, tenso_view_quantized(&qm, m));
-        FUZZ_CHECK(qs.scheme == qm.scheme && qs.axis == qm.axis && qs.group_size == qm.group_size &&
-                       qs.num_scales == qm.num_scales,
-                   "quantization parameters differ");
-        FUZZ_CHECK(fuzz::same_bytes(qs.scales, qm.scales, 4 * size_t(qs.num_scales)) &&
-                       fuzz::same_bytes(qs.zero_points, qm.zero_points, 4 * size_t(qs.num_scales)),
-                   "scales or zero points differ");
-        break;
-    }
-    case TENSO_KIND_STRING:
-    case TENSO_KIND_RAGGED: {
-        const uint64_t *os, *om;
-        const char *ps, *pm;
-        FUZZ_CHECK_STATUS(TENSO_OK, tenso_view_string_offsets(&os, &ps, s));
-        FUZZ_CHECK_STATUS(TENSO_OK, tenso_view_string_offsets(&om, &pm, m));
-        FUZZ_CHECK(std::memcmp(os, om, 8 * (tenso_view_shape(s)[0] + 1)) == 0, "string offsets differ");
-        break;
-    }
-    case TENSO_KIND_GPU_IPC_REF: {
-        tenso_ipc_ref rs, rm;
-        FUZZ_CHECK_STATUS(TENSO_OK, tenso_view_ipc_ref(&rs, s));
-        FUZZ_CHECK_STATUS(TENSO_OK, tenso_view_ipc_ref(&rm, m));
-        FUZZ_CHECK(std::memcmp(&rs, &rm, sizeof rs) == 0, "IPC references differ");
-        break;
-    }
-    default: break;
-    }
-}
-
 // A dense stream view exported to DLPack keeps the stream buffer alive after the view is gone.
 void export_and_free(tenso_view *v) {
     DLManagedTensorVersioned *m = nullptr;
@@ -256,7 +180,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             FUZZ_CHECK(st_len == TENSO_OK && tenso_view_packet_size(sv) == plen,
                        "read_fd read a %llu-byte packet, packet_length says %s %zu",
                        (unsigned long long)tenso_view_packet_size(sv), tenso_status_name(st_len), plen);
-            same_view(sv, mem);
+            fuzz::same_view(sv, mem);
             export_and_free(sv);
         }
         tenso_view_free(mem);

@@ -302,9 +302,18 @@ def mutate_seeds():
     seed("nested_bundle", vector("bundle_nested3"), [(8, 0x01), (20, 0x10), (30, 0xff)])
 
 
+def decoder_seeds():
+    # The stream's layout (options byte, piece seed, stream): its seeds serve the decoder too.
+    src = os.path.join(CORPUS, "stream")
+    for name in sorted(os.listdir(src)):
+        with open(os.path.join(src, name), "rb") as f:
+            write("decoder", name, f.read())
+
+
 def main():
     loads_seeds()
     stream_seeds()
+    decoder_seeds()
     roundtrip_seeds()
     mutate_seeds()
     total = 0

@@ -218,13 +218,17 @@ typedef struct tenso_decode_options {
                                    also bounds stream allocations; 0 = no limit */
     uint64_t max_entries;       /* @since version 2: packets in one tree (the top one, bundle
                                    values, sparse components); 0 = no limit */
+    uint64_t timeout_ms;        /* @since version 3 (1.3): fd reads and writes - the most a call
+                                   may wait for the peer, in total, per packet; 0 = no deadline
+                                   of ours (the socket's SO_RCVTIMEO / SO_SNDTIMEO are honoured
+                                   either way). Expiry: TENSO_E_TIMEOUT. */
 } tenso_decode_options;
 
-#define TENSO_DECODE_OPTIONS_VERSION 2
-#define TENSO_DECODE_OPTIONS_INIT { TENSO_DECODE_OPTIONS_VERSION, 0, 0, 0, 0, 0, 0, 0 }
+#define TENSO_DECODE_OPTIONS_VERSION 3
+#define TENSO_DECODE_OPTIONS_INIT { TENSO_DECODE_OPTIONS_VERSION, 0, 0, 0, 0, 0, 0, 0, 0 }
 
-/** Fills *opts with defaults for struct version `version` (1 or 2), writing only the fields
- *  that version has. @since 1.0 */
+/** Fills *opts with defaults for struct version `version` (1, 2 or 3), writing only the fields
+ *  that version has. @since 1.0 (version 3 @since 1.3) */
 TENSO_API tenso_status tenso_decode_options_init(tenso_decode_options *opts, uint32_t version);
 
 /* ============================================================================================
@@ -626,11 +630,14 @@ TENSO_API tenso_status tenso_view_bundle_find(const tenso_view **child_out, cons
  * ========================================================================================== */
 
 /**
- * Reads exactly one packet from a file descriptor (socket, pipe, file): the header is read
- * and checked against the limits first, then one aligned buffer is allocated for the packet
- * and filled; nothing past the packet is consumed. The returned view owns that buffer.
+ * Reads exactly one packet from a file descriptor (socket, pipe, file) through a stream decoder
+ * (below) with these options and no read-ahead: the header is read and checked against the
+ * limits first, then one aligned buffer is allocated for the packet and filled; nothing past
+ * the packet is consumed. The returned view owns that buffer.
+ * A blocking socket's SO_RCVTIMEO and the options' timeout_ms (version 3) bound the wait.
  * @return TENSO_E_END_OF_STREAM when the stream ends before the packet's first byte;
- *         TENSO_E_TRUNCATED when it ends inside the packet; TENSO_E_IO on a read error.
+ *         TENSO_E_TRUNCATED when it ends inside the packet; TENSO_E_TIMEOUT when SO_RCVTIMEO or
+ *         timeout_ms expires (1.3); TENSO_E_IO on a read error.
  * @since 1.0
  */
 TENSO_API tenso_status tenso_read_fd(tenso_view **out, int fd, const tenso_decode_options *opts);
@@ -652,6 +659,124 @@ TENSO_API tenso_status tenso_read_fd(tenso_view **out, int fd, const tenso_decod
  */
 TENSO_API tenso_status tenso_load_file(tenso_view **out, const char *path, uint32_t mode,
                                        const tenso_decode_options *opts);
+
+/* --------------------------------------------------------------------------------------------
+ * Stream decoder (@since 1.3)
+ *
+ * A push-style decoder, shaped like LZ4F_decompress: the caller feeds bytes in whatever pieces
+ * its transport delivers (socket, pipe, file, HTTP chunks, GPU staging) and gets complete
+ * packets back as views. It never reads past a packet, never allocates by a length the limits
+ * have not checked, honours every tenso_decode_options limit, handles every kind and wire
+ * versions 1 to 4, and its work is linear in the bytes fed whatever the packet's structure.
+ * It is the one framing code of the library: tenso_packet_length and tenso_read_fd run on it.
+ *
+ * Memory: a packet is received into one buffer of its exact length, asked for once the headers
+ * have fixed that length (before that, a small header area that grows with the bytes received,
+ * never with a claimed length). By default tenso allocates it 64-byte aligned and reuses the
+ * previous packet's buffer once every view of that packet is freed; with an allocator the
+ * caller provides it. Views own their buffer (tenso_view_owns_data() = 1) and may outlive the
+ * decoder. A decoder is used from one thread at a time.
+ * ------------------------------------------------------------------------------------------ */
+
+/** A stream decoder. @since 1.3 */
+typedef struct tenso_decoder tenso_decoder;
+
+/**
+ * Memory for one packet, asked for once its exact length is known.
+ * @param size       the packet length in bytes (> 0).
+ * @param alignment  the alignment the buffer must have (64).
+ * @return the memory, or NULL to refuse (the decoder then fails with TENSO_E_NO_MEMORY).
+ * @since 1.3
+ */
+typedef void *(*tenso_alloc_fn)(void *user, size_t size, size_t alignment);
+/**
+ * Called when tenso no longer needs memory from tenso_alloc_fn: when the last view decoded
+ * from it is freed (views may outlive the decoder), or when the decoder is reset or freed
+ * mid-packet, or fails. `size` is the size it was asked for. @since 1.3
+ */
+typedef void (*tenso_release_fn)(void *user, void *ptr, size_t size);
+
+/** tenso_decoder_options.flags: the decoder may read past the current packet from an fd (into
+ *  its own read-ahead buffer, kept for the next tenso_decoder_read_fd on the same decoder).
+ *  Makes small packets cheap (one read per many packets); never set it when other code reads
+ *  the same fd. @since 1.3 */
+#define TENSO_DECODER_READ_AHEAD 0x1u
+
+/** Options for tenso_decoder_new. @since 1.3 */
+typedef struct tenso_decoder_options {
+    uint32_t version;                    /* TENSO_DECODER_OPTIONS_VERSION (1) */
+    uint32_t flags;                      /* TENSO_DECODER_* */
+    const tenso_decode_options *decode;  /* limits, flags, timeout; copied by _new; NULL = defaults */
+    tenso_alloc_fn alloc;                /* NULL: tenso allocates (64-byte aligned) and reuses the
+                                            previous packet's buffer once its views are freed */
+    tenso_release_fn release;            /* required with alloc */
+    void *alloc_user;                    /* passed to alloc and release */
+} tenso_decoder_options;
+
+#define TENSO_DECODER_OPTIONS_VERSION 1
+#define TENSO_DECODER_OPTIONS_INIT { TENSO_DECODER_OPTIONS_VERSION, 0, NULL, NULL, NULL, NULL }
+
+/**
+ * Creates a decoder.
+ * @param opts  NULL for defaults (default limits, tenso's allocator, no read-ahead).
+ * @return TENSO_E_INVALID_ARGUMENT for an unknown version or flag, alloc without release, or
+ *         invalid decode options. @since 1.3
+ */
+TENSO_API tenso_status tenso_decoder_new(tenso_decoder **out, const tenso_decoder_options *opts);
+
+/** Frees a decoder (and any partial packet; views already handed out stay valid). NULL is
+ *  accepted. @since 1.3 */
+TENSO_API void tenso_decoder_free(tenso_decoder *d);
+
+/** Drops any partial packet and any error; read-ahead bytes are dropped too. @since 1.3 */
+TENSO_API void tenso_decoder_reset(tenso_decoder *d);
+
+/**
+ * Pushes bytes. Consumes at most what the current packet still needs - never past its end - so
+ * *consumed_out < len means the rest belongs to the next packet: call again with
+ * src + *consumed_out. When the packet is complete, *out receives its view (the caller frees
+ * it) and the decoder is ready for the next packet; otherwise *out is NULL.
+ * @return the statuses tenso_loads gives (bad magic, limits, checksum, ...); after an error the
+ *         decoder must be reset (until then every call returns TENSO_E_INVALID_ARGUMENT).
+ * @since 1.3
+ */
+TENSO_API tenso_status tenso_decoder_feed(tenso_decoder *d, const void *src, size_t len,
+                                          size_t *consumed_out, tenso_view **out);
+
+/**
+ * Receive in place (no copy): where the next bytes go - a small header area first, then inside
+ * the packet's own buffer once its length is known - and exactly how many the decoder needs
+ * next (so reading up to *len_out never over-reads a stream; never 0). After writing
+ * n <= *len_out bytes there, call tenso_decoder_commit. @since 1.3
+ */
+TENSO_API tenso_status tenso_decoder_buffer(tenso_decoder *d, void **dst_out, size_t *len_out);
+
+/**
+ * Accounts for n bytes written at tenso_decoder_buffer's pointer (n <= its *len_out).
+ * @param out  receives the packet's view when it is complete, else NULL.
+ * @since 1.3
+ */
+TENSO_API tenso_status tenso_decoder_commit(tenso_decoder *d, size_t n, tenso_view **out);
+
+/** Bytes still needed before the decoder can make progress (the length hint, like LZ4F's);
+ *  never 0 for a live decoder. 0 for NULL. @since 1.3 */
+TENSO_API size_t tenso_decoder_needed(const tenso_decoder *d);
+
+/** 1 between packets (nothing partial held), 0 inside one (or for NULL). @since 1.3 */
+TENSO_API int tenso_decoder_idle(const tenso_decoder *d);
+
+/** End of input: TENSO_OK when idle, TENSO_E_TRUNCATED (with how much was missing in the
+ *  message) inside a packet. @since 1.3 */
+TENSO_API tenso_status tenso_decoder_finish(tenso_decoder *d);
+
+/**
+ * One packet from an fd through the decoder (its limits, allocator, deadline, read-ahead).
+ * Works on blocking and non-blocking fds (the latter are polled with the remaining deadline).
+ * @return TENSO_E_END_OF_STREAM on a clean end before the first byte, TENSO_E_TRUNCATED inside
+ *         a packet, TENSO_E_TIMEOUT on SO_RCVTIMEO / timeout_ms expiry (the partial packet is
+ *         kept: a later call goes on with it), TENSO_E_IO otherwise. @since 1.3
+ */
+TENSO_API tenso_status tenso_decoder_read_fd(tenso_view **out, tenso_decoder *d, int fd);
 
 /* ============================================================================================
  * DLPack export

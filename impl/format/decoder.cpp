@@ -1,0 +1,377 @@
+// decoder.cpp - the stream decoder (see decoder.hpp).
+#include "format/decoder.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <mutex>
+#include <string>
+
+#include "error.hpp"
+
+namespace tenso {
+
+namespace {
+
+std::string num(uint64_t v) { return std::to_string(v); }
+
+constexpr size_t kNoBound = std::numeric_limits<size_t>::max();
+constexpr size_t kFirstNeed = sizeof kMagic;  // garbage is told apart from a cut stream early
+// Bytes the staging area takes beyond the framer's need when they are at hand, so a packet
+// that straddles two feeds is framed in a few steps, not one per header field.
+constexpr size_t kStageChunk = 4096;
+constexpr size_t kStageKeep = size_t(64) << 10;  // staging capacity kept between packets
+
+size_t add(size_t a, uint64_t b) {
+    if (b > kNoBound - a) fail(TENSO_E_MALFORMED, "packet length overflows");
+    return a + size_t(b);
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------------------------------
+// Framer
+// ------------------------------------------------------------------------------------------
+
+void Framer::reset() {
+    stage_ = Stage::kHeader;
+    need_ = end_ = 0;
+    align_ = TENSO_DEFAULT_ALIGNMENT;
+    left_ = 0;
+    checked_ = false;
+}
+
+size_t Framer::checked(size_t n) const {
+    if (lim_.max_packet_bytes && n > lim_.max_packet_bytes)
+        fail(TENSO_E_LIMIT, "packet of at least " + num(n) + " bytes is larger than max_packet_bytes (" +
+                                num(lim_.max_packet_bytes) + ")");
+    // The packet's buffer is memory the decode holds: max_decoded_bytes bounds it too.
+    if (lim_.max_decoded_bytes && n > lim_.max_decoded_bytes)
+        fail(TENSO_E_LIMIT, "packet of at least " + num(n) + " bytes is larger than max_decoded_bytes (" +
+                                num(lim_.max_decoded_bytes) + ")");
+    return n;
+}
+
+size_t Framer::known(size_t end) {
+    end_ = checked(end);
+    stage_ = Stage::kDone;
+    return 0;
+}
+
+size_t Framer::run(const uint8_t *b, size_t have) {
+    switch (stage_) {
+    case Stage::kHeader: {
+        Node n;
+        try {
+            n = scan_header_at(b, have, 0, kNoBound, TENSO_E_MALFORMED, 0, lim_);
+        } catch (const NeedMore &m) {
+            return checked(m.need);
+        }
+        align_ = std::max<size_t>(TENSO_DEFAULT_ALIGNMENT, n.alignment);
+        const size_t header = n.version == 4 ? kHeaderV4 : kHeaderLegacy;
+        switch (n.kind) {
+        case TENSO_KIND_GPU_IPC_REF: return known(n.end);
+        case TENSO_KIND_BUNDLE:
+            bundle_ = true;
+            pos_ = header;
+            left_ = n.count;
+            stage_ = Stage::kEntries;
+            return entries(b, have);
+        case TENSO_KIND_SPARSE_COO:
+        case TENSO_KIND_SPARSE_CSR:
+        case TENSO_KIND_SPARSE_CSC:
+            bundle_ = false;
+            pos_ = header + 4 * size_t(n.ndim);
+            left_ = 3;
+            stage_ = Stage::kEntries;
+            return entries(b, have);
+        default: break;
+        }
+        footer_ = n.flags & TENSO_FLAG_INTEGRITY;
+        if (!n.compressed) return known(add(add(n.body_off, n.body_len), footer_ ? kFooterLen : 0));
+        lz4_ = Lz4Walk(n.body_off, n.nbytes);
+        stage_ = Stage::kLz4;
+    }
+        [[fallthrough]];
+    case Stage::kLz4:
+        if (const size_t more = lz4_.run(b, have)) return checked(more);
+        return known(add(lz4_.end(), footer_ ? kFooterLen : 0));
+    case Stage::kEntries: return entries(b, have);
+    case Stage::kDone: return 0;
+    }
+    return 0;
+}
+
+// The container's own structure: each entry's lengths (and a bundle key) are read and its
+// nested packet's header checked, then the entry is skipped whole. decode() checks the rest.
+size_t Framer::entries(const uint8_t *b, size_t have) {
+    const int status = bundle_ ? TENSO_E_BAD_BUNDLE : TENSO_E_MALFORMED;
+    for (; left_; --left_) {
+        size_t p = pos_;
+        if (bundle_) {
+            if (p + 4 > have) return checked(p + 4);
+            const size_t key_len = rd32(b + p);
+            if (key_len > TENSO_MAX_KEY_BYTES)
+                fail(TENSO_E_LIMIT, "bundle key of " + num(key_len) + " bytes exceeds the limit of " +
+                                        num(TENSO_MAX_KEY_BYTES));
+            p += 4 + key_len;
+            if (p + 4 > have) return checked(p + 4);
+            if (!valid_utf8(b + pos_ + 4, key_len)) fail(TENSO_E_BAD_BUNDLE, "a bundle key is not valid UTF-8");
+        } else if (p + 4 > have) {
+            return checked(p + 4);
+        }
+        const size_t start = p + 4, end = add(start, rd32(b + p));
+        if (!checked_) {
+            try {
+                Node c = scan_header_at(b, have, start, end, status, 1, lim_);
+                if (!bundle_ && c.kind != TENSO_KIND_DENSE)
+                    fail(TENSO_E_MALFORMED, "a sparse component is not a dense packet");
+            } catch (const NeedMore &m) {
+                return checked(m.need);
+            }
+            checked_ = true;
+        }
+        if (end > have) return checked(end);
+        pos_ = end;
+        checked_ = false;
+    }
+    return known(pos_);
+}
+
+size_t frame_length(const uint8_t *buf, size_t len, const Limits &limits) {
+    Framer f(limits);
+    if (const size_t more = f.run(buf, len)) throw NeedMore{more};
+    if (f.end() > len) throw NeedMore{f.end()};
+    return f.end();
+}
+
+// ------------------------------------------------------------------------------------------
+// Decoder
+// ------------------------------------------------------------------------------------------
+
+// The default allocator's spare buffer: the last packet buffer whose views are all gone, kept
+// for the next packet. Shared with the deleters of live buffers, which may run on any thread
+// and after the decoder is gone.
+struct Decoder::Spare {
+    std::mutex m;
+    uint8_t *p = nullptr;
+    size_t cap = 0, align = 0;
+    bool open = true;  // the decoder is alive
+
+    ~Spare() { std::free(p); }
+    // Takes the spare when it fits, else drops it.
+    uint8_t *take(size_t size, size_t alignment, size_t *cap_out, size_t *align_out) {
+        std::lock_guard<std::mutex> g(m);
+        if (!p) return nullptr;
+        if (cap >= size && align >= alignment) {
+            uint8_t *q = p;
+            *cap_out = cap;
+            *align_out = align;
+            p = nullptr;
+            return q;
+        }
+        std::free(p);
+        p = nullptr;
+        return nullptr;
+    }
+    // Keeps the larger of the spare and `q`, frees the other.
+    void give(uint8_t *q, size_t qcap, size_t qalign) {
+        std::lock_guard<std::mutex> g(m);
+        if (!open || (p && cap >= qcap)) {
+            std::free(q);
+            return;
+        }
+        std::free(p);
+        p = q;
+        cap = qcap;
+        align = qalign;
+    }
+    void close() {
+        std::lock_guard<std::mutex> g(m);
+        open = false;
+        std::free(p);
+        p = nullptr;
+    }
+};
+
+Decoder::Decoder(const DecoderConfig &cfg) : cfg_(cfg), framer_(cfg_.limits), spare_(std::make_shared<Spare>()) {
+    reset();
+}
+
+Decoder::~Decoder() {
+    packet_.reset();
+    spare_->close();
+}
+
+void Decoder::reset() {
+    framer_.reset();
+    packet_.reset();
+    if (stage_.capacity() > kStageKeep) std::vector<uint8_t>().swap(stage_);
+    stage_.clear();
+    have_ = 0;
+    want_ = kFirstNeed;
+    failed_ = false;
+    ahead_pos_ = ahead_end_ = 0;
+}
+
+void Decoder::check_usable() const {
+    if (failed_) fail(TENSO_E_INVALID_ARGUMENT, "the decoder failed on an earlier packet: reset it first");
+}
+
+std::shared_ptr<uint8_t> Decoder::allocate(size_t size, size_t alignment) {
+    if (cfg_.alloc) {
+        void *p = cfg_.alloc(cfg_.alloc_user, size, alignment);
+        if (!p) fail(TENSO_E_NO_MEMORY, "the allocator refused " + num(size) + " bytes");
+        if (reinterpret_cast<uintptr_t>(p) % alignment)
+            fail(TENSO_E_INVALID_ARGUMENT, "the allocator returned memory that is not " + num(alignment) + "-byte aligned");
+        const tenso_release_fn release = cfg_.release;
+        void *user = cfg_.alloc_user;
+        return std::shared_ptr<uint8_t>(static_cast<uint8_t *>(p),
+                                        [release, user, size](uint8_t *q) { release(user, q, size); });
+    }
+    size_t cap = 0, align = 0;
+    uint8_t *p = spare_->take(size, alignment, &cap, &align);
+    if (!p) {
+        if (alignment <= TENSO_DEFAULT_ALIGNMENT) {
+            p = alloc_bytes(size);
+            cap = alloc_size(size);
+            align = TENSO_DEFAULT_ALIGNMENT;
+        } else {
+            cap = (size + alignment - 1) & ~(alignment - 1);
+            p = static_cast<uint8_t *>(std::aligned_alloc(alignment, cap));
+            if (!p) throw std::bad_alloc();
+            align = alignment;
+        }
+    }
+    std::shared_ptr<Spare> spare = spare_;
+    return std::shared_ptr<uint8_t>(p, [spare, cap, align](uint8_t *q) { spare->give(q, cap, align); });
+}
+
+size_t Decoder::needed() const { return failed_ ? 0 : want_ - have_; }
+
+void Decoder::finish() const {
+    check_usable();
+    if (have_ == 0) return;
+    fail(TENSO_E_TRUNCATED, "stream ended inside a packet after " + num(have_) + " bytes (at least " +
+                                num(want_ - have_) + " more needed)");
+}
+
+// The framer has fixed the exact length: the packet's own buffer takes over from staging.
+void Decoder::sized() {
+    packet_ = allocate(framer_.end(), framer_.alignment());
+    if (have_) std::memcpy(packet_.get(), stage_.data(), have_);
+    if (stage_.capacity() > kStageKeep) std::vector<uint8_t>().swap(stage_);
+    stage_.clear();
+    want_ = framer_.end();
+}
+
+std::unique_ptr<View> Decoder::complete() {
+    std::shared_ptr<uint8_t> buf = std::move(packet_);
+    const uint8_t *bytes = buf.get();  // read before the move below (argument order is unspecified)
+    const size_t len = have_;
+    framer_.reset();
+    have_ = 0;
+    want_ = kFirstNeed;
+    return decode(bytes, len, cfg_.limits, std::move(buf));
+}
+
+template <class F>
+auto Decoder::guarded(F f) -> decltype(f()) {
+    check_usable();
+    try {
+        return f();
+    } catch (...) {
+        // A packet that failed is dropped (its memory released); the decoder waits for reset().
+        failed_ = true;
+        packet_.reset();
+        stage_.clear();
+        have_ = 0;
+        throw;
+    }
+}
+
+size_t Decoder::feed(const uint8_t *src, size_t len, std::unique_ptr<View> *out) {
+    out->reset();
+    return guarded([&] {
+        size_t used = 0;
+        while (used < len && !*out) {
+            const uint8_t *s = src + used;
+            const size_t n = len - used;
+            if (packet_) {
+                const size_t k = std::min(n, want_ - have_);
+                std::memcpy(packet_.get() + have_, s, k);
+                have_ += k;
+                used += k;
+            } else if (have_ == 0) {
+                // A packet starts here: frame it on the caller's bytes, staging nothing when
+                // its headers are all at hand.
+                if (const size_t more = framer_.run(s, n)) {
+                    stage_.assign(s, s + n);  // all of it is the packet's: it needs more
+                    have_ = n;
+                    used += n;
+                    want_ = more;
+                    continue;
+                }
+                sized();
+                const size_t k = std::min(n, want_);
+                std::memcpy(packet_.get(), s, k);
+                have_ = k;
+                used += k;
+            } else {
+                // Staging: take what the framer needs (and a little more when at hand), let it
+                // go on, then keep only what belongs to the packet. The framer never reads past
+                // the packet, so bytes beyond it are harmless while it runs.
+                const size_t take = std::min(n, std::max(want_ - have_, kStageChunk));
+                stage_.resize(have_ + take);
+                std::memcpy(stage_.data() + have_, s, take);
+                const size_t more = have_ + take >= want_ ? framer_.run(stage_.data(), have_ + take) : want_;
+                const size_t keep = more ? take : std::min(take, framer_.end() - have_);
+                have_ += keep;
+                used += keep;
+                stage_.resize(have_);
+                if (more) {
+                    want_ = more;
+                    continue;
+                }
+                sized();
+            }
+            if (packet_ && have_ == want_) *out = complete();
+        }
+        return used;
+    });
+}
+
+uint8_t *Decoder::buffer(size_t *len) {
+    return guarded([&] {
+        if (packet_) {
+            *len = want_ - have_;
+            return packet_.get() + have_;
+        }
+        // Staging grows with the bytes received (at most doubling), never with a claimed length.
+        const size_t target = std::min(want_, std::max(2 * have_, have_ + kStageChunk));
+        if (stage_.size() < target) stage_.resize(target);
+        *len = target - have_;
+        return stage_.data() + have_;
+    });
+}
+
+std::unique_ptr<View> Decoder::commit(size_t n) {
+    return guarded([&]() -> std::unique_ptr<View> {
+        const size_t room = packet_ ? want_ - have_ : stage_.size() - have_;
+        if (n > room) fail(TENSO_E_INVALID_ARGUMENT, "commit of " + num(n) + " bytes, more than the buffer's " + num(room));
+        have_ += n;
+        if (!packet_) {
+            if (have_ < want_) return nullptr;
+            if (const size_t more = framer_.run(stage_.data(), have_)) {
+                want_ = more;
+                return nullptr;
+            }
+            stage_.resize(have_);
+            sized();
+        }
+        return have_ == want_ ? complete() : nullptr;
+    });
+}
+
+}  // namespace tenso

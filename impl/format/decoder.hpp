@@ -1,0 +1,112 @@
+// decoder.hpp - the stream decoder: the one framing state machine of the library.
+//
+// Bytes arrive in any pieces; the Framer walks the packet's own structure (header, shape and
+// metadata, LZ4 block headers, bundle entries, sparse components) as they come, resuming where
+// it stopped, so the work is linear in the bytes fed. Nested packets get a header check while
+// framing; once the packet is complete, decode() (codec.hpp) checks and binds everything.
+// Memory for the packet is asked for once the headers have fixed its exact length; before
+// that, bytes wait in a small staging area that grows with the bytes received.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "tenso/tenso.h"
+#include "format/codec.hpp"
+#include "format/wire.hpp"
+
+namespace tenso {
+
+// Resumable framing of one packet whose bytes lie contiguously from offset 0.
+class Framer {
+public:
+    explicit Framer(const Limits &lim) : lim_(lim) {}
+    void reset();
+    // Advances over b[0, have). Returns 0 when the packet's end is known (end()), else the total
+    // byte count needed to go on (> have). Throws Error for anything invalid.
+    size_t run(const uint8_t *b, size_t have);
+    // The exact packet length once known (0 before); may be known before the walk completes.
+    size_t end() const { return end_; }
+    // Alignment the packet's buffer should have for its body to be aligned in memory.
+    size_t alignment() const { return align_; }
+
+private:
+    enum class Stage { kHeader, kLz4, kEntries, kDone };
+    const Limits &lim_;
+    Stage stage_ = Stage::kHeader;
+    size_t need_ = 0, end_ = 0, align_ = 64;
+    // kLz4: the frame walk; kEntries: the container walk.
+    Lz4Walk lz4_{0, 0};
+    size_t pos_ = 0;        // next entry's first byte
+    uint32_t left_ = 0;     // entries still to walk
+    bool bundle_ = false;   // else sparse components
+    bool checked_ = false;  // the current entry's nested header is checked
+    bool footer_ = false;   // an LZ4 body's integrity footer follows the frame
+
+    size_t entries(const uint8_t *b, size_t have);
+    size_t checked(size_t n) const;  // n, once the limits allow a packet that long
+    size_t known(size_t end);        // the exact length is known
+};
+
+// What one decoder is set up with (tenso_decoder_options, checked and copied).
+struct DecoderConfig {
+    Limits limits;
+    bool read_ahead = false;
+    tenso_alloc_fn alloc = nullptr;
+    tenso_release_fn release = nullptr;
+    void *alloc_user = nullptr;
+};
+
+// The exact length of the packet at buf[0], from its headers alone (tenso_packet_length, pool
+// checks). Throws NeedMore with the total bytes needed to go on when `len` is short.
+size_t frame_length(const uint8_t *buf, size_t len, const Limits &limits);
+
+class Decoder {
+public:
+    explicit Decoder(const DecoderConfig &cfg);
+    ~Decoder();
+    Decoder(const Decoder &) = delete;
+    Decoder &operator=(const Decoder &) = delete;
+
+    void reset();
+    // Copies in at most what the packet still needs; returns the bytes taken. *out gets the
+    // packet's view when it completes.
+    size_t feed(const uint8_t *src, size_t len, std::unique_ptr<View> *out);
+    // Where the next bytes go and how many are needed (never 0).
+    uint8_t *buffer(size_t *len);
+    std::unique_ptr<View> commit(size_t n);
+    size_t needed() const;
+    bool idle() const { return have_ == 0 && !failed_; }
+    void finish() const;
+
+    const DecoderConfig &config() const { return cfg_; }
+    // Read-ahead storage for the fd loop (impl/io): bytes read past a packet, not yet fed.
+    std::vector<uint8_t> &ahead() { return ahead_; }
+    size_t &ahead_pos() { return ahead_pos_; }  // next byte not fed
+    size_t &ahead_end() { return ahead_end_; }  // one past the last byte read
+
+    struct Spare;  // the default allocator's reusable buffer (shared with live views)
+
+private:
+    DecoderConfig cfg_;
+    Framer framer_;
+    std::vector<uint8_t> stage_;          // bytes before the packet buffer exists
+    std::shared_ptr<uint8_t> packet_;     // the packet's buffer, once its length is known
+    size_t have_ = 0;                     // bytes of the current packet received
+    size_t want_ = 0;                     // total bytes needed to go on (framer's answer)
+    bool failed_ = false;
+    std::shared_ptr<Spare> spare_;
+    std::vector<uint8_t> ahead_;
+    size_t ahead_pos_ = 0, ahead_end_ = 0;
+
+    void check_usable() const;
+    void sized();
+    std::unique_ptr<View> complete();
+    template <class F>
+    auto guarded(F f) -> decltype(f());
+    std::shared_ptr<uint8_t> allocate(size_t size, size_t alignment);
+};
+
+}  // namespace tenso
