@@ -30,8 +30,10 @@
 //!   [`quantized`](ViewRef::quantized), [`strings`](ViewRef::strings),
 //!   [`ragged`](ViewRef::ragged), [`ipc_ref`](ViewRef::ipc_ref),
 //!   [`to_dlpack`](ViewRef::to_dlpack)); [`DecodeOptions`] for limits.
-//! - Owned packets: [`load`] (mmap), [`read_fd`], [`read_from`] / [`Packets`] (any `Read`)
-//!   return a [`Packet`], which owns its memory and is `'static`.
+//! - Owned packets: [`load`] (mmap), [`read_fd`], [`read_from`] / [`Packets`] (any `Read`),
+//!   [`Decoder`] (push-style: feed bytes in any pieces), [`Packet::from_vec`] (keeps your
+//!   buffer, zero copy) return a [`Packet`], which owns its memory and is `'static`. Every
+//!   stream reader runs on libtenso's stream decoder: no framing code in this crate.
 //! - Framing without decoding: [`packet_length`], [`inspect`].
 //! - Shared memory (libtenso 1.1): [`Shm`] (one packet in a named segment, the layout of
 //!   upstream's `TensoShm`) and [`Cache`] (a tensor cache shared by every process on the
@@ -68,6 +70,7 @@
 mod array;
 mod archive;
 mod composite;
+mod decoder;
 mod dlpack;
 mod dtype;
 mod encode;
@@ -84,6 +87,7 @@ pub use archive::{
     Metadata,
 };
 pub use composite::{IpcRef, Quantized, Ragged, Scheme, Sparse, Strings};
+pub use decoder::Decoder;
 pub use dlpack::{DLDataType, DLDevice, DLManagedTensor, DLManagedTensorVersioned, DLTensor, DlPack, DlPackLegacy};
 pub use dtype::{Bf16, Complex, Dtype, Element, Kind, F16};
 #[cfg(unix)]
