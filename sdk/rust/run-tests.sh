@@ -92,12 +92,12 @@ trap 'rm -rf "$consumer"' EXIT
 cp -r "$here/consumer/." "$consumer/"
 sed -i "s|@RUST_SDK@|$here|g" "$consumer/Cargo.toml"
 cp "$here/Cargo.lock" "$consumer/Cargo.lock"  # the workspace's pinned versions, pruned by cargo
-libdir="$(pkg-config --variable=libdir tenso)"
+libdir="$(realpath "$(pkg-config --variable=libdir tenso)")"
 runpath_of() { readelf -d "$1" | sed -n 's/.*(RUNPATH).*\[\(.*\)\].*/\1/p'; }
 log "consumer: build outside the tree ($consumer) and run with LD_LIBRARY_PATH unset"
 (cd "$consumer" && "$cargo" build --offline -q)
 bin="$consumer/target/debug/tenso-consumer"
-[[ "$(runpath_of "$bin")" == *"$libdir"* ]] || { log "consumer: no RUNPATH to $libdir"; readelf -d "$bin"; exit 1; }
+[[ "$(runpath_of "$bin")" == "$libdir" ]] || { log "consumer: no RUNPATH to $libdir"; readelf -d "$bin"; exit 1; }
 out="$(env -u LD_LIBRARY_PATH "$bin")"
 [[ "$out" == "consumer ok $(pkg-config --modversion tenso)" ]] || { log "consumer printed: $out"; exit 1; }
 log "consumer: $out (RUNPATH $(runpath_of "$bin"))"

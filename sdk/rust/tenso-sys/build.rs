@@ -66,6 +66,8 @@ fn main() {
 fn rpath(dir: &str) {
     let off = env::var("TENSO_SYS_NO_RPATH").map(|v| !v.is_empty() && v != "0").unwrap_or(false);
     if !off {
+        // pkg-config may report a relocatable `${pcfiledir}/../../lib`: embed the real path.
+        let dir = std::fs::canonicalize(dir).map_or_else(|_| dir.to_owned(), |p| p.display().to_string());
         println!("cargo:rustc-link-arg=-Wl,-rpath,{dir}");
         println!("cargo:rpath={dir}");
     }
