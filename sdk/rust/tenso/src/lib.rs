@@ -21,12 +21,13 @@
 //!
 //! # What is where
 //!
-//! - Encoding: [`Tensor`] (borrowed elements), [`Bundle`] (string keys to values, nested),
+//! - Encoding: [`Tensor`] (borrowed elements), your own types through the open [`Encode`]
+//!   trait, `ndarray` arrays (feature `ndarray`), [`Bundle`] (string keys to values, nested),
 //!   [`Value`] (sparse COO/CSR/CSC, quantized, strings, ragged, GPU IPC references,
 //!   pre-encoded packets), [`quantize`]; [`Options`] for integrity footers, LZ4 compression
 //!   and alignment; [`dumps`], [`dumps_into`], [`save`] (atomic), [`write_fd`], [`write_to`].
 //! - Decoding: [`loads`] → [`View`] (borrows the input) → [`ViewRef`] (dtype, shape, typed
-//!   slices, bundle [`entries`](ViewRef::entries), [`sparse`](ViewRef::sparse),
+//!   slices, [`values`](ViewRef::values), bundle [`entries`](ViewRef::entries), [`sparse`](ViewRef::sparse),
 //!   [`quantized`](ViewRef::quantized), [`strings`](ViewRef::strings),
 //!   [`ragged`](ViewRef::ragged), [`ipc_ref`](ViewRef::ipc_ref),
 //!   [`to_dlpack`](ViewRef::to_dlpack)); [`DecodeOptions`] for limits.
@@ -55,8 +56,18 @@
 //! aligned in memory when the packet's buffer is (a [`Buffer`], a [`Packet`], or any heap
 //! `Vec<u8>` for element types up to 16 bytes). Bodies inside bundles are aligned relative to
 //! their own sub-packet and may sit at any address: [`ViewRef::as_slice`] then returns
-//! [`ErrorKind::Misaligned`] instead of creating an unaligned reference; use
-//! [`ViewRef::to_vec`] to copy.
+//! [`ErrorKind::Misaligned`] instead of creating an unaligned reference;
+//! [`ViewRef::values`] borrows when it can and copies when it must (the `Cow` says which),
+//! [`ViewRef::to_vec`] always copies.
+//!
+//! # Lifetimes
+//!
+//! A [`View<'a>`](View) hands out its body for the input's lifetime `'a`
+//! ([`View::as_slice`], [`View::bytes`], [`View::values`]), so decoded slices may outlive the
+//! view; bundle entries ([`ViewRef`]) lend theirs for the borrow of the view. To keep a
+//! decoded packet in a struct together with its bytes, give the bytes to
+//! [`Packet::from_vec`] (zero copy). Shapes are `usize` in and out (the crate needs a 64-bit
+//! target, where they cross the ABI as they are).
 //!
 //! # Threads and errors
 //!
