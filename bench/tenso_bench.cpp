@@ -10,6 +10,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -816,6 +818,19 @@ void bench_sparse(const Config &c, uint64_t dim) {
 
 // A Unix socketpair with the other end on its own thread, against write()/read() loops moving
 // the same packet bytes over the same kind of socketpair.
+// A caller allocator that hands out one buffer again and again (the caller frees each view
+// before the next packet), as a receive loop with its own pinned or registered memory would.
+struct OneBuffer {
+    Mem m;
+    static void *alloc(void *u, size_t size, size_t alignment) {
+        auto *b = static_cast<OneBuffer *>(u);
+        if (alignment > 64) return nullptr;  // Mem is 64-byte aligned
+        if (b->m.size() < size) b->m = Mem(size);
+        return b->m.data();
+    }
+    static void release(void *, void *, size_t) {}
+};
+
 void bench_stream(const Config &c, uint64_t size) {
     const char *S = "stream (AF_UNIX socketpair)";
     Tensor t(size, false, size + 3);
@@ -862,6 +877,14 @@ void bench_stream(const Config &c, uint64_t size) {
         Peer peer(sp.fd[1]);
         Mem buf(len);
         tenso_view *v = nullptr;
+        tenso_decoder *dec = nullptr, *dec_caller = nullptr;
+        check(tenso_decoder_new(&dec, nullptr), "tenso_decoder_new");
+        OneBuffer one;
+        tenso_decoder_options co = TENSO_DECODER_OPTIONS_INIT;
+        co.alloc = &OneBuffer::alloc;
+        co.release = &OneBuffer::release;
+        co.alloc_user = &one;
+        check(tenso_decoder_new(&dec_caller, &co), "tenso_decoder_new");
         peer.send(pkt.data(), len);
         check(tenso_read_fd(&v, sp.fd[0], nullptr), "tenso_read_fd");
         peer.wait();
@@ -869,6 +892,16 @@ void bench_stream(const Config &c, uint64_t size) {
         expect(tenso_view_packet_size(v) == len, "tenso_read_fd packet size");
         tenso_view_free(v);
 
+        // One packet through tenso_decoder_read_fd on `d`, or tenso_read_fd when d is null.
+        auto read_with = [&](tenso_decoder *d) -> std::function<void()> {
+            return [&, d] {
+                peer.send(pkt.data(), len);
+                tenso_view *x = nullptr;
+                check(d ? tenso_decoder_read_fd(&x, d, sp.fd[0]) : tenso_read_fd(&x, sp.fd[0], nullptr), "read");
+                tenso_view_free(x);
+                peer.wait();
+            };
+        };
         Group(c, S, size)
             .ref("read()", "read() loop into a reused buffer (reference)", size, [&] {
                 peer.send(pkt.data(), len);
@@ -883,15 +916,97 @@ void bench_stream(const Config &c, uint64_t size) {
                 std::free(p);
                 peer.wait();
             })
-            .op("tenso_read_fd + view_free", size, [&] {
-                peer.send(pkt.data(), len);
-                tenso_view *x = nullptr;
-                check(tenso_read_fd(&x, sp.fd[0], nullptr), "tenso_read_fd");
-                tenso_view_free(x);
-                peer.wait();
-            })
+            .op("tenso_read_fd + view_free", size, read_with(nullptr))
+            .op("tenso_decoder_read_fd (its reused buffer) + view_free", size, read_with(dec))
+            .op("tenso_decoder_read_fd (caller's reused buffer) + view_free", size, read_with(dec_caller))
             .run();
+        tenso_decoder_free(dec);
+        tenso_decoder_free(dec_caller);
     }
+}
+
+// A TCP loopback connection: fd[0] the accepted end, fd[1] the connecting end.
+struct TcpPair {
+    int fd[2] = {-1, -1};
+    TcpPair() {
+        int l = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (l < 0) die(std::string("socket: ") + std::strerror(errno));
+        struct sockaddr_in a;
+        std::memset(&a, 0, sizeof a);
+        a.sin_family = AF_INET;
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        socklen_t al = sizeof a;
+        if (::bind(l, reinterpret_cast<sockaddr *>(&a), sizeof a) != 0 || ::listen(l, 1) != 0 ||
+            ::getsockname(l, reinterpret_cast<sockaddr *>(&a), &al) != 0)
+            die(std::string("listen: ") + std::strerror(errno));
+        fd[1] = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd[1] < 0 || ::connect(fd[1], reinterpret_cast<sockaddr *>(&a), sizeof a) != 0)
+            die(std::string("connect: ") + std::strerror(errno));
+        fd[0] = ::accept4(l, nullptr, nullptr, SOCK_CLOEXEC);
+        if (fd[0] < 0) die(std::string("accept: ") + std::strerror(errno));
+        ::close(l);
+        int one = 1;
+        ::setsockopt(fd[1], IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    }
+    ~TcpPair() {
+        ::close(fd[0]);
+        ::close(fd[1]);
+    }
+};
+
+// 1 KiB float32 tensors back to back over TCP loopback: the peer thread sends a batch of
+// packets with a write() loop (as a sender with its own buffering would), this thread receives
+// them one packet per call. Reference: read() of the same bytes 64 KiB at a time.
+void bench_small_packets(const Config &c) {
+    const char *S = "small packets (TCP loopback, 1 KiB float32)";
+    const size_t kPackets = c.quick ? 2000 : 20000;
+    Tensor t(KiB, false, 7);
+    size_t len = 0;
+    Mem pkt = encode(t.t, 0, &len);
+    Mem all(len * kPackets);
+    for (size_t i = 0; i < kPackets; ++i) std::memcpy(all.data() + i * len, pkt.data(), len);
+    const size_t total = len * kPackets;
+    TcpPair tp;
+    Peer peer(tp.fd[1]);
+    tenso_decoder_options ra = TENSO_DECODER_OPTIONS_INIT;
+    ra.flags = TENSO_DECODER_READ_AHEAD;
+    tenso_decoder *dec = nullptr;
+    check(tenso_decoder_new(&dec, &ra), "tenso_decoder_new");
+    Mem chunk(64 * KiB);
+    auto receive = [&](tenso_decoder *d) {
+        peer.send(all.data(), total);
+        for (size_t i = 0; i < kPackets; ++i) {
+            tenso_view *x = nullptr;
+            check(d ? tenso_decoder_read_fd(&x, d, tp.fd[0]) : tenso_read_fd(&x, tp.fd[0], nullptr), "read");
+            tenso_view_free(x);
+        }
+        peer.wait();
+    };
+    {  // checked once
+        peer.send(all.data(), len);
+        tenso_view *x = nullptr;
+        check(tenso_decoder_read_fd(&x, dec, tp.fd[0]), "tenso_decoder_read_fd");
+        peer.wait();
+        expect_view(x, t.t, "tenso_decoder_read_fd READ_AHEAD");
+        tenso_view_free(x);
+    }
+    Group(c, S, KiB)
+        .ref("read()", "read() of the same bytes, 64 KiB at a time (reference)", total, [&] {
+            peer.send(all.data(), total);
+            for (size_t left = total; left;) {
+                ssize_t r = ::read(tp.fd[0], chunk.data(), std::min(left, chunk.size()));
+                if (r <= 0) die("read: end of stream");
+                left -= size_t(r);
+            }
+            peer.wait();
+        })
+        .op("tenso_decoder_read_fd READ_AHEAD + view_free, per batch", total, [&] { receive(dec); })
+        .op("tenso_read_fd + view_free, per batch", total, [&] { receive(nullptr); })
+        .run();
+    tenso_decoder_free(dec);
+    if (const Row *r = find(S, KiB, "tenso_decoder_read_fd READ_AHEAD + view_free, per batch"))
+        target("1 KiB packets over TCP loopback, READ_AHEAD, packets/s", double(kPackets) * 1e9 / r->st.median_ns,
+               "/s", 500000, false);
 }
 
 void fsync_dir(const std::string &dir) {
@@ -1094,7 +1209,10 @@ int main(int argc, char **argv) {
     if (c.runs("lz4")) for (uint64_t s : sizes) bench_lz4(c, s);
     if (c.runs("quant")) bench_quant(c, c.quick ? MiB : 64 * MiB);
     if (c.runs("sparse")) bench_sparse(c, c.quick ? 1024 : 8192);
-    if (c.runs("stream")) for (uint64_t s : stream_sizes) bench_stream(c, s);
+    if (c.runs("stream")) {
+        for (uint64_t s : stream_sizes) bench_stream(c, s);
+        bench_small_packets(c);
+    }
     if (c.runs("cache")) bench_cache(c);
     if (c.runs("archive")) bench_archive(c);
     if (c.runs("file")) {
@@ -1115,6 +1233,13 @@ int main(int argc, char **argv) {
     if (lb) target("tenso_loads" + at, lb->st.median_ns, "ns", 1000, true);
     if (l1 && lb) target("tenso_loads" + at + " / tenso_loads @ 1 KiB (O(1))", lb->st.median_ns / l1->st.median_ns,
                          "x", 2.0, true);
+    for (uint64_t s : {MiB, sbig}) {
+        const std::string a = " @ " + fmt_size(s);
+        if (const Row *r = find(T, s, "tenso_read_fd + view_free")) target("tenso_read_fd / read() loop" + a, r->ratio, "x", 1.1, true);
+        if (const Row *r = find(T, s, "tenso_decoder_read_fd (caller's reused buffer) + view_free"))
+            target("tenso_decoder_read_fd, caller buffer / read() loop" + a, r->ratio, "x", 1.05, true);
+        if (s == sbig) break;
+    }
     if (const Row *r = find(T, sbig, "tenso_write_fd"))
         target("tenso_write_fd / write() loop throughput" + sat, 1 / r->ratio, "x", 0.9, false);
     if (const Row *r = find("file", GiB, "tenso_load_file MMAP + view_free"))

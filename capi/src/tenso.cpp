@@ -734,7 +734,7 @@ tenso_status tenso_packet_length(size_t *length_out, const void *data, size_t le
     TENSO_API_BEGIN
     const tenso::Limits limits = tenso::Limits::from(opts);
     try {
-        *length_out = tenso::frame_length(static_cast<const uint8_t *>(data), len, limits);
+        *length_out = tenso::packet_length(static_cast<const uint8_t *>(data), len, limits);
     } catch (const tenso::NeedMore &m) {
         *length_out = m.need;
         tenso::fail(TENSO_E_TRUNCATED, "packet continues past the given bytes: " + std::to_string(m.need) +

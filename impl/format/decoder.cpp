@@ -1,6 +1,9 @@
 // decoder.cpp - the stream decoder (see decoder.hpp).
 #include "format/decoder.hpp"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -124,9 +127,7 @@ size_t Framer::entries(const uint8_t *b, size_t have) {
         const size_t start = p + 4, end = add(start, rd32(b + p));
         if (!checked_) {
             try {
-                Node c = scan_header_at(b, have, start, end, status, 1, lim_);
-                if (!bundle_ && c.kind != TENSO_KIND_DENSE)
-                    fail(TENSO_E_MALFORMED, "a sparse component is not a dense packet");
+                scan_header_at(b, have, start, end, status, 1, lim_);
             } catch (const NeedMore &m) {
                 return checked(m.need);
             }
@@ -146,52 +147,105 @@ size_t frame_length(const uint8_t *buf, size_t len, const Limits &limits) {
     return f.end();
 }
 
+size_t packet_length(const uint8_t *buf, size_t len, const Limits &limits) {
+    size_t end;
+    try {
+        end = frame_length(buf, len, limits);
+    } catch (const NeedMore &) {
+        // Framing skips nested packets whole, so a bad nested length shows up as garbage where
+        // the next entry should be: a claim for more bytes, or an error. The full scan of the
+        // bytes at hand names such a fault where it is, as loads does.
+        try {
+            scan(buf, len, limits);
+        } catch (const NeedMore &) {
+        }
+        throw;
+    } catch (const Error &) {
+        scan(buf, len, limits);  // its error, or its TRUNCATED, is what loads says
+        throw;
+    }
+    scan(buf, end, limits);  // what a decode would check inside, checksums aside
+    return end;
+}
+
 // ------------------------------------------------------------------------------------------
 // Decoder
 // ------------------------------------------------------------------------------------------
+
+// A buffer of the default allocator. Large ones are anonymous mappings reserved without
+// commitment: pages are only backed as the bytes arrive, so a header's claim (within the
+// limits) costs address space, not memory, until the peer really sends that much.
+struct Block {
+    uint8_t *p = nullptr;
+    size_t cap = 0, align = 0;
+    bool mapped = false;
+
+    static constexpr size_t kMapMin = size_t(256) << 10;
+    static Block make(size_t size, size_t alignment) {
+        Block b;
+        const size_t page = size_t(::sysconf(_SC_PAGESIZE));
+        if (size >= kMapMin && alignment <= page) {
+            b.cap = (size + page - 1) & ~(page - 1);
+            void *m = ::mmap(nullptr, b.cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+            if (m == MAP_FAILED) throw std::bad_alloc();
+            b.p = static_cast<uint8_t *>(m);
+            b.align = page;
+            b.mapped = true;
+        } else if (alignment <= TENSO_DEFAULT_ALIGNMENT) {
+            b.p = alloc_bytes(size);
+            b.cap = alloc_size(size);
+            b.align = TENSO_DEFAULT_ALIGNMENT;
+        } else {
+            b.cap = (size + alignment - 1) & ~(alignment - 1);
+            b.p = static_cast<uint8_t *>(std::aligned_alloc(alignment, b.cap));
+            if (!b.p) throw std::bad_alloc();
+            b.align = alignment;
+        }
+        return b;
+    }
+    void drop() {
+        if (mapped) ::munmap(p, cap);
+        else std::free(p);
+        p = nullptr;
+    }
+};
 
 // The default allocator's spare buffer: the last packet buffer whose views are all gone, kept
 // for the next packet. Shared with the deleters of live buffers, which may run on any thread
 // and after the decoder is gone.
 struct Decoder::Spare {
     std::mutex m;
-    uint8_t *p = nullptr;
-    size_t cap = 0, align = 0;
+    Block b;
     bool open = true;  // the decoder is alive
 
-    ~Spare() { std::free(p); }
-    // Takes the spare when it fits, else drops it.
-    uint8_t *take(size_t size, size_t alignment, size_t *cap_out, size_t *align_out) {
-        std::lock_guard<std::mutex> g(m);
-        if (!p) return nullptr;
-        if (cap >= size && align >= alignment) {
-            uint8_t *q = p;
-            *cap_out = cap;
-            *align_out = align;
-            p = nullptr;
-            return q;
+    ~Spare() { b.drop(); }
+    // Takes the spare when it fits, else drops it and makes a new block.
+    Block take(size_t size, size_t alignment) {
+        {
+            std::lock_guard<std::mutex> g(m);
+            if (b.p && b.cap >= size && b.align >= alignment) {
+                Block q = b;
+                b.p = nullptr;
+                return q;
+            }
+            if (b.p) b.drop();
         }
-        std::free(p);
-        p = nullptr;
-        return nullptr;
+        return Block::make(size, alignment);
     }
-    // Keeps the larger of the spare and `q`, frees the other.
-    void give(uint8_t *q, size_t qcap, size_t qalign) {
+    // Keeps the larger of the spare and `q`, drops the other.
+    void give(Block q) {
         std::lock_guard<std::mutex> g(m);
-        if (!open || (p && cap >= qcap)) {
-            std::free(q);
+        if (!open || (b.p && b.cap >= q.cap)) {
+            q.drop();
             return;
         }
-        std::free(p);
-        p = q;
-        cap = qcap;
-        align = qalign;
+        if (b.p) b.drop();
+        b = q;
     }
     void close() {
         std::lock_guard<std::mutex> g(m);
         open = false;
-        std::free(p);
-        p = nullptr;
+        if (b.p) b.drop();
     }
 };
 
@@ -230,22 +284,9 @@ std::shared_ptr<uint8_t> Decoder::allocate(size_t size, size_t alignment) {
         return std::shared_ptr<uint8_t>(static_cast<uint8_t *>(p),
                                         [release, user, size](uint8_t *q) { release(user, q, size); });
     }
-    size_t cap = 0, align = 0;
-    uint8_t *p = spare_->take(size, alignment, &cap, &align);
-    if (!p) {
-        if (alignment <= TENSO_DEFAULT_ALIGNMENT) {
-            p = alloc_bytes(size);
-            cap = alloc_size(size);
-            align = TENSO_DEFAULT_ALIGNMENT;
-        } else {
-            cap = (size + alignment - 1) & ~(alignment - 1);
-            p = static_cast<uint8_t *>(std::aligned_alloc(alignment, cap));
-            if (!p) throw std::bad_alloc();
-            align = alignment;
-        }
-    }
+    const Block blk = spare_->take(size, alignment);
     std::shared_ptr<Spare> spare = spare_;
-    return std::shared_ptr<uint8_t>(p, [spare, cap, align](uint8_t *q) { spare->give(q, cap, align); });
+    return std::shared_ptr<uint8_t>(blk.p, [spare, blk](uint8_t *) { spare->give(blk); });
 }
 
 size_t Decoder::needed() const { return failed_ ? 0 : want_ - have_; }

@@ -63,6 +63,10 @@ struct DecoderConfig {
 // checks). Throws NeedMore with the total bytes needed to go on when `len` is short.
 size_t frame_length(const uint8_t *buf, size_t len, const Limits &limits);
 
+// tenso_packet_length: frame_length, then the packet checked as a decode checks it (all but
+// checksums), so a length is only given for a packet tenso_loads could take.
+size_t packet_length(const uint8_t *buf, size_t len, const Limits &limits);
+
 class Decoder {
 public:
     explicit Decoder(const DecoderConfig &cfg);

@@ -206,7 +206,7 @@ public:
         TENSO_CHECK_OK(tenso_decode_options_init(o, 1));
         CPPUNIT_ASSERT_EQUAL(uint32_t(1), o->version);
         CPPUNIT_ASSERT_EQUAL(uint64_t(0), o->max_packet_bytes);
-        TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, tenso_decode_options_init(o, 3));
+        TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, tenso_decode_options_init(o, TENSO_DECODE_OPTIONS_VERSION + 1));
         tenso_decode_options two;
         TENSO_CHECK_OK(tenso_decode_options_init(&two, 2));
         CPPUNIT_ASSERT_EQUAL(uint32_t(2), two.version);

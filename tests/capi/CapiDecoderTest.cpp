@@ -116,6 +116,25 @@ ViewPtr commit_in_pieces(tenso_decoder *d, const Bytes &b, Next next) {
     return got;
 }
 
+// Reads `parts` from s.fd[0] through d, then expects the clean end; stops the writer thread
+// `w` either way (a failure must not leave it blocked on a full socket).
+void expect_packets_then_end(tenso_decoder *d, Sock &s, std::thread &w, const std::vector<Bytes> &parts) {
+    std::string fail;
+    for (const Bytes &b : parts) {
+        tenso_view *v = nullptr;
+        tenso_status st = tenso_decoder_read_fd(&v, d, s.fd[0]);
+        ViewPtr vp(v);
+        fail = st != TENSO_OK ? tenso_describe(st) : loads_diff(v, b);
+        if (!fail.empty()) break;
+    }
+    tenso_view *v = nullptr;
+    tenso_status end = fail.empty() ? tenso_decoder_read_fd(&v, d, s.fd[0]) : TENSO_E_END_OF_STREAM;
+    ::shutdown(s.fd[0], SHUT_RDWR);
+    w.join();
+    CPPUNIT_ASSERT_EQUAL(std::string(), fail);
+    TENSO_CHECK_STATUS(TENSO_E_END_OF_STREAM, end);
+}
+
 // A caller allocator that records what it is asked.
 struct Recorder {
     int allocs = 0, releases = 0;
@@ -210,6 +229,7 @@ class CapiDecoderTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(testSlowSender);
     CPPUNIT_TEST(testRcvTimeo);
     CPPUNIT_TEST(testTimeoutMs);
+    CPPUNIT_TEST(testSndTimeo);
     CPPUNIT_TEST(testCallerAllocator);
     CPPUNIT_TEST(testBufferReuse);
     CPPUNIT_TEST(testReadAheadManySmallPackets);
@@ -417,21 +437,7 @@ public:
             tenso_decoder_options o = TENSO_DECODER_OPTIONS_INIT;
             o.flags = flags;
             DecoderPtr d = make_decoder(&o);
-            std::string fail;
-            for (const Bytes &b : parts) {
-                tenso_view *v = nullptr;
-                tenso_status st = tenso_decoder_read_fd(&v, d.get(), s.fd[0]);
-                ViewPtr vp(v);
-                if (st != TENSO_OK) fail = tenso_describe(st);
-                else if (fail.empty()) fail = loads_diff(v, b);
-                if (!fail.empty()) break;
-            }
-            tenso_view *v = nullptr;
-            tenso_status end = fail.empty() ? tenso_decoder_read_fd(&v, d.get(), s.fd[0]) : TENSO_E_END_OF_STREAM;
-            ::shutdown(s.fd[0], SHUT_RDWR);
-            w.join();
-            CPPUNIT_ASSERT_EQUAL(std::string(), fail);
-            TENSO_CHECK_STATUS(TENSO_E_END_OF_STREAM, end);
+            expect_packets_then_end(d.get(), s, w, parts);
         }
     }
 
@@ -488,6 +494,21 @@ public:
         std::memset(&two, 0xAB, sizeof two);
         TENSO_CHECK_OK(tenso_decode_options_init(&two, 2));
         CPPUNIT_ASSERT_EQUAL(uint64_t(0xABABABABABABABABull), two.timeout_ms);
+    }
+
+    // A peer that stops reading: SO_SNDTIMEO makes tenso_write_fd give TENSO_E_TIMEOUT.
+    void testSndTimeo() {
+        Sock s;
+        int small = 4096;
+        ::setsockopt(s.fd[1], SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
+        struct timeval tv = {0, 100 * 1000};
+        CPPUNIT_ASSERT_EQUAL(0, ::setsockopt(s.fd[1], SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv));
+        std::vector<float> x(1 << 20, 1.0f);
+        std::vector<uint64_t> shape = {x.size()};
+        tenso_tensor t = tensor(x.data(), x.size() * 4, shape, TENSO_DTYPE_FLOAT32);
+        uint64_t written = 0;
+        TENSO_CHECK_STATUS(TENSO_E_TIMEOUT, tenso_write_fd(&written, s.fd[1], &t, nullptr));
+        CPPUNIT_ASSERT(written > 0 && written < x.size() * 4);
     }
 
     void testCallerAllocator() {
@@ -555,21 +576,7 @@ public:
         tenso_decoder_options o = TENSO_DECODER_OPTIONS_INIT;
         o.flags = TENSO_DECODER_READ_AHEAD;
         DecoderPtr d = make_decoder(&o);
-        std::string fail;
-        for (const Bytes &b : parts) {
-            tenso_view *v = nullptr;
-            tenso_status st = tenso_decoder_read_fd(&v, d.get(), s.fd[0]);
-            ViewPtr vp(v);
-            if (st != TENSO_OK) fail = tenso_describe(st);
-            else fail = loads_diff(v, b);
-            if (!fail.empty()) break;
-        }
-        tenso_view *v = nullptr;
-        tenso_status end = fail.empty() ? tenso_decoder_read_fd(&v, d.get(), s.fd[0]) : TENSO_E_END_OF_STREAM;
-        ::shutdown(s.fd[0], SHUT_RDWR);
-        w.join();
-        CPPUNIT_ASSERT_EQUAL(std::string(), fail);
-        TENSO_CHECK_STATUS(TENSO_E_END_OF_STREAM, end);
+        expect_packets_then_end(d.get(), s, w, parts);
     }
 
     void testViewsOutliveDecoder() {

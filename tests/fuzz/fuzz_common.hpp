@@ -211,4 +211,21 @@ inline void same_view(const tenso_view *s, const tenso_view *m) {
     }
 }
 
+// The input layout of the stream targets: an options byte, a seed for the piece sizes, then
+// the stream itself.
+struct StreamInput {
+    uint8_t mode, seed;
+    const uint8_t *stream;
+    size_t total;
+};
+inline StreamInput stream_input(const uint8_t *data, size_t size) {
+    Reader r(data, size);
+    StreamInput in;
+    in.mode = r.u8();
+    in.seed = r.u8();
+    in.stream = data + (size - r.left());
+    in.total = r.left();
+    return in;
+}
+
 }  // namespace fuzz

@@ -31,11 +31,10 @@ struct Pieces {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    fuzz::Reader r(data, size);
-    const uint8_t mode = r.u8();
-    const uint8_t seed = r.u8();
-    const uint8_t *stream = data + (size - r.left());
-    const size_t total = r.left();
+    const fuzz::StreamInput in = fuzz::stream_input(data, size);
+    const uint8_t mode = in.mode, seed = in.seed;
+    const uint8_t *stream = in.stream;
+    const size_t total = in.total;
 
     tenso_decode_options opts;
     FUZZ_CHECK_STATUS(TENSO_OK, tenso_decode_options_init(&opts, TENSO_DECODE_OPTIONS_VERSION));

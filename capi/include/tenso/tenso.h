@@ -547,7 +547,10 @@ TENSO_API tenso_status tenso_inspect(tenso_packet_info *out, const void *data, s
  * The exact length of the packet that starts at `data`, worked out from its headers alone
  * (for an LZ4 body, from the frame's block headers), so packets can be framed in streams and
  * in buffers with slack after them. The headers are checked against the decode limits as
- * they are read, so a framing loop never reads towards a size the limits forbid.
+ * they are read, so a framing loop never reads towards a size the limits forbid. This is the
+ * stream decoder's framing (since 1.3); a complete packet is then checked as tenso_loads
+ * checks it (all but checksums), and a failure has the status tenso_loads gives. To frame a
+ * stream, prefer tenso_decoder (calling this again as bytes arrive re-reads the headers).
  * @param length_out  with TENSO_OK, the packet length (<= len). With TENSO_E_TRUNCATED, the
  *                    total number of bytes needed before the next call can make progress
  *                    (> len): read that many and call again.
@@ -745,9 +748,11 @@ TENSO_API tenso_status tenso_decoder_feed(tenso_decoder *d, const void *src, siz
 
 /**
  * Receive in place (no copy): where the next bytes go - a small header area first, then inside
- * the packet's own buffer once its length is known - and exactly how many the decoder needs
- * next (so reading up to *len_out never over-reads a stream; never 0). After writing
- * n <= *len_out bytes there, call tenso_decoder_commit. @since 1.3
+ * the packet's own buffer once its length is known - and how many may go there: never 0, never
+ * more than tenso_decoder_needed() (so reading up to *len_out never over-reads a stream), and
+ * less only while the length is not known yet (the header area grows with the bytes received,
+ * never with a length the stream claims). After writing n <= *len_out bytes there, call
+ * tenso_decoder_commit. @since 1.3
  */
 TENSO_API tenso_status tenso_decoder_buffer(tenso_decoder *d, void **dst_out, size_t *len_out);
 
