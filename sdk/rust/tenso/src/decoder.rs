@@ -103,8 +103,10 @@ unsafe extern "C" fn rust_release(_user: *mut c_void, p: *mut c_void, size: usiz
 /// ```
 pub struct Decoder {
     raw: NonNull<sys::tenso_decoder>,
-    // Boxed: libtenso holds its address.
-    state: Box<AllocState>,
+    // libtenso holds this address for the decoder's life, so it is a raw pointer
+    // (Box::into_raw), not a Box: moving a Box (as returning the Decoder does) asserts unique
+    // access and would invalidate the pointer libtenso holds. Freed in Drop, after the decoder.
+    state: NonNull<AllocState>,
 }
 
 // SAFETY: a decoder is used from one thread at a time (&mut self); its allocator state is
@@ -113,8 +115,13 @@ unsafe impl Send for Decoder {}
 
 impl Drop for Decoder {
     fn drop(&mut self) {
-        // SAFETY: we own the decoder; packets already handed out stay valid.
-        unsafe { sys::tenso_decoder_free(self.raw.as_ptr()) }
+        // SAFETY: we own the decoder; packets already handed out stay valid (their release
+        // does not touch the state). The state came from Box::into_raw and nothing uses it once
+        // the decoder is freed.
+        unsafe {
+            sys::tenso_decoder_free(self.raw.as_ptr());
+            drop(Box::from_raw(self.state.as_ptr()));
+        }
     }
 }
 
@@ -127,19 +134,29 @@ impl std::fmt::Debug for Decoder {
 impl Decoder {
     /// A decoder with these limits (and deadline, for [`read_fd`](Decoder::read_fd)).
     pub fn new(opts: &DecodeOptions) -> Result<Decoder> {
-        let state = Box::new(AllocState { current: Cell::new((0, 0)) });
+        let state = NonNull::from(Box::leak(Box::new(AllocState { current: Cell::new((0, 0)) })));
+        // Frees the state if the decoder is not made (Drop frees it otherwise).
+        struct Guard(NonNull<AllocState>);
+        impl Drop for Guard {
+            fn drop(&mut self) {
+                // SAFETY: from Box::leak above; libtenso holds no pointer to it (no decoder).
+                unsafe { drop(Box::from_raw(self.0.as_ptr())) }
+            }
+        }
+        let guard = Guard(state);
         let raw_opts = sys::tenso_decoder_options {
             version: sys::TENSO_DECODER_OPTIONS_VERSION,
             flags: 0,
             decode: opts.ptr(),
             alloc: Some(rust_alloc),
             release: Some(rust_release),
-            alloc_user: (&*state as *const AllocState).cast_mut().cast(),
+            alloc_user: state.as_ptr().cast(),
         };
         let mut out = ptr::null_mut();
         // SAFETY: valid pointers; the options are copied; `state` outlives the decoder.
         check(unsafe { sys::tenso_decoder_new(&mut out, &raw_opts) })?;
         let raw = NonNull::new(out).ok_or_else(|| Error::new(crate::ErrorKind::Internal, "NULL decoder"))?;
+        std::mem::forget(guard);
         Ok(Decoder { raw, state })
     }
 
@@ -205,7 +222,8 @@ impl Decoder {
             // SAFETY: live decoder, valid out pointers.
             check(unsafe { sys::tenso_decoder_buffer(self.ptr(), &mut dst, &mut len) })?;
             let dst = dst.cast::<u8>();
-            let (start, size) = self.state.current.get();
+            // SAFETY: the state lives as long as self; only shared access (a Cell).
+            let (start, size) = unsafe { self.state.as_ref() }.current.get();
             let in_packet_buffer = start != 0 && (dst as usize) >= start && (dst as usize) + len <= start + size;
             if !in_packet_buffer {
                 // The decoder's small header area: not known to be initialised, and `Read`
