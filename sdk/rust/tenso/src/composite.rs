@@ -110,9 +110,12 @@ impl<'a> Quantized<'a> {
         })
     }
 
-    /// Number of elements (the product of the shape).
-    pub fn numel(&self) -> u64 {
-        self.shape.iter().map(|&d| d as u64).product()
+    /// Number of elements (the product of the shape); [`ErrorKind::TooManyElements`] when the
+    /// product overflows a `u64` (the fields are public, so the shape is unchecked).
+    pub fn numel(&self) -> Result<u64> {
+        self.shape.iter().try_fold(1u64, |n, &d| n.checked_mul(d as u64)).ok_or_else(|| {
+            Error::new(ErrorKind::TooManyElements, format!("shape {:?} overflows the element count", self.shape))
+        })
     }
 
     /// Dequantizes into `dst`, whose length must be [`numel`](Quantized::numel); bit-exact
@@ -125,7 +128,7 @@ impl<'a> Quantized<'a> {
 
     /// Dequantizes into a new vector.
     pub fn dequantize(&self) -> Result<Vec<f32>> {
-        let n = usize::try_from(self.numel())
+        let n = usize::try_from(self.numel()?)
             .map_err(|_| Error::new(ErrorKind::TooManyElements, "element count exceeds usize"))?;
         if n as u64 > sys::TENSO_MAX_ELEMENTS {
             return Err(Error::new(ErrorKind::TooManyElements, format!("{n} elements")));

@@ -369,6 +369,13 @@ fn quantization_schemes_parts_and_dequantization() {
     let q = Quantized { data: &[1, 2], ..q };
     assert_eq!(q.dequantize().unwrap(), [1.0, 2.0]);
     assert_eq!(q.dequantize_into(&mut [0.0; 3]).unwrap_err().kind(), ErrorKind::InvalidArgument);
+    assert_eq!(q.numel().unwrap(), 2);
+    // A shape whose element count overflows: an error, never an overflow panic (debug builds).
+    let huge = [usize::MAX, 3];
+    let q = Quantized { shape: &huge, ..q };
+    assert_eq!(q.numel().unwrap_err().kind(), ErrorKind::TooManyElements);
+    assert_eq!(q.dequantize().unwrap_err().kind(), ErrorKind::TooManyElements);
+    assert!(Value::quantized(&q).is_err());
     // Not quantized.
     assert_eq!(Value::strings(["x"]).unwrap().quantized_parts().unwrap_err().kind(), ErrorKind::UnsupportedKind);
 }
