@@ -196,26 +196,41 @@ impl fmt::Debug for ViewRef {
     }
 }
 
-/// Copies `bytes` (a whole number of `T`s of view `v`) into a vector, at any alignment.
+/// Copies `bytes` (a whole number of `T`s of view `v`) into a vector, at any alignment. The
+/// copy is validated, not the source: shared memory can change between a check and a copy.
 pub(crate) fn copy_elements<T: Element>(v: &ViewRef, bytes: &[u8]) -> Result<Vec<T>> {
     v.check_dtype::<T>()?;
-    if !T::valid_bytes(bytes) {
-        return Err(Error::new(ErrorKind::Malformed, format!("{} body holds invalid values", T::DTYPE)));
-    }
     let n = bytes.len() / std::mem::size_of::<T>();
+    let len = n * std::mem::size_of::<T>();
     let mut out = Vec::<T>::with_capacity(n);
-    // SAFETY: n * size_of::<T>() <= bytes.len() bytes are copied into capacity for n Ts; every
-    // byte pattern (checked for bool) is a valid T.
+    // SAFETY: len <= bytes.len() bytes are copied into capacity for n Ts, then read back as
+    // bytes (initialised now); set_len only once every byte pattern is a valid T (bool
+    // checked on the copy, which nobody else can write).
     unsafe {
-        ptr::copy_nonoverlapping(bytes.as_ptr(), out.as_mut_ptr().cast::<u8>(), n * std::mem::size_of::<T>());
+        ptr::copy_nonoverlapping(bytes.as_ptr(), out.as_mut_ptr().cast::<u8>(), len);
+        if !T::valid_bytes(std::slice::from_raw_parts(out.as_ptr().cast::<u8>(), len)) {
+            return Err(Error::new(ErrorKind::Malformed, format!("{} body holds invalid values", T::DTYPE)));
+        }
         out.set_len(n);
     }
     Ok(out)
 }
 
 /// `bytes` (the body of `v`, whose dtype is checked to be `T`'s) as `&[T]`, refusing
-/// misaligned data and invalid `bool` bytes.
+/// misaligned data and `bool` bodies.
+///
+/// A `bool` is never borrowed: views of shared memory ([`Shm`](crate::Shm), the cache) and
+/// of memory another handle maps can change after a check, and a `&[bool]` holding a byte
+/// other than 0 or 1 is undefined behaviour. A view cannot tell where its memory came from,
+/// so every `bool` body is copied and validated ([`ViewRef::to_vec`], [`ViewRef::values`]).
 fn typed_slice<'x, T: Element>(v: &ViewRef, bytes: &'x [u8]) -> Result<&'x [T]> {
+    if T::DTYPE == Dtype::Bool {
+        return Err(Error::new(
+            ErrorKind::UnsupportedKind,
+            "bool bodies are not borrowed (memory another handle or process writes could hold other bytes \
+             than 0 and 1): use values() or to_vec(), which copy and validate",
+        ));
+    }
     if bytes.is_empty() {
         return Ok(&[]);
     }
@@ -230,19 +245,17 @@ fn typed_slice<'x, T: Element>(v: &ViewRef, bytes: &'x [u8]) -> Result<&'x [T]> 
             ),
         ));
     }
-    if !T::valid_bytes(bytes) {
-        return Err(Error::new(ErrorKind::Malformed, format!("{} body holds invalid values", T::DTYPE)));
-    }
     debug_assert_eq!(v.dtype(), Some(T::DTYPE));
     // SAFETY: dtype checked by the caller (so the length is a whole number of T), aligned,
-    // every byte pattern valid (bool checked); borrowed for 'x like `bytes`.
+    // not bool (every byte pattern of the other element types is valid); borrowed for 'x
+    // like `bytes`.
     Ok(unsafe { std::slice::from_raw_parts(bytes.as_ptr().cast::<T>(), bytes.len() / std::mem::size_of::<T>()) })
 }
 
 /// `bytes` (the body of `v`) borrowed as `&[T]` when aligned, copied otherwise.
 fn cow_slice<'x, T: Element>(v: &ViewRef, bytes: &'x [u8]) -> Result<Cow<'x, [T]>> {
     v.check_dtype::<T>()?;
-    if (bytes.as_ptr() as usize) % std::mem::align_of::<T>() == 0 {
+    if T::DTYPE != Dtype::Bool && (bytes.as_ptr() as usize) % std::mem::align_of::<T>() == 0 {
         typed_slice(v, bytes).map(Cow::Borrowed)
     } else {
         copy_elements(v, bytes).map(Cow::Owned)
@@ -335,8 +348,10 @@ impl ViewRef {
     /// when `T` is not the view's dtype, [`ErrorKind::Misaligned`] when the data is not
     /// aligned for `T` in memory (bundle entries and byte-aligned input buffers can be:
     /// [`values`](ViewRef::values) borrows or copies as needed, [`to_vec`](ViewRef::to_vec)
-    /// always copies), [`ErrorKind::Malformed`] for a `bool` body with
-    /// bytes other than 0 and 1.
+    /// always copies), and [`ErrorKind::UnsupportedKind`] for `bool`: a `bool` body is never
+    /// borrowed, since shared memory could change a checked byte into an invalid `bool` -
+    /// [`values`](ViewRef::values) and [`to_vec`](ViewRef::to_vec) copy it and check that every
+    /// byte is 0 or 1 ([`ErrorKind::Malformed`] otherwise).
     pub fn as_slice<T: Element>(&self) -> Result<&[T]> {
         self.check_dtype::<T>()?;
         typed_slice(self, self.bytes())
@@ -362,7 +377,7 @@ impl ViewRef {
     }
 
     /// The elements of a dense view copied into a `Vec<T>`, at any alignment (errors as
-    /// [`as_slice`](ViewRef::as_slice), except `Misaligned`).
+    /// [`as_slice`](ViewRef::as_slice), except `Misaligned` and the `bool` refusal).
     pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
         copy_elements::<T>(self, self.bytes())
     }
