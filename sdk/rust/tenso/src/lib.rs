@@ -45,8 +45,8 @@
 //!
 //! # Element types
 //!
-//! The 15 dense dtypes map to `f32`, `f64`, `i8`..`i64`, `u8`..`u64`, `bool` (bytes must be
-//! 0 or 1 to be borrowed as `bool`), [`F16`] and [`Bf16`] (`#[repr(transparent)]` `u16`
+//! The 15 dense dtypes map to `f32`, `f64`, `i8`..`i64`, `u8`..`u64`, `bool` (copied and
+//! checked to be 0 or 1, never borrowed: shared memory could change a checked byte), [`F16`] and [`Bf16`] (`#[repr(transparent)]` `u16`
 //! newtypes with `f32` conversions, no dependency; their layout is that of `half::f16` /
 //! `half::bf16`), and [`Complex<f32>`](Complex) / [`Complex<f64>`](Complex) (`re`, `im`).
 //!
@@ -74,7 +74,8 @@
 //! Views and packets are immutable and `Send + Sync`; [`Value`] and [`Bundle`] are `Send`
 //! but not `Sync`, as libtenso requires. Failures are [`Error`]s carrying the libtenso status
 //! ([`ErrorKind`]) and the message of `tenso_last_error()`, copied right after the failing
-//! call. Nothing in this API is `unsafe`.
+//! call. Nothing in this API is `unsafe` but [`Shm::bytes_mut`] (a `&mut` over a segment
+//! other handles map; [`Shm::write_at`] is the safe writer).
 #![deny(missing_debug_implementations)]
 
 #[cfg(feature = "ndarray")]
