@@ -7,9 +7,14 @@
 #      script, so it is guarded by flock on build/stage-sdk.lock: exclusive while building and
 #      installing, shared while tests use the library (a rebuild never swaps libtenso.so under a
 #      running test);
-#   2. cargo test (tenso-sys layout/ABI test, unit, integration and doc tests), cargo clippy with
-#      warnings denied, cargo doc with warnings denied, all with PKG_CONFIG_PATH pointing at the
-#      stage. LD_LIBRARY_PATH is not set: the test binaries carry an rpath to the stage.
+#   2. cargo test (tenso-sys layout/ABI test, unit, integration and doc tests), again for the
+#      `ndarray` feature, cargo clippy with warnings denied (default and all features), cargo
+#      doc with warnings denied, all with PKG_CONFIG_PATH pointing at the stage.
+#      LD_LIBRARY_PATH is not set: the test binaries carry an rpath to the stage;
+#   3. found at run time: the program in consumer/ is copied to a directory outside the tree,
+#      built against the stage like a user's program, and run with LD_LIBRARY_PATH unset (its
+#      build script embeds DEP_TENSO_RPATH); its binary must carry the stage's lib directory
+#      as RUNPATH, and none when built with TENSO_SYS_NO_RPATH=1.
 #
 # Usage: sdk/rust/run-tests.sh [--bench]     (--bench also runs `cargo bench` at the end)
 # Environment: JOBS (parallel build jobs, default 2), CARGO (default: cargo on PATH or
@@ -40,7 +45,7 @@ if ! command -v "$cargo" >/dev/null 2>&1; then
     log "cargo not found (looked on PATH and in ~/.cargo/bin); install Rust with rustup"
     exit 1
 fi
-for tool in cmake pkg-config flock; do
+for tool in cmake pkg-config flock readelf; do
     command -v "$tool" >/dev/null 2>&1 || { log "$tool not found"; exit 1; }
 done
 
@@ -74,10 +79,32 @@ unset LD_LIBRARY_PATH
 cd "$here"
 log "cargo test"
 "$cargo" test --workspace --locked
+log "cargo test --features ndarray"
+"$cargo" test -p tenso --features ndarray --locked
 log "cargo clippy"
 "$cargo" clippy --workspace --all-targets --locked -- -D warnings
+"$cargo" clippy --workspace --all-targets --all-features --locked -- -D warnings
 log "cargo doc"
 RUSTDOCFLAGS="-D warnings" "$cargo" doc --workspace --no-deps --locked
+# ---- 3. a consumer outside the tree, run without LD_LIBRARY_PATH
+consumer="$(mktemp -d "${TMPDIR:-/tmp}/tenso-rust-consumer.XXXXXX")"
+trap 'rm -rf "$consumer"' EXIT
+cp -r "$here/consumer/." "$consumer/"
+sed -i "s|@RUST_SDK@|$here|g" "$consumer/Cargo.toml"
+cp "$here/Cargo.lock" "$consumer/Cargo.lock"  # the workspace's pinned versions, pruned by cargo
+libdir="$(realpath "$(pkg-config --variable=libdir tenso)")"
+runpath_of() { readelf -d "$1" | sed -n 's/.*(RUNPATH).*\[\(.*\)\].*/\1/p'; }
+log "consumer: build outside the tree ($consumer) and run with LD_LIBRARY_PATH unset"
+(cd "$consumer" && "$cargo" build --offline -q)
+bin="$consumer/target/debug/tenso-consumer"
+[[ "$(runpath_of "$bin")" == "$libdir" ]] || { log "consumer: no RUNPATH to $libdir"; readelf -d "$bin"; exit 1; }
+out="$(env -u LD_LIBRARY_PATH "$bin")"
+[[ "$out" == "consumer ok $(pkg-config --modversion tenso)" ]] || { log "consumer printed: $out"; exit 1; }
+log "consumer: $out (RUNPATH $(runpath_of "$bin"))"
+(cd "$consumer" && TENSO_SYS_NO_RPATH=1 "$cargo" build --offline -q)
+[[ -z "$(runpath_of "$bin")" ]] || { log "consumer: TENSO_SYS_NO_RPATH=1 still embedded $(runpath_of "$bin")"; exit 1; }
+log "consumer: TENSO_SYS_NO_RPATH=1 embeds no run path"
+
 if ((run_bench)); then
     log "cargo bench"
     "$cargo" bench -p tenso --locked

@@ -330,7 +330,7 @@ fn parse_functions(decl: &str, api: &mut Api) {
 
 fn main() {
     // cargo does not pass tenso-sys's link args on: add the rpath for this crate's tests.
-    if let Ok(dir) = env::var("DEP_TENSO_LIBDIR") {
+    if let Ok(dir) = env::var("DEP_TENSO_RPATH") {
         println!("cargo:rustc-link-arg=-Wl,-rpath,{dir}");
     }
     let inc = include_dir();

@@ -207,7 +207,8 @@ pub struct tenso_decode_options {
     pub max_packet_bytes: u64,
     pub max_decoded_bytes: u64,
     pub max_entries: u64,
-    /// Since version 3 (1.3): fd reads and writes, the most a call may wait; 0 = no deadline.
+    /// Since version 3 (1.3): fd reads, the most a call may wait per packet, in total;
+    /// 0 = no deadline of ours (writes honour the socket's SO_SNDTIMEO).
     pub timeout_ms: u64,
     /// Since version 3 (1.3): threads that decompress the LZ4 blocks of a large body;
     /// 0 = every core, 1 = the calling thread.
@@ -261,6 +262,48 @@ pub struct tenso_view {
     _data: [u8; 0],
     _marker: PhantomData<(*mut u8, PhantomPinned)>,
 }
+
+// ---- stream decoder (libtenso 1.3)
+
+/// A stream decoder (opaque). @since libtenso 1.3
+#[repr(C)]
+pub struct tenso_decoder {
+    _data: [u8; 0],
+    _marker: PhantomData<(*mut u8, PhantomPinned)>,
+}
+
+/// Memory for one packet, asked for once its exact length is known; NULL refuses.
+pub type tenso_alloc_fn = Option<unsafe extern "C" fn(user: *mut c_void, size: usize, alignment: usize) -> *mut c_void>;
+/// Called when tenso no longer needs memory from a `tenso_alloc_fn` (possibly after the
+/// decoder is freed, from any thread).
+pub type tenso_release_fn = Option<unsafe extern "C" fn(user: *mut c_void, ptr: *mut c_void, size: usize)>;
+
+/// `tenso_decoder_options.flags`: the decoder may read past the current packet from an fd.
+pub const TENSO_DECODER_READ_AHEAD: u32 = 0x1;
+
+/// Options for `tenso_decoder_new`; start from [`TENSO_DECODER_OPTIONS_INIT`].
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct tenso_decoder_options {
+    pub version: u32,
+    pub flags: u32,
+    pub decode: *const tenso_decode_options,
+    pub alloc: tenso_alloc_fn,
+    pub release: tenso_release_fn,
+    pub alloc_user: *mut c_void,
+}
+const _: () = assert!(core::mem::size_of::<tenso_decoder_options>() == 40);
+
+pub const TENSO_DECODER_OPTIONS_VERSION: u32 = 1;
+/// `TENSO_DECODER_OPTIONS_INIT`.
+pub const TENSO_DECODER_OPTIONS_INIT: tenso_decoder_options = tenso_decoder_options {
+    version: TENSO_DECODER_OPTIONS_VERSION,
+    flags: 0,
+    decode: core::ptr::null(),
+    alloc: None,
+    release: None,
+    alloc_user: core::ptr::null_mut(),
+};
 
 // ============================================================================================
 // tenso.h: composite kinds and inspection structs
@@ -794,6 +837,24 @@ extern "C" {
 
     // ---- streams and files
     pub fn tenso_read_fd(out: *mut *mut tenso_view, fd: c_int, opts: *const tenso_decode_options) -> tenso_status;
+    // ---- stream decoder (1.3)
+    pub fn tenso_decoder_new(out: *mut *mut tenso_decoder, opts: *const tenso_decoder_options) -> tenso_status;
+    pub fn tenso_decoder_free(d: *mut tenso_decoder);
+    pub fn tenso_decoder_reset(d: *mut tenso_decoder);
+    pub fn tenso_decoder_feed(
+        d: *mut tenso_decoder,
+        src: *const c_void,
+        len: usize,
+        consumed_out: *mut usize,
+        out: *mut *mut tenso_view,
+    ) -> tenso_status;
+    pub fn tenso_decoder_buffer(d: *mut tenso_decoder, dst_out: *mut *mut c_void, len_out: *mut usize) -> tenso_status;
+    pub fn tenso_decoder_commit(d: *mut tenso_decoder, n: usize, out: *mut *mut tenso_view) -> tenso_status;
+    pub fn tenso_decoder_needed(d: *const tenso_decoder) -> usize;
+    pub fn tenso_decoder_idle(d: *const tenso_decoder) -> c_int;
+    pub fn tenso_decoder_finish(d: *mut tenso_decoder) -> tenso_status;
+    pub fn tenso_decoder_read_fd(out: *mut *mut tenso_view, d: *mut tenso_decoder, fd: c_int) -> tenso_status;
+
     pub fn tenso_load_file(
         out: *mut *mut tenso_view,
         path: *const c_char,

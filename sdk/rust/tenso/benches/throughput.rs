@@ -115,7 +115,63 @@ fn main() {
         let mut r = black_box(&packet[..]);
         black_box(tenso::read_from(&mut r).unwrap().unwrap().nbytes());
     });
-    report_bytes("read_from(&[u8]) (framing + aligned copy)", size, &stream);
+    report_bytes("read_from(&[u8]) (decoder + aligned copy)", size, &stream);
+
+    // Receiving over a socket: 64 packets of 1 MiB float32 through a UnixStream pair, a writer
+    // thread per round. Baseline: read_exact of the same bytes into a fresh Vec per packet.
+    let mib: Vec<f32> = (0..1 << 18).map(|i| i as f32).collect();
+    let one = tenso::dumps(&Tensor::from_slice(&mib)).unwrap();
+    const PACKETS: usize = 64;
+    let pump = |one: &[u8]| {
+        let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
+        let bytes = one.to_vec();
+        let w = std::thread::spawn(move || {
+            for _ in 0..PACKETS {
+                std::io::Write::write_all(&mut &a, &bytes).unwrap();
+            }
+        });
+        (b, w)
+    };
+    let raw_recv = time(rounds, 1, || {
+        let (b, w) = pump(&one);
+        for _ in 0..PACKETS {
+            let mut v = vec![0u8; one.len()];
+            std::io::Read::read_exact(&mut &b, &mut v).unwrap();
+            black_box(v);
+        }
+        w.join().unwrap();
+    });
+    report_bytes("socket: read_exact into a fresh Vec (baseline)", one.len() * PACKETS, &raw_recv);
+    let read_from = time(rounds, 1, || {
+        let (b, w) = pump(&one);
+        for _ in 0..PACKETS {
+            black_box(tenso::read_from(&mut &b).unwrap().unwrap());
+        }
+        w.join().unwrap();
+    });
+    report_bytes("socket: read_from (decoder, Rust buffer)", one.len() * PACKETS, &read_from);
+    let packets = time(rounds, 1, || {
+        let (b, w) = pump(&one);
+        for p in tenso::Packets::new(&b).take(PACKETS) {
+            black_box(p.unwrap());
+        }
+        w.join().unwrap();
+    });
+    report_bytes("socket: Packets (one decoder)", one.len() * PACKETS, &packets);
+    let fd = time(rounds, 1, || {
+        let (b, w) = pump(&one);
+        for _ in 0..PACKETS {
+            black_box(tenso::read_fd(&b).unwrap().unwrap());
+        }
+        w.join().unwrap();
+    });
+    report_bytes("socket: read_fd (libtenso's loop)", one.len() * PACKETS, &fd);
+    println!(
+        "socket ratios to the baseline (medians): read_from {:.2}x, Packets {:.2}x, read_fd {:.2}x",
+        read_from.median.as_secs_f64() / raw_recv.median.as_secs_f64(),
+        packets.median.as_secs_f64() / raw_recv.median.as_secs_f64(),
+        fd.median.as_secs_f64() / raw_recv.median.as_secs_f64()
+    );
 
     println!(
         "\nratios: dumps_into / copy_from_slice = {:.2}x, dumps / to_vec = {:.2}x (medians)",

@@ -16,74 +16,36 @@
 //! ```sh
 //! cargo run --example relay < in.tenso > out.tenso
 //! ```
-use std::io::{self, Read};
+use std::io;
 use std::process::ExitCode;
 
-use tenso::{flags, Bundle, Kind, Options, PacketLength, Sparse, Value, ViewRef};
+use tenso::{flags, Bundle, Kind, Options, Packets, Sparse, Value, ViewRef};
 
 fn main() -> ExitCode {
     if std::env::args_os().len() > 1 {
         eprintln!("usage: relay < packets > packets");
         return ExitCode::from(2);
     }
-    let mut input = io::stdin().lock();
     let output = io::stdout();
-    let mut buf = Vec::new();
-    for index in 0u64.. {
-        let step = match next_packet(&mut input, &mut buf) {
-            Ok(false) => return ExitCode::SUCCESS,
-            Ok(true) => relay_one(&buf, &output),
-            Err(e) => Err(e),
-        };
-        if let Err(e) = step {
+    // Packets runs on libtenso's stream decoder: nothing past a packet is read, and the
+    // iterator ends at a clean end of stream.
+    for (index, packet) in Packets::new(io::stdin().lock()).enumerate() {
+        if let Err(e) = packet.map_err(io::Error::from).and_then(|p| relay_one(&p, &output)) {
             eprintln!("relay (rust): packet {index}: {e}");
             return ExitCode::from(1);
         }
     }
-    unreachable!()
+    ExitCode::SUCCESS
 }
 
-/// Frames the next packet into `buf` with `packet_length`, reading only what the headers say
-/// is needed, so nothing past the packet is consumed. `Ok(false)` at a clean end of stream.
-fn next_packet(input: &mut impl Read, buf: &mut Vec<u8>) -> io::Result<bool> {
-    buf.clear();
-    loop {
-        let needed = match tenso::packet_length(buf)? {
-            PacketLength::Complete(n) if n == buf.len() => return Ok(true),
-            PacketLength::Complete(n) => {
-                return Err(io::Error::other(format!("framed {n} bytes but read {}", buf.len())))
-            }
-            PacketLength::Incomplete { needed } => needed,
-        };
-        let have = buf.len();
-        buf.resize(needed, 0);
-        let mut at = have;
-        while at < needed {
-            match input.read(&mut buf[at..]) {
-                Ok(0) if at == 0 => return Ok(false),
-                Ok(0) => {
-                    return Err(io::Error::new(
-                        io::ErrorKind::UnexpectedEof,
-                        format!("stream ended after {at} bytes of a packet of at least {needed}"),
-                    ))
-                }
-                Ok(n) => at += n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
-    }
-}
-
-fn relay_one(bytes: &[u8], output: &io::Stdout) -> io::Result<()> {
-    let view = tenso::loads(bytes)?;
-    let root = written_with(&view);
+fn relay_one(view: &ViewRef, output: &io::Stdout) -> io::Result<()> {
+    let root = written_with(view);
     // Pass 1 makes what the value borrows and the view cannot lend (entries encoded alone with
     // their own options, aligned copies of ragged offsets), in tree order; pass 2 builds the
     // value borrowing them (they must outlive it, hence two passes).
     let mut side = Side::default();
-    prepare(&view, &root, &mut side)?;
-    let value = build(&view, &root, &side, &mut (0, 0))?;
+    prepare(view, &root, &mut side)?;
+    let value = build(view, &root, &side, &mut (0, 0))?;
     // The AsFd path: header from a small buffer, bodies straight from the view, vectored.
     root.write_fd(output, &value)?;
     Ok(())

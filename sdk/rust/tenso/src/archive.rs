@@ -446,8 +446,8 @@ impl<'a> ArchiveEntry<'a> {
         Dtype::from_code(self.raw.dtype)
     }
     /// The shape.
-    pub fn shape(&self) -> &[u64] {
-        &self.raw.shape[..(self.raw.ndim as usize).min(self.raw.shape.len())]
+    pub fn shape(&self) -> &[usize] {
+        crate::tensor::dims(&self.raw.shape[..(self.raw.ndim as usize).min(self.raw.shape.len())])
     }
     /// Absolute file offset of the stored bytes (a packet for archives, the raw body for
     /// safetensors and bintensors).
@@ -470,6 +470,33 @@ impl<'a> ArchiveEntry<'a> {
     /// The XXH3-64 of the stored bytes, when the index holds one.
     pub fn xxh3(&self) -> Option<u64> {
         (self.raw.flags & sys::TENSO_ENTRY_HASHED != 0).then_some(self.raw.xxh3)
+    }
+}
+
+/// `for entry in &archive` walks the index in file order, as [`Archive::entries`].
+///
+/// ```
+/// let dir = std::env::temp_dir().join(format!("tenso-doc-iter-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir)?;
+/// let path = dir.join("m.tenso");
+/// let mut w = tenso::ArchiveWriter::create(&path)?;
+/// w.add("a", &tenso::Tensor::from_slice(&[1u8, 2]))?;
+/// w.add("b", &tenso::Tensor::new(&[0f32; 6], &[2, 3])?)?;
+/// w.finish()?;
+/// let archive = tenso::Archive::open(&path)?;
+/// let mut shapes = Vec::new();
+/// for entry in &archive {
+///     shapes.push((entry.name().to_owned(), entry.shape().to_vec()));
+/// }
+/// assert_eq!(shapes, [("a".to_owned(), vec![2]), ("b".to_owned(), vec![2, 3])]);
+/// # std::fs::remove_dir_all(&dir)?;
+/// # Ok::<(), tenso::Error>(())
+/// ```
+impl<'a> IntoIterator for &'a Archive {
+    type Item = ArchiveEntry<'a>;
+    type IntoIter = ArchiveEntries<'a>;
+    fn into_iter(self) -> ArchiveEntries<'a> {
+        self.entries()
     }
 }
 

@@ -41,7 +41,7 @@ pub struct Quantized<'a> {
     /// `Qint8`, `Quint8`, `Qint4` or `Quint4`.
     pub dtype: Dtype,
     pub scheme: Scheme,
-    pub shape: &'a [u64],
+    pub shape: &'a [usize],
     /// Packed codes: one byte per element, or two per byte for 4-bit dtypes (element 2k in the
     /// low nibble, 2k+1 in the high one).
     pub data: &'a [u8],
@@ -75,7 +75,7 @@ impl<'a> Quantized<'a> {
         Ok(Quantized {
             dtype,
             scheme,
-            shape: slice_from(q.shape, q.ndim as usize),
+            shape: crate::tensor::dims(slice_from(q.shape, q.ndim as usize)),
             data: slice_from(q.data.cast::<u8>(), q.nbytes as usize),
             scales: slice_from(q.scales, q.num_scales as usize),
             zero_points: slice_from(q.zero_points, q.num_scales as usize),
@@ -98,7 +98,7 @@ impl<'a> Quantized<'a> {
         Ok(sys::tenso_quantized {
             data: self.data.as_ptr().cast(),
             nbytes: self.data.len() as u64,
-            shape: self.shape.as_ptr(),
+            shape: crate::tensor::wire_dims(self.shape).as_ptr(),
             scales: self.scales.as_ptr(),
             zero_points: self.zero_points.as_ptr(),
             ndim: self.shape.len() as u32,
@@ -110,9 +110,12 @@ impl<'a> Quantized<'a> {
         })
     }
 
-    /// Number of elements (the product of the shape).
-    pub fn numel(&self) -> u64 {
-        self.shape.iter().product()
+    /// Number of elements (the product of the shape); [`ErrorKind::TooManyElements`] when the
+    /// product overflows a `u64` (the fields are public, so the shape is unchecked).
+    pub fn numel(&self) -> Result<u64> {
+        self.shape.iter().try_fold(1u64, |n, &d| n.checked_mul(d as u64)).ok_or_else(|| {
+            Error::new(ErrorKind::TooManyElements, format!("shape {:?} overflows the element count", self.shape))
+        })
     }
 
     /// Dequantizes into `dst`, whose length must be [`numel`](Quantized::numel); bit-exact
@@ -125,7 +128,7 @@ impl<'a> Quantized<'a> {
 
     /// Dequantizes into a new vector.
     pub fn dequantize(&self) -> Result<Vec<f32>> {
-        let n = usize::try_from(self.numel())
+        let n = usize::try_from(self.numel()?)
             .map_err(|_| Error::new(ErrorKind::TooManyElements, "element count exceeds usize"))?;
         if n as u64 > sys::TENSO_MAX_ELEMENTS {
             return Err(Error::new(ErrorKind::TooManyElements, format!("{n} elements")));
@@ -142,16 +145,16 @@ impl<'a> Quantized<'a> {
 #[derive(Debug, Clone, Copy)]
 pub enum Sparse<'v> {
     /// Coordinate format: `data[i]` sits at (`row[i]`, `col[i]`).
-    Coo { shape: [u64; 2], data: &'v ViewRef, row: &'v ViewRef, col: &'v ViewRef },
+    Coo { shape: [usize; 2], data: &'v ViewRef, row: &'v ViewRef, col: &'v ViewRef },
     /// Compressed rows: row r is `indices`/`data` at `indptr[r]..indptr[r + 1]`.
-    Csr { shape: [u64; 2], data: &'v ViewRef, indices: &'v ViewRef, indptr: &'v ViewRef },
+    Csr { shape: [usize; 2], data: &'v ViewRef, indices: &'v ViewRef, indptr: &'v ViewRef },
     /// Compressed columns: column c is `indices`/`data` at `indptr[c]..indptr[c + 1]`.
-    Csc { shape: [u64; 2], data: &'v ViewRef, indices: &'v ViewRef, indptr: &'v ViewRef },
+    Csc { shape: [usize; 2], data: &'v ViewRef, indices: &'v ViewRef, indptr: &'v ViewRef },
 }
 
 impl<'v> Sparse<'v> {
     /// The matrix shape.
-    pub fn shape(&self) -> [u64; 2] {
+    pub fn shape(&self) -> [usize; 2] {
         match *self {
             Sparse::Coo { shape, .. } | Sparse::Csr { shape, .. } | Sparse::Csc { shape, .. } => shape,
         }

@@ -46,7 +46,7 @@ fn tensor_shape(t: &DLTensor) -> &[i64] {
 /// assert_eq!(dl.shape(), &[2, 3]);
 /// assert_eq!((dl.dtype().code, dl.dtype().bits, dl.dtype().lanes), (2, 32, 1)); // kDLFloat
 /// assert!(dl.is_read_only());
-/// assert_eq!(dl.bytes(), view.bytes());
+/// assert_eq!(dl.bytes(), view.bytes()?);
 /// # Ok::<(), tenso::Error>(())
 /// ```
 pub struct DlPack<'v> {

@@ -7,73 +7,62 @@ use tenso_sys as sys;
 
 use crate::error::{check, Error, ErrorKind, Result};
 
-/// A dtype code of the wire format. Codes 1 to 15 are dense element types; 16 to 19 appear
-/// only in quantized packets, 20 and 21 only in string packets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[repr(i32)]
-#[non_exhaustive]
-pub enum Dtype {
-    Float32 = sys::TENSO_DTYPE_FLOAT32,
-    Int32 = sys::TENSO_DTYPE_INT32,
-    Float64 = sys::TENSO_DTYPE_FLOAT64,
-    Int64 = sys::TENSO_DTYPE_INT64,
-    Uint8 = sys::TENSO_DTYPE_UINT8,
-    Uint16 = sys::TENSO_DTYPE_UINT16,
+/// Declares [`Dtype`] and its code lookup from one list, the variant = `TENSO_DTYPE_*`
+/// constant pairs of tenso-sys: names, itemsizes and name lookup come from the ABI
+/// (`tenso_dtype_name`, `tenso_dtype_itemsize`, `tenso_dtype_from_name`), so a new dtype is one
+/// line here.
+macro_rules! dtypes {
+    ($($(#[$doc:meta])* $variant:ident = $code:ident,)*) => {
+        /// A dtype code of the wire format. Codes 1 to 15 are dense element types; 16 to 19
+        /// appear only in quantized packets, 20 and 21 only in string packets.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        #[repr(i32)]
+        #[non_exhaustive]
+        pub enum Dtype {
+            $($(#[$doc])* $variant = sys::$code,)*
+        }
+
+        impl Dtype {
+            /// The dtype of a wire code; `None` for codes this crate does not know (and for 0).
+            pub fn from_code(code: i32) -> Option<Dtype> {
+                match code {
+                    $(sys::$code => Some(Dtype::$variant),)*
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
+dtypes! {
+    Float32 = TENSO_DTYPE_FLOAT32,
+    Int32 = TENSO_DTYPE_INT32,
+    Float64 = TENSO_DTYPE_FLOAT64,
+    Int64 = TENSO_DTYPE_INT64,
+    Uint8 = TENSO_DTYPE_UINT8,
+    Uint16 = TENSO_DTYPE_UINT16,
     /// One byte per element, 0 or 1.
-    Bool = sys::TENSO_DTYPE_BOOL,
-    Float16 = sys::TENSO_DTYPE_FLOAT16,
-    Int8 = sys::TENSO_DTYPE_INT8,
-    Int16 = sys::TENSO_DTYPE_INT16,
-    Uint32 = sys::TENSO_DTYPE_UINT32,
-    Uint64 = sys::TENSO_DTYPE_UINT64,
+    Bool = TENSO_DTYPE_BOOL,
+    Float16 = TENSO_DTYPE_FLOAT16,
+    Int8 = TENSO_DTYPE_INT8,
+    Int16 = TENSO_DTYPE_INT16,
+    Uint32 = TENSO_DTYPE_UINT32,
+    Uint64 = TENSO_DTYPE_UINT64,
     /// Interleaved (re, im) float32.
-    Complex64 = sys::TENSO_DTYPE_COMPLEX64,
+    Complex64 = TENSO_DTYPE_COMPLEX64,
     /// Interleaved (re, im) float64.
-    Complex128 = sys::TENSO_DTYPE_COMPLEX128,
+    Complex128 = TENSO_DTYPE_COMPLEX128,
     /// The upper 16 bits of a float32.
-    Bfloat16 = sys::TENSO_DTYPE_BFLOAT16,
-    Qint8 = sys::TENSO_DTYPE_QINT8,
-    Quint8 = sys::TENSO_DTYPE_QUINT8,
-    Qint4 = sys::TENSO_DTYPE_QINT4,
-    Quint4 = sys::TENSO_DTYPE_QUINT4,
-    String = sys::TENSO_DTYPE_STRING,
-    Bytes = sys::TENSO_DTYPE_BYTES,
+    Bfloat16 = TENSO_DTYPE_BFLOAT16,
+    Qint8 = TENSO_DTYPE_QINT8,
+    Quint8 = TENSO_DTYPE_QUINT8,
+    Qint4 = TENSO_DTYPE_QINT4,
+    Quint4 = TENSO_DTYPE_QUINT4,
+    String = TENSO_DTYPE_STRING,
+    Bytes = TENSO_DTYPE_BYTES,
 }
 
 impl Dtype {
-    const ALL: [Dtype; 21] = [
-        Dtype::Float32,
-        Dtype::Int32,
-        Dtype::Float64,
-        Dtype::Int64,
-        Dtype::Uint8,
-        Dtype::Uint16,
-        Dtype::Bool,
-        Dtype::Float16,
-        Dtype::Int8,
-        Dtype::Int16,
-        Dtype::Uint32,
-        Dtype::Uint64,
-        Dtype::Complex64,
-        Dtype::Complex128,
-        Dtype::Bfloat16,
-        Dtype::Qint8,
-        Dtype::Quint8,
-        Dtype::Qint4,
-        Dtype::Quint4,
-        Dtype::String,
-        Dtype::Bytes,
-    ];
-
-    /// The dtype of a wire code; `None` for codes libtenso does not know (and for 0).
-    pub fn from_code(code: i32) -> Option<Dtype> {
-        if (1..=21).contains(&code) {
-            Some(Self::ALL[(code - 1) as usize])
-        } else {
-            None
-        }
-    }
-
     /// The wire code.
     pub fn code(self) -> i32 {
         self as i32
@@ -124,56 +113,49 @@ impl FromStr for Dtype {
     }
 }
 
-/// What a packet holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Kind {
-    Dense,
-    Bundle,
-    SparseCoo,
-    SparseCsr,
-    SparseCsc,
-    Quantized,
-    String,
-    /// A direct ragged packet (flag `RAGGED`); upstream's ragged arrays are bundles.
-    Ragged,
-    GpuIpcRef,
-    /// A kind code this version of the crate does not know.
-    Unknown(i32),
+/// Declares [`Kind`] and both directions of its code mapping from one list.
+macro_rules! kinds {
+    ($($(#[$doc:meta])* $variant:ident = $code:ident,)*) => {
+        /// What a packet holds.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        #[non_exhaustive]
+        pub enum Kind {
+            $($(#[$doc])* $variant,)*
+            /// A kind code this version of the crate does not know.
+            Unknown(i32),
+        }
+
+        impl Kind {
+            /// The kind of a `TENSO_KIND_*` code.
+            pub fn from_code(code: i32) -> Kind {
+                match code {
+                    $(sys::$code => Kind::$variant,)*
+                    other => Kind::Unknown(other),
+                }
+            }
+
+            /// The `TENSO_KIND_*` code.
+            pub fn code(self) -> i32 {
+                match self {
+                    $(Kind::$variant => sys::$code,)*
+                    Kind::Unknown(c) => c,
+                }
+            }
+        }
+    };
 }
 
-impl Kind {
-    /// The kind of a `TENSO_KIND_*` code.
-    pub fn from_code(code: i32) -> Kind {
-        match code {
-            sys::TENSO_KIND_DENSE => Kind::Dense,
-            sys::TENSO_KIND_BUNDLE => Kind::Bundle,
-            sys::TENSO_KIND_SPARSE_COO => Kind::SparseCoo,
-            sys::TENSO_KIND_SPARSE_CSR => Kind::SparseCsr,
-            sys::TENSO_KIND_SPARSE_CSC => Kind::SparseCsc,
-            sys::TENSO_KIND_QUANTIZED => Kind::Quantized,
-            sys::TENSO_KIND_STRING => Kind::String,
-            sys::TENSO_KIND_RAGGED => Kind::Ragged,
-            sys::TENSO_KIND_GPU_IPC_REF => Kind::GpuIpcRef,
-            other => Kind::Unknown(other),
-        }
-    }
-
-    /// The `TENSO_KIND_*` code.
-    pub fn code(self) -> i32 {
-        match self {
-            Kind::Dense => sys::TENSO_KIND_DENSE,
-            Kind::Bundle => sys::TENSO_KIND_BUNDLE,
-            Kind::SparseCoo => sys::TENSO_KIND_SPARSE_COO,
-            Kind::SparseCsr => sys::TENSO_KIND_SPARSE_CSR,
-            Kind::SparseCsc => sys::TENSO_KIND_SPARSE_CSC,
-            Kind::Quantized => sys::TENSO_KIND_QUANTIZED,
-            Kind::String => sys::TENSO_KIND_STRING,
-            Kind::Ragged => sys::TENSO_KIND_RAGGED,
-            Kind::GpuIpcRef => sys::TENSO_KIND_GPU_IPC_REF,
-            Kind::Unknown(c) => c,
-        }
-    }
+kinds! {
+    Dense = TENSO_KIND_DENSE,
+    Bundle = TENSO_KIND_BUNDLE,
+    SparseCoo = TENSO_KIND_SPARSE_COO,
+    SparseCsr = TENSO_KIND_SPARSE_CSR,
+    SparseCsc = TENSO_KIND_SPARSE_CSC,
+    Quantized = TENSO_KIND_QUANTIZED,
+    String = TENSO_KIND_STRING,
+    /// A direct ragged packet (flag `RAGGED`); upstream's ragged arrays are bundles.
+    Ragged = TENSO_KIND_RAGGED,
+    GpuIpcRef = TENSO_KIND_GPU_IPC_REF,
 }
 
 /// An IEEE 754 binary16 value, stored as its bits (dtype `float16`).

@@ -1,5 +1,4 @@
 //! Encoding: the [`Encode`] trait and the entry points that write packets.
-use std::marker::PhantomData;
 use std::ops::Deref;
 use std::path::Path;
 
@@ -13,51 +12,108 @@ use crate::value::{Bundle, Value};
 pub(crate) mod private {
     use super::*;
 
-    pub trait Sealed {}
-
-    /// What an encodable value is to libtenso: a tensor description or a value handle.
+    /// What an encodable value is to libtenso: a dense tensor or a value handle.
+    // A short-lived stack value made once per encode call: boxing the large variant would
+    // allocate on every call instead.
+    #[allow(clippy::large_enum_variant)]
     #[derive(Debug)]
     pub enum Source<'s> {
-        Tensor(sys::tenso_tensor, PhantomData<&'s ()>),
+        /// A dense tensor. The flag says whether its elements are borrowed for the trait's
+        /// `'a` (a [`Tensor`]) rather than only for the borrow of `self` (users' types, whose
+        /// elements a [`Bundle`] therefore copies).
+        Tensor(Tensor<'s>, bool),
         Value(&'s Value<'s>),
+        /// A value that owns a copy of the elements (a non-contiguous array, copied once).
+        Owned(Value<'static>),
     }
 }
 use private::Source;
 
 /// Something that can be encoded as one packet: a [`Tensor`], a [`Bundle`] or a [`Value`]
-/// (a composite kind or a pre-encoded packet), or a reference to one.
+/// (a composite kind or a pre-encoded packet), a reference to one, or a tensor type of your
+/// own.
 ///
 /// `'a` is the lifetime of the memory the value borrows; a [`Bundle<'a>`](Bundle) takes any
-/// child whose borrows outlive `'a`. The trait is sealed.
-pub trait Encode<'a>: private::Sealed {
+/// child whose borrows outlive `'a`.
+///
+/// The trait is open, like the `safetensors` crate's `View`: implement
+/// [`tensor`](Encode::tensor) for your own type, describing its elements (borrowed, C order,
+/// little-endian) as a [`Tensor`], and every encoding call takes it. Encoding reads the
+/// elements in place, except [`Bundle::insert`], which copies the elements of such a type
+/// (its borrow of `self` ends with the call).
+///
+/// ```
+/// use tenso::{Encode, Tensor};
+///
+/// /// A user's own matrix type.
+/// struct Matrix {
+///     rows: usize,
+///     cols: usize,
+///     data: Vec<f32>,
+/// }
+///
+/// impl Encode<'_> for Matrix {
+///     fn tensor(&self) -> tenso::Result<Tensor<'_>> {
+///         Tensor::new(&self.data, &[self.rows, self.cols])
+///     }
+/// }
+///
+/// let m = Matrix { rows: 2, cols: 2, data: vec![1.0, 2.0, 3.0, 4.0] };
+/// let packet = tenso::dumps(&m)?;
+/// assert_eq!(packet, tenso::dumps(&Tensor::new(&m.data, &[2, 2])?)?);
+/// let bundle = tenso::Bundle::new().with("m", &m)?;
+/// assert_eq!(tenso::loads(&tenso::dumps(&bundle)?)?.get("m").unwrap().shape(), &[2, 2]);
+/// # Ok::<(), tenso::Error>(())
+/// ```
+pub trait Encode<'a> {
+    /// The dense tensor to encode: dtype, shape and elements borrowed from `self`.
+    /// [`Value`] and [`Bundle`] are not plain tensors and return
+    /// [`ErrorKind::UnsupportedKind`](crate::ErrorKind::UnsupportedKind) (they encode
+    /// through libtenso value handles instead).
+    fn tensor(&self) -> Result<Tensor<'_>>;
+
     #[doc(hidden)]
-    fn source(&self) -> Source<'_>;
+    fn source(&self) -> Result<Source<'_>> {
+        Ok(Source::Tensor(self.tensor()?, false))
+    }
 }
 
-impl private::Sealed for Tensor<'_> {}
 impl<'a, 'b: 'a> Encode<'a> for Tensor<'b> {
-    fn source(&self) -> Source<'_> {
-        Source::Tensor(self.raw(), PhantomData)
+    fn tensor(&self) -> Result<Tensor<'_>> {
+        Ok(*self)
+    }
+    fn source(&self) -> Result<Source<'_>> {
+        Ok(Source::Tensor(*self, true))
     }
 }
 
-impl private::Sealed for Value<'_> {}
+fn not_a_tensor(what: &str) -> Error {
+    Error::new(crate::ErrorKind::UnsupportedKind, format!("a {what} is not a plain dense tensor"))
+}
+
 impl<'a, 'b: 'a> Encode<'a> for Value<'b> {
-    fn source(&self) -> Source<'_> {
-        Source::Value(self)
+    fn tensor(&self) -> Result<Tensor<'_>> {
+        Err(not_a_tensor("Value"))
+    }
+    fn source(&self) -> Result<Source<'_>> {
+        Ok(Source::Value(self))
     }
 }
 
-impl private::Sealed for Bundle<'_> {}
 impl<'a, 'b: 'a> Encode<'a> for Bundle<'b> {
-    fn source(&self) -> Source<'_> {
-        Source::Value(self.as_value())
+    fn tensor(&self) -> Result<Tensor<'_>> {
+        Err(not_a_tensor("Bundle"))
+    }
+    fn source(&self) -> Result<Source<'_>> {
+        Ok(Source::Value(self.as_value()))
     }
 }
 
-impl<T: private::Sealed + ?Sized> private::Sealed for &T {}
 impl<'a, T: Encode<'a> + ?Sized> Encode<'a> for &T {
-    fn source(&self) -> Source<'_> {
+    fn tensor(&self) -> Result<Tensor<'_>> {
+        (**self).tensor()
+    }
+    fn source(&self) -> Result<Source<'_>> {
         (**self).source()
     }
 }
@@ -66,13 +122,19 @@ impl<'a, T: Encode<'a> + ?Sized> Encode<'a> for &T {
 macro_rules! dispatch {
     ($src:expr, |$t:ident| $tensor_call:expr, |$v:ident| $value_call:expr) => {
         match $src {
-            Source::Tensor(raw, _) => {
+            Source::Tensor(tensor, _) => {
+                let raw = tensor.raw();
                 let $t: *const sys::tenso_tensor = &raw;
                 // SAFETY: the description points into a live Tensor (shape) and its
                 // borrowed data, both alive for this call.
                 unsafe { $tensor_call }
             }
             Source::Value(value) => {
+                let $v = value.as_ptr();
+                // SAFETY: a live value handle; what it borrows outlives the value.
+                unsafe { $value_call }
+            }
+            Source::Owned(value) => {
                 let $v = value.as_ptr();
                 // SAFETY: a live value handle; what it borrows outlives the value.
                 unsafe { $value_call }
@@ -150,7 +212,7 @@ impl Options {
     pub fn bound<'a, E: Encode<'a> + ?Sized>(&self, value: &E) -> Result<usize> {
         let mut n = 0usize;
         let o = &self.raw;
-        check(dispatch!(value.source(), |t| sys::tenso_dumps_bound(&mut n, t, o), |v| sys::tenso_value_dumps_bound(
+        check(dispatch!(value.source()?, |t| sys::tenso_dumps_bound(&mut n, t, o), |v| sys::tenso_value_dumps_bound(
             &mut n, v, o
         )))?;
         Ok(n)
@@ -162,8 +224,9 @@ impl Options {
         // An uncompressed dense packet is at most header + shape + exponent byte + padding +
         // body + footer: encode straight into that (one planning pass instead of two); every
         // other case, or a guess that falls short, asks libtenso for the bound.
-        let guess = match value.source() {
-            Source::Tensor(raw, _) if !self.has_compression() => {
+        let guess = match value.source()? {
+            Source::Tensor(tensor, _) if !self.has_compression() => {
+                let raw = tensor.raw();
                 let align = if self.raw.alignment == 0 { 64 } else { self.raw.alignment as u64 };
                 (raw.nbytes + 10 + 4 * raw.ndim as u64 + 1 + align + 8).try_into().ok()
             }
@@ -198,7 +261,7 @@ impl Options {
         let mut n = 0usize;
         let o = &self.raw;
         let dst = dst.cast::<std::ffi::c_void>();
-        let st = dispatch!(value.source(), |t| sys::tenso_dumps_into(dst, cap, &mut n, t, o), |v| {
+        let st = dispatch!(value.source()?, |t| sys::tenso_dumps_into(dst, cap, &mut n, t, o), |v| {
             sys::tenso_value_dumps_into(dst, cap, &mut n, v, o)
         });
         match check(st) {
@@ -213,7 +276,7 @@ impl Options {
         let mut buf = Buffer { raw: sys::TENSO_BUFFER_INIT };
         let o = &self.raw;
         let out: *mut sys::tenso_buffer = &mut buf.raw;
-        check(dispatch!(value.source(), |t| sys::tenso_dumps(out, t, o), |v| sys::tenso_value_dumps(out, v, o)))?;
+        check(dispatch!(value.source()?, |t| sys::tenso_dumps(out, t, o), |v| sys::tenso_value_dumps(out, v, o)))?;
         Ok(buf)
     }
 
@@ -223,7 +286,7 @@ impl Options {
         let c = path_cstring(path.as_ref())?;
         let o = &self.raw;
         let p = c.as_ptr();
-        check(dispatch!(value.source(), |t| sys::tenso_save_file(p, t, o), |v| sys::tenso_value_save_file(p, v, o)))
+        check(dispatch!(value.source()?, |t| sys::tenso_save_file(p, t, o), |v| sys::tenso_value_save_file(p, v, o)))
     }
 
     /// Writes the packet for `value` to a file descriptor (socket, pipe, file) with vectored
@@ -236,7 +299,7 @@ impl Options {
         let raw = fd.as_raw_fd();
         let mut n = 0u64;
         let o = &self.raw;
-        check(dispatch!(value.source(), |t| sys::tenso_write_fd(&mut n, raw, t, o), |v| sys::tenso_value_write_fd(
+        check(dispatch!(value.source()?, |t| sys::tenso_write_fd(&mut n, raw, t, o), |v| sys::tenso_value_write_fd(
             &mut n, raw, v, o
         )))?;
         Ok(n)

@@ -62,7 +62,8 @@ pub enum ErrorKind {
     Full,
     /// `TENSO_E_CORRUPT`: a pool or file whose own structure is invalid or foreign.
     Corrupt,
-    /// `TENSO_E_TIMEOUT`: a lock was not obtained in time.
+    /// `TENSO_E_TIMEOUT`: a lock was not obtained in time, or a stream read or write timed
+    /// out (the socket's timeout, or a `Read`'s `TimedOut` / `WouldBlock`).
     Timeout,
     /// `TENSO_E_BAD_OFFSET`: a tensor's byte range is outside the file, overlaps another, is
     /// misaligned or leaves a hole the format forbids.
@@ -192,11 +193,18 @@ impl Error {
         Error { kind, status: kind.status(), message: message.into(), needed: None, index: None, source: None }
     }
 
+    /// An error of a Rust `Read`/`Write`/file call: [`ErrorKind::Timeout`] for a read or write
+    /// timeout (`TimedOut`, and the `WouldBlock` a socket with `set_read_timeout` returns),
+    /// [`ErrorKind::Io`] otherwise; the `io::Error` is kept as the source.
     #[cold]
     pub(crate) fn io(err: std::io::Error, what: &str) -> Error {
+        let kind = match err.kind() {
+            std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock => ErrorKind::Timeout,
+            _ => ErrorKind::Io,
+        };
         Error {
-            kind: ErrorKind::Io,
-            status: sys::TENSO_E_IO,
+            kind,
+            status: kind.status(),
             message: format!("{what}: {err}"),
             needed: None,
             index: None,
@@ -296,6 +304,28 @@ impl From<Error> for std::io::Error {
             _ => Io::InvalidData,
         };
         std::io::Error::new(kind, e)
+    }
+}
+
+/// `?` on `std::fs::read`, `File::open` and other `std::io` calls in functions returning
+/// [`tenso::Result`](Result): [`ErrorKind::Io`] (or [`ErrorKind::Timeout`] for a read or write
+/// timeout), with the `io::Error` as the [`source`](std::error::Error::source).
+///
+/// ```
+/// fn first_tensor(path: &std::path::Path) -> tenso::Result<Vec<f32>> {
+///     let bytes = std::fs::read(path)?;
+///     let values = tenso::loads(&bytes)?.to_vec();
+///     values
+/// }
+/// let err = first_tensor(std::path::Path::new("/nonexistent/x.tenso")).unwrap_err();
+/// assert_eq!(err.kind(), tenso::ErrorKind::Io);
+/// assert_eq!(err.status_name(), "TENSO_E_IO");
+/// let io: std::io::Error = err.into();
+/// assert_eq!(io.kind(), std::io::ErrorKind::NotFound);
+/// ```
+impl From<std::io::Error> for Error {
+    fn from(e: std::io::Error) -> Error {
+        Error::io(e, "I/O error")
     }
 }
 

@@ -10,42 +10,8 @@ use tenso_sys as sys;
 use crate::encode::path_cstring;
 use crate::error::{Error, ErrorKind, Result};
 use crate::options::DecodeOptions;
-use crate::view::{packet_length, PacketLength, View, ViewRef};
-
-/// 64-byte aligned heap bytes, so bodies read into it are aligned in memory.
-struct AlignedBuf {
-    chunks: Vec<Chunk>,
-    len: usize,
-}
-
-#[derive(Clone, Copy)]
-#[repr(C, align(64))]
-struct Chunk([u8; 64]);
-
-impl AlignedBuf {
-    fn new() -> AlignedBuf {
-        AlignedBuf { chunks: Vec::new(), len: 0 }
-    }
-    /// Makes room for `n` bytes in total (zero-filled beyond `len`).
-    fn reserve_total(&mut self, n: usize) {
-        let chunks = n.div_ceil(64);
-        if chunks > self.chunks.len() {
-            self.chunks.resize(chunks, Chunk([0; 64]));
-        }
-    }
-    fn capacity(&self) -> usize {
-        self.chunks.len() * 64
-    }
-    fn all_mut(&mut self) -> &mut [u8] {
-        let cap = self.capacity();
-        // SAFETY: the chunks are cap contiguous initialised bytes.
-        unsafe { std::slice::from_raw_parts_mut(self.chunks.as_mut_ptr().cast::<u8>(), cap) }
-    }
-    fn bytes(&self) -> &[u8] {
-        // SAFETY: len <= capacity initialised bytes.
-        unsafe { std::slice::from_raw_parts(self.chunks.as_ptr().cast::<u8>(), self.len) }
-    }
-}
+use crate::decoder::Decoder;
+use crate::view::{View, ViewRef};
 
 /// A decoded packet that owns its memory: read from a stream or a file (mapped or read into
 /// an aligned buffer). Dereferences to [`ViewRef`] for everything about the packet; its
@@ -56,7 +22,15 @@ impl AlignedBuf {
 pub struct Packet {
     // Field order matters: the view (which may point into `_buf`) is dropped first.
     view: View<'static>,
-    _buf: Option<AlignedBuf>,
+    _buf: Option<Vec<u8>>,
+}
+
+/// The elements copied out, as [`ViewRef::to_vec`].
+impl<T: crate::Element> TryFrom<&Packet> for Vec<T> {
+    type Error = Error;
+    fn try_from(p: &Packet) -> Result<Vec<T>> {
+        p.to_vec()
+    }
 }
 
 impl Deref for Packet {
@@ -75,33 +49,45 @@ impl fmt::Debug for Packet {
 impl Packet {
     /// SAFETY: `p` is a root view that owns its data (stream and file readers of libtenso).
     pub(crate) unsafe fn from_owning_view(p: *mut sys::tenso_view) -> Result<Packet> {
-        Ok(Packet { view: View::from_raw(p)?, _buf: None })
+        Ok(Packet { view: View::from_raw(p, &[])?, _buf: None })
     }
 
-    /// Decodes a packet from bytes already in memory, copying them into an aligned buffer the
-    /// packet owns (so the result is `'static` and its top-level body is aligned). Trailing
-    /// bytes after the packet are not kept.
+    /// Decodes a packet from bytes already in memory, copying them into a 64-byte aligned
+    /// buffer the packet owns (through a [`Decoder`], so the result is `'static` and its
+    /// top-level body is aligned). Trailing bytes after the packet are not kept;
+    /// [`ErrorKind::Truncated`](crate::ErrorKind::Truncated) when `bytes` ends inside it.
     pub fn from_bytes(bytes: &[u8], opts: &DecodeOptions) -> Result<Packet> {
-        let len = match packet_length(bytes)? {
-            PacketLength::Complete(n) => n,
-            PacketLength::Incomplete { needed } => {
-                return Err(Error::new(
-                    ErrorKind::Truncated,
-                    format!("{} bytes given, the packet needs {needed}", bytes.len()),
-                ))
-            }
-        };
-        let mut buf = AlignedBuf::new();
-        buf.reserve_total(len);
-        buf.all_mut()[..len].copy_from_slice(&bytes[..len]);
-        buf.len = len;
-        Packet::decode(buf, opts)
+        let mut d = Decoder::new(opts)?;
+        match d.feed(bytes)? {
+            (_, Some(p)) => Ok(p),
+            (_, None) => d.finish().and_then(|()| Err(Error::new(ErrorKind::Internal, "the decoder is idle"))),
+        }
     }
 
-    fn decode(buf: AlignedBuf, opts: &DecodeOptions) -> Result<Packet> {
-        let view = opts.loads(buf.bytes())?;
-        // SAFETY: the view borrows the heap chunks of `buf`, which the Packet keeps unmoved
-        // and unchanged and drops after the view; the 'static view is never handed out.
+    /// Decodes the packet at the start of `bytes` and keeps the vector in the packet: zero
+    /// copy, and the result is `'static`, so it can live in a struct or move to another
+    /// thread with its buffer. Bodies are aligned in memory as far as the vector's heap
+    /// block is (the allocator's 16 bytes at least on common platforms, enough for every
+    /// element type); [`values`](ViewRef::values) copies where they are not.
+    ///
+    /// ```
+    /// struct Model {
+    ///     weights: tenso::Packet,
+    /// }
+    /// let bytes: Vec<u8> = tenso::dumps(&tenso::Tensor::new(&[0.5f32; 4], &[2, 2])?)?;
+    /// let at = bytes.as_ptr() as usize;
+    /// let model = Model { weights: tenso::Packet::from_vec(bytes, &Default::default())? };
+    /// assert_eq!(model.weights.shape(), &[2, 2]);
+    /// let w = model.weights.values::<f32>()?;
+    /// assert_eq!(&*w, &[0.5; 4]);
+    /// assert_eq!(w.as_ptr() as usize, at + 64); // no copy: the body inside the vector
+    /// # Ok::<(), tenso::Error>(())
+    /// ```
+    pub fn from_vec(buf: Vec<u8>, opts: &DecodeOptions) -> Result<Packet> {
+        let view = opts.loads(&buf)?;
+        // SAFETY: the view borrows the heap block of `buf` (which does not move when the Vec
+        // is moved into the Packet), which the Packet keeps unchanged and drops after the
+        // view; the 'static view is never handed out.
         let view: View<'static> = unsafe { std::mem::transmute::<View<'_>, View<'static>>(view) };
         Ok(Packet { view, _buf: Some(buf) })
     }
@@ -186,10 +172,6 @@ pub fn read_from<R: Read + ?Sized>(r: &mut R) -> Result<Option<Packet>> {
     DecodeOptions::default().read_from(r)
 }
 
-/// Bytes read per step while the packet's real size is not yet proven by data: a hostile
-/// header claiming gigabytes only makes the buffer grow as fast as bytes arrive.
-const GROW_STEP: usize = 1 << 20;
-
 impl DecodeOptions {
     /// Loads the first packet of a file by mapping it; see [`load`].
     pub fn load(&self, path: impl AsRef<Path>) -> Result<Packet> {
@@ -213,56 +195,21 @@ impl DecodeOptions {
         unsafe { Packet::from_owning_view(out) }.map(Some)
     }
 
-    /// Reads exactly one packet from any `Read` (a TCP stream, a pipe, a decompressor...),
-    /// framing it with [`packet_length`](crate::packet_length): read what the headers say is
-    /// needed, ask again, until the packet is complete. Nothing past the packet is read.
-    /// The bytes land in a 64-byte aligned buffer the [`Packet`] owns.
+    /// Reads exactly one packet from any `Read` (a TCP stream, a pipe, a decompressor...)
+    /// through a [`Decoder`]: the bytes go straight from `r` into a 64-byte aligned buffer
+    /// of the packet's exact length, which the [`Packet`] owns; `r` is asked for exactly what
+    /// the decoder needs next, so nothing past the packet is read.
     ///
     /// `Ok(None)` when the stream ends cleanly before a packet; [`ErrorKind::Truncated`] when
-    /// it ends inside one; [`ErrorKind::Limit`] when the packet is longer than
+    /// it ends inside one; [`ErrorKind::Limit`] when the headers claim more than
     /// [`max_packet_bytes`](DecodeOptions::max_packet_bytes) or
-    /// [`max_decoded_bytes`](DecodeOptions::max_decoded_bytes); [`ErrorKind::Io`] for the
-    /// reader's own errors (the `io::Error` is the [`source`](std::error::Error::source)).
+    /// [`max_decoded_bytes`](DecodeOptions::max_decoded_bytes) (before anything that size is
+    /// allocated); [`ErrorKind::Timeout`] when `r` times out (a socket's read timeout; the
+    /// partial packet is lost here, a [`Packets`] iterator or a [`Decoder`] keeps it);
+    /// [`ErrorKind::Io`] for `r`'s other errors (the `io::Error` is the
+    /// [`source`](std::error::Error::source)).
     pub fn read_from<R: Read + ?Sized>(&self, r: &mut R) -> Result<Option<Packet>> {
-        // The buffer is memory the decode holds: max_decoded_bytes bounds it too.
-        let limit = match (self.get_max_packet_bytes(), self.raw.max_decoded_bytes) {
-            (0, d) => d,
-            (p, 0) => p,
-            (p, d) => p.min(d),
-        };
-        let mut buf = AlignedBuf::new();
-        let total = loop {
-            let needed = match packet_length(buf.bytes())? {
-                PacketLength::Complete(n) => break n,
-                PacketLength::Incomplete { needed } => needed,
-            };
-            if limit != 0 && needed as u64 > limit {
-                return Err(Error::new(
-                    ErrorKind::Limit,
-                    format!("packet needs at least {needed} bytes, max_packet_bytes/max_decoded_bytes allow {limit}"),
-                ));
-            }
-            // Grow towards `needed`, at most GROW_STEP beyond what has arrived.
-            let target = needed.min(buf.len.saturating_add(GROW_STEP.max(buf.len)));
-            buf.reserve_total(target);
-            while buf.len < target {
-                let at = buf.len;
-                match r.read(&mut buf.all_mut()[at..target]) {
-                    Ok(0) if buf.len == 0 => return Ok(None),
-                    Ok(0) => {
-                        return Err(Error::new(
-                            ErrorKind::Truncated,
-                            format!("stream ended inside a packet after {} bytes (at least {needed} needed)", buf.len),
-                        ))
-                    }
-                    Ok(n) => buf.len += n,
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                    Err(e) => return Err(Error::io(e, "reading a packet")),
-                }
-            }
-        };
-        debug_assert_eq!(total, buf.len, "the framing never reads past the packet");
-        Packet::decode(buf, self).map(Some)
+        Decoder::new(self)?.read_from(r)
     }
 }
 
@@ -281,6 +228,7 @@ impl DecodeOptions {
 #[derive(Debug)]
 pub struct Packets<R> {
     reader: R,
+    decoder: Option<Decoder>,
     opts: DecodeOptions,
     done: bool,
 }
@@ -292,28 +240,40 @@ impl<R: Read> Packets<R> {
     }
     /// Packets of `reader` under `opts`.
     pub fn with_options(reader: R, opts: DecodeOptions) -> Packets<R> {
-        Packets { reader, opts, done: false }
+        Packets { reader, decoder: None, opts, done: false }
     }
     /// The reader back.
     pub fn into_inner(self) -> R {
         self.reader
     }
+
+    fn read_one(&mut self) -> Result<Option<Packet>> {
+        let d = match &mut self.decoder {
+            Some(d) => d,
+            None => self.decoder.insert(Decoder::new(&self.opts)?),
+        };
+        d.read_from(&mut self.reader)
+    }
 }
 
+/// Yields each packet, then `None` at a clean end. After an error it yields `None`, except
+/// after [`ErrorKind::Timeout`]: the decoder keeps the partial packet and the next call goes
+/// on reading it (a socket's read timeout becomes a poll).
 impl<R: Read> Iterator for Packets<R> {
     type Item = Result<Packet>;
     fn next(&mut self) -> Option<Result<Packet>> {
         if self.done {
             return None;
         }
-        match self.opts.read_from(&mut self.reader) {
+        match self.read_one() {
             Ok(Some(p)) => Some(Ok(p)),
             Ok(None) => {
                 self.done = true;
                 None
             }
             Err(e) => {
-                self.done = true; // the stream position is unknown after an error
+                // The stream position is unknown after any other error.
+                self.done = e.kind() != ErrorKind::Timeout;
                 Some(Err(e))
             }
         }

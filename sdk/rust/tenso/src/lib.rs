@@ -21,17 +21,20 @@
 //!
 //! # What is where
 //!
-//! - Encoding: [`Tensor`] (borrowed elements), [`Bundle`] (string keys to values, nested),
+//! - Encoding: [`Tensor`] (borrowed elements), your own types through the open [`Encode`]
+//!   trait, `ndarray` arrays (feature `ndarray`), [`Bundle`] (string keys to values, nested),
 //!   [`Value`] (sparse COO/CSR/CSC, quantized, strings, ragged, GPU IPC references,
 //!   pre-encoded packets), [`quantize`]; [`Options`] for integrity footers, LZ4 compression
 //!   and alignment; [`dumps`], [`dumps_into`], [`save`] (atomic), [`write_fd`], [`write_to`].
 //! - Decoding: [`loads`] → [`View`] (borrows the input) → [`ViewRef`] (dtype, shape, typed
-//!   slices, bundle [`entries`](ViewRef::entries), [`sparse`](ViewRef::sparse),
+//!   slices, [`values`](ViewRef::values), bundle [`entries`](ViewRef::entries), [`sparse`](ViewRef::sparse),
 //!   [`quantized`](ViewRef::quantized), [`strings`](ViewRef::strings),
 //!   [`ragged`](ViewRef::ragged), [`ipc_ref`](ViewRef::ipc_ref),
 //!   [`to_dlpack`](ViewRef::to_dlpack)); [`DecodeOptions`] for limits.
-//! - Owned packets: [`load`] (mmap), [`read_fd`], [`read_from`] / [`Packets`] (any `Read`)
-//!   return a [`Packet`], which owns its memory and is `'static`.
+//! - Owned packets: [`load`] (mmap), [`read_fd`], [`read_from`] / [`Packets`] (any `Read`),
+//!   [`Decoder`] (push-style: feed bytes in any pieces), [`Packet::from_vec`] (keeps your
+//!   buffer, zero copy) return a [`Packet`], which owns its memory and is `'static`. Every
+//!   stream reader runs on libtenso's stream decoder: no framing code in this crate.
 //! - Framing without decoding: [`packet_length`], [`inspect`].
 //! - Shared memory (libtenso 1.1): [`Shm`] (one packet in a named segment, the layout of
 //!   upstream's `TensoShm`) and [`Cache`] (a tensor cache shared by every process on the
@@ -42,8 +45,8 @@
 //!
 //! # Element types
 //!
-//! The 15 dense dtypes map to `f32`, `f64`, `i8`..`i64`, `u8`..`u64`, `bool` (bytes must be
-//! 0 or 1 to be borrowed as `bool`), [`F16`] and [`Bf16`] (`#[repr(transparent)]` `u16`
+//! The 15 dense dtypes map to `f32`, `f64`, `i8`..`i64`, `u8`..`u64`, `bool` (copied and
+//! checked to be 0 or 1, never borrowed: shared memory could change a checked byte), [`F16`] and [`Bf16`] (`#[repr(transparent)]` `u16`
 //! newtypes with `f32` conversions, no dependency; their layout is that of `half::f16` /
 //! `half::bf16`), and [`Complex<f32>`](Complex) / [`Complex<f64>`](Complex) (`re`, `im`).
 //!
@@ -53,19 +56,33 @@
 //! aligned in memory when the packet's buffer is (a [`Buffer`], a [`Packet`], or any heap
 //! `Vec<u8>` for element types up to 16 bytes). Bodies inside bundles are aligned relative to
 //! their own sub-packet and may sit at any address: [`ViewRef::as_slice`] then returns
-//! [`ErrorKind::Misaligned`] instead of creating an unaligned reference; use
-//! [`ViewRef::to_vec`] to copy.
+//! [`ErrorKind::Misaligned`] instead of creating an unaligned reference;
+//! [`ViewRef::values`] borrows when it can and copies when it must (the `Cow` says which),
+//! [`ViewRef::to_vec`] always copies.
+//!
+//! # Lifetimes
+//!
+//! A [`View<'a>`](View) hands out its body for the input's lifetime `'a`
+//! ([`View::as_slice`], [`View::bytes`], [`View::values`]), so decoded slices may outlive the
+//! view; bundle entries ([`ViewRef`]) lend theirs for the borrow of the view. To keep a
+//! decoded packet in a struct together with its bytes, give the bytes to
+//! [`Packet::from_vec`] (zero copy). Shapes are `usize` in and out (the crate needs a 64-bit
+//! target, where they cross the ABI as they are).
 //!
 //! # Threads and errors
 //!
 //! Views and packets are immutable and `Send + Sync`; [`Value`] and [`Bundle`] are `Send`
 //! but not `Sync`, as libtenso requires. Failures are [`Error`]s carrying the libtenso status
 //! ([`ErrorKind`]) and the message of `tenso_last_error()`, copied right after the failing
-//! call. Nothing in this API is `unsafe`.
+//! call. Nothing in this API is `unsafe` but [`Shm::bytes_mut`] (a `&mut` over a segment
+//! other handles map; [`Shm::write_at`] is the safe writer).
 #![deny(missing_debug_implementations)]
 
+#[cfg(feature = "ndarray")]
+mod array;
 mod archive;
 mod composite;
+mod decoder;
 mod dlpack;
 mod dtype;
 mod encode;
@@ -82,6 +99,7 @@ pub use archive::{
     Metadata,
 };
 pub use composite::{IpcRef, Quantized, Ragged, Scheme, Sparse, Strings};
+pub use decoder::Decoder;
 pub use dlpack::{DLDataType, DLDevice, DLManagedTensor, DLManagedTensorVersioned, DLTensor, DlPack, DlPackLegacy};
 pub use dtype::{Bf16, Complex, Dtype, Element, Kind, F16};
 #[cfg(unix)]
@@ -151,12 +169,22 @@ pub fn protocol_version() -> u32 {
 /// drop(view);
 /// ```
 ///
-/// A typed slice cannot outlive its view:
+/// A typed slice of a `View` borrows the input bytes (it may outlive the view), so it cannot
+/// outlive the bytes:
+/// ```compile_fail,E0505
+/// let bytes = tenso::dumps(&tenso::Tensor::from_slice(&[1u8])).unwrap();
+/// let slice = tenso::loads(&bytes).unwrap().as_slice::<u8>().unwrap();
+/// drop(bytes);
+/// assert_eq!(slice, &[1]);
+/// ```
+///
+/// A slice borrowed through `ViewRef` (bundle entries, `view.as_ref()`) cannot outlive its
+/// view:
 /// ```compile_fail,E0597
 /// let bytes = tenso::dumps(&tenso::Tensor::from_slice(&[1u8])).unwrap();
 /// let slice = {
 ///     let view = tenso::loads(&bytes).unwrap();
-///     view.as_slice::<u8>().unwrap()
+///     view.as_ref().as_slice::<u8>().unwrap()
 /// };
 /// drop(slice);
 /// ```

@@ -161,6 +161,30 @@ impl DecodeOptions {
         self
     }
 
+    /// A deadline for file-descriptor reads and writes ([`read_fd`](crate::read_fd),
+    /// [`Decoder::read_fd`](crate::Decoder::read_fd)): the most one call may wait for the
+    /// peer, in total, per packet; expiry is [`ErrorKind::Timeout`](crate::ErrorKind::Timeout).
+    /// Rounded up to whole milliseconds; `None` (the default): no deadline of ours (a
+    /// socket's own `SO_RCVTIMEO` is honoured either way). `Read`-based readers use the
+    /// reader's own timeouts instead (e.g. `UnixStream::set_read_timeout`).
+    ///
+    /// ```
+    /// use std::os::unix::net::UnixStream;
+    /// use std::time::Duration;
+    /// let (_quiet_peer, b) = UnixStream::pair().unwrap();
+    /// let opts = tenso::DecodeOptions::new().timeout(Some(Duration::from_millis(20)));
+    /// let err = opts.read_fd(&b).unwrap_err();
+    /// assert_eq!(err.kind(), tenso::ErrorKind::Timeout);
+    /// assert_eq!(std::io::Error::from(err).kind(), std::io::ErrorKind::TimedOut);
+    /// ```
+    pub fn timeout(mut self, t: Option<std::time::Duration>) -> DecodeOptions {
+        self.raw.timeout_ms = t.map_or(0, |t| {
+            let ms = t.as_nanos().div_ceil(1_000_000);
+            u64::try_from(ms).unwrap_or(u64::MAX).max(1)
+        });
+        self
+    }
+
     fn set(&mut self, bit: u32, on: bool) {
         if on {
             self.raw.flags |= bit;

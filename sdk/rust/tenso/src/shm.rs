@@ -230,7 +230,7 @@ impl Shm {
         let mut out = ptr::null_mut();
         // SAFETY: a live handle; the view keeps the mapping alive and is tied to &self.
         check(unsafe { sys::tenso_shm_get(&mut out, self.raw.as_ptr(), opts.ptr()) })?;
-        unsafe { View::from_raw(out) }
+        unsafe { View::from_raw(out, self.bytes()) }
     }
 
     /// The length of the packet at the start of the segment, from its headers; `None` when it
@@ -249,9 +249,58 @@ impl Shm {
         unsafe { slice_from(sys::tenso_shm_data(self.raw.as_ptr()).cast::<u8>(), self.len() as usize) }
     }
 
+    /// Copies `data` into the segment at `offset`, as another process's writer would: no
+    /// `&mut` to the mapping is made, so views and [`bytes`](Shm::bytes) of other handles stay
+    /// sound (they see the new bytes; decoded views re-check what they read).
+    /// [`ErrorKind::InvalidArgument`] when the segment was opened read-only or the range is
+    /// outside it.
+    ///
+    /// ```
+    /// let name = format!("/tenso-doc-write-at-{}", std::process::id());
+    /// let mut w = tenso::Shm::create(&name, 64)?;
+    /// w.write_at(8, &[1, 2, 3])?;
+    /// assert_eq!(&w.bytes()[8..11], &[1, 2, 3]);
+    /// assert_eq!(w.write_at(62, &[0; 3]).unwrap_err().kind(), tenso::ErrorKind::InvalidArgument);
+    /// tenso::Shm::unlink(&name)?;
+    /// # Ok::<(), tenso::Error>(())
+    /// ```
+    pub fn write_at(&mut self, offset: usize, data: &[u8]) -> Result<()> {
+        let (p, n) = self.writable_mapping()?;
+        if !matches!(offset.checked_add(data.len()), Some(end) if end <= n) {
+            return Err(Error::new(
+                ErrorKind::InvalidArgument,
+                format!("{} bytes at {offset} are outside the {n}-byte segment", data.len()),
+            ));
+        }
+        if !data.is_empty() {
+            // SAFETY: inside a writable mapping of n bytes; a raw copy, no reference to it.
+            unsafe { ptr::copy_nonoverlapping(data.as_ptr(), p.add(offset), data.len()) };
+        }
+        Ok(())
+    }
+
     /// The whole segment, writable; [`ErrorKind::InvalidArgument`] when it was opened
-    /// read-only (writing a read-only mapping would crash the process).
-    pub fn bytes_mut(&mut self) -> Result<&mut [u8]> {
+    /// read-only (writing a read-only mapping would crash the process). Use
+    /// [`write_at`](Shm::write_at) unless you need the slice.
+    ///
+    /// # Safety
+    ///
+    /// A `&mut [u8]` promises that nothing else reads or writes those bytes while it lives,
+    /// but any other handle of the same segment - in this process or another - can: while the
+    /// slice is alive, no other handle may use the segment (no view from its `get`, no
+    /// `bytes()`, no `put`), here or in another process.
+    pub unsafe fn bytes_mut(&mut self) -> Result<&mut [u8]> {
+        let (p, n) = self.writable_mapping()?;
+        if n == 0 || p.is_null() {
+            return Ok(&mut []);
+        }
+        // SAFETY: a writable mapping of n bytes, borrowed mutably with the handle; exclusive
+        // access to the segment is the caller's promise.
+        Ok(unsafe { std::slice::from_raw_parts_mut(p, n) })
+    }
+
+    /// The mapping and its length; InvalidArgument for a read-only one.
+    fn writable_mapping(&mut self) -> Result<(*mut u8, usize)> {
         if !self.writable {
             return Err(Error::new(
                 ErrorKind::InvalidArgument,
@@ -259,12 +308,9 @@ impl Shm {
             ));
         }
         let n = self.len() as usize;
+        // SAFETY: a live handle.
         let p = unsafe { sys::tenso_shm_data(self.raw.as_ptr()) }.cast::<u8>();
-        if n == 0 || p.is_null() {
-            return Ok(&mut []);
-        }
-        // SAFETY: a writable mapping of n bytes, borrowed mutably with the handle.
-        Ok(unsafe { std::slice::from_raw_parts_mut(p, n) })
+        Ok((p, if p.is_null() { 0 } else { n }))
     }
 
     /// The segment's size in bytes.
@@ -563,7 +609,7 @@ impl Cache {
             return Ok(None);
         }
         // SAFETY: a root view that keeps the pool mapped and holds the pin until freed.
-        Ok(Some(CacheView { view: unsafe { View::from_raw(out) }? }))
+        Ok(Some(CacheView { view: unsafe { View::from_raw(out, &[]) }? }))
     }
 
     /// Removes `key`: `Ok(false)` when it was absent or expired. A pinned entry is hidden at

@@ -8,6 +8,22 @@ use crate::error::{Error, ErrorKind, Result};
 
 pub(crate) const MAX_NDIM: usize = sys::TENSO_MAX_NDIM as usize;
 
+// Shapes are `usize` in the API and `uint64_t` on the wire and in libtenso: the crate is for
+// 64-bit targets, where the two have one layout and shapes cross the ABI without a copy.
+const _: () = assert!(std::mem::size_of::<usize>() == 8, "tenso needs a 64-bit target");
+
+/// A libtenso shape (`uint64_t` dimensions) as `usize` dimensions (the same layout).
+pub(crate) fn dims(shape: &[u64]) -> &[usize] {
+    // SAFETY: usize and u64 have the same size and alignment (asserted above).
+    unsafe { std::slice::from_raw_parts(shape.as_ptr().cast::<usize>(), shape.len()) }
+}
+
+/// `usize` dimensions as libtenso's `uint64_t` (the same layout).
+pub(crate) fn wire_dims(shape: &[usize]) -> &[u64] {
+    // SAFETY: as in `dims`.
+    unsafe { std::slice::from_raw_parts(shape.as_ptr().cast::<u64>(), shape.len()) }
+}
+
 /// A dense tensor to encode: C-contiguous little-endian elements borrowed from the caller
 /// (never copied until an encode call), a shape of up to 32 dimensions and a dtype.
 ///
@@ -32,7 +48,8 @@ fn numel(shape: &[u64]) -> Option<u64> {
 }
 
 impl<'a> Tensor<'a> {
-    fn make(data: &'a [u8], dtype: Dtype, shape: &[u64]) -> Result<Tensor<'a>> {
+    fn make(data: &'a [u8], dtype: Dtype, shape: &[usize]) -> Result<Tensor<'a>> {
+        let shape = wire_dims(shape);
         if shape.len() > MAX_NDIM {
             return Err(Error::new(ErrorKind::TooManyDims, format!("{} dimensions, at most 32", shape.len())));
         }
@@ -52,8 +69,9 @@ impl<'a> Tensor<'a> {
         Ok(Tensor { data, dtype, ndim: shape.len() as u32, shape: s })
     }
 
-    /// A tensor of `shape` over `data` (C order); `data.len()` must be the product of `shape`.
-    pub fn new<T: Element>(data: &'a [T], shape: &[u64]) -> Result<Tensor<'a>> {
+    /// A tensor of `shape` over `data` (C order); `data.len()` must be the product of `shape`
+    /// (checked, as are the wire limits: at most 32 dimensions).
+    pub fn new<T: Element>(data: &'a [T], shape: &[usize]) -> Result<Tensor<'a>> {
         Tensor::make(as_bytes(data), T::DTYPE, shape)
     }
 
@@ -82,7 +100,7 @@ impl<'a> Tensor<'a> {
     /// assert_eq!(t.dtype().itemsize(), 2);
     /// # Ok::<(), tenso::Error>(())
     /// ```
-    pub fn from_bytes(dtype: Dtype, bytes: &'a [u8], shape: &[u64]) -> Result<Tensor<'a>> {
+    pub fn from_bytes(dtype: Dtype, bytes: &'a [u8], shape: &[usize]) -> Result<Tensor<'a>> {
         Tensor::make(bytes, dtype, shape)
     }
 
@@ -92,8 +110,8 @@ impl<'a> Tensor<'a> {
     }
 
     /// The dimensions.
-    pub fn shape(&self) -> &[u64] {
-        &self.shape[..self.ndim as usize]
+    pub fn shape(&self) -> &[usize] {
+        dims(&self.shape[..self.ndim as usize])
     }
 
     /// The elements' bytes.
@@ -133,7 +151,7 @@ mod tests {
         assert!(Tensor::new(&d, &[2, 3]).is_ok());
         assert!(Tensor::new(&d, &[6]).is_ok());
         assert_eq!(Tensor::new(&d, &[4]).unwrap_err().kind(), ErrorKind::InvalidArgument);
-        assert_eq!(Tensor::new(&d, &[u64::MAX, 2]).unwrap_err().kind(), ErrorKind::InvalidArgument);
+        assert_eq!(Tensor::new(&d, &[usize::MAX, 2]).unwrap_err().kind(), ErrorKind::InvalidArgument);
         assert_eq!(Tensor::new(&d, &[1; 33]).unwrap_err().kind(), ErrorKind::TooManyDims);
         assert!(Tensor::new::<i16>(&[], &[0, 5]).is_ok());
         let one = 7u64;

@@ -63,14 +63,16 @@ pub(crate) fn with_value<'a, E: Encode<'a> + ?Sized, R>(
     value: &E,
     f: impl FnOnce(*const sys::tenso_value) -> R,
 ) -> Result<R> {
-    match value.source() {
-        Source::Tensor(raw, _) => {
+    match value.source()? {
+        Source::Tensor(tensor, _) => {
+            let raw = tensor.raw();
             // SAFETY: `raw` describes memory borrowed by `value`, alive for this call; the
             // temporary value is freed before returning.
             let tmp = construct(|out| unsafe { sys::tenso_value_new_tensor(out, &raw) })?;
             Ok(f(tmp.as_ptr()))
         }
         Source::Value(v) => Ok(f(v.as_ptr())),
+        Source::Owned(v) => Ok(f(v.as_ptr())),
     }
 }
 
@@ -93,6 +95,17 @@ impl<'a> Value<'a> {
         construct(|out| unsafe { sys::tenso_value_new_tensor(out, &raw) })
     }
 
+    /// A dense tensor as a value that owns its elements (`bytes`, C order).
+    #[cfg_attr(not(feature = "ndarray"), allow(dead_code))]
+    pub(crate) fn owned_tensor(dtype: Dtype, shape: &[usize], bytes: Vec<u8>) -> Result<Value<'static>> {
+        let keep: Arc<Vec<u8>> = Arc::new(bytes);
+        // SAFETY: only `keep`'s heap memory is borrowed, and the value keeps it.
+        let t = Tensor::from_bytes(dtype, unsafe { detach(&keep) }, shape)?;
+        let mut v = Value::tensor(&t)?;
+        v.keep.push(keep);
+        Ok(v)
+    }
+
     /// An encoded packet inserted verbatim (its own options apply). `bytes` must be exactly
     /// one packet: [`ErrorKind::Truncated`] when shorter, [`ErrorKind::InvalidArgument`] when
     /// longer.
@@ -111,10 +124,10 @@ impl<'a> Value<'a> {
         construct(|out| unsafe { sys::tenso_value_new_packet(out, bytes.as_ptr().cast(), bytes.len()) })
     }
 
-    fn sparse(kind: i32, shape: [u64; 2], a: &Tensor<'a>, b: &Tensor<'a>, c: &Tensor<'a>) -> Result<Value<'a>> {
+    fn sparse(kind: i32, shape: [usize; 2], a: &Tensor<'a>, b: &Tensor<'a>, c: &Tensor<'a>) -> Result<Value<'a>> {
         let (ra, rb, rc) = (a.raw(), b.raw(), c.raw());
         // SAFETY: descriptions valid for the call; the elements outlive the value ('a).
-        construct(|out| unsafe { sys::tenso_value_new_sparse(out, kind, 2, shape.as_ptr(), &ra, &rb, &rc) })
+        construct(|out| unsafe { sys::tenso_value_new_sparse(out, kind, 2, crate::tensor::wire_dims(&shape).as_ptr(), &ra, &rb, &rc) })
     }
 
     /// A COO sparse matrix: `data`, `row` and `col` are 1-D and nnz long; indices int32 or
@@ -140,14 +153,14 @@ impl<'a> Value<'a> {
     /// }
     /// # Ok::<(), tenso::Error>(())
     /// ```
-    pub fn sparse_coo(shape: [u64; 2], data: &Tensor<'a>, row: &Tensor<'a>, col: &Tensor<'a>) -> Result<Value<'a>> {
+    pub fn sparse_coo(shape: [usize; 2], data: &Tensor<'a>, row: &Tensor<'a>, col: &Tensor<'a>) -> Result<Value<'a>> {
         Value::sparse(sys::TENSO_KIND_SPARSE_COO, shape, data, row, col)
     }
 
     /// A CSR sparse matrix: `data` and column `indices` nnz long, `indptr` `shape[0] + 1`
     /// long, starting at 0, never decreasing, ending at nnz.
     pub fn sparse_csr(
-        shape: [u64; 2],
+        shape: [usize; 2],
         data: &Tensor<'a>,
         indices: &Tensor<'a>,
         indptr: &Tensor<'a>,
@@ -157,7 +170,7 @@ impl<'a> Value<'a> {
 
     /// A CSC sparse matrix: `data` and row `indices` nnz long, `indptr` `shape[1] + 1` long.
     pub fn sparse_csc(
-        shape: [u64; 2],
+        shape: [usize; 2],
         data: &Tensor<'a>,
         indices: &Tensor<'a>,
         indptr: &Tensor<'a>,
@@ -286,7 +299,7 @@ impl Value<'static> {
     }
 }
 
-/// Quantizes a float32, float16 or bfloat16 tensor to `qdtype` (qint8, quint8, qint4,
+/// Quantizes a float32, float64, float16 or bfloat16 tensor to `qdtype` (qint8, quint8, qint4,
 /// quint4), bit-exact with upstream `QuantizedTensor.quantize`. The value owns its packed
 /// data and scales.
 ///
@@ -302,7 +315,29 @@ impl Value<'static> {
 /// assert!(back.iter().zip(&x).all(|(a, b)| (a - b).abs() < 0.01));
 /// # Ok::<(), tenso::Error>(())
 /// ```
+///
+/// Float64 input is accepted too: it is first rounded to float32 (a copy, as numpy's
+/// `astype(np.float32)` before quantizing), since quantization works in float32.
+///
+/// ```
+/// use tenso::{Dtype, Scheme};
+/// let x = [-2.0f64, 0.0, 1.0, 2.0];
+/// let q = tenso::quantize(&tenso::Tensor::new(&x, &[2, 2])?, Dtype::Quint8, Scheme::PerTensor)?;
+/// let parts = q.quantized_parts()?;
+/// assert_eq!(parts.shape, &[2, 2]);
+/// let back = parts.dequantize()?;
+/// assert!(back.iter().zip(&x).all(|(a, b)| (*a as f64 - b).abs() < 0.02));
+/// # Ok::<(), tenso::Error>(())
+/// ```
 pub fn quantize(input: &Tensor<'_>, qdtype: Dtype, scheme: Scheme) -> Result<Value<'static>> {
+    if input.dtype() == Dtype::Float64 {
+        let narrowed: Vec<f32> = input
+            .bytes()
+            .chunks_exact(8)
+            .map(|b| f64::from_le_bytes(b.try_into().expect("8-byte chunk")) as f32)
+            .collect();
+        return quantize(&Tensor::new(&narrowed, input.shape())?, qdtype, scheme);
+    }
     let raw = input.raw();
     let (code, axis, group) = scheme.raw();
     // SAFETY: the input is read during the call only; the value owns its results.
@@ -368,23 +403,40 @@ impl<'a> Bundle<'a> {
     pub fn insert<E: Encode<'a> + ?Sized>(&mut self, key: &str, child: &E) -> Result<()> {
         let bundle = self.value.raw.as_ptr();
         let (k, klen) = (key.as_ptr().cast(), key.len());
-        match child.source() {
-            Source::Tensor(raw, _) => {
+        match child.source()? {
+            Source::Tensor(tensor, outlives) => {
+                // A user type's elements are borrowed only for this call: the bundle keeps a
+                // copy of them (a Tensor's own are borrowed for 'a).
+                let copy: Option<Arc<Vec<u8>>> = (!outlives).then(|| Arc::new(tensor.bytes().to_vec()));
+                let tensor = match &copy {
+                    // SAFETY: the Arc's heap bytes are kept by the bundle (below), unmoved.
+                    Some(c) => Tensor::from_bytes(tensor.dtype(), unsafe { detach(c) }, tensor.shape())?,
+                    None => tensor,
+                };
+                let raw = tensor.raw();
                 let tmp: Value<'_> = {
                     // SAFETY: `raw` describes live memory; the shape is copied.
                     construct(|out| unsafe { sys::tenso_value_new_tensor(out, &raw) })?
                 };
                 // SAFETY: live handles; the bundle copies the child's description, whose
                 // elements outlive 'a (the Encode<'a> bound).
-                check(unsafe { sys::tenso_bundle_insert(bundle, k, klen, tmp.as_ptr()) })
-            }
-            Source::Value(v) => {
-                // SAFETY: as above.
-                check(unsafe { sys::tenso_bundle_insert(bundle, k, klen, v.as_ptr()) })?;
-                self.value.keep.extend(v.keep.iter().cloned());
+                check(unsafe { sys::tenso_bundle_insert(bundle, k, klen, tmp.as_ptr()) })?;
+                if let Some(c) = copy {
+                    self.value.keep.push(c);
+                }
                 Ok(())
             }
+            Source::Value(v) => self.insert_value(k, klen, v),
+            Source::Owned(v) => self.insert_value(k, klen, &v),
         }
+    }
+
+    fn insert_value(&mut self, k: *const std::ffi::c_char, klen: usize, v: &Value<'_>) -> Result<()> {
+        // SAFETY: live handles; the bundle copies the child's description, whose elements
+        // outlive 'a (the Encode<'a> bound) or are kept by `keep`, shared here.
+        check(unsafe { sys::tenso_bundle_insert(self.value.raw.as_ptr(), k, klen, v.as_ptr()) })?;
+        self.value.keep.extend(v.keep.iter().cloned());
+        Ok(())
     }
 
     /// [`insert`](Bundle::insert) as a builder step.

@@ -1,4 +1,5 @@
 //! Decoding: [`loads`], [`View`] / [`ViewRef`], packet inspection and framing.
+use std::borrow::Cow;
 use std::fmt;
 use std::marker::PhantomData;
 use std::mem::MaybeUninit;
@@ -35,6 +36,9 @@ use crate::tensor::Tensor;
 /// ```
 pub struct View<'a> {
     raw: NonNull<sys::tenso_view>,
+    /// The memory borrowed for 'a (the input bytes, a shared-memory mapping): data inside it
+    /// can be handed out for 'a; data elsewhere (a decompressed body) lives with the view.
+    input: (usize, usize),
     _bytes: PhantomData<&'a [u8]>,
 }
 
@@ -64,11 +68,83 @@ impl fmt::Debug for View<'_> {
     }
 }
 
+impl AsRef<ViewRef> for View<'_> {
+    fn as_ref(&self) -> &ViewRef {
+        self
+    }
+}
+
+/// Borrowing for the input's lifetime `'a`, as the `safetensors` crate's `TensorView::data()`
+/// does: the slices outlive the `View`, so a function can decode and return them.
+///
+/// ```
+/// fn values(packet: &[u8]) -> tenso::Result<&[f32]> {
+///     tenso::loads(packet)?.as_slice()
+/// }
+/// let data = [1.0f32, 2.0, 3.0];
+/// let packet = tenso::dumps(&tenso::Tensor::from_slice(&data))?;
+/// assert_eq!(values(&packet)?, &data);
+/// # Ok::<(), tenso::Error>(())
+/// ```
 impl<'a> View<'a> {
-    /// SAFETY: `p` is a root view whose data borrows memory alive for 'a (or owns it).
-    pub(crate) unsafe fn from_raw(p: *mut sys::tenso_view) -> Result<View<'a>> {
+    /// The body's bytes, borrowed from the input for `'a` (see [`ViewRef::bytes`]).
+    /// [`ErrorKind::UnsupportedKind`] when they are not in the input (an LZ4-compressed
+    /// body, decompressed into memory the view frees): read that through
+    /// [`values`](View::values) or [`to_vec`](ViewRef::to_vec), or borrow it from the view
+    /// with `view.as_ref().bytes()`.
+    pub fn bytes(&self) -> Result<&'a [u8]> {
+        let view: &ViewRef = self;
+        let data = view.bytes();
+        if data.is_empty() {
+            return Ok(&[]);
+        }
+        let input = self.input.0..self.input.0 + self.input.1;
+        let range = data.as_ptr() as usize..data.as_ptr() as usize + data.len();
+        if range.start < input.start || range.end > input.end {
+            return Err(Error::new(
+                ErrorKind::UnsupportedKind,
+                "the body was decompressed into memory the view owns and cannot be borrowed for the input's \
+                 lifetime: use values() or to_vec(), or view.as_ref().bytes()",
+            ));
+        }
+        // SAFETY: the data lies inside the memory borrowed for 'a (the PhantomData), which
+        // views never change.
+        Ok(unsafe { slice_from(data.as_ptr(), data.len()) })
+    }
+
+    /// The elements of a dense view borrowed from the input as `&'a [T]`, without copying:
+    /// [`ViewRef::as_slice`] with the input's lifetime (and its errors), plus
+    /// [`ErrorKind::UnsupportedKind`] for a compressed body (see [`bytes`](View::bytes)).
+    pub fn as_slice<T: Element>(&self) -> Result<&'a [T]> {
+        let view: &ViewRef = self;
+        view.check_dtype::<T>()?;
+        typed_slice(view, self.bytes()?)
+    }
+
+    /// The elements of a dense view for `'a`: borrowed from the input when they are aligned
+    /// for `T` there, copied otherwise (a compressed body, or a misaligned input buffer).
+    /// Never fails for alignment; errors as [`to_vec`](ViewRef::to_vec).
+    ///
+    /// ```
+    /// use std::borrow::Cow;
+    /// let packet = tenso::dumps(&tenso::Tensor::from_slice(&[1u16, 2]))?;
+    /// let view = tenso::loads(&packet)?;
+    /// assert!(matches!(view.values::<u16>()?, Cow::Borrowed(&[1, 2])));
+    /// # Ok::<(), tenso::Error>(())
+    /// ```
+    pub fn values<T: Element>(&self) -> Result<Cow<'a, [T]>> {
+        let view: &ViewRef = self;
+        match self.bytes() {
+            Ok(bytes) => cow_slice(view, bytes),
+            Err(_) => Ok(Cow::Owned(view.to_vec()?)),
+        }
+    }
+
+    /// SAFETY: `p` is a root view whose data points into `input` (alive for 'a) or memory
+    /// the view owns.
+    pub(crate) unsafe fn from_raw(p: *mut sys::tenso_view, input: &'a [u8]) -> Result<View<'a>> {
         let raw = NonNull::new(p).ok_or_else(|| Error::new(ErrorKind::Internal, "libtenso returned a NULL view"))?;
-        Ok(View { raw, _bytes: PhantomData })
+        Ok(View { raw, input: (input.as_ptr() as usize, input.len()), _bytes: PhantomData })
     }
 }
 
@@ -91,7 +167,7 @@ impl DecodeOptions {
         // SAFETY: valid pointers; the view borrows `bytes`, tied to 'a.
         check(unsafe { sys::tenso_loads(&mut out, bytes.as_ptr().cast(), bytes.len(), self.ptr()) })?;
         // SAFETY: success gives a root view over `bytes`.
-        unsafe { View::from_raw(out) }
+        unsafe { View::from_raw(out, bytes) }
     }
 }
 
@@ -120,21 +196,70 @@ impl fmt::Debug for ViewRef {
     }
 }
 
-/// Copies `bytes` (a whole number of `T`s of view `v`) into a vector, at any alignment.
+/// Copies `bytes` (a whole number of `T`s of view `v`) into a vector, at any alignment. The
+/// copy is validated, not the source: shared memory can change between a check and a copy.
 pub(crate) fn copy_elements<T: Element>(v: &ViewRef, bytes: &[u8]) -> Result<Vec<T>> {
     v.check_dtype::<T>()?;
-    if !T::valid_bytes(bytes) {
-        return Err(Error::new(ErrorKind::Malformed, format!("{} body holds invalid values", T::DTYPE)));
-    }
     let n = bytes.len() / std::mem::size_of::<T>();
+    let len = n * std::mem::size_of::<T>();
     let mut out = Vec::<T>::with_capacity(n);
-    // SAFETY: n * size_of::<T>() <= bytes.len() bytes are copied into capacity for n Ts; every
-    // byte pattern (checked for bool) is a valid T.
+    // SAFETY: len <= bytes.len() bytes are copied into capacity for n Ts, then read back as
+    // bytes (initialised now); set_len only once every byte pattern is a valid T (bool
+    // checked on the copy, which nobody else can write).
     unsafe {
-        ptr::copy_nonoverlapping(bytes.as_ptr(), out.as_mut_ptr().cast::<u8>(), n * std::mem::size_of::<T>());
+        ptr::copy_nonoverlapping(bytes.as_ptr(), out.as_mut_ptr().cast::<u8>(), len);
+        if !T::valid_bytes(std::slice::from_raw_parts(out.as_ptr().cast::<u8>(), len)) {
+            return Err(Error::new(ErrorKind::Malformed, format!("{} body holds invalid values", T::DTYPE)));
+        }
         out.set_len(n);
     }
     Ok(out)
+}
+
+/// `bytes` (the body of `v`, whose dtype is checked to be `T`'s) as `&[T]`, refusing
+/// misaligned data and `bool` bodies.
+///
+/// A `bool` is never borrowed: views of shared memory ([`Shm`](crate::Shm), the cache) and
+/// of memory another handle maps can change after a check, and a `&[bool]` holding a byte
+/// other than 0 or 1 is undefined behaviour. A view cannot tell where its memory came from,
+/// so every `bool` body is copied and validated ([`ViewRef::to_vec`], [`ViewRef::values`]).
+fn typed_slice<'x, T: Element>(v: &ViewRef, bytes: &'x [u8]) -> Result<&'x [T]> {
+    if T::DTYPE == Dtype::Bool {
+        return Err(Error::new(
+            ErrorKind::UnsupportedKind,
+            "bool bodies are not borrowed (memory another handle or process writes could hold other bytes \
+             than 0 and 1): use values() or to_vec(), which copy and validate",
+        ));
+    }
+    if bytes.is_empty() {
+        return Ok(&[]);
+    }
+    let align = std::mem::align_of::<T>();
+    if (bytes.as_ptr() as usize) % align != 0 {
+        return Err(Error::new(
+            ErrorKind::Misaligned,
+            format!(
+                "{} data at {:p} is not {align}-byte aligned; copy it with values() or to_vec()",
+                T::DTYPE,
+                bytes.as_ptr()
+            ),
+        ));
+    }
+    debug_assert_eq!(v.dtype(), Some(T::DTYPE));
+    // SAFETY: dtype checked by the caller (so the length is a whole number of T), aligned,
+    // not bool (every byte pattern of the other element types is valid); borrowed for 'x
+    // like `bytes`.
+    Ok(unsafe { std::slice::from_raw_parts(bytes.as_ptr().cast::<T>(), bytes.len() / std::mem::size_of::<T>()) })
+}
+
+/// `bytes` (the body of `v`) borrowed as `&[T]` when aligned, copied otherwise.
+fn cow_slice<'x, T: Element>(v: &ViewRef, bytes: &'x [u8]) -> Result<Cow<'x, [T]>> {
+    v.check_dtype::<T>()?;
+    if T::DTYPE != Dtype::Bool && (bytes.as_ptr() as usize) % std::mem::align_of::<T>() == 0 {
+        typed_slice(v, bytes).map(Cow::Borrowed)
+    } else {
+        copy_elements(v, bytes).map(Cow::Owned)
+    }
 }
 
 impl ViewRef {
@@ -159,13 +284,13 @@ impl ViewRef {
     }
 
     /// The dimensions (empty for scalars and bundles).
-    pub fn shape(&self) -> &[u64] {
-        unsafe { slice_from(sys::tenso_view_shape(self.as_ptr()), sys::tenso_view_ndim(self.as_ptr()) as usize) }
+    pub fn shape(&self) -> &[usize] {
+        crate::tensor::dims(unsafe { slice_from(sys::tenso_view_shape(self.as_ptr()), sys::tenso_view_ndim(self.as_ptr()) as usize) })
     }
 
     /// Number of elements: the product of the shape.
     pub fn numel(&self) -> u64 {
-        self.shape().iter().product()
+        self.shape().iter().map(|&d| d as u64).product()
     }
 
     /// Body bytes (decompressed size for LZ4 packets).
@@ -222,31 +347,37 @@ impl ViewRef {
     /// [`ErrorKind::UnsupportedKind`] for views that are not dense, [`ErrorKind::BadDtype`]
     /// when `T` is not the view's dtype, [`ErrorKind::Misaligned`] when the data is not
     /// aligned for `T` in memory (bundle entries and byte-aligned input buffers can be:
-    /// use [`to_vec`](ViewRef::to_vec)), [`ErrorKind::Malformed`] for a `bool` body with
-    /// bytes other than 0 and 1.
+    /// [`values`](ViewRef::values) borrows or copies as needed, [`to_vec`](ViewRef::to_vec)
+    /// always copies), and [`ErrorKind::UnsupportedKind`] for `bool`: a `bool` body is never
+    /// borrowed, since shared memory could change a checked byte into an invalid `bool` -
+    /// [`values`](ViewRef::values) and [`to_vec`](ViewRef::to_vec) copy it and check that every
+    /// byte is 0 or 1 ([`ErrorKind::Malformed`] otherwise).
     pub fn as_slice<T: Element>(&self) -> Result<&[T]> {
         self.check_dtype::<T>()?;
-        let bytes = self.bytes();
-        if bytes.is_empty() {
-            return Ok(&[]);
-        }
-        let align = std::mem::align_of::<T>();
-        if (bytes.as_ptr() as usize) % align != 0 {
-            return Err(Error::new(
-                ErrorKind::Misaligned,
-                format!("{} data at {:p} is not {align}-byte aligned; copy it with to_vec()", T::DTYPE, bytes.as_ptr()),
-            ));
-        }
-        if !T::valid_bytes(bytes) {
-            return Err(Error::new(ErrorKind::Malformed, format!("{} body holds invalid values", T::DTYPE)));
-        }
-        // SAFETY: dtype checked (so the length is a whole number of T), aligned, every byte
-        // pattern valid (bool checked); borrowed from the view for &self.
-        Ok(unsafe { std::slice::from_raw_parts(bytes.as_ptr().cast::<T>(), bytes.len() / std::mem::size_of::<T>()) })
+        typed_slice(self, self.bytes())
+    }
+
+    /// The elements of a dense view: borrowed when aligned for `T` in memory (top-level
+    /// bodies), copied into a `Vec` otherwise (bundle entries usually, since the wire aligns
+    /// them only within their sub-packet). Which one happened is visible in the `Cow`.
+    /// Errors as [`to_vec`](ViewRef::to_vec).
+    ///
+    /// ```
+    /// use std::borrow::Cow;
+    /// let x = [1.5f64, 2.5];
+    /// let b = tenso::Bundle::new().with("a", &tenso::Tensor::from_slice(&[1u8]))?.with("x", &tenso::Tensor::from_slice(&x))?;
+    /// let packet = tenso::dumps(&b)?;
+    /// let view = tenso::loads(&packet)?;
+    /// let got: Cow<[f64]> = view.get("x").unwrap().values()?;
+    /// assert_eq!(&*got, &x);
+    /// # Ok::<(), tenso::Error>(())
+    /// ```
+    pub fn values<T: Element>(&self) -> Result<Cow<'_, [T]>> {
+        cow_slice(self, self.bytes())
     }
 
     /// The elements of a dense view copied into a `Vec<T>`, at any alignment (errors as
-    /// [`as_slice`](ViewRef::as_slice), except `Misaligned`).
+    /// [`as_slice`](ViewRef::as_slice), except `Misaligned` and the `bool` refusal).
     pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
         copy_elements::<T>(self, self.bytes())
     }
@@ -354,7 +485,7 @@ impl ViewRef {
     pub fn strings(&self) -> Result<Strings<'_>> {
         let (mut offs, mut payload) = (ptr::null(), ptr::null());
         check(unsafe { sys::tenso_view_string_offsets(&mut offs, &mut payload, self.as_ptr()) })?;
-        let count = self.shape().first().copied().unwrap_or(0) as usize;
+        let count = self.shape().first().copied().unwrap_or(0);
         // SAFETY: count + 1 aligned offsets owned by the view; the payload is the body.
         let offsets = unsafe { slice_from(offs, count + 1) };
         let payload = unsafe { slice_from(payload.cast::<u8>(), self.nbytes() as usize) };
@@ -378,6 +509,29 @@ impl ViewRef {
 
     pub(crate) fn raw_ptr(&self) -> *const sys::tenso_view {
         self.as_ptr()
+    }
+}
+
+/// The elements copied out, as [`ViewRef::to_vec`].
+///
+/// ```
+/// let packet = tenso::dumps(&tenso::Tensor::from_slice(&[3i64, 4]))?;
+/// let v: Vec<i64> = (&*tenso::loads(&packet)?).try_into()?;
+/// assert_eq!(v, [3, 4]);
+/// # Ok::<(), tenso::Error>(())
+/// ```
+impl<T: Element> TryFrom<&ViewRef> for Vec<T> {
+    type Error = Error;
+    fn try_from(v: &ViewRef) -> Result<Vec<T>> {
+        v.to_vec()
+    }
+}
+
+/// The elements copied out, as [`ViewRef::to_vec`].
+impl<T: Element> TryFrom<&View<'_>> for Vec<T> {
+    type Error = Error;
+    fn try_from(v: &View<'_>) -> Result<Vec<T>> {
+        v.to_vec()
     }
 }
 
@@ -463,8 +617,8 @@ impl PacketInfo {
         Dtype::from_code(self.raw.dtype)
     }
     /// The shape (empty for bundles).
-    pub fn shape(&self) -> &[u64] {
-        &self.raw.shape[..(self.raw.ndim as usize).min(self.raw.shape.len())]
+    pub fn shape(&self) -> &[usize] {
+        crate::tensor::dims(&self.raw.shape[..(self.raw.ndim as usize).min(self.raw.shape.len())])
     }
     /// Number of entries of a bundle.
     pub fn entry_count(&self) -> u32 {

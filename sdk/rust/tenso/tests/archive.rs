@@ -39,7 +39,7 @@ fn check_three(a_file: &Archive, data: &(Vec<f32>, Vec<i64>, Vec<u8>)) {
     assert_eq!(names, ["layer.0.bias", "layer.0.weight", "ünïcode"]);
     let bias = a_file.find("layer.0.bias").unwrap();
     let e = a_file.entry(bias).unwrap();
-    assert_eq!((e.kind(), e.dtype(), e.shape()), (Kind::Dense, Some(Dtype::Int64), &[2u64, 2][..]));
+    assert_eq!((e.kind(), e.dtype(), e.shape()), (Kind::Dense, Some(Dtype::Int64), &[2usize, 2][..]));
     assert_eq!(e.name(), "layer.0.bias");
     assert_eq!(e.nbytes(), 32);
     assert!(a_file.entry(3).is_none());
@@ -333,7 +333,7 @@ fn peer_golden_files() {
         assert_eq!(meta, want_meta, "{file}");
         for (name, w) in tensors {
             let t = a.get(name.as_str()).unwrap();
-            let shape: Vec<u64> = w["shape"].as_array().unwrap().iter().map(|d| d.as_u64().unwrap()).collect();
+            let shape: Vec<usize> = w["shape"].as_array().unwrap().iter().map(|d| d.as_u64().unwrap() as usize).collect();
             assert_eq!(t.dtype(), Some(dtype(w["dtype"].as_str().unwrap())), "{file}/{name}");
             assert_eq!(t.shape(), shape.as_slice(), "{file}/{name}");
             assert_eq!(t.bytes(), common::hex(w["hex"].as_str().unwrap()).as_slice(), "{file}/{name}");

@@ -44,11 +44,11 @@ fn export_aliases_the_view_and_is_read_only() {
     assert_eq!(dl.strides(), Some(&[12i64, 4, 1][..]), "compact row-major strides");
     assert!(dl.is_read_only());
     assert_eq!(dl.device().device_type, sys::kDLCPU);
-    assert_eq!(dl.data_ptr().cast::<u8>(), v.bytes().as_ptr(), "zero copy");
-    assert_eq!(dl.bytes(), v.bytes());
+    assert_eq!(dl.data_ptr().cast::<u8>(), v.bytes().unwrap().as_ptr(), "zero copy");
+    assert_eq!(dl.bytes(), v.bytes().unwrap());
     let legacy = v.to_dlpack_legacy().unwrap();
     assert_eq!(legacy.shape(), &[2, 3, 4]);
-    assert_eq!(legacy.bytes(), v.bytes());
+    assert_eq!(legacy.bytes(), v.bytes().unwrap());
     // Scalars have an empty shape.
     let x = 1.5f32;
     let sp = tenso::dumps(&Tensor::scalar(&x)).unwrap();

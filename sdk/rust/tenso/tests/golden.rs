@@ -20,6 +20,10 @@ fn typed<T: tenso::Element + PartialEq + std::fmt::Debug>(v: &ViewRef, body: &[u
     let bytes = unsafe { std::slice::from_raw_parts(copied.as_ptr().cast::<u8>(), body.len()) };
     assert_eq!(bytes, body, "{at}: to_vec bytes");
     let aligned = body.is_empty() || v.bytes().as_ptr() as usize % std::mem::align_of::<T>() == 0;
+    if T::DTYPE == tenso::Dtype::Bool {
+        assert_eq!(v.as_slice::<T>().unwrap_err().kind(), tenso::ErrorKind::UnsupportedKind, "{at}: bool is never borrowed");
+        return;
+    }
     match v.as_slice::<T>() {
         Ok(s) => {
             assert!(aligned, "{at}: as_slice accepted misaligned data");
@@ -95,7 +99,7 @@ fn check(v: &ViewRef, node: &Node, version: u32, dense_flags: u32, at: &str) {
             check_typed(v, *dtype, body, at);
             // Re-encoding the view itself gives a packet of the same value.
             let again = tenso::dumps(&v.as_tensor().unwrap()).unwrap();
-            assert_eq!(tenso::loads(&again).unwrap().bytes(), &body[..], "{at}: as_tensor round trip");
+            assert_eq!(tenso::loads(&again).unwrap().bytes().unwrap(), &body[..], "{at}: as_tensor round trip");
         }
         Node::Bundle(entries) => {
             assert_eq!(v.kind(), Kind::Bundle, "{at}: kind");
@@ -144,7 +148,7 @@ fn check(v: &ViewRef, node: &Node, version: u32, dense_flags: u32, at: &str) {
         Node::Strings(strings) => {
             assert_eq!(v.kind(), Kind::String, "{at}: kind");
             assert_eq!(v.dtype(), Some(Dtype::String));
-            assert_eq!(v.shape(), &[strings.len() as u64], "{at}: shape");
+            assert_eq!(v.shape(), &[strings.len()], "{at}: shape");
             let s = v.strings().unwrap();
             assert_eq!(s.len(), strings.len());
             assert_eq!(&s.to_strings().unwrap(), strings, "{at}: strings");
@@ -239,7 +243,7 @@ fn build(n: &Node) -> Built<'_> {
         Node::Strings(s) => Built::V(Value::strings(s).unwrap()),
         Node::Ragged { dtype, flat, offsets, .. } => {
             let n = offsets.last().copied().unwrap_or(0);
-            let t = Tensor::from_bytes(*dtype, flat, &[n]).unwrap();
+            let t = Tensor::from_bytes(*dtype, flat, &[n as usize]).unwrap();
             Built::V(Value::ragged(&t, offsets).unwrap())
         }
         Node::Ipc(r) => Built::V(Value::ipc_ref(r).unwrap()),

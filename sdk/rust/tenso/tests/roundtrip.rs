@@ -14,7 +14,7 @@ fn sample<T: Element>(n: usize, f: impl Fn(usize) -> T) -> Vec<T> {
 
 /// Round-trips `data` (shape [2, n/2]) under every option combination.
 fn roundtrip<T: Element + PartialEq + std::fmt::Debug>(data: &[T]) {
-    let shape = [2, data.len() as u64 / 2];
+    let shape = [2, data.len() / 2];
     let t = Tensor::new(data, &shape).unwrap();
     for integrity in [false, true] {
         for compress in [false, true] {
@@ -33,17 +33,33 @@ fn roundtrip<T: Element + PartialEq + std::fmt::Debug>(data: &[T]) {
                 // A Buffer is 64-byte aligned, so a top-level body padded to at least the
                 // element's alignment can be borrowed; alignment 1 may leave it misaligned,
                 // which as_slice reports instead of creating an unaligned reference.
-                let addr_ok = v.bytes().as_ptr() as usize % std::mem::align_of::<T>() == 0;
+                let addr_ok = v.as_ref().bytes().as_ptr() as usize % std::mem::align_of::<T>() == 0;
                 if alignment == 0 || alignment as usize >= std::mem::align_of::<T>() || compress {
                     assert!(addr_ok, "{at}");
                 }
-                match v.as_slice::<T>() {
-                    Ok(s) => assert!(addr_ok && s == data, "{at}"),
+                // bool is never borrowed (shared memory could change a checked byte).
+                let is_bool = T::DTYPE == Dtype::Bool;
+                match v.as_ref().as_slice::<T>() {
+                    Ok(s) => assert!(addr_ok && !is_bool && s == data, "{at}"),
+                    Err(e) if is_bool => assert_eq!(e.kind(), ErrorKind::UnsupportedKind, "{at}: {e}"),
                     Err(e) => assert!(!addr_ok && e.kind() == ErrorKind::Misaligned, "{at}: {e}"),
                 }
+                // Borrowing for the input's lifetime: a decompressed body is not in the input.
+                match v.as_slice::<T>() {
+                    Ok(s) => assert!(addr_ok && !compress && !is_bool && s == data, "{at}"),
+                    Err(e) if compress || is_bool => assert_eq!(e.kind(), ErrorKind::UnsupportedKind, "{at}: {e}"),
+                    Err(e) => assert!(!addr_ok && e.kind() == ErrorKind::Misaligned, "{at}: {e}"),
+                }
+                let cow = v.values::<T>().unwrap();
+                assert_eq!(&*cow, data, "{at}");
+                assert_eq!(
+                    matches!(cow, std::borrow::Cow::Borrowed(_)),
+                    addr_ok && !compress && !is_bool,
+                    "{at}: borrowed iff possible"
+                );
                 assert_eq!(v.to_vec::<T>().unwrap(), data, "{at}");
                 assert_eq!(v.owns_data(), compress, "{at}: only decompressed bodies are owned");
-                if !compress && addr_ok {
+                if !compress && addr_ok && !is_bool {
                     // Zero copy: the slice points into the packet.
                     let s = v.as_slice::<T>().unwrap();
                     assert!(buf.as_ptr_range().contains(&s.as_ptr().cast::<u8>()), "{at}: not zero copy");
@@ -88,7 +104,7 @@ fn scalars_empty_tensors_and_32_dims() {
     let p = tenso::dumps(&Tensor::new::<i32>(&[], &[3, 0, 2]).unwrap()).unwrap();
     let v = tenso::loads(&p).unwrap();
     assert_eq!(v.shape(), &[3, 0, 2]);
-    assert!(v.bytes().is_empty());
+    assert!(v.bytes().unwrap().is_empty());
     assert_eq!(v.as_slice::<i32>().unwrap(), &[] as &[i32]);
 
     let p = tenso::dumps(&Tensor::new(&[7u8], &[1; 32]).unwrap()).unwrap();
@@ -305,7 +321,7 @@ fn quantization_schemes_parts_and_dequantization() {
             let at = format!("{qdtype} {scheme:?}");
             let v = tenso::quantize(&t, qdtype, scheme).unwrap();
             let parts = v.quantized_parts().unwrap();
-            assert_eq!((parts.dtype, parts.scheme, parts.shape), (qdtype, scheme, &[4u64, 6][..]), "{at}");
+            assert_eq!((parts.dtype, parts.scheme, parts.shape), (qdtype, scheme, &[4usize, 6][..]), "{at}");
             let expected_scales = match scheme {
                 Scheme::PerTensor => 1,
                 Scheme::PerChannel { axis } => [4, 6][axis as usize],
@@ -360,6 +376,13 @@ fn quantization_schemes_parts_and_dequantization() {
     let q = Quantized { data: &[1, 2], ..q };
     assert_eq!(q.dequantize().unwrap(), [1.0, 2.0]);
     assert_eq!(q.dequantize_into(&mut [0.0; 3]).unwrap_err().kind(), ErrorKind::InvalidArgument);
+    assert_eq!(q.numel().unwrap(), 2);
+    // A shape whose element count overflows: an error, never an overflow panic (debug builds).
+    let huge = [usize::MAX, 3];
+    let q = Quantized { shape: &huge, ..q };
+    assert_eq!(q.numel().unwrap_err().kind(), ErrorKind::TooManyElements);
+    assert_eq!(q.dequantize().unwrap_err().kind(), ErrorKind::TooManyElements);
+    assert!(Value::quantized(&q).is_err());
     // Not quantized.
     assert_eq!(Value::strings(["x"]).unwrap().quantized_parts().unwrap_err().kind(), ErrorKind::UnsupportedKind);
 }

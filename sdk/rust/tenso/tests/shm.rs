@@ -84,7 +84,9 @@ fn shm_round_trip_zero_copy_and_exact_errors() {
     assert_eq!(Shm::create_for(&name, &t, &Options::new(), IfExists::Fail).unwrap_err().kind(), ErrorKind::Exists);
     let mut ro = Shm::open(&name).unwrap();
     assert_eq!(ro.put(&t).unwrap_err().kind(), ErrorKind::InvalidArgument);
-    assert_eq!(ro.bytes_mut().unwrap_err().kind(), ErrorKind::InvalidArgument);
+    assert_eq!(ro.write_at(0, &[1]).unwrap_err().kind(), ErrorKind::InvalidArgument);
+    // SAFETY: refused before any slice exists.
+    assert_eq!(unsafe { ro.bytes_mut() }.unwrap_err().kind(), ErrorKind::InvalidArgument);
     Shm::unlink(&name).unwrap();
     assert_eq!(Shm::open(&name).unwrap_err().kind(), ErrorKind::NotFound);
     assert_eq!(Shm::unlink(&name).unwrap_err().kind(), ErrorKind::NotFound);
@@ -123,7 +125,7 @@ fn shm_put_in_place_too_small_and_replace() {
     // Write through the mapping directly: another handle sees the bytes.
     let mut w = Shm::open_writable(&name).unwrap();
     let p = tenso::dumps(&Tensor::from_slice(&[42i32])).unwrap();
-    w.bytes_mut().unwrap()[..p.len()].copy_from_slice(&p);
+    w.write_at(0, &p).unwrap();
     assert_eq!(other.get().unwrap().to_vec::<i32>().unwrap(), [42]);
 
     let fresh = Shm::create_with(&name, 128, IfExists::Replace).unwrap();
@@ -343,4 +345,29 @@ fn many_threads_share_one_pool() {
     assert_eq!(s.entries, 4 * 20 + 1);
     assert_eq!(s.pinned_entries, 0);
     assert_eq!(s.clients, 1, "the threads' own handles detached");
+}
+
+/// A bool body in shared memory is never borrowed as `&[bool]`: another handle (here a second
+/// mapping in this process, as another process would) can rewrite a checked byte into 7. The
+/// copies are validated after copying.
+#[test]
+fn bool_views_of_shared_memory_are_copied_and_checked() {
+    let name = Name::shm("bool");
+    let flags = [true, false, true];
+    let mut writer = Shm::create_for(&name, &Tensor::from_slice(&flags), &Options::new(), IfExists::Fail).unwrap();
+    let reader = Shm::open(&name).unwrap();
+    let view = reader.get().unwrap();
+    assert_eq!(view.as_slice::<bool>().unwrap_err().kind(), ErrorKind::UnsupportedKind);
+    assert_eq!(view.as_ref().as_slice::<bool>().unwrap_err().kind(), ErrorKind::UnsupportedKind);
+    assert_eq!(view.to_vec::<bool>().unwrap(), flags);
+    assert!(matches!(view.values::<bool>().unwrap(), std::borrow::Cow::Owned(v) if v == flags));
+
+    let at = tenso::inspect(writer.bytes()).unwrap().body_offset() as usize;
+    writer.write_at(at + 1, &[7]).unwrap();
+    assert_eq!(view.bytes().unwrap()[1], 7, "the view sees the other handle's write");
+    assert_eq!(view.to_vec::<bool>().unwrap_err().kind(), ErrorKind::Malformed);
+    assert_eq!(view.values::<bool>().unwrap_err().kind(), ErrorKind::Malformed);
+    assert_eq!(view.as_slice::<bool>().unwrap_err().kind(), ErrorKind::UnsupportedKind);
+    assert_eq!(writer.write_at(writer.len() as usize, &[1]).unwrap_err().kind(), ErrorKind::InvalidArgument);
+    assert_eq!(writer.write_at(usize::MAX, &[1]).unwrap_err().kind(), ErrorKind::InvalidArgument);
 }

@@ -48,9 +48,9 @@ impl Drop for TempDir {
 /// encoding can borrow from it).
 #[derive(Debug)]
 pub enum Node {
-    Dense { dtype: Dtype, shape: Vec<u64>, body: Vec<u8> },
+    Dense { dtype: Dtype, shape: Vec<usize>, body: Vec<u8> },
     Bundle(Vec<(String, Node)>),
-    Sparse { kind: tenso::Kind, shape: [u64; 2], comps: Vec<Node> },
+    Sparse { kind: tenso::Kind, shape: [usize; 2], comps: Vec<Node> },
     Quantized(Quant),
     Strings(Vec<String>),
     Ragged { dtype: Dtype, rows: Vec<Vec<u8>>, lengths: Vec<u64>, flat: Vec<u8>, offsets: Vec<u64>, bundle: Box<Node> },
@@ -61,7 +61,7 @@ pub enum Node {
 pub struct Quant {
     pub dtype: Dtype,
     pub scheme: Scheme,
-    pub shape: Vec<u64>,
+    pub shape: Vec<usize>,
     pub body: Vec<u8>,
     pub scales: Vec<f32>,
     pub zero_points: Vec<f32>,
@@ -74,8 +74,8 @@ fn f32s(b: &[u8]) -> Vec<f32> {
     b.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect()
 }
 
-fn shape_of(v: &Json) -> Vec<u64> {
-    v["shape"].as_array().unwrap().iter().map(|d| d.as_u64().unwrap()).collect()
+fn shape_of(v: &Json) -> Vec<usize> {
+    v["shape"].as_array().unwrap().iter().map(|d| d.as_u64().unwrap() as usize).collect()
 }
 
 fn dtype_of(v: &Json, key: &str) -> Dtype {
