@@ -147,6 +147,13 @@ size_t frame_length(const uint8_t *buf, size_t len, const Limits &limits) {
     return f.end();
 }
 
+void as_loads_says(const uint8_t *buf, size_t len, const Limits &limits) {
+    try {
+        scan(buf, len, limits);
+    } catch (const NeedMore &) {
+    }
+}
+
 size_t packet_length(const uint8_t *buf, size_t len, const Limits &limits) {
     size_t end;
     try {
@@ -161,7 +168,7 @@ size_t packet_length(const uint8_t *buf, size_t len, const Limits &limits) {
         }
         throw;
     } catch (const Error &) {
-        scan(buf, len, limits);  // its error, or its TRUNCATED, is what loads says
+        as_loads_says(buf, len, limits);
         throw;
     }
     scan(buf, end, limits);  // what a decode would check inside, checksums aside
@@ -268,7 +275,10 @@ void Decoder::reset() {
     have_ = 0;
     want_ = kFirstNeed;
     failed_ = false;
-    ahead_pos_ = ahead_end_ = 0;
+    // Read-ahead bytes past a packet that failed after framing are the next packets'; after a
+    // framing failure the stream's position is unknown and they are dropped.
+    if (!framed_failure_) ahead_pos_ = ahead_end_ = 0;
+    framed_failure_ = false;
 }
 
 void Decoder::check_usable() const {
@@ -321,6 +331,25 @@ std::unique_ptr<View> Decoder::complete() {
     return decode(bytes, len, cfg_.limits, std::move(buf));
 }
 
+size_t Decoder::frame(const uint8_t *b, size_t n) {
+    try {
+        return framer_.run(b, n);
+    } catch (const Error &) {
+        // Framing checks headers only and skips nested packets whole, so its fault may be a
+        // symptom of an earlier one: the full scan of the bytes at hand names it as loads does.
+        as_loads_says(b, n, cfg_.limits);
+        throw;
+    }
+}
+
+// The packet is framed and all here: a failure from here on leaves the stream in step.
+std::unique_ptr<View> Decoder::complete_framed() {
+    framed_failure_ = true;
+    std::unique_ptr<View> v = complete();
+    framed_failure_ = false;
+    return v;
+}
+
 template <class F>
 auto Decoder::guarded(F f) -> decltype(f()) {
     check_usable();
@@ -329,6 +358,7 @@ auto Decoder::guarded(F f) -> decltype(f()) {
     } catch (...) {
         // A packet that failed is dropped (its memory released); the decoder waits for reset().
         failed_ = true;
+        if (!framed_failure_) fed_ = 0;  // where the stream stands is unknown
         packet_.reset();
         stage_.clear();
         have_ = 0;
@@ -338,8 +368,9 @@ auto Decoder::guarded(F f) -> decltype(f()) {
 
 size_t Decoder::feed(const uint8_t *src, size_t len, std::unique_ptr<View> *out) {
     out->reset();
+    fed_ = 0;
     return guarded([&] {
-        size_t used = 0;
+        size_t &used = fed_;
         while (used < len && !*out) {
             const uint8_t *s = src + used;
             const size_t n = len - used;
@@ -351,7 +382,7 @@ size_t Decoder::feed(const uint8_t *src, size_t len, std::unique_ptr<View> *out)
             } else if (have_ == 0) {
                 // A packet starts here: frame it on the caller's bytes, staging nothing when
                 // its headers are all at hand.
-                if (const size_t more = framer_.run(s, n)) {
+                if (const size_t more = frame(s, n)) {
                     stage_.assign(s, s + n);  // all of it is the packet's: it needs more
                     have_ = n;
                     used += n;
@@ -370,7 +401,7 @@ size_t Decoder::feed(const uint8_t *src, size_t len, std::unique_ptr<View> *out)
                 const size_t take = std::min(n, std::max(want_ - have_, kStageChunk));
                 stage_.resize(have_ + take);
                 std::memcpy(stage_.data() + have_, s, take);
-                const size_t more = have_ + take >= want_ ? framer_.run(stage_.data(), have_ + take) : want_;
+                const size_t more = have_ + take >= want_ ? frame(stage_.data(), have_ + take) : want_;
                 const size_t keep = more ? take : std::min(take, framer_.end() - have_);
                 have_ += keep;
                 used += keep;
@@ -381,7 +412,7 @@ size_t Decoder::feed(const uint8_t *src, size_t len, std::unique_ptr<View> *out)
                 }
                 sized();
             }
-            if (packet_ && have_ == want_) *out = complete();
+            if (packet_ && have_ == want_) *out = complete_framed();
         }
         return used;
     });
@@ -408,14 +439,14 @@ std::unique_ptr<View> Decoder::commit(size_t n) {
         have_ += n;
         if (!packet_) {
             if (have_ < want_) return nullptr;
-            if (const size_t more = framer_.run(stage_.data(), have_)) {
+            if (const size_t more = frame(stage_.data(), have_)) {
                 want_ = more;
                 return nullptr;
             }
             stage_.resize(have_);
             sized();
         }
-        return have_ == want_ ? complete() : nullptr;
+        return have_ == want_ ? complete_framed() : nullptr;
     });
 }
 
