@@ -43,6 +43,21 @@ void Framer::reset() {
     align_ = TENSO_DEFAULT_ALIGNMENT;
     left_ = 0;
     checked_ = false;
+    packets_ = 1;
+}
+
+// A container's header says how many packets it holds and that they nest one level deeper:
+// the limits refuse a tree at its headers, before its bytes are taken.
+void Framer::count(const Node &n, int depth) {
+    uint64_t inner = 0;
+    if (n.kind == TENSO_KIND_BUNDLE) inner = n.count;
+    else if (n.kind == TENSO_KIND_SPARSE_COO || n.kind == TENSO_KIND_SPARSE_CSR || n.kind == TENSO_KIND_SPARSE_CSC)
+        inner = 3;
+    if (!inner) return;
+    if (depth + 1 > int(lim_.max_depth)) fail(TENSO_E_LIMIT, "packets nest deeper than " + num(lim_.max_depth));
+    packets_ += inner;
+    if (lim_.max_entries && packets_ > lim_.max_entries)
+        fail(TENSO_E_LIMIT, "packet holds more than max_entries (" + num(lim_.max_entries) + ") packets");
 }
 
 size_t Framer::checked(size_t n) const {
@@ -72,6 +87,7 @@ size_t Framer::run(const uint8_t *b, size_t have) {
             return checked(m.need);
         }
         align_ = std::max<size_t>(TENSO_DEFAULT_ALIGNMENT, n.alignment);
+        count(n, 0);
         const size_t header = n.version == 4 ? kHeaderV4 : kHeaderLegacy;
         switch (n.kind) {
         case TENSO_KIND_GPU_IPC_REF: return known(n.end);
@@ -127,7 +143,7 @@ size_t Framer::entries(const uint8_t *b, size_t have) {
         const size_t start = p + 4, end = add(start, rd32(b + p));
         if (!checked_) {
             try {
-                scan_header_at(b, have, start, end, status, 1, lim_);
+                count(scan_header_at(b, have, start, end, status, 1, lim_), 1);
             } catch (const NeedMore &m) {
                 return checked(m.need);
             }

@@ -44,6 +44,9 @@ private:
     bool bundle_ = false;   // else sparse components
     bool checked_ = false;  // the current entry's nested header is checked
     bool footer_ = false;   // an LZ4 body's integrity footer follows the frame
+    uint64_t packets_ = 1;  // packets the tree holds, as far as the headers seen tell
+
+    void count(const Node &n, int depth);  // max_entries and max_depth, as headers arrive
 
     size_t entries(const uint8_t *b, size_t have);
     size_t checked(size_t n) const;  // n, once the limits allow a packet that long

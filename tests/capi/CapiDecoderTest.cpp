@@ -234,6 +234,7 @@ class CapiDecoderTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(testSndTimeo);
     CPPUNIT_TEST(testCallerAllocator);
     CPPUNIT_TEST(testMisalignedAllocationReleased);
+    CPPUNIT_TEST(testTreeLimitsAtHeaders);
     CPPUNIT_TEST(testErrorStatusIsLoads);
     CPPUNIT_TEST(testFailureAfterFramingKeepsPosition);
     CPPUNIT_TEST(testHugeTimeoutIsNone);
@@ -612,6 +613,31 @@ public:
             ViewPtr rv(v);
             CPPUNIT_ASSERT_EQUAL(std::string(), loads_diff(v, b));
             TENSO_CHECK_STATUS(TENSO_E_END_OF_STREAM, tenso_decoder_read_fd(&v, r.get(), s.fd[0]));
+        }
+    }
+
+    // max_entries and max_depth refuse a tree at its headers, not after the decoder has taken
+    // a 4 GB first entry.
+    void testTreeLimitsAtHeaders() {
+        const uint32_t vlen = 14 + 16u * 250000000u;
+        Pkt one;  // bundle{a: complex128[2.5e8]}: 2 packets
+        one.v4(TENSO_FLAG_BUNDLE, 0, 1).u32(1).str("a").u32(vlen).v4(0, TENSO_DTYPE_COMPLEX128, 1).u32((vlen - 14) / 16);
+        Pkt two;  // bundle{a: bundle{b: ...}}: 3 packets, 2 deep
+        two.v4(TENSO_FLAG_BUNDLE, 0, 1).u32(1).str("a").u32(vlen).v4(TENSO_FLAG_BUNDLE, 0, 1).u32(1).str("b");
+        struct Case {
+            const Bytes &b;
+            uint64_t entries, depth;
+        };
+        for (const Case &c : {Case{one, 1, 0}, Case{two, 2, 0}, Case{two, 0, 1}}) {
+            tenso_decode_options o = TENSO_DECODE_OPTIONS_INIT;
+            o.max_entries = c.entries;
+            o.max_depth = uint32_t(c.depth);
+            tenso_view *v = nullptr;
+            tenso_decoder_options dopt = TENSO_DECODER_OPTIONS_INIT;
+            dopt.decode = &o;
+            DecoderPtr d = make_decoder(&dopt);
+            size_t used = 0;
+            TENSO_CHECK_STATUS(TENSO_E_LIMIT, tenso_decoder_feed(d.get(), c.b.data(), c.b.size(), &used, &v));
         }
     }
 
