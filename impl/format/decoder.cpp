@@ -26,6 +26,19 @@ constexpr size_t kFirstNeed = sizeof kMagic;  // garbage is told apart from a cu
 constexpr size_t kStageChunk = 4096;
 constexpr size_t kStageKeep = size_t(64) << 10;  // staging capacity kept between packets
 
+// Bytes a v4 header at `start` surely needs beyond `have` (its fixed part, then its shape), or
+// 0 when they are there or the header is not a plain v4 one: the scanner then decides. Asked
+// first, it spares the scanner's NeedMore exception on the common partial header.
+size_t v4_header_short(const uint8_t *b, size_t have, size_t start, const Limits &lim) {
+    if (have < start + 5) return 0;
+    if (std::memcmp(b + start, kMagic, 4) != 0 || b[start + 4] != 4) return 0;
+    if (have < start + kHeaderV4) return start + kHeaderV4;
+    const uint8_t ndim = b[start + 8];
+    if (ndim > lim.max_ndim) return 0;
+    const size_t shape = start + kHeaderV4 + 4 * size_t(ndim);
+    return have < shape ? shape : 0;
+}
+
 size_t add(size_t a, uint64_t b) {
     if (b > kNoBound - a) fail(TENSO_E_MALFORMED, "packet length overflows");
     return a + size_t(b);
@@ -80,6 +93,7 @@ size_t Framer::known(size_t end) {
 size_t Framer::run(const uint8_t *b, size_t have) {
     switch (stage_) {
     case Stage::kHeader: {
+        if (const size_t more = v4_header_short(b, have, 0, lim_)) return checked(more);
         Node n;
         try {
             n = scan_header_at(b, have, 0, kNoBound, TENSO_E_MALFORMED, 0, lim_);
@@ -142,6 +156,8 @@ size_t Framer::entries(const uint8_t *b, size_t have) {
         }
         const size_t start = p + 4, end = add(start, rd32(b + p));
         if (!checked_) {
+            const size_t more = v4_header_short(b, have, start, lim_);
+            if (more && more <= end) return checked(more);  // past its end: the scanner says why
             try {
                 count(scan_header_at(b, have, start, end, status, 1, lim_), 1);
             } catch (const NeedMore &m) {
