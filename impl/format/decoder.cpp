@@ -26,11 +26,15 @@ constexpr size_t kFirstNeed = sizeof kMagic;  // garbage is told apart from a cu
 constexpr size_t kStageChunk = 4096;
 constexpr size_t kStageKeep = size_t(64) << 10;  // staging capacity kept between packets
 
-// Bytes a v4 header at `start` surely needs beyond `have` (its fixed part, then its shape), or
-// 0 when they are there or the header is not a plain v4 one: the scanner then decides. Asked
+// Bytes a header at `start` surely needs beyond `have` (the fixed part; for v4 then its shape),
+// as the scanner would say, or 0 when they are there or the header is not plain: the scanner
+// then decides. Asked
 // first, it spares the scanner's NeedMore exception on the common partial header.
 size_t v4_header_short(const uint8_t *b, size_t have, size_t start, const Limits &lim) {
-    if (have < start + 5) return 0;
+    if (have < start + kHeaderLegacy) {  // the magic, then any version's fixed part
+        if (std::memcmp(b + start, kMagic, std::min<size_t>(have - start, 4)) != 0) return 0;
+        return have < start + 4 ? start + 4 : start + kHeaderLegacy;
+    }
     if (std::memcmp(b + start, kMagic, 4) != 0 || b[start + 4] != 4) return 0;
     if (have < start + kHeaderV4) return start + kHeaderV4;
     const uint8_t ndim = b[start + 8];
