@@ -44,7 +44,12 @@ tenso_status tenso_decoder_feed(tenso_decoder *d, const void *src, size_t len, s
     CHECK_ARG(src || !len);
     TENSO_API_BEGIN
     std::unique_ptr<tenso::View> v;
-    *consumed_out = d->d.feed(static_cast<const uint8_t *>(src), len, &v);
+    try {
+        *consumed_out = d->d.feed(static_cast<const uint8_t *>(src), len, &v);
+    } catch (...) {
+        *consumed_out = d->d.fed();
+        throw;
+    }
     *out = release_view(std::move(v));
     TENSO_API_END
 }

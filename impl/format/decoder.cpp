@@ -26,6 +26,23 @@ constexpr size_t kFirstNeed = sizeof kMagic;  // garbage is told apart from a cu
 constexpr size_t kStageChunk = 4096;
 constexpr size_t kStageKeep = size_t(64) << 10;  // staging capacity kept between packets
 
+// Bytes a header at `start` surely needs beyond `have` (the fixed part; for v4 then its shape),
+// as the scanner would say, or 0 when they are there or the header is not plain: the scanner
+// then decides. Asked
+// first, it spares the scanner's NeedMore exception on the common partial header.
+size_t v4_header_short(const uint8_t *b, size_t have, size_t start, const Limits &lim) {
+    if (have < start + kHeaderLegacy) {  // the magic, then any version's fixed part
+        if (std::memcmp(b + start, kMagic, std::min<size_t>(have - start, 4)) != 0) return 0;
+        return have < start + 4 ? start + 4 : start + kHeaderLegacy;
+    }
+    if (std::memcmp(b + start, kMagic, 4) != 0 || b[start + 4] != 4) return 0;
+    if (have < start + kHeaderV4) return start + kHeaderV4;
+    const uint8_t ndim = b[start + 8];
+    if (ndim > lim.max_ndim) return 0;
+    const size_t shape = start + kHeaderV4 + 4 * size_t(ndim);
+    return have < shape ? shape : 0;
+}
+
 size_t add(size_t a, uint64_t b) {
     if (b > kNoBound - a) fail(TENSO_E_MALFORMED, "packet length overflows");
     return a + size_t(b);
@@ -43,6 +60,21 @@ void Framer::reset() {
     align_ = TENSO_DEFAULT_ALIGNMENT;
     left_ = 0;
     checked_ = false;
+    packets_ = 1;
+}
+
+// A container's header says how many packets it holds and that they nest one level deeper:
+// the limits refuse a tree at its headers, before its bytes are taken.
+void Framer::count(const Node &n, int depth) {
+    uint64_t inner = 0;
+    if (n.kind == TENSO_KIND_BUNDLE) inner = n.count;
+    else if (n.kind == TENSO_KIND_SPARSE_COO || n.kind == TENSO_KIND_SPARSE_CSR || n.kind == TENSO_KIND_SPARSE_CSC)
+        inner = 3;
+    if (!inner) return;
+    if (depth + 1 > int(lim_.max_depth)) fail(TENSO_E_LIMIT, "packets nest deeper than " + num(lim_.max_depth));
+    packets_ += inner;
+    if (lim_.max_entries && packets_ > lim_.max_entries)
+        fail(TENSO_E_LIMIT, "packet holds more than max_entries (" + num(lim_.max_entries) + ") packets");
 }
 
 size_t Framer::checked(size_t n) const {
@@ -65,6 +97,7 @@ size_t Framer::known(size_t end) {
 size_t Framer::run(const uint8_t *b, size_t have) {
     switch (stage_) {
     case Stage::kHeader: {
+        if (const size_t more = v4_header_short(b, have, 0, lim_)) return checked(more);
         Node n;
         try {
             n = scan_header_at(b, have, 0, kNoBound, TENSO_E_MALFORMED, 0, lim_);
@@ -72,6 +105,7 @@ size_t Framer::run(const uint8_t *b, size_t have) {
             return checked(m.need);
         }
         align_ = std::max<size_t>(TENSO_DEFAULT_ALIGNMENT, n.alignment);
+        count(n, 0);
         const size_t header = n.version == 4 ? kHeaderV4 : kHeaderLegacy;
         switch (n.kind) {
         case TENSO_KIND_GPU_IPC_REF: return known(n.end);
@@ -126,8 +160,10 @@ size_t Framer::entries(const uint8_t *b, size_t have) {
         }
         const size_t start = p + 4, end = add(start, rd32(b + p));
         if (!checked_) {
+            const size_t more = v4_header_short(b, have, start, lim_);
+            if (more && more <= end) return checked(more);  // past its end: the scanner says why
             try {
-                scan_header_at(b, have, start, end, status, 1, lim_);
+                count(scan_header_at(b, have, start, end, status, 1, lim_), 1);
             } catch (const NeedMore &m) {
                 return checked(m.need);
             }
@@ -147,6 +183,13 @@ size_t frame_length(const uint8_t *buf, size_t len, const Limits &limits) {
     return f.end();
 }
 
+void as_loads_says(const uint8_t *buf, size_t len, const Limits &limits) {
+    try {
+        scan(buf, len, limits);
+    } catch (const NeedMore &) {
+    }
+}
+
 size_t packet_length(const uint8_t *buf, size_t len, const Limits &limits) {
     size_t end;
     try {
@@ -161,7 +204,7 @@ size_t packet_length(const uint8_t *buf, size_t len, const Limits &limits) {
         }
         throw;
     } catch (const Error &) {
-        scan(buf, len, limits);  // its error, or its TRUNCATED, is what loads says
+        as_loads_says(buf, len, limits);
         throw;
     }
     scan(buf, end, limits);  // what a decode would check inside, checksums aside
@@ -268,7 +311,10 @@ void Decoder::reset() {
     have_ = 0;
     want_ = kFirstNeed;
     failed_ = false;
-    ahead_pos_ = ahead_end_ = 0;
+    // Read-ahead bytes past a packet that failed after framing are the next packets'; after a
+    // framing failure the stream's position is unknown and they are dropped.
+    if (!framed_failure_) ahead_pos_ = ahead_end_ = 0;
+    framed_failure_ = false;
 }
 
 void Decoder::check_usable() const {
@@ -321,6 +367,25 @@ std::unique_ptr<View> Decoder::complete() {
     return decode(bytes, len, cfg_.limits, std::move(buf));
 }
 
+size_t Decoder::frame(const uint8_t *b, size_t n) {
+    try {
+        return framer_.run(b, n);
+    } catch (const Error &) {
+        // Framing checks headers only and skips nested packets whole, so its fault may be a
+        // symptom of an earlier one: the full scan of the bytes at hand names it as loads does.
+        as_loads_says(b, n, cfg_.limits);
+        throw;
+    }
+}
+
+// The packet is framed and all here: a failure from here on leaves the stream in step.
+std::unique_ptr<View> Decoder::complete_framed() {
+    framed_failure_ = true;
+    std::unique_ptr<View> v = complete();
+    framed_failure_ = false;
+    return v;
+}
+
 template <class F>
 auto Decoder::guarded(F f) -> decltype(f()) {
     check_usable();
@@ -329,6 +394,7 @@ auto Decoder::guarded(F f) -> decltype(f()) {
     } catch (...) {
         // A packet that failed is dropped (its memory released); the decoder waits for reset().
         failed_ = true;
+        if (!framed_failure_) fed_ = 0;  // where the stream stands is unknown
         packet_.reset();
         stage_.clear();
         have_ = 0;
@@ -338,8 +404,9 @@ auto Decoder::guarded(F f) -> decltype(f()) {
 
 size_t Decoder::feed(const uint8_t *src, size_t len, std::unique_ptr<View> *out) {
     out->reset();
+    fed_ = 0;
     return guarded([&] {
-        size_t used = 0;
+        size_t &used = fed_;
         while (used < len && !*out) {
             const uint8_t *s = src + used;
             const size_t n = len - used;
@@ -351,7 +418,7 @@ size_t Decoder::feed(const uint8_t *src, size_t len, std::unique_ptr<View> *out)
             } else if (have_ == 0) {
                 // A packet starts here: frame it on the caller's bytes, staging nothing when
                 // its headers are all at hand.
-                if (const size_t more = framer_.run(s, n)) {
+                if (const size_t more = frame(s, n)) {
                     stage_.assign(s, s + n);  // all of it is the packet's: it needs more
                     have_ = n;
                     used += n;
@@ -370,7 +437,7 @@ size_t Decoder::feed(const uint8_t *src, size_t len, std::unique_ptr<View> *out)
                 const size_t take = std::min(n, std::max(want_ - have_, kStageChunk));
                 stage_.resize(have_ + take);
                 std::memcpy(stage_.data() + have_, s, take);
-                const size_t more = have_ + take >= want_ ? framer_.run(stage_.data(), have_ + take) : want_;
+                const size_t more = have_ + take >= want_ ? frame(stage_.data(), have_ + take) : want_;
                 const size_t keep = more ? take : std::min(take, framer_.end() - have_);
                 have_ += keep;
                 used += keep;
@@ -381,7 +448,7 @@ size_t Decoder::feed(const uint8_t *src, size_t len, std::unique_ptr<View> *out)
                 }
                 sized();
             }
-            if (packet_ && have_ == want_) *out = complete();
+            if (packet_ && have_ == want_) *out = complete_framed();
         }
         return used;
     });
@@ -408,14 +475,14 @@ std::unique_ptr<View> Decoder::commit(size_t n) {
         have_ += n;
         if (!packet_) {
             if (have_ < want_) return nullptr;
-            if (const size_t more = framer_.run(stage_.data(), have_)) {
+            if (const size_t more = frame(stage_.data(), have_)) {
                 want_ = more;
                 return nullptr;
             }
             stage_.resize(have_);
             sized();
         }
-        return have_ == want_ ? complete() : nullptr;
+        return have_ == want_ ? complete_framed() : nullptr;
     });
 }
 

@@ -44,6 +44,9 @@ private:
     bool bundle_ = false;   // else sparse components
     bool checked_ = false;  // the current entry's nested header is checked
     bool footer_ = false;   // an LZ4 body's integrity footer follows the frame
+    uint64_t packets_ = 1;  // packets the tree holds, as far as the headers seen tell
+
+    void count(const Node &n, int depth);  // max_entries and max_depth, as headers arrive
 
     size_t entries(const uint8_t *b, size_t have);
     size_t checked(size_t n) const;  // n, once the limits allow a packet that long
@@ -67,6 +70,9 @@ size_t frame_length(const uint8_t *buf, size_t len, const Limits &limits);
 // checksums), so a length is only given for a packet tenso_loads could take.
 size_t packet_length(const uint8_t *buf, size_t len, const Limits &limits);
 
+// Throws the error a full scan of buf (as tenso_loads does) finds, if any; returns otherwise.
+void as_loads_says(const uint8_t *buf, size_t len, const Limits &limits);
+
 class Decoder {
 public:
     explicit Decoder(const DecoderConfig &cfg);
@@ -82,7 +88,10 @@ public:
     uint8_t *buffer(size_t *len);
     std::unique_ptr<View> commit(size_t n);
     size_t needed() const;
-    bool idle() const { return have_ == 0 && !failed_; }
+    // Bytes the last feed() took, also when it failed: a packet that failed after it was
+    // framed (checksum, decode limits, structure) counts whole, so the caller stays in step.
+    size_t fed() const { return fed_; }
+    bool idle() const { return have_ == 0 && ahead_pos_ == ahead_end_ && !failed_; }
     void finish() const;
 
     const DecoderConfig &config() const { return cfg_; }
@@ -101,6 +110,8 @@ private:
     size_t have_ = 0;                     // bytes of the current packet received
     size_t want_ = 0;                     // total bytes needed to go on (framer's answer)
     bool failed_ = false;
+    bool framed_failure_ = false;         // the failure came after the packet was framed
+    size_t fed_ = 0;
     std::shared_ptr<Spare> spare_;
     std::vector<uint8_t> ahead_;
     size_t ahead_pos_ = 0, ahead_end_ = 0;
@@ -108,6 +119,8 @@ private:
     void check_usable() const;
     void sized();
     std::unique_ptr<View> complete();
+    std::unique_ptr<View> complete_framed();
+    size_t frame(const uint8_t *b, size_t n);
     template <class F>
     auto guarded(F f) -> decltype(f());
     std::shared_ptr<uint8_t> allocate(size_t size, size_t alignment);

@@ -352,8 +352,8 @@ void Scanner::bundle(Node &n, size_t pos, size_t bound, int bst, int depth) {
         try {
             c.node = packet(pos, vend, TENSO_E_BAD_BUNDLE, depth + 1);
         } catch (const NeedMore &) {
-            // Ask for the whole value at once: a framing reader then rescans once per entry,
-            // not once per nested header (readers grow memory with bytes received, not claims).
+            // Ask for the whole value at once: loads and packet_length report one TRUNCATED
+            // claim per entry, not one per nested header (the decoder frames on its own).
             need(vend, bound, bst, "bundle value");
             throw;
         }

@@ -120,7 +120,12 @@ std::unique_ptr<View> read_packet(Decoder &d, int fd) {
     size_t &pos = d.ahead_pos(), &end = d.ahead_end();
     for (;;) {
         while (pos < end) {
-            pos += d.feed(ahead.data() + pos, end - pos, &v);
+            try {
+                pos += d.feed(ahead.data() + pos, end - pos, &v);
+            } catch (...) {
+                pos += d.fed();  // a packet that failed after framing is behind us
+                throw;
+            }
             if (v) return v;
         }
         pos = end = 0;

@@ -234,6 +234,9 @@ class CapiDecoderTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(testSndTimeo);
     CPPUNIT_TEST(testCallerAllocator);
     CPPUNIT_TEST(testMisalignedAllocationReleased);
+    CPPUNIT_TEST(testTreeLimitsAtHeaders);
+    CPPUNIT_TEST(testErrorStatusIsLoads);
+    CPPUNIT_TEST(testFailureAfterFramingKeepsPosition);
     CPPUNIT_TEST(testHugeTimeoutIsNone);
     CPPUNIT_TEST(testBufferReuse);
     CPPUNIT_TEST(testReadAheadManySmallPackets);
@@ -543,6 +546,99 @@ public:
         // A refusal is TENSO_E_NO_MEMORY.
         r.refuse = true;
         TENSO_CHECK_STATUS(TENSO_E_NO_MEMORY, tenso_decoder_feed(d.get(), b.data(), b.size(), &used, &v));
+    }
+
+    // A fault inside entry a shows as garbage where entry b should be: framing alone says
+    // BAD_MAGIC, but the decoder names it as tenso_loads does, whole or byte by byte.
+    void testErrorStatusIsLoads() {
+        Pkt p;
+        p.v4(TENSO_FLAG_BUNDLE, 0, 2);
+        Pkt a;
+        a.v4(0, TENSO_DTYPE_FLOAT32, 1).u32(1).u32(0).u32(0);  // 22 bytes claimed, 18 a packet
+        p.u32(1).str("a").u32(22).raw(a.b);
+        p.u32(1).str("b").u32(18).str("XXXX").u8(4).zeros(13);
+        const Bytes &b = p;
+        tenso_view *v = nullptr;
+        const tenso_status want = tenso_loads(&v, b.data(), b.size(), nullptr);
+        CPPUNIT_ASSERT_EQUAL(int(TENSO_E_BAD_BUNDLE), int(want));
+        for (size_t step : {b.size(), size_t(1)}) {
+            DecoderPtr d = make_decoder();
+            tenso_status st = TENSO_OK;
+            for (size_t pos = 0; pos < b.size() && st == TENSO_OK; pos += step) {
+                size_t used = 0;
+                st = tenso_decoder_feed(d.get(), b.data() + pos, std::min(step, b.size() - pos), &used, &v);
+            }
+            CPPUNIT_ASSERT_EQUAL(int(want), int(st));
+        }
+    }
+
+    // A packet that fails after it is framed (a checksum) counts whole: the caller, and the fd
+    // loop's read-ahead, stay in step and the next packet decodes after a reset.
+    void testFailureAfterFramingKeepsPosition() {
+        const tenso_encode_options eo = enc(TENSO_ENCODE_INTEGRITY);
+        std::vector<float> x(8, 1.0f);
+        const std::vector<uint64_t> shape = {x.size()};
+        const tenso_tensor t = tensor(x.data(), x.size() * 4, shape, TENSO_DTYPE_FLOAT32);
+        Buffer ab;
+        TENSO_CHECK_OK(tenso_dumps(&ab.b, &t, &eo));
+        Bytes a = ab.bytes();
+        a[a.size() - 12] ^= 1;  // a body byte under the footer
+        const Bytes b = dense_f32(4);
+        Bytes both = a;
+        both.insert(both.end(), b.begin(), b.end());
+        DecoderPtr d = make_decoder();
+        size_t used = 0;
+        tenso_view *v = nullptr;
+        TENSO_CHECK_STATUS(TENSO_E_CHECKSUM, tenso_decoder_feed(d.get(), both.data(), both.size(), &used, &v));
+        CPPUNIT_ASSERT_EQUAL(a.size(), used);
+        tenso_decoder_reset(d.get());
+        TENSO_CHECK_OK(tenso_decoder_feed(d.get(), both.data() + used, both.size() - used, &used, &v));
+        ViewPtr bv(v);
+        CPPUNIT_ASSERT_EQUAL(std::string(), loads_diff(v, b));
+        // A framing failure leaves the position unknown: nothing counts as taken.
+        tenso_decoder_reset(d.get());
+        const char junk[8] = {'X', 'X', 'X', 'X', 4, 0, 0, 0};
+        TENSO_CHECK_STATUS(TENSO_E_BAD_MAGIC, tenso_decoder_feed(d.get(), junk, sizeof junk, &used, &v));
+        CPPUNIT_ASSERT_EQUAL(size_t(0), used);
+        for (uint32_t flags : {0u, uint32_t(TENSO_DECODER_READ_AHEAD)}) {
+            Sock s;
+            write_all(s.fd[1], both.data(), both.size());
+            s.close_writer();
+            tenso_decoder_options o = TENSO_DECODER_OPTIONS_INIT;
+            o.flags = flags;
+            DecoderPtr r = make_decoder(&o);
+            TENSO_CHECK_STATUS(TENSO_E_CHECKSUM, tenso_decoder_read_fd(&v, r.get(), s.fd[0]));
+            tenso_decoder_reset(r.get());
+            TENSO_CHECK_OK(tenso_decoder_read_fd(&v, r.get(), s.fd[0]));
+            ViewPtr rv(v);
+            CPPUNIT_ASSERT_EQUAL(std::string(), loads_diff(v, b));
+            TENSO_CHECK_STATUS(TENSO_E_END_OF_STREAM, tenso_decoder_read_fd(&v, r.get(), s.fd[0]));
+        }
+    }
+
+    // max_entries and max_depth refuse a tree at its headers, not after the decoder has taken
+    // a 4 GB first entry.
+    void testTreeLimitsAtHeaders() {
+        const uint32_t vlen = 14 + 16u * 250000000u;
+        Pkt one;  // bundle{a: complex128[2.5e8]}: 2 packets
+        one.v4(TENSO_FLAG_BUNDLE, 0, 1).u32(1).str("a").u32(vlen).v4(0, TENSO_DTYPE_COMPLEX128, 1).u32((vlen - 14) / 16);
+        Pkt two;  // bundle{a: bundle{b: ...}}: 3 packets, 2 deep
+        two.v4(TENSO_FLAG_BUNDLE, 0, 1).u32(1).str("a").u32(vlen).v4(TENSO_FLAG_BUNDLE, 0, 1).u32(1).str("b");
+        struct Case {
+            const Bytes &b;
+            uint64_t entries, depth;
+        };
+        for (const Case &c : {Case{one, 1, 0}, Case{two, 2, 0}, Case{two, 0, 1}}) {
+            tenso_decode_options o = TENSO_DECODE_OPTIONS_INIT;
+            o.max_entries = c.entries;
+            o.max_depth = uint32_t(c.depth);
+            tenso_view *v = nullptr;
+            tenso_decoder_options dopt = TENSO_DECODER_OPTIONS_INIT;
+            dopt.decode = &o;
+            DecoderPtr d = make_decoder(&dopt);
+            size_t used = 0;
+            TENSO_CHECK_STATUS(TENSO_E_LIMIT, tenso_decoder_feed(d.get(), c.b.data(), c.b.size(), &used, &v));
+        }
     }
 
     // A 4096-aligned body asks for 4096; 64-aligned memory fails the packet and goes back at once.
