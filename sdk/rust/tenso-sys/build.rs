@@ -38,7 +38,7 @@ fn main() {
         return;
     }
 
-    let lib = match pkg_config::Config::new().range_version("1.2".."2.0").cargo_metadata(true).probe("tenso") {
+    let lib = match pkg_config::Config::new().range_version("1.3".."2.0").cargo_metadata(true).probe("tenso") {
         Ok(lib) => lib,
         Err(e) => {
             eprintln!(

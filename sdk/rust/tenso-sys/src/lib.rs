@@ -25,7 +25,7 @@ use core::marker::{PhantomData, PhantomPinned};
 // ============================================================================================
 
 pub const TENSO_VERSION_MAJOR: u32 = 1;
-pub const TENSO_VERSION_MINOR: u32 = 2;
+pub const TENSO_VERSION_MINOR: u32 = 3;
 pub const TENSO_VERSION_PATCH: u32 = 0;
 /// The ABI major: the soname is libtenso.so.TENSO_SOVERSION.
 pub const TENSO_SOVERSION: u32 = 1;
@@ -35,7 +35,7 @@ pub const TENSO_PROTOCOL_VERSION: u32 = 4;
 /// with [`tenso_version_number`] at run time.
 pub const TENSO_VERSION_NUMBER: u32 = TENSO_VERSION_MAJOR * 10000 + TENSO_VERSION_MINOR * 100 + TENSO_VERSION_PATCH;
 /// `TENSO_VERSION_STRING`, NUL-terminated.
-pub const TENSO_VERSION_STRING: &[u8] = b"1.2.0\0";
+pub const TENSO_VERSION_STRING: &[u8] = b"1.3.0\0";
 
 // ============================================================================================
 // errors.h
@@ -637,7 +637,8 @@ pub struct tenso_archive_write_options {
     pub encode: tenso_encode_options,
 }
 
-pub const TENSO_ARCHIVE_WRITE_OPTIONS_VERSION: u32 = 1;
+/// Version 2 (1.3) embeds version 2 encode options (with `threads`).
+pub const TENSO_ARCHIVE_WRITE_OPTIONS_VERSION: u32 = 2;
 /// `TENSO_ARCHIVE_WRITE_OPTIONS_INIT`.
 pub const TENSO_ARCHIVE_WRITE_OPTIONS_INIT: tenso_archive_write_options = tenso_archive_write_options {
     version: TENSO_ARCHIVE_WRITE_OPTIONS_VERSION,
