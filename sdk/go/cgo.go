@@ -223,6 +223,7 @@ func freeView(v unsafe.Pointer) { C.tenso_view_free((*C.tenso_view)(v)) }
 // Dtype facts are libtenso's (one table, in the engine).
 func dtypeName(d DType) string  { return C.GoString(C.tenso_dtype_name(C.tenso_dtype(d))) }
 func dtypeItemSize(d DType) int { return int(C.tenso_dtype_itemsize(C.tenso_dtype(d))) }
+func kindName(k Kind) string    { return C.GoString(C.tenso_kind_name(C.tenso_kind(k))) }
 func dtypeFromName(name string) (DType, error) {
 	cn, keep, err := cpath(name, "ParseDType") // NUL-terminated for the call (a NUL inside is refused)
 	if err == nil {

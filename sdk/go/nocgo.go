@@ -152,6 +152,7 @@ func (w *ArchiveWriter) Close() error                                    { retur
 // Without libtenso there are no dtype facts: names are "unknown", sizes 0.
 func dtypeName(d DType) string  { return "unknown" }
 func dtypeItemSize(d DType) int { return 0 }
+func kindName(k Kind) string    { return "unknown" }
 func dtypeFromName(name string) (DType, error) {
 	return 0, &Error{Status: ErrNotAvailable, Op: "ParseDType", Message: "built without cgo", Err: ErrBadDType}
 }

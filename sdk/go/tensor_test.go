@@ -490,3 +490,13 @@ func TestValuesOfLoadsAliasInput(t *testing.T) {
 		t.Fatalf("a write to the input is not seen: %v", v)
 	}
 }
+
+func TestKindNamesFromTheABI(t *testing.T) {
+	want := map[Kind]string{KindDense: "dense", KindBundle: "bundle", KindSparseCOO: "sparse_coo",
+		KindQuantized: "quantized", KindGPUIPCRef: "gpu_ipc_ref", Kind(99): "Kind(99)"}
+	for k, name := range want {
+		if got := k.String(); got != name {
+			t.Errorf("Kind(%d).String() = %q, want %q", int32(k), got, name)
+		}
+	}
+}

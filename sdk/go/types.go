@@ -66,15 +66,11 @@ const (
 	KindGPUIPCRef Kind = 9
 )
 
-var kindNames = [...]string{
-	KindDense: "dense", KindBundle: "bundle", KindSparseCOO: "sparse_coo",
-	KindSparseCSR: "sparse_csr", KindSparseCSC: "sparse_csc", KindQuantized: "quantized",
-	KindString: "string", KindRagged: "ragged", KindGPUIPCRef: "gpu_ipc_ref",
-}
-
+// String is the kind's name from libtenso ("dense", "bundle", ...; tenso_kind_name), or
+// "Kind(N)" for a code it does not know.
 func (k Kind) String() string {
-	if k > 0 && int(k) < len(kindNames) {
-		return kindNames[k]
+	if name := kindName(k); name != "unknown" {
+		return name
 	}
 	return fmt.Sprintf("Kind(%d)", int32(k))
 }

@@ -667,6 +667,22 @@ extern "C" {
     pub fn tenso_dtype_itemsize(dtype: tenso_dtype) -> usize;
     pub fn tenso_dtype_name(dtype: tenso_dtype) -> *const c_char;
     pub fn tenso_dtype_from_name(out: *mut tenso_dtype, name: *const c_char) -> tenso_status;
+    /// Since 1.3: how many dtype codes the library knows; with `tenso_dtype_at`, lists them.
+    pub fn tenso_dtype_count() -> u32;
+    /// Since 1.3: the index-th known dtype code, ascending; 0 past the end.
+    pub fn tenso_dtype_at(index: u32) -> tenso_dtype;
+    /// Since 1.3: the kind a dtype belongs to (dense, quantized, string); 0 when unknown.
+    pub fn tenso_dtype_kind(dtype: tenso_dtype) -> tenso_kind;
+    /// Since 1.3: bits per element (4 for the 4-bit quantized dtypes); 0 when not fixed.
+    pub fn tenso_dtype_bits(dtype: tenso_dtype) -> u32;
+    /// Since 1.3: how many kinds the library knows.
+    pub fn tenso_kind_count() -> u32;
+    /// Since 1.3: the index-th known kind code, ascending; 0 past the end.
+    pub fn tenso_kind_at(index: u32) -> tenso_kind;
+    /// Since 1.3: a kind's name ("dense", "bundle", ...); "unknown" for others.
+    pub fn tenso_kind_name(kind: tenso_kind) -> *const c_char;
+    /// Since 1.3: the kind for a name; `TENSO_E_INVALID_ARGUMENT` when unknown.
+    pub fn tenso_kind_from_name(out: *mut tenso_kind, name: *const c_char) -> tenso_status;
 
     // ---- buffers and options
     pub fn tenso_buffer_dispose(buf: *mut tenso_buffer);
