@@ -32,7 +32,8 @@ constexpr size_t kStageKeep = size_t(64) << 10;  // staging capacity kept betwee
 // first, it spares the scanner's NeedMore exception on the common partial header.
 size_t v4_header_short(const uint8_t *b, size_t have, size_t start, const Limits &lim) {
     if (have < start + kHeaderLegacy) {  // the magic, then any version's fixed part
-        if (std::memcmp(b + start, kMagic, std::min<size_t>(have - start, 4)) != 0) return 0;
+        const size_t n = std::min<size_t>(have - start, 4);  // 0 with no bytes yet (b may be NULL)
+        if (n && std::memcmp(b + start, kMagic, n) != 0) return 0;
         return have < start + 4 ? start + 4 : start + kHeaderLegacy;
     }
     if (std::memcmp(b + start, kMagic, 4) != 0 || b[start + 4] != 4) return 0;
