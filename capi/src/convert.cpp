@@ -137,7 +137,7 @@ ArchiveWriteOptions archive_write_options(const tenso_archive_write_options *opt
                                       sizeof(tenso_archive_write_options)};
         static_assert(sizeof ends / sizeof *ends == TENSO_ARCHIVE_WRITE_OPTIONS_VERSION, "one end per version");
         o = read_options(opts, o, "tenso_archive_write_options", ends);
-        if (opts->version == 1) {
+        if (o.version == 1) {  // the copy: the caller's struct is read once
             if (o.encode.version > 1)
                 fail(TENSO_E_INVALID_ARGUMENT, "tenso_archive_write_options version 1 holds encode options version 0 or 1");
             o.encode.threads = 0;
