@@ -94,6 +94,12 @@ const char *tenso_status_name(tenso_status s) {
     case TENSO_E_BAD_OFFSET: return "TENSO_E_BAD_OFFSET";
     case TENSO_E_DUPLICATE_KEY: return "TENSO_E_DUPLICATE_KEY";
     case TENSO_E_BAD_UTF8: return "TENSO_E_BAD_UTF8";
+    case TENSO_E_GPU_UNAVAILABLE: return "TENSO_E_GPU_UNAVAILABLE";
+    case TENSO_E_GPU: return "TENSO_E_GPU";
+    case TENSO_E_SHUTDOWN: return "TENSO_E_SHUTDOWN";
+    case TENSO_E_CONNECTION: return "TENSO_E_CONNECTION";
+    case TENSO_E_AUTH: return "TENSO_E_AUTH";
+    case TENSO_E_BAD_ADDRESS: return "TENSO_E_BAD_ADDRESS";
     default: return "TENSO_E_UNKNOWN";
     }
 }

@@ -145,6 +145,12 @@ const (
 	ErrBadOffset          Status = -26 // a byte range outside the file, overlapping, misaligned; 1.1
 	ErrDuplicateKey       Status = -27 // a name that occurs twice where names must be unique; 1.1
 	ErrBadUTF8            Status = -28 // a name, key or metadata string that is not UTF-8; 1.1
+	ErrGPUUnavailable     Status = -29 // no CUDA runtime, driver or device; 1.4
+	ErrGPU                Status = -30 // a CUDA call failed on a present device; 1.4
+	ErrShutdown           Status = -31 // the node was shut down; 1.4
+	ErrConnection         Status = -32 // a peer unreachable, refused, reset or gone mid-transfer; 1.4
+	ErrAuth               Status = -33 // a peer failed TLS authentication; 1.4
+	ErrBadAddress         Status = -34 // an address or ticket that cannot be parsed or resolved; 1.4
 )
 
 // statusNames mirror tenso_status_name (checked by a test), indexed by -status.
@@ -156,7 +162,8 @@ var statusNames = [...]string{
 	"TENSO_E_UNSUPPORTED_KIND", "TENSO_E_NO_MEMORY", "TENSO_E_IO", "TENSO_E_END_OF_STREAM",
 	"TENSO_E_NOT_AVAILABLE", "TENSO_E_USER", "TENSO_E_INTERNAL", "TENSO_E_NOT_FOUND",
 	"TENSO_E_EXISTS", "TENSO_E_FULL", "TENSO_E_CORRUPT", "TENSO_E_TIMEOUT", "TENSO_E_BAD_OFFSET",
-	"TENSO_E_DUPLICATE_KEY", "TENSO_E_BAD_UTF8",
+	"TENSO_E_DUPLICATE_KEY", "TENSO_E_BAD_UTF8", "TENSO_E_GPU_UNAVAILABLE", "TENSO_E_GPU",
+	"TENSO_E_SHUTDOWN", "TENSO_E_CONNECTION", "TENSO_E_AUTH", "TENSO_E_BAD_ADDRESS",
 }
 
 // Name is the symbolic name, as tenso_status_name gives it ("TENSO_E_CHECKSUM").

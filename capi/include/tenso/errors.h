@@ -75,6 +75,21 @@ typedef int32_t tenso_status;
 #define TENSO_E_DUPLICATE_KEY        -27
 /** A name, key or metadata string that is not valid UTF-8. @since 1.1 */
 #define TENSO_E_BAD_UTF8             -28
+/** No CUDA runtime, driver or device could be used (tenso_last_error() carries the CUDA
+ *  runtime's own message, or what was missing). @since 1.4 */
+#define TENSO_E_GPU_UNAVAILABLE      -29
+/** A CUDA call failed on a device that is present (tenso_last_error() names the call and
+ *  carries the runtime's message). @since 1.4 */
+#define TENSO_E_GPU                  -30
+/** The node (or other handle) was shut down: the call was pending then, or came after. @since 1.4 */
+#define TENSO_E_SHUTDOWN             -31
+/** A peer could not be reached, refused or reset the connection, or went away mid-transfer.
+ *  @since 1.4 */
+#define TENSO_E_CONNECTION           -32
+/** A peer failed authentication: TLS handshake, certificate chain or pinned key. @since 1.4 */
+#define TENSO_E_AUTH                 -33
+/** An address or node ticket that cannot be parsed or resolved. @since 1.4 */
+#define TENSO_E_BAD_ADDRESS          -34
 
 /**
  * The message for the last failure on the calling thread.

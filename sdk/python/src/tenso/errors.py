@@ -25,6 +25,12 @@ TensoFullError              MemoryError                  FULL (a pool or segment
 TensoTimeoutError           TimeoutError                 TIMEOUT (a shared lock was not obtained)
 TensoCorruptError           ValueError                   CORRUPT, BAD_OFFSET (pool or archive index)
 TensoValueError             ValueError                   DUPLICATE_KEY, BAD_UTF8
+TensoNotAvailableError      RuntimeError                 GPU_UNAVAILABLE (no CUDA runtime/driver/device)
+TensoGPUError               RuntimeError                 GPU (a CUDA call failed)
+TensoShutdownError          RuntimeError                 SHUTDOWN (the node was shut down)
+TensoConnectionError        ConnectionError              CONNECTION (peer unreachable, reset, gone)
+TensoAuthError              ConnectionError              AUTH (TLS / pinned key refused)
+TensoValueError             ValueError                   BAD_ADDRESS (unparsable address/ticket)
 ==========================  ===========================  =========================================
 
 The last rows are ABI 1.1's statuses (shared memory, the cache, archives). Each class is also the
@@ -68,6 +74,13 @@ TENSO_E_TIMEOUT = -25
 TENSO_E_BAD_OFFSET = -26
 TENSO_E_DUPLICATE_KEY = -27
 TENSO_E_BAD_UTF8 = -28
+# ABI 1.4
+TENSO_E_GPU_UNAVAILABLE = -29
+TENSO_E_GPU = -30
+TENSO_E_SHUTDOWN = -31
+TENSO_E_CONNECTION = -32
+TENSO_E_AUTH = -33
+TENSO_E_BAD_ADDRESS = -34
 
 
 class TensoError(Exception):
@@ -182,6 +195,30 @@ class TensoTimeoutError(TensoError, TimeoutError):
     status = TENSO_E_TIMEOUT
 
 
+class TensoGPUError(TensoError, RuntimeError):
+    """A CUDA call failed on a device that is present (the message names the call)."""
+
+    status = TENSO_E_GPU
+
+
+class TensoShutdownError(TensoError, RuntimeError):
+    """The node was shut down while the call was pending, or before it was made."""
+
+    status = TENSO_E_SHUTDOWN
+
+
+class TensoConnectionError(TensoError, ConnectionError):
+    """A peer could not be reached, refused or reset the connection, or went away."""
+
+    status = TENSO_E_CONNECTION
+
+
+class TensoAuthError(TensoConnectionError):
+    """A peer failed authentication: TLS handshake, certificate chain or pinned key."""
+
+    status = TENSO_E_AUTH
+
+
 #: The class raised for each libtenso status. Read by the native extension at import.
 _BY_STATUS: Dict[int, Type[TensoError]] = {
     TENSO_E_INVALID_ARGUMENT: TensoValueError,
@@ -214,6 +251,13 @@ _BY_STATUS: Dict[int, Type[TensoError]] = {
     # reading: both ValueError.
     TENSO_E_DUPLICATE_KEY: TensoValueError,
     TENSO_E_BAD_UTF8: TensoValueError,
+    # ABI 1.4: GPUs and nodes. No device is "not available", as for other optional parts.
+    TENSO_E_GPU_UNAVAILABLE: TensoNotAvailableError,
+    TENSO_E_GPU: TensoGPUError,
+    TENSO_E_SHUTDOWN: TensoShutdownError,
+    TENSO_E_CONNECTION: TensoConnectionError,
+    TENSO_E_AUTH: TensoAuthError,
+    TENSO_E_BAD_ADDRESS: TensoValueError,
 }
 
 __all__ = [
@@ -234,4 +278,8 @@ __all__ = [
     "TensoExistsError",
     "TensoFullError",
     "TensoTimeoutError",
+    "TensoGPUError",
+    "TensoShutdownError",
+    "TensoConnectionError",
+    "TensoAuthError",
 ]

@@ -82,6 +82,12 @@ pub const TENSO_E_BAD_OFFSET: tenso_status = -26;
 pub const TENSO_E_DUPLICATE_KEY: tenso_status = -27;
 /// A name, key or metadata string that is not valid UTF-8. 1.1.
 pub const TENSO_E_BAD_UTF8: tenso_status = -28;
+pub const TENSO_E_GPU_UNAVAILABLE: tenso_status = -29;
+pub const TENSO_E_GPU: tenso_status = -30;
+pub const TENSO_E_SHUTDOWN: tenso_status = -31;
+pub const TENSO_E_CONNECTION: tenso_status = -32;
+pub const TENSO_E_AUTH: tenso_status = -33;
+pub const TENSO_E_BAD_ADDRESS: tenso_status = -34;
 
 // ============================================================================================
 // tenso.h: dtypes, kinds, flags and limits

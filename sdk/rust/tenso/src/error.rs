@@ -72,6 +72,19 @@ pub enum ErrorKind {
     DuplicateKey,
     /// `TENSO_E_BAD_UTF8`: a name, key or metadata string that is not UTF-8.
     BadUtf8,
+    /// `TENSO_E_GPU_UNAVAILABLE`: no CUDA runtime, driver or device could be used.
+    GpuUnavailable,
+    /// `TENSO_E_GPU`: a CUDA call failed on a device that is present.
+    Gpu,
+    /// `TENSO_E_SHUTDOWN`: the node was shut down while the call was pending, or before it.
+    Shutdown,
+    /// `TENSO_E_CONNECTION`: a peer could not be reached, refused or reset the connection, or
+    /// went away mid-transfer.
+    Connection,
+    /// `TENSO_E_AUTH`: a peer failed authentication (TLS handshake, CA chain, pinned key).
+    Auth,
+    /// `TENSO_E_BAD_ADDRESS`: an address or node ticket that cannot be parsed or resolved.
+    BadAddress,
     /// The data is not aligned for the element type asked for (bundle entries can sit at
     /// any address): copy it with `to_vec` instead. Raised by this crate, not by libtenso.
     Misaligned,
@@ -112,6 +125,12 @@ impl ErrorKind {
             sys::TENSO_E_BAD_OFFSET => BadOffset,
             sys::TENSO_E_DUPLICATE_KEY => DuplicateKey,
             sys::TENSO_E_BAD_UTF8 => BadUtf8,
+            sys::TENSO_E_GPU_UNAVAILABLE => GpuUnavailable,
+            sys::TENSO_E_GPU => Gpu,
+            sys::TENSO_E_SHUTDOWN => Shutdown,
+            sys::TENSO_E_CONNECTION => Connection,
+            sys::TENSO_E_AUTH => Auth,
+            sys::TENSO_E_BAD_ADDRESS => BadAddress,
             _ => Unknown,
         }
     }
@@ -149,6 +168,12 @@ impl ErrorKind {
             BadOffset => sys::TENSO_E_BAD_OFFSET,
             DuplicateKey => sys::TENSO_E_DUPLICATE_KEY,
             BadUtf8 => sys::TENSO_E_BAD_UTF8,
+            GpuUnavailable => sys::TENSO_E_GPU_UNAVAILABLE,
+            Gpu => sys::TENSO_E_GPU,
+            Shutdown => sys::TENSO_E_SHUTDOWN,
+            Connection => sys::TENSO_E_CONNECTION,
+            Auth => sys::TENSO_E_AUTH,
+            BadAddress => sys::TENSO_E_BAD_ADDRESS,
         }
     }
 }
