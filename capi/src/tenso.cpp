@@ -100,6 +100,7 @@ const char *tenso_status_name(tenso_status s) {
     case TENSO_E_CONNECTION: return "TENSO_E_CONNECTION";
     case TENSO_E_AUTH: return "TENSO_E_AUTH";
     case TENSO_E_BAD_ADDRESS: return "TENSO_E_BAD_ADDRESS";
+    case TENSO_E_CANCELLED: return "TENSO_E_CANCELLED";
     default: return "TENSO_E_UNKNOWN";
     }
 }

@@ -61,6 +61,7 @@ var (
 	_ = [1]struct{}{}[Status(C.TENSO_E_CONNECTION)-ErrConnection]
 	_ = [1]struct{}{}[Status(C.TENSO_E_AUTH)-ErrAuth]
 	_ = [1]struct{}{}[Status(C.TENSO_E_BAD_ADDRESS)-ErrBadAddress]
+	_ = [1]struct{}{}[Status(C.TENSO_E_CANCELLED)-ErrCancelled]
 	_ = [1]struct{}{}[Format(C.TENSO_FORMAT_AUTO)-FormatAuto]
 	_ = [1]struct{}{}[Format(C.TENSO_FORMAT_ARCHIVE)-FormatArchive]
 	_ = [1]struct{}{}[Format(C.TENSO_FORMAT_SAFETENSORS)-FormatSafetensors]

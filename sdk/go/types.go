@@ -151,6 +151,7 @@ const (
 	ErrConnection         Status = -32 // a peer unreachable, refused, reset or gone mid-transfer; 1.4
 	ErrAuth               Status = -33 // a peer failed TLS authentication; 1.4
 	ErrBadAddress         Status = -34 // an address or ticket that cannot be parsed or resolved; 1.4
+	ErrCancelled          Status = -35 // the call was cancelled (its context); 1.4
 )
 
 // statusNames mirror tenso_status_name (checked by a test), indexed by -status.
@@ -163,7 +164,7 @@ var statusNames = [...]string{
 	"TENSO_E_NOT_AVAILABLE", "TENSO_E_USER", "TENSO_E_INTERNAL", "TENSO_E_NOT_FOUND",
 	"TENSO_E_EXISTS", "TENSO_E_FULL", "TENSO_E_CORRUPT", "TENSO_E_TIMEOUT", "TENSO_E_BAD_OFFSET",
 	"TENSO_E_DUPLICATE_KEY", "TENSO_E_BAD_UTF8", "TENSO_E_GPU_UNAVAILABLE", "TENSO_E_GPU",
-	"TENSO_E_SHUTDOWN", "TENSO_E_CONNECTION", "TENSO_E_AUTH", "TENSO_E_BAD_ADDRESS",
+	"TENSO_E_SHUTDOWN", "TENSO_E_CONNECTION", "TENSO_E_AUTH", "TENSO_E_BAD_ADDRESS", "TENSO_E_CANCELLED",
 }
 
 // Name is the symbolic name, as tenso_status_name gives it ("TENSO_E_CHECKSUM").

@@ -100,13 +100,14 @@ public:
             {TENSO_E_CONNECTION, "TENSO_E_CONNECTION"},
             {TENSO_E_AUTH, "TENSO_E_AUTH"},
             {TENSO_E_BAD_ADDRESS, "TENSO_E_BAD_ADDRESS"},
+            {TENSO_E_CANCELLED, "TENSO_E_CANCELLED"},
         };
-        // The codes are pinned ABI values: 0 and -1 to -34, contiguous.
+        // The codes are pinned ABI values: 0 and -1 to -35, contiguous.
         for (size_t i = 0; i < sizeof table / sizeof table[0]; ++i) {
             CPPUNIT_ASSERT_EQUAL(tenso_status(-int32_t(i)), table[i].st);
             CPPUNIT_ASSERT_EQUAL(std::string(table[i].name), std::string(tenso_status_name(table[i].st)));
         }
-        for (tenso_status unknown : {1, -35, -100, 42, INT32_MIN, INT32_MAX})
+        for (tenso_status unknown : {1, -36, -100, 42, INT32_MIN, INT32_MAX})
             CPPUNIT_ASSERT_EQUAL(std::string("TENSO_E_UNKNOWN"), std::string(tenso_status_name(unknown)));
     }
 

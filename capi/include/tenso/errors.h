@@ -90,6 +90,8 @@ typedef int32_t tenso_status;
 #define TENSO_E_AUTH                 -33
 /** An address or node ticket that cannot be parsed or resolved. @since 1.4 */
 #define TENSO_E_BAD_ADDRESS          -34
+/** The call was cancelled through its tenso_cancel token. @since 1.4 */
+#define TENSO_E_CANCELLED            -35
 
 /**
  * The message for the last failure on the calling thread.

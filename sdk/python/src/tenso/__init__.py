@@ -52,6 +52,7 @@ from .errors import (
     TensoShutdownError,
     TensoConnectionError,
     TensoAuthError,
+    TensoCancelledError,
     TensoTruncatedError,
     TensoTypeError,
     TensoUnsupportedError,
@@ -133,4 +134,5 @@ __all__ = [
     "TensoShutdownError",
     "TensoConnectionError",
     "TensoAuthError",
+    "TensoCancelledError",
 ]

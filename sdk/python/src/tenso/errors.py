@@ -31,6 +31,7 @@ TensoShutdownError          RuntimeError                 SHUTDOWN (the node was 
 TensoConnectionError        ConnectionError              CONNECTION (peer unreachable, reset, gone)
 TensoAuthError              ConnectionError              AUTH (TLS / pinned key refused)
 TensoValueError             ValueError                   BAD_ADDRESS (unparsable address/ticket)
+TensoCancelledError         RuntimeError                 CANCELLED (the call was cancelled)
 ==========================  ===========================  =========================================
 
 The last rows are ABI 1.1's statuses (shared memory, the cache, archives). Each class is also the
@@ -81,6 +82,7 @@ TENSO_E_SHUTDOWN = -31
 TENSO_E_CONNECTION = -32
 TENSO_E_AUTH = -33
 TENSO_E_BAD_ADDRESS = -34
+TENSO_E_CANCELLED = -35
 
 
 class TensoError(Exception):
@@ -213,6 +215,12 @@ class TensoConnectionError(TensoError, ConnectionError):
     status = TENSO_E_CONNECTION
 
 
+class TensoCancelledError(TensoError, RuntimeError):
+    """The call was cancelled (asyncio cancellation reaches libtenso as this)."""
+
+    status = TENSO_E_CANCELLED
+
+
 class TensoAuthError(TensoConnectionError):
     """A peer failed authentication: TLS handshake, certificate chain or pinned key."""
 
@@ -258,6 +266,7 @@ _BY_STATUS: Dict[int, Type[TensoError]] = {
     TENSO_E_CONNECTION: TensoConnectionError,
     TENSO_E_AUTH: TensoAuthError,
     TENSO_E_BAD_ADDRESS: TensoValueError,
+    TENSO_E_CANCELLED: TensoCancelledError,
 }
 
 __all__ = [
@@ -282,4 +291,5 @@ __all__ = [
     "TensoShutdownError",
     "TensoConnectionError",
     "TensoAuthError",
+    "TensoCancelledError",
 ]

@@ -88,6 +88,7 @@ pub const TENSO_E_SHUTDOWN: tenso_status = -31;
 pub const TENSO_E_CONNECTION: tenso_status = -32;
 pub const TENSO_E_AUTH: tenso_status = -33;
 pub const TENSO_E_BAD_ADDRESS: tenso_status = -34;
+pub const TENSO_E_CANCELLED: tenso_status = -35;
 
 // ============================================================================================
 // tenso.h: dtypes, kinds, flags and limits

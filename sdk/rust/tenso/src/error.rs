@@ -85,6 +85,8 @@ pub enum ErrorKind {
     Auth,
     /// `TENSO_E_BAD_ADDRESS`: an address or node ticket that cannot be parsed or resolved.
     BadAddress,
+    /// `TENSO_E_CANCELLED`: the call was cancelled through its cancel token.
+    Cancelled,
     /// The data is not aligned for the element type asked for (bundle entries can sit at
     /// any address): copy it with `to_vec` instead. Raised by this crate, not by libtenso.
     Misaligned,
@@ -131,6 +133,7 @@ impl ErrorKind {
             sys::TENSO_E_CONNECTION => Connection,
             sys::TENSO_E_AUTH => Auth,
             sys::TENSO_E_BAD_ADDRESS => BadAddress,
+            sys::TENSO_E_CANCELLED => Cancelled,
             _ => Unknown,
         }
     }
@@ -174,6 +177,7 @@ impl ErrorKind {
             Connection => sys::TENSO_E_CONNECTION,
             Auth => sys::TENSO_E_AUTH,
             BadAddress => sys::TENSO_E_BAD_ADDRESS,
+            Cancelled => sys::TENSO_E_CANCELLED,
         }
     }
 }
