@@ -12,6 +12,7 @@
 #include <signal.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -615,6 +616,18 @@ void write_json(const Config &c) {
 // ------------------------------------------------------------------------------------------
 
 // Encoding into memory: memcpy of the body is the floor every in-memory encoder is held to.
+// Minor page faults of one call, after two warm-up calls (what a steady loop of them pays).
+template <class F>
+long minflt_per_call(F &&f) {
+    f();
+    f();
+    struct rusage a, b;
+    ::getrusage(RUSAGE_SELF, &a);
+    f();
+    ::getrusage(RUSAGE_SELF, &b);
+    return b.ru_minflt - a.ru_minflt;
+}
+
 void bench_encode(const Config &c, uint64_t size) {
     Tensor t(size, false, size);
     size_t plain_len = 0, sum_len = 0;
@@ -633,6 +646,22 @@ void bench_encode(const Config &c, uint64_t size) {
     expect(b.size == sum_len && std::memcmp(b.data, summed.data(), sum_len) == 0, "dumps == dumps_into (integrity)");
     tenso_buffer_dispose(&b);
 
+    auto dumps_alloc = [&](const tenso_encode_options *o) {
+        tenso_buffer bb = TENSO_BUFFER_INIT;
+        check(tenso_dumps(&bb, &t.t, o), "tenso_dumps");
+        tenso_buffer_dispose(&bb);
+    };
+    // What a fresh output costs: malloc'd memory of this size is new pages from the kernel each
+    // time once glibc maps it (above its 32 MiB mmap threshold), kept heap pages below.
+    auto fresh_copy = [&] {
+        void *p = std::malloc(size);
+        if (!p) die("out of memory");
+        std::memcpy(p, t.mem.data(), size);
+        asm volatile("" : : "r"(p) : "memory");  // the copy is not dead
+        std::free(p);
+    };
+    const std::string faults = "minflt/call: " + std::to_string(minflt_per_call([&] { dumps_alloc(&none); })) +
+                               " (malloc + memcpy: " + std::to_string(minflt_per_call(fresh_copy)) + ")";
     Group(c, "encode (float32, random)", size)
         .ref("memcpy", "memcpy body (reference)", size, [&] { std::memcpy(body.data(), t.mem.data(), size); })
         .op("tenso_dumps_into", size, [&] {
@@ -641,11 +670,9 @@ void bench_encode(const Config &c, uint64_t size) {
         .op("tenso_dumps_into +integrity", size, [&] {
             check(tenso_dumps_into(dst.data(), dst.size(), &w, &t.t, &integ), "tenso_dumps_into");
         })
-        .op("tenso_dumps (allocates) + dispose", size, [&] {
-            tenso_buffer bb = TENSO_BUFFER_INIT;
-            check(tenso_dumps(&bb, &t.t, &none), "tenso_dumps");
-            tenso_buffer_dispose(&bb);
-        })
+        .op("tenso_dumps (allocates) + dispose", size, [&] { dumps_alloc(&none); }, faults)
+        .op("tenso_dumps +integrity (allocates) + dispose", size, [&] { dumps_alloc(&integ); })
+        .op("malloc + memcpy + free", size, fresh_copy)
         .run();
 }
 
@@ -1247,6 +1274,12 @@ int main(int argc, char **argv) {
     if (const Row *r = find(E, big, "tenso_dumps_into")) target("dumps_into / memcpy" + at, r->ratio, "x", 1.1, true);
     if (const Row *r = find(E, big, "tenso_dumps_into +integrity"))
         target("dumps_into +integrity / memcpy" + at, r->ratio, "x", 1.3, true);
+    for (uint64_t s : {MiB, 16 * MiB, 64 * MiB}) {
+        const Row *p = find(E, s, "tenso_dumps_into"), *i = find(E, s, "tenso_dumps_into +integrity");
+        if (p && i) target("dumps_into +integrity / dumps_into @ " + fmt_size(s), i->st.median_ns / p->st.median_ns, "x", 1.2, true);
+    }
+    if (const Row *r = find(E, big, "tenso_dumps (allocates) + dispose"))
+        target("tenso_dumps (allocating) / memcpy" + at, r->ratio, "x", 1.1, true);
     const Row *l1 = find(D, KiB, "tenso_loads + view_free"), *lb = find(D, big, "tenso_loads + view_free");
     if (lb) target("tenso_loads" + at, lb->st.median_ns, "ns", 1000, true);
     if (l1 && lb) target("tenso_loads" + at + " / tenso_loads @ 1 KiB (O(1))", lb->st.median_ns / l1->st.median_ns,

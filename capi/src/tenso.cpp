@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <new>
 #include <string>
 
@@ -129,7 +130,7 @@ tenso_status tenso_kind_from_name(tenso_kind *out, const char *name) {
 
 void tenso_buffer_dispose(tenso_buffer *buf) {
     if (!buf) return;
-    std::free(buf->data);
+    tenso::free_bytes(buf->data);
     buf->data = nullptr;
     buf->size = buf->reserved = 0;
 }
@@ -167,10 +168,15 @@ tenso_status tenso_decode_options_init(tenso_decode_options *opts, uint32_t vers
 namespace {
 
 template <class Input>
-tenso::Plan plan_for(const Input &in, const tenso_encode_options *opts, bool measure) {
-    tenso::Plan p(encode_options(opts), measure);
+tenso::Plan plan_for(const Input &in, const tenso_encode_options *opts, tenso::Plan::Mode mode) {
+    tenso::Plan p(encode_options(opts), mode);
     p.add(in);
     return p;
+}
+
+template <class Input>
+tenso::Plan plan_for(const Input &in, const tenso_encode_options *opts, bool measure) {
+    return plan_for(in, opts, measure ? tenso::Plan::Mode::kMeasure : tenso::Plan::Mode::kCompress);
 }
 
 template <class Input>
@@ -179,8 +185,15 @@ tenso_status bound_of(size_t *bound_out, const Input &in, const tenso_encode_opt
     return TENSO_OK;
 }
 
+// Compressed bodies go straight into dst when it holds their bound; a smaller dst gets them
+// compressed aside first, so any room for the real packet is enough.
 template <class Input>
 void into(void *dst, size_t cap, size_t *written_out, const Input &in, const tenso_encode_options *opts) {
+    tenso::Plan direct = plan_for(in, opts, tenso::Plan::Mode::kInPlace);
+    if (direct.size() <= cap) {
+        *written_out = direct.write_to(static_cast<uint8_t *>(dst));
+        return;
+    }
     tenso::Plan p = plan_for(in, opts, false);
     *written_out = p.size();
     if (p.size() > cap)
@@ -189,15 +202,24 @@ void into(void *dst, size_t cap, size_t *written_out, const Input &in, const ten
     p.write_to(static_cast<uint8_t *>(dst));
 }
 
+// Written at its bound; a packet that came out under half of it moves to memory of its own size
+// (a copy of the compressed bytes only), so a small packet does not hold a large allocation.
 template <class Input>
 void alloc(tenso_buffer *out, const Input &in, const tenso_encode_options *opts) {
-    tenso::Plan p = plan_for(in, opts, false);
-    uint8_t *mem = tenso::alloc_bytes(p.size());
-    p.write_to(mem);
+    tenso::Plan p = plan_for(in, opts, tenso::Plan::Mode::kInPlace);
+    std::unique_ptr<uint8_t, decltype(&tenso::free_bytes)> mem(tenso::alloc_bytes(p.size()), &tenso::free_bytes);
+    const size_t n = p.write_to(mem.get());
+    size_t held = p.size();
+    if (n < held / 2) {
+        std::unique_ptr<uint8_t, decltype(&tenso::free_bytes)> tight(tenso::alloc_bytes(n), &tenso::free_bytes);
+        std::memcpy(tight.get(), mem.get(), n);
+        mem = std::move(tight);
+        held = n;
+    }
     tenso_buffer_dispose(out);
-    out->data = mem;
-    out->size = p.size();
-    out->reserved = p.size();
+    out->size = n;
+    out->reserved = held;
+    out->data = mem.release();
 }
 
 template <class Input>

@@ -14,7 +14,10 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
+#include <mutex>
 #include <new>
+#include <utility>
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -87,16 +90,95 @@ static size_t alloc_align(size_t n) { return n >= kHuge ? kHuge : 64; }
 
 size_t alloc_size(size_t n) { return (std::max<size_t>(n, 1) + alloc_align(n) - 1) & ~(alloc_align(n) - 1); }
 
+namespace {
+
+// Large buffers whose owner let go are kept, pages and all, for the next buffer of the same
+// rounded size: a 64 MiB buffer from the kernel is 64 MiB of page faults and zeroing, as much
+// work again as writing the packet (glibc unmaps every free above 32 MiB). At most kKeep
+// buffers and kKeepBytes are kept; `live` knows every large buffer handed out, so free_bytes()
+// pools only memory that came from here, with its real size.
+constexpr size_t kPoolMin = size_t(4) << 20;
+constexpr size_t kKeep = 2;
+constexpr size_t kKeepBytes = size_t(128) << 20;
+
+struct Pool {
+    Pool() { kept.reserve(kKeep); }  // so that keeping a buffer never allocates
+    std::mutex mu;
+    std::vector<std::pair<uint8_t *, size_t>> kept;  // oldest first
+    std::vector<std::pair<uint8_t *, size_t>> live;
+    size_t kept_bytes = 0;
+};
+Pool &pool() {
+    static Pool *p = new Pool;  // never destroyed: buffers may be freed during exit
+    return *p;
+}
+
+}  // namespace
+
 uint8_t *alloc_bytes(size_t n) {
     const size_t align = alloc_align(n), sz = alloc_size(n);
+    if (sz >= kPoolMin) {
+        Pool &pl = pool();
+        std::lock_guard<std::mutex> lock(pl.mu);
+        pl.live.reserve(pl.live.size() + 1);  // before taking: push_back below cannot throw
+        for (size_t i = pl.kept.size(); i-- > 0;) {
+            if (pl.kept[i].second != sz) continue;
+            uint8_t *p = pl.kept[i].first;
+            pl.kept.erase(pl.kept.begin() + ptrdiff_t(i));
+            pl.kept_bytes -= sz;
+            pl.live.emplace_back(p, sz);
+            return p;
+        }
+    }
     void *p = std::aligned_alloc(align, sz);
     if (!p) throw std::bad_alloc();
     if (align == kHuge) ::madvise(p, sz, MADV_HUGEPAGE);  // advisory: failure changes nothing
+    if (sz >= kPoolMin) {
+        Pool &pl = pool();
+        std::lock_guard<std::mutex> lock(pl.mu);
+        try {
+            pl.live.emplace_back(static_cast<uint8_t *>(p), sz);
+        } catch (...) {
+            std::free(p);
+            throw;
+        }
+    }
     return static_cast<uint8_t *>(p);
 }
 
+void free_bytes(void *p) noexcept {
+    if (!p) return;
+    uint8_t *q = static_cast<uint8_t *>(p);
+    uint8_t *drop[kKeep + 1];  // never allocates: deleters call this
+    size_t drops = 0;
+    {
+        Pool &pl = pool();
+        std::lock_guard<std::mutex> lock(pl.mu);
+        auto it = std::find_if(pl.live.begin(), pl.live.end(), [&](const auto &b) { return b.first == q; });
+        if (it == pl.live.end()) {
+            drop[drops++] = q;  // not a pooled size (or not from alloc_bytes)
+        } else {
+            const size_t sz = it->second;
+            pl.live.erase(it);
+            if (sz > kKeepBytes) {
+                drop[drops++] = q;
+            } else {
+                // Make room: the oldest kept buffers go back to the system.
+                while (!pl.kept.empty() && (pl.kept.size() >= kKeep || pl.kept_bytes + sz > kKeepBytes)) {
+                    drop[drops++] = pl.kept.front().first;
+                    pl.kept_bytes -= pl.kept.front().second;
+                    pl.kept.erase(pl.kept.begin());
+                }
+                pl.kept.emplace_back(q, sz);  // within the capacity reserved
+                pl.kept_bytes += sz;
+            }
+        }
+    }
+    for (size_t i = 0; i < drops; ++i) std::free(drop[i]);  // outside the lock
+}
+
 std::shared_ptr<uint8_t> alloc_aligned(size_t n) {
-    return std::shared_ptr<uint8_t>(alloc_bytes(n), [](uint8_t *q) { std::free(q); });
+    return std::shared_ptr<uint8_t>(alloc_bytes(n), [](uint8_t *q) { free_bytes(q); });
 }
 
 // ------------------------------------------------------------------------------------------
@@ -154,8 +236,15 @@ void Plan::add_tensor(const Tensor &t, const EncodeOptions &o) {
     if (o.integrity) open_hash();
     if (!o.compress) {
         ext(t.data, t.nbytes);
-    } else if (measure_) {
+    } else if (mode_ == Mode::kMeasure) {
         size_ += lz4_frame_bound(t.nbytes);  // sized, never written
+    } else if (mode_ == Mode::kInPlace) {
+        // Compressed by write_to where it lands (compressed bodies use opts_: components never are).
+        Seg s{t.data, 0, lz4_frame_bound(t.nbytes), group_, false};
+        s.lz4 = true;
+        s.raw = t.nbytes;
+        segs_.push_back(s);
+        size_ += s.len;
     } else {
         // Not zero-filled: the frame is written straight into it.
         owned_.emplace_back(new uint8_t[lz4_frame_bound(t.nbytes)]);
@@ -261,6 +350,10 @@ void Plan::add_value(const Value &v, int depth) {
         size_t before = size_;
         add_value(e.value, depth + 1);
         size_t vlen = size_ - before;
+        if (mode_ == Mode::kInPlace) {
+            lengths_.push_back(Extent{before, size_});  // planned with bounds: write_to writes the real length
+            vlen = 0;
+        }
         if (vlen > UINT32_MAX) fail(TENSO_E_INVALID_ARGUMENT, "bundle value '" + e.key + "' exceeds 4 GiB");
         wr32(arena_.data() + len_off, uint32_t(vlen));
     }
@@ -300,10 +393,29 @@ constexpr size_t kStreamingCopy = size_t(4) << 20;
 
 }  // namespace
 
-void Plan::write_to(uint8_t *dst) const {
+size_t Plan::write_to(uint8_t *const out) const {
+    uint8_t *dst = out;
     Hasher h;
     int active = -1;
+    // kInPlace: (planned end, bytes saved so far) after each compressed body, to move the
+    // planned extents of bundle values to where they landed.
+    std::vector<std::pair<size_t, size_t>> shrunk;
+    size_t planned = 0;
     for (const Seg &s : segs_) {
+        planned += s.len;
+        if (s.lz4) {
+            const size_t n = lz4_frame_compress(dst, s.ext, s.raw, opts_.level, opts_.threads);
+            if (s.group >= 0) {
+                if (active != s.group) {
+                    h.reset();
+                    active = s.group;
+                }
+                h.update(dst, n);
+            }
+            dst += n;
+            shrunk.emplace_back(planned, (shrunk.empty() ? 0 : shrunk.back().second) + (s.len - n));
+            continue;
+        }
         if (s.footer) {
             if (active != s.group) h.reset();  // an empty body: nothing was hashed
             wr64(dst, h.digest());
@@ -335,6 +447,20 @@ void Plan::write_to(uint8_t *dst) const {
         if (streaming) _mm_sfence();  // order the streaming stores before anything that follows
 #endif
     }
+    if (mode_ == Mode::kInPlace) {
+        // A value's extent starts and ends between segments: it moved up by what the compressed
+        // bodies before each end saved.
+        auto landed = [&](size_t at) {
+            auto it = std::upper_bound(shrunk.begin(), shrunk.end(), std::make_pair(at, SIZE_MAX));
+            return at - (it == shrunk.begin() ? 0 : std::prev(it)->second);
+        };
+        for (const Extent &e : lengths_) {
+            const size_t b = landed(e.begin), len = landed(e.end) - b;
+            if (len > UINT32_MAX) fail(TENSO_E_INVALID_ARGUMENT, "a bundle value exceeds 4 GiB");
+            wr32(out + b - 4, uint32_t(len));
+        }
+    }
+    return size_t(dst - out);
 }
 
 namespace {

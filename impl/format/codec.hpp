@@ -67,16 +67,26 @@ struct Value::Entry {
 // sink computes over the segments of their hash group.
 class Plan {
 public:
-    // measure_only: compressed bodies are sized by their LZ4 bound instead of compressed.
-    Plan(const EncodeOptions &opts, bool measure_only) : opts_(opts), measure_(measure_only) {}
+    // How compressed bodies are planned:
+    //  kCompress - compressed now, into memory of their own (what write_fd needs);
+    //  kMeasure  - sized by their LZ4 bound, never written (size() is an upper bound);
+    //  kInPlace  - sized by their bound and compressed by write_to straight into the packet,
+    //              whose bundle lengths it then fills in (size() is an upper bound; write_to
+    //              returns the real length).
+    enum class Mode { kCompress, kMeasure, kInPlace };
+    Plan(const EncodeOptions &opts, Mode mode) : opts_(opts), mode_(mode) {}
+    // measure_only: kMeasure, else kCompress.
+    Plan(const EncodeOptions &opts, bool measure_only)
+        : Plan(opts, measure_only ? Mode::kMeasure : Mode::kCompress) {}
 
     void add(const Value &v);
     void add(const Tensor &t);
     size_t size() const { return size_; }
 
-    // Writes the packet to dst (size() bytes): one pass over every body, hashing each chunk
-    // right after copying it, while it is still in cache.
-    void write_to(uint8_t *dst) const;
+    // Writes the packet to dst (size() bytes of room) and returns its length (size(), except for
+    // kInPlace plans of compressed bodies): one pass over every body, hashing each chunk right
+    // after copying it, while it is still in cache.
+    size_t write_to(uint8_t *dst) const;
     // Writes the packet to fd with vectored I/O. Returns bytes written; throws on failure
     // (with *written updated).
     void write_fd(int fd, uint64_t *written);
@@ -88,9 +98,16 @@ private:
         size_t len = 0;
         int group = -1;                // hash group the bytes belong to
         bool footer = false;           // the 8-byte digest of `group`
+        bool lz4 = false;              // kInPlace: ext[0, raw) is compressed here; len is its bound
+        size_t raw = 0;
+    };
+    // kInPlace: a bundle value's planned extent, whose u32 length sits just before it.
+    struct Extent {
+        size_t begin, end;
     };
     EncodeOptions opts_;
-    bool measure_;
+    Mode mode_;
+    std::vector<Extent> lengths_;
     std::vector<uint8_t> arena_;
     std::vector<Seg> segs_;
     std::vector<std::unique_ptr<uint8_t[]>> owned_;  // compressed bodies
@@ -111,8 +128,12 @@ private:
 
 
 
-// 64-byte aligned heap memory (huge-page backed when large), released with free().
+// 64-byte aligned heap memory (huge-page backed when large), released with free_bytes(). Large
+// buffers come from a small pool that keeps the pages of recently freed ones.
 uint8_t *alloc_bytes(size_t n);
+// Releases alloc_bytes() memory (a large buffer may be kept for reuse); any other malloc'd
+// pointer, and nullptr, are accepted too and go to free().
+void free_bytes(void *p) noexcept;
 // What alloc_bytes(n) takes: n rounded up to its alignment (2 MiB for large buffers), which is
 // what a decode charges for it.
 size_t alloc_size(size_t n);

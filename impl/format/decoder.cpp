@@ -251,7 +251,7 @@ struct Block {
     }
     void drop() {
         if (mapped) ::munmap(p, cap);
-        else std::free(p);
+        else free_bytes(p);
         p = nullptr;
     }
 };

@@ -208,6 +208,7 @@ func (o DecodeOptions) c() C.tenso_decode_options {
 	d.max_packet_bytes = C.uint64_t(o.MaxPacketBytes)
 	d.max_decoded_bytes = C.uint64_t(o.MaxDecodedBytes)
 	d.max_entries = C.uint64_t(o.MaxEntries)
+	d.threads = C.uint32_t(o.Threads)
 	return d
 }
 
@@ -222,6 +223,7 @@ func (o EncodeOptions) c() C.tenso_encode_options {
 	}
 	e.alignment = C.uint32_t(o.Alignment)
 	e.compression_level = C.int32_t(o.CompressionLevel)
+	e.threads = C.uint32_t(o.Threads)
 	return e
 }
 

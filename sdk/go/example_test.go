@@ -92,6 +92,19 @@ func ExampleEncodeOptions() {
 	// Output: 4064 true true 4000
 }
 
+func ExampleEncodeOptions_threads() {
+	// 9 MiB: three LZ4 blocks, compressed on one thread and on every core, the same bytes.
+	data := make([]uint8, 9<<20)
+	for i := range data {
+		data[i] = uint8(i % 251)
+	}
+	one, _ := tenso.EncodeOptions{Compress: true, Threads: 1}.Dumps(tenso.Vector(data))
+	all, _ := tenso.EncodeOptions{Compress: true, Threads: 0}.Dumps(tenso.Vector(data))
+	t, _ := tenso.DecodeOptions{Threads: 0}.Loads(all)
+	fmt.Println(bytes.Equal(one, all), bytes.Equal(t.Data, data))
+	// Output: true true
+}
+
 func ExampleError() {
 	pkt, _ := tenso.EncodeOptions{Integrity: true}.Dumps(tenso.Vector([]int32{1, 2, 3}))
 	pkt[64] ^= 0xff // corrupt the body

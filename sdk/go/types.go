@@ -221,6 +221,9 @@ type EncodeOptions struct {
 	Compress         bool   // LZ4-frame-compress dense bodies (other kinds ignore it)
 	Alignment        uint32 // body alignment, a power of two up to MaxAlignment; 0 means 64
 	CompressionLevel int32  // LZ4 level; 0 is the fast default
+	// Threads compress LZ4 blocks (4 MiB, independent) on this many threads; 0: every core,
+	// 1: the calling thread only. The packet's bytes do not depend on it. Since 1.4.
+	Threads uint32
 	// AsDecoded writes every tensor that was decoded (from Loads, ReadFrom, LoadFile) with
 	// the integrity, compression and alignment it was read with, each bundle entry on its
 	// own, so a packet read and written again keeps its bytes (a relay). The fields above
@@ -243,6 +246,9 @@ type DecodeOptions struct {
 	// readers buffer; 0: no limit.
 	MaxDecodedBytes uint64
 	MaxEntries      uint64 // packets in one tree (the top one, bundle values, sparse components); 0: no limit
+	// Threads decompress LZ4 blocks on this many threads; 0: every core, 1: the calling
+	// thread only. Since 1.4.
+	Threads uint32
 }
 
 // LoadMode selects how LoadFile reads a file.

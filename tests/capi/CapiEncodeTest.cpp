@@ -110,6 +110,7 @@ class CapiEncodeTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(testLz4FrameGolden);
     CPPUNIT_TEST(testLz4SameBytesOnEveryThreadCount);
     CPPUNIT_TEST(testLz4FrameLayoutOfLargeBodies);
+    CPPUNIT_TEST(testLz4InPlaceSameBytesAsCompressedAside);
     CPPUNIT_TEST(testLz4HostileFrames);
     CPPUNIT_TEST(testEncodeOptionsVersion1);
     CPPUNIT_TEST_SUITE_END();
@@ -766,6 +767,67 @@ public:
                 tenso_view_free(v);
             }
         }
+    }
+
+    // A bundle of compressed bodies with footers, written four ways: compressed straight into a
+    // buffer of the bound (bundle lengths filled in afterwards), into a buffer of exactly the
+    // packet (compressed aside, then copied), to a file descriptor, and by the allocating sink.
+    void testLz4InPlaceSameBytesAsCompressedAside() {
+        const Mixed m;
+        float small[300];
+        for (int i = 0; i < 300; ++i) small[i] = float(i % 7);
+        uint64_t s300[1] = {300};
+        const tenso_tensor ts = {small, sizeof small, s300, 1, TENSO_DTYPE_FLOAT32};
+        tenso_value *a = nullptr, *b = nullptr, *bundle = nullptr;
+        TENSO_CHECK_OK(tenso_value_new_tensor(&a, &m.t));
+        TENSO_CHECK_OK(tenso_value_new_tensor(&b, &ts));
+        TENSO_CHECK_OK(tenso_value_new_bundle(&bundle));
+        TENSO_CHECK_OK(tenso_bundle_insert(bundle, "a", 1, a));
+        TENSO_CHECK_OK(tenso_bundle_insert(bundle, "b", 1, b));
+        TENSO_CHECK_OK(tenso_bundle_insert(bundle, "a2", 2, a));
+        tenso_encode_options o = opts(TENSO_ENCODE_COMPRESS | TENSO_ENCODE_INTEGRITY, 0);
+        o.threads = 2;
+        size_t bound = 0, n = 0, n2 = 0;
+        TENSO_CHECK_OK(tenso_value_dumps_bound(&bound, bundle, &o));
+        Bytes direct(bound);
+        TENSO_CHECK_OK(tenso_value_dumps_into(direct.data(), direct.size(), &n, bundle, &o));
+        CPPUNIT_ASSERT(n < bound);
+        direct.resize(n);
+        Bytes exact(n);
+        TENSO_CHECK_OK(tenso_value_dumps_into(exact.data(), exact.size(), &n2, bundle, &o));
+        CPPUNIT_ASSERT_EQUAL(n, n2);
+        assert_bytes("in place vs compressed aside", exact, direct);
+        Bytes small_dst(n - 1);
+        TENSO_CHECK_STATUS(TENSO_E_BUFFER_TOO_SMALL,
+                           tenso_value_dumps_into(small_dst.data(), small_dst.size(), &n2, bundle, &o));
+        CPPUNIT_ASSERT_EQUAL(n, n2);  // what it needs, exactly
+        tenso_buffer buf = {nullptr, 0, 0};
+        TENSO_CHECK_OK(tenso_value_dumps(&buf, bundle, &o));
+        assert_bytes("allocating sink", direct, Bytes(buf.data, buf.data + buf.size));
+        tenso_buffer_dispose(&buf);
+        FILE *f = std::tmpfile();
+        CPPUNIT_ASSERT(f);
+        TENSO_CHECK_OK(tenso_value_write_fd(nullptr, fileno(f), bundle, &o));
+        Bytes via_fd(n + 1);
+        CPPUNIT_ASSERT_EQUAL(ssize_t(n), ::pread(fileno(f), via_fd.data(), via_fd.size(), 0));
+        std::fclose(f);
+        via_fd.resize(n);
+        assert_bytes("file descriptor sink", direct, via_fd);
+        tenso_view *v = nullptr;
+        TENSO_CHECK_OK(tenso_loads(&v, direct.data(), direct.size(), nullptr));  // footers verified
+        for (const char *key : {"a", "a2"}) {
+            const tenso_view *c = nullptr;
+            TENSO_CHECK_OK(tenso_view_bundle_find(&c, v, key, std::strlen(key)));
+            CPPUNIT_ASSERT_EQUAL(uint64_t(m.d.size()), tenso_view_nbytes(c));
+            CPPUNIT_ASSERT(std::memcmp(tenso_view_data(c), m.d.data(), m.d.size()) == 0);
+        }
+        const tenso_view *c = nullptr;
+        TENSO_CHECK_OK(tenso_view_bundle_find(&c, v, "b", 1));
+        CPPUNIT_ASSERT(std::memcmp(tenso_view_data(c), small, sizeof small) == 0);
+        tenso_view_free(v);
+        tenso_value_free(a);
+        tenso_value_free(b);
+        tenso_value_free(bundle);
     }
 
     // Block sizes as written: 4 MiB blocks, the random one stored raw (high bit), end mark last.

@@ -26,8 +26,8 @@ def test_public_names_match_upstream():
 @pytest.mark.parametrize(
     "func, params",
     [
-        (tenso.dumps, ["tensor", "strict", "check_integrity", "compress", "alignment"]),
-        (tenso.loads, ["data", "copy", "align", "max_decoded_bytes", "max_entries", "options"]),
+        (tenso.dumps, ["tensor", "strict", "check_integrity", "compress", "alignment", "threads"]),
+        (tenso.loads, ["data", "copy", "align", "max_decoded_bytes", "max_entries", "options", "threads"]),
         (tenso.dump, ["tensor", "fp", "strict", "check_integrity"]),
         (tenso.load, ["fp", "mmap_mode", "copy", "align", "options"]),
         (tenso.iter_dumps, ["tensor", "strict", "check_integrity"]),
@@ -39,7 +39,7 @@ def test_public_names_match_upstream():
     ],
 )
 def test_signatures(func, params):
-    """Upstream's parameter names and order (plus ours last: `align`, the decode limits)."""
+    """Upstream's parameter names and order (plus ours last: `align`, the decode limits, threads)."""
     assert list(inspect.signature(func).parameters) == params
 
 
@@ -202,6 +202,27 @@ def test_compressed_round_trip_and_sizes():
     q = tenso.dumps({"a": a, "b": np.arange(10)}, compress=True, check_integrity=True)
     out = tenso.loads(q)
     assert np.array_equal(out["a"], a) and np.array_equal(out["b"], np.arange(10))
+
+
+def test_threads_do_not_change_the_bytes():
+    # 9 MiB + 4: three 4 MiB LZ4 blocks (the middle one random, stored raw), in an array and in a
+    # bundle with footers; every thread count writes the same packet and decodes the same values.
+    rng = np.random.default_rng(11)
+    n = (9 << 20) + 4
+    a = (np.arange(n, dtype=np.uint64) * 7 % 251).astype(np.uint8)
+    a[4 << 20 : 8 << 20] = rng.integers(0, 256, 4 << 20, dtype=np.uint8)
+    for value in (a, {"a": a, "b": np.arange(300, dtype=np.float32), "a2": a}):
+        one = bytes(tenso.dumps(value, compress=True, check_integrity=True, threads=1))
+        for threads in (0, 2, 4):
+            assert bytes(tenso.dumps(value, compress=True, check_integrity=True, threads=threads)) == one
+        for threads in (1, 0):
+            for out in (tenso.loads(one, threads=threads), tenso.loads(one, options=tenso.DecodeOptions(threads=threads))):
+                got = out if isinstance(value, np.ndarray) else out["a2"]
+                assert np.array_equal(got, a)
+    with pytest.raises(ValueError):
+        tenso.dumps(a, threads=-1)
+    with pytest.raises(ValueError):
+        tenso.DecodeOptions(threads=1 << 32)
 
 
 def test_checksum_error():

@@ -232,3 +232,19 @@ def test_gil_released_during_io_and_large_work():
     r = subprocess.run([sys.executable, "-c", GIL_PROBE], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout.strip().endswith("ok")
+
+
+def test_large_dumps_is_a_pooled_buffer_that_lives_as_long_as_its_views():
+    """From 32 MiB on, dumps' memoryview is of a libtenso buffer (pages kept for the next packet
+    when it goes): read-only bytes, 64-byte aligned, alive while arrays decoded from it are."""
+    a = np.arange(9 << 20, dtype=np.float32)  # 36 MiB
+    p = tenso.dumps(a, check_integrity=True)
+    assert isinstance(p, memoryview) and p.readonly and p.format == "B" and p.contiguous
+    assert type(p.obj).__name__ == "PacketBuffer" and len(p) == 64 + a.nbytes + 8
+    with pytest.raises(TypeError):
+        p[0] = 0
+    out = tenso.loads(p)
+    assert tenso.is_aligned(p) and np.shares_memory(out, as_bytes_array(p))
+    del p
+    q = tenso.dumps(a + 1)  # may reuse pages, never those `out` still points into
+    assert np.array_equal(out, a) and np.array_equal(tenso.loads(q), a + 1)

@@ -137,7 +137,7 @@ public:
 };
 
 // Encode options from upstream's keyword arguments; ValueError for a bad alignment.
-tenso_encode_options make_options(bool check_integrity, bool compress, int64_t alignment);
+tenso_encode_options make_options(bool check_integrity, bool compress, int64_t alignment, uint32_t threads = 0);
 
 // ---- the owner of decoded memory -------------------------------------------------------------
 

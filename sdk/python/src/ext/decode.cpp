@@ -169,7 +169,7 @@ tenso_status loads_view(tenso_view **out, const BufferHold &b, const tenso_decod
 bool decode_options_from(py::handle fields, tenso_decode_options &o) {
     if (fields.is_none()) return false;
     const auto t = fields.cast<py::tuple>();
-    if (t.size() != 8) raise_type_error("decode options: expected DecodeOptions._fields(), an 8-tuple");
+    if (t.size() != 9) raise_type_error("decode options: expected DecodeOptions._fields(), a 9-tuple");
     o.flags = t[0].cast<uint32_t>();
     o.max_ndim = t[1].cast<uint32_t>();
     o.max_depth = t[2].cast<uint32_t>();
@@ -178,6 +178,7 @@ bool decode_options_from(py::handle fields, tenso_decode_options &o) {
     o.max_decoded_bytes = t[5].cast<uint64_t>();
     o.max_entries = t[6].cast<uint64_t>();
     o.timeout_ms = t[7].cast<uint64_t>();
+    o.threads = t[8].cast<uint32_t>();
     return true;
 }
 

@@ -12,7 +12,7 @@
 
 namespace tpy {
 
-tenso_encode_options make_options(bool check_integrity, bool compress, int64_t alignment) {
+tenso_encode_options make_options(bool check_integrity, bool compress, int64_t alignment, uint32_t threads) {
     if (alignment <= 0 || (alignment & (alignment - 1)) != 0) raise_value_error("Alignment must be a power of two");
     if (alignment > int64_t(TENSO_MAX_ALIGNMENT))
         raise_value_error("Alignment " + std::to_string(alignment) + " exceeds the maximum of " +
@@ -21,6 +21,7 @@ tenso_encode_options make_options(bool check_integrity, bool compress, int64_t a
     if (check_integrity) o.flags |= TENSO_ENCODE_INTEGRITY;
     if (compress) o.flags |= TENSO_ENCODE_COMPRESS;
     o.alignment = uint32_t(alignment);
+    o.threads = threads;
     return o;
 }
 
@@ -102,15 +103,6 @@ tenso_status maybe_released(bool release, Fn &&fn) {
     return fn();
 }
 
-// Encodes into a new bytes object (one copy of each body). With `pad`, the bytes object gets a
-// little slack so the packet can start at a 64-byte (or `alignment`, up to a page) boundary in
-// memory, and a memoryview of exactly the packet is returned: loads() of it is then zero-copy
-// *and* aligned. Without `pad`, the bytes object is exactly the packet.
-//
-// Without compression the bound is exact and the packet is written in place. With compression
-// the bound is only an upper bound (about the uncompressed size), so the packet goes to scratch
-// memory first (its untouched pages cost nothing) and is copied into a bytes object of the real
-// size: a copy of the compressed bytes, instead of a bytes object as large as the input.
 // A large bytes object is fresh, untouched memory: asking for transparent huge pages before
 // the packet is written saves most of the page faults (numpy does the same for its arrays).
 void advise_huge_pages(char *p, size_t n) {
@@ -121,42 +113,70 @@ void advise_huge_pages(char *p, size_t n) {
     if (hi > lo) ::madvise(reinterpret_cast<void *>(lo), hi - lo, MADV_HUGEPAGE);  // advisory only
 }
 
-template <class Bound, class Into>
-py::object encode_bytes(Bound &&bound_fn, Into &&into_fn, bool pad, uint32_t alignment, bool compressed) {
+// Encodes into a new bytes object (one copy of each body). With `pad`, the bytes object gets a
+// little slack so the packet can start at a 64-byte (or `alignment`, up to a page) boundary in
+// memory, and a memoryview of exactly the packet is returned: loads() of it is then zero-copy
+// *and* aligned. Without `pad`, the bytes object is exactly the packet.
+//
+// Without compression the bound is exact. With compression it is an upper bound (about the
+// uncompressed size): the frame is compressed straight into a bytes object of the bound (pages
+// it never reaches are never touched) that is then shrunk to the packet (realloc: a large one
+// gives its tail back in place).
+// A packet in libtenso memory (tenso_dumps), exported read-only. Large buffers come from
+// libtenso's pool, which keeps the pages of the last ones freed: when the last memoryview of
+// a packet dies, its pages serve the next one instead of going back to the kernel.
+struct PacketBuffer {
+    tenso_buffer b = TENSO_BUFFER_INIT;
+    PacketBuffer() = default;
+    PacketBuffer(const PacketBuffer &) = delete;
+    PacketBuffer &operator=(const PacketBuffer &) = delete;
+    ~PacketBuffer() { tenso_buffer_dispose(&b); }
+};
+
+// From this size on (glibc maps each such bytes object afresh, with a page fault per page)
+// a padded packet goes to a PacketBuffer instead of a bytes object.
+constexpr size_t kPooledBytes = size_t(32) << 20;
+
+template <class Bound, class Into, class Alloc>
+py::object encode_bytes(Bound &&bound_fn, Into &&into_fn, Alloc &&alloc_fn, bool pad, uint32_t alignment) {
     size_t bound = 0;
     check(bound_fn(&bound));
-    const bool big = bound >= kReleaseGilBytes;
-    size_t written = 0;
-    std::unique_ptr<uint8_t[]> scratch;
-    if (compressed) {
-        scratch.reset(new uint8_t[bound ? bound : 1]);
-        uint8_t *dst = scratch.get();
-        check(maybe_released(big, [&] { return into_fn(dst, bound, &written); }));
+    if (pad && bound >= kPooledBytes) {
+        // 2 MiB aligned (alloc_bytes), so any alignment up to a page holds.
+        auto owner = std::make_unique<PacketBuffer>();
+        tenso_buffer *b = &owner->b;
+        check(maybe_released(true, [&] { return alloc_fn(b); }));
+        py::object obj = py::cast(std::move(owner));
+        PyObject *mv = PyMemoryView_FromObject(obj.ptr());
+        if (!mv) throw py::error_already_set();
+        return py::reinterpret_steal<py::object>(mv);
     }
-    const size_t size = compressed ? written : bound;
     const size_t a = pad ? std::max<size_t>(64, std::min<size_t>(alignment, 4096)) : 1;
     const size_t slack = pad ? a - 1 : 0;
-    PyObject *raw = PyBytes_FromStringAndSize(nullptr, Py_ssize_t(size + slack));
+    PyObject *raw = PyBytes_FromStringAndSize(nullptr, Py_ssize_t(bound + slack));
     if (!raw) throw py::error_already_set();
-    py::object bytes = py::reinterpret_steal<py::object>(raw);
     char *base = PyBytes_AS_STRING(raw);
-    advise_huge_pages(base, size + slack);
-    const size_t off = pad ? (a - (reinterpret_cast<uintptr_t>(base) & (a - 1))) & (a - 1) : 0;
-    char *dst = base + off;
-    if (compressed) {
-        maybe_released(size >= kReleaseGilBytes, [&] {
-            std::memcpy(dst, scratch.get(), size);
-            return TENSO_OK;
-        });
-    } else {
-        check(maybe_released(big, [&] { return into_fn(dst, bound, &written); }));
-        if (written != bound) raise_error(TENSO_E_INTERNAL, "tenso: the packet size differs from its exact bound");
+    advise_huge_pages(base, bound + slack);
+    size_t off = pad ? (a - (reinterpret_cast<uintptr_t>(base) & (a - 1))) & (a - 1) : 0;
+    size_t size = 0;
+    tenso_status st = maybe_released(bound >= kReleaseGilBytes, [&] { return into_fn(base + off, bound, &size); });
+    if (st != TENSO_OK) Py_DECREF(raw);
+    check(st);
+    if (size != bound) {
+        // The packet starts at `off` of the old block; a moved block has it at the same offset
+        // from its new base, where it may need moving to its alignment.
+        if (_PyBytes_Resize(&raw, Py_ssize_t(size + slack)) != 0) throw py::error_already_set();
+        base = PyBytes_AS_STRING(raw);
+        const size_t now = pad ? (a - (reinterpret_cast<uintptr_t>(base) & (a - 1))) & (a - 1) : 0;
+        if (now != off) std::memmove(base + now, base + off, size);
+        off = now;
     }
+    py::object bytes = py::reinterpret_steal<py::object>(raw);
     if (!pad) return bytes;
     // The slack is never part of the packet, but it is reachable through memoryview.obj: no stale
     // heap bytes there.
     std::memset(base, 0, off);
-    std::memset(dst + size, 0, slack - off);
+    std::memset(base + off + size, 0, slack - off);
     py::object mv = py::reinterpret_steal<py::object>(PyMemoryView_FromObject(raw));
     if (!mv) throw py::error_already_set();
     return mv[py::slice(py::int_(off), py::int_(off + size), py::none())];
@@ -358,12 +378,13 @@ void bundle_insert(Value &self, py::handle key, py::object child) {
     self.keep.push_back(std::move(child));
 }
 
-py::object value_dumps(const Value &self, bool check_integrity, bool compress, int64_t alignment, bool pad) {
-    tenso_encode_options o = make_options(check_integrity, compress, alignment);
+py::object value_dumps(const Value &self, bool check_integrity, bool compress, int64_t alignment, bool pad,
+                       uint32_t threads) {
+    tenso_encode_options o = make_options(check_integrity, compress, alignment, threads);
     const tenso_value *v = self.get();
     return encode_bytes([&](size_t *b) { return tenso_value_dumps_bound(b, v, &o); },
                         [&](void *dst, size_t cap, size_t *w) { return tenso_value_dumps_into(dst, cap, w, v, &o); },
-                        pad, o.alignment, (o.flags & TENSO_ENCODE_COMPRESS) != 0);
+                        [&](tenso_buffer *b) { return tenso_value_dumps(b, v, &o); }, pad, o.alignment);
 }
 
 uint64_t value_write_fd(const Value &self, py::handle fd_obj, bool check_integrity, bool compress, int64_t alignment) {
@@ -382,18 +403,26 @@ void value_save_file(const Value &self, const std::string &path, bool check_inte
 }  // namespace
 
 void init_encode(py::module_ &m) {
+    py::class_<PacketBuffer>(m, "PacketBuffer", py::buffer_protocol(),
+                             "A large packet in libtenso's memory, exported read-only (what dumps' memoryview "
+                             "points into); its pages are kept for the next packet when it goes.")
+        .def_buffer([](PacketBuffer &p) {
+            return py::buffer_info(p.b.data, 1, "B", 1, {py::ssize_t(p.b.size)}, {py::ssize_t(1)}, true);
+        })
+        .def("__len__", [](const PacketBuffer &p) { return p.b.size; });
     m.def(
         "dumps_array",
-        [](py::handle arr, bool strict, bool check_integrity, bool compress, int64_t alignment, bool pad) {
-            tenso_encode_options o = make_options(check_integrity, compress, alignment);
+        [](py::handle arr, bool strict, bool check_integrity, bool compress, int64_t alignment, bool pad,
+           uint32_t threads) {
+            tenso_encode_options o = make_options(check_integrity, compress, alignment, threads);
             TensorArg ta;
             prepare_tensor(ta, arr, strict);
             return encode_bytes([&](size_t *b) { return tenso_dumps_bound(b, &ta.t, &o); },
                                 [&](void *dst, size_t cap, size_t *w) { return tenso_dumps_into(dst, cap, w, &ta.t, &o); },
-                                pad, o.alignment, (o.flags & TENSO_ENCODE_COMPRESS) != 0);
+                                [&](tenso_buffer *b) { return tenso_dumps(b, &ta.t, &o); }, pad, o.alignment);
         },
         py::arg("array"), py::arg("strict") = false, py::arg("check_integrity") = false, py::arg("compress") = false,
-        py::arg("alignment") = 64, py::arg("pad") = true,
+        py::arg("alignment") = 64, py::arg("pad") = true, py::arg("threads") = 0,
         "Encodes one numpy array. pad=True: a memoryview of exactly the packet, which starts 64-byte "
         "aligned in its bytes object; pad=False: bytes holding exactly the packet.");
     m.def(
@@ -449,7 +478,7 @@ void init_encode(py::module_ &m) {
         .def("__len__", [](const Value &self) { return tenso_bundle_count(self.get()); })
         .def("quantized_parts", &quantized_parts)
         .def("dumps", &value_dumps, py::arg("check_integrity") = false, py::arg("compress") = false,
-             py::arg("alignment") = 64, py::arg("pad") = true)
+             py::arg("alignment") = 64, py::arg("pad") = true, py::arg("threads") = 0)
         .def("write_fd", &value_write_fd, py::arg("fd"), py::arg("check_integrity") = false, py::arg("compress") = false,
              py::arg("alignment") = 64)
         .def("save_file", &value_save_file, py::arg("path"), py::arg("check_integrity") = false,

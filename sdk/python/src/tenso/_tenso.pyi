@@ -28,6 +28,13 @@ def dtype_from_name(name: str) -> int: ...
 def _set_factories(quantized: Callable[..., Any], strings: Callable[..., Any], sparse: Callable[..., Any]) -> None: ...
 
 # ---- encoding ----
+class PacketBuffer:
+    """A large packet in libtenso's memory (what dumps' memoryview points into from 32 MiB on);
+    its pages are kept for the next packet when it goes."""
+
+    def __len__(self) -> int: ...
+    def __buffer__(self, flags: int) -> memoryview: ...
+
 @overload
 def dumps_array(
     array: NDArray[Any],
@@ -36,6 +43,7 @@ def dumps_array(
     compress: bool = False,
     alignment: int = 64,
     pad: Literal[True] = True,
+    threads: int = 0,
 ) -> memoryview: ...
 @overload
 def dumps_array(
@@ -45,6 +53,7 @@ def dumps_array(
     compress: bool,
     alignment: int,
     pad: Literal[False],
+    threads: int = 0,
 ) -> bytes: ...
 def write_array_fd(
     array: NDArray[Any],
@@ -108,10 +117,17 @@ class Value:
     ) -> Tuple[NDArray[np.uint8], NDArray[np.float32], NDArray[np.float32], Tuple[int, ...], int, int, int, int]: ...
     @overload
     def dumps(
-        self, check_integrity: bool = False, compress: bool = False, alignment: int = 64, pad: Literal[True] = True
+        self,
+        check_integrity: bool = False,
+        compress: bool = False,
+        alignment: int = 64,
+        pad: Literal[True] = True,
+        threads: int = 0,
     ) -> memoryview: ...
     @overload
-    def dumps(self, check_integrity: bool, compress: bool, alignment: int, pad: Literal[False]) -> bytes: ...
+    def dumps(
+        self, check_integrity: bool, compress: bool, alignment: int, pad: Literal[False], threads: int = 0
+    ) -> bytes: ...
     def write_fd(self, fd: _Fd, check_integrity: bool = False, compress: bool = False, alignment: int = 64) -> int: ...
     def save_file(self, path: Union[str, bytes], check_integrity: bool = False, compress: bool = False, alignment: int = 64) -> None: ...
 
@@ -132,7 +148,7 @@ class Packet:
     @property
     def flags(self) -> int: ...
 
-_OptionFields = Optional[Tuple[int, int, int, int, int, int, int, int]]
+_OptionFields = Optional[Tuple[int, int, int, int, int, int, int, int, int]]
 
 def loads(data: _Buffer, copy: bool = False, align: bool = False, options: _OptionFields = None) -> Any: ...
 def read_fd(fd: _Fd, copy: bool = False, options: _OptionFields = None, align: bool = False) -> Optional[Any]: ...

@@ -45,6 +45,10 @@ class DecodeOptions:
         Do not verify XXH3 integrity footers (they are still framed).
     validate_utf8 : bool
         Check that string tensors' payloads are UTF-8.
+    threads : int
+        LZ4 bodies are decompressed on this many threads (their 4 MiB blocks are independent).
+        0: every core; 1: the calling thread only. The decoded values do not depend on it.
+        (Since 1.4.)
 
     Examples
     --------
@@ -67,6 +71,7 @@ class DecodeOptions:
     timeout: Optional[float] = None
     skip_checksum: bool = False
     validate_utf8: bool = False
+    threads: int = 0
 
     def __post_init__(self) -> None:
         for field in ("max_packet_bytes", "max_decoded_bytes", "max_entries", "max_ndim", "max_elements", "max_depth"):
@@ -76,6 +81,8 @@ class DecodeOptions:
         for field in ("max_ndim", "max_depth"):
             if getattr(self, field) >= 1 << 32:
                 raise ValueError(f"DecodeOptions.{field} must be below 2**32, got {getattr(self, field)!r}")
+        if isinstance(self.threads, bool) or not isinstance(self.threads, int) or not 0 <= self.threads < 1 << 32:
+            raise ValueError(f"DecodeOptions.threads must be an integer from 0 to 2**32-1, got {self.threads!r}")
         if self.timeout is not None and not (self.timeout >= 0):  # also refuses NaN
             raise ValueError(f"DecodeOptions.timeout must be None or >= 0 seconds, got {self.timeout!r}")
 
@@ -83,9 +90,9 @@ class DecodeOptions:
         """A copy with some fields changed."""
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
 
-    def _fields(self) -> Tuple[int, int, int, int, int, int, int, int]:
+    def _fields(self) -> Tuple[int, int, int, int, int, int, int, int, int]:
         """The C struct's fields, for the extension: (flags, max_ndim, max_depth, max_elements,
-        max_packet_bytes, max_decoded_bytes, max_entries, timeout_ms)."""
+        max_packet_bytes, max_decoded_bytes, max_entries, timeout_ms, threads)."""
         flags = (_DECODE_SKIP_CHECKSUM if self.skip_checksum else 0) | (_DECODE_VALIDATE_UTF8 if self.validate_utf8 else 0)
         # A deadline shorter than a millisecond still is one: never round it down to "none" (0).
         timeout_ms = 0 if self.timeout is None else max(1, int(-(-self.timeout * 1000 // 1)))
@@ -98,21 +105,25 @@ class DecodeOptions:
             self.max_decoded_bytes,
             self.max_entries,
             timeout_ms,
+            self.threads,
         )
 
 
-def _merge(options: Optional[DecodeOptions], max_decoded_bytes: int = 0, max_entries: int = 0) -> Optional[tuple]:
-    """The extension's options tuple (None: the defaults) from an options object and the two
-    limits loads() has taken as keywords since 1.2 (a keyword given wins)."""
-    if options is None and not max_decoded_bytes and not max_entries:
+def _merge(
+    options: Optional[DecodeOptions], max_decoded_bytes: int = 0, max_entries: int = 0, threads: int = 0
+) -> Optional[tuple]:
+    """The extension's options tuple (None: the defaults) from an options object and the
+    keywords loads() takes (limits since 1.2, threads since 1.4; a keyword given wins)."""
+    if options is None and not max_decoded_bytes and not max_entries and not threads:
         return None
     if options is None:
         options = DecodeOptions()
     elif not isinstance(options, DecodeOptions):
         raise TypeError(f"options must be a tenso.DecodeOptions, not {type(options).__name__}")
-    if max_decoded_bytes or max_entries:
+    if max_decoded_bytes or max_entries or threads:
         options = options.replace(
             max_decoded_bytes=max_decoded_bytes or options.max_decoded_bytes,
             max_entries=max_entries or options.max_entries,
+            threads=threads or options.threads,
         )
     return options._fields()

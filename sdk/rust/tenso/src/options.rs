@@ -51,6 +51,23 @@ impl Options {
         self
     }
 
+    /// Compresses the LZ4 blocks (4 MiB, independent) of a large body on this many threads;
+    /// 0 (the default): every core, 1: the calling thread only. The packet's bytes do not
+    /// depend on it. Since 1.4.
+    ///
+    /// ```
+    /// let data: Vec<u8> = (0..9u32 << 20).map(|i| (i % 251) as u8).collect();
+    /// let t = tenso::Tensor::from_slice(&data);
+    /// let one = tenso::Options::new().compress(true).threads(1).dumps(&t)?;
+    /// let all = tenso::Options::new().compress(true).threads(0).dumps(&t)?;
+    /// assert_eq!(one, all);
+    /// # Ok::<(), tenso::Error>(())
+    /// ```
+    pub fn threads(mut self, n: u32) -> Options {
+        self.raw.threads = n;
+        self
+    }
+
     /// Body alignment relative to the packet start: a power of two up to 2^20; 0 means 64.
     /// Checked by the encode call.
     pub fn alignment(mut self, alignment: u32) -> Options {
@@ -158,6 +175,21 @@ impl DecodeOptions {
     /// (0: no limit).
     pub fn max_entries(mut self, n: u64) -> DecodeOptions {
         self.raw.max_entries = n;
+        self
+    }
+
+    /// Decompresses the LZ4 blocks of a large body on this many threads; 0 (the default):
+    /// every core, 1: the calling thread only. Since 1.4.
+    ///
+    /// ```
+    /// let data: Vec<u8> = (0..9u32 << 20).map(|i| (i % 251) as u8).collect();
+    /// let packet = tenso::Options::new().compress(true).dumps(&tenso::Tensor::from_slice(&data))?;
+    /// let view = tenso::DecodeOptions::new().threads(1).loads(&packet)?;
+    /// assert_eq!(view.as_ref().as_slice::<u8>()?, &data[..]);
+    /// # Ok::<(), tenso::Error>(())
+    /// ```
+    pub fn threads(mut self, n: u32) -> DecodeOptions {
+        self.raw.threads = n;
         self
     }
 

@@ -134,3 +134,34 @@ fn float64_input_quantizes_as_float32() {
     let bad = tenso::quantize(&Tensor::from_slice(&[1i32]), Dtype::Qint8, tenso::Scheme::PerTensor).unwrap_err();
     assert_eq!(bad.kind(), ErrorKind::BadDtype);
 }
+
+/// Threads 1 and 0 (every core) write the same LZ4 frames, for a tensor and a bundle with
+/// footers (three 4 MiB blocks, the middle one pseudo-random and stored raw); both decode.
+#[test]
+fn threads_do_not_change_the_bytes() {
+    let mut x = 11u64;
+    let data: Vec<u8> = (0..(9usize << 20) + 4)
+        .map(|i| {
+            if i >> 22 == 1 {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                (x >> 56) as u8
+            } else {
+                ((i * 7 % 251) ^ (i >> 12)) as u8
+            }
+        })
+        .collect();
+    let t = Tensor::from_slice(&data);
+    let b = Bundle::new().with("a", &t).unwrap().with("b", &Tensor::from_slice(&[1f32, 2.0])).unwrap();
+    let opts = Options::new().compress(true).integrity(true);
+    for (one, all) in [
+        (opts.threads(1).dumps(&t).unwrap(), opts.threads(0).dumps(&t).unwrap()),
+        (opts.threads(1).dumps(&b).unwrap(), opts.threads(0).dumps(&b).unwrap()),
+    ] {
+        assert!(one == all, "threads 1 and 0 wrote different packets");
+        for threads in [1, 0] {
+            let view = DecodeOptions::new().threads(threads).loads(&all).unwrap();
+            let got = view.get("a").unwrap_or(view.as_ref()).as_slice::<u8>().unwrap();
+            assert!(got == &data[..], "threads {threads}: decoded bytes differ");
+        }
+    }
+}
