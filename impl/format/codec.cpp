@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -109,7 +110,13 @@ struct Pool {
     size_t kept_bytes = 0;
 };
 Pool &pool() {
-    static Pool *p = new Pool;  // never destroyed: buffers may be freed during exit
+    // Never destroyed: buffers may be freed during exit. fork() in another thread while one
+    // holds the lock would leave the child's copy locked forever: the lock is taken around fork.
+    static Pool *p = [] {
+        Pool *q = new Pool;
+        ::pthread_atfork([] { pool().mu.lock(); }, [] { pool().mu.unlock(); }, [] { pool().mu.unlock(); });
+        return q;
+    }();
     return *p;
 }
 
