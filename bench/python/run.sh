@@ -6,7 +6,8 @@
 #     subprocess because it has the same import name as ours.
 # Usage: run.sh [cache|archive|stream] [args...]. With no suite, bench.py (dumps/loads/files/sockets);
 # `cache` runs cache_bench.py (TensoCache, issue 6), `archive` archive_bench.py (model files,
-# issue 7), `stream` stream_bench.py (receive at wire speed, issue 14). Extra arguments go to the script (e.g. --quick).
+# issue 7), `stream` stream_bench.py (receive at wire speed, issue 14), `ray` ray_bench.py (Ray
+# put/get/task arguments with and without tenso.ray.register(), issue 17; ray comes from run-tests.sh's pins). Extra arguments go to the script (e.g. --quick).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -45,5 +46,6 @@ case "${1:-}" in
     cache) shift; exec "$py" cache_bench.py --upstream-python "$upstream_py" "$@" ;;
     archive) shift; exec "$py" archive_bench.py "$@" ;;
     stream) shift; exec "$py" stream_bench.py --upstream-python "$upstream_py" "$@" ;;
+    ray) shift; exec "$py" ray_bench.py --out ray_results.md "$@" ;;
     *) exec "$py" bench.py --upstream-python "$upstream_py" "$@" ;;
 esac

@@ -84,8 +84,11 @@ def test_bundle_members():
         np.testing.assert_array_equal(got[k], d[k])
         assert got[k].ctypes.data % 64 == 0
     assert got["c"].shape == (0,)
-    kept = tenso.loads(placed(tenso.dumps(d), 1), align=False)
-    assert kept["a"].ctypes.data % 64 == 1 and isinstance(kept["a"].base, tenso.Packet)
+    # A bundle's members sit where its layout puts them, rarely on a 64-byte boundary: by
+    # default they are copied to meet it (as upstream); align=False keeps them zero-copy.
+    buf = placed(tenso.dumps(d), 0)
+    kept = tenso.loads(buf, align=False)
+    assert isinstance(kept["a"].base, tenso.Packet) and np.shares_memory(kept["a"], buf)
 
 
 def test_load_of_a_file_aligns_too(tmp_path):
@@ -278,3 +281,12 @@ def test_get_packet_info_rs():
         tenso.utils.get_packet_info_rs(b"xx")
     with pytest.raises(ValueError, match="^Invalid tenso packet"):
         tenso.utils.get_packet_info_rs(b"X" * 17)
+
+
+def test_composite_parts_stay_views():
+    # Upstream aligns dense arrays only; a quantized tensor's parts are left where they are.
+    q = tenso.QuantizedTensor.quantize(np.arange(64, dtype=np.float32), "qint8")
+    buf = placed(tenso.dumps(q), 1)
+    back = tenso.loads(buf)
+    assert np.shares_memory(back.data, buf)
+    np.testing.assert_array_equal(back.dequantize(), q.dequantize())
