@@ -155,7 +155,8 @@ def main() -> None:
     if args.out:
         with open(args.out, "w") as f:
             f.write("# Ray: tenso.ray.register() vs Ray's default serialization\n\n")
-            f.write("`python bench/python/ray_bench.py` (issue 17). " + __doc__.split("\n\n")[1].strip() + "\n\n")
+            f.write("`bash bench/python/run.sh ray` (issue 17), one run, modes side by side:\n\n```\n")
+            f.write(__doc__.split("\n\n")[1].strip("\n") + "\n```\n\n")
             f.write(text)
     if args.json:
         with open(args.json, "w") as f:

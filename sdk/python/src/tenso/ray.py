@@ -23,6 +23,11 @@ pickle stream. The deserializer decodes it from the object store's memory: a wri
 default, as upstream, or, with ``register(zero_copy=True)``, read-only arrays that point into
 the object store (as Ray's own numpy path returns), which keep the object pinned while they live.
 
+Speed. Ray's default already sends numpy arrays out of band (one copy on put, a zero-copy
+view on get), so register() is slower for plain arrays: put copies twice (into the packet, then
+into the store), and the default get copies once (bench/python/ray_results.md). Use it for
+upstream's API and wire format in Ray, not for speed; ``zero_copy=True`` makes get free.
+
 Scope, as upstream. ``ray.util.register_serializer`` acts on the calling process only. The
 driver's registration covers what the driver sends (``ray.put``, task and actor arguments);
 for what workers send back (task results), register in each worker too, for example with
