@@ -342,10 +342,32 @@ std::shared_ptr<uint8_t> Decoder::allocate(size_t size, size_t alignment) {
 
 size_t Decoder::needed() const { return failed_ ? 0 : want_ - have_; }
 
+// Upstream's wording for a stream cut inside a packet (tenso 0.24 read_stream, which users
+// match on): the read it was in, and for a dense or quantized body the bytes that read expected
+// (body and footer) and got. Our own detail follows in finish().
+namespace {
+std::string upstream_truncation(const uint8_t *p, size_t have, size_t want, bool sized) {
+    if (have < 8) return "Stream ended during header read. Expected 8 bytes, got " + num(have);
+    if (have < 10 && p[4] == 4) return "Stream ended during v4 header read";
+    try {
+        const PacketInfo info = inspect(p, have);
+        const bool body_kind = info.kind == TENSO_KIND_DENSE || info.kind == TENSO_KIND_QUANTIZED;
+        if (body_kind && sized && have >= info.body_offset)
+            return "Stream ended during body read. Expected " + num(want - info.body_offset) + " bytes, got " +
+                   num(have - info.body_offset);
+    } catch (const Error &) {
+        // The header itself is not all there: upstream was still reading its packet.
+    }
+    return "Stream ended during packet read";
+}
+}  // namespace
+
 void Decoder::finish() const {
     check_usable();
     if (have_ == 0) return;
-    fail(TENSO_E_TRUNCATED, "stream ended inside a packet after " + num(have_) + " bytes (at least " +
+    const uint8_t *bytes = packet_ ? packet_.get() : stage_.data();
+    fail(TENSO_E_TRUNCATED, upstream_truncation(bytes, have_, want_, bool(packet_)) +
+                                " (stream ended inside a packet after " + num(have_) + " bytes, at least " +
                                 num(want_ - have_) + " more needed)");
 }
 

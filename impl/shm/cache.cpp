@@ -51,6 +51,11 @@ constexpr uint64_t kHeaderBytes = 4096;
 constexpr uint64_t kSharedOff = 256;  // the mutable part of the header
 constexpr uint64_t kAlign = 64;       // every packet, and every table, starts on a cache line
 constexpr uint64_t kDataAlign = 4096;
+// The smallest data region: one packet of a header line and a body line (e.g. 16 float32).
+constexpr uint64_t kMinData = 2 * kAlign;
+// The smallest pool with derived tables (1 entry, 2 clients, 2 pins): header, tables and
+// kMinData. tenso_cache_create names it; CapiCacheTest::testTinyPools pins it.
+constexpr uint64_t kMinPoolBytes = 4096 + 128 + 64 + 64 + 256 + 64 + kMinData;
 constexpr uint32_t kMaxEntries = 1u << 24, kMaxClients = 1u << 16, kMaxPins = 1u << 24;
 
 enum : uint32_t { kFree = 0, kWriting = 1, kLive = 2, kOrphan = 3 };
@@ -281,9 +286,14 @@ void Cache::unlock() noexcept { ::pthread_mutex_unlock(&s_->mutex); }
 
 std::shared_ptr<Cache> Cache::create(const char *name, const CacheOptions &o) {
     const uint64_t size = o.size ? o.size : uint64_t(256) << 20;
-    const uint64_t entries = o.max_entries ? o.max_entries : std::min<uint64_t>(std::max<uint64_t>(size / 16384, 64), 1u << 20);
-    const uint64_t clients = o.max_clients ? o.max_clients : 256;
-    const uint64_t pins = o.max_pins ? o.max_pins : 16384;
+    // Derived counts are sized from the pool, so a pool of any size upstream accepts (5 KiB and
+    // up) holds its tables and some data; from 1 MiB up they are the fixed defaults. Entries: 1
+    // per 16 KiB, but a small pool gets 1 per 4 KiB up to 64. Clients: 1 per 4 KiB, 2 to 256.
+    // Pins: a pin record is one (entry, client) pair, so entries x clients is never short.
+    const uint64_t entries = o.max_entries ? o.max_entries
+                                           : std::min<uint64_t>(std::max<uint64_t>({size / 16384, std::min<uint64_t>(size / 4096, 64), 1}), 1u << 20);
+    const uint64_t clients = o.max_clients ? o.max_clients : std::min<uint64_t>(std::max<uint64_t>(size / 4096, 2), 256);
+    const uint64_t pins = o.max_pins ? o.max_pins : std::min<uint64_t>(entries * clients, 16384);
     if (entries > kMaxEntries || clients > kMaxClients || pins > kMaxPins)
         fail(TENSO_E_INVALID_ARGUMENT, "cache limits are at most " + num(kMaxEntries) + " entries, " + num(kMaxClients) +
                                            " clients and " + num(kMaxPins) + " pins");
@@ -313,11 +323,17 @@ std::shared_ptr<Cache> Cache::create(const char *name, const CacheOptions &o) {
     g.extents_off = off;
     g.extent_capacity = uint32_t(entries + 1);  // n allocations leave at most n + 1 gaps
     g.extent_bytes = sizeof(Extent);
-    off = align_up(off + (entries + 1) * sizeof(Extent), kDataAlign);
+    off = off + (entries + 1) * sizeof(Extent);
+    // The data region starts on a page from 1 MiB up; below, a page of padding would be most of
+    // the pool, and a cache line is all the packets need.
+    off = align_up(off, size >= (uint64_t(1) << 20) ? kDataAlign : kAlign);
     g.data_off = off;
-    if (size < off + kDataAlign)
-        fail(TENSO_E_INVALID_ARGUMENT, "a cache of " + num(size) + " bytes cannot hold its tables (" + num(off) +
-                                           " bytes) and a packet (at least " + num(kDataAlign) + " bytes)");
+    if (size < off + kMinData)
+        fail(TENSO_E_INVALID_ARGUMENT, "a cache of " + num(size) + " bytes cannot hold its header and tables (" +
+                                           num(off) + " bytes for " + num(entries) + " entries, " + num(clients) +
+                                           " clients, " + num(pins) + " pins) and a packet (at least " + num(kMinData) +
+                                           " bytes); with derived tables the smallest pool is " + num(kMinPoolBytes) +
+                                           " bytes");
     g.data_size = (size - off) & ~(kAlign - 1);
     g.key_max = TENSO_CACHE_MAX_KEY_BYTES;
     g.checksum = geometry_hash(g);

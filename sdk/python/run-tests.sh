@@ -41,7 +41,9 @@ scipy==1.17.1
 pytest==9.2.0
 hypothesis==6.170.15
 safetensors==0.8.0
-bintensors==0.2.0"
+bintensors==0.2.0
+# issue 17: ray (tests/test_ray.py runs a local cluster; the wheel is self-contained, ~70 MB)
+ray==2.60.0"
 
 # Not torch, so its two tests (DLPack into torch, safe_open(framework="pt")) skip: PyPI's only
 # Linux x86-64 torch wheel is the CUDA build (539 MB for 2.15.0), and `import torch` loads

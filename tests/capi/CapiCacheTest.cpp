@@ -92,6 +92,8 @@ class CapiCacheTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(testCorruptEntry);
     CPPUNIT_TEST(testDeadProcessPins);
     CPPUNIT_TEST(testCompressedAndBundle);
+    CPPUNIT_TEST(testTinyPools);
+    CPPUNIT_TEST(testDerivedTablesFromOneMiB);
     CPPUNIT_TEST_SUITE_END();
 
 public:
@@ -368,6 +370,80 @@ public:
         ViewPtr late = get(c.get(), key_of(103));
         c.reset();
         CPPUNIT_ASSERT_EQUAL(std::string(), verify(late.get(), 103));
+    }
+
+    // Derived tables are sized from the pool: every size upstream accepts (5120 bytes up) and
+    // down to 4800 works, and holds what shm.h says.
+    void testTinyPools() {
+        struct Case {
+            uint64_t size, entries, clients, data;
+        } cases[] = {
+            // data = size - (4096 header + tables), the tables laid out as docs/cache-layout.md says.
+            {4800, 1, 2, 128},
+            {5120, 1, 2, 448},
+            {16384, 4, 4, 16384 - 6080},
+            {65536, 16, 16, 0},  // data checked against the header below
+        };
+        for (const Case &k : cases) {
+            Unlink u{pool_name(("tiny" + std::to_string(k.size)).c_str())};
+            tenso_cache_options o = TENSO_CACHE_OPTIONS_INIT;  // every count derived
+            o.size = k.size;
+            CachePtr c = create(u.name, o);
+            tenso_cache_stats s = stats(c.get());
+            CPPUNIT_ASSERT_EQUAL(k.size, s.pool_bytes);
+            CPPUNIT_ASSERT_EQUAL(k.entries, s.max_entries);
+            if (k.data) CPPUNIT_ASSERT_EQUAL(k.data, s.data_bytes);
+            {
+                RawPool raw(u.name);
+                CPPUNIT_ASSERT_EQUAL(uint64_t(0), raw.get<uint64_t>(kDataOff) % 64);
+                CPPUNIT_ASSERT_EQUAL(k.size, raw.get<uint64_t>(kDataOff) + raw.get<uint64_t>(kDataSizeOff));
+                CPPUNIT_ASSERT_EQUAL(uint32_t(k.clients), raw.get<uint32_t>(32));  // max clients
+            }
+            // A 16-uint32 tensor (a 128-byte packet) fits the smallest pool; it comes back intact.
+            Val a(1, 1, 13), b(2, 1, 13);
+            put(c.get(), "a", a);
+            CPPUNIT_ASSERT_EQUAL(std::string(), verify(get(c.get(), "a").get(), 1));
+            // Every client row can attach (another process would take one); then the pool is full.
+            std::vector<CachePtr> others;
+            for (uint64_t i = 1; i < k.clients; ++i) others.push_back(open(u.name));
+            CPPUNIT_ASSERT_EQUAL(std::string(), verify(get(others.back().get(), "a").get(), 1));
+            tenso_cache *extra = nullptr;
+            TENSO_CHECK_STATUS(TENSO_E_FULL, tenso_cache_open(&extra, u.name.c_str(), nullptr));
+            // With one entry slot, a second key evicts the first (LRU), as upstream's one slot does.
+            put(c.get(), "b", b);
+            CPPUNIT_ASSERT_EQUAL(k.entries > 1, contains(c.get(), "a"));
+            CPPUNIT_ASSERT_EQUAL(std::string(), verify(get(c.get(), "b").get(), 2));
+            TENSO_CHECK_OK(tenso_cache_check(c.get()));
+        }
+        // One byte less than the smallest: refused, and the message names the smallest size.
+        Unlink u{pool_name("tiny-refused")};
+        tenso_cache_options o = TENSO_CACHE_OPTIONS_INIT;
+        o.size = 4799;
+        tenso_cache *c = nullptr;
+        TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, tenso_cache_create(&c, u.name.c_str(), &o));
+        CPPUNIT_ASSERT(std::string(tenso_last_error()).find("the smallest pool is 4800 bytes") != std::string::npos);
+        // A packet larger than a tiny pool's data region: FULL, nothing stored.
+        o.size = 5120;
+        CachePtr small = create(u.name, o);
+        Val big(3, 1, 200);
+        TENSO_CHECK_STATUS(TENSO_E_FULL, put_status(small.get(), "big", big));
+        CPPUNIT_ASSERT_EQUAL(uint64_t(0), stats(small.get()).entries);
+    }
+
+    // From 1 MiB up the derived counts are the fixed defaults of 1.1 to 1.3 and the data region
+    // starts on a page.
+    void testDerivedTablesFromOneMiB() {
+        for (uint64_t size : {uint64_t(1) << 20, uint64_t(64) << 20}) {
+            Unlink u{pool_name(("derived" + std::to_string(size)).c_str())};
+            tenso_cache_options o = TENSO_CACHE_OPTIONS_INIT;
+            o.size = size;
+            CachePtr c = create(u.name, o);
+            CPPUNIT_ASSERT_EQUAL(std::max<uint64_t>(size / 16384, 64), stats(c.get()).max_entries);
+            RawPool raw(u.name);
+            CPPUNIT_ASSERT_EQUAL(uint32_t(256), raw.get<uint32_t>(32));     // max clients
+            CPPUNIT_ASSERT_EQUAL(uint32_t(16384), raw.get<uint32_t>(56));   // max pins
+            CPPUNIT_ASSERT_EQUAL(uint64_t(0), raw.get<uint64_t>(kDataOff) % 4096);
+        }
     }
 
     void testFullWhenPinned() {

@@ -224,6 +224,7 @@ class CapiDecoderTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(testGoldenBufferCommit);
     CPPUNIT_TEST(testBackToBackInOneFeed);
     CPPUNIT_TEST(testTruncationAtEveryByte);
+    CPPUNIT_TEST(testTruncationWording);
     CPPUNIT_TEST(testErrorsNeedReset);
     CPPUNIT_TEST(testHugeClaimsRefusedBeforeAllocation);
     CPPUNIT_TEST(testPacketLengthUsesTheDecoder);
@@ -316,6 +317,29 @@ public:
                 CPPUNIT_ASSERT(!v);
                 TENSO_CHECK_STATUS(TENSO_E_TRUNCATED, tenso_decoder_finish(d.get()));
             }
+        }
+    }
+
+    // A cut stream is told in upstream tenso 0.24's words (which users match on), then ours.
+    void testTruncationWording() {
+        const Bytes b = dense_f32(10);  // 64 bytes of header and padding, a 40-byte body
+        struct Cut {
+            size_t at;
+            const char *starts;
+        } cuts[] = {{3, "Stream ended during header read. Expected 8 bytes, got 3 (stream ended inside a packet after 3 bytes"},
+                    {9, "Stream ended during v4 header read ("},
+                    {12, "Stream ended during packet read ("},
+                    {70, "Stream ended during body read. Expected 40 bytes, got 6 (stream ended inside a packet after 70 bytes, "
+                         "at least 34 more needed)"}};
+        for (const Cut &c : cuts) {
+            DecoderPtr d = make_decoder();
+            size_t used = 0;
+            tenso_view *v = nullptr;
+            TENSO_CHECK_OK(tenso_decoder_feed(d.get(), b.data(), c.at, &used, &v));
+            CPPUNIT_ASSERT_EQUAL(c.at, used);
+            TENSO_CHECK_STATUS(TENSO_E_TRUNCATED, tenso_decoder_finish(d.get()));
+            const std::string msg = tenso_last_error();
+            CPPUNIT_ASSERT_MESSAGE(msg, msg.rfind(c.starts, 0) == 0);
         }
     }
 

@@ -181,9 +181,11 @@ typedef struct tenso_cache_options {
     uint32_t flags;            /* TENSO_SHM_REPLACE on create; TENSO_SHM_ANY_OWNER on open */
     uint64_t size;             /* create: pool bytes, header and tables included; 0 = 256 MiB */
     uint32_t max_entries;      /* create: entry slots; 0 = derived from size (1 per 16 KiB,
-                                  at least 64, at most 1 << 20) */
-    uint32_t max_clients;      /* create: handles attached at once; 0 = 256 */
-    uint32_t max_pins;         /* create: distinct (handle, entry) pins at once; 0 = 16384 */
+                                  at most 1 << 20; below 1 MiB 1 per 4 KiB, at most 64) */
+    uint32_t max_clients;      /* create: handles attached at once; 0 = 1 per 4 KiB of pool,
+                                  at least 2, at most 256 (256 from 1 MiB up) */
+    uint32_t max_pins;         /* create: distinct (handle, entry) pins at once; 0 =
+                                  max_entries x max_clients, at most 16384 */
     uint32_t lock_timeout_ms;  /* this handle: wait for the lock at most this; 0 = 10000 */
 } tenso_cache_options;
 
@@ -195,8 +197,13 @@ TENSO_API tenso_status tenso_cache_options_init(tenso_cache_options *opts, uint3
 
 /**
  * Creates a pool named `name` and attaches to it.
+ * Any size from 4800 bytes up works with derived counts (since 1.4; 1.1 to 1.3 refused pools
+ * under about 600 KiB). A tiny pool holds little: 4800 bytes give 1 entry of up to 128 bytes
+ * (a 16-float32 tensor) and 2 clients; 16 KiB give 4 entries, 4 clients and about 10 KiB of packets (the
+ * header is 4 KiB). tenso_cache_stats_get tells max_entries and data_bytes.
  * @return TENSO_E_EXISTS when the name is taken (without TENSO_SHM_REPLACE);
- *         TENSO_E_INVALID_ARGUMENT when the size cannot hold the tables and one packet.
+ *         TENSO_E_INVALID_ARGUMENT when the size cannot hold the tables and one packet (the
+ *         message names the smallest size).
  * @since 1.1
  */
 TENSO_API tenso_status tenso_cache_create(tenso_cache **out, const char *name,

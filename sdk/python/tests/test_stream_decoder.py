@@ -107,7 +107,7 @@ def test_truncation_at_every_byte_python_path(name, packet):
             tenso.read_stream(src)
         assert e.value.status == errors.TENSO_E_TRUNCATED
         if cut < 8:  # upstream 0.24's words for a cut fixed header
-            assert str(e.value) == f"Stream ended during header read. Expected 8 bytes, got {cut}"
+            assert str(e.value).startswith(f"Stream ended during header read. Expected 8 bytes, got {cut} (")
 
 
 @pytest.mark.parametrize("name,packet", GOLDEN, ids=IDS)

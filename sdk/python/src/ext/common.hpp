@@ -154,7 +154,7 @@ public:
 // Options of a decode walk.
 struct DecodeMode {
     bool copy = false;   // writeable copies instead of views
-    bool align = false;  // copy views whose data is not aligned to the packet's alignment
+    bool align = false;  // copy dense views whose data is not aligned to the packet's alignment
 };
 
 // Converts a decoded view (and its children) into Python objects; arrays are views owned by

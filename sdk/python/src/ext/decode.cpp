@@ -108,11 +108,14 @@ py::object to_python(const tenso_view *v, py::handle owner, const DecodeMode &mo
     case TENSO_KIND_SPARSE_COO:
     case TENSO_KIND_SPARSE_CSR:
     case TENSO_KIND_SPARSE_CSC: {
+        // mode.align is for dense tensors (top level and bundle members), as upstream aligns
+        // those only; composite parts stay views.
+        const DecodeMode parts_mode{mode.copy, false};
         py::object parts[3];
         for (uint32_t i = 0; i < 3; ++i) {
             const tenso_view *c = nullptr;
             check(tenso_view_component(&c, v, i));
-            parts[i] = dense_array(c, owner, mode);
+            parts[i] = dense_array(c, owner, parts_mode);
         }
         return need_factory(factories().sparse, "sparse matrices")(
             tenso_view_kind(v), shape_tuple(tenso_view_shape(v), tenso_view_ndim(v)), parts[0], parts[1], parts[2]);
@@ -123,7 +126,7 @@ py::object to_python(const tenso_view *v, py::handle owner, const DecodeMode &mo
         // The packed body is aligned as the packet says; scales and zero points are the view's own
         // aligned float copies.
         py::array data = array_over(py::dtype::of<uint8_t>(), {py::ssize_t(q.nbytes)}, q.data, size_t(q.nbytes),
-                                    tenso_view_alignment(v), owner, mode);
+                                    tenso_view_alignment(v), owner, DecodeMode{mode.copy, false});
         const size_t sbytes = size_t(q.num_scales) * sizeof(float);
         py::array scales = array_over(py::dtype::of<float>(), {py::ssize_t(q.num_scales)}, q.scales, sbytes, 1, owner, mode);
         py::array zps = array_over(py::dtype::of<float>(), {py::ssize_t(q.num_scales)}, q.zero_points, sbytes, 1, owner, mode);

@@ -78,5 +78,12 @@ def _dense_dtypes() -> Dict[np.dtype, int]:
     return out
 
 
+#: ml_dtypes' bfloat16 scalar type (wire code 15) when ml_dtypes is installed, as upstream's
+#: config exposes it; absent otherwise (bfloat16 arrays then cannot be made or decoded).
+try:
+    from ml_dtypes import bfloat16  # noqa: F401
+except ImportError:  # pragma: no cover - depends on the environment
+    pass
+
 _DTYPE_MAP: Dict[np.dtype, int] = _dense_dtypes()
 _REV_DTYPE_MAP: Dict[int, np.dtype] = {v: k for k, v in _DTYPE_MAP.items()}

@@ -19,6 +19,7 @@ import io
 import mmap
 import select
 import socket
+import sys
 import threading
 from typing import Any, BinaryIO, Generator, Iterator, Optional, Union
 
@@ -33,11 +34,24 @@ from .config import (
     MAX_DEPTH,
 )
 from .options import DecodeOptions, _merge
-from .errors import TensoEOFError, TensoLimitError, TensoTruncatedError, TensoTypeError, TensoValueError
+from .errors import TensoEOFError, TensoError, TensoLimitError, TensoTypeError, TensoValueError, _in_upstream_words
 from .quantize import QuantizedTensor
 from .ragged import RaggedArray, StringTensor
 
 BytesLike = Union[bytes, bytearray, memoryview, np.ndarray, mmap.mmap]
+
+#: LZ4 compression (``compress=True``) is available: libtenso always links liblz4, so this is
+#: always True (upstream: whether the ``lz4`` Python package imports).
+HAS_LZ4: bool = True
+
+#: The compiled core is present. Upstream's is a Rust crate and the flag is always True there;
+#: here the core is libtenso (C++, through the ``tenso._tenso`` extension), also always present
+#: (there is no pure-Python codec), so code that branches on it takes its compiled-core path.
+HAS_RUST: bool = True
+
+#: The host is little-endian. Packets are little-endian; the extension refuses to build on a
+#: big-endian host, so this is True wherever this package imports.
+IS_LITTLE_ENDIAN: bool = sys.byteorder == "little"
 
 _SPARSE_KINDS = {"coo": KIND_SPARSE_COO, "csr": KIND_SPARSE_CSR, "csc": KIND_SPARSE_CSC}
 
@@ -166,7 +180,7 @@ def _dumps_bytes(tensor: Any, strict: bool, check_integrity: bool, compress: boo
 def loads(
     data: BytesLike,
     copy: bool = False,
-    align: bool = False,
+    align: bool = True,
     *,
     max_decoded_bytes: int = 0,
     max_entries: int = 0,
@@ -184,10 +198,13 @@ def loads(
         False: zero-copy read-only views into ``data`` (their ``.base`` is a
         :class:`tenso._tenso.Packet` that holds ``data``'s buffer). True: writeable copies,
         aligned to the packet's alignment (at least 64).
-    align : bool, default False
-        With copy=False: copy (read-only) any array whose address in ``data`` does not meet the
-        packet's declared alignment. Upstream always does this; here it is opt-in so that
-        ``loads`` never copies unless asked.
+    align : bool, default True
+        With copy=False, an array whose address in ``data`` does not meet the alignment its
+        packet declares (64 by default; 128, 4096, ... for custom alignments; each bundle
+        member its own) is returned as an aligned read-only copy, as upstream does. Aligned
+        buffers, the normal case (``dumps`` output, files, streams, shared memory), are never
+        copied. ``align=False``: always the zero-copy view, at whatever address the buffer
+        puts it (numpy handles misaligned arrays, more slowly). Not in upstream.
     max_decoded_bytes : int, default 0
         At most this many bytes allocated by the decode (the decoded tree, decompressed
         bodies; ``tenso_decode_options`` in tenso.h); 0: no limit.
@@ -217,7 +234,10 @@ def loads(
         ``data`` does not support the buffer protocol.
     """
     _check_threads(threads)
-    return _tenso.loads(data, copy, align, _merge(options, max_decoded_bytes, max_entries, threads))
+    try:
+        return _tenso.loads(data, copy, align, _merge(options, max_decoded_bytes, max_entries, threads))
+    except TensoError as e:
+        raise _in_upstream_words(e) from None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -264,17 +284,6 @@ def _read_some(source: Any, view: memoryview) -> int:
     return n
 
 
-def _ended_inside_packet(decoder: Any, got: int) -> None:
-    """The stream ended after `got` bytes of a packet: the decoder's TensoTruncatedError (an
-    EOFError), with upstream's wording while the 8-byte fixed header is incomplete."""
-    try:
-        decoder.finish()
-    except TensoTruncatedError as e:
-        if got < 8:
-            raise TensoTruncatedError(f"Stream ended during header read. Expected 8 bytes, got {got}") from None
-        raise e from None
-
-
 def _read_with(source: Any, decoder: Any) -> Optional[Any]:
     """One packet from any readable object: each read goes straight into the memory the decoder
     names (exactly what it still needs, so nothing past the packet is read)."""
@@ -285,7 +294,7 @@ def _read_with(source: Any, decoder: Any) -> Optional[Any]:
         if not n:
             if got == 0:
                 return None
-            _ended_inside_packet(decoder, got)
+            decoder.finish()  # TensoTruncatedError (an EOFError), in upstream's words
         got += n
         obj = decoder.commit(n)
         if obj is not None:
@@ -378,7 +387,7 @@ def read_stream(source: Any, *, options: Optional[DecodeOptions] = None) -> Opti
     TimeoutError
         The socket's timeout or ``options.timeout`` expired (TensoTimeoutError).
     """
-    return _read_one(source, options, False, False)
+    return _read_one(source, options, False, True)
 
 
 # One decoder per thread and (copy, align) for read_stream on descriptors with the default
@@ -398,6 +407,13 @@ def _thread_decoder(copy: bool, align: bool) -> Any:
 
 
 def _read_one(source: Any, options: Optional[DecodeOptions], copy: bool, align: bool) -> Optional[Any]:
+    try:
+        return _read_packet(source, options, copy, align)
+    except TensoError as e:
+        raise _in_upstream_words(e) from None
+
+
+def _read_packet(source: Any, options: Optional[DecodeOptions], copy: bool, align: bool) -> Optional[Any]:
     fd = _read_fd_of(source)
     if fd is not None:
         fields = _stream_options(source, options)
@@ -445,7 +461,7 @@ def iter_stream(source: Any, *, options: Optional[DecodeOptions] = None, copy: b
             view = decoder.buffer()
             n = _read_some(source, view)
             if not n:
-                _ended_inside_packet(decoder, got)
+                decoder.finish()  # TensoTruncatedError (an EOFError), in upstream's words
             got += n
             obj = decoder.commit(n)
             if obj is not None:
@@ -455,7 +471,7 @@ def iter_stream(source: Any, *, options: Optional[DecodeOptions] = None, copy: b
         n = _read_some(source, chunk)
         if not n:
             if got:
-                _ended_inside_packet(decoder, got)
+                decoder.finish()  # TensoTruncatedError (an EOFError), in upstream's words
             return
         data = chunk[:n]
         while len(data):
@@ -519,7 +535,7 @@ def dump(tensor: Any, fp: BinaryIO, strict: bool = False, check_integrity: bool 
 
 
 def load(
-    fp: BinaryIO, mmap_mode: bool = False, copy: bool = False, align: bool = False, *, options: Optional[DecodeOptions] = None
+    fp: BinaryIO, mmap_mode: bool = False, copy: bool = False, align: bool = True, *, options: Optional[DecodeOptions] = None
 ) -> Any:
     """
     Deserialize an object from an open binary file.
@@ -533,8 +549,9 @@ def load(
         keep the mapping alive.
     copy : bool, default False
         Return writeable copies.
-    align : bool, default False
-        As in :func:`loads` (a read packet starts 64-byte aligned; bundle entries may not be).
+    align : bool, default True
+        As in :func:`loads`: arrays meet their packet's declared alignment (a copy only when the
+        memory does not); False keeps every view zero-copy.
     options : DecodeOptions, optional
         Decode limits, as for :func:`read_stream`.
 

@@ -269,6 +269,30 @@ _BY_STATUS: Dict[int, Type[TensoError]] = {
     TENSO_E_CANCELLED: TensoCancelledError,
 }
 
+# Upstream's words for packet faults (tenso 0.24), which users match on; ours follow them as
+# detail. Streams cut inside a packet get upstream's "Stream ended during ..." from libtenso's
+# decoder itself.
+_UPSTREAM_WORDS: Dict[int, str] = {
+    TENSO_E_CHECKSUM: "Integrity check failed",
+    TENSO_E_TRUNCATED: "Packet too short",
+    TENSO_E_BAD_MAGIC: "Invalid tenso packet",
+    TENSO_E_TOO_MANY_DIMS: "Packet exceeds maximum dimensions",
+    TENSO_E_TOO_MANY_ELEMENTS: "Packet exceeds maximum elements",
+}
+
+
+def _in_upstream_words(e: TensoError) -> TensoError:
+    """``e`` with upstream's words for its status in front of its message (same class and
+    status); ``e`` itself when upstream has none or the message has them already."""
+    words = _UPSTREAM_WORDS.get(getattr(e, "status", 0))
+    message = str(e)
+    if words is None or message.startswith((words, "Stream ended")):
+        return e
+    out = type(e)(f"{words}: {message}")
+    out.status = e.status
+    return out
+
+
 __all__ = [
     "TensoError",
     "TensoValueError",

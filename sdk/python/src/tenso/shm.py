@@ -21,11 +21,16 @@ import numpy as np
 
 from . import _tenso
 from .core import _to_value
-from .errors import TensoTypeError
+from .errors import TensoCorruptError, TensoTypeError
 from .quantize import QuantizedTensor
 from .utils import _packet_info
 
 __all__ = ["TensoShm", "TensoCache"]
+
+#: POSIX shared memory is available. libtenso's segments and cache are built on shm_open and
+#: mmap, which every platform this package builds on has, so this is always True (upstream:
+#: whether ``multiprocessing.shared_memory`` imports).
+HAS_SHM: bool = True
 
 
 class TensoShm:
@@ -212,6 +217,21 @@ def _to_device(obj: Any, device: str) -> Any:
     raise ValueError(f"Unsupported device framework: {framework!r}. Supported: 'torch', 'jax', 'cupy'.")
 
 
+def _not_a_cache(name: str, e: TensoCorruptError) -> TensoCorruptError:
+    """Upstream's words ("Invalid TensoCache magic: b'...'") for a segment that does not start
+    with a cache pool's magic, libtenso's message after them; ``e`` for other corruption."""
+    try:
+        with open("/dev/shm/" + name.lstrip("/"), "rb") as f:  # Linux's POSIX shm directory
+            magic = f.read(8)
+    except OSError:
+        return e
+    if magic == b"TNSOCACH":
+        return e
+    out = TensoCorruptError(f"Invalid TensoCache magic: {magic!r} ({e})")
+    out.status = e.status
+    return out
+
+
 class TensoCache:
     """
     A tensor cache in one shared-memory pool, shared by every process that opens its name.
@@ -232,6 +252,11 @@ class TensoCache:
     ----------
     max_memory : str or int, default "256MB"
         Pool size, header and tables included ("256MB", "1GB" or bytes). Ignored when attaching.
+        Every size from 4800 bytes up works (upstream's minimum is 5120); below 1 MiB the
+        tables shrink with the pool, so a tiny pool holds little: "5KB" holds 1 entry of up
+        to 448 bytes of packet and 2 attached processes, "16KB" 4 entries in 10 KiB and 4
+        processes (``stats["max_entries"]``, ``stats["data_region_size"]``). A smaller size is
+        a ValueError naming the smallest.
     name : str, optional
         The pool's shared-memory name; random when None and creating.
     create : bool, default True
@@ -272,7 +297,10 @@ class TensoCache:
         else:
             if name is None:
                 raise ValueError("name is required when create=False")
-            self._h = _tenso.Cache.open(name, timeout_ms, any_owner)
+            try:
+                self._h = _tenso.Cache.open(name, timeout_ms, any_owner)
+            except TensoCorruptError as e:
+                raise _not_a_cache(name, e) from None
         self._name: str = name
 
     def _handle(self) -> Any:

@@ -5,6 +5,7 @@ from typing import Any, Dict
 import numpy as np
 
 from . import _tenso
+from .errors import TensoError, _in_upstream_words
 from .config import _QDTYPE_NAMES, _REV_DTYPE_MAP, FLAG_ALIGNED, FLAG_BUNDLE, FLAG_INTEGRITY
 
 
@@ -32,7 +33,34 @@ def get_packet_info(data: Any) -> Dict[str, Any]:
     ValueError
         The header is truncated (TensoTruncatedError) or invalid.
     """
-    return _packet_info(_tenso.inspect(data))
+    try:
+        return _packet_info(_tenso.inspect(data))
+    except TensoError as e:
+        raise _in_upstream_words(e) from None
+
+
+#: The compiled core answers get_packet_info (see tenso.core.HAS_RUST): always True here.
+HAS_RUST: bool = True
+
+
+def get_packet_info_rs(data: Any) -> Dict[str, Any]:
+    """
+    Upstream's compiled header reader, by its name: the header fields without the numpy dtype.
+
+    Returns ``version``, ``flags``, ``dtype_code``, ``ndim``, ``aligned``,
+    ``integrity_protected``, ``total_elements`` and ``shape``; bundles have ``entry_count`` and
+    ``ndim`` is the entry count, as upstream's. :func:`get_packet_info` adds ``dtype`` and
+    ``data_size_bytes``.
+
+    Raises
+    ------
+    ValueError
+        As :func:`get_packet_info`.
+    """
+    info = get_packet_info(data)
+    keys = ["version", "flags", "dtype_code", "ndim", "aligned", "integrity_protected"]
+    keys += ["entry_count", "shape", "total_elements"] if "entry_count" in info else ["total_elements", "shape"]
+    return {k: info[k] for k in keys}
 
 
 def _packet_info(raw: Dict[str, Any]) -> Dict[str, Any]:
