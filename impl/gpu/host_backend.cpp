@@ -20,11 +20,9 @@
 #include <thread>
 
 #include "gpu/engine.hpp"
+#include "gpu/kernels/dequant.hpp"
 
 namespace tenso::gpu {
-
-// The dequantize element loop shared with the CUDA kernels (impl/gpu/kernels/dequant_host.cpp).
-tenso_status dequantize_host(const tenso_gpu_dequant_args &args, char *msg, size_t cap);
 
 namespace {
 
@@ -376,11 +374,6 @@ tenso_status h_ipc_close(void *ptr, int32_t, char *msg, size_t cap) {
 // ---- kernels: the shared element code, run on the stream's worker ----
 
 tenso_status h_dequantize(const tenso_gpu_dequant_args *args, void *stream, char *msg, size_t cap) {
-#ifdef TENSO_NO_DEQUANT_HOST  // until impl/gpu/kernels lands (issue 15 part B)
-    (void)args;
-    (void)stream;
-    return report(msg, cap, TENSO_E_GPU, "this build has no dequantize element code");
-#endif
     const tenso_gpu_dequant_args a = *args;
     return enqueue(stream, [a](std::string *why) {
         char m[512] = "";
