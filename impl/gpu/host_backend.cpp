@@ -133,15 +133,21 @@ tenso_status h_malloc_device(void **ptr, size_t n, int32_t device, char *msg, si
     return TENSO_OK;
 }
 
+// Removes ptr's record from `m` into *out; false when it has none.
+template <class V>
+bool forget(std::map<uintptr_t, V> &m, const void *ptr, V *out) {
+    std::lock_guard<std::mutex> lock(g_mem_mu);
+    auto it = m.find(reinterpret_cast<uintptr_t>(ptr));
+    if (it == m.end()) return false;
+    *out = it->second;
+    m.erase(it);
+    return true;
+}
+
 tenso_status h_free_device(void *ptr, int32_t, char *msg, size_t cap) {
     Alloc a;
-    {
-        std::lock_guard<std::mutex> lock(g_mem_mu);
-        auto it = allocs().find(reinterpret_cast<uintptr_t>(ptr));
-        if (it == allocs().end()) return report(msg, cap, TENSO_E_INVALID_ARGUMENT, "free_device of memory it did not allocate");
-        a = it->second;
-        allocs().erase(it);
-    }
+    if (!forget(allocs(), ptr, &a))
+        return report(msg, cap, TENSO_E_INVALID_ARGUMENT, "free_device of memory it did not allocate");
     ::munmap(ptr, a.size);
     ::close(a.fd);
     return TENSO_OK;
@@ -368,13 +374,8 @@ tenso_status h_ipc_open(void **ptr, const uint8_t handle[64], int32_t device, ch
 
 tenso_status h_ipc_close(void *ptr, int32_t, char *msg, size_t cap) {
     size_t size;
-    {
-        std::lock_guard<std::mutex> lock(g_mem_mu);
-        auto it = opened().find(reinterpret_cast<uintptr_t>(ptr));
-        if (it == opened().end()) return report(msg, cap, TENSO_E_INVALID_ARGUMENT, "ipc_close of a pointer ipc_open did not return");
-        size = it->second;
-        opened().erase(it);
-    }
+    if (!forget(opened(), ptr, &size))
+        return report(msg, cap, TENSO_E_INVALID_ARGUMENT, "ipc_close of a pointer ipc_open did not return");
     ::munmap(ptr, size);
     return TENSO_OK;
 }

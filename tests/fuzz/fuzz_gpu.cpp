@@ -27,7 +27,9 @@ bool device_form(const tenso_view *v, tenso_dtype deq) {
     case TENSO_KIND_BUNDLE:
         for (uint32_t i = 0; i < tenso_view_bundle_count(v); ++i) {
             const tenso_view *c = nullptr;
-            tenso_view_bundle_entry(nullptr, nullptr, &c, v, i);
+            const char *k = nullptr;
+            size_t kl = 0;
+            FUZZ_CHECK_STATUS(TENSO_OK, tenso_view_bundle_entry(&k, &kl, &c, v, i));
             if (!device_form(c, deq)) return false;
         }
         return true;
@@ -41,7 +43,9 @@ bool has_ipc(const tenso_view *v) {
     if (tenso_view_kind(v) != TENSO_KIND_BUNDLE) return false;
     for (uint32_t i = 0; i < tenso_view_bundle_count(v); ++i) {
         const tenso_view *c = nullptr;
-        tenso_view_bundle_entry(nullptr, nullptr, &c, v, i);
+        const char *k = nullptr;
+        size_t kl = 0;
+        FUZZ_CHECK_STATUS(TENSO_OK, tenso_view_bundle_entry(&k, &kl, &c, v, i));
         if (has_ipc(c)) return true;
     }
     return false;
