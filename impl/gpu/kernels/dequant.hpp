@@ -18,12 +18,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <cstring>
+
 #include "gpu/backend.h"
 
 #if defined(__CUDACC__)
 #define TENSO_DQ_FN __host__ __device__ __forceinline__
 #else
-#include <cstring>
 #define TENSO_DQ_FN inline
 #endif
 
@@ -118,6 +119,12 @@ tenso_status check_dequant_args(const tenso_gpu_dequant_args &a, char *msg, size
 // Runs the element code over all a.count elements on the host (the host backend's kernel).
 // The pointers are host memory. TENSO_OK, or TENSO_E_INVALID_ARGUMENT from check_dequant_args.
 tenso_status dequantize_host(const tenso_gpu_dequant_args &a, char *msg, size_t cap);
+
+#if defined(__CUDACC__)
+// Launches the grid-stride kernel over a.count elements on `stream` (the current device; the
+// pointers are device memory, already checked by check_dequant_args). The launch's error.
+cudaError_t dequantize_launch(const tenso_gpu_dequant_args &a, cudaStream_t stream);
+#endif
 
 }  // namespace gpu
 }  // namespace tenso
