@@ -22,6 +22,10 @@
 
 #include "gpu/backend.h"
 
+#if defined(TENSO_CUDA_PLUGIN)
+#include <cuda_runtime.h>  // the plugin's host code (g++) declares dequantize_launch too
+#endif
+
 #if defined(__CUDACC__)
 #define TENSO_DQ_FN __host__ __device__ __forceinline__
 #else
@@ -120,7 +124,7 @@ tenso_status check_dequant_args(const tenso_gpu_dequant_args &a, char *msg, size
 // The pointers are host memory. TENSO_OK, or TENSO_E_INVALID_ARGUMENT from check_dequant_args.
 tenso_status dequantize_host(const tenso_gpu_dequant_args &a, char *msg, size_t cap);
 
-#if defined(__CUDACC__)
+#if defined(__CUDACC__) || defined(TENSO_CUDA_PLUGIN)
 // Launches the grid-stride kernel over a.count elements on `stream` (the current device; the
 // pointers are device memory, already checked by check_dequant_args). The launch's error.
 cudaError_t dequantize_launch(const tenso_gpu_dequant_args &a, cudaStream_t stream);

@@ -1,6 +1,8 @@
-// cuda_backend.cu - the CUDA backend of the device interface (impl/gpu/backend.h), built by nvcc
-// into the plugin libtenso_cuda.so, whose one export is tenso_cuda_backend_v1(). libtenso
-// dlopen()s the plugin at the first GPU call, so libtenso itself never links CUDA.
+// cuda_backend.cpp - the CUDA backend of the device interface (impl/gpu/backend.h), in the
+// plugin libtenso_cuda.so, whose one export is tenso_cuda_backend_v1(). libtenso dlopen()s the
+// plugin at the first GPU call, so libtenso itself never links CUDA. Host code only (the
+// kernels are in impl/gpu/kernels/dequant.cu), so the host compiler builds it: one nvcc pass
+// per architecture less.
 //
 // Every op is a thin C wrapper over the CUDA runtime: it sets the device, makes the call and
 // turns a cudaError_t into a tenso status with a message naming the call and carrying
