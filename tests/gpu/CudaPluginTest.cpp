@@ -5,12 +5,17 @@
 // machine with a driver and a device the same suite checks discovery answers instead.
 #include <dlfcn.h>
 
+#include <cmath>
 #include <cstring>
+#include <limits>
+#include <random>
 #include <string>
+#include <vector>
 
 #include <cppunit/extensions/HelperMacros.h>
 
 #include "gpu/backend.h"
+#include "gpu/kernels/dequant.hpp"
 
 #ifndef TENSO_CUDA_PLUGIN_PATH
 #error "TENSO_CUDA_PLUGIN_PATH must name the built plugin"
@@ -44,6 +49,21 @@ void assert_runtime_message(const char *msg, const char *call) {
     CPPUNIT_ASSERT_MESSAGE(m, m.size() > std::strlen(call) + std::strlen(": (cudaError)") + 8);
 }
 
+// The device count, 0 where there is no driver or no device.
+int32_t devices(const tenso_gpu_backend_ops *ops) {
+    char msg[512];
+    int32_t n = 0;
+    return ops->device_count(&n, msg, sizeof msg) == TENSO_OK ? n : 0;
+}
+
+// Runs `call` (a lambda taking the message buffer) and asserts TENSO_OK, showing the message.
+#define OK_OR_FAIL(call)                                                                      \
+    do {                                                                                      \
+        char m_[512] = "";                                                                    \
+        const tenso_status st_ = (call)(m_);                                                  \
+        CPPUNIT_ASSERT_EQUAL_MESSAGE(std::string(m_), TENSO_OK, st_);                         \
+    } while (0)
+
 }  // namespace
 
 class CudaPluginTest : public CppUnit::TestFixture {
@@ -53,7 +73,12 @@ class CudaPluginTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(testOpsWithoutDriverAreUnavailable);
     CPPUNIT_TEST(testDequantizeChecksArgumentsFirst);
     CPPUNIT_TEST(testGdsWithoutCuFile);
+    CPPUNIT_TEST(testDeviceCopiesStreamsEvents);
+    CPPUNIT_TEST(testDeviceDequantizeMatchesHost);
+    CPPUNIT_TEST(testDeviceIpcExportOffset);
     CPPUNIT_TEST_SUITE_END();
+
+    std::mt19937 rng{15};
 
 public:
     void testEntryPointAndTable() {
@@ -182,6 +207,145 @@ public:
         msg[0] = 0;
         CPPUNIT_ASSERT_EQUAL(TENSO_E_NOT_AVAILABLE, ops->gds_read(dst, sizeof dst, 0, 0, 0, msg, sizeof msg));
         CPPUNIT_ASSERT_MESSAGE(msg, std::strncmp(msg, "GPUDirect Storage: ", 19) == 0);
+    }
+
+    // ---- with a device (tests/gpu/run-device-suite.sh); nothing to do without one ----
+
+    void testDeviceCopiesStreamsEvents() {
+        const tenso_gpu_backend_ops *ops = load_plugin();
+        if (!devices(ops)) return;
+        const size_t n = (8u << 20) + 13;  // not a multiple of anything the copy engine likes
+        void *d = nullptr, *up = nullptr, *down = nullptr, *stream = nullptr, *event = nullptr;
+        OK_OR_FAIL([&](char *m) { return ops->malloc_device(&d, n, 0, m, 512); });
+        OK_OR_FAIL([&](char *m) { return ops->malloc_pinned(&up, n, m, 512); });
+        OK_OR_FAIL([&](char *m) { return ops->malloc_pinned(&down, n, m, 512); });
+        OK_OR_FAIL([&](char *m) { return ops->stream_create(&stream, 0, m, 512); });
+        OK_OR_FAIL([&](char *m) { return ops->event_create(&event, 0, m, 512); });
+        for (size_t i = 0; i < n; ++i) static_cast<uint8_t *>(up)[i] = uint8_t(i * 131u + 7u);
+        std::memset(down, 0, n);
+        OK_OR_FAIL([&](char *m) { return ops->copy_h2d(d, up, n, stream, m, 512); });
+        OK_OR_FAIL([&](char *m) { return ops->event_record(event, stream, m, 512); });
+        OK_OR_FAIL([&](char *m) { return ops->event_synchronize(event, m, 512); });
+        OK_OR_FAIL([&](char *m) { return ops->copy_d2h(down, d, n, stream, m, 512); });
+        OK_OR_FAIL([&](char *m) { return ops->stream_synchronize(stream, m, 512); });
+        CPPUNIT_ASSERT(std::memcmp(up, down, n) == 0);
+        OK_OR_FAIL([&](char *m) { return ops->event_destroy(event, m, 512); });
+        OK_OR_FAIL([&](char *m) { return ops->stream_destroy(stream, m, 512); });
+        OK_OR_FAIL([&](char *m) { return ops->free_pinned(up, m, 512); });
+        OK_OR_FAIL([&](char *m) { return ops->free_pinned(down, m, 512); });
+        OK_OR_FAIL([&](char *m) { return ops->free_device(d, 0, m, 512); });
+    }
+
+    // The kernel against the host run of the same element code (itself checked bit for bit
+    // against tenso_dequantize by GpuDequantHostTest): equal bits, except that a NaN need only
+    // be a NaN (the GPU's arithmetic returns its canonical NaN, see dequant.hpp).
+    void testDeviceDequantizeMatchesHost() {
+        const tenso_gpu_backend_ops *ops = load_plugin();
+        if (!devices(ops)) return;
+        struct Shape {
+            uint64_t count, inner, channels, group;
+            int32_t scheme;
+        };
+        const Shape shapes[] = {{(1u << 21) + 3, 0, 0, 0, TENSO_QUANT_PER_TENSOR},  // grid-stride loop
+                                {3 * 5 * 7, 7, 5, 0, TENSO_QUANT_PER_CHANNEL},
+                                {100003, 1, 13, 0, TENSO_QUANT_PER_CHANNEL},
+                                {1001, 0, 0, 64, TENSO_QUANT_PER_GROUP}};
+        void *stream = nullptr;
+        OK_OR_FAIL([&](char *m) { return ops->stream_create(&stream, 0, m, 512); });
+        for (int32_t qd : {TENSO_DTYPE_QINT8, TENSO_DTYPE_QUINT8, TENSO_DTYPE_QINT4, TENSO_DTYPE_QUINT4})
+            for (const Shape &sh : shapes)
+                for (int32_t out : {TENSO_DTYPE_FLOAT32, TENSO_DTYPE_FLOAT16, TENSO_DTYPE_BFLOAT16})
+                    dequantize_case(ops, stream, qd, sh.count, sh.inner, sh.channels, sh.group, sh.scheme, out);
+        OK_OR_FAIL([&](char *m) { return ops->stream_destroy(stream, m, 512); });
+    }
+
+    void dequantize_case(const tenso_gpu_backend_ops *ops, void *stream, int32_t qd, uint64_t count,
+                         uint64_t inner, uint64_t channels, uint64_t group, int32_t scheme, int32_t out) {
+        const bool four = qd == TENSO_DTYPE_QINT4 || qd == TENSO_DTYPE_QUINT4;
+        const size_t code_bytes = size_t(four ? (count + 1) / 2 : count);
+        const size_t nscales = size_t(scheme == TENSO_QUANT_PER_CHANNEL ? channels
+                                      : scheme == TENSO_QUANT_PER_GROUP ? (count + group - 1) / group
+                                                                        : 1);
+        const size_t item = out == TENSO_DTYPE_FLOAT32 ? 4 : 2, out_bytes = size_t(count) * item;
+        std::vector<uint8_t> codes(code_bytes);
+        for (auto &b : codes) b = uint8_t(rng());
+        std::vector<float> sz(2 * nscales);
+        std::uniform_real_distribution<float> u(-4.0f, 4.0f);
+        for (auto &f : sz) f = u(rng);
+        sz[0] = std::nanf("");                                   // a NaN scale (per tensor: all)
+        if (nscales > 2) sz[1] = std::numeric_limits<float>::infinity();
+        tenso_gpu_dequant_args h{};
+        h.count = count;
+        h.inner = inner;
+        h.channels = channels;
+        h.group_size = group;
+        h.qdtype = qd;
+        h.scheme = scheme;
+        h.out_dtype = out;
+        std::vector<uint8_t> want(out_bytes), got(out_bytes);
+        h.codes = codes.data();
+        h.scales = sz.data();
+        h.zero_points = sz.data() + nscales;
+        h.out = want.data();
+        char msg[512] = "";
+        CPPUNIT_ASSERT_EQUAL_MESSAGE(msg, TENSO_OK, tenso::gpu::dequantize_host(h, msg, sizeof msg));
+
+        void *dcodes = nullptr, *dsz = nullptr, *dout = nullptr;
+        OK_OR_FAIL([&](char *m) { return ops->malloc_device(&dcodes, code_bytes, 0, m, 512); });
+        OK_OR_FAIL([&](char *m) { return ops->malloc_device(&dsz, sz.size() * 4, 0, m, 512); });
+        OK_OR_FAIL([&](char *m) { return ops->malloc_device(&dout, out_bytes, 0, m, 512); });
+        // Pageable host memory works with cudaMemcpyAsync too (synchronously).
+        OK_OR_FAIL([&](char *m) { return ops->copy_h2d(dcodes, codes.data(), code_bytes, stream, m, 512); });
+        OK_OR_FAIL([&](char *m) { return ops->copy_h2d(dsz, sz.data(), sz.size() * 4, stream, m, 512); });
+        tenso_gpu_dequant_args d = h;
+        d.codes = dcodes;
+        d.scales = static_cast<const float *>(dsz);
+        d.zero_points = static_cast<const float *>(dsz) + nscales;
+        d.out = dout;
+        d.device = 0;
+        OK_OR_FAIL([&](char *m) { return ops->dequantize(&d, stream, m, 512); });
+        OK_OR_FAIL([&](char *m) { return ops->copy_d2h(got.data(), dout, out_bytes, stream, m, 512); });
+        OK_OR_FAIL([&](char *m) { return ops->stream_synchronize(stream, m, 512); });
+        for (uint64_t i = 0; i < count; ++i) {
+            uint32_t w = 0, g = 0;
+            std::memcpy(&w, want.data() + i * item, item);
+            std::memcpy(&g, got.data() + i * item, item);
+            if (w == g) continue;
+            const bool wn = item == 4 ? (w & 0x7FFFFFFFu) > 0x7F800000u
+                                      : out == TENSO_DTYPE_FLOAT16 ? (w & 0x7FFFu) > 0x7C00u : (w & 0x7FFFu) > 0x7F80u;
+            const bool gn = item == 4 ? (g & 0x7FFFFFFFu) > 0x7F800000u
+                                      : out == TENSO_DTYPE_FLOAT16 ? (g & 0x7FFFu) > 0x7C00u : (g & 0x7FFFu) > 0x7F80u;
+            CPPUNIT_ASSERT_MESSAGE("qdtype " + std::to_string(qd) + " scheme " + std::to_string(scheme) + " out " +
+                                       std::to_string(out) + " element " + std::to_string(i) + ": host " +
+                                       std::to_string(w) + " device " + std::to_string(g),
+                                   wn && gn);
+        }
+        OK_OR_FAIL([&](char *m) { return ops->free_device(dcodes, 0, m, 512); });
+        OK_OR_FAIL([&](char *m) { return ops->free_device(dsz, 0, m, 512); });
+        OK_OR_FAIL([&](char *m) { return ops->free_device(dout, 0, m, 512); });
+    }
+
+    // The handle names the whole allocation; the offset says where the pointer is inside it.
+    void testDeviceIpcExportOffset() {
+        const tenso_gpu_backend_ops *ops = load_plugin();
+        if (!devices(ops)) return;
+        void *d = nullptr;
+        OK_OR_FAIL([&](char *m) { return ops->malloc_device(&d, 1 << 20, 0, m, 512); });
+        uint8_t h0[64] = {}, h1[64] = {};
+        uint64_t off0 = 99, off1 = 0;
+        OK_OR_FAIL([&](char *m) { return ops->ipc_export(h0, &off0, d, 0, m, 512); });
+        OK_OR_FAIL([&](char *m) { return ops->ipc_export(h1, &off1, static_cast<uint8_t *>(d) + 4096, 0, m, 512); });
+        CPPUNIT_ASSERT_EQUAL(uint64_t(0), off0);
+        CPPUNIT_ASSERT_EQUAL(uint64_t(4096), off1);
+        CPPUNIT_ASSERT(std::memcmp(h0, h1, 64) == 0);
+        const uint8_t zero[64] = {};
+        CPPUNIT_ASSERT(std::memcmp(h0, zero, 64) != 0);
+        // Host memory is no device allocation: a clean refusal.
+        int host = 0;
+        char msg[512] = "";
+        CPPUNIT_ASSERT(ops->ipc_export(h0, &off0, &host, 0, msg, sizeof msg) != TENSO_OK);
+        CPPUNIT_ASSERT(msg[0] != 0);
+        OK_OR_FAIL([&](char *m) { return ops->free_device(d, 0, m, 512); });
     }
 };
 
