@@ -64,6 +64,13 @@ tenso_status fail(char *msg, size_t cap, const char *call, cudaError_t e) {
         if (tenso_e_ != cudaSuccess) return fail(msg, msg_cap, #call, tenso_e_);              \
     } while (0)
 
+// An op that is one CUDA call, its error turned into a status.
+#define TENSO_CUDA_OP(name, params, call)                                                     \
+    tenso_status name params {                                                                \
+        TENSO_CUDA_TRY(call);                                                                 \
+        return TENSO_OK;                                                                      \
+    }
+
 // ---- discovery ----
 
 tenso_status device_count(int32_t *count, char *msg, size_t msg_cap) {
@@ -120,72 +127,59 @@ tenso_status free_device(void *ptr, int32_t device, char *msg, size_t msg_cap) {
     return TENSO_OK;
 }
 
-tenso_status malloc_pinned(void **ptr, size_t n, char *msg, size_t msg_cap) {
-    // Portable: staging buffers from the pool serve every device.
-    TENSO_CUDA_TRY(cudaHostAlloc(ptr, n ? n : 1, cudaHostAllocPortable));
-    return TENSO_OK;
-}
-
-tenso_status free_pinned(void *ptr, char *msg, size_t msg_cap) {
-    TENSO_CUDA_TRY(cudaFreeHost(ptr));
-    return TENSO_OK;
-}
+// Portable: staging buffers from the pool serve every device.
+TENSO_CUDA_OP(malloc_pinned, (void **ptr, size_t n, char *msg, size_t msg_cap),
+              cudaHostAlloc(ptr, n ? n : 1, cudaHostAllocPortable))
+TENSO_CUDA_OP(free_pinned, (void *ptr, char *msg, size_t msg_cap), cudaFreeHost(ptr))
 
 // ---- streams and events ----
 
-tenso_status stream_create(void **stream, int32_t device, char *msg, size_t msg_cap) {
+// A stream or an event on `device`: set the device, make it, hand it out opaque.
+template <class Handle, class Make>
+tenso_status create_on(void **out, int32_t device, const char *call, Make make, char *msg, size_t msg_cap) {
     TENSO_CUDA_TRY(cudaSetDevice(device));
-    cudaStream_t s = nullptr;
+    Handle h = nullptr;
+    const cudaError_t e = make(&h);
+    if (e != cudaSuccess) return fail(msg, msg_cap, call, e);
+    *out = h;
+    return TENSO_OK;
+}
+
+tenso_status stream_create(void **stream, int32_t device, char *msg, size_t msg_cap) {
     // Non-blocking: tenso's copies must not serialise against the legacy default stream.
-    TENSO_CUDA_TRY(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    *stream = s;
-    return TENSO_OK;
+    return create_on<cudaStream_t>(
+        stream, device, "cudaStreamCreateWithFlags",
+        [](cudaStream_t *s) { return cudaStreamCreateWithFlags(s, cudaStreamNonBlocking); }, msg, msg_cap);
 }
 
-tenso_status stream_destroy(void *stream, char *msg, size_t msg_cap) {
-    TENSO_CUDA_TRY(cudaStreamDestroy(static_cast<cudaStream_t>(stream)));
-    return TENSO_OK;
-}
+TENSO_CUDA_OP(stream_destroy, (void *stream, char *msg, size_t msg_cap),
+              cudaStreamDestroy(static_cast<cudaStream_t>(stream)))
 
-tenso_status stream_synchronize(void *stream, char *msg, size_t msg_cap) {
-    TENSO_CUDA_TRY(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)));
-    return TENSO_OK;
-}
+TENSO_CUDA_OP(stream_synchronize, (void *stream, char *msg, size_t msg_cap),
+              cudaStreamSynchronize(static_cast<cudaStream_t>(stream)))
 
 tenso_status event_create(void **event, int32_t device, char *msg, size_t msg_cap) {
-    TENSO_CUDA_TRY(cudaSetDevice(device));
-    cudaEvent_t e = nullptr;
-    TENSO_CUDA_TRY(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-    *event = e;
-    return TENSO_OK;
+    return create_on<cudaEvent_t>(
+        event, device, "cudaEventCreateWithFlags",
+        [](cudaEvent_t *e) { return cudaEventCreateWithFlags(e, cudaEventDisableTiming); }, msg, msg_cap);
 }
 
-tenso_status event_destroy(void *event, char *msg, size_t msg_cap) {
-    TENSO_CUDA_TRY(cudaEventDestroy(static_cast<cudaEvent_t>(event)));
-    return TENSO_OK;
-}
+TENSO_CUDA_OP(event_destroy, (void *event, char *msg, size_t msg_cap),
+              cudaEventDestroy(static_cast<cudaEvent_t>(event)))
 
-tenso_status event_record(void *event, void *stream, char *msg, size_t msg_cap) {
-    TENSO_CUDA_TRY(cudaEventRecord(static_cast<cudaEvent_t>(event), static_cast<cudaStream_t>(stream)));
-    return TENSO_OK;
-}
+TENSO_CUDA_OP(event_record, (void *event, void *stream, char *msg, size_t msg_cap),
+              cudaEventRecord(static_cast<cudaEvent_t>(event), static_cast<cudaStream_t>(stream)))
 
-tenso_status event_synchronize(void *event, char *msg, size_t msg_cap) {
-    TENSO_CUDA_TRY(cudaEventSynchronize(static_cast<cudaEvent_t>(event)));
-    return TENSO_OK;
-}
+TENSO_CUDA_OP(event_synchronize, (void *event, char *msg, size_t msg_cap),
+              cudaEventSynchronize(static_cast<cudaEvent_t>(event)))
 
 // ---- copies ----
 
-tenso_status copy_h2d(void *dst, const void *src, size_t n, void *stream, char *msg, size_t msg_cap) {
-    TENSO_CUDA_TRY(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, static_cast<cudaStream_t>(stream)));
-    return TENSO_OK;
-}
+TENSO_CUDA_OP(copy_h2d, (void *dst, const void *src, size_t n, void *stream, char *msg, size_t msg_cap),
+              cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, static_cast<cudaStream_t>(stream)))
 
-tenso_status copy_d2h(void *dst, const void *src, size_t n, void *stream, char *msg, size_t msg_cap) {
-    TENSO_CUDA_TRY(cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, static_cast<cudaStream_t>(stream)));
-    return TENSO_OK;
-}
+TENSO_CUDA_OP(copy_d2h, (void *dst, const void *src, size_t n, void *stream, char *msg, size_t msg_cap),
+              cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, static_cast<cudaStream_t>(stream)))
 
 // ---- IPC ----
 
@@ -317,8 +311,9 @@ const CuFile &cufile() {
 
 bool gds_usable(int32_t) { return cufile().open; }
 
-tenso_status gds_probe(uint32_t *mode, int fd, int32_t device, char *msg, size_t msg_cap) {
-    const CuFile &c = cufile();
+// Registers `fd` with cuFile on `device` (the caller deregisters *h). A file cuFile cannot
+// serve, or no cuFile at all, is TENSO_E_NOT_AVAILABLE with the reason.
+tenso_status gds_register(CUfileHandle *h, const CuFile &c, int fd, int32_t device, char *msg, size_t msg_cap) {
     if (!c.open) {
         put(msg, msg_cap, "%s", c.why);
         return TENSO_E_NOT_AVAILABLE;
@@ -327,14 +322,21 @@ tenso_status gds_probe(uint32_t *mode, int fd, int32_t device, char *msg, size_t
     CUfileDescr d{};
     d.type = kCuFileHandleTypeFd;
     d.handle.fd = fd;
-    CUfileHandle h = nullptr;
-    const CUfileError e = c.handle_register(&h, &d);
+    const CUfileError e = c.handle_register(h, &d);
     if (e.err != 0) {
         char code[48];
         std::snprintf(code, sizeof code, "%d, CUresult %d", e.err, e.cu_err);
         put(msg, msg_cap, "GPUDirect Storage: cuFileHandleRegister refused the file (cuFile error %s)", code);
         return TENSO_E_NOT_AVAILABLE;
     }
+    return TENSO_OK;
+}
+
+tenso_status gds_probe(uint32_t *mode, int fd, int32_t device, char *msg, size_t msg_cap) {
+    const CuFile &c = cufile();
+    CUfileHandle h = nullptr;
+    const tenso_status st = gds_register(&h, c, fd, device, msg, msg_cap);
+    if (st != TENSO_OK) return st;
     c.handle_deregister(h);
     *mode = c.compat ? TENSO_GPU_PATH_GDS_COMPAT : TENSO_GPU_PATH_GDS;
     return TENSO_OK;
@@ -342,23 +344,9 @@ tenso_status gds_probe(uint32_t *mode, int fd, int32_t device, char *msg, size_t
 
 tenso_status gds_read(void *dst, size_t n, int fd, uint64_t file_offset, int32_t device, char *msg, size_t msg_cap) {
     const CuFile &c = cufile();
-    if (!c.open) {
-        put(msg, msg_cap, "%s", c.why);
-        return TENSO_E_NOT_AVAILABLE;
-    }
-    TENSO_CUDA_TRY(cudaSetDevice(device));
-    CUfileDescr d{};
-    d.type = kCuFileHandleTypeFd;
-    d.handle.fd = fd;
     CUfileHandle h = nullptr;
-    const CUfileError e = c.handle_register(&h, &d);
-    if (e.err != 0) {
-        char code[48];
-        std::snprintf(code, sizeof code, "%d, CUresult %d", e.err, e.cu_err);
-        put(msg, msg_cap, "cuFileHandleRegister: cuFile error %s", code);
-        return TENSO_E_IO;
-    }
-    tenso_status st = TENSO_OK;
+    tenso_status st = gds_register(&h, c, fd, device, msg, msg_cap);
+    if (st != TENSO_OK) return st;
     size_t done = 0;
     while (done < n) {  // cuFileRead may return short counts, like read(2)
         const ssize_t r = c.read(h, dst, n - done, off_t(file_offset + done), off_t(done));
