@@ -16,8 +16,11 @@
 //
 // The reference copy and the kernel row call the CUDA plugin's backend table directly (the
 // plugin is dlopen()ed like libtenso does), so the bench itself links no CUDA. Every tenso call
-// is checked once for correct output before it is timed. Usage:
-//   tenso_gpu_bench [--plugin PATH] [--dir DIR] [--mib N] [--reps N]
+// is checked once for correct output before it is timed. Sizes scale with --mib (the kernel
+// row runs 16x that in codes, the end-to-end row 8x). Usage:
+//   tenso_gpu_bench [--plugin PATH] [--dir DIR] [--mib N] [--reps N] [--backend cuda|host]
+// --backend host runs the tenso rows on the host backend (no GPU: a check of the bench itself;
+// the reference is then memcpy into ordinary memory, and the bare-kernel row is left out).
 #include <tenso/tenso.h>
 
 #include <dlfcn.h>
@@ -90,6 +93,7 @@ int main(int argc, char **argv) {
     std::string plugin = TENSO_CUDA_PLUGIN_PATH, dir = "/tmp";
     uint64_t mib = 64;
     int reps = 5;
+    bool host = false;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : nullptr;
@@ -97,10 +101,13 @@ int main(int argc, char **argv) {
         else if (a == "--dir" && v) dir = argv[++i];
         else if (a == "--mib" && v) mib = std::strtoull(argv[++i], nullptr, 10);
         else if (a == "--reps" && v) reps = std::atoi(argv[++i]);
-        else die("usage: tenso_gpu_bench [--plugin PATH] [--dir DIR] [--mib N] [--reps N]");
+        else if (a == "--backend" && v) host = std::string(argv[++i]) == "host";
+        else die("usage: tenso_gpu_bench [--plugin PATH] [--dir DIR] [--mib N] [--reps N] [--backend cuda|host]");
     }
+    if (!mib || reps < 1) die("--mib and --reps must be positive");
 
-    check(tenso_gpu_select_backend(TENSO_GPU_BACKEND_CUDA), "tenso_gpu_select_backend");
+    check(tenso_gpu_select_backend(host ? TENSO_GPU_BACKEND_HOST : TENSO_GPU_BACKEND_CUDA),
+          "tenso_gpu_select_backend");
     check(tenso_gpu_available(), "tenso_gpu_available");
     tenso_gpu_device_info info{};
     info.version = TENSO_GPU_DEVICE_INFO_VERSION;
@@ -109,25 +116,40 @@ int main(int argc, char **argv) {
                 info.compute_minor, double(info.total_memory) / GiB, unsigned(info.pci_domain),
                 unsigned(info.pci_bus), unsigned(info.pci_device));
 
-    void *lib = dlopen(plugin.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (!lib) die(std::string("dlopen: ") + dlerror());
-    auto entry = reinterpret_cast<tenso_cuda_backend_entry_fn>(dlsym(lib, TENSO_CUDA_BACKEND_ENTRY));
-    if (!entry) die("no " TENSO_CUDA_BACKEND_ENTRY " in the plugin");
-    const tenso_gpu_backend_ops &ops = *entry();
+    const tenso_gpu_backend_ops *ops = nullptr;
+    if (!host) {
+        void *lib = dlopen(plugin.c_str(), RTLD_NOW | RTLD_LOCAL);
+        if (!lib) die(std::string("dlopen: ") + dlerror());
+        auto entry = reinterpret_cast<tenso_cuda_backend_entry_fn>(dlsym(lib, TENSO_CUDA_BACKEND_ENTRY));
+        if (!entry) die("no " TENSO_CUDA_BACKEND_ENTRY " in the plugin");
+        ops = entry();
+    }
 
-    // ---- the reference: pinned cudaMemcpy ----
+    // ---- the reference: pinned cudaMemcpy (host backend: memcpy) ----
     const uint64_t n = mib * MiB;
     void *pinned = nullptr, *dev = nullptr, *stream = nullptr;
-    check_op(ops.malloc_pinned(&pinned, n, g_msg, sizeof g_msg), "malloc_pinned");
-    check_op(ops.malloc_device(&dev, n, 0, g_msg, sizeof g_msg), "malloc_device");
-    check_op(ops.stream_create(&stream, 0, g_msg, sizeof g_msg), "stream_create");
-    std::memset(pinned, 0x5A, n);
-    const double t_ref = best(reps, [&] {
-        check_op(ops.copy_h2d(dev, pinned, n, stream, g_msg, sizeof g_msg), "copy_h2d");
-        check_op(ops.stream_synchronize(stream, g_msg, sizeof g_msg), "stream_synchronize");
-    });
+    std::vector<uint8_t> host_src, host_dst;
+    tenso_gpu_tensor *host_dev = nullptr;  // the host backend's "device" buffer for loads_into
+    double t_ref = 0;
+    if (ops) {
+        check_op(ops->malloc_pinned(&pinned, n, g_msg, sizeof g_msg), "malloc_pinned");
+        check_op(ops->malloc_device(&dev, n, 0, g_msg, sizeof g_msg), "malloc_device");
+        check_op(ops->stream_create(&stream, 0, g_msg, sizeof g_msg), "stream_create");
+        std::memset(pinned, 0x5A, n);
+        t_ref = best(reps, [&] {
+            check_op(ops->copy_h2d(dev, pinned, n, stream, g_msg, sizeof g_msg), "copy_h2d");
+            check_op(ops->stream_synchronize(stream, g_msg, sizeof g_msg), "stream_synchronize");
+        });
+    } else {
+        host_src.assign(n, 0x5A);
+        host_dst.assign(n, 0);
+        t_ref = best(reps, [&] { std::memcpy(host_dst.data(), host_src.data(), n); });
+        const uint64_t bytes_shape[1] = {n};
+        check(tenso_gpu_tensor_new(&host_dev, 0, TENSO_DTYPE_UINT8, 1, bytes_shape), "tenso_gpu_tensor_new");
+        dev = tenso_gpu_tensor_data(host_dev);
+    }
     const double ref_gbs = double(n) / t_ref / 1e9;
-    row("h2d.pinned_memcpy", n, t_ref);
+    row(ops ? "h2d.pinned_memcpy" : "h2d.memcpy(host)", n, t_ref);
 
     // ---- packet -> device ----
     const uint64_t shape[1] = {n / 4};
@@ -196,18 +218,19 @@ int main(int argc, char **argv) {
     ::unlink(path.c_str());
     tenso_buffer_dispose(&packet);
 
-    // ---- dequantize: the kernel over 1 GiB of qint8 already on the device ----
-    {
-        const uint64_t count = GiB;
+    // ---- dequantize: the kernel over 1 GiB (16 x --mib) of qint8 already on the device ----
+    if (ops) {
+        const tenso_gpu_backend_ops &o = *ops;
+        const uint64_t count = 16 * n;
         void *codes = nullptr, *out = nullptr, *sz = nullptr;
-        check_op(ops.malloc_device(&codes, count, 0, g_msg, sizeof g_msg), "malloc_device codes");
-        check_op(ops.malloc_device(&out, count * 4, 0, g_msg, sizeof g_msg), "malloc_device out");
-        check_op(ops.malloc_device(&sz, 8, 0, g_msg, sizeof g_msg), "malloc_device scales");
+        check_op(o.malloc_device(&codes, count, 0, g_msg, sizeof g_msg), "malloc_device codes");
+        check_op(o.malloc_device(&out, count * 4, 0, g_msg, sizeof g_msg), "malloc_device out");
+        check_op(o.malloc_device(&sz, 8, 0, g_msg, sizeof g_msg), "malloc_device scales");
         const float scale_zp[2] = {0.5f, 3.0f};
-        check_op(ops.copy_h2d(sz, scale_zp, 8, stream, g_msg, sizeof g_msg), "copy scales");
+        check_op(o.copy_h2d(sz, scale_zp, 8, stream, g_msg, sizeof g_msg), "copy scales");
         for (uint64_t off = 0; off < count; off += n) {  // codes: the pinned buffer's bytes, 0x5A
             const uint64_t len = std::min(n, count - off);
-            check_op(ops.copy_h2d(static_cast<uint8_t *>(codes) + off, pinned, len, stream, g_msg, sizeof g_msg),
+            check_op(o.copy_h2d(static_cast<uint8_t *>(codes) + off, pinned, len, stream, g_msg, sizeof g_msg),
                      "copy codes");
         }
         tenso_gpu_dequant_args a{};
@@ -219,27 +242,27 @@ int main(int argc, char **argv) {
         a.qdtype = TENSO_DTYPE_QINT8;
         a.scheme = TENSO_QUANT_PER_TENSOR;
         a.out_dtype = TENSO_DTYPE_FLOAT32;
-        check_op(ops.stream_synchronize(stream, g_msg, sizeof g_msg), "stream_synchronize");
+        check_op(o.stream_synchronize(stream, g_msg, sizeof g_msg), "stream_synchronize");
         const double t_k = best(reps, [&] {
-            check_op(ops.dequantize(&a, stream, g_msg, sizeof g_msg), "dequantize");
-            check_op(ops.stream_synchronize(stream, g_msg, sizeof g_msg), "stream_synchronize");
+            check_op(o.dequantize(&a, stream, g_msg, sizeof g_msg), "dequantize");
+            check_op(o.stream_synchronize(stream, g_msg, sizeof g_msg), "stream_synchronize");
         });
         float tail[4];
-        check_op(ops.copy_d2h(tail, static_cast<float *>(out) + count - 4, sizeof tail, stream, g_msg, sizeof g_msg),
+        check_op(o.copy_d2h(tail, static_cast<float *>(out) + count - 4, sizeof tail, stream, g_msg, sizeof g_msg),
                  "copy_d2h");
-        check_op(ops.stream_synchronize(stream, g_msg, sizeof g_msg), "stream_synchronize");
+        check_op(o.stream_synchronize(stream, g_msg, sizeof g_msg), "stream_synchronize");
         if (tail[3] != (float(0x5A) - 3.0f) * 0.5f) die("dequantize kernel: wrong value");
         std::printf("%-22s %9.1f MiB %8.2f GB/s  (%.2f ms; %.1f Gelem/s; bytes = codes + float32 out)\n",
-                    "dequant.kernel_1GiB", double(5 * count) / MiB, double(5 * count) / t_k / 1e9, t_k * 1e3,
+                    count == GiB ? "dequant.kernel_1GiB" : "dequant.kernel", double(5 * count) / MiB, double(5 * count) / t_k / 1e9, t_k * 1e3,
                     double(count) / t_k / 1e9);
-        ops.free_device(codes, 0, g_msg, sizeof g_msg);
-        ops.free_device(out, 0, g_msg, sizeof g_msg);
-        ops.free_device(sz, 0, g_msg, sizeof g_msg);
+        o.free_device(codes, 0, g_msg, sizeof g_msg);
+        o.free_device(out, 0, g_msg, sizeof g_msg);
+        o.free_device(sz, 0, g_msg, sizeof g_msg);
     }
 
     // ---- dequantize end to end: a quantized view in host memory -> float32 on the device ----
     {
-        const uint64_t count = 512 * MiB;
+        const uint64_t count = 8 * n;  // 512 Mi elements at the default 64 MiB
         const uint64_t qshape[1] = {count};
         std::vector<uint8_t> qcodes(count, 0x5A);
         const float scale = 0.5f, zp = 3.0f;
@@ -276,8 +299,11 @@ int main(int argc, char **argv) {
         tenso_value_free(qv);
     }
 
-    ops.stream_destroy(stream, g_msg, sizeof g_msg);
-    ops.free_device(dev, 0, g_msg, sizeof g_msg);
-    ops.free_pinned(pinned, g_msg, sizeof g_msg);
+    if (ops) {
+        ops->stream_destroy(stream, g_msg, sizeof g_msg);
+        ops->free_device(dev, 0, g_msg, sizeof g_msg);
+        ops->free_pinned(pinned, g_msg, sizeof g_msg);
+    }
+    tenso_gpu_tensor_free(host_dev);
     return 0;
 }
