@@ -11,10 +11,12 @@ namespace {
 
 constexpr int kThreads = 256;
 
+// I: the index type, uint32_t when count < 2^32 (cheap division for the scale index).
+template <class I>
 __global__ void __launch_bounds__(kThreads) dequantize_kernel(const tenso_gpu_dequant_args a) {
     const uint64_t stride = uint64_t(gridDim.x) * blockDim.x;
     for (uint64_t i = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < a.count; i += stride)
-        dq_element(a, i);
+        dq_element(a, I(i));
 }
 
 }  // namespace
@@ -29,7 +31,8 @@ cudaError_t dequantize_launch(const tenso_gpu_dequant_args &a, cudaStream_t stre
     const uint64_t want = (a.count + kThreads - 1) / kThreads;
     const uint64_t cap = uint64_t(sms > 0 ? sms : 1) * 16u;
     const unsigned blocks = unsigned(want < cap ? want : cap);
-    dequantize_kernel<<<blocks, kThreads, 0, stream>>>(a);
+    if (a.count <= 0xFFFFFFFFull) dequantize_kernel<uint32_t><<<blocks, kThreads, 0, stream>>>(a);
+    else dequantize_kernel<uint64_t><<<blocks, kThreads, 0, stream>>>(a);
     return cudaGetLastError();
 }
 
