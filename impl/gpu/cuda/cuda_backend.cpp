@@ -275,6 +275,16 @@ struct CuFile {
 const CuFile &cufile() {
     static const CuFile state = [] {
         CuFile c;
+        // cuFile only where the runtime sees a device: without a driver, cuFileDriverOpen
+        // (libcufile 1.19) was seen to spin forever after falling back to compatibility mode.
+        int devices = 0;
+        const cudaError_t ce = cudaGetDeviceCount(&devices);
+        if (ce != cudaSuccess || devices <= 0) {
+            std::snprintf(c.why, sizeof c.why, "GPUDirect Storage: no CUDA device (%s)",
+                          ce != cudaSuccess ? cudaGetErrorString(ce) : "none found");
+            (void)cudaGetLastError();
+            return c;
+        }
         c.lib = dlopen("libcufile.so.0", RTLD_NOW | RTLD_LOCAL);
         if (!c.lib) c.lib = dlopen("libcufile.so", RTLD_NOW | RTLD_LOCAL);
         if (!c.lib) {
