@@ -140,6 +140,11 @@ class GpuDequantHostTest : public CppUnit::TestFixture {
             char msg[256] = "";
             CPPUNIT_ASSERT_EQUAL_MESSAGE(msg, TENSO_OK, tenso::gpu::dequantize_host(a, msg, sizeof msg));
             CPPUNIT_ASSERT_EQUAL(uint8_t(0xA5), got.back());  // nothing written past the end
+            // The kernel's 32-bit index variant (count < 2^32) writes the same bytes.
+            std::vector<uint8_t> got32(got.size(), 0xA5);
+            a.out = got32.data();
+            for (uint32_t i = 0; i < uint32_t(n); ++i) tenso::gpu::dq_element(a, i);
+            CPPUNIT_ASSERT(got32 == got);
             for (uint64_t i = 0; i < n; ++i) {
                 const std::string where = "qdtype " + std::to_string(qdtype) + " scheme " +
                                           std::to_string(c.scheme) + " out " + std::to_string(out) +
@@ -235,29 +240,28 @@ public:
         a.out_dtype = TENSO_DTYPE_FLOAT32;
         char msg[256];
         CPPUNIT_ASSERT_EQUAL(TENSO_OK, tenso::gpu::dequantize_host(a, msg, sizeof msg));
-        auto refused = [&](tenso_gpu_dequant_args b, const char *needle) {
+        // One field broken at a time, and the words the message must carry.
+        using Break = void (*)(tenso_gpu_dequant_args &);
+        const struct {
+            Break brk;
+            const char *needle;
+        } cases[] = {
+            {[](tenso_gpu_dequant_args &b) { b.qdtype = TENSO_DTYPE_FLOAT32; }, "quantized dtype"},
+            {[](tenso_gpu_dequant_args &b) { b.out_dtype = TENSO_DTYPE_INT32; }, "output dtype"},
+            {[](tenso_gpu_dequant_args &b) { b.scheme = TENSO_QUANT_PER_CHANNEL; }, "inner and channels"},
+            {[](tenso_gpu_dequant_args &b) { b.scheme = TENSO_QUANT_PER_GROUP; }, "group_size"},
+            {[](tenso_gpu_dequant_args &b) { b.scheme = 7; }, "scheme"},
+            {[](tenso_gpu_dequant_args &b) { b.scales = nullptr; }, "NULL"},
+        };
+        for (const auto &c : cases) {
+            tenso_gpu_dequant_args b = a;
+            c.brk(b);
             msg[0] = 0;
             CPPUNIT_ASSERT_EQUAL(TENSO_E_INVALID_ARGUMENT, tenso::gpu::dequantize_host(b, msg, sizeof msg));
-            CPPUNIT_ASSERT_MESSAGE(msg, std::strstr(msg, needle) != nullptr);
-        };
+            CPPUNIT_ASSERT_MESSAGE(msg, std::strstr(msg, c.needle) != nullptr);
+        }
         tenso_gpu_dequant_args b = a;
-        b.qdtype = TENSO_DTYPE_FLOAT32;
-        refused(b, "quantized dtype");
-        b = a;
-        b.out_dtype = TENSO_DTYPE_INT32;
-        refused(b, "output dtype");
-        b = a;
-        b.scheme = TENSO_QUANT_PER_CHANNEL;
-        refused(b, "inner and channels");
-        b = a;
-        b.scheme = TENSO_QUANT_PER_GROUP;
-        refused(b, "group_size");
-        b = a;
-        b.scheme = 7;
-        refused(b, "scheme");
-        b = a;
         b.scales = nullptr;
-        refused(b, "NULL");
         b.count = 0;  // nothing to read: no pointer needed
         CPPUNIT_ASSERT_EQUAL(TENSO_OK, tenso::gpu::dequantize_host(b, msg, sizeof msg));
     }

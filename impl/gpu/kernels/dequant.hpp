@@ -18,12 +18,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <cstring>
+
 #include "gpu/backend.h"
+
+#if defined(TENSO_CUDA_PLUGIN)
+#include <cuda_runtime.h>  // the plugin's host code (g++) declares dequantize_launch too
+#endif
 
 #if defined(__CUDACC__)
 #define TENSO_DQ_FN __host__ __device__ __forceinline__
 #else
-#include <cstring>
 #define TENSO_DQ_FN inline
 #endif
 
@@ -75,9 +80,13 @@ TENSO_DQ_FN uint16_t dq_f32_to_bf16(float f) {
     return uint16_t((x + 0x7FFFu + ((x >> 16) & 1u)) >> 16);
 }
 
+// Element indices are uint64_t, or uint32_t where the kernel knows count < 2^32 (64-bit
+// division is a long instruction sequence on a GPU; the results are the same).
+
 // The integer value of element i as float: 1 byte per element, or two 4-bit codes per byte
 // (element 2j low nibble, 2j+1 high; signed nibbles are two's complement: (v ^ 8) - 8).
-TENSO_DQ_FN float dq_code(const uint8_t *codes, uint64_t i, int32_t qdtype) {
+template <class I>
+TENSO_DQ_FN float dq_code(const uint8_t *codes, I i, int32_t qdtype) {
     switch (qdtype) {
     case TENSO_DTYPE_QINT8: return float(int8_t(codes[i]));
     case TENSO_DTYPE_QUINT8: return float(codes[i]);
@@ -89,18 +98,21 @@ TENSO_DQ_FN float dq_code(const uint8_t *codes, uint64_t i, int32_t qdtype) {
     }
 }
 
-// The scale / zero point index of element i (C order).
-TENSO_DQ_FN uint64_t dq_scale_index(const tenso_gpu_dequant_args &a, uint64_t i) {
+// The scale / zero point index of element i (C order). With I = uint32_t the caller has
+// checked count < 2^32, so inner, channels and group_size (<= count) fit too.
+template <class I>
+TENSO_DQ_FN I dq_scale_index(const tenso_gpu_dequant_args &a, I i) {
     switch (a.scheme) {
-    case TENSO_QUANT_PER_CHANNEL: return (i / a.inner) % a.channels;
-    case TENSO_QUANT_PER_GROUP: return i / a.group_size;
+    case TENSO_QUANT_PER_CHANNEL: return (i / I(a.inner)) % I(a.channels);
+    case TENSO_QUANT_PER_GROUP: return i / I(a.group_size);
     default: return 0;
     }
 }
 
 // Element i of the output: the one step every backend runs.
-TENSO_DQ_FN void dq_element(const tenso_gpu_dequant_args &a, uint64_t i) {
-    const uint64_t k = dq_scale_index(a, i);
+template <class I>
+TENSO_DQ_FN void dq_element(const tenso_gpu_dequant_args &a, I i) {
+    const I k = dq_scale_index(a, i);
     const float v = dq_affine(dq_code(static_cast<const uint8_t *>(a.codes), i, a.qdtype),
                               a.zero_points[k], a.scales[k]);
     switch (a.out_dtype) {
@@ -118,6 +130,12 @@ tenso_status check_dequant_args(const tenso_gpu_dequant_args &a, char *msg, size
 // Runs the element code over all a.count elements on the host (the host backend's kernel).
 // The pointers are host memory. TENSO_OK, or TENSO_E_INVALID_ARGUMENT from check_dequant_args.
 tenso_status dequantize_host(const tenso_gpu_dequant_args &a, char *msg, size_t cap);
+
+#if defined(__CUDACC__) || defined(TENSO_CUDA_PLUGIN)
+// Launches the grid-stride kernel over a.count elements on `stream` (the current device; the
+// pointers are device memory, already checked by check_dequant_args). The launch's error.
+cudaError_t dequantize_launch(const tenso_gpu_dequant_args &a, cudaStream_t stream);
+#endif
 
 }  // namespace gpu
 }  // namespace tenso
