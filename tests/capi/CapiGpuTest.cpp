@@ -64,6 +64,15 @@ Bytes pattern(size_t n, uint32_t seed) {
     return b;
 }
 
+// A new device tensor holding `data`.
+GpuTensorPtr device_tensor(tenso_dtype dtype, const std::vector<uint64_t> &shape, const Bytes &data) {
+    tenso_gpu_tensor *raw = nullptr;
+    TENSO_CHECK_OK(tenso_gpu_tensor_new(&raw, 0, dtype, uint32_t(shape.size()), shape.data()));
+    GpuTensorPtr t(raw);
+    TENSO_CHECK_OK(tenso_gpu_tensor_upload(t.get(), data.data(), data.size(), nullptr));
+    return t;
+}
+
 Bytes dumps(const Bytes &data, const std::vector<uint64_t> &shape, tenso_dtype dtype, uint32_t flags = 0) {
     const tenso_tensor t = tensor(data.data(), data.size(), shape, dtype);
     const tenso_encode_options e = enc(flags);
@@ -521,11 +530,8 @@ public:
     void ipcInForkedChild() {
         if (child()) return;
         const Bytes data = pattern(8192, 21);
-        const uint64_t shape[2] = {64, 32};
+        GpuTensorPtr t = device_tensor(TENSO_DTYPE_FLOAT32, {64, 32}, data);
         tenso_gpu_tensor *raw = nullptr;
-        TENSO_CHECK_OK(tenso_gpu_tensor_new(&raw, 0, TENSO_DTYPE_FLOAT32, 2, shape));
-        GpuTensorPtr t(raw);
-        TENSO_CHECK_OK(tenso_gpu_tensor_upload(t.get(), data.data(), data.size(), nullptr));
         tenso_value *rv = nullptr;
         TENSO_CHECK_OK(tenso_gpu_ipc_export(&rv, t.get()));
         ValuePtr ref(rv);
@@ -581,11 +587,8 @@ public:
     void dlpackRoundTrip() {
         if (child()) return;
         const Bytes data = pattern(6 * 4 * 2, 31);
-        const uint64_t shape[2] = {6, 4};
+        GpuTensorPtr t = device_tensor(TENSO_DTYPE_BFLOAT16, {6, 4}, data);
         tenso_gpu_tensor *raw = nullptr;
-        TENSO_CHECK_OK(tenso_gpu_tensor_new(&raw, 0, TENSO_DTYPE_BFLOAT16, 2, shape));
-        GpuTensorPtr t(raw);
-        TENSO_CHECK_OK(tenso_gpu_tensor_upload(t.get(), data.data(), data.size(), nullptr));
         DLManagedTensorVersioned *m = nullptr;
         TENSO_CHECK_OK(tenso_gpu_tensor_to_dlpack(&m, t.get()));
         void *const ptr = tenso_gpu_tensor_data(t.get());
