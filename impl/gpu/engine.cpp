@@ -848,6 +848,10 @@ std::unique_ptr<DeviceTensor> ipc_open(const View &v, int dtype, uint32_t ndim, 
     describe(*t, device, dtype, ndim, shape);
     if (t->nbytes != ref.nbytes)
         fail(TENSO_E_INVALID_ARGUMENT, "dtype and shape make " + num(t->nbytes) + " bytes, the reference has " + num(ref.nbytes));
+    // The backend table does not say how large the opened allocation is, so only a reference
+    // whose end wraps around is refused here; the exporter's offset is trusted beyond that.
+    if (ref.byte_offset > UINT64_MAX - ref.nbytes || ref.byte_offset > UINTPTR_MAX - ref.nbytes)
+        fail(TENSO_E_INVALID_ARGUMENT, "IPC reference offset + nbytes overflows");
     void *base = nullptr;
     call("ipc_open", o.ipc_open, &base, static_cast<const uint8_t *>(ref.handle), device);
     const tenso_gpu_backend_ops *op = &o;
