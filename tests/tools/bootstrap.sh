@@ -4,6 +4,9 @@
 #   tests/tools/bootstrap.sh              install the Debian packages the build needs, if missing
 #   tests/tools/bootstrap.sh --upstream   also create the upstream tenso virtualenv
 #                                         (tests/upstream/venv.sh; needs PyPI)
+#   tests/tools/bootstrap.sh --cuda       also create the CUDA toolchain virtualenv
+#                                         (tests/tools/cuda-toolchain.sh; needs PyPI; CMake
+#                                         configure does this itself when TENSO_CUDA is not OFF)
 #
 # When everything is present this is one `dpkg -s` call: a fast no-op. apt-get runs only
 # for the packages actually missing, with sudo only when we are not root.
@@ -12,14 +15,17 @@ set -euo pipefail
 script_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$script_dir/../.." && pwd)"
 
+# python3-venv: CMake configure builds the CUDA plugin's toolchain virtualenv (TENSO_CUDA=AUTO).
 packages=(cmake ninja-build pkg-config g++ liblz4-dev libxxhash-dev libcppunit-dev
-          nlohmann-json3-dev clang libclang-rt-14-dev llvm)
+          nlohmann-json3-dev clang libclang-rt-14-dev llvm python3 python3-venv)
 
 want_upstream=0
+want_cuda=0
 for arg in "$@"; do
     case "$arg" in
         --upstream) want_upstream=1 ;;
-        -h|--help) sed -n '2,9p' "${BASH_SOURCE[0]}"; exit 0 ;;
+        --cuda) want_cuda=1 ;;
+        -h|--help) sed -n '2,12p' "${BASH_SOURCE[0]}"; exit 0 ;;
         *) echo "bootstrap.sh: unknown argument '$arg'" >&2; exit 2 ;;
     esac
 done
@@ -70,4 +76,9 @@ fi
 if ((want_upstream)); then
     # venv.sh prints the interpreter path last on stdout; keep our stdout clean of it.
     bash "$repo/tests/upstream/venv.sh" >&2
+fi
+
+if ((want_cuda)); then
+    # cuda-toolchain.sh prints the toolkit root last on stdout; keep our stdout clean of it.
+    bash "$repo/tests/tools/cuda-toolchain.sh" >&2
 fi

@@ -14,7 +14,7 @@
  *     end; initialise them with the *_INIT macros or *_init() functions.
  *   - Shared memory and the multi-process cache (tenso_shm_*, tenso_cache_*) are declared in
  *     tenso/shm.h, files of many tensors (tenso_archive_*) in tenso/archive.h; this header
- *     includes both. The family tenso_gpu_* is reserved for device transfers.
+ *     includes both. The family tenso_gpu_* (tenso/gpu.h) moves packets to and from devices.
  *
  * Conventions
  *   - Fallible functions return tenso_status (tenso/errors.h); details of the last failure on
@@ -874,5 +874,6 @@ TENSO_END_DECL
 
 #include "tenso/shm.h"
 #include "tenso/archive.h"
+#include "tenso/gpu.h"
 
 #endif /* TENSO_TENSO_H */
