@@ -4,9 +4,11 @@
 #   - the peer libraries, pinned, installed into that same venv (stamp file: re-runs are offline);
 #   - build/venv-upstream with upstream tenso 0.24.0 (tests/upstream/venv.sh), measured in a
 #     subprocess because it has the same import name as ours.
-# Usage: run.sh [cache|archive|stream] [args...]. With no suite, bench.py (dumps/loads/files/sockets);
+# Usage: run.sh [cache|archive|stream|http] [args...]. With no suite, bench.py (dumps/loads/files/sockets);
 # `cache` runs cache_bench.py (TensoCache, issue 6), `archive` archive_bench.py (model files,
-# issue 7), `stream` stream_bench.py (receive at wire speed, issue 14). Extra arguments go to the script (e.g. --quick).
+# issue 7), `stream` stream_bench.py (receive at wire speed, issue 14), `http` http_bench.py
+# (HTTP inference round trip, issue 17: needs the web extras, which run-tests.sh installs and
+# the upstream venv gets from it). Extra arguments go to the script (e.g. --quick).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -45,5 +47,6 @@ case "${1:-}" in
     cache) shift; exec "$py" cache_bench.py --upstream-python "$upstream_py" "$@" ;;
     archive) shift; exec "$py" archive_bench.py "$@" ;;
     stream) shift; exec "$py" stream_bench.py --upstream-python "$upstream_py" "$@" ;;
+    http) shift; exec "$py" http_bench.py --upstream-python "$upstream_py" "$@" ;;
     *) exec "$py" bench.py --upstream-python "$upstream_py" "$@" ;;
 esac

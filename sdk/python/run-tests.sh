@@ -42,6 +42,18 @@ pytest==9.2.0
 hypothesis==6.170.15
 safetensors==0.8.0
 bintensors==0.2.0"
+# issue 17: web — the fastapi/client/serve and grpc extras (tests/test_fastapi.py, test_client.py,
+# test_serve.py, test_grpc.py); the same pins go into the upstream venv for the interop tests.
+web_requirements="fastapi==0.163.2
+starlette==1.10.0
+uvicorn==0.54.0
+httptools==0.9.0
+httpx==0.28.1
+grpcio==1.85.1
+grpcio-tools==1.85.1
+protobuf==7.36.2"
+requirements="$requirements
+$web_requirements"
 
 # Not torch, so its two tests (DLPack into torch, safe_open(framework="pt")) skip: PyPI's only
 # Linux x86-64 torch wheel is the CUDA build (539 MB for 2.15.0), and `import torch` loads
@@ -101,6 +113,18 @@ if [[ "${TENSO_SKIP_UPSTREAM:-0}" == 1 ]]; then
 else
     TENSO_UPSTREAM_PYTHON="$(PYTHON="$base_python" bash "$repo/tests/upstream/venv.sh" | tail -n1)"
     export TENSO_UPSTREAM_PYTHON TENSO_REQUIRE_UPSTREAM=1
+    # issue 17: web — upstream's tenso.fastapi / tenso.serve need these to run its side of the
+    # interop tests (upstream declares them in its [api] extra); their own stamp, venv.sh's stays.
+    web_stamp="$(dirname "$(dirname "$TENSO_UPSTREAM_PYTHON")")/.tenso-web-requirements"
+    if [[ ! -f "$web_stamp" ]] || [[ "$(cat "$web_stamp")" != "$web_requirements" ]]; then
+        log "installing the web requirements into the upstream venv"
+        rm -f "$web_stamp"
+        req_file="$(mktemp)"
+        printf '%s\n' "$web_requirements" > "$req_file"
+        "$TENSO_UPSTREAM_PYTHON" -m pip install --disable-pip-version-check --no-input --quiet --only-binary=:all: -r "$req_file"
+        rm -f "$req_file"
+        printf '%s\n' "$web_requirements" > "$web_stamp"
+    fi
 fi
 
 cd "$here"

@@ -20,7 +20,7 @@ import mmap
 import select
 import socket
 import threading
-from typing import Any, BinaryIO, Generator, Iterator, Optional, Union
+from typing import Any, BinaryIO, Generator, Iterator, List, Optional, Union
 
 import numpy as np
 
@@ -146,6 +146,15 @@ def _dumps_bytes(tensor: Any, strict: bool, check_integrity: bool, compress: boo
         return _tenso.dumps_array(tensor, strict, check_integrity, compress, alignment, False)
     _check_alignment(alignment)
     return _to_value(tensor, strict).dumps(check_integrity, compress, alignment, False)
+
+
+def _pieces(tensor: Any, strict: bool, check_integrity: bool) -> List[Union[bytes, memoryview]]:
+    """The packet for ``tensor`` as pieces that concatenate to ``dumps(tensor)``: small bytes
+    objects for headers, padding and footers, read-only memoryviews of the arrays' own memory for
+    their bodies (libtenso's ``tenso_value_write_cb``; nothing is copied). The arrays must not
+    change until the pieces are sent."""
+    value = _tenso.Value.tensor(tensor, strict) if isinstance(tensor, np.ndarray) else _to_value(tensor, strict)
+    return value.pieces(check_integrity, False, 64)
 
 
 def loads(
