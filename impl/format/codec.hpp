@@ -83,7 +83,7 @@ public:
     // Hands the packet to `sink(data, len, borrowed, ctx)` segment by segment, in order, footers
     // computed first. borrowed: the bytes are the caller's own (a tensor body as given),
     // otherwise the plan's, valid only during the call. A sink returning false stops the walk
-    // with TENSO_E_USER; *written counts the bytes handed over.
+    // with TENSO_E_USER; *written counts the bytes of the pieces it accepted.
     using Sink = bool (*)(const uint8_t *data, size_t len, bool borrowed, void *ctx);
     void write_each(Sink sink, void *ctx, uint64_t *written);
 

@@ -439,7 +439,8 @@ typedef int (*tenso_write_fn)(const void *data, size_t len, int borrowed, void *
  * footers are computed (one read pass over the hashed bodies) before the first piece.
  * The caller must not change that memory until the pieces are sent, or the footers stop
  * matching. The pieces concatenated are exactly tenso_value_dumps()'s packet.
- * @param written_out  may be NULL; receives the bytes handed to `write`, also on failure.
+ * @param written_out  may be NULL; receives the bytes of the pieces `write` accepted (returned
+ *                     0 for), also on failure.
  * @return TENSO_E_USER when `write` stopped it; the encoder's statuses otherwise.
  * Thread-safety: as tenso_value_write_fd(); `write` runs on the calling thread. @since 1.4
  */

@@ -170,3 +170,16 @@ def test_upstream_packets_through_our_service(channel):
     stub = tenso_msg_pb2_grpc.TensorInferenceStub(channel)
     reply = stub.Predict(tenso_msg_pb2.PredictRequest(tensor_packet=packet))
     np.testing.assert_array_equal(tenso.loads(reply.result_packet), np.arange(6.0).reshape(2, 3) * 2)
+
+
+def test_wheel_ships_the_web_modules_and_protos():
+    import zipfile
+
+    wheel = os.environ.get("TENSO_WHEEL")
+    if not wheel:
+        pytest.skip("TENSO_WHEEL not set (run-tests.sh sets it to the wheel it built)")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for name in ("fastapi.py", "client.py", "serve.py", "grpc/__init__.py", "grpc/tenso_msg.proto",
+                 "grpc/benchmark_msg.proto", "grpc/tenso_msg_pb2.py", "grpc/tenso_msg_pb2_grpc.py",
+                 "grpc/benchmark_msg_pb2.py", "grpc/benchmark_msg_pb2_grpc.py"):
+        assert f"tenso/{name}" in names, name

@@ -7,11 +7,13 @@ tests (the two packages share an import name, so they never share an interpreter
                                 GET /tensor (np.arange(12, float32).reshape(3, 4) as TensoResponse),
                                 GET /health.
   upstream_web.py client URL    reads a JSON list of requests on stdin:
-                                {"endpoint", "packet": HEX, "mode": "predict"|"apredict"|"stream",
-                                 "compress": bool}; decodes each packet with upstream's loads,
-                                sends it with upstream's TensoFastAPIClient and prints a JSON list of
-                                {"packet": HEX} (the reply re-encoded by upstream's dumps) or
-                                {"error": type, "status": N}.
+                                {"endpoint", "packet": HEX, "mode": "predict"|"apredict"|"stream"|
+                                 "client", "compress": bool}; decodes each packet with upstream's
+                                loads, re-encodes it with upstream's dumps, sends it with httpx as
+                                upstream's TensoFastAPIClient does (sync, async, streamed) and prints
+                                a JSON list of {"packet": HEX} (the reply decoded by upstream's
+                                loads, re-encoded by its dumps) or {"error": type, "status": N}.
+                                "client": upstream's TensoFastAPIClient.predict itself.
 """
 
 import asyncio
@@ -53,22 +55,44 @@ def client(url):
     import httpx
     from tenso.client import TensoFastAPIClient
 
+    octet = {"content-type": "application/octet-stream"}
     results = []
-    c = TensoFastAPIClient(url)
+    sync = httpx.Client(base_url=url)
     for req in json.load(sys.stdin):
         x = tenso.loads(bytes.fromhex(req["packet"]), copy=True)
+        # The request upstream's TensoFastAPIClient means to make. Its own methods pass dumps()'s
+        # memoryview to httpx, which iterates it as ints and raises TypeError before sending
+        # (httpx 0.28, the version upstream requires): mode "client" shows that.
+        body = bytes(tenso.dumps(x, compress=req.get("compress", False)))
         try:
+            if req["mode"] == "client":
+                try:
+                    TensoFastAPIClient(url).predict(req["endpoint"], x)
+                    results.append({"ok": True})
+                except TypeError as e:
+                    results.append({"error": "TypeError", "message": str(e)})
+                continue
             if req["mode"] == "predict":
-                y = c.predict(req["endpoint"], x, compress=req.get("compress", False))
+                r = sync.post(req["endpoint"], content=body, headers=octet)
+                r.raise_for_status()
+                y = tenso.loads(r.content)
             elif req["mode"] == "apredict":
-                y = asyncio.run(c.apredict(req["endpoint"], x, compress=req.get("compress", False)))
-                c._async_client = None  # bound to the loop asyncio.run closed
+
+                async def go():
+                    async with httpx.AsyncClient(base_url=url) as c:
+                        r = await c.post(req["endpoint"], content=body, headers=octet)
+                        r.raise_for_status()
+                        return tenso.loads(r.content)
+
+                y = asyncio.run(go())
             else:
-                y = c.stream_predict(req["endpoint"], x)
+                with sync.stream("POST", req["endpoint"], content=body, headers=octet) as r:
+                    r.raise_for_status()
+                    y = tenso.loads(b"".join(r.iter_bytes()))
             results.append({"packet": bytes(tenso.dumps(y)).hex()})
         except httpx.HTTPStatusError as e:
             results.append({"error": type(e).__name__, "status": e.response.status_code})
-    c.close()
+    sync.close()
     json.dump(results, sys.stdout)
 
 

@@ -1,20 +1,24 @@
 """HTTP client for Tenso endpoints (``TensoResponse`` / ``get_tenso_data``), over httpx.
 
-Upstream ``tenso.client`` 0.24's ``TensoFastAPIClient``, on libtenso: request bodies are the
-packet buffer itself (no copy to ``bytes``); ``stream_predict`` decodes the response as it
-arrives with libtenso's stream decoder instead of joining the chunks first.
+Upstream ``tenso.client`` 0.24's ``TensoFastAPIClient``, on libtenso: request bodies are sent
+from the arrays' own memory (libtenso builds the header; no packet buffer); ``stream_predict``
+decodes the response as it arrives with libtenso's stream decoder instead of joining the chunks
+first.
 
 Needs the ``fastapi`` extra (``pip install tenso[fastapi]``; only httpx is used here).
 """
 
-from typing import Any, Dict, Optional, Union
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 import numpy as np
 
 from . import _tenso
-from .core import dumps, loads
+from .core import _aslices, _pieces, _slices, loads
 
 __all__ = ["TensoFastAPIClient"]
+
+# Request body slices handed to httpx at a time.
+_CHUNK = 1 << 20
 
 
 class TensoFastAPIClient:
@@ -77,9 +81,14 @@ class TensoFastAPIClient:
     def _make_headers(self) -> Dict[str, str]:
         return {"content-type": "application/octet-stream"}
 
-    def _packet(self, tensor: Any, compress: bool) -> memoryview:
-        # httpx sends any bytes-like content as is: the packet buffer goes out uncopied.
-        return dumps(tensor, check_integrity=self._check_integrity, compress=compress)
+    def _request(self, tensor: Any, compress: bool) -> Tuple[List[Union[bytes, memoryview]], Dict[str, str]]:
+        # The packet's pieces, bodies as views of the arrays (no packet buffer), sent as a
+        # stream of slices with its Content-Length. (httpx would iterate a memoryview given as
+        # `content` element by element: upstream's client fails there with a TypeError.)
+        pieces = _pieces(tensor, False, self._check_integrity, compress)
+        headers = self._make_headers()
+        headers["content-length"] = str(sum(len(p) for p in pieces))
+        return pieces, headers
 
     def predict(self, endpoint: str, tensor: Union[np.ndarray, dict], compress: bool = False) -> Any:
         """
@@ -99,17 +108,15 @@ class TensoFastAPIClient:
         Any
             The decoded response: zero-copy read-only arrays over the response body.
         """
-        response = self._get_sync_client().post(
-            endpoint, content=self._packet(tensor, compress), headers=self._make_headers()
-        )
+        pieces, headers = self._request(tensor, compress)
+        response = self._get_sync_client().post(endpoint, content=_slices(pieces, _CHUNK), headers=headers)
         response.raise_for_status()
         return loads(response.content)
 
     async def apredict(self, endpoint: str, tensor: Union[np.ndarray, dict], compress: bool = False) -> Any:
         """As :meth:`predict`, with ``httpx.AsyncClient``."""
-        response = await self._get_async_client().post(
-            endpoint, content=self._packet(tensor, compress), headers=self._make_headers()
-        )
+        pieces, headers = self._request(tensor, compress)
+        response = await self._get_async_client().post(endpoint, content=_aslices(pieces, _CHUNK), headers=headers)
         response.raise_for_status()
         return loads(response.content)
 
@@ -128,9 +135,8 @@ class TensoFastAPIClient:
         """
         decoder = _tenso.Decoder(None, False, False, False)
         obj = None
-        with self._get_sync_client().stream(
-            "POST", endpoint, content=self._packet(tensor, False), headers=self._make_headers()
-        ) as response:
+        pieces, headers = self._request(tensor, False)
+        with self._get_sync_client().stream("POST", endpoint, content=_slices(pieces, _CHUNK), headers=headers) as response:
             response.raise_for_status()
             for chunk in response.iter_raw() if _identity(response) else response.iter_bytes():
                 data = memoryview(chunk)

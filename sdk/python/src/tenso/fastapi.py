@@ -15,13 +15,13 @@ Needs the ``fastapi`` extra (``pip install tenso[fastapi]``).
 """
 
 import dataclasses
-from typing import Any, AsyncIterator, Callable, Coroutine, List, Optional, Union
+from typing import Any, Callable, Coroutine, Optional
 
 from fastapi import HTTPException, Request
 from fastapi.responses import StreamingResponse
 
 from . import _tenso
-from .core import _pieces
+from .core import _aslices, _pieces
 from .errors import TensoLimitError, TensoMemoryError
 from .options import DecodeOptions, _merge
 
@@ -38,17 +38,6 @@ MAX_BODY_BYTES: int = 2 << 30
 CHUNK_BYTES: int = 1 << 20
 
 _MEDIA_TYPE = "application/octet-stream"
-
-
-async def _slices(pieces: List[Union[bytes, memoryview]], size: int) -> AsyncIterator[Union[bytes, memoryview]]:
-    # Bodies go out in slices of the array's own memory: uvicorn hands each to the socket, and a
-    # slow client makes it buffer (copy) at most a slice's remainder, not the body.
-    for piece in pieces:
-        if isinstance(piece, bytes):
-            yield piece
-            continue
-        for start in range(0, len(piece), size):
-            yield piece[start : start + size]
 
 
 class TensoResponse(StreamingResponse):
@@ -93,7 +82,7 @@ class TensoResponse(StreamingResponse):
     ) -> None:
         # The packet's pieces: headers from libtenso, bodies as views of the arrays (no copy).
         pieces = _pieces(tensor, strict, check_integrity)
-        super().__init__(_slices(pieces, CHUNK_BYTES), media_type=_MEDIA_TYPE, **kwargs)
+        super().__init__(_aslices(pieces, CHUNK_BYTES), media_type=_MEDIA_TYPE, **kwargs)
         self.headers["Content-Length"] = str(sum(len(p) for p in pieces))
         self.headers["X-Tenso-Version"] = "4"
         if hasattr(tensor, "shape"):
@@ -143,11 +132,19 @@ async def _read_packet(request: Request, limit: int, options: Optional[DecodeOpt
                 raise HTTPException(status_code=422, detail="Invalid Tenso packet: Packet too short (empty body).")
             decoder.finish()  # raises the truncation error with upstream's wording
             raise HTTPException(status_code=422, detail="Invalid Tenso packet: the body ended inside the packet.")
-    except (TensoLimitError, TensoMemoryError) as e:
-        raise HTTPException(status_code=413, detail=f"Invalid Tenso packet: {e}") from None
-    except (ValueError, EOFError, TypeError) as e:
+    except (ValueError, EOFError, TypeError, TensoMemoryError) as e:
+        # Over a size limit the server set (body, decoded bytes): 413. Past the protocol's own
+        # limits (dimensions, elements) the packet is malformed: 422, as upstream answers.
+        if _over_size_limit(e):
+            raise HTTPException(status_code=413, detail=f"Invalid Tenso packet: {e}") from None
         raise HTTPException(status_code=422, detail=f"Invalid Tenso packet: {e}") from None
     return obj
+
+
+def _over_size_limit(e: BaseException) -> bool:
+    if isinstance(e, TensoMemoryError):
+        return True
+    return isinstance(e, TensoLimitError) and _tenso.status_name(e.status) == "TENSO_E_LIMIT"
 
 
 def _with_packet_limit(options: DecodeOptions, limit: int) -> DecodeOptions:
