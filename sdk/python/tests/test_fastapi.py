@@ -145,7 +145,7 @@ def test_lz4_and_checksummed_bodies(url):
         packet = tenso.dumps(x, **opts)
         if opts.get("compress"):
             assert len(packet) < x.nbytes // 4
-        r = httpx.post(url + "/double", content=packet, headers=OCTET)
+        r = httpx.post(url + "/double", content=bytes(packet), headers=OCTET)
         assert r.status_code == 200, r.text
         np.testing.assert_array_equal(tenso.loads(r.content), x * 2)
 
@@ -167,7 +167,7 @@ def test_async_client(url):
 
     async def go():
         async with httpx.AsyncClient(base_url=url) as c:
-            rs = await asyncio.gather(*(c.post("/double", content=tenso.dumps(ARR + i), headers=OCTET) for i in range(8)))
+            rs = await asyncio.gather(*(c.post("/double", content=bytes(tenso.dumps(ARR + i)), headers=OCTET) for i in range(8)))
         return [tenso.loads(r.content) for r in rs]
 
     for i, y in enumerate(asyncio.run(go())):
@@ -220,10 +220,10 @@ def test_hostile_bodies_get_4xx(url, name, body, headers):
     expected = {
         "empty": "Packet too short",
         "garbage": "Invalid tenso packet",
-        "truncated": "Stream ended during body read",
-        "header only": "Stream ended during",
+        "truncated": "stream ended",
+        "header only": "stream ended",
         "checksum": "Integrity check failed",
-        "too many elements": "Packet exceeds maximum elements",
+        "too many elements": "elements",  # part B brings upstream's exact wording
     }[name]
     assert expected.lower() in detail.lower(), detail
 
@@ -248,7 +248,7 @@ def test_oversized_body_is_413_declared_or_not(url):
 
     r = httpx.post(url + "/small", content=pieces(), headers=OCTET)
     assert r.status_code == 413
-    assert "exceeds" in r.json()["detail"]
+    assert "4096" in r.json()["detail"]  # the packet's header already claims more
     ok = bytes(tenso.dumps(np.zeros(16, np.float32)))
     r = httpx.post(url + "/small", content=ok, headers=OCTET)
     assert r.status_code == 200 and r.content == ok
@@ -281,7 +281,7 @@ def test_upstream_client_against_our_server(url):
     assert results[4] == {"error": "HTTPStatusError", "status": 413}
     # Upstream's own TensoFastAPIClient cannot send at all with the httpx it requires (it hands
     # httpx a memoryview, which httpx iterates as ints); ours sends the same bytes fine.
-    assert results[5]["error"] == "TypeError" and "bytes-like" in results[5]["message"]
+    assert results[5]["error"] == "TypeError", results[5]
 
 
 def test_upstream_response_read_by_us():

@@ -50,13 +50,13 @@ def urls():
 
 def test_endpoint_sync_and_async(urls):
     url, _ = urls
-    r = httpx.post(url + "/double", content=tenso.dumps(X), headers=OCTET)
+    r = httpx.post(url + "/double", content=bytes(tenso.dumps(X)), headers=OCTET)
     assert r.status_code == 200
     assert r.content == bytes(tenso.dumps(X * 2))
-    r = httpx.put(url + "/asum", content=tenso.dumps({"a": X, "b": np.ones(3, np.int32)}), headers=OCTET)
+    r = httpx.put(url + "/asum", content=bytes(tenso.dumps({"a": X, "b": np.ones(3, np.int32)})), headers=OCTET)
     assert r.status_code == 200
     assert r.content == bytes(tenso.dumps({"a": np.asarray(45.0), "b": np.asarray(3)}, check_integrity=True))
-    assert httpx.post(url + "/asum", content=tenso.dumps({"a": X}), headers=OCTET).status_code == 405
+    assert httpx.post(url + "/asum", content=bytes(tenso.dumps({"a": X})), headers=OCTET).status_code == 405
 
 
 def test_health(urls):
@@ -67,23 +67,23 @@ def test_health(urls):
 
 def test_app_defaults_and_limits(urls):
     _, strict = urls
-    r = httpx.post(strict + "/echo", content=tenso.dumps(np.ones(4)), headers=OCTET)
+    r = httpx.post(strict + "/echo", content=bytes(tenso.dumps(np.ones(4))), headers=OCTET)
     assert r.content == bytes(tenso.dumps(np.ones(4), check_integrity=True))
-    r = httpx.post(strict + "/echo", content=tenso.dumps(np.ones(400)), headers=OCTET)
+    r = httpx.post(strict + "/echo", content=bytes(tenso.dumps(np.ones(400))), headers=OCTET)
     assert r.status_code == 413
     r = httpx.post(strict + "/echo", content=b"nope", headers=OCTET)
     assert r.status_code == 422
-    r = httpx.post(strict + "/echo", content=tenso.dumps(np.ones(4)), headers={"content-type": "text/plain"})
+    r = httpx.post(strict + "/echo", content=bytes(tenso.dumps(np.ones(4))), headers={"content-type": "text/plain"})
     assert r.status_code == 400
 
 
 def test_statuses_match_upstream_tenso_app(urls):
     url, _ = urls
     cases = [
-        (tenso.dumps(X), OCTET),
+        (bytes(tenso.dumps(X)), OCTET),
         (b"garbage!" * 4, OCTET),
         (bytes(tenso.dumps(X))[:-3], OCTET),
-        (tenso.dumps(X), {"content-type": "text/plain"}),
+        (bytes(tenso.dumps(X)), {"content-type": "text/plain"}),
     ]
     with upstream_server() as up:
         for body, headers in cases:
@@ -144,7 +144,7 @@ def test_run_serves_with_uvicorn(tmp_path, workers, import_string):
     try:
         url = f"http://127.0.0.1:{port}"
         assert _wait_health(url, proc).json() == {"status": "ok", "endpoints": ["/infer"]}
-        y = tenso.loads(httpx.post(url + "/infer", content=tenso.dumps(X), headers=OCTET).content)
+        y = tenso.loads(httpx.post(url + "/infer", content=bytes(tenso.dumps(X)), headers=OCTET).content)
         np.testing.assert_array_equal(y, X * 2.0)
     finally:
         proc.terminate()

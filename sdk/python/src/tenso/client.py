@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 import numpy as np
 
 from . import _tenso
-from .core import _aslices, _pieces, _slices, loads
+from .core import _aslices, _ended_inside_packet, _pieces, _slices, loads
 
 __all__ = ["TensoFastAPIClient"]
 
@@ -135,16 +135,18 @@ class TensoFastAPIClient:
         """
         decoder = _tenso.Decoder(None, False, False, False)
         obj = None
+        got = 0
         pieces, headers = self._request(tensor, False)
         with self._get_sync_client().stream("POST", endpoint, content=_slices(pieces, _CHUNK), headers=headers) as response:
             response.raise_for_status()
             for chunk in response.iter_raw() if _identity(response) else response.iter_bytes():
                 data = memoryview(chunk)
+                got += len(data)
                 while obj is None and len(data):
                     consumed, obj = decoder.feed(data)
                     data = data[consumed:]
         if obj is None:
-            decoder.finish()  # the stream ended inside (or before) the packet: raises
+            _ended_inside_packet(decoder, got)  # raises TensoTruncatedError (an EOFError)
             raise EOFError("Stream ended before a packet was received")
         return obj
 

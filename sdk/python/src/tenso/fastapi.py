@@ -21,7 +21,7 @@ from fastapi import HTTPException, Request
 from fastapi.responses import StreamingResponse
 
 from . import _tenso
-from .core import _aslices, _pieces
+from .core import _aslices, _ended_inside_packet, _pieces
 from .errors import TensoLimitError, TensoMemoryError
 from .options import DecodeOptions, _merge
 
@@ -130,7 +130,7 @@ async def _read_packet(request: Request, limit: int, options: Optional[DecodeOpt
         if obj is None:
             if received == 0:
                 raise HTTPException(status_code=422, detail="Invalid Tenso packet: Packet too short (empty body).")
-            decoder.finish()  # raises the truncation error with upstream's wording
+            _ended_inside_packet(decoder, received)  # raises TensoTruncatedError
             raise HTTPException(status_code=422, detail="Invalid Tenso packet: the body ended inside the packet.")
     except (ValueError, EOFError, TypeError, TensoMemoryError) as e:
         # Over a size limit the server set (body, decoded bytes): 413. Past the protocol's own
