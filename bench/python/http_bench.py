@@ -88,7 +88,7 @@ def make_callers(urls: Dict[str, str]) -> Dict[str, Callable[[np.ndarray], np.nd
     def call_npy(x):
         buf = io.BytesIO()
         np.save(buf, x)
-        r = npy.post("/infer", content=buf.getbuffer(), headers={"content-type": "application/octet-stream"})
+        r = npy.post("/infer", content=buf.getvalue(), headers={"content-type": "application/octet-stream"})
         r.raise_for_status()
         return np.load(io.BytesIO(r.content))
 

@@ -67,15 +67,20 @@ if [[ ! -x "$py" ]]; then
     mkdir -p "$(dirname "$venv")"
     "$base_python" -m venv "$venv"
 fi
-if [[ ! -f "$stamp" ]] || [[ "$(cat "$stamp")" != "$requirements" ]]; then
-    log "installing pinned requirements"
-    rm -f "$stamp"
+# install_pinned PYTHON STAMP REQUIREMENTS WHAT: pip-installs the list (binary wheels only) unless
+# STAMP already holds exactly that list; the stamp is written only after a complete install.
+install_pinned() {
+    if [[ -f "$2" ]] && [[ "$(cat "$2")" == "$3" ]]; then return 0; fi
+    log "installing $4"
+    rm -f "$2"
+    local req_file
     req_file="$(mktemp)"
-    printf '%s\n' "$requirements" > "$req_file"
-    "$py" -m pip install --disable-pip-version-check --no-input --quiet --only-binary=:all: -r "$req_file"
+    printf '%s\n' "$3" > "$req_file"
+    "$1" -m pip install --disable-pip-version-check --no-input --quiet --only-binary=:all: -r "$req_file"
     rm -f "$req_file"
-    printf '%s\n' "$requirements" > "$stamp"
-fi
+    printf '%s\n' "$3" > "$2"
+}
+install_pinned "$py" "$stamp" "$requirements" "pinned requirements"
 
 # The wheel: built against this checkout's libtenso (CMake tree kept in the venv for fast
 # rebuilds), then installed as a user would install it.
@@ -115,16 +120,8 @@ else
     export TENSO_UPSTREAM_PYTHON TENSO_REQUIRE_UPSTREAM=1
     # issue 17: web — upstream's tenso.fastapi / tenso.serve need these to run its side of the
     # interop tests (upstream declares them in its [api] extra); their own stamp, venv.sh's stays.
-    web_stamp="$(dirname "$(dirname "$TENSO_UPSTREAM_PYTHON")")/.tenso-web-requirements"
-    if [[ ! -f "$web_stamp" ]] || [[ "$(cat "$web_stamp")" != "$web_requirements" ]]; then
-        log "installing the web requirements into the upstream venv"
-        rm -f "$web_stamp"
-        req_file="$(mktemp)"
-        printf '%s\n' "$web_requirements" > "$req_file"
-        "$TENSO_UPSTREAM_PYTHON" -m pip install --disable-pip-version-check --no-input --quiet --only-binary=:all: -r "$req_file"
-        rm -f "$req_file"
-        printf '%s\n' "$web_requirements" > "$web_stamp"
-    fi
+    install_pinned "$TENSO_UPSTREAM_PYTHON" "$(dirname "$(dirname "$TENSO_UPSTREAM_PYTHON")")/.tenso-web-requirements" \
+        "$web_requirements" "the web requirements into the upstream venv"
 fi
 
 cd "$here"
