@@ -4,12 +4,13 @@
 #   - the peer libraries, pinned, installed into that same venv (stamp file: re-runs are offline);
 #   - build/venv-upstream with upstream tenso 0.24.0 (tests/upstream/venv.sh), measured in a
 #     subprocess because it has the same import name as ours.
-# Usage: run.sh [cache|archive|stream|encode|ray] [args...]. With no suite, bench.py (dumps/loads/files/sockets);
+# Usage: run.sh [cache|archive|stream|encode|ray|http] [args...]. With no suite, bench.py (dumps/loads/files/sockets);
 # `cache` runs cache_bench.py (TensoCache, issue 6), `archive` archive_bench.py (model files,
 # issue 7), `stream` stream_bench.py (receive at wire speed, issue 14), `encode` encode_bench.py
 # (encode at memory speed, issue 18), `ray` ray_bench.py (Ray put/get/task arguments with and
-# without tenso.ray.register(), issue 17; ray comes from run-tests.sh's pins). Extra arguments go
-# to the script (e.g. --quick).
+# without tenso.ray.register(), issue 17; ray comes from run-tests.sh's pins), `http`
+# http_bench.py (HTTP inference round trip, issue 17: needs the web extras, which run-tests.sh
+# installs and the upstream venv gets from it). Extra arguments go to the script (e.g. --quick).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -50,5 +51,6 @@ case "${1:-}" in
     stream) shift; exec "$py" stream_bench.py --upstream-python "$upstream_py" "$@" ;;
     encode) shift; exec "$py" encode_bench.py --upstream-python "$upstream_py" "$@" ;;
     ray) shift; exec "$py" ray_bench.py --out ray_results.md "$@" ;;
+    http) shift; exec "$py" http_bench.py --upstream-python "$upstream_py" "$@" ;;
     *) exec "$py" bench.py --upstream-python "$upstream_py" "$@" ;;
 esac

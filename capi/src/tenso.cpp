@@ -373,6 +373,26 @@ tenso_status tenso_value_write_fd(uint64_t *written_out, int fd, const tenso_val
     TENSO_API_END
 }
 
+tenso_status tenso_value_write_cb(uint64_t *written_out, const tenso_value *v, const tenso_encode_options *opts,
+                                  tenso_write_fn write, void *user) {
+    if (written_out) *written_out = 0;
+    CHECK_ARG(v);
+    CHECK_ARG(write);
+    TENSO_API_BEGIN
+    struct Cb {
+        tenso_write_fn write;
+        void *user;
+    } cb{write, user};
+    plan_for(v->v, opts, false)
+        .write_each(
+            [](const uint8_t *p, size_t n, bool borrowed, void *ctx) {
+                auto *c = static_cast<Cb *>(ctx);
+                return c->write(p, n, borrowed ? 1 : 0, c->user) == 0;
+            },
+            &cb, written_out);
+    TENSO_API_END
+}
+
 tenso_status tenso_value_save_file(const char *path, const tenso_value *v, const tenso_encode_options *opts) {
     CHECK_ARG(path);
     CHECK_ARG(v);

@@ -202,21 +202,21 @@ size_t Plan::put(const void *p, size_t n) {
         segs_.back().off + segs_.back().len == off)
         segs_.back().len += n;
     else
-        segs_.push_back(Seg{nullptr, off, n, group_, false});
+        segs_.push_back(Seg{nullptr, off, n, group_, false, false});
     size_ += n;
     return off;
 }
 
-void Plan::ext(const uint8_t *p, size_t n) {
+void Plan::ext(const uint8_t *p, size_t n, bool borrowed) {
     if (!n) return;
-    segs_.push_back(Seg{p, 0, n, group_, false});
+    segs_.push_back(Seg{p, 0, n, group_, false, borrowed});
     size_ += n;
 }
 
 void Plan::close_hash() {
     size_t off = arena_.size();
     arena_.resize(off + kFooterLen);
-    segs_.push_back(Seg{nullptr, off, kFooterLen, group_, true});
+    segs_.push_back(Seg{nullptr, off, kFooterLen, group_, true, false});
     size_ += kFooterLen;
     group_ = -1;
 }
@@ -255,7 +255,7 @@ void Plan::add_tensor(const Tensor &t, const EncodeOptions &o) {
     } else {
         // Not zero-filled: the frame is written straight into it.
         owned_.emplace_back(new uint8_t[lz4_frame_bound(t.nbytes)]);
-        ext(owned_.back().get(), lz4_frame_compress(owned_.back().get(), t.data, t.nbytes, o.level, o.threads));
+        ext(owned_.back().get(), lz4_frame_compress(owned_.back().get(), t.data, t.nbytes, o.level, o.threads), false);
     }
     if (o.integrity) close_hash();
 }
@@ -519,8 +519,8 @@ void writev_all(int fd, struct iovec *iov, size_t cnt, uint64_t *written) {
 }
 }  // namespace
 
-void Plan::write_fd(int fd, uint64_t *written) {
-    // Footers first (one pass over each hashed body), then everything in one writev stream.
+void Plan::fill_footers() {
+    // One read pass over each hashed body, before any byte leaves.
     Hasher h;
     int active = -1;
     for (const Seg &s : segs_) {
@@ -537,11 +537,24 @@ void Plan::write_fd(int fd, uint64_t *written) {
         }
         h.update(seg_ptr(s), s.len);
     }
+}
+
+void Plan::write_fd(int fd, uint64_t *written) {
+    // Footers first, then everything in one writev stream.
+    fill_footers();
     std::vector<struct iovec> iov;
     iov.reserve(segs_.size());
     for (const Seg &s : segs_)
         iov.push_back({const_cast<uint8_t *>(seg_ptr(s)), s.len});
     writev_all(fd, iov.data(), iov.size(), written);
+}
+
+void Plan::write_each(Sink sink, void *ctx, uint64_t *written) {
+    fill_footers();
+    for (const Seg &s : segs_) {
+        if (!sink(seg_ptr(s), s.len, s.ext && s.borrowed, ctx)) fail(TENSO_E_USER, "the write callback stopped the packet");
+        if (written) *written += s.len;
+    }
 }
 
 // ------------------------------------------------------------------------------------------

@@ -90,6 +90,12 @@ public:
     // Writes the packet to fd with vectored I/O. Returns bytes written; throws on failure
     // (with *written updated).
     void write_fd(int fd, uint64_t *written);
+    // Hands the packet to `sink(data, len, borrowed, ctx)` segment by segment, in order, footers
+    // computed first. borrowed: the bytes are the caller's own (a tensor body as given),
+    // otherwise the plan's, valid only during the call. A sink returning false stops the walk
+    // with TENSO_E_USER; *written counts the bytes of the pieces it accepted.
+    using Sink = bool (*)(const uint8_t *data, size_t len, bool borrowed, void *ctx);
+    void write_each(Sink sink, void *ctx, uint64_t *written);
 
 private:
     struct Seg {
@@ -98,6 +104,7 @@ private:
         size_t len = 0;
         int group = -1;                // hash group the bytes belong to
         bool footer = false;           // the 8-byte digest of `group`
+        bool borrowed = false;         // ext bytes that are the caller's (not owned_)
         bool lz4 = false;              // kInPlace: ext[0, raw) is compressed here; len is its bound
         size_t raw = 0;
     };
@@ -115,7 +122,8 @@ private:
     int group_ = -1, groups_ = 0;
 
     size_t put(const void *p, size_t n);  // arena bytes; returns their arena offset
-    void ext(const uint8_t *p, size_t n);
+    void ext(const uint8_t *p, size_t n, bool borrowed = true);
+    void fill_footers();
     void open_hash() { group_ = groups_++; }
     void close_hash();
     void add_value(const Value &v, int depth);

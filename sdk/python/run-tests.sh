@@ -44,6 +44,18 @@ safetensors==0.8.0
 bintensors==0.2.0
 # issue 17: ray (tests/test_ray.py runs a local cluster; the wheel is self-contained, ~70 MB)
 ray==2.60.0"
+# issue 17: web — the fastapi/client/serve and grpc extras (tests/test_fastapi.py, test_client.py,
+# test_serve.py, test_grpc.py); the same pins go into the upstream venv for the interop tests.
+web_requirements="fastapi==0.163.2
+starlette==1.10.0
+uvicorn==0.54.0
+httptools==0.9.0
+httpx==0.28.1
+grpcio==1.85.1
+grpcio-tools==1.85.1
+protobuf==7.36.2"
+requirements="$requirements
+$web_requirements"
 
 # Not torch, so its two tests (DLPack into torch, safe_open(framework="pt")) skip: PyPI's only
 # Linux x86-64 torch wheel is the CUDA build (539 MB for 2.15.0), and `import torch` loads
@@ -57,15 +69,20 @@ if [[ ! -x "$py" ]]; then
     mkdir -p "$(dirname "$venv")"
     "$base_python" -m venv "$venv"
 fi
-if [[ ! -f "$stamp" ]] || [[ "$(cat "$stamp")" != "$requirements" ]]; then
-    log "installing pinned requirements"
-    rm -f "$stamp"
+# install_pinned PYTHON STAMP REQUIREMENTS WHAT: pip-installs the list (binary wheels only) unless
+# STAMP already holds exactly that list; the stamp is written only after a complete install.
+install_pinned() {
+    if [[ -f "$2" ]] && [[ "$(cat "$2")" == "$3" ]]; then return 0; fi
+    log "installing $4"
+    rm -f "$2"
+    local req_file
     req_file="$(mktemp)"
-    printf '%s\n' "$requirements" > "$req_file"
-    "$py" -m pip install --disable-pip-version-check --no-input --quiet --only-binary=:all: -r "$req_file"
+    printf '%s\n' "$3" > "$req_file"
+    "$1" -m pip install --disable-pip-version-check --no-input --quiet --only-binary=:all: -r "$req_file"
     rm -f "$req_file"
-    printf '%s\n' "$requirements" > "$stamp"
-fi
+    printf '%s\n' "$3" > "$2"
+}
+install_pinned "$py" "$stamp" "$requirements" "pinned requirements"
 
 # The wheel: built against this checkout's libtenso (CMake tree kept in the venv for fast
 # rebuilds), then installed as a user would install it.
@@ -103,6 +120,10 @@ if [[ "${TENSO_SKIP_UPSTREAM:-0}" == 1 ]]; then
 else
     TENSO_UPSTREAM_PYTHON="$(PYTHON="$base_python" bash "$repo/tests/upstream/venv.sh" | tail -n1)"
     export TENSO_UPSTREAM_PYTHON TENSO_REQUIRE_UPSTREAM=1
+    # issue 17: web — upstream's tenso.fastapi / tenso.serve need these to run its side of the
+    # interop tests (upstream declares them in its [api] extra); their own stamp, venv.sh's stays.
+    install_pinned "$TENSO_UPSTREAM_PYTHON" "$(dirname "$(dirname "$TENSO_UPSTREAM_PYTHON")")/.tenso-web-requirements" \
+        "$web_requirements" "the web requirements into the upstream venv"
 fi
 
 cd "$here"

@@ -356,6 +356,8 @@ class CapiStreamTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(testMixedPacketsOverSocketpair);
     CPPUNIT_TEST(testMixedPacketsOverPipe);
     CPPUNIT_TEST(testFdBytesEqualDumps);
+    CPPUNIT_TEST(testWriteCbPiecesEqualDumps);
+    CPPUNIT_TEST(testWriteCbStops);
     CPPUNIT_TEST(testGoldenVectorsBackToBack);
     CPPUNIT_TEST(testOnePacketPerCall);
     CPPUNIT_TEST(testCutStreamsAreTruncated);
@@ -435,6 +437,73 @@ public:
         for (size_t i = 0, off = 0; i < c.items.size(); off += c.items[i].expect.size(), ++i)
             CPPUNIT_ASSERT_MESSAGE(key(c.items[i]) + "bytes differ from tenso_(value_)dumps",
                                    std::memcmp(got.data() + off, c.items[i].expect.data(), c.items[i].expect.size()) == 0);
+    }
+
+    // tenso_value_write_cb: the pieces make exactly tenso_(value_)dumps' packet; an uncompressed
+    // tensor's body is one borrowed piece at the tensor's own address (never copied), and
+    // nothing the library owns is marked borrowed.
+    struct Pieces {
+        Bytes all;
+        std::vector<std::pair<const void *, size_t>> borrowed;
+        size_t calls = 0, stop_after = SIZE_MAX;
+        static int take(const void *data, size_t len, int borrowed, void *user) {
+            auto *p = static_cast<Pieces *>(user);
+            const auto *b = static_cast<const uint8_t *>(data);
+            p->all.insert(p->all.end(), b, b + len);
+            if (borrowed) p->borrowed.emplace_back(data, len);
+            return ++p->calls >= p->stop_after ? 1 : 0;
+        }
+    };
+
+    void testWriteCbPiecesEqualDumps() {
+        Corpus c;
+        build_mixed(c);
+        size_t dense_checked = 0;
+        for (const Item &it : c.items) {
+            if (it.kind == Item::kRaw) continue;
+            ValuePtr tv;
+            const tenso_value *v = it.value.get();
+            if (it.kind == Item::kTensor) {
+                tv = c.value_of(it.tensor);
+                v = tv.get();
+            }
+            Pieces p;
+            uint64_t w = 0;
+            TENSO_CHECK_OK(tenso_value_write_cb(&w, v, &it.opts, &Pieces::take, &p));
+            CPPUNIT_ASSERT_EQUAL(uint64_t(it.expect.size()), w);
+            CPPUNIT_ASSERT_MESSAGE(key(it) + "pieces differ from dumps", p.all == it.expect);
+            if (it.kind == Item::kTensor && !(it.opts.flags & TENSO_ENCODE_COMPRESS) && it.tensor.nbytes) {
+                CPPUNIT_ASSERT_EQUAL(size_t(1), p.borrowed.size());
+                CPPUNIT_ASSERT(p.borrowed[0].first == it.tensor.data);
+                CPPUNIT_ASSERT_EQUAL(size_t(it.tensor.nbytes), p.borrowed[0].second);
+                ++dense_checked;
+            }
+            if (it.kind == Item::kTensor && (it.opts.flags & TENSO_ENCODE_COMPRESS))
+                CPPUNIT_ASSERT(p.borrowed.empty());  // the compressed body is the library's
+        }
+        CPPUNIT_ASSERT(dense_checked >= 2);
+    }
+
+    void testWriteCbStops() {
+        Corpus c;
+        const tenso_tensor t = c.make(TENSO_DTYPE_FLOAT32, {64, 64});
+        ValuePtr v = c.value_of(t);
+        const tenso_encode_options o = enc(TENSO_ENCODE_INTEGRITY);
+        Pieces all;
+        TENSO_CHECK_OK(tenso_value_write_cb(nullptr, v.get(), &o, &Pieces::take, &all));
+        CPPUNIT_ASSERT(all.calls >= 3);  // header, body, footer
+        Pieces p;
+        p.stop_after = 2;
+        uint64_t w = 7;
+        CPPUNIT_ASSERT_EQUAL(TENSO_E_USER, tenso_value_write_cb(&w, v.get(), &o, &Pieces::take, &p));
+        CPPUNIT_ASSERT_EQUAL(size_t(2), p.calls);
+        // Only the piece it accepted counts: the header, not the body it refused.
+        CPPUNIT_ASSERT_EQUAL(uint64_t(p.all.size() - t.nbytes), w);
+        CPPUNIT_ASSERT(w > 0 && w < 4096);
+        CPPUNIT_ASSERT(std::string(tenso_last_error()).find("write callback") != std::string::npos);
+        CPPUNIT_ASSERT_EQUAL(TENSO_E_INVALID_ARGUMENT, tenso_value_write_cb(&w, v.get(), &o, nullptr, nullptr));
+        CPPUNIT_ASSERT_EQUAL(uint64_t(0), w);
+        CPPUNIT_ASSERT_EQUAL(TENSO_E_INVALID_ARGUMENT, tenso_value_write_cb(&w, nullptr, &o, &Pieces::take, &p));
     }
 
     // All 97 upstream and hand-made golden packets back to back through one stream: each read

@@ -422,6 +422,36 @@ TENSO_API tenso_status tenso_value_dumps(tenso_buffer *out, const tenso_value *v
 /** As tenso_write_fd(), for a value: every tensor body goes to the fd uncopied. @since 1.0 */
 TENSO_API tenso_status tenso_value_write_fd(uint64_t *written_out, int fd, const tenso_value *v,
                                             const tenso_encode_options *opts);
+/**
+ * Receives the packet of tenso_value_write_cb() piece by piece, in order.
+ * @param data      the piece's bytes (never NULL; len > 0 except for an empty packet part).
+ * @param borrowed  1: the bytes are the caller's own, a tensor body (or string offsets and
+ *                  payload, quantized data, embedded packet) exactly as given to the value, so
+ *                  they stay valid as long as the caller keeps that memory: a sender may queue
+ *                  them without copying. 0: headers, shapes, padding, footers and compressed
+ *                  bodies, library memory valid only during this call.
+ * @param user      tenso_value_write_cb()'s `user`.
+ * @return 0 to go on; any other value stops the packet with TENSO_E_USER.
+ * @since 1.4
+ */
+typedef int (*tenso_write_fn)(const void *data, size_t len, int borrowed, void *user);
+
+/**
+ * Hands the packet for `v` to `write` piece by piece instead of writing it anywhere: what
+ * tenso_value_write_fd() sends with vectored I/O, for senders that are not a file descriptor
+ * (an HTTP server's response stream, an RPC framework's buffers). Bodies that are sent as they
+ * are come as borrowed pieces pointing into the caller's memory, never copied; integrity
+ * footers are computed (one read pass over the hashed bodies) before the first piece.
+ * The caller must not change that memory until the pieces are sent, or the footers stop
+ * matching. The pieces concatenated are exactly tenso_value_dumps()'s packet.
+ * @param written_out  may be NULL; receives the bytes of the pieces `write` accepted (returned
+ *                     0 for), also on failure.
+ * @return TENSO_E_USER when `write` stopped it; the encoder's statuses otherwise.
+ * Thread-safety: as tenso_value_write_fd(); `write` runs on the calling thread. @since 1.4
+ */
+TENSO_API tenso_status tenso_value_write_cb(uint64_t *written_out, const tenso_value *v,
+                                            const tenso_encode_options *opts, tenso_write_fn write,
+                                            void *user);
 /** As tenso_save_file(), for a value. @since 1.0 */
 TENSO_API tenso_status tenso_value_save_file(const char *path, const tenso_value *v,
                                              const tenso_encode_options *opts);

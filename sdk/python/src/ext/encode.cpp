@@ -395,6 +395,43 @@ uint64_t value_write_fd(const Value &self, py::handle fd_obj, bool check_integri
     return written;
 }
 
+// A piece of a packet that is the caller's own memory (tenso_value_write_cb's borrowed pieces),
+// exported through the buffer protocol. It holds the Value, which holds the arrays it borrows,
+// so a memoryview of it stays valid however long the sender queues it.
+struct Piece {
+    py::object owner;
+    const uint8_t *data;
+    size_t len;
+};
+
+// The packet as pieces, in order: bytes for what libtenso builds (headers, padding, footers,
+// compressed bodies), read-only memoryviews of the arrays themselves for the bodies.
+py::list value_pieces(py::object self_obj, bool check_integrity, bool compress, int64_t alignment) {
+    const Value &self = self_obj.cast<const Value &>();
+    tenso_encode_options o = make_options(check_integrity, compress, alignment);
+    struct Collected {
+        const uint8_t *borrowed;  // nullptr: the bytes are in `copy`
+        size_t len;
+        std::string copy;
+    };
+    std::vector<Collected> got;
+    auto take = [](const void *data, size_t len, int borrowed, void *user) -> int {
+        auto *out = static_cast<std::vector<Collected> *>(user);
+        const auto *b = static_cast<const uint8_t *>(data);
+        if (borrowed) out->push_back({b, len, {}});
+        else out->push_back({nullptr, len, std::string(reinterpret_cast<const char *>(b), len)});
+        return 0;
+    };
+    const tenso_value *v = self.get();
+    check(maybe_released(true, [&] { return tenso_value_write_cb(nullptr, v, &o, take, &got); }));
+    py::list pieces;
+    for (Collected &c : got) {
+        if (c.borrowed) pieces.append(py::memoryview(py::cast(Piece{self_obj, c.borrowed, c.len})));
+        else pieces.append(py::bytes(c.copy));
+    }
+    return pieces;
+}
+
 void value_save_file(const Value &self, const std::string &path, bool check_integrity, bool compress, int64_t alignment) {
     tenso_encode_options o = make_options(check_integrity, compress, alignment);
     check(maybe_released(true, [&] { return tenso_value_save_file(path.c_str(), self.get(), &o); }));
@@ -455,6 +492,13 @@ void init_encode(py::module_ &m) {
           py::arg("dtype_code"), py::arg("scheme"), py::arg("axis"), py::arg("group_size"),
           "tenso_dequantize: float32 values of a quantized tensor given by its parts.");
 
+    py::class_<Piece>(m, "Piece", py::buffer_protocol(),
+                      "A body piece of Value.pieces(): the array memory, kept alive while exported.")
+        .def_buffer([](Piece &p) {
+            return py::buffer_info(const_cast<uint8_t *>(p.data), 1, py::format_descriptor<uint8_t>::format(), 1,
+                                   {py::ssize_t(p.len)}, {py::ssize_t(1)}, true);
+        });
+
     py::class_<Value>(m, "Value",
                       "A tenso_value: something to encode (tensor, bundle, sparse, quantized, strings, ragged, "
                       "packet). It borrows the memory of the objects it was built from and keeps them alive.")
@@ -481,6 +525,10 @@ void init_encode(py::module_ &m) {
              py::arg("alignment") = 64, py::arg("pad") = true, py::arg("threads") = 0)
         .def("write_fd", &value_write_fd, py::arg("fd"), py::arg("check_integrity") = false, py::arg("compress") = false,
              py::arg("alignment") = 64)
+        .def("pieces", &value_pieces, py::arg("check_integrity") = false, py::arg("compress") = false,
+             py::arg("alignment") = 64,
+             "The packet as a list of pieces (tenso_value_write_cb): bytes objects for what libtenso builds, "
+             "read-only memoryviews of the arrays' own memory for their bodies (never copied).")
         .def("save_file", &value_save_file, py::arg("path"), py::arg("check_integrity") = false,
              py::arg("compress") = false, py::arg("alignment") = 64);
 }

@@ -4,7 +4,7 @@ Internal: use the functions of the ``tenso`` package. Every function raises the
 ``tenso.errors`` class that matches the libtenso status (ValueError/EOFError/... subclasses).
 """
 
-from typing import Any, Callable, Dict, Literal, Optional, Sequence, Tuple, Union, overload
+from typing import Any, Callable, Dict, List, Literal, Optional, Sequence, Tuple, Union, overload
 
 import numpy as np
 from numpy.typing import NDArray
@@ -82,6 +82,11 @@ def dequantize(
     group_size: int,
 ) -> NDArray[np.float32]: ...
 
+class Piece:
+    """A body piece of Value.pieces(): the array memory, kept alive while exported."""
+
+    def __buffer__(self, flags: int) -> memoryview: ...
+
 class Value:
     """A tenso_value (something to encode); keeps the objects whose memory it borrows alive."""
 
@@ -129,6 +134,9 @@ class Value:
         self, check_integrity: bool, compress: bool, alignment: int, pad: Literal[False], threads: int = 0
     ) -> bytes: ...
     def write_fd(self, fd: _Fd, check_integrity: bool = False, compress: bool = False, alignment: int = 64) -> int: ...
+    def pieces(
+        self, check_integrity: bool = False, compress: bool = False, alignment: int = 64
+    ) -> List[Union[bytes, memoryview]]: ...
     def save_file(self, path: Union[str, bytes], check_integrity: bool = False, compress: bool = False, alignment: int = 64) -> None: ...
 
 # ---- decoding ----

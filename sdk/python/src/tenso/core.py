@@ -21,7 +21,7 @@ import select
 import socket
 import sys
 import threading
-from typing import Any, BinaryIO, Generator, Iterator, Optional, Union
+from typing import Any, AsyncIterator, BinaryIO, Generator, Iterator, List, Optional, Union
 
 import numpy as np
 
@@ -175,6 +175,34 @@ def _dumps_bytes(tensor: Any, strict: bool, check_integrity: bool, compress: boo
         return _tenso.dumps_array(tensor, strict, check_integrity, compress, alignment, False)
     _check_alignment(alignment)
     return _to_value(tensor, strict).dumps(check_integrity, compress, alignment, False)
+
+
+def _pieces(tensor: Any, strict: bool, check_integrity: bool, compress: bool = False) -> List[Union[bytes, memoryview]]:
+    """The packet for ``tensor`` as pieces that concatenate to ``dumps(tensor)``: small bytes
+    objects for headers, padding, footers (and compressed bodies), read-only memoryviews of the
+    arrays' own memory for their bodies (libtenso's ``tenso_value_write_cb``; nothing is
+    copied). The arrays must not change until the pieces are sent."""
+    value = _tenso.Value.tensor(tensor, strict) if isinstance(tensor, np.ndarray) else _to_value(tensor, strict)
+    return value.pieces(check_integrity, compress, 64)
+
+
+def _slices(pieces: List[Union[bytes, memoryview]], size: int) -> Iterator[Union[bytes, memoryview]]:
+    """The pieces with the large ones cut into ``size``-byte views: what an HTTP sender queues at
+    a time (a slow peer makes it buffer at most one slice, never the body)."""
+    for piece in pieces:
+        if len(piece) <= size:
+            yield piece
+            continue
+        view = memoryview(piece)
+        for start in range(0, len(view), size):
+            yield view[start : start + size]
+
+
+async def _aslices(pieces: List[Union[bytes, memoryview]], size: int) -> AsyncIterator[Union[bytes, memoryview]]:
+    """:func:`_slices` as an async iterator (what httpx.AsyncClient and Starlette stream from
+    the event loop, without a thread hop per slice)."""
+    for piece in _slices(pieces, size):
+        yield piece
 
 
 def loads(
