@@ -139,7 +139,8 @@ struct Options {
     }
 };
 
-// Runs a call that produces a tenso_gpu_value with the GIL released, and converts the result.
+// Runs a call that produces a tenso_gpu_value with the GIL released, and converts the result
+// (None at a clean end of stream).
 template <class Fn>
 py::object decoded(Fn &&fn) {
     tenso_gpu_value *raw = nullptr;
@@ -148,6 +149,7 @@ py::object decoded(Fn &&fn) {
         py::gil_scoped_release nogil;
         st = fn(&raw);
     }
+    if (st == TENSO_E_END_OF_STREAM) return py::none();  // a stream that ended before a packet
     check(st);
     std::shared_ptr<tenso_gpu_value> root(raw, GpuValueFree());
     return from_value(root, raw, tenso_gpu_value_path(raw));
