@@ -68,6 +68,28 @@ DecoderConfig decoder_config(const tenso_decoder_options *opts) {
     return cfg;
 }
 
+gpu::Options gpu_options(const tenso_gpu_options *opts) {
+    gpu::Options g;
+    if (!opts) return g;
+    static const size_t ends[] = {sizeof(tenso_gpu_options)};
+    static_assert(sizeof ends / sizeof *ends == TENSO_GPU_OPTIONS_VERSION, "one end per version");
+    const tenso_gpu_options o = read_options(opts, tenso_gpu_options TENSO_GPU_OPTIONS_INIT, "tenso_gpu_options", ends);
+    if (o.flags & ~uint32_t(TENSO_GPU_NO_GDS)) fail(TENSO_E_INVALID_ARGUMENT, "unknown tenso_gpu_options flags");
+    if (o.dequantize_to && o.dequantize_to != TENSO_DTYPE_FLOAT32 && o.dequantize_to != TENSO_DTYPE_FLOAT16 &&
+        o.dequantize_to != TENSO_DTYPE_BFLOAT16)
+        fail(TENSO_E_INVALID_ARGUMENT, "dequantize_to must be 0, float32, float16 or bfloat16");
+    if (o.staging_buffers > 64) fail(TENSO_E_INVALID_ARGUMENT, "staging_buffers is at most 64");
+    if (o.chunk_bytes > (uint64_t(1) << 32)) fail(TENSO_E_INVALID_ARGUMENT, "chunk_bytes is at most 4 GiB");
+    g.flags = o.flags;
+    g.device = o.device;
+    g.dequantize_to = o.dequantize_to;
+    g.stream = o.stream;
+    if (o.chunk_bytes) g.chunk_bytes = o.chunk_bytes;
+    if (o.staging_buffers) g.staging_buffers = o.staging_buffers;
+    g.limits = limits(o.decode);
+    return g;
+}
+
 EncodeOptions encode_options(const tenso_encode_options *opts) {
     EncodeOptions e;
     if (!opts) return e;

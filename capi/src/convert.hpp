@@ -10,6 +10,7 @@
 #include "file/reader.hpp"
 #include "format/codec.hpp"
 #include "format/decoder.hpp"
+#include "gpu/engine.hpp"
 #include "shm/cache.hpp"
 
 namespace tenso::capi {
@@ -21,6 +22,7 @@ Tensor tensor(const tenso_tensor *t);                        // checked by make_
 CacheOptions cache_options(const tenso_cache_options *opts);
 ArchiveOptions archive_options(const tenso_archive_options *opts);
 ArchiveWriteOptions archive_write_options(const tenso_archive_write_options *opts);
+gpu::Options gpu_options(const tenso_gpu_options *opts);  // NULL: the defaults
 
 void fill(tenso_packet_info *out, const PacketInfo &in);
 void fill(tenso_cache_entry_info *out, const CacheEntryInfo &in);

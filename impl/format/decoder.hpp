@@ -91,6 +91,12 @@ public:
     // Bytes the last feed() took, also when it failed: a packet that failed after it was
     // framed (checksum, decode limits, structure) counts whole, so the caller stays in step.
     size_t fed() const { return fed_; }
+    // The current packet's buffer once its length is known (else null), and the bytes in it:
+    // lets a reader use a body while the rest of the packet is still arriving (GPU staging).
+    const uint8_t *received(size_t *have) const {
+        *have = have_;
+        return packet_ ? packet_.get() : nullptr;
+    }
     bool idle() const { return have_ == 0 && ahead_pos_ == ahead_end_ && !failed_; }
     void finish() const;
 

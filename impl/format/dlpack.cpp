@@ -44,20 +44,21 @@ struct Ctx {
     int64_t strides[TENSO_MAX_NDIM];
 };
 
+// Any dense tensor: host views, and device tensors (impl/gpu) with their own device.
 template <class Managed>
-Managed *make(const View &v) {
-    if (v.kind != TENSO_KIND_DENSE) fail(TENSO_E_UNSUPPORTED_KIND, "only dense views export to DLPack");
-    DLDataType dt = dl_dtype(v.dtype);
+Managed *make(int dtype, uint32_t ndim, const uint64_t *shape, const void *data, DLDevice device,
+              std::shared_ptr<const void> keep) {
+    DLDataType dt = dl_dtype(dtype);
     auto *ctx = new Ctx<Managed>();
-    ctx->keep = v.keep;
+    ctx->keep = std::move(keep);
     // Compact row-major strides, in elements: DLPack 1.2 importers require them for ndim > 0.
     // Unsigned arithmetic: an empty tensor's other dimensions may multiply past 2^63 (its
     // strides are then meaningless, but computing them must not be undefined).
     uint64_t stride = 1;
-    for (uint32_t i = v.ndim; i-- > 0;) {
-        ctx->shape[i] = int64_t(v.shape[i]);
+    for (uint32_t i = ndim; i-- > 0;) {
+        ctx->shape[i] = int64_t(shape[i]);
         ctx->strides[i] = int64_t(stride);
-        stride *= std::max<uint64_t>(v.shape[i], 1);
+        stride *= std::max<uint64_t>(shape[i], 1);
     }
     Managed &m = ctx->managed;
     m.manager_ctx = ctx;
@@ -65,14 +66,20 @@ Managed *make(const View &v) {
         if (self) delete static_cast<Ctx<Managed> *>(self->manager_ctx);
     };
     DLTensor &t = m.dl_tensor;
-    t.data = const_cast<uint8_t *>(v.data ? v.data : kEmpty);
-    t.device = {kDLCPU, 0};
-    t.ndim = int32_t(v.ndim);
+    t.data = const_cast<void *>(data ? data : kEmpty);
+    t.device = device;
+    t.ndim = int32_t(ndim);
     t.dtype = dt;
-    t.shape = v.ndim ? ctx->shape : nullptr;  // a scalar has neither
-    t.strides = v.ndim ? ctx->strides : nullptr;
+    t.shape = ndim ? ctx->shape : nullptr;  // a scalar has neither
+    t.strides = ndim ? ctx->strides : nullptr;
     t.byte_offset = 0;
     return &m;
+}
+
+template <class Managed>
+Managed *make(const View &v) {
+    if (v.kind != TENSO_KIND_DENSE) fail(TENSO_E_UNSUPPORTED_KIND, "only dense views export to DLPack");
+    return make<Managed>(v.dtype, v.ndim, v.shape.data(), v.data, DLDevice{kDLCPU, 0}, v.keep);
 }
 
 }  // namespace
@@ -87,5 +94,30 @@ DLManagedTensorVersioned *to_dlpack(const View &v) {
 }
 
 DLManagedTensor *to_dlpack_legacy(const View &v) { return make<DLManagedTensor>(v); }
+
+DLManagedTensorVersioned *to_dlpack(int dtype, uint32_t ndim, const uint64_t *shape, void *data, DLDevice device,
+                                    std::shared_ptr<const void> keep, uint64_t flags) {
+    DLManagedTensorVersioned *m = make<DLManagedTensorVersioned>(dtype, ndim, shape, data, device, std::move(keep));
+    m->version = {DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION};
+    m->flags = flags;
+    return m;
+}
+
+int from_dl_dtype(DLDataType t) {
+    if (t.lanes == 1)
+        for (uint32_t i = 0, n = dtype_count(); i < n; ++i) {
+            const int d = dtype_at(i);
+            if (dtype_itemsize(d) == 0) continue;
+            DLDataType c;
+            try {
+                c = dl_dtype(d);
+            } catch (const Error &) {
+                continue;
+            }
+            if (c.code == t.code && c.bits == t.bits) return d;
+        }
+    fail(TENSO_E_UNSUPPORTED_KIND, "DLPack dtype (code " + std::to_string(t.code) + ", " + std::to_string(t.bits) +
+                                       " bits, " + std::to_string(t.lanes) + " lanes) has no tenso dtype");
+}
 
 }  // namespace tenso

@@ -103,7 +103,10 @@ struct Fd {
 // Read-ahead: what one read may fetch beyond the packet at hand.
 constexpr size_t kReadAhead = size_t(64) << 10;
 
-std::unique_ptr<View> read_packet(Decoder &d, int fd) {
+std::unique_ptr<View> read_packet(Decoder &d, int fd) { return read_packet(d, fd, SIZE_MAX, {}); }
+
+std::unique_ptr<View> read_packet(Decoder &d, int fd, size_t max_read,
+                                  const std::function<void(const Decoder &)> &progress) {
     const Deadline dl(d.config().limits.timeout_ms);
     std::unique_ptr<View> v;
     if (!d.config().read_ahead) {
@@ -111,9 +114,10 @@ std::unique_ptr<View> read_packet(Decoder &d, int fd) {
         for (;;) {
             size_t want = 0;
             uint8_t *dst = d.buffer(&want);
-            const size_t got = read_some(fd, dst, want, dl);
+            const size_t got = read_some(fd, dst, std::min(want, std::max<size_t>(max_read, 1)), dl);
             if (got == 0) ended(d);
             if ((v = d.commit(got))) return v;
+            if (progress) progress(d);
         }
     }
     std::vector<uint8_t> &ahead = d.ahead();

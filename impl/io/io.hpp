@@ -16,6 +16,11 @@ namespace tenso {
 // Error(TENSO_E_END_OF_STREAM) on a clean end before the first byte, TENSO_E_TIMEOUT when the
 // socket's SO_RCVTIMEO or the limits' timeout_ms expires (the partial packet stays in `d`).
 std::unique_ptr<View> read_packet(Decoder &d, int fd);
+// The same reading at most max_read bytes at a time and calling progress(d) after each read
+// that did not complete the packet (decoders without read-ahead only), so a caller can work on
+// the bytes already in while the rest arrives.
+std::unique_ptr<View> read_packet(Decoder &d, int fd, size_t max_read,
+                                  const std::function<void(const Decoder &)> &progress);
 // The same with a decoder of its own (tenso_read_fd).
 std::unique_ptr<View> read_packet(int fd, const Limits &limits);
 
