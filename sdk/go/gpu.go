@@ -499,12 +499,19 @@ func (d *DeviceTensor) Download() (*Tensor, error) {
 // Dumps encodes the tensor as a packet (downloaded through pinned staging): the same bytes
 // [Dumps] gives for its host copy.
 func (d *DeviceTensor) Dumps(o EncodeOptions) ([]byte, error) {
+	return d.packet("DeviceTensor.Dumps", func(b *C.tenso_buffer, t *C.tenso_gpu_tensor) C.tgo_res {
+		return C.tgo_gpu_dumps(b, t, o.c())
+	})
+}
+
+// packet runs a call that fills a tenso_buffer from the tensor and copies the bytes into Go.
+func (d *DeviceTensor) packet(op string, fill func(*C.tenso_buffer, *C.tenso_gpu_tensor) C.tgo_res) ([]byte, error) {
 	var out []byte
 	err := d.use(func(t *C.tenso_gpu_tensor) error {
 		var b C.tenso_buffer
-		r := C.tgo_gpu_dumps(&b, t, o.c())
+		r := fill(&b, t)
 		defer C.tenso_buffer_dispose(&b)
-		if err := fail(r, "DeviceTensor.Dumps"); err != nil {
+		if err := fail(r, op); err != nil {
 			return err
 		}
 		out = C.GoBytes(unsafe.Pointer(b.data), C.int(b.size))
@@ -529,18 +536,9 @@ func (d *DeviceTensor) WritePacket(f *os.File, o EncodeOptions) (uint64, error) 
 // IPCExport returns the 106-byte GPU IPC reference packet for a tensor whose memory tenso
 // allocated. Keep the tensor open while other processes use the reference.
 func (d *DeviceTensor) IPCExport() ([]byte, error) {
-	var out []byte
-	err := d.use(func(t *C.tenso_gpu_tensor) error {
-		var b C.tenso_buffer
-		r := C.tgo_gpu_ipc_export(&b, t)
-		defer C.tenso_buffer_dispose(&b)
-		if err := fail(r, "DeviceTensor.IPCExport"); err != nil {
-			return err
-		}
-		out = C.GoBytes(unsafe.Pointer(b.data), C.int(b.size))
-		return nil
+	return d.packet("DeviceTensor.IPCExport", func(b *C.tenso_buffer, t *C.tenso_gpu_tensor) C.tgo_res {
+		return C.tgo_gpu_ipc_export(b, t)
 	})
-	return out, err
 }
 
 // ToDLPack exports the tensor as a DLManagedTensorVersioned (DLPack 1.1; kDLCUDA with its
