@@ -19,9 +19,10 @@ import tenso
 import tenso.gpu as gpu
 from tenso import QuantizedTensor, _tenso
 from tenso.errors import (
-    TensoEOFError,
-    TensoError,
-    TensoNotAvailableError,
+    TensoChecksumError,
+    TensoCorruptError,
+    TensoLimitError,
+    TensoTruncatedError,
     TensoUnsupportedError,
     TensoValueError,
 )
@@ -163,17 +164,17 @@ def test_truncated_and_corrupt_packets_raise():
     os.write(w, packet[:100])
     os.close(w)
     try:
-        with pytest.raises(TensoEOFError):
+        with pytest.raises(TensoTruncatedError):
             load(r)
     finally:
         os.close(r)
     bad = bytearray(packet)
     bad[-20] ^= 0xFF  # the body under the checksum
-    with pytest.raises(TensoError) as e:
+    with pytest.raises(TensoChecksumError):
         load(bytes(bad))
-    assert isinstance(e.value, ValueError)
-    with pytest.raises(TensoValueError):
+    with pytest.raises(TensoCorruptError) as e:
         load(b"XXXX" + packet[4:])
+    assert e.value.status == -4  # TENSO_E_BAD_MAGIC
 
 
 def test_unsupported_kinds_are_refused():
@@ -187,7 +188,7 @@ def test_unsupported_kinds_are_refused():
 
 
 def test_decode_limits_apply():
-    with pytest.raises(TensoError):
+    with pytest.raises(TensoLimitError):
         load(tenso.dumps(arr((100, 100))), options=tenso.DecodeOptions(max_packet_bytes=1000))
 
 
@@ -316,7 +317,7 @@ def test_ipc_reference_in_process_and_in_another_process():
 
 
 def test_ipc_export_of_borrowed_memory_is_refused():
-    with pytest.raises(TensoError):
+    with pytest.raises(TensoValueError):
         gpu.export_ipc(gpu.from_dlpack(arr((2, 2))))
 
 
