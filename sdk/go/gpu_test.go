@@ -177,7 +177,7 @@ func TestGPUReadPacketWritePacketAndFiles(t *testing.T) {
 	if _, err := (GPUOptions{}).ReadPacket(rf); !errors.Is(err, io.EOF) {
 		t.Fatalf("clean end: %v", err)
 	}
-	if _, err := (GPUOptions{}).LoadFile(filepath.Join(dir, "missing")); !errors.Is(err, ErrIO) {
+	if _, err := (GPUOptions{}).LoadFile(filepath.Join(dir, "missing")); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("missing file: %v", err)
 	}
 }

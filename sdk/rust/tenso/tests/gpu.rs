@@ -124,7 +124,7 @@ fn read_fd_and_write_fd_over_sockets_and_files() {
     let f = std::fs::File::open(&path).unwrap();
     assert!(gpu::read_fd(&f, &opts()).unwrap().is_some());
     assert!(gpu::read_fd(&f, &opts()).unwrap().is_none()); // clean end
-    assert_eq!(gpu::load_file(dir.join("missing"), &opts()).unwrap_err().kind(), ErrorKind::Io);
+    assert_eq!(gpu::load_file(dir.join("missing"), &opts()).unwrap_err().kind(), ErrorKind::NotFound);
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
