@@ -117,7 +117,7 @@ def test_bundle_becomes_dict_of_device_tensors():
 
 def test_sources_fd_pipe_socket_files_and_streams(tmp_path):
     a = arr((64, 9), np.float32)
-    packet = tenso.dumps(a)
+    packet = bytes(tenso.dumps(a))
     # bytes-likes
     for src in (packet, bytearray(packet), memoryview(packet), np.frombuffer(packet, np.uint8)):
         np.testing.assert_array_equal(load(src).to_numpy(), a)

@@ -125,7 +125,7 @@ py::object from_value(const std::shared_ptr<tenso_gpu_value> &root, const tenso_
 // tenso_gpu_options from tenso.gpu's keyword arguments (`decode` storage must outlive them).
 struct Options {
     tenso_gpu_options o = TENSO_GPU_OPTIONS_INIT;
-    tenso_decode_options decode{};
+    tenso_decode_options decode = TENSO_DECODE_OPTIONS_INIT;
 
     Options(int32_t device, int32_t dequantize_to, bool no_gds, uint64_t chunk_bytes, uint32_t staging_buffers,
             uintptr_t stream, py::handle decode_fields) {

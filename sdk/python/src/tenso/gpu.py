@@ -185,14 +185,14 @@ def _read_packet_bytes(source: Any) -> Optional[bytearray]:
     buf = bytearray(8)
     got = 0
     while True:
-        view = memoryview(buf)
-        while got < len(buf):
-            n = _read_some(source, view[got:])
-            if not n:
-                if got == 0:
-                    return None
-                raise TensoTruncatedError(f"Stream ended inside a packet after {got} bytes")
-            got += n
+        with memoryview(buf) as view:  # released before buf grows
+            while got < len(buf):
+                n = _read_some(source, view[got:])
+                if not n:
+                    if got == 0:
+                        return None
+                    raise TensoTruncatedError(f"Stream ended inside a packet after {got} bytes")
+                got += n
         done, need = _tenso.packet_length(buf)
         if done:
             return buf
