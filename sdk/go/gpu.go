@@ -88,6 +88,8 @@ typedef struct {
     tenso_gpu_tensor *t;
 } tgo_gpu_t;
 
+// Call first, then build the result: C leaves the order of argument evaluation open.
+
 static tgo_gpu_t tgo_gpu_t_of(tenso_status st, tenso_gpu_tensor *t) {
     tgo_gpu_t r;
     r.res = tgo_res_of(st, 0);
@@ -97,18 +99,21 @@ static tgo_gpu_t tgo_gpu_t_of(tenso_status st, tenso_gpu_tensor *t) {
 
 static tgo_gpu_t tgo_gpu_tensor_new(int32_t device, tenso_dtype dtype, uint32_t ndim, const uint64_t *shape) {
     tenso_gpu_tensor *t = NULL;
-    return tgo_gpu_t_of(tenso_gpu_tensor_new(&t, device, dtype, ndim, shape), t);
+    tenso_status st = tenso_gpu_tensor_new(&t, device, dtype, ndim, shape);
+    return tgo_gpu_t_of(st, t);
 }
 
 static tgo_gpu_t tgo_gpu_tensor_wrap(uintptr_t ptr, int32_t device, tenso_dtype dtype, uint32_t ndim,
                                      const uint64_t *shape) {
     tenso_gpu_tensor *t = NULL;
-    return tgo_gpu_t_of(tenso_gpu_tensor_wrap(&t, (void *)ptr, device, dtype, ndim, shape, NULL, NULL), t);
+    tenso_status st = tenso_gpu_tensor_wrap(&t, (void *)ptr, device, dtype, ndim, shape, NULL, NULL);
+    return tgo_gpu_t_of(st, t);
 }
 
 static tgo_gpu_t tgo_gpu_from_dlpack(uintptr_t m) {
     tenso_gpu_tensor *t = NULL;
-    return tgo_gpu_t_of(tenso_gpu_tensor_from_dlpack(&t, (DLManagedTensorVersioned *)m), t);
+    tenso_status st = tenso_gpu_tensor_from_dlpack(&t, (DLManagedTensorVersioned *)m);
+    return tgo_gpu_t_of(st, t);
 }
 
 static tgo_res tgo_gpu_to_dlpack(const tenso_gpu_tensor *t) {
