@@ -781,6 +781,93 @@ void bench_quant(const Config &c, uint64_t size) {
     }
 }
 
+// Packets to device memory on the available backend (CUDA where a device answers, else the
+// host backend): decoding a packet into device memory against a plain upload of its body
+// through the same pinned pool, from memory and from a file, back to a packet, and dequantize
+// on the device against tenso_dequantize on the host.
+void bench_gpu(const Config &c, uint64_t size) {
+    // The backend is chosen once per process: a child finds out whether CUDA answers.
+    const pid_t pid = ::fork();
+    if (pid == 0) ::_exit(tenso_gpu_select_backend(TENSO_GPU_BACKEND_CUDA) == TENSO_OK && tenso_gpu_available() == TENSO_OK ? 0 : 1);
+    int status = 1;
+    ::waitpid(pid, &status, 0);
+    const bool cuda = pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+    check(tenso_gpu_select_backend(cuda ? TENSO_GPU_BACKEND_CUDA : TENSO_GPU_BACKEND_HOST), "tenso_gpu_select_backend");
+    check(tenso_gpu_available(), "tenso_gpu_available");
+    const std::string section = std::string("gpu (") + tenso_gpu_backend_name(tenso_gpu_backend()) + " backend)";
+    const char *sec = section.c_str();
+
+    Tensor t(size, false, size + 11);
+    tenso_buffer packet = TENSO_BUFFER_INIT;
+    check(tenso_dumps(&packet, &t.t, nullptr), "tenso_dumps");
+    tenso_gpu_tensor *dev = nullptr;
+    check(tenso_gpu_tensor_new(&dev, 0, TENSO_DTYPE_FLOAT32, 1, t.shape), "tenso_gpu_tensor_new");
+    const std::string path = temp_path(c.dir, "gpu");
+    {
+        const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        expect(fd >= 0, "create " + path);
+        write_all(fd, packet.data, packet.size);
+        ::close(fd);
+    }
+    Mem back(size);
+    Group(c, sec, size)
+        .ref("upload", "tenso_gpu_tensor_upload (plain copy through the pinned pool)", size,
+             [&] { check(tenso_gpu_tensor_upload(dev, t.mem.data(), size, nullptr), "tenso_gpu_tensor_upload"); })
+        .op("tenso_gpu_loads_into (packet -> caller's device memory)", size, [&] {
+            uint64_t n = 0;
+            check(tenso_gpu_loads_into(tenso_gpu_tensor_data(dev), size, &n, packet.data, packet.size, nullptr),
+                  "tenso_gpu_loads_into");
+        })
+        .op("tenso_gpu_loads + value_free (allocates)", size, [&] {
+            tenso_gpu_value *v = nullptr;
+            check(tenso_gpu_loads(&v, packet.data, packet.size, nullptr), "tenso_gpu_loads");
+            tenso_gpu_value_free(v);
+        })
+        .op("tenso_gpu_load_file (page cache -> device) + value_free", size, [&] {
+            tenso_gpu_value *v = nullptr;
+            check(tenso_gpu_load_file(&v, path.c_str(), nullptr), "tenso_gpu_load_file");
+            tenso_gpu_value_free(v);
+        })
+        .op("tenso_gpu_tensor_download", size, [&] {
+            check(tenso_gpu_tensor_download(back.data(), size, dev, nullptr), "tenso_gpu_tensor_download");
+        })
+        .op("tenso_gpu_dumps (device -> packet)", size, [&] {
+            tenso_buffer b = TENSO_BUFFER_INIT;
+            check(tenso_gpu_dumps(&b, dev, nullptr, nullptr), "tenso_gpu_dumps");
+            tenso_buffer_dispose(&b);
+        })
+        .run();
+
+    // qint8 per channel: device dequantize (codes uploaded, kernel run) against the host loop.
+    uint64_t shape[2] = {size / 4 / 1024, 1024};
+    tenso_tensor in = t.t;
+    in.shape = shape;
+    in.ndim = 2;
+    tenso_value *q = nullptr;
+    check(tenso_quantize(&q, &in, TENSO_DTYPE_QINT8, TENSO_QUANT_PER_CHANNEL, 1, 0), "tenso_quantize");
+    tenso_buffer qb = TENSO_BUFFER_INIT;
+    check(tenso_value_dumps(&qb, q, nullptr), "tenso_value_dumps");
+    tenso_view *qv = nullptr;
+    check(tenso_loads(&qv, qb.data, qb.size, nullptr), "tenso_loads");
+    tenso_quantized parts;
+    check(tenso_view_quantized(&parts, qv), "tenso_view_quantized");
+    Group(c, sec, size)
+        .ref("dequantize", "tenso_dequantize qint8 per_channel (host, float32 out)", size,
+             [&] { check(tenso_dequantize(reinterpret_cast<float *>(back.data()), size / 4, &parts), "tenso_dequantize"); })
+        .op("tenso_gpu_dequantize qint8 per_channel -> float32 + tensor_free", size, [&] {
+            tenso_gpu_tensor *o = nullptr;
+            check(tenso_gpu_dequantize(&o, qv, TENSO_DTYPE_FLOAT32, nullptr), "tenso_gpu_dequantize");
+            tenso_gpu_tensor_free(o);
+        })
+        .run();
+    tenso_view_free(qv);
+    tenso_buffer_dispose(&qb);
+    tenso_value_free(q);
+    tenso_gpu_tensor_free(dev);
+    tenso_buffer_dispose(&packet);
+    ::unlink(path.c_str());
+}
+
 // A 1%-dense float32 matrix as CSR (int32 indices) against the same matrix dense.
 void bench_sparse(const Config &c, uint64_t dim) {
     const uint64_t nnz = dim * dim / 100;
@@ -1131,7 +1218,7 @@ void usage(FILE *f) {
                  "                (the CTest smoke test bench.smoke runs this)\n"
                  "  --json PATH   also write the results as JSON to PATH\n"
                  "  --only GROUPS run only these comma-separated groups: encode, decode, lz4,\n"
-                 "                stream, file, quant, sparse, cache, archive (default: all)\n"
+                 "                stream, file, quant, sparse, cache, archive, gpu (default: all)\n"
                  "  --dir DIR     where temporary packet files go (default $TMPDIR or /tmp); they\n"
                  "                are removed afterwards. The full run writes a 1 GiB file there.\n"
                  "  --no-huge     skip the 1 GiB file\n"
@@ -1170,7 +1257,7 @@ int main(int argc, char **argv) {
                 size_t q = std::min(c.only.find(',', p), c.only.size());
                 std::string g = c.only.substr(p, q - p);
                 if (g != "encode" && g != "decode" && g != "lz4" && g != "stream" && g != "file" && g != "quant" &&
-                    g != "sparse" && g != "cache" && g != "archive") {
+                    g != "sparse" && g != "cache" && g != "archive" && g != "gpu") {
                     std::fprintf(stderr, "tenso_bench: unknown group '%s' in --only\n", g.c_str());
                     return 2;
                 }
@@ -1232,6 +1319,7 @@ int main(int argc, char **argv) {
         bench_small_packets(c);
     }
     if (c.runs("cache")) bench_cache(c);
+    if (c.runs("gpu")) bench_gpu(c, c.quick ? MiB : 64 * MiB);
     if (c.runs("archive")) bench_archive(c);
     if (c.runs("file")) {
         bench_file(c, file_size, false);

@@ -198,8 +198,15 @@ void pool_give(Pinned b) noexcept {
 // ------------------------------------------------------------------------------------------
 
 std::mutex g_streams_mu;
+// Streams do not survive fork() (CUDA's don't, nor the host backend's worker threads): a child
+// forgets the ones it inherited and makes its own.
 std::vector<std::pair<int32_t, void *>> &spare_streams() {
     static auto *v = new std::vector<std::pair<int32_t, void *>>;
+    static pid_t owner = ::getpid();
+    if (owner != ::getpid()) {
+        owner = ::getpid();
+        v->clear();
+    }
     return *v;
 }
 
@@ -621,9 +628,12 @@ std::unique_ptr<DeviceValue> read_fd(int fd, const Options &o) {
             decided = true;
             const PacketInfo info = inspect(base, have);
             if (info.kind != TENSO_KIND_DENSE || (info.flags & TENSO_FLAG_COMPRESSION)) return;
-            t = tensor_new(o.device, info.dtype, info.ndim, info.shape);
-            if (t->nbytes != info.body_size || info.body_offset + t->nbytes > info.packet_size)
+            // The decoder sized the packet (have + needed bytes) within the limits; a body inside
+            // it bounds the device allocation by what was checked.
+            const uint64_t nbytes = nbytes_of(info.dtype, info.ndim, info.shape);
+            if (nbytes != info.body_size || info.body_offset + nbytes > have + dec.needed())
                 fail(TENSO_E_MALFORMED, "dense body size disagrees with its shape");
+            t = tensor_new(o.device, info.dtype, info.ndim, info.shape);
             body_off = info.body_offset;
             up = std::make_unique<Uploader>(static_cast<uint8_t *>(t->data), t->nbytes, s.get(), o.device, o);
         }

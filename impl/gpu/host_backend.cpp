@@ -20,11 +20,9 @@
 #include <thread>
 
 #include "gpu/engine.hpp"
+#include "gpu/kernels/dequant.hpp"
 
 namespace tenso::gpu {
-
-// The dequantize element loop shared with the CUDA kernels (impl/gpu/kernels/dequant_host.cpp).
-tenso_status dequantize_host(const tenso_gpu_dequant_args &args, char *msg, size_t cap);
 
 namespace {
 
@@ -63,6 +61,8 @@ std::map<uintptr_t, size_t> &opened() {  // ipc_open mappings
 
 // The 64-byte IPC handle: magic, the owner's pid, the segment's fd there, and its size.
 constexpr char kMagic[16] = "tenso-host-ipc1";
+constexpr char kMemfdName[] = "tenso-gpu";
+constexpr char kMemfdLink[] = "/memfd:tenso-gpu ";  // what /proc/<pid>/fd/<n> links to
 struct Handle {
     char magic[16];
     uint64_t pid;
@@ -107,7 +107,7 @@ tenso_status h_device_info(tenso_gpu_device_info *out, int32_t device, char *msg
 tenso_status h_malloc_device(void **ptr, size_t n, int32_t device, char *msg, size_t cap) {
     if (tenso_status st = check_device(device, msg, cap)) return st;
     const size_t size = page_round(n);
-    const int fd = ::memfd_create("tenso-gpu", MFD_CLOEXEC);
+    const int fd = ::memfd_create(kMemfdName, MFD_CLOEXEC);
     if (fd < 0) return sys_error(msg, cap, "memfd_create");
     if (::ftruncate(fd, off_t(size)) != 0) {
         const tenso_status st = errno == ENOSPC || errno == EFBIG
@@ -338,6 +338,12 @@ tenso_status h_ipc_open(void **ptr, const uint8_t handle[64], int32_t device, ch
     if (std::memcmp(h.magic, kMagic, sizeof kMagic) != 0)
         return report(msg, cap, TENSO_E_INVALID_ARGUMENT, "not a host backend IPC handle");
     const std::string path = "/proc/" + std::to_string(h.pid) + "/fd/" + std::to_string(h.fd);
+    // Only a segment of this backend: a reference from a packet must not map whatever other
+    // file that process has open.
+    char target[64] = "";
+    const ssize_t tl = ::readlink(path.c_str(), target, sizeof target - 1);
+    if (tl < 0 || std::strncmp(target, kMemfdLink, std::strlen(kMemfdLink)) != 0)
+        return report(msg, cap, TENSO_E_INVALID_ARGUMENT, "ipc_open: " + path + " is not a host backend segment");
     const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
     if (fd < 0) return sys_error(msg, cap, ("ipc_open " + path).c_str());
     struct stat st;
@@ -376,11 +382,6 @@ tenso_status h_ipc_close(void *ptr, int32_t, char *msg, size_t cap) {
 // ---- kernels: the shared element code, run on the stream's worker ----
 
 tenso_status h_dequantize(const tenso_gpu_dequant_args *args, void *stream, char *msg, size_t cap) {
-#ifdef TENSO_NO_DEQUANT_HOST  // until impl/gpu/kernels lands (issue 15 part B)
-    (void)args;
-    (void)stream;
-    return report(msg, cap, TENSO_E_GPU, "this build has no dequantize element code");
-#endif
     const tenso_gpu_dequant_args a = *args;
     return enqueue(stream, [a](std::string *why) {
         char m[512] = "";
