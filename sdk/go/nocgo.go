@@ -5,6 +5,7 @@ package tenso
 import (
 	"context"
 	"io"
+	"os"
 	"time"
 )
 
@@ -156,3 +157,70 @@ func kindName(k Kind) string    { return "unknown" }
 func dtypeFromName(name string) (DType, error) {
 	return 0, &Error{Status: ErrNotAvailable, Op: "ParseDType", Message: "built without cgo", Err: ErrBadDType}
 }
+
+// DeviceTensor is device memory (cgo only).
+type DeviceTensor struct {
+	DType  DType
+	Shape  []uint64
+	Device int
+	Path   GPUPath
+}
+
+// DeviceValue is a packet on the device (cgo only).
+type DeviceValue struct {
+	Tensor  *DeviceTensor
+	Entries []DeviceEntry
+	Path    GPUPath
+}
+
+// DeviceEntry is a named bundle member on the device (cgo only).
+type DeviceEntry struct {
+	Key   string
+	Value *DeviceValue
+}
+
+// GPUStream is a device stream (cgo only).
+type GPUStream struct{}
+
+func SelectGPUBackend(b GPUBackend) error         { return errNoCgo }
+func GPUBackendInUse() GPUBackend                 { return GPUBackendNone }
+func GPUAvailable() error                         { return errNoCgo }
+func GPUDeviceCount() (int, error)                { return 0, errNoCgo }
+func GPUDevice(device int) (GPUDeviceInfo, error) { return GPUDeviceInfo{}, errNoCgo }
+func GPUPool() (GPUPoolStats, error)              { return GPUPoolStats{}, errNoCgo }
+func SetGPUPoolLimit(limitBytes uint64) error     { return errNoCgo }
+func NewGPUStream(device int) (*GPUStream, error) { return nil, errNoCgo }
+func (s *GPUStream) Handle() uintptr              { return 0 }
+func (s *GPUStream) Synchronize() error           { return errNoCgo }
+func (s *GPUStream) Close() error                 { return nil }
+func NewDeviceTensor(device int, dtype DType, shape []uint64) (*DeviceTensor, error) {
+	return nil, errNoCgo
+}
+func Upload(t *Tensor, device int) (*DeviceTensor, error) { return nil, errNoCgo }
+func WrapDevicePointer(ptr uintptr, device int, dtype DType, shape []uint64) (*DeviceTensor, error) {
+	return nil, errNoCgo
+}
+func FromDLPack(managed uintptr) (*DeviceTensor, error) { return nil, errNoCgo }
+func IPCOpen(refPacket []byte, dtype DType, shape []uint64) (*DeviceTensor, error) {
+	return nil, errNoCgo
+}
+func (d *DeviceTensor) NBytes() uint64                                          { return 0 }
+func (d *DeviceTensor) DataPtr() uintptr                                        { return 0 }
+func (d *DeviceTensor) Upload(src []byte) error                                 { return errNoCgo }
+func (d *DeviceTensor) DownloadInto(dst []byte) error                           { return errNoCgo }
+func (d *DeviceTensor) Download() (*Tensor, error)                              { return nil, errNoCgo }
+func (d *DeviceTensor) Dumps(o EncodeOptions) ([]byte, error)                   { return nil, errNoCgo }
+func (d *DeviceTensor) WritePacket(f *os.File, o EncodeOptions) (uint64, error) { return 0, errNoCgo }
+func (d *DeviceTensor) IPCExport() ([]byte, error)                              { return nil, errNoCgo }
+func (d *DeviceTensor) ToDLPack() (uintptr, error)                              { return 0, errNoCgo }
+func (d *DeviceTensor) Close() error                                            { return nil }
+func (v *DeviceValue) Get(key string) *DeviceValue                              { return nil }
+func (v *DeviceValue) Close() error                                             { return nil }
+func GPULoads(packet []byte) (*DeviceValue, error)                              { return nil, errNoCgo }
+func (o GPUOptions) Loads(packet []byte) (*DeviceValue, error)                  { return nil, errNoCgo }
+func (o GPUOptions) ReadPacket(f *os.File) (*DeviceValue, error)                { return nil, errNoCgo }
+func (o GPUOptions) LoadFile(path string) (*DeviceValue, error)                 { return nil, errNoCgo }
+func (o GPUOptions) LoadsInto(ptr uintptr, capacity uint64, packet []byte) (uint64, error) {
+	return 0, errNoCgo
+}
+func (o GPUOptions) Dequantize(packet []byte, out DType) (*DeviceTensor, error) { return nil, errNoCgo }

@@ -18,7 +18,7 @@ use std::fmt::Write as _;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-const HEADERS: [&str; 7] = ["common.h", "errors.h", "version.h", "dlpack.h", "tenso.h", "shm.h", "archive.h"];
+const HEADERS: [&str; 8] = ["common.h", "errors.h", "version.h", "dlpack.h", "tenso.h", "shm.h", "archive.h", "gpu.h"];
 // Macros that are not values: linkage/visibility helpers.
 const NOT_VALUES: [&str; 3] = ["TENSO_API", "TENSO_BEGIN_DECL", "TENSO_END_DECL"];
 

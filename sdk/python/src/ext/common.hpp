@@ -136,6 +136,13 @@ public:
     BufferHold &hold(py::handle obj);
 };
 
+// An fd argument (ValueError when negative).
+int fd_of(py::handle fd);
+// A shape from a sequence of ints (ValueError for negative dimensions, too many dimensions).
+std::vector<uint64_t> shape_from(py::handle seq);
+// A shape as a tuple of ints.
+py::tuple shape_tuple(const uint64_t *shape, uint32_t ndim);
+
 // Encode options from upstream's keyword arguments; ValueError for a bad alignment.
 tenso_encode_options make_options(bool check_integrity, bool compress, int64_t alignment, uint32_t threads = 0);
 
@@ -186,6 +193,11 @@ struct Factories {
 };
 Factories &factories();
 
+// A DLPack capsule owning `m`: "dltensor_versioned", or with `legacy` a "dltensor" whose
+// deleter releases `m` (for consumers that ask for no max_version). Raises (after releasing `m`)
+// when the capsule cannot be made.
+py::capsule dlpack_capsule(DLManagedTensorVersioned *m, bool legacy);
+
 // ---- module parts -----------------------------------------------------------------------------
 
 void init_encode(py::module_ &m);
@@ -194,5 +206,6 @@ void init_dlpack(py::module_ &m);
 void init_shm(py::module_ &m);
 void init_archive(py::module_ &m);
 void init_stream(py::module_ &m);
+void init_gpu(py::module_ &m);
 
 }  // namespace tpy

@@ -67,11 +67,6 @@ py::array dense_array(const tenso_view *v, py::handle owner, const DecodeMode &m
                       mode);
 }
 
-py::tuple shape_tuple(const uint64_t *shape, uint32_t ndim) {
-    py::tuple t(ndim);
-    for (uint32_t i = 0; i < ndim; ++i) t[i] = py::int_(shape[i]);
-    return t;
-}
 
 py::object need_factory(const py::object &f, const char *what) {
     if (!f) raise_error(TENSO_E_INTERNAL, std::string("tenso: no Python constructor registered for ") + what);
@@ -192,6 +187,12 @@ py::object decode_packet(py::handle data, const tenso_decode_options *opts) {
     check(loads_view(&v, pkt->source, opts));
     pkt->view.reset(v);
     return py::cast(pkt.release(), py::return_value_policy::take_ownership);
+}
+
+py::tuple shape_tuple(const uint64_t *shape, uint32_t ndim) {
+    py::tuple t(ndim);
+    for (uint32_t i = 0; i < ndim; ++i) t[i] = py::int_(shape[i]);
+    return t;
 }
 
 py::dict packet_info_dict(const tenso_packet_info &info) {

@@ -86,6 +86,19 @@ py::capsule make_capsule(Managed *m) {
     return py::reinterpret_steal<py::capsule>(cap);
 }
 
+// A legacy DLManagedTensor over a versioned one (for consumers that pass no max_version).
+struct LegacyOver {
+    DLManagedTensor outer;
+    DLManagedTensorVersioned *inner;
+};
+
+void legacy_over_deleter(DLManagedTensor *self) {
+    if (!self) return;
+    auto *w = static_cast<LegacyOver *>(self->manager_ctx);
+    if (w->inner && w->inner->deleter) w->inner->deleter(w->inner);
+    delete w;
+}
+
 class TensorView {
 public:
     py::object owner;  // the Packet
@@ -162,6 +175,16 @@ py::object view_of(const tenso_view *v, const py::object &owner) {
 }
 
 }  // namespace
+
+py::capsule dlpack_capsule(DLManagedTensorVersioned *m, bool legacy) {
+    if (!legacy) return make_capsule(m);
+    auto *w = new LegacyOver();
+    w->inner = m;
+    w->outer.dl_tensor = m->dl_tensor;
+    w->outer.manager_ctx = w;
+    w->outer.deleter = &legacy_over_deleter;
+    return make_capsule(&w->outer);
+}
 
 void init_dlpack(py::module_ &m) {
     py::class_<TensorView>(m, "TensorView",

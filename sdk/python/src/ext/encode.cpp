@@ -182,6 +182,8 @@ py::object encode_bytes(Bound &&bound_fn, Into &&into_fn, Alloc &&alloc_fn, bool
     return mv[py::slice(py::int_(off), py::int_(off + size), py::none())];
 }
 
+}  // namespace
+
 int fd_of(py::handle fd) {
     int v = fd.cast<int>();
     if (v < 0) raise_value_error("file descriptor must be >= 0");
@@ -200,6 +202,8 @@ std::vector<uint64_t> shape_from(py::handle seq) {
         raise_error(TENSO_E_TOO_MANY_DIMS, "Packet exceeds maximum dimensions (" + std::to_string(shape.size()) + " > 32)");
     return shape;
 }
+
+namespace {
 
 py::array contiguous(py::handle obj, py::dtype dt) {
     py::object r = py::reinterpret_steal<py::object>(py::detail::npy_api::get().PyArray_FromAny_(

@@ -71,8 +71,8 @@ _tenso._set_factories(QuantizedTensor._from_wire, StringTensor._from_raw, _make_
 TensorView = _tenso.TensorView
 Packet = _tenso.Packet
 
-#: GPU direct transfer is not part of this package (upstream's tenso.gpu needs CUDA libraries).
-read_to_device = None
+# GPU transfers (tenso.gpu): libtenso's tenso_gpu_*, results handed to cupy/torch/jax when installed.
+from .gpu import read_to_device
 
 try:
     from importlib.metadata import version as _version

@@ -194,9 +194,14 @@ def _parse_size(size: Union[int, str]) -> int:
 
 
 def _to_device(obj: Any, device: str) -> Any:
-    """A framework tensor from a numpy array: "torch[:dev]", "jax[:index]", "cupy[:index]"."""
+    """A framework tensor from a numpy array: "torch[:dev]", "jax[:index]", "cupy[:index]", or
+    "gpu[:index]" (libtenso's upload through pinned staging, as tenso.gpu.to_device)."""
     framework, _, spec = device.partition(":")
     framework = framework.lower()
+    if framework == "gpu":
+        from .gpu import to_device
+
+        return to_device(obj, int(spec) if spec else 0)
     if framework == "torch":
         import torch
 
@@ -369,6 +374,8 @@ class TensoCache:
             it are garbage collected. True: a writeable copy (no pin is kept).
         device : str, optional
             "torch", "torch:cuda:0", "jax", "cupy:0", ...: converted from a copy, as upstream.
+            "gpu" / "gpu:1": uploaded by libtenso straight from the pinned pool entry (no host
+            copy) to a device tensor, as :func:`tenso.gpu.read_to_device` returns them.
         """
         # The hot path of the cache: one attribute and one call (what _handle() does, inlined).
         h = self._h
@@ -376,7 +383,7 @@ class TensoCache:
             raise RuntimeError("TensoCache is closed")
         if not isinstance(key, str):
             raise TensoTypeError(f"cache keys must be str, not {type(key).__name__}")
-        out = h.get(key, bool(copy) or device is not None)
+        out = h.get(key, bool(copy) or (device is not None and not device.lower().startswith("gpu")))
         if device is None or out is None:
             return out
         return _to_device(out, device)

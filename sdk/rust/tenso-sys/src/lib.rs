@@ -1,5 +1,5 @@
 //! Raw declarations of the libtenso C ABI (`tenso/tenso.h`, `tenso/errors.h`,
-//! `tenso/version.h`, `tenso/dlpack.h`, `tenso/shm.h`, `tenso/archive.h`), written by hand
+//! `tenso/version.h`, `tenso/dlpack.h`, `tenso/shm.h`, `tenso/archive.h`, `tenso/gpu.h`), written by hand
 //! from the headers of libtenso 1.1.
 //!
 //! Everything here is `unsafe` and mirrors C exactly: the `tenso_*` functions, the structs a
@@ -1046,4 +1046,232 @@ extern "C" {
     ) -> tenso_status;
     pub fn tenso_archive_writer_finish(w: *mut tenso_archive_writer) -> tenso_status;
     pub fn tenso_archive_writer_free(w: *mut tenso_archive_writer);
+}
+
+// ============================================================================================
+// gpu.h (since 1.4): packets to and from GPU device memory
+// ============================================================================================
+
+pub const TENSO_GPU_BACKEND_NONE: u32 = 0;
+pub const TENSO_GPU_BACKEND_CUDA: u32 = 1;
+pub const TENSO_GPU_BACKEND_HOST: u32 = 2;
+
+/// A device's properties; set `version` to [`TENSO_GPU_DEVICE_INFO_VERSION`] before
+/// [`tenso_gpu_device_info_get`].
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct tenso_gpu_device_info {
+    pub version: u32,
+    pub device: i32,
+    /// NUL-terminated.
+    pub name: [c_char; 256],
+    pub uuid: [u8; 16],
+    pub total_memory: u64,
+    pub compute_major: i32,
+    pub compute_minor: i32,
+    pub multiprocessors: i32,
+    pub pci_domain: i32,
+    pub pci_bus: i32,
+    pub pci_device: i32,
+    pub backend: u32,
+    pub flags: u32,
+    pub reserved: [u64; 4],
+}
+
+pub const TENSO_GPU_DEVICE_INFO_VERSION: u32 = 1;
+pub const TENSO_GPU_DEVICE_GDS: u32 = 0x1;
+pub const TENSO_GPU_DEVICE_IPC: u32 = 0x2;
+
+/// Dense device memory with a dtype and shape. Opaque.
+#[repr(C)]
+pub struct tenso_gpu_tensor {
+    _data: [u8; 0],
+    _marker: PhantomData<(*mut u8, PhantomPinned)>,
+}
+
+/// Called once when a borrowed device tensor is freed.
+pub type tenso_gpu_release_fn = Option<unsafe extern "C" fn(user: *mut c_void, device_ptr: *mut c_void)>;
+
+pub const TENSO_GPU_NO_GDS: u32 = 0x1;
+pub const TENSO_GPU_PATH_STAGED: u32 = 1;
+pub const TENSO_GPU_PATH_GDS: u32 = 2;
+pub const TENSO_GPU_PATH_GDS_COMPAT: u32 = 3;
+pub const TENSO_GPU_PATH_IPC: u32 = 4;
+
+/// Options of the packet <-> device calls; start from [`TENSO_GPU_OPTIONS_INIT`].
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct tenso_gpu_options {
+    pub version: u32,
+    pub flags: u32,
+    pub device: i32,
+    pub dequantize_to: tenso_dtype,
+    pub stream: *mut c_void,
+    pub chunk_bytes: u64,
+    pub staging_buffers: u32,
+    pub reserved0: u32,
+    pub decode: *const tenso_decode_options,
+}
+
+pub const TENSO_GPU_OPTIONS_VERSION: u32 = 1;
+/// `TENSO_GPU_OPTIONS_INIT`.
+pub const TENSO_GPU_OPTIONS_INIT: tenso_gpu_options = tenso_gpu_options {
+    version: TENSO_GPU_OPTIONS_VERSION,
+    flags: 0,
+    device: 0,
+    dequantize_to: 0,
+    stream: core::ptr::null_mut(),
+    chunk_bytes: 0,
+    staging_buffers: 0,
+    reserved0: 0,
+    decode: core::ptr::null(),
+};
+
+/// What a packet became on the device: a dense tensor or a bundle. Opaque.
+#[repr(C)]
+pub struct tenso_gpu_value {
+    _data: [u8; 0],
+    _marker: PhantomData<(*mut u8, PhantomPinned)>,
+}
+
+/// The pinned staging pool's counters.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct tenso_gpu_pool_stats {
+    pub buffers: u64,
+    pub bytes: u64,
+    pub hits: u64,
+    pub misses: u64,
+    pub limit_bytes: u64,
+    pub reserved: [u64; 3],
+}
+
+extern "C" {
+    // ---- gpu.h: backends and devices
+    pub fn tenso_gpu_select_backend(backend: u32) -> tenso_status;
+    pub fn tenso_gpu_backend() -> u32;
+    pub fn tenso_gpu_backend_name(backend: u32) -> *const c_char;
+    pub fn tenso_gpu_available() -> tenso_status;
+    pub fn tenso_gpu_device_count(count_out: *mut i32) -> tenso_status;
+    pub fn tenso_gpu_device_info_get(out: *mut tenso_gpu_device_info, device: i32) -> tenso_status;
+
+    // ---- gpu.h: streams
+    pub fn tenso_gpu_stream_new(stream_out: *mut *mut c_void, device: i32) -> tenso_status;
+    pub fn tenso_gpu_stream_synchronize(stream: *mut c_void) -> tenso_status;
+    pub fn tenso_gpu_stream_free(stream: *mut c_void);
+
+    // ---- gpu.h: device tensors
+    pub fn tenso_gpu_tensor_new(
+        out: *mut *mut tenso_gpu_tensor,
+        device: i32,
+        dtype: tenso_dtype,
+        ndim: u32,
+        shape: *const u64,
+    ) -> tenso_status;
+    pub fn tenso_gpu_tensor_wrap(
+        out: *mut *mut tenso_gpu_tensor,
+        device_ptr: *mut c_void,
+        device: i32,
+        dtype: tenso_dtype,
+        ndim: u32,
+        shape: *const u64,
+        release: tenso_gpu_release_fn,
+        user: *mut c_void,
+    ) -> tenso_status;
+    pub fn tenso_gpu_tensor_free(t: *mut tenso_gpu_tensor);
+    pub fn tenso_gpu_tensor_data(t: *const tenso_gpu_tensor) -> *mut c_void;
+    pub fn tenso_gpu_tensor_nbytes(t: *const tenso_gpu_tensor) -> u64;
+    pub fn tenso_gpu_tensor_dtype(t: *const tenso_gpu_tensor) -> tenso_dtype;
+    pub fn tenso_gpu_tensor_ndim(t: *const tenso_gpu_tensor) -> u32;
+    pub fn tenso_gpu_tensor_shape(t: *const tenso_gpu_tensor) -> *const u64;
+    pub fn tenso_gpu_tensor_device(t: *const tenso_gpu_tensor) -> i32;
+    pub fn tenso_gpu_tensor_upload(
+        dst: *mut tenso_gpu_tensor,
+        src: *const c_void,
+        len: usize,
+        stream: *mut c_void,
+    ) -> tenso_status;
+    pub fn tenso_gpu_tensor_download(
+        dst: *mut c_void,
+        len: usize,
+        src: *const tenso_gpu_tensor,
+        stream: *mut c_void,
+    ) -> tenso_status;
+
+    // ---- gpu.h: packet -> device
+    pub fn tenso_gpu_options_init(opts: *mut tenso_gpu_options, version: u32) -> tenso_status;
+    pub fn tenso_gpu_loads(
+        out: *mut *mut tenso_gpu_value,
+        packet: *const c_void,
+        len: usize,
+        opts: *const tenso_gpu_options,
+    ) -> tenso_status;
+    pub fn tenso_gpu_read_fd(out: *mut *mut tenso_gpu_value, fd: c_int, opts: *const tenso_gpu_options)
+        -> tenso_status;
+    pub fn tenso_gpu_load_file(
+        out: *mut *mut tenso_gpu_value,
+        path: *const c_char,
+        opts: *const tenso_gpu_options,
+    ) -> tenso_status;
+    pub fn tenso_gpu_loads_into(
+        device_ptr: *mut c_void,
+        capacity: u64,
+        nbytes_out: *mut u64,
+        packet: *const c_void,
+        len: usize,
+        opts: *const tenso_gpu_options,
+    ) -> tenso_status;
+    pub fn tenso_gpu_value_free(v: *mut tenso_gpu_value);
+    pub fn tenso_gpu_value_tensor(v: *const tenso_gpu_value) -> *const tenso_gpu_tensor;
+    pub fn tenso_gpu_value_take_tensor(out: *mut *mut tenso_gpu_tensor, v: *mut tenso_gpu_value) -> tenso_status;
+    pub fn tenso_gpu_value_bundle_count(v: *const tenso_gpu_value) -> u32;
+    pub fn tenso_gpu_value_bundle_entry(
+        key_out: *mut *const c_char,
+        key_len_out: *mut usize,
+        child_out: *mut *const tenso_gpu_value,
+        v: *const tenso_gpu_value,
+        index: u32,
+    ) -> tenso_status;
+    pub fn tenso_gpu_value_path(v: *const tenso_gpu_value) -> u32;
+
+    // ---- gpu.h: device -> packet
+    pub fn tenso_gpu_dumps(
+        out: *mut tenso_buffer,
+        t: *const tenso_gpu_tensor,
+        enc: *const tenso_encode_options,
+        opts: *const tenso_gpu_options,
+    ) -> tenso_status;
+    pub fn tenso_gpu_write_fd(
+        written_out: *mut u64,
+        fd: c_int,
+        t: *const tenso_gpu_tensor,
+        enc: *const tenso_encode_options,
+        opts: *const tenso_gpu_options,
+    ) -> tenso_status;
+
+    // ---- gpu.h: dequantize, IPC, DLPack, the pool
+    pub fn tenso_gpu_dequantize(
+        out: *mut *mut tenso_gpu_tensor,
+        quantized: *const tenso_view,
+        out_dtype: tenso_dtype,
+        opts: *const tenso_gpu_options,
+    ) -> tenso_status;
+    pub fn tenso_gpu_ipc_export(out: *mut *mut tenso_value, t: *const tenso_gpu_tensor) -> tenso_status;
+    pub fn tenso_gpu_ipc_open(
+        out: *mut *mut tenso_gpu_tensor,
+        ipc_ref: *const tenso_view,
+        dtype: tenso_dtype,
+        ndim: u32,
+        shape: *const u64,
+    ) -> tenso_status;
+    pub fn tenso_gpu_tensor_to_dlpack(
+        out: *mut *mut DLManagedTensorVersioned,
+        t: *const tenso_gpu_tensor,
+    ) -> tenso_status;
+    pub fn tenso_gpu_tensor_from_dlpack(
+        out: *mut *mut tenso_gpu_tensor,
+        m: *mut DLManagedTensorVersioned,
+    ) -> tenso_status;
+    pub fn tenso_gpu_pool_stats_get(out: *mut tenso_gpu_pool_stats) -> tenso_status;
+    pub fn tenso_gpu_pool_set_limit(limit_bytes: u64) -> tenso_status;
 }

@@ -13,6 +13,8 @@ use crate::error::{check, Error, ErrorKind, Result};
 use crate::view::ViewRef;
 
 fn tensor_bytes(t: &DLTensor) -> &[u8] {
+    // Device memory (a GPU tensor's export under CUDA) cannot be read from the host.
+    assert!(t.device.device_type == sys::kDLCPU, "DLPack bytes(): the tensor is not in host memory");
     let numel: u64 = (0..t.ndim.max(0) as usize)
         // SAFETY: libtenso's shape array has ndim entries.
         .map(|i| unsafe { *t.shape.add(i) } as u64)
@@ -82,6 +84,11 @@ impl fmt::Debug for DlPack<'_> {
 }
 
 impl<'v> DlPack<'v> {
+    /// SAFETY: `raw` is a managed tensor we own whose data stays valid for `'v` (until its
+    /// deleter runs, for exports that hold their own reference).
+    pub(crate) unsafe fn from_owned(raw: NonNull<DLManagedTensorVersioned>) -> DlPack<'v> {
+        DlPack { raw, _view: PhantomData }
+    }
     fn managed(&self) -> &DLManagedTensorVersioned {
         // SAFETY: alive until drop.
         unsafe { self.raw.as_ref() }
@@ -102,7 +109,7 @@ impl<'v> DlPack<'v> {
     pub fn is_read_only(&self) -> bool {
         self.flags() & sys::DLPACK_FLAG_BITMASK_READ_ONLY != 0
     }
-    /// The device (CPU).
+    /// The device: CPU for views; kDLCUDA for device tensors under the CUDA backend.
     pub fn device(&self) -> DLDevice {
         self.tensor().device
     }
@@ -126,7 +133,7 @@ impl<'v> DlPack<'v> {
         let t = self.tensor();
         (t.data as *const u8).wrapping_add(t.byte_offset as usize).cast()
     }
-    /// The elements' bytes.
+    /// The elements' bytes. Panics for a tensor in device memory (see [`device`](Self::device)).
     pub fn bytes(&self) -> &[u8] {
         tensor_bytes(self.tensor())
     }
@@ -202,7 +209,8 @@ impl ViewRef {
         // SAFETY: live view, valid out pointer.
         check(unsafe { sys::tenso_view_to_dlpack(&mut out, self.raw_ptr()) })?;
         let raw = NonNull::new(out).ok_or_else(|| Error::new(ErrorKind::Internal, "NULL DLPack tensor"))?;
-        Ok(DlPack { raw, _view: PhantomData })
+        // SAFETY: ours; it aliases this view's data.
+        Ok(unsafe { DlPack::from_owned(raw) })
     }
 
     /// Exports a dense view as a legacy `DLManagedTensor`.

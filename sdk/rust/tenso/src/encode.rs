@@ -161,6 +161,17 @@ unsafe impl Send for Buffer {}
 // SAFETY: only read through &self.
 unsafe impl Sync for Buffer {}
 
+impl Buffer {
+    /// An empty buffer (TENSO_BUFFER_INIT) for libtenso calls that fill one.
+    pub(crate) fn empty() -> Buffer {
+        Buffer { raw: sys::TENSO_BUFFER_INIT }
+    }
+    /// The C struct, for a libtenso call to fill.
+    pub(crate) fn raw_mut(&mut self) -> *mut sys::tenso_buffer {
+        &mut self.raw
+    }
+}
+
 impl Deref for Buffer {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
@@ -273,7 +284,7 @@ impl Options {
 
     /// Encodes `value` into a [`Buffer`] libtenso allocates, 64-byte aligned.
     pub fn dumps_buffer<'a, E: Encode<'a> + ?Sized>(&self, value: &E) -> Result<Buffer> {
-        let mut buf = Buffer { raw: sys::TENSO_BUFFER_INIT };
+        let mut buf = Buffer::empty();
         let o = &self.raw;
         let out: *mut sys::tenso_buffer = &mut buf.raw;
         check(dispatch!(value.source()?, |t| sys::tenso_dumps(out, t, o), |v| sys::tenso_value_dumps(out, v, o)))?;

@@ -78,15 +78,16 @@
 //! other handles map; [`Shm::write_at`] is the safe writer).
 #![deny(missing_debug_implementations)]
 
+mod archive;
 #[cfg(feature = "ndarray")]
 mod array;
-mod archive;
 mod composite;
 mod decoder;
 mod dlpack;
 mod dtype;
 mod encode;
 mod error;
+pub mod gpu;
 mod io;
 mod options;
 mod shm;
