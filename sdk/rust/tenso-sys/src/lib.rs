@@ -284,6 +284,11 @@ pub type tenso_alloc_fn = Option<unsafe extern "C" fn(user: *mut c_void, size: u
 /// Called when tenso no longer needs memory from a `tenso_alloc_fn` (possibly after the
 /// decoder is freed, from any thread).
 pub type tenso_release_fn = Option<unsafe extern "C" fn(user: *mut c_void, ptr: *mut c_void, size: usize)>;
+/// Receives the packet of `tenso_value_write_cb` piece by piece (`borrowed` = 1: the caller's own
+/// bytes, valid as long as that memory is; 0: library memory valid only during the call).
+/// Return 0 to go on, anything else to stop with `TENSO_E_USER`.
+pub type tenso_write_fn =
+    Option<unsafe extern "C" fn(data: *const c_void, len: usize, borrowed: c_int, user: *mut c_void) -> c_int>;
 
 /// `tenso_decoder_options.flags`: the decoder may read past the current packet from an fd.
 pub const TENSO_DECODER_READ_AHEAD: u32 = 0x1;
@@ -760,6 +765,13 @@ extern "C" {
         fd: c_int,
         v: *const tenso_value,
         opts: *const tenso_encode_options,
+    ) -> tenso_status;
+    pub fn tenso_value_write_cb(
+        written_out: *mut u64,
+        v: *const tenso_value,
+        opts: *const tenso_encode_options,
+        write: tenso_write_fn,
+        user: *mut c_void,
     ) -> tenso_status;
     pub fn tenso_value_save_file(
         path: *const c_char,
