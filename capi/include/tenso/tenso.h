@@ -869,5 +869,6 @@ TENSO_END_DECL
 
 #include "tenso/shm.h"
 #include "tenso/archive.h"
+#include "tenso/net.h"
 
 #endif /* TENSO_TENSO_H */
