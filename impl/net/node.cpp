@@ -98,37 +98,6 @@ struct Waker {
     }
 };
 
-// OpenSSL writes through write(2), which raises SIGPIPE on a closed socket: the signal is
-// blocked around TLS writes and a pending one consumed (as libcurl and libpq do), so the
-// process's own disposition is never touched.
-class SigpipeGuard {
-public:
-    SigpipeGuard() {
-        sigset_t s;
-        sigemptyset(&s);
-        sigaddset(&s, SIGPIPE);
-        sigset_t pending;
-        sigpending(&pending);
-        was_pending_ = sigismember(&pending, SIGPIPE);
-        pthread_sigmask(SIG_BLOCK, &s, &old_);
-    }
-    ~SigpipeGuard() {
-        if (!was_pending_) {
-            sigset_t s;
-            sigemptyset(&s);
-            sigaddset(&s, SIGPIPE);
-            const timespec zero{0, 0};
-            while (sigtimedwait(&s, nullptr, &zero) > 0) {
-            }
-        }
-        pthread_sigmask(SIG_SETMASK, &old_, nullptr);
-    }
-
-private:
-    sigset_t old_;
-    bool was_pending_ = false;
-};
-
 // ---- addresses -------------------------------------------------------------------------
 
 struct Address {
@@ -225,7 +194,6 @@ struct Sock {
     Io read(void *p, size_t cap, size_t *n) {
         *n = 0;
         if (ssl) {
-            SigpipeGuard guard;  // a TLS read may write (alerts, key updates)
             const int r = SSL_read_ex(ssl, p, cap, n);
             if (r == 1) {
                 if (counter_in) __atomic_add_fetch(counter_in, *n, __ATOMIC_RELAXED);
@@ -277,7 +245,6 @@ struct Sock {
     Io write(const iovec *iov, size_t cnt, size_t *n, int pass_fd) {
         *n = 0;
         if (ssl) {
-            SigpipeGuard guard;
             const int r = SSL_write_ex(ssl, iov[0].iov_base, iov[0].iov_len, n);
             if (r == 1) {
                 if (counter_out) __atomic_add_fetch(counter_out, *n, __ATOMIC_RELAXED);
@@ -601,9 +568,7 @@ public:
         sock_.counter_in = &n.bytes_received;
         sock_.counter_out = &n.bytes_sent;
         if (tls) {
-            sock_.ssl = SSL_new(n.tls->server());
-            if (!sock_.ssl) fail(TENSO_E_NO_MEMORY, "SSL_new");
-            SSL_set_fd(sock_.ssl, fd);
+            sock_.ssl = new_ssl(n.tls->server(), fd);
             SSL_set_accept_state(sock_.ssl);
             state_ = kHandshake;
         }
@@ -916,15 +881,7 @@ void Node::Impl::start() {
     for (Listener &l : listeners) accept_next(l);
     reaper.reset(new asio::steady_timer(*io));
     reap();
-    for (uint32_t i = 0; i < opts.threads; ++i)
-        threads.emplace_back([this] {
-            // The loop's own threads never take SIGPIPE (OpenSSL writes with write(2)).
-            sigset_t s;
-            sigemptyset(&s);
-            sigaddset(&s, SIGPIPE);
-            pthread_sigmask(SIG_BLOCK, &s, nullptr);
-            io->run();
-        });
+    for (uint32_t i = 0; i < opts.threads; ++i) threads.emplace_back([this] { io->run(); });
 }
 
 void Node::Impl::accept_next(Listener &l) {
@@ -1073,16 +1030,10 @@ std::unique_ptr<Outbound> Node::Impl::dial(const Address &a, const Waker &w, con
         const int one = 1;
         setsockopt(c->sock.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         if (a.scheme == Address::kTls) {
-            c->sock.ssl = SSL_new(tls->client());
-            if (!c->sock.ssl) fail(TENSO_E_NO_MEMORY, "SSL_new");
-            SSL_set_fd(c->sock.ssl, c->sock.fd);
+            c->sock.ssl = new_ssl(tls->client(), c->sock.fd);
             SSL_set_connect_state(c->sock.ssl);
             for (;;) {
-                int h;
-                {
-                    SigpipeGuard guard;
-                    h = SSL_do_handshake(c->sock.ssl);
-                }
+                const int h = SSL_do_handshake(c->sock.ssl);
                 if (h == 1) break;
                 const int err = SSL_get_error(c->sock.ssl, h);
                 if (err == SSL_ERROR_WANT_READ) w.wait(c->sock.fd, POLLIN, d);
