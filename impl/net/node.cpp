@@ -568,7 +568,9 @@ public:
     ~Inbound() { sd_.release(); }  // Sock closes the descriptor
 
     void run() { step(); }
+    // At shutdown (the loop has stopped): the connection closes now, the descriptor with the object.
     void close() {
+        ::shutdown(sock_.fd, SHUT_RDWR);
         state_ = kClosed;
         asio::error_code ec;
         sd_.cancel(ec);
@@ -973,8 +975,8 @@ void Node::Impl::stop() {
         l.sd.reset();
         if (l.addr.scheme == Address::kUnix) ::unlink(l.addr.path.c_str());
     }
-    // Pending handlers hold the last references to connections; the descriptors close with them.
-    io.reset(new asio::io_context);
+    // Handlers still queued keep their connections (shut down above) until the node is freed,
+    // when the io_context goes; `io` itself stays, so a late post from a receive is harmless.
     {
         std::lock_guard<std::mutex> l(pool_mu);
         for (auto &p : pool) p.second.idle.clear();
