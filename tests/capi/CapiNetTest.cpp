@@ -520,7 +520,8 @@ public:
         tenso_node *n = nullptr;
         tenso_node_options o = opts_for("tls://127.0.0.1");
         TENSO_CHECK_STATUS(TENSO_E_BAD_ADDRESS, tenso_node_new(&n, &o));
-        o = opts_for(("tls://" + fp + "@127.0.0.1:0").c_str());
+        const std::string with_fp = "tls://" + fp + "@127.0.0.1:0";
+        o = opts_for(with_fp.c_str());
         TENSO_CHECK_STATUS(TENSO_E_BAD_ADDRESS, tenso_node_new(&n, &o));
         o = opts_for("tcp://127.0.0.1:0");
         TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, tenso_node_new(&n, &o));
