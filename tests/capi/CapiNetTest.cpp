@@ -508,7 +508,7 @@ public:
         NodePtr a = make_node();
         Floats f(2, 2, 0.0f);
         const std::string fp(64, 'a');
-        const char *bad[] = {"", "127.0.0.1:5", "http://x:1", "tls://127.0.0.1:5", "tls://" "abc@127.0.0.1:5",
+        const char *bad[] = {"", "127.0.0.1:5", "http://x:1", "tls://127.0.0.1:5", "tls://abc@127.0.0.1:5",
                              "tcp://127.0.0.1", "tcp://:5", "tcp://[::1:5", "tcp://127.0.0.1:99999", "tcp://127.0.0.1:0",
                              "unix://"};
         for (const char *b : bad) TENSO_CHECK_STATUS(TENSO_E_BAD_ADDRESS, send(a.get(), b, "x", f));
