@@ -539,13 +539,18 @@ void Plan::fill_footers() {
     }
 }
 
-void Plan::write_fd(int fd, uint64_t *written) {
-    // Footers first, then everything in one writev stream.
+std::vector<struct iovec> Plan::iovecs() {
+    // Footers first, then the segments as they lie.
     fill_footers();
     std::vector<struct iovec> iov;
     iov.reserve(segs_.size());
     for (const Seg &s : segs_)
         iov.push_back({const_cast<uint8_t *>(seg_ptr(s)), s.len});
+    return iov;
+}
+
+void Plan::write_fd(int fd, uint64_t *written) {
+    std::vector<struct iovec> iov = iovecs();
     writev_all(fd, iov.data(), iov.size(), written);
 }
 

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <sys/uio.h>
+
 #include "tenso/tenso.h"
 #include "format/quant.hpp"
 #include "format/wire.hpp"
@@ -96,6 +98,9 @@ public:
     // with TENSO_E_USER; *written counts the bytes of the pieces it accepted.
     using Sink = bool (*)(const uint8_t *data, size_t len, bool borrowed, void *ctx);
     void write_each(Sink sink, void *ctx, uint64_t *written);
+    // The packet as segments to write in order (footers computed first): header bytes from the
+    // plan's arena, bodies where the caller keeps them. Valid while the plan and value live.
+    std::vector<struct iovec> iovecs();
 
 private:
     struct Seg {

@@ -17,7 +17,8 @@ repo="$(cd "$script_dir/../.." && pwd)"
 
 # python3-venv: CMake configure builds the CUDA plugin's toolchain virtualenv (TENSO_CUDA=AUTO).
 packages=(cmake ninja-build pkg-config g++ liblz4-dev libxxhash-dev libcppunit-dev
-          nlohmann-json3-dev clang libclang-rt-14-dev llvm python3 python3-venv)
+          nlohmann-json3-dev libasio-dev libssl-dev openssl clang libclang-rt-14-dev llvm python3
+          python3-venv)
 
 want_upstream=0
 want_cuda=0

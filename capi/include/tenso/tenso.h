@@ -905,5 +905,6 @@ TENSO_END_DECL
 #include "tenso/shm.h"
 #include "tenso/archive.h"
 #include "tenso/gpu.h"
+#include "tenso/net.h"
 
 #endif /* TENSO_TENSO_H */

@@ -1,0 +1,213 @@
+/*
+ * tenso/net.h - tenso nodes: push and pull named values between peers (tenso_node_*).
+ * Included by tenso/tenso.h; may also be included on its own.
+ *
+ * A node listens on TCP (IPv4/IPv6) and/or Unix-domain sockets, dials peers by address, pushes
+ * named values to them and serves the values it publishes to peers that pull them. Every byte on
+ * the wire is a Tenso packet, framed by the one stream decoder (tenso_decoder); the protocol is
+ * described in docs/net-protocol.md.
+ *
+ * Addresses ("tickets"), as tenso_node_addr() prints them and tenso_node_send() takes them:
+ *   tls://<sha256 of the node's public key, 64 hex>@<host>:<port>   TLS 1.3 (the default)
+ *   tcp://<host>:<port>                                               plain TCP (opt-in)
+ *   unix://<path>                                                     Unix socket (opt-in, same host)
+ * <host> is an IPv4 literal, an IPv6 literal in brackets, or a name. A tls:// ticket carries the
+ * peer's identity: dialing it refuses any peer whose key does not hash to it.
+ *
+ * Security. TLS 1.3 through OpenSSL, mutually authenticated. A node's identity is its key: the
+ * certificate and key given, else an ephemeral P-256 key and self-signed certificate made at
+ * start. The dialer checks the listener's key against the ticket (and against ca_pem when set).
+ * The listener accepts a dialer whose certificate chains to ca_pem, or whose key is among
+ * pinned_keys; with neither set it accepts any dialer that proves a key (its fingerprint is
+ * the message's sender). Refusals: TENSO_E_AUTH. Plain TCP and Unix sockets are used only with
+ * TENSO_NODE_ALLOW_PLAINTEXT.
+ *
+ * Threads and lifetimes. A node runs its own event loop (standalone Asio) on `threads` threads.
+ * Every call is thread-safe; blocking calls may run on many threads at once. tenso_node_shutdown
+ * stops the loop, closes every connection and fails every pending call with TENSO_E_SHUTDOWN (as
+ * it does every later call); tenso_node_free shuts down if needed, then frees. Messages and views
+ * a call returned stay valid after the node is freed.
+ *
+ * Timeouts and cancellation. Blocking calls take timeout_ms (0 = do not wait at all for
+ * receive, and the node's io_timeout_ms for the others; UINT64_MAX = no deadline) and a cancel
+ * token (may be NULL); expiry is TENSO_E_TIMEOUT, a triggered token TENSO_E_CANCELLED.
+ *
+ * @since 1.4 for everything in this header.
+ */
+#ifndef TENSO_NET_H
+#define TENSO_NET_H
+
+#include "tenso/tenso.h"
+
+TENSO_BEGIN_DECL
+
+typedef struct tenso_node tenso_node;
+
+/* ============================================================================================
+ * Cancel tokens
+ * ========================================================================================== */
+
+typedef struct tenso_cancel tenso_cancel;
+
+TENSO_API tenso_status tenso_cancel_new(tenso_cancel **out);
+/** Cancels every call waiting on the token now and any later call given it. Thread-safe. */
+TENSO_API void tenso_cancel_trigger(tenso_cancel *c);
+TENSO_API int tenso_cancel_triggered(const tenso_cancel *c);
+/** The token must not be in use by a pending call. NULL is accepted. */
+TENSO_API void tenso_cancel_free(tenso_cancel *c);
+
+/* ============================================================================================
+ * Starting a node
+ * ========================================================================================== */
+
+/** tenso_node_options.flags: allow tcp:// and unix:// listeners and peers (no TLS). */
+#define TENSO_NODE_ALLOW_PLAINTEXT   0x1u
+/** tenso_node_options.flags: never pass descriptors over Unix sockets (always send bytes). */
+#define TENSO_NODE_NO_FD_PASSING     0x2u
+/** tenso_node_options.flags: do not listen at all (a node that only dials). */
+#define TENSO_NODE_NO_LISTEN         0x4u
+
+/** Zero means "default" in every field. */
+typedef struct tenso_node_options {
+    uint32_t version;               /* TENSO_NODE_OPTIONS_VERSION */
+    uint32_t flags;                 /* TENSO_NODE_* bits */
+    const char *listen;             /* comma-separated listen addresses ("tls://127.0.0.1:0",
+                                       "tcp://[::1]:0", "unix:///run/x.sock"; the tls:// form
+                                       takes no fingerprint here); NULL = "tls://127.0.0.1:0" */
+    const char *cert_pem;           /* this node's certificate chain, PEM text; NULL = ephemeral */
+    const char *key_pem;            /* its private key, PEM text */
+    const char *ca_pem;             /* trust peers whose chain ends at this CA (PEM text) */
+    const char *const *pinned_keys; /* trust peers with these key fingerprints (64 hex each) */
+    uint32_t pinned_key_count;
+    uint32_t threads;               /* event loop threads; 0 = 1 */
+    uint64_t max_packet_bytes;      /* largest packet accepted from a peer; 0 = 16 GiB */
+    uint32_t max_name_bytes;        /* longest value name; 0 = 4096 */
+    uint32_t max_queued;            /* received pushes waiting for tenso_node_receive; 0 = 1024 */
+    uint64_t max_queued_bytes;      /* their total packet bytes; 0 = 1 GiB. A full queue stops
+                                       reading from the pushing peers (backpressure) */
+    uint32_t max_connections;       /* inbound connections, and pooled ones per peer; 0 = 64 */
+    uint32_t max_pool_per_peer;     /* idle pooled connections kept per peer; 0 = 4 */
+    uint64_t idle_timeout_ms;       /* a pooled connection idle this long is closed; 0 = 300000 */
+    uint64_t io_timeout_ms;         /* default deadline of blocking calls; 0 = 60000 */
+    uint64_t fd_passing_min_bytes;  /* Unix peers: packets this large travel as a descriptor
+                                       (SCM_RIGHTS of a memfd) instead of bytes; 0 = 1 MiB */
+} tenso_node_options;
+
+#define TENSO_NODE_OPTIONS_VERSION 1
+
+TENSO_API tenso_status tenso_node_options_init(tenso_node_options *opts, uint32_t version);
+
+/** Starts a node: binds its listeners (port 0 picks a free one) and starts its event loop.
+ *  @return TENSO_E_BAD_ADDRESS for an unparsable listen address; TENSO_E_IO when binding
+ *  fails; TENSO_E_AUTH for an unusable certificate or key; TENSO_E_INVALID_ARGUMENT for a
+ *  plaintext listener without TENSO_NODE_ALLOW_PLAINTEXT. */
+TENSO_API tenso_status tenso_node_new(tenso_node **out, const tenso_node_options *opts);
+
+/** Stops the node (see above). Idempotent. */
+TENSO_API void tenso_node_shutdown(tenso_node *n);
+TENSO_API void tenso_node_free(tenso_node *n);
+
+/** The index-th address a peer can dial (in listen order, ports resolved), NUL-terminated.
+ *  @param len_out receives the length without the NUL (also when the buffer is too small).
+ *  @return TENSO_E_NOT_FOUND past the last one; TENSO_E_BUFFER_TOO_SMALL. */
+TENSO_API tenso_status tenso_node_addr(char *buf, size_t cap, size_t *len_out, const tenso_node *n,
+                                       uint32_t index);
+
+/** This node's key fingerprint (64 hex + NUL into buf[65]). */
+TENSO_API tenso_status tenso_node_id(char buf[65], const tenso_node *n);
+
+/* ============================================================================================
+ * Push: send a named value to a peer; the peer receives it from its queue
+ * ========================================================================================== */
+
+/** Sends `v` (any kind) to the peer at `addr` under `name` (UTF-8, 1..max_name_bytes). Returns
+ *  once the peer has queued it (its acknowledgement), so a full peer queue blocks the sender.
+ *  Dense bodies are written straight from their memory (vectored writes of header + body).
+ *  @return TENSO_E_BAD_ADDRESS, TENSO_E_CONNECTION, TENSO_E_AUTH, TENSO_E_TIMEOUT,
+ *  TENSO_E_CANCELLED, TENSO_E_SHUTDOWN, TENSO_E_LIMIT (the peer refused its size). */
+TENSO_API tenso_status tenso_node_send(tenso_node *n, const char *addr, const char *name, size_t name_len,
+                                       const tenso_value *v, uint64_t timeout_ms, tenso_cancel *cancel);
+
+/** As tenso_node_send, for a packet the caller already encoded (`len` bytes, checked with
+ *  tenso_packet_length before anything is sent). */
+TENSO_API tenso_status tenso_node_send_packet(tenso_node *n, const char *addr, const char *name,
+                                              size_t name_len, const void *packet, size_t len,
+                                              uint64_t timeout_ms, tenso_cancel *cancel);
+
+/** As tenso_node_send_packet, for a packet stored in `fd` at [offset, offset + len) (a memfd, a
+ *  tenso_shm segment's descriptor or a file). To a unix:// peer the descriptor itself travels
+ *  (SCM_RIGHTS): O(1) in the packet's size. To others the bytes are sent (sendfile). */
+TENSO_API tenso_status tenso_node_send_fd(tenso_node *n, const char *addr, const char *name,
+                                          size_t name_len, int fd, uint64_t offset, uint64_t len,
+                                          uint64_t timeout_ms, tenso_cancel *cancel);
+
+/** A received push: its name, its sender and the decoded value. */
+typedef struct tenso_node_message tenso_node_message;
+
+/** Takes the oldest received push. @return TENSO_E_TIMEOUT when none arrived in time
+ *  (timeout_ms 0: none is waiting now). */
+TENSO_API tenso_status tenso_node_receive(tenso_node_message **out, tenso_node *n, uint64_t timeout_ms,
+                                          tenso_cancel *cancel);
+
+/** A descriptor that is readable while received pushes wait (for poll/epoll/asyncio); owned by
+ *  the node. Reading it is not needed (tenso_node_receive keeps it in step). */
+TENSO_API int tenso_node_receive_fd(const tenso_node *n);
+
+/** The name (not NUL-terminated; *len_out gets its length). */
+TENSO_API const char *tenso_node_message_name(const tenso_node_message *m, size_t *len_out);
+/** The sender: its key fingerprint (TLS) or "tcp://host:port" / "unix:" of the connection. */
+TENSO_API const char *tenso_node_message_sender(const tenso_node_message *m);
+/** The value, owned by the message (aligned, received straight into its buffer). */
+TENSO_API const tenso_view *tenso_node_message_view(const tenso_node_message *m);
+/** Moves the view out; the caller frees it with tenso_view_free. */
+TENSO_API tenso_status tenso_node_message_take_view(tenso_view **out, tenso_node_message *m);
+TENSO_API void tenso_node_message_free(tenso_node_message *m);
+
+/* ============================================================================================
+ * Pull: publish named values; peers request them by name
+ * ========================================================================================== */
+
+/** Called once when the node no longer uses a published value (unpublished, replaced, or the
+ *  node freed, after any send of it in progress has finished). May be NULL. */
+typedef void (*tenso_node_release_fn)(void *user);
+
+/** Publishes `v` under `name`, replacing any value of that name. The node takes ownership of
+ *  the value (it frees it) and sends it straight from its memory; memory the value borrows must
+ *  stay valid until `release` is called. */
+TENSO_API tenso_status tenso_node_publish(tenso_node *n, const char *name, size_t name_len, tenso_value *v,
+                                          tenso_node_release_fn release, void *user);
+
+/** @return TENSO_E_NOT_FOUND when nothing of that name is published. */
+TENSO_API tenso_status tenso_node_unpublish(tenso_node *n, const char *name, size_t name_len);
+
+/** Requests `name` from the peer at `addr`.
+ *  @return TENSO_E_NOT_FOUND when the peer publishes nothing of that name; the statuses of
+ *  tenso_node_send otherwise. */
+TENSO_API tenso_status tenso_node_request(tenso_view **out, tenso_node *n, const char *addr,
+                                          const char *name, size_t name_len, uint64_t timeout_ms,
+                                          tenso_cancel *cancel);
+
+/* ============================================================================================
+ * Statistics
+ * ========================================================================================== */
+
+typedef struct tenso_node_stats {
+    uint32_t version;               /* TENSO_NODE_STATS_VERSION, set by the caller */
+    uint32_t pool_size;             /* outbound connections held in the pool (idle or busy) */
+    uint32_t inbound_connections;
+    uint32_t queued;                /* received pushes waiting */
+    uint64_t queued_bytes;
+    uint64_t bytes_sent, bytes_received;
+    uint64_t connections_opened;    /* outbound dials so far (pool misses) */
+    uint64_t connections_reused;    /* outbound calls served by a pooled connection */
+    uint64_t refused;               /* inbound peers refused (auth, limits, hostile frames) */
+    uint64_t reserved[4];
+} tenso_node_stats;
+
+#define TENSO_NODE_STATS_VERSION 1
+
+TENSO_API tenso_status tenso_node_stats_get(tenso_node_stats *out, const tenso_node *n);
+
+TENSO_END_DECL
+
+#endif /* TENSO_NET_H */
