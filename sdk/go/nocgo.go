@@ -156,3 +156,23 @@ func kindName(k Kind) string    { return "unknown" }
 func dtypeFromName(name string) (DType, error) {
 	return 0, &Error{Status: ErrNotAvailable, Op: "ParseDType", Message: "built without cgo", Err: ErrBadDType}
 }
+
+// Nodes (libtenso 1.4): the same API, every call answering errNoCgo.
+
+// Node is a libtenso node (cgo only).
+type Node struct{}
+
+func NewNode(o NodeOptions) (*Node, error)                                        { return nil, errNoCgo }
+func (n *Node) Shutdown()                                                         {}
+func (n *Node) Close() error                                                      { return nil }
+func (n *Node) Addrs() ([]string, error)                                          { return nil, errNoCgo }
+func (n *Node) Addr() (string, error)                                             { return "", errNoCgo }
+func (n *Node) ID() (string, error)                                               { return "", errNoCgo }
+func (n *Node) Send(ctx context.Context, addr, name string, t *Tensor) error      { return errNoCgo }
+func (n *Node) SendPacket(ctx context.Context, addr, name string, p []byte) error { return errNoCgo }
+func (n *Node) Receive(ctx context.Context) (*Message, error)                     { return nil, errNoCgo }
+func (n *Node) Publish(name string, t *Tensor) error                              { return errNoCgo }
+func (n *Node) Unpublish(name string) error                                       { return errNoCgo }
+func (n *Node) Request(ctx context.Context, addr, name string) (*Tensor, error)   { return nil, errNoCgo }
+func (n *Node) Stats() (NodeStats, error)                                         { return NodeStats{}, errNoCgo }
+func (n *Node) PoolSize() (int, error)                                            { return 0, errNoCgo }

@@ -194,5 +194,6 @@ void init_dlpack(py::module_ &m);
 void init_shm(py::module_ &m);
 void init_archive(py::module_ &m);
 void init_stream(py::module_ &m);
+void init_net(py::module_ &m);
 
 }  // namespace tpy

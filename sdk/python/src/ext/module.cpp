@@ -198,4 +198,5 @@ PYBIND11_MODULE(_tenso, m) {
     init_shm(m);
     init_archive(m);
     init_stream(m);
+    init_net(m);
 }
