@@ -386,8 +386,8 @@ void writev_all(int fd, struct iovec *iov, size_t cnt, uint64_t *written) {
 }
 }  // namespace
 
-void Plan::write_fd(int fd, uint64_t *written) {
-    // Footers first (one pass over each hashed body), then everything in one writev stream.
+std::vector<struct iovec> Plan::iovecs() {
+    // Footers first (one pass over each hashed body), then the segments as they lie.
     Hasher h;
     int active = -1;
     for (const Seg &s : segs_) {
@@ -408,6 +408,11 @@ void Plan::write_fd(int fd, uint64_t *written) {
     iov.reserve(segs_.size());
     for (const Seg &s : segs_)
         iov.push_back({const_cast<uint8_t *>(seg_ptr(s)), s.len});
+    return iov;
+}
+
+void Plan::write_fd(int fd, uint64_t *written) {
+    std::vector<struct iovec> iov = iovecs();
     writev_all(fd, iov.data(), iov.size(), written);
 }
 

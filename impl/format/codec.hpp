@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <sys/uio.h>
+
 #include "tenso/tenso.h"
 #include "format/quant.hpp"
 #include "format/wire.hpp"
@@ -80,6 +82,9 @@ public:
     // Writes the packet to fd with vectored I/O. Returns bytes written; throws on failure
     // (with *written updated).
     void write_fd(int fd, uint64_t *written);
+    // The packet as segments to write in order (footers computed first): header bytes from the
+    // plan's arena, bodies where the caller keeps them. Valid while the plan and value live.
+    std::vector<struct iovec> iovecs();
 
 private:
     struct Seg {

@@ -1,0 +1,256 @@
+// net.cpp - the C ABI of tenso nodes (tenso/net.h): argument checks and conversions; the engine
+// is tenso::net::Node (impl/net/).
+#include <cstring>
+#include <new>
+
+#include "firewall.hpp"
+#include "format/decoder.hpp"
+#include "net/node.hpp"
+
+struct tenso_cancel {
+    tenso::net::Cancel c;
+};
+struct tenso_node {
+    tenso::net::Node n;
+    explicit tenso_node(const tenso::net::NodeOptions &o) : n(o) {}
+};
+struct tenso_node_message {
+    std::unique_ptr<tenso::net::Message> m;
+};
+
+using tenso::capi::release_view;
+using tenso::capi::set_error;
+
+namespace {
+
+tenso::net::NodeOptions node_options(const tenso_node_options *o) {
+    tenso::net::NodeOptions r;
+    if (!o) return r;
+    if (o->version != TENSO_NODE_OPTIONS_VERSION)
+        tenso::fail(TENSO_E_INVALID_ARGUMENT, "tenso_node_options.version is not TENSO_NODE_OPTIONS_VERSION");
+    const uint32_t known = TENSO_NODE_ALLOW_PLAINTEXT | TENSO_NODE_NO_FD_PASSING | TENSO_NODE_NO_LISTEN;
+    if (o->flags & ~known) tenso::fail(TENSO_E_INVALID_ARGUMENT, "unknown tenso_node_options.flags bits");
+    r.plaintext = o->flags & TENSO_NODE_ALLOW_PLAINTEXT;
+    r.no_fd_passing = o->flags & TENSO_NODE_NO_FD_PASSING;
+    r.no_listen = o->flags & TENSO_NODE_NO_LISTEN;
+    if (o->listen) r.listen = o->listen;
+    if (o->cert_pem) r.cert_pem = o->cert_pem;
+    if (o->key_pem) r.key_pem = o->key_pem;
+    if (o->ca_pem) r.ca_pem = o->ca_pem;
+    if (o->pinned_key_count && !o->pinned_keys) tenso::fail(TENSO_E_INVALID_ARGUMENT, "pinned_keys is NULL");
+    for (uint32_t i = 0; i < o->pinned_key_count; ++i) {
+        const char *k = o->pinned_keys[i];
+        if (!k || std::strlen(k) != 64 || std::strspn(k, "0123456789abcdefABCDEF") != 64)
+            tenso::fail(TENSO_E_INVALID_ARGUMENT, "a pinned key is not 64 hex digits");
+        std::string s(k);
+        for (char &c : s) c = char(c >= 'A' && c <= 'F' ? c - 'A' + 'a' : c);
+        r.pinned_keys.push_back(s);
+    }
+    if (o->threads) r.threads = o->threads;
+    if (o->max_packet_bytes) r.max_packet_bytes = o->max_packet_bytes;
+    if (o->max_name_bytes) r.max_name_bytes = o->max_name_bytes;
+    if (o->max_queued) r.max_queued = o->max_queued;
+    if (o->max_queued_bytes) r.max_queued_bytes = o->max_queued_bytes;
+    if (o->max_connections) r.max_connections = o->max_connections;
+    if (o->max_pool_per_peer) r.max_pool_per_peer = o->max_pool_per_peer;
+    if (o->idle_timeout_ms) r.idle_timeout_ms = o->idle_timeout_ms;
+    if (o->io_timeout_ms) r.io_timeout_ms = o->io_timeout_ms;
+    if (o->fd_passing_min_bytes) r.fd_passing_min_bytes = o->fd_passing_min_bytes;
+    if (r.threads > 256) tenso::fail(TENSO_E_INVALID_ARGUMENT, "more than 256 event loop threads");
+    return r;
+}
+
+}  // namespace
+
+extern "C" {
+
+tenso_status tenso_cancel_new(tenso_cancel **out) {
+    CHECK_ARG(out);
+    *out = nullptr;
+    TENSO_API_BEGIN
+    *out = new tenso_cancel;
+    TENSO_API_END
+}
+void tenso_cancel_trigger(tenso_cancel *c) {
+    if (c) c->c.trigger();
+}
+int tenso_cancel_triggered(const tenso_cancel *c) { return c && c->c.triggered() ? 1 : 0; }
+void tenso_cancel_free(tenso_cancel *c) { delete c; }
+
+tenso_status tenso_node_options_init(tenso_node_options *opts, uint32_t version) {
+    CHECK_ARG(opts);
+    if (version != TENSO_NODE_OPTIONS_VERSION)
+        return set_error(TENSO_E_INVALID_ARGUMENT, "unknown tenso_node_options version");
+    std::memset(opts, 0, sizeof *opts);
+    opts->version = version;
+    return TENSO_OK;
+}
+
+tenso_status tenso_node_new(tenso_node **out, const tenso_node_options *opts) {
+    CHECK_ARG(out);
+    *out = nullptr;
+    TENSO_API_BEGIN
+    *out = new tenso_node(node_options(opts));
+    TENSO_API_END
+}
+
+void tenso_node_shutdown(tenso_node *n) {
+    if (n) n->n.shutdown();
+}
+void tenso_node_free(tenso_node *n) { delete n; }
+
+tenso_status tenso_node_addr(char *buf, size_t cap, size_t *len_out, const tenso_node *n, uint32_t index) {
+    CHECK_ARG(len_out);
+    *len_out = 0;
+    CHECK_ARG(n);
+    CHECK_ARG(buf || !cap);
+    TENSO_API_BEGIN
+    std::string a;
+    if (!n->n.addr(index, &a)) return set_error(TENSO_E_NOT_FOUND, "no address of that index");
+    *len_out = a.size();
+    if (cap < a.size() + 1) return set_error(TENSO_E_BUFFER_TOO_SMALL, "the address does not fit");
+    std::memcpy(buf, a.c_str(), a.size() + 1);
+    TENSO_API_END
+}
+
+tenso_status tenso_node_id(char buf[65], const tenso_node *n) {
+    CHECK_ARG(buf);
+    CHECK_ARG(n);
+    TENSO_API_BEGIN
+    const std::string id = n->n.id();
+    std::memcpy(buf, id.c_str(), 65);
+    TENSO_API_END
+}
+
+tenso_status tenso_node_send(tenso_node *n, const char *addr, const char *name, size_t name_len, const tenso_value *v,
+                             uint64_t timeout_ms, tenso_cancel *cancel) {
+    CHECK_ARG(n);
+    CHECK_ARG(addr);
+    CHECK_ARG(name);
+    CHECK_ARG(v);
+    TENSO_API_BEGIN
+    tenso::net::Payload p;
+    p.value = std::shared_ptr<const tenso::Value>(&v->v, [](const tenso::Value *) {});  // borrowed for the call
+    n->n.send(addr, std::string(name, name_len), p, timeout_ms, cancel ? &cancel->c : nullptr);
+    TENSO_API_END
+}
+
+tenso_status tenso_node_send_packet(tenso_node *n, const char *addr, const char *name, size_t name_len,
+                                    const void *packet, size_t len, uint64_t timeout_ms, tenso_cancel *cancel) {
+    CHECK_ARG(n);
+    CHECK_ARG(addr);
+    CHECK_ARG(name);
+    CHECK_ARG(packet);
+    TENSO_API_BEGIN
+    const auto *b = static_cast<const uint8_t *>(packet);
+    if (tenso::packet_length(b, len, tenso::Limits{}) != len)
+        return set_error(TENSO_E_INVALID_ARGUMENT, "len is not the length of one packet");
+    tenso::net::Payload p;
+    p.packet = b;
+    p.len = len;
+    n->n.send(addr, std::string(name, name_len), p, timeout_ms, cancel ? &cancel->c : nullptr);
+    TENSO_API_END
+}
+
+tenso_status tenso_node_send_fd(tenso_node *n, const char *addr, const char *name, size_t name_len, int fd,
+                                uint64_t offset, uint64_t len, uint64_t timeout_ms, tenso_cancel *cancel) {
+    CHECK_ARG(n);
+    CHECK_ARG(addr);
+    CHECK_ARG(name);
+    CHECK_ARG(fd >= 0);
+    CHECK_ARG(len > 0);
+    TENSO_API_BEGIN
+    tenso::net::Payload p;
+    p.fd = fd;
+    p.offset = offset;
+    p.len = len;
+    n->n.send(addr, std::string(name, name_len), p, timeout_ms, cancel ? &cancel->c : nullptr);
+    TENSO_API_END
+}
+
+tenso_status tenso_node_receive(tenso_node_message **out, tenso_node *n, uint64_t timeout_ms, tenso_cancel *cancel) {
+    CHECK_ARG(out);
+    *out = nullptr;
+    CHECK_ARG(n);
+    TENSO_API_BEGIN
+    std::unique_ptr<tenso_node_message> m(new tenso_node_message);
+    m->m = n->n.receive(timeout_ms, cancel ? &cancel->c : nullptr);
+    *out = m.release();
+    TENSO_API_END
+}
+
+int tenso_node_receive_fd(const tenso_node *n) { return n ? n->n.receive_fd() : -1; }
+
+const char *tenso_node_message_name(const tenso_node_message *m, size_t *len_out) {
+    if (len_out) *len_out = m ? m->m->name.size() : 0;
+    return m ? m->m->name.data() : nullptr;
+}
+const char *tenso_node_message_sender(const tenso_node_message *m) { return m ? m->m->sender.c_str() : nullptr; }
+const tenso_view *tenso_node_message_view(const tenso_node_message *m) {
+    return m ? tenso::capi::H(m->m->view.get()) : nullptr;
+}
+tenso_status tenso_node_message_take_view(tenso_view **out, tenso_node_message *m) {
+    CHECK_ARG(out);
+    *out = nullptr;
+    CHECK_ARG(m);
+    if (!m->m->view) return set_error(TENSO_E_INVALID_ARGUMENT, "the view was already taken");
+    *out = release_view(std::move(m->m->view));
+    return TENSO_OK;
+}
+void tenso_node_message_free(tenso_node_message *m) { delete m; }
+
+tenso_status tenso_node_publish(tenso_node *n, const char *name, size_t name_len, tenso_value *v,
+                                tenso_node_release_fn release, void *user) {
+    CHECK_ARG(n);
+    CHECK_ARG(name);
+    CHECK_ARG(v);
+    TENSO_API_BEGIN
+    std::unique_ptr<tenso::Value> val(new tenso::Value(std::move(v->v)));
+    delete v;  // owned by the node from here on, also on failure
+    n->n.publish(std::string(name, name_len), std::move(val), release, user);
+    TENSO_API_END
+}
+
+tenso_status tenso_node_unpublish(tenso_node *n, const char *name, size_t name_len) {
+    CHECK_ARG(n);
+    CHECK_ARG(name);
+    TENSO_API_BEGIN
+    if (!n->n.unpublish(std::string(name, name_len)))
+        return set_error(TENSO_E_NOT_FOUND, "nothing is published under that name");
+    TENSO_API_END
+}
+
+tenso_status tenso_node_request(tenso_view **out, tenso_node *n, const char *addr, const char *name, size_t name_len,
+                                uint64_t timeout_ms, tenso_cancel *cancel) {
+    CHECK_ARG(out);
+    *out = nullptr;
+    CHECK_ARG(n);
+    CHECK_ARG(addr);
+    CHECK_ARG(name);
+    TENSO_API_BEGIN
+    *out = release_view(n->n.request(addr, std::string(name, name_len), timeout_ms, cancel ? &cancel->c : nullptr));
+    TENSO_API_END
+}
+
+tenso_status tenso_node_stats_get(tenso_node_stats *out, const tenso_node *n) {
+    CHECK_ARG(out);
+    CHECK_ARG(n);
+    if (out->version != TENSO_NODE_STATS_VERSION)
+        return set_error(TENSO_E_INVALID_ARGUMENT, "tenso_node_stats.version is not TENSO_NODE_STATS_VERSION");
+    TENSO_API_BEGIN
+    const tenso::net::NodeStats s = n->n.stats();
+    std::memset(out, 0, sizeof *out);
+    out->version = TENSO_NODE_STATS_VERSION;
+    out->pool_size = s.pool_size;
+    out->inbound_connections = s.inbound_connections;
+    out->queued = s.queued;
+    out->queued_bytes = s.queued_bytes;
+    out->bytes_sent = s.bytes_sent;
+    out->bytes_received = s.bytes_received;
+    out->connections_opened = s.connections_opened;
+    out->connections_reused = s.connections_reused;
+    out->refused = s.refused;
+    TENSO_API_END
+}
+
+}  // extern "C"

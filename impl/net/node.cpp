@@ -1,0 +1,1415 @@
+// node.cpp - the node engine (see node.hpp and docs/net-protocol.md).
+#include "net/node.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <condition_variable>
+#include <csignal>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <asio.hpp>
+#include <openssl/err.h>
+
+#include "error.hpp"
+#include "format/decoder.hpp"
+#include "io/io.hpp"
+#include "net/control.hpp"
+#include "net/tls.hpp"
+
+namespace tenso::net {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+[[noreturn]] void sys_fail(int32_t st, const std::string &what, int err = errno) {
+    fail(st, what + ": " + std::strerror(err));
+}
+
+// ---- waits: a socket, the node's stop descriptor and a cancel token, until a deadline ------
+
+struct Deadline {
+    bool none = true;
+    Clock::time_point at;
+    static Deadline in(uint64_t ms) {
+        Deadline d;
+        if (ms != UINT64_MAX) {
+            d.none = false;
+            d.at = Clock::now() + std::chrono::milliseconds(std::min<uint64_t>(ms, uint64_t(1) << 40));
+        }
+        return d;
+    }
+    int poll_ms() const {
+        if (none) return -1;
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(at - Clock::now()).count();
+        return left <= 0 ? 0 : int(std::min<long long>(left + 1, INT_MAX));
+    }
+};
+
+struct Waker {
+    int stop_fd;
+    Cancel *cancel;
+    void check() const {
+        if (cancel && cancel->triggered()) fail(TENSO_E_CANCELLED, "cancelled");
+        pollfd p{stop_fd, POLLIN, 0};
+        if (::poll(&p, 1, 0) > 0) fail(TENSO_E_SHUTDOWN, "the node is shut down");
+    }
+    // Sleeps up to ms, waking for a cancel or a stop (which throw).
+    void pause(int ms) const {
+        pollfd p[2] = {{stop_fd, POLLIN, 0}, {cancel ? cancel->fd() : -1, POLLIN, 0}};
+        ::poll(p, 2, ms);
+        check();
+    }
+    // Waits for `events` on fd (fd < 0: only for the deadline, a cancel or a stop).
+    void wait(int fd, short events, const Deadline &d) const {
+        for (;;) {
+            check();
+            pollfd p[3] = {{fd, events, 0}, {stop_fd, POLLIN, 0}, {cancel ? cancel->fd() : -1, POLLIN, 0}};
+            const int ms = d.poll_ms();
+            if (ms == 0) fail(TENSO_E_TIMEOUT, "timed out");
+            const int r = ::poll(p, 3, ms);
+            if (r < 0 && errno != EINTR) sys_fail(TENSO_E_IO, "poll");
+            if (r > 0 && p[0].revents) {
+                check();
+                return;
+            }
+        }
+    }
+};
+
+// OpenSSL writes through write(2), which raises SIGPIPE on a closed socket: the signal is
+// blocked around TLS writes and a pending one consumed (as libcurl and libpq do), so the
+// process's own disposition is never touched.
+class SigpipeGuard {
+public:
+    SigpipeGuard() {
+        sigset_t s;
+        sigemptyset(&s);
+        sigaddset(&s, SIGPIPE);
+        sigset_t pending;
+        sigpending(&pending);
+        was_pending_ = sigismember(&pending, SIGPIPE);
+        pthread_sigmask(SIG_BLOCK, &s, &old_);
+    }
+    ~SigpipeGuard() {
+        if (!was_pending_) {
+            sigset_t s;
+            sigemptyset(&s);
+            sigaddset(&s, SIGPIPE);
+            const timespec zero{0, 0};
+            while (sigtimedwait(&s, nullptr, &zero) > 0) {
+            }
+        }
+        pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+    }
+
+private:
+    sigset_t old_;
+    bool was_pending_ = false;
+};
+
+// ---- addresses -------------------------------------------------------------------------
+
+struct Address {
+    enum Scheme { kTls, kTcp, kUnix } scheme = kTls;
+    std::string host, port, path, fingerprint;
+    std::string key() const {
+        return scheme == kUnix ? "unix://" + path : (scheme == kTls ? "tls://" + fingerprint + "@" : "tcp://") + host + ":" + port;
+    }
+};
+
+Address parse_address(const std::string &s, bool listen) {
+    auto bad = [&](const char *why) -> Address { fail(TENSO_E_BAD_ADDRESS, "address '" + s + "': " + why); };
+    Address a;
+    std::string rest;
+    if (s.rfind("tls://", 0) == 0) {
+        a.scheme = Address::kTls;
+        rest = s.substr(6);
+    } else if (s.rfind("tcp://", 0) == 0) {
+        a.scheme = Address::kTcp;
+        rest = s.substr(6);
+    } else if (s.rfind("unix://", 0) == 0) {
+        a.scheme = Address::kUnix;
+        a.path = s.substr(7);
+        if (a.path.empty() || a.path.size() >= sizeof(sockaddr_un{}.sun_path)) return bad("bad socket path");
+        return a;
+    } else {
+        return bad("expected tls://, tcp:// or unix://");
+    }
+    if (a.scheme == Address::kTls) {
+        const size_t at = rest.find('@');
+        if (at != std::string::npos) {
+            a.fingerprint = rest.substr(0, at);
+            rest = rest.substr(at + 1);
+            if (a.fingerprint.size() != 64 ||
+                a.fingerprint.find_first_not_of("0123456789abcdef") != std::string::npos)
+                return bad("the key fingerprint is not 64 lower-case hex digits");
+        }
+        if (listen != a.fingerprint.empty()) return bad(listen ? "a listen address takes no fingerprint" : "no key fingerprint");
+    }
+    size_t colon;
+    if (!rest.empty() && rest[0] == '[') {
+        const size_t close = rest.find(']');
+        if (close == std::string::npos || close + 1 >= rest.size() || rest[close + 1] != ':') return bad("bad IPv6 literal");
+        a.host = rest.substr(1, close - 1);
+        colon = close + 1;
+    } else {
+        colon = rest.rfind(':');
+        if (colon == std::string::npos) return bad("no port");
+        a.host = rest.substr(0, colon);
+    }
+    a.port = rest.substr(colon + 1);
+    if (a.host.empty() || a.port.empty() || a.port.size() > 5 || a.port.find_first_not_of("0123456789") != std::string::npos ||
+        std::stoul(a.port) > 65535)
+        return bad("bad host or port");
+    if (!listen && a.port == "0") return bad("port 0");
+    return a;
+}
+
+std::string host_text(const std::string &h) { return h.find(':') != std::string::npos ? "[" + h + "]" : h; }
+
+// ---- sockets: bytes in and out of a plain or TLS connection, never blocking -----------------
+
+enum class Io { kDone, kWantRead, kWantWrite, kEof };
+
+struct Sock {
+    int fd = -1;
+    SSL *ssl = nullptr;
+    bool unix_ = false;
+    std::deque<int> fds;  // descriptors received (Unix), oldest first
+    std::string peer;     // the sender name of messages from it
+    uint64_t *counter_in = nullptr, *counter_out = nullptr;
+
+    Sock() = default;
+    Sock(const Sock &) = delete;
+    Sock &operator=(const Sock &) = delete;
+    ~Sock() {
+        if (ssl) SSL_free(ssl);
+        if (fd >= 0) ::close(fd);
+        for (int f : fds) ::close(f);
+    }
+
+    [[noreturn]] void ssl_fail(int err, const char *what) {
+        const unsigned long e = ERR_peek_error();
+        char buf[256] = "";
+        if (e) ERR_error_string_n(e, buf, sizeof buf);
+        // A TLS alert from the peer (reason codes from SSL_AD_REASON_OFFSET) is its refusal.
+        const bool alert = e && ERR_GET_LIB(e) == ERR_LIB_SSL && ERR_GET_REASON(e) >= 1000;
+        ERR_clear_error();
+        if (err == SSL_ERROR_SYSCALL && !e) sys_fail(TENSO_E_CONNECTION, what, errno ? errno : ECONNRESET);
+        fail(alert ? TENSO_E_AUTH : TENSO_E_CONNECTION, std::string(what) + ": " + buf);
+    }
+
+    // Reads into p; *n gets the bytes.
+    Io read(void *p, size_t cap, size_t *n) {
+        *n = 0;
+        if (ssl) {
+            const int r = SSL_read_ex(ssl, p, cap, n);
+            if (r == 1) {
+                if (counter_in) __atomic_add_fetch(counter_in, *n, __ATOMIC_RELAXED);
+                return Io::kDone;
+            }
+            const int err = SSL_get_error(ssl, r);
+            if (err == SSL_ERROR_WANT_READ) return Io::kWantRead;
+            if (err == SSL_ERROR_WANT_WRITE) return Io::kWantWrite;
+            if (err == SSL_ERROR_ZERO_RETURN) return Io::kEof;
+            if (err == SSL_ERROR_SYSCALL && ERR_peek_error() == 0 && errno == 0) return Io::kEof;
+            ssl_fail(err, "TLS read");
+        }
+        ssize_t r;
+        if (unix_) {
+            alignas(cmsghdr) char cbuf[CMSG_SPACE(4 * sizeof(int))];
+            iovec iov{p, cap};
+            msghdr m{};
+            m.msg_iov = &iov;
+            m.msg_iovlen = 1;
+            m.msg_control = cbuf;
+            m.msg_controllen = sizeof cbuf;
+            do r = ::recvmsg(fd, &m, MSG_CMSG_CLOEXEC); while (r < 0 && errno == EINTR);
+            if (r >= 0) {
+                for (cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c))
+                    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+                        const size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+                        for (size_t i = 0; i < k; ++i) {
+                            int f;
+                            std::memcpy(&f, CMSG_DATA(c) + i * sizeof(int), sizeof f);
+                            fds.push_back(f);
+                        }
+                    }
+                if (fds.size() > 16) fail(TENSO_E_LIMIT, "the peer passed too many descriptors");
+            }
+        } else {
+            do r = ::read(fd, p, cap); while (r < 0 && errno == EINTR);
+        }
+        if (r < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK) return Io::kWantRead;
+            sys_fail(TENSO_E_CONNECTION, "read");
+        }
+        if (r == 0) return Io::kEof;
+        *n = size_t(r);
+        if (counter_in) __atomic_add_fetch(counter_in, *n, __ATOMIC_RELAXED);
+        return Io::kDone;
+    }
+
+    // Writes from iov[0, cnt); *n gets the bytes. pass_fd (Unix): sent with the first byte.
+    Io write(const iovec *iov, size_t cnt, size_t *n, int pass_fd) {
+        *n = 0;
+        if (ssl) {
+            SigpipeGuard guard;
+            const int r = SSL_write_ex(ssl, iov[0].iov_base, iov[0].iov_len, n);
+            if (r == 1) {
+                if (counter_out) __atomic_add_fetch(counter_out, *n, __ATOMIC_RELAXED);
+                return Io::kDone;
+            }
+            const int err = SSL_get_error(ssl, r);
+            if (err == SSL_ERROR_WANT_READ) return Io::kWantRead;
+            if (err == SSL_ERROR_WANT_WRITE) return Io::kWantWrite;
+            ssl_fail(err, "TLS write");
+        }
+        msghdr m{};
+        m.msg_iov = const_cast<iovec *>(iov);
+        m.msg_iovlen = std::min<size_t>(cnt, IOV_MAX);
+        alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int))];
+        if (pass_fd >= 0) {
+            m.msg_control = cbuf;
+            m.msg_controllen = sizeof cbuf;
+            cmsghdr *c = CMSG_FIRSTHDR(&m);
+            c->cmsg_level = SOL_SOCKET;
+            c->cmsg_type = SCM_RIGHTS;
+            c->cmsg_len = CMSG_LEN(sizeof(int));
+            std::memcpy(CMSG_DATA(c), &pass_fd, sizeof pass_fd);
+        }
+        ssize_t r;
+        do r = ::sendmsg(fd, &m, MSG_NOSIGNAL); while (r < 0 && errno == EINTR);
+        if (r < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK) return Io::kWantWrite;
+            sys_fail(TENSO_E_CONNECTION, "write");
+        }
+        *n = size_t(r);
+        if (counter_out) __atomic_add_fetch(counter_out, *n, __ATOMIC_RELAXED);
+        return Io::kDone;
+    }
+};
+
+// A list of segments being written, front first.
+struct Outgoing {
+    std::vector<uint8_t> head;       // the control frame
+    std::vector<iovec> iov;          // head, then the value's segments
+    size_t at = 0;                   // first segment not fully written
+    int pass_fd = -1;                // sent with the first byte (not owned)
+    std::shared_ptr<const void> keep;  // what the segments point into
+    void start() { iov.insert(iov.begin(), iovec{head.data(), head.size()}); }
+    bool done() const { return at == iov.size(); }
+    // Writes what the socket takes now.
+    Io pump(Sock &s) {
+        while (at < iov.size()) {
+            if (iov[at].iov_len == 0) {
+                ++at;
+                continue;
+            }
+            size_t n;
+            const Io r = s.write(&iov[at], iov.size() - at, &n, pass_fd);
+            if (r != Io::kDone) return r;
+            pass_fd = -1;
+            while (n > 0) {
+                const size_t k = std::min(n, iov[at].iov_len);
+                iov[at].iov_base = static_cast<uint8_t *>(iov[at].iov_base) + k;
+                iov[at].iov_len -= k;
+                n -= k;
+                if (iov[at].iov_len == 0) ++at;
+            }
+        }
+        return Io::kDone;
+    }
+};
+
+// Frames in: a read-ahead buffer feeding the stream decoder, or, for large packets with nothing
+// read ahead, reads straight into the decoder's (aligned) packet buffer.
+struct Reader {
+    static constexpr size_t kAhead = 64 * 1024;
+    std::unique_ptr<uint8_t[]> buf{new uint8_t[kAhead]};
+    size_t pos = 0, end = 0;
+
+    Io frame(Sock &s, Decoder &d, std::unique_ptr<View> *out) {
+        for (;;) {
+            if (pos < end) {
+                try {
+                    pos += d.feed(buf.get() + pos, end - pos, out);
+                } catch (...) {
+                    pos += d.fed();
+                    throw;
+                }
+                if (*out) return Io::kDone;
+                continue;
+            }
+            size_t need;
+            uint8_t *dst = d.buffer(&need);
+            size_t n;
+            Io r;
+            if (need >= kAhead) {
+                r = s.read(dst, need, &n);
+                if (r == Io::kDone) {
+                    *out = d.commit(n);
+                    if (*out) return Io::kDone;
+                    continue;
+                }
+            } else {
+                r = s.read(buf.get(), kAhead, &n);
+                if (r == Io::kDone) {
+                    pos = 0;
+                    end = n;
+                    continue;
+                }
+            }
+            if (r == Io::kEof && !d.idle()) fail(TENSO_E_CONNECTION, "the peer closed the connection in the middle of a packet");
+            return r;
+        }
+    }
+    // Drops n bytes (a refused push's body); returns what is left to drop.
+    Io skip(Sock &s, uint64_t *left) {
+        while (*left) {
+            if (pos < end) {
+                const size_t k = size_t(std::min<uint64_t>(*left, end - pos));
+                pos += k;
+                *left -= k;
+                continue;
+            }
+            size_t n;
+            const Io r = s.read(buf.get(), kAhead, &n);
+            if (r != Io::kDone) return r == Io::kEof ? (fail(TENSO_E_CONNECTION, "closed"), r) : r;
+            pos = 0;
+            end = n;
+        }
+        return Io::kDone;
+    }
+};
+
+// A packet received as a descriptor: mapped when the sender sealed it against writes and
+// shrinking (nobody can change or truncate it under the view), else read into memory.
+std::unique_ptr<View> view_from_fd(int fd, uint64_t offset, uint64_t len, const Limits &lim) {
+    struct stat st;
+    if (fstat(fd, &st) != 0) sys_fail(TENSO_E_IO, "fstat of a passed descriptor");
+    if (len == 0 || offset > uint64_t(st.st_size) || len > uint64_t(st.st_size) - offset)
+        fail(TENSO_E_MALFORMED, "a passed descriptor is shorter than its packet");
+    if (lim.max_packet_bytes && len > lim.max_packet_bytes) fail(TENSO_E_LIMIT, "packet larger than max_packet_bytes");
+    const int seals = fcntl(fd, F_GET_SEALS);
+    const int need = F_SEAL_SHRINK | F_SEAL_WRITE;
+    if (seals >= 0 && (seals & need) == need) {
+        const uint64_t page = uint64_t(sysconf(_SC_PAGESIZE));
+        const uint64_t base = offset / page * page;
+        const size_t maplen = size_t(offset - base + len);
+        void *m = mmap(nullptr, maplen, PROT_READ, MAP_SHARED, fd, off_t(base));
+        if (m == MAP_FAILED) sys_fail(TENSO_E_IO, "mmap of a passed descriptor");
+        std::shared_ptr<const void> keep(m, [maplen](const void *p) { munmap(const_cast<void *>(p), maplen); });
+        const uint8_t *p = static_cast<const uint8_t *>(m) + (offset - base);
+        if (frame_length(p, size_t(len), lim) != len) fail(TENSO_E_MALFORMED, "the passed packet's length is not the one announced");
+        return decode(p, size_t(len), lim, keep);
+    }
+    std::shared_ptr<uint8_t> buf = alloc_aligned(size_t(len));
+    size_t got = 0;
+    while (got < len) {
+        const ssize_t r = ::pread(fd, buf.get() + got, size_t(len - got), off_t(offset + got));
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) sys_fail(TENSO_E_IO, "pread of a passed descriptor", r == 0 ? EIO : errno);
+        got += size_t(r);
+    }
+    if (frame_length(buf.get(), size_t(len), lim) != len) fail(TENSO_E_MALFORMED, "the passed packet's length is not the one announced");
+    return decode(buf.get(), size_t(len), lim, buf);
+}
+
+// A sealed memfd holding the packet the segments make.
+int packet_memfd(const std::vector<iovec> &iov, uint64_t total) {
+    const int fd = memfd_create("tenso-packet", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0) sys_fail(TENSO_E_IO, "memfd_create");
+    if (ftruncate(fd, off_t(total)) != 0) {
+        const int e = errno;
+        ::close(fd);
+        sys_fail(TENSO_E_IO, "ftruncate of a memfd", e);
+    }
+    uint64_t off = 0;
+    for (const iovec &v : iov) {
+        size_t done = 0;
+        while (done < v.iov_len) {
+            const ssize_t r = ::pwrite(fd, static_cast<const uint8_t *>(v.iov_base) + done, v.iov_len - done, off_t(off + done));
+            if (r < 0 && errno == EINTR) continue;
+            if (r <= 0) {
+                const int e = errno;
+                ::close(fd);
+                sys_fail(TENSO_E_IO, "write to a memfd", e);
+            }
+            done += size_t(r);
+        }
+        off += v.iov_len;
+    }
+    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL);
+    return fd;
+}
+
+struct Published {
+    std::unique_ptr<Value> value;
+    void (*release)(void *) = nullptr;
+    void *user = nullptr;
+    std::unique_ptr<Plan> plan;  // encoded once; sends write its segments
+    std::vector<iovec> iov;
+    uint64_t size = 0;
+    std::mutex memfd_mu;
+    int memfd = -1;  // made the first time a Unix peer pulls it
+    ~Published() {
+        if (memfd >= 0) ::close(memfd);
+        plan.reset();
+        value.reset();
+        if (release) release(user);
+    }
+};
+
+Limits value_limits(const NodeOptions &o) {
+    Limits l;
+    l.max_packet_bytes = o.max_packet_bytes;
+    return l;
+}
+Limits control_limits(const NodeOptions &o) {
+    Limits l;
+    l.max_packet_bytes = control_packet_limit(o.max_name_bytes);
+    return l;
+}
+DecoderConfig decoder_config(const Limits &l) {
+    DecoderConfig c;
+    c.limits = l;
+    return c;
+}
+
+}  // namespace
+
+// ---- cancel tokens ---------------------------------------------------------------------
+
+Cancel::Cancel() {
+    fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (fd_ < 0) sys_fail(TENSO_E_IO, "eventfd");
+}
+Cancel::~Cancel() { ::close(fd_); }
+void Cancel::trigger() {
+    flag_.store(true, std::memory_order_release);
+    const uint64_t one = 1;
+    (void)!::write(fd_, &one, sizeof one);
+}
+
+// ---- the node ----------------------------------------------------------------------------
+
+struct Outbound {
+    Sock sock;
+    Reader reader;
+    Decoder ctl, val;
+    Address addr;
+    Clock::time_point idle_since;
+    Outbound(const NodeOptions &o) : ctl(decoder_config(control_limits(o))), val(decoder_config(value_limits(o))) {}
+};
+
+struct Listener {
+    Address addr;
+    int fd = -1;
+    std::unique_ptr<asio::posix::stream_descriptor> sd;
+    std::string printable;
+};
+
+class Inbound;
+
+struct Node::Impl : std::enable_shared_from_this<Node::Impl> {
+    NodeOptions opts;
+    Limits vlim, clim;
+    std::unique_ptr<Tls> tls;
+    std::unique_ptr<asio::io_context> io{new asio::io_context};
+    std::unique_ptr<asio::steady_timer> reaper;
+    std::vector<std::thread> threads;
+    std::vector<Listener> listeners;
+    int stop_fd = -1, recv_fd = -1;
+    std::atomic<bool> stopped{false};
+    std::mutex stop_mu;
+
+    // inbound connections
+    std::mutex in_mu;
+    std::set<std::shared_ptr<Inbound>> inbound;
+
+    // the receive queue
+    std::mutex q_mu;
+    std::deque<std::unique_ptr<Message>> queue;
+    uint64_t queued_bytes = 0;
+    std::deque<std::weak_ptr<Inbound>> parked;  // pushes waiting for queue room
+
+    // published values
+    std::mutex pub_mu;
+    std::map<std::string, std::shared_ptr<Published>> published;
+
+    // the outbound pool
+    struct Peer {
+        std::vector<std::unique_ptr<Outbound>> idle;
+        uint32_t busy = 0;
+    };
+    std::mutex pool_mu;
+    std::map<std::string, Peer> pool;
+
+    uint64_t bytes_sent = 0, bytes_received = 0;  // atomically updated
+    std::atomic<uint64_t> opened{0}, reused{0}, refused{0};
+    std::atomic<uint32_t> calls{0};
+
+    void start();
+    void stop();
+    void accept_next(Listener &l);
+    void on_accept(Listener &l);
+    void reap();
+    // The queue: true when it took the message; false when full (the caller parks).
+    // A full queue parks `who` (resumed when a receive makes room) and returns false.
+    bool enqueue(std::unique_ptr<Message> &m, const std::shared_ptr<Inbound> &who);
+    std::unique_ptr<Outbound> checkout(const Address &a, const Waker &w, const Deadline &d);
+    void checkin(std::unique_ptr<Outbound> c);
+    void discard(std::unique_ptr<Outbound> c);  // a connection out of step: closed
+    std::unique_ptr<Outbound> dial(const Address &a, const Waker &w, const Deadline &d);
+    Control call(Outbound &c, Outgoing &out, const Waker &w, const Deadline &d);
+    std::unique_ptr<View> read_value(Outbound &c, const Control &reply, const Waker &w, const Deadline &d);
+};
+
+// An accepted connection, served on the event loop: one request at a time (read a control
+// frame and its value, answer, read the next).
+class Inbound : public std::enable_shared_from_this<Inbound> {
+public:
+    Inbound(Node::Impl &n, int fd, bool unix_, bool tls, std::string peer)
+        : n_(n), sd_(*n.io, fd), ctl_(decoder_config(n.clim)), val_(decoder_config(n.vlim)) {
+        sock_.fd = fd;
+        sock_.unix_ = unix_;
+        sock_.peer = std::move(peer);
+        sock_.counter_in = &n.bytes_received;
+        sock_.counter_out = &n.bytes_sent;
+        if (tls) {
+            sock_.ssl = SSL_new(n.tls->server());
+            if (!sock_.ssl) fail(TENSO_E_NO_MEMORY, "SSL_new");
+            SSL_set_fd(sock_.ssl, fd);
+            SSL_set_accept_state(sock_.ssl);
+            state_ = kHandshake;
+        }
+    }
+    ~Inbound() { sd_.release(); }  // Sock closes the descriptor
+
+    void run() { step(); }
+    void close() {
+        state_ = kClosed;
+        asio::error_code ec;
+        sd_.cancel(ec);
+    }
+    // The queue has room again: finish the parked push.
+    void resume() {
+        asio::post(*n_.io, [self = shared_from_this()] {
+            if (self->state_ != kParked) return;
+            self->deliver();
+            self->step();
+        });
+    }
+
+private:
+    enum State { kHandshake, kReadControl, kReadValue, kSkip, kParked, kWrite, kClosing, kClosed };
+    Node::Impl &n_;
+    Sock sock_;
+    asio::posix::stream_descriptor sd_;
+    Reader reader_;
+    Decoder ctl_, val_;
+    State state_ = kReadControl;
+    Control req_;
+    std::unique_ptr<Message> msg_;
+    uint64_t skip_left_ = 0;
+    int32_t skip_status_ = 0;
+    std::string skip_msg_;
+    Outgoing out_;
+    bool close_after_write_ = false;
+
+    void wait(Io io) {
+        auto self = shared_from_this();
+        sd_.async_wait(io == Io::kWantWrite ? asio::posix::stream_descriptor::wait_write
+                                            : asio::posix::stream_descriptor::wait_read,
+                       [self](const asio::error_code &ec) {
+                           if (ec || self->state_ == kClosed) return self->finish();
+                           self->step();
+                       });
+    }
+    void finish() {
+        state_ = kClosed;
+        std::lock_guard<std::mutex> g(n_.in_mu);
+        n_.inbound.erase(shared_from_this());
+    }
+    void reply(const Control &c, bool close_after) {
+        out_ = Outgoing{};
+        out_.head = encode_control(c);
+        out_.start();
+        close_after_write_ = close_after;
+        state_ = kWrite;
+    }
+    void refuse(int32_t st, const std::string &why) {
+        n_.refused.fetch_add(1);
+        Control c;
+        c.op = Op::kError;
+        c.status = st;
+        c.message = why;
+        reply(c, true);
+    }
+    // Queues the received push and acknowledges it, or parks (state kParked).
+    void deliver() {
+        if (!n_.enqueue(msg_, shared_from_this())) {
+            state_ = kParked;
+            return;
+        }
+        Control ok;
+        ok.op = Op::kOk;
+        reply(ok, false);
+    }
+    void serve_get() {
+        std::shared_ptr<Published> p;
+        {
+            std::lock_guard<std::mutex> g(n_.pub_mu);
+            auto it = n_.published.find(req_.name);
+            if (it != n_.published.end()) p = it->second;
+        }
+        Control c;
+        if (!p) {
+            c.op = Op::kError;
+            c.status = TENSO_E_NOT_FOUND;
+            c.message = "nothing is published under that name";
+            return reply(c, false);
+        }
+        c.length = p->size;
+        out_ = Outgoing{};
+        out_.keep = p;
+        if (sock_.unix_ && !n_.opts.no_fd_passing && p->size >= n_.opts.fd_passing_min_bytes) {
+            std::lock_guard<std::mutex> g(p->memfd_mu);
+            if (p->memfd < 0) p->memfd = packet_memfd(p->iov, p->size);
+            c.op = Op::kValueFd;
+            out_.pass_fd = p->memfd;
+        } else {
+            c.op = Op::kValue;
+            out_.iov = p->iov;
+        }
+        out_.head = encode_control(c);
+        out_.start();
+        close_after_write_ = false;
+        state_ = kWrite;
+    }
+    void on_control(std::unique_ptr<View> v) {
+        req_ = parse_control(*v, n_.opts.max_name_bytes);
+        if (req_.op == Op::kGet) return serve_get();
+        if (req_.op != Op::kPush && req_.op != Op::kPushFd) fail(TENSO_E_MALFORMED, "unexpected control frame from a dialer");
+        msg_.reset(new Message);
+        msg_->name = req_.name;
+        msg_->sender = sock_.peer;
+        msg_->bytes = req_.length;
+        const bool too_big = req_.length > n_.opts.max_packet_bytes || req_.length > n_.opts.max_queued_bytes;
+        if (req_.op == Op::kPushFd) {
+            if (!sock_.unix_ || sock_.fds.empty()) fail(TENSO_E_MALFORMED, "push-fd without a descriptor");
+            const int fd = sock_.fds.front();
+            sock_.fds.pop_front();
+            std::unique_ptr<View> view;
+            try {
+                if (too_big) fail(TENSO_E_LIMIT, "the packet is larger than the receiver takes");
+                view = view_from_fd(fd, req_.offset, req_.length, n_.vlim);
+            } catch (...) {
+                ::close(fd);
+                throw;
+            }
+            ::close(fd);
+            msg_->view = std::move(view);
+            return deliver();
+        }
+        if (too_big) {
+            skip_left_ = req_.length;
+            skip_status_ = TENSO_E_LIMIT;
+            skip_msg_ = "the packet is larger than the receiver takes (max_packet_bytes / max_queued_bytes)";
+            state_ = kSkip;
+            return;
+        }
+        state_ = kReadValue;
+    }
+    // Runs the state machine until it must wait.
+    void step() {
+        try {
+            for (;;) {
+                Io io = Io::kDone;
+                switch (state_) {
+                case kClosed: return finish();
+                case kParked: return;
+                case kHandshake: {
+                    const int r = SSL_do_handshake(sock_.ssl);
+                    if (r != 1) {
+                        const int err = SSL_get_error(sock_.ssl, r);
+                        if (err == SSL_ERROR_WANT_READ) return wait(Io::kWantRead);
+                        if (err == SSL_ERROR_WANT_WRITE) return wait(Io::kWantWrite);
+                        n_.refused.fetch_add(1);
+                        ERR_clear_error();
+                        return finish();
+                    }
+                    state_ = kReadControl;
+                    try {
+                        sock_.peer = n_.tls->check_peer(sock_.ssl, "", true);
+                    } catch (const Error &e) {
+                        refuse(e.status(), e.what());
+                    }
+                    continue;
+                }
+                case kReadControl: {
+                    std::unique_ptr<View> v;
+                    io = reader_.frame(sock_, ctl_, &v);
+                    if (io == Io::kDone) {
+                        on_control(std::move(v));
+                        continue;
+                    }
+                    break;
+                }
+                case kReadValue: {
+                    std::unique_ptr<View> v;
+                    io = reader_.frame(sock_, val_, &v);
+                    if (io == Io::kDone) {
+                        if (v->packet_size != req_.length) fail(TENSO_E_MALFORMED, "the value's length is not the one announced");
+                        msg_->view = std::move(v);
+                        deliver();
+                        continue;
+                    }
+                    if (io == Io::kEof) fail(TENSO_E_CONNECTION, "closed before the value");
+                    break;
+                }
+                case kSkip:
+                    io = reader_.skip(sock_, &skip_left_);
+                    if (io == Io::kDone) {
+                        n_.refused.fetch_add(1);
+                        Control c;
+                        c.op = Op::kError;
+                        c.status = skip_status_;
+                        c.message = skip_msg_;
+                        reply(c, false);
+                        continue;
+                    }
+                    break;
+                case kWrite:
+                    io = out_.pump(sock_);
+                    if (io == Io::kDone) {
+                        out_ = Outgoing{};
+                        if (close_after_write_) return finish();
+                        state_ = kReadControl;
+                        continue;
+                    }
+                    break;
+                case kClosing: return finish();
+                }
+                if (io == Io::kEof) return finish();
+                return wait(io);
+            }
+        } catch (const Error &e) {
+            // Hostile or broken input: answer with the status (best effort) and close.
+            if (state_ == kWrite) return finish();
+            refuse(e.status(), e.what());
+            try {
+                out_.pump(sock_);
+            } catch (...) {
+            }
+            finish();
+        } catch (const std::bad_alloc &) {
+            n_.refused.fetch_add(1);
+            finish();
+        }
+    }
+};
+
+void Node::Impl::start() {
+    stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    recv_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (stop_fd < 0 || recv_fd < 0) sys_fail(TENSO_E_IO, "eventfd");
+    vlim = value_limits(opts);
+    clim = control_limits(opts);
+    bool any_tls = false;
+    std::vector<Address> addrs;
+    if (!opts.no_listen) {
+        size_t b = 0;
+        const std::string &s = opts.listen;
+        while (b <= s.size()) {
+            size_t e = s.find(',', b);
+            if (e == std::string::npos) e = s.size();
+            const std::string one = s.substr(b, e - b);
+            b = e + 1;
+            if (one.empty()) continue;
+            Address a = parse_address(one, true);
+            if (a.scheme != Address::kTls && !opts.plaintext)
+                fail(TENSO_E_INVALID_ARGUMENT, "plaintext listener '" + one + "' without TENSO_NODE_ALLOW_PLAINTEXT");
+            any_tls |= a.scheme == Address::kTls;
+            addrs.push_back(a);
+        }
+    }
+    (void)any_tls;
+    tls.reset(new Tls(opts.cert_pem, opts.key_pem, opts.ca_pem, opts.pinned_keys));
+    for (const Address &a : addrs) {
+        Listener l;
+        l.addr = a;
+        if (a.scheme == Address::kUnix) {
+            l.fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+            sockaddr_un sa{};
+            sa.sun_family = AF_UNIX;
+            std::memcpy(sa.sun_path, a.path.data(), a.path.size());
+            if (l.fd < 0 || ::bind(l.fd, reinterpret_cast<sockaddr *>(&sa), sizeof sa) != 0 || ::listen(l.fd, 128) != 0) {
+                const int e = errno;
+                if (l.fd >= 0) ::close(l.fd);
+                sys_fail(TENSO_E_IO, "listen on unix://" + a.path, e);
+            }
+            l.printable = "unix://" + a.path;
+        } else {
+            addrinfo hints{}, *res = nullptr;
+            hints.ai_socktype = SOCK_STREAM;
+            hints.ai_flags = AI_PASSIVE;
+            if (getaddrinfo(a.host.c_str(), a.port.c_str(), &hints, &res) != 0 || !res)
+                fail(TENSO_E_BAD_ADDRESS, "cannot resolve " + a.host);
+            l.fd = ::socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+            const int one = 1;
+            if (l.fd >= 0) setsockopt(l.fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+            if (l.fd < 0 || ::bind(l.fd, res->ai_addr, res->ai_addrlen) != 0 || ::listen(l.fd, 128) != 0) {
+                const int e = errno;
+                freeaddrinfo(res);
+                if (l.fd >= 0) ::close(l.fd);
+                sys_fail(TENSO_E_IO, "listen on " + a.host + ":" + a.port, e);
+            }
+            freeaddrinfo(res);
+            sockaddr_storage ss{};
+            socklen_t sl = sizeof ss;
+            getsockname(l.fd, reinterpret_cast<sockaddr *>(&ss), &sl);
+            const int port = ss.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6 *>(&ss)->sin6_port)
+                                                      : ntohs(reinterpret_cast<sockaddr_in *>(&ss)->sin_port);
+            const std::string hp = host_text(a.host) + ":" + std::to_string(port);
+            l.printable = a.scheme == Address::kTls ? "tls://" + tls->id() + "@" + hp : "tcp://" + hp;
+        }
+        l.sd.reset(new asio::posix::stream_descriptor(*io, l.fd));
+        listeners.push_back(std::move(l));
+    }
+    for (Listener &l : listeners) accept_next(l);
+    reaper.reset(new asio::steady_timer(*io));
+    reap();
+    for (uint32_t i = 0; i < opts.threads; ++i) threads.emplace_back([this] { io->run(); });
+}
+
+void Node::Impl::accept_next(Listener &l) {
+    l.sd->async_wait(asio::posix::stream_descriptor::wait_read, [this, &l](const asio::error_code &ec) {
+        if (ec || stopped) return;
+        on_accept(l);
+        accept_next(l);
+    });
+}
+
+void Node::Impl::on_accept(Listener &l) {
+    for (;;) {
+        sockaddr_storage ss{};
+        socklen_t sl = sizeof ss;
+        const int fd = ::accept4(l.fd, reinterpret_cast<sockaddr *>(&ss), &sl, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0) return;  // EAGAIN, or a transient error: wait for the next
+        std::lock_guard<std::mutex> g(in_mu);
+        if (inbound.size() >= opts.max_connections) {
+            refused.fetch_add(1);
+            ::close(fd);
+            continue;
+        }
+        std::string peer = "unix:";
+        if (ss.ss_family == AF_INET || ss.ss_family == AF_INET6) {
+            const int one = 1;
+            setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+            char host[INET6_ADDRSTRLEN] = "";
+            int port;
+            if (ss.ss_family == AF_INET) {
+                auto *s4 = reinterpret_cast<sockaddr_in *>(&ss);
+                inet_ntop(AF_INET, &s4->sin_addr, host, sizeof host);
+                port = ntohs(s4->sin_port);
+            } else {
+                auto *s6 = reinterpret_cast<sockaddr_in6 *>(&ss);
+                inet_ntop(AF_INET6, &s6->sin6_addr, host, sizeof host);
+                port = ntohs(s6->sin6_port);
+            }
+            peer = "tcp://" + host_text(host) + ":" + std::to_string(port);
+        }
+        try {
+            auto c = std::make_shared<Inbound>(*this, fd, l.addr.scheme == Address::kUnix, l.addr.scheme == Address::kTls, peer);
+            inbound.insert(c);
+            asio::post(*io, [c] { c->run(); });
+        } catch (...) {
+            refused.fetch_add(1);
+        }
+    }
+}
+
+void Node::Impl::reap() {
+    const uint64_t every = std::clamp<uint64_t>(opts.idle_timeout_ms / 4, 5, 1000);
+    reaper->expires_after(std::chrono::milliseconds(every));
+    reaper->async_wait([this](const asio::error_code &ec) {
+        if (ec || stopped) return;
+        std::vector<std::unique_ptr<Outbound>> drop;  // closed outside the lock
+        {
+            std::lock_guard<std::mutex> g(pool_mu);
+            const auto limit = Clock::now() - std::chrono::milliseconds(opts.idle_timeout_ms);
+            for (auto it = pool.begin(); it != pool.end();) {
+                auto &idle = it->second.idle;
+                for (auto &c : idle)
+                    if (c->idle_since <= limit) drop.push_back(std::move(c));
+                idle.erase(std::remove(idle.begin(), idle.end(), nullptr), idle.end());
+                it = idle.empty() && it->second.busy == 0 ? pool.erase(it) : std::next(it);
+            }
+        }
+        reap();
+    });
+}
+
+bool Node::Impl::enqueue(std::unique_ptr<Message> &m, const std::shared_ptr<Inbound> &who) {
+    std::lock_guard<std::mutex> g(q_mu);
+    if (!queue.empty() && (queue.size() >= opts.max_queued || queued_bytes + m->bytes > opts.max_queued_bytes)) {
+        parked.push_back(who);
+        return false;
+    }
+    queued_bytes += m->bytes;
+    queue.push_back(std::move(m));
+    if (queue.size() == 1) {
+        const uint64_t one = 1;
+        (void)!::write(recv_fd, &one, sizeof one);
+    }
+    return true;
+}
+
+void Node::Impl::stop() {
+    std::lock_guard<std::mutex> g(stop_mu);
+    if (stopped.exchange(true)) return;
+    const uint64_t one = 1;
+    (void)!::write(stop_fd, &one, sizeof one);
+    io->stop();
+    for (auto &t : threads) t.join();
+    threads.clear();
+    {
+        std::lock_guard<std::mutex> l(in_mu);
+        for (auto &c : inbound) c->close();
+        inbound.clear();
+    }
+    reaper.reset();
+    for (Listener &l : listeners) {
+        l.sd.reset();
+        if (l.addr.scheme == Address::kUnix) ::unlink(l.addr.path.c_str());
+    }
+    // Pending handlers hold the last references to connections; the descriptors close with them.
+    io.reset(new asio::io_context);
+    {
+        std::lock_guard<std::mutex> l(pool_mu);
+        for (auto &p : pool) p.second.idle.clear();
+    }
+}
+
+std::unique_ptr<Outbound> Node::Impl::dial(const Address &a, const Waker &w, const Deadline &d) {
+    if (a.scheme != Address::kTls && !opts.plaintext)
+        fail(TENSO_E_INVALID_ARGUMENT, "plaintext peer " + a.key() + " without TENSO_NODE_ALLOW_PLAINTEXT");
+    std::unique_ptr<Outbound> c(new Outbound(opts));
+    c->addr = a;
+    c->sock.counter_in = &bytes_received;
+    c->sock.counter_out = &bytes_sent;
+    auto connect_one = [&](int family, const sockaddr *sa, socklen_t sl) {
+        const int fd = ::socket(family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0) sys_fail(TENSO_E_IO, "socket");
+        c->sock.fd = fd;
+        if (::connect(fd, sa, sl) != 0) {
+            if (errno != EINPROGRESS && errno != EAGAIN) sys_fail(TENSO_E_CONNECTION, "connect to " + a.key());
+            w.wait(fd, POLLOUT, d);
+            int err = 0;
+            socklen_t el = sizeof err;
+            getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el);
+            if (err) sys_fail(TENSO_E_CONNECTION, "connect to " + a.key(), err);
+        }
+    };
+    if (a.scheme == Address::kUnix) {
+        sockaddr_un sa{};
+        sa.sun_family = AF_UNIX;
+        std::memcpy(sa.sun_path, a.path.data(), a.path.size());
+        connect_one(AF_UNIX, reinterpret_cast<sockaddr *>(&sa), sizeof sa);
+        c->sock.unix_ = true;
+        c->sock.peer = "unix:";
+    } else {
+        addrinfo hints{}, *res = nullptr;
+        hints.ai_socktype = SOCK_STREAM;
+        const int r = getaddrinfo(a.host.c_str(), a.port.c_str(), &hints, &res);
+        if (r != 0 || !res) fail(TENSO_E_BAD_ADDRESS, "cannot resolve '" + a.host + "': " + gai_strerror(r));
+        std::unique_ptr<addrinfo, void (*)(addrinfo *)> hold(res, freeaddrinfo);
+        connect_one(res->ai_family, res->ai_addr, res->ai_addrlen);
+        const int one = 1;
+        setsockopt(c->sock.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        if (a.scheme == Address::kTls) {
+            c->sock.ssl = SSL_new(tls->client());
+            if (!c->sock.ssl) fail(TENSO_E_NO_MEMORY, "SSL_new");
+            SSL_set_fd(c->sock.ssl, c->sock.fd);
+            SSL_set_connect_state(c->sock.ssl);
+            for (;;) {
+                const int h = SSL_do_handshake(c->sock.ssl);
+                if (h == 1) break;
+                const int err = SSL_get_error(c->sock.ssl, h);
+                if (err == SSL_ERROR_WANT_READ) w.wait(c->sock.fd, POLLIN, d);
+                else if (err == SSL_ERROR_WANT_WRITE) w.wait(c->sock.fd, POLLOUT, d);
+                else c->sock.ssl_fail(err, "TLS handshake");
+            }
+            c->sock.peer = tls->check_peer(c->sock.ssl, a.fingerprint, false);
+        }
+    }
+    opened.fetch_add(1);
+    return c;
+}
+
+std::unique_ptr<Outbound> Node::Impl::checkout(const Address &a, const Waker &w, const Deadline &d) {
+    const std::string key = a.key();
+    for (;;) {
+        std::unique_ptr<Outbound> c;
+        {
+            std::lock_guard<std::mutex> g(pool_mu);
+            Peer &p = pool[key];
+            while (!p.idle.empty()) {
+                std::unique_ptr<Outbound> cand = std::move(p.idle.back());
+                p.idle.pop_back();
+                // A pooled connection the peer closed (or wrote to unasked) is readable: drop it.
+                pollfd pf{cand->sock.fd, POLLIN, 0};
+                if (::poll(&pf, 1, 0) == 0) {
+                    c = std::move(cand);
+                    break;
+                }
+            }
+            if (c) {
+                ++p.busy;
+                reused.fetch_add(1);
+                return c;
+            }
+            if (p.busy < opts.max_connections) {
+                ++p.busy;
+                break;
+            }
+        }
+        // At the maximum for this peer: wait for a connection to come back.
+        w.pause(1);
+        if (d.poll_ms() == 0) fail(TENSO_E_TIMEOUT, "timed out waiting for a pooled connection");
+    }
+    try {
+        return dial(a, w, d);
+    } catch (...) {
+        std::lock_guard<std::mutex> g(pool_mu);
+        --pool[key].busy;
+        throw;
+    }
+}
+
+void Node::Impl::discard(std::unique_ptr<Outbound> c) {
+    {
+        std::lock_guard<std::mutex> g(pool_mu);
+        --pool[c->addr.key()].busy;
+    }
+    c.reset();
+}
+
+void Node::Impl::checkin(std::unique_ptr<Outbound> c) {
+    std::unique_ptr<Outbound> drop;
+    std::lock_guard<std::mutex> g(pool_mu);
+    Peer &p = pool[c->addr.key()];
+    --p.busy;
+    if (stopped || p.idle.size() >= opts.max_pool_per_peer || !c->val.idle() || !c->ctl.idle()) {
+        drop = std::move(c);
+        return;
+    }
+    c->idle_since = Clock::now();
+    p.idle.push_back(std::move(c));
+}
+
+Control Node::Impl::call(Outbound &c, Outgoing &out, const Waker &w, const Deadline &d) {
+    out.start();
+    for (;;) {
+        const Io r = out.pump(c.sock);
+        if (r == Io::kDone) break;
+        w.wait(c.sock.fd, r == Io::kWantRead ? POLLIN : POLLOUT, d);
+    }
+    for (;;) {
+        std::unique_ptr<View> v;
+        const Io r = c.reader.frame(c.sock, c.ctl, &v);
+        if (r == Io::kDone) {
+            Control reply = parse_control(*v, opts.max_name_bytes);
+            if (reply.op == Op::kError) fail(reply.status, "the peer refused: " + reply.message);
+            return reply;
+        }
+        if (r == Io::kEof) fail(TENSO_E_CONNECTION, "the peer closed the connection");
+        w.wait(c.sock.fd, r == Io::kWantWrite ? POLLOUT : POLLIN, d);
+    }
+}
+
+std::unique_ptr<View> Node::Impl::read_value(Outbound &c, const Control &reply, const Waker &w, const Deadline &d) {
+    if (reply.op == Op::kValueFd) {
+        if (!c.sock.unix_ || c.sock.fds.empty()) fail(TENSO_E_MALFORMED, "value-fd without a descriptor");
+        const int fd = c.sock.fds.front();
+        c.sock.fds.pop_front();
+        std::unique_ptr<View> v;
+        try {
+            v = view_from_fd(fd, reply.offset, reply.length, vlim);
+        } catch (...) {
+            ::close(fd);
+            throw;
+        }
+        ::close(fd);
+        return v;
+    }
+    if (reply.op != Op::kValue) fail(TENSO_E_MALFORMED, "unexpected reply to a request");
+    if (reply.length > opts.max_packet_bytes) fail(TENSO_E_LIMIT, "the value is larger than max_packet_bytes");
+    for (;;) {
+        std::unique_ptr<View> v;
+        const Io r = c.reader.frame(c.sock, c.val, &v);
+        if (r == Io::kDone) {
+            if (v->packet_size != reply.length) fail(TENSO_E_MALFORMED, "the value's length is not the one announced");
+            return v;
+        }
+        if (r == Io::kEof) fail(TENSO_E_CONNECTION, "the peer closed the connection before the value");
+        w.wait(c.sock.fd, r == Io::kWantWrite ? POLLOUT : POLLIN, d);
+    }
+}
+
+// ---- Node ----------------------------------------------------------------------------------
+
+namespace {
+// Counts a call in flight so that the destructor waits for it to leave.
+struct CallScope {
+    Node::Impl &n;
+    explicit CallScope(Node::Impl &i) : n(i) {
+        n.calls.fetch_add(1);
+        if (n.stopped) {
+            n.calls.fetch_sub(1);
+            fail(TENSO_E_SHUTDOWN, "the node is shut down");
+        }
+    }
+    ~CallScope() { n.calls.fetch_sub(1); }
+};
+void check_name(const std::string &name, const NodeOptions &o) {
+    if (name.empty() || name.size() > o.max_name_bytes)
+        fail(TENSO_E_INVALID_ARGUMENT, "a name is 1.." + std::to_string(o.max_name_bytes) + " bytes");
+}
+uint64_t effective(uint64_t timeout_ms, const NodeOptions &o) { return timeout_ms == 0 ? o.io_timeout_ms : timeout_ms; }
+}  // namespace
+
+Node::Node(const NodeOptions &opts) : impl_(std::make_shared<Impl>()) {
+    impl_->opts = opts;
+    try {
+        impl_->start();
+    } catch (...) {
+        impl_->stop();
+        throw;
+    }
+}
+
+Node::~Node() {
+    impl_->stop();
+    while (impl_->calls.load() != 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    {
+        std::lock_guard<std::mutex> g(impl_->pub_mu);
+        impl_->published.clear();
+    }
+    if (impl_->stop_fd >= 0) ::close(impl_->stop_fd);
+    if (impl_->recv_fd >= 0) ::close(impl_->recv_fd);
+    for (Listener &l : impl_->listeners)
+        if (l.fd >= 0) ::close(l.fd);
+}
+
+void Node::shutdown() { impl_->stop(); }
+
+bool Node::addr(uint32_t index, std::string *out) const {
+    if (index >= impl_->listeners.size()) return false;
+    *out = impl_->listeners[index].printable;
+    return true;
+}
+
+std::string Node::id() const { return impl_->tls->id(); }
+
+void Node::send(const std::string &addr, const std::string &name, const Payload &p, uint64_t timeout_ms, Cancel *cancel) {
+    CallScope scope(*impl_);
+    Impl &n = *impl_;
+    check_name(name, n.opts);
+    const Address a = parse_address(addr, false);
+    const Waker w{n.stop_fd, cancel};
+    w.check();
+    const Deadline d = Deadline::in(effective(timeout_ms, n.opts));
+    Outgoing out;
+    std::unique_ptr<Plan> plan;
+    Control c;
+    c.op = Op::kPush;
+    c.name = name;
+    if (p.value) {
+        plan.reset(new Plan(EncodeOptions{}, false));
+        plan->add(*p.value);
+        out.iov = plan->iovecs();
+        c.length = plan->size();
+    } else if (p.fd < 0) {
+        c.length = p.len;
+        out.iov.push_back({const_cast<uint8_t *>(p.packet), p.len});
+    } else {
+        c.length = p.len;
+    }
+    int own_fd = -1;
+    struct CloseFd {
+        int &fd;
+        ~CloseFd() {
+            if (fd >= 0) ::close(fd);
+        }
+    } close_fd{own_fd};
+    const bool unix_fd = a.scheme == Address::kUnix && !n.opts.no_fd_passing;
+    if (p.fd >= 0 && unix_fd) {
+        c.op = Op::kPushFd;
+        c.offset = p.offset;
+        out.pass_fd = p.fd;
+    } else if (p.fd >= 0) {
+        // Not a Unix peer: the bytes travel, read from the descriptor into aligned memory.
+        std::shared_ptr<uint8_t> buf = alloc_aligned(size_t(p.len));
+        pread_all(p.fd, buf.get(), size_t(p.len), p.offset);
+        out.iov.push_back({buf.get(), size_t(p.len)});
+        out.keep = buf;
+    } else if (unix_fd && c.length >= n.opts.fd_passing_min_bytes) {
+        own_fd = packet_memfd(out.iov, c.length);
+        out.iov.clear();
+        c.op = Op::kPushFd;
+        out.pass_fd = own_fd;
+    }
+    out.head = encode_control(c);
+    std::unique_ptr<Outbound> conn = n.checkout(a, w, d);
+    try {
+        n.call(*conn, out, w, d);
+    } catch (...) {
+        n.discard(std::move(conn));
+        throw;
+    }
+    n.checkin(std::move(conn));
+}
+
+std::unique_ptr<View> Node::request(const std::string &addr, const std::string &name, uint64_t timeout_ms, Cancel *cancel) {
+    CallScope scope(*impl_);
+    Impl &n = *impl_;
+    check_name(name, n.opts);
+    const Address a = parse_address(addr, false);
+    const Waker w{n.stop_fd, cancel};
+    w.check();
+    const Deadline d = Deadline::in(effective(timeout_ms, n.opts));
+    Outgoing out;
+    Control c;
+    c.op = Op::kGet;
+    c.name = name;
+    out.head = encode_control(c);
+    std::unique_ptr<Outbound> conn = n.checkout(a, w, d);
+    std::unique_ptr<View> v;
+    try {
+        const Control reply = n.call(*conn, out, w, d);
+        v = n.read_value(*conn, reply, w, d);
+    } catch (const Error &e) {
+        // "Not found" leaves the connection in step; anything else may not.
+        if (e.status() == TENSO_E_NOT_FOUND) n.checkin(std::move(conn));
+        else n.discard(std::move(conn));
+        throw;
+    } catch (...) {
+        n.discard(std::move(conn));
+        throw;
+    }
+    n.checkin(std::move(conn));
+    return v;
+}
+
+std::unique_ptr<Message> Node::receive(uint64_t timeout_ms, Cancel *cancel) {
+    CallScope scope(*impl_);
+    Impl &n = *impl_;
+    const Waker w{n.stop_fd, cancel};
+    const Deadline d = Deadline::in(timeout_ms);
+    for (;;) {
+        w.check();
+        std::unique_ptr<Message> m;
+        std::deque<std::weak_ptr<Inbound>> parked;
+        {
+            std::lock_guard<std::mutex> g(n.q_mu);
+            if (!n.queue.empty()) {
+                m = std::move(n.queue.front());
+                n.queue.pop_front();
+                n.queued_bytes -= m->bytes;
+                if (n.queue.empty()) {
+                    uint64_t v;
+                    (void)!::read(n.recv_fd, &v, sizeof v);
+                }
+                parked.swap(n.parked);
+            }
+        }
+        if (m) {
+            for (auto &p : parked)
+                if (auto c = p.lock()) c->resume();
+            return m;
+        }
+        if (timeout_ms == 0) fail(TENSO_E_TIMEOUT, "no message is waiting");
+        w.wait(n.recv_fd, POLLIN, d);
+    }
+}
+
+int Node::receive_fd() const { return impl_->recv_fd; }
+
+void Node::publish(const std::string &name, std::unique_ptr<Value> v, void (*release)(void *), void *user) {
+    CallScope scope(*impl_);
+    auto p = std::make_shared<Published>();
+    p->release = release;
+    p->user = user;
+    p->value = std::move(v);
+    check_name(name, impl_->opts);
+    p->plan.reset(new Plan(EncodeOptions{}, false));
+    p->plan->add(*p->value);
+    p->iov = p->plan->iovecs();
+    p->size = p->plan->size();
+    std::shared_ptr<Published> old;
+    std::lock_guard<std::mutex> g(impl_->pub_mu);
+    auto &slot = impl_->published[name];
+    old = std::move(slot);  // released after the lock, once no send holds it
+    slot = std::move(p);
+}
+
+bool Node::unpublish(const std::string &name) {
+    std::shared_ptr<Published> old;
+    std::lock_guard<std::mutex> g(impl_->pub_mu);
+    auto it = impl_->published.find(name);
+    if (it == impl_->published.end()) return false;
+    old = std::move(it->second);
+    impl_->published.erase(it);
+    return true;
+}
+
+NodeStats Node::stats() const {
+    Impl &n = *impl_;
+    NodeStats s;
+    {
+        std::lock_guard<std::mutex> g(n.pool_mu);
+        for (auto &p : n.pool) s.pool_size += p.second.busy + uint32_t(p.second.idle.size());
+    }
+    {
+        std::lock_guard<std::mutex> g(n.in_mu);
+        s.inbound_connections = uint32_t(n.inbound.size());
+    }
+    {
+        std::lock_guard<std::mutex> g(n.q_mu);
+        s.queued = uint32_t(n.queue.size());
+        s.queued_bytes = n.queued_bytes;
+    }
+    s.bytes_sent = __atomic_load_n(&n.bytes_sent, __ATOMIC_RELAXED);
+    s.bytes_received = __atomic_load_n(&n.bytes_received, __ATOMIC_RELAXED);
+    s.connections_opened = n.opened.load();
+    s.connections_reused = n.reused.load();
+    s.refused = n.refused.load();
+    return s;
+}
+
+}  // namespace tenso::net

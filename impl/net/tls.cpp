@@ -1,0 +1,161 @@
+// tls.cpp - OpenSSL contexts for nodes (see tls.hpp).
+#include "net/tls.hpp"
+
+#include <algorithm>
+#include <memory>
+
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/sha.h>
+#include <openssl/x509.h>
+
+#include "error.hpp"
+#include "tenso/tenso.h"
+
+namespace tenso::net {
+
+namespace {
+
+[[noreturn]] void auth_fail(const std::string &what) {
+    const unsigned long e = ERR_get_error();
+    char buf[256] = "";
+    if (e) ERR_error_string_n(e, buf, sizeof buf);
+    ERR_clear_error();
+    fail(TENSO_E_AUTH, what + (e ? std::string(": ") + buf : std::string()));
+}
+
+struct BioFree { void operator()(BIO *b) const { BIO_free(b); } };
+struct X509Free { void operator()(X509 *x) const { X509_free(x); } };
+struct KeyFree { void operator()(EVP_PKEY *k) const { EVP_PKEY_free(k); } };
+using Bio = std::unique_ptr<BIO, BioFree>;
+using Cert = std::unique_ptr<X509, X509Free>;
+using Key = std::unique_ptr<EVP_PKEY, KeyFree>;
+
+Bio mem(const std::string &s) {
+    Bio b(BIO_new_mem_buf(s.data(), int(s.size())));
+    if (!b) fail(TENSO_E_NO_MEMORY, "BIO_new_mem_buf");
+    return b;
+}
+
+std::vector<Cert> read_certs(const std::string &pem, const char *what) {
+    Bio b = mem(pem);
+    std::vector<Cert> out;
+    while (X509 *x = PEM_read_bio_X509(b.get(), nullptr, nullptr, nullptr)) out.emplace_back(x);
+    ERR_clear_error();  // the end of the PEM text
+    if (out.empty()) fail(TENSO_E_AUTH, std::string(what) + ": no certificate in the PEM text");
+    return out;
+}
+
+// An ephemeral P-256 key and a self-signed certificate for it (valid a year from yesterday).
+void ephemeral(Key *key, Cert *cert) {
+    key->reset(EVP_EC_gen("P-256"));
+    if (!*key) auth_fail("cannot make a P-256 key");
+    cert->reset(X509_new());
+    X509 *x = cert->get();
+    X509_set_version(x, 2);
+    ASN1_INTEGER_set(X509_get_serialNumber(x), 1);
+    X509_gmtime_adj(X509_getm_notBefore(x), -86400);
+    X509_gmtime_adj(X509_getm_notAfter(x), 365L * 86400);
+    X509_set_pubkey(x, key->get());
+    X509_NAME *n = X509_get_subject_name(x);
+    X509_NAME_add_entry_by_txt(n, "CN", MBSTRING_ASC, reinterpret_cast<const unsigned char *>("tenso node"), -1, -1, 0);
+    X509_set_issuer_name(x, n);
+    if (!X509_sign(x, key->get(), EVP_sha256())) auth_fail("cannot sign the node certificate");
+}
+
+// Verification happens after the handshake (check_peer), so the callback accepts every chain
+// and the result is read with SSL_get_verify_result.
+int accept_all(int, X509_STORE_CTX *) { return 1; }
+
+SSL_CTX *make_ctx(bool server, EVP_PKEY *key, const std::vector<Cert> &chain, const std::string &ca_pem) {
+    SSL_CTX *c = SSL_CTX_new(server ? TLS_server_method() : TLS_client_method());
+    if (!c) auth_fail("SSL_CTX_new");
+    SSL_CTX_set_min_proto_version(c, TLS1_3_VERSION);
+    SSL_CTX_set_mode(c, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    SSL_CTX_set_verify(c, SSL_VERIFY_PEER | (server ? SSL_VERIFY_FAIL_IF_NO_PEER_CERT : 0), accept_all);
+    SSL_CTX_set_session_cache_mode(c, SSL_SESS_CACHE_OFF);
+    SSL_CTX_set_num_tickets(c, 0);
+    if (SSL_CTX_use_certificate(c, chain[0].get()) != 1 || SSL_CTX_use_PrivateKey(c, key) != 1 ||
+        SSL_CTX_check_private_key(c) != 1) {
+        SSL_CTX_free(c);
+        auth_fail("the certificate does not go with the key");
+    }
+    for (size_t i = 1; i < chain.size(); ++i) {
+        X509_up_ref(chain[i].get());
+        SSL_CTX_add1_chain_cert(c, chain[i].get());
+        X509_free(chain[i].get());
+    }
+    if (!ca_pem.empty()) {
+        X509_STORE *st = SSL_CTX_get_cert_store(c);
+        for (const Cert &ca : read_certs(ca_pem, "ca_pem")) X509_STORE_add_cert(st, ca.get());
+    }
+    return c;
+}
+
+}  // namespace
+
+std::string key_fingerprint(EVP_PKEY *key) {
+    unsigned char *der = nullptr;
+    const int n = i2d_PUBKEY(key, &der);
+    if (n <= 0) auth_fail("cannot encode the public key");
+    unsigned char md[SHA256_DIGEST_LENGTH];
+    SHA256(der, size_t(n), md);
+    OPENSSL_free(der);
+    static const char hex[] = "0123456789abcdef";
+    std::string s;
+    for (unsigned char b : md) {
+        s += hex[b >> 4];
+        s += hex[b & 15];
+    }
+    return s;
+}
+
+Tls::Tls(const std::string &cert_pem, const std::string &key_pem, const std::string &ca_pem,
+         std::vector<std::string> pinned)
+    : has_ca_(!ca_pem.empty()), pinned_(std::move(pinned)) {
+    Key key;
+    std::vector<Cert> chain;
+    if (cert_pem.empty() != key_pem.empty()) fail(TENSO_E_AUTH, "cert_pem and key_pem go together");
+    if (cert_pem.empty()) {
+        Cert c;
+        ephemeral(&key, &c);
+        chain.push_back(std::move(c));
+    } else {
+        chain = read_certs(cert_pem, "cert_pem");
+        Bio b = mem(key_pem);
+        key.reset(PEM_read_bio_PrivateKey(b.get(), nullptr, nullptr, nullptr));
+        if (!key) auth_fail("key_pem: no private key");
+    }
+    id_ = key_fingerprint(key.get());
+    try {
+        server_ = make_ctx(true, key.get(), chain, ca_pem);
+        client_ = make_ctx(false, key.get(), chain, ca_pem);
+    } catch (...) {
+        SSL_CTX_free(server_);
+        throw;
+    }
+}
+
+Tls::~Tls() {
+    SSL_CTX_free(server_);
+    SSL_CTX_free(client_);
+}
+
+std::string Tls::check_peer(SSL *ssl, const std::string &expect, bool server_side) const {
+    X509 *peer = SSL_get0_peer_certificate(ssl);
+    if (!peer) fail(TENSO_E_AUTH, "the peer showed no certificate");
+    const std::string fp = key_fingerprint(X509_get0_pubkey(peer));
+    if (!expect.empty() && fp != expect)
+        fail(TENSO_E_AUTH, "the peer's key " + fp + " is not the one in its address");
+    const bool chain_ok = has_ca_ && SSL_get_verify_result(ssl) == X509_V_OK;
+    if (has_ca_ && !chain_ok && (!server_side || pinned_.empty()))
+        fail(TENSO_E_AUTH, std::string("the peer's certificate does not chain to ca_pem: ") +
+                               X509_verify_cert_error_string(SSL_get_verify_result(ssl)));
+    if (server_side && !chain_ok && !pinned_.empty() &&
+        std::find(pinned_.begin(), pinned_.end(), fp) == pinned_.end())
+        fail(TENSO_E_AUTH, "the peer's key " + fp + " is not pinned");
+    return fp;
+}
+
+}  // namespace tenso::net

@@ -1,0 +1,39 @@
+// tls.hpp - the node's TLS 1.3 identity and contexts (OpenSSL): a given certificate and key or
+// an ephemeral P-256 key with a self-signed certificate, peer verification by CA or pinned key
+// fingerprints (SHA-256 of the DER SubjectPublicKeyInfo, 64 lower-case hex).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <openssl/ssl.h>
+
+namespace tenso::net {
+
+class Tls {
+public:
+    // Throws TENSO_E_AUTH for an unusable certificate, key or CA.
+    Tls(const std::string &cert_pem, const std::string &key_pem, const std::string &ca_pem,
+        std::vector<std::string> pinned);
+    ~Tls();
+    Tls(const Tls &) = delete;
+    Tls &operator=(const Tls &) = delete;
+
+    SSL_CTX *server() const { return server_; }
+    SSL_CTX *client() const { return client_; }
+    const std::string &id() const { return id_; }
+    // After a handshake: the peer's fingerprint, or throws TENSO_E_AUTH when the peer is not
+    // trusted. `expect` (a dialer's ticket) must match when not empty.
+    std::string check_peer(SSL *ssl, const std::string &expect, bool server_side) const;
+
+private:
+    SSL_CTX *server_ = nullptr, *client_ = nullptr;
+    std::string id_;
+    bool has_ca_ = false;
+    std::vector<std::string> pinned_;
+};
+
+// The SHA-256 fingerprint of a key.
+std::string key_fingerprint(EVP_PKEY *key);
+
+}  // namespace tenso::net
