@@ -48,7 +48,13 @@ static inline tgo_info tgo_node_request(tenso_node *n, const char *addr, const c
     return tgo_owned_view(st, v);
 }
 
-static void tgo_free_user(void *p) { free(p); }
+// The buffer the last release callback on this thread freed: a failed publish may or may not
+// have released the value already (it is freed either way), and must not free it twice.
+static _Thread_local void *tgo_released;
+static void tgo_free_user(void *p) {
+    tgo_released = p;
+    free(p);
+}
 
 // Publishes a copy of an encoded packet (Go memory cannot stay borrowed by C after the call),
 // in 64-byte aligned C memory that the node frees through the release callback.
@@ -64,7 +70,11 @@ static inline tgo_res tgo_node_publish_copy(tenso_node *n, const char *name, siz
         free(copy);
         return r;
     }
-    return tgo_res_of(tenso_node_publish(n, name, name_len, v, tgo_free_user, copy), 0);
+    tgo_released = NULL;
+    st = tenso_node_publish(n, name, name_len, v, tgo_free_user, copy);
+    tgo_res r = tgo_res_of(st, 0);
+    if (st != TENSO_OK && tgo_released != copy) free(copy);
+    return r;
 }
 
 static inline tgo_res tgo_node_unpublish(tenso_node *n, const char *name, size_t name_len) {
@@ -333,10 +343,12 @@ func ctxError(op string, err error) error {
 	return &Error{Status: ErrCancelled, Op: op, Message: "cancelled", Err: err}
 }
 
+var emptyName = [1]byte{}
+
 // cname is a name's bytes for one call (pointer into Go memory, length passed alongside).
 func cname(name string) (*C.char, C.size_t) {
 	if name == "" {
-		return nil, 0
+		return (*C.char)(unsafe.Pointer(&emptyName[0])), 0 // not NULL: libtenso checks the length
 	}
 	return (*C.char)(unsafe.Pointer(unsafe.StringData(name))), C.size_t(len(name))
 }

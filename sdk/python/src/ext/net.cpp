@@ -2,6 +2,7 @@
 // call that may wait (start, send, receive, request, publish, shutdown, close) runs with the GIL
 // released; tenso.net builds the asyncio API on top (worker threads for send and request, the
 // receive descriptor for receive).
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <mutex>
@@ -224,8 +225,16 @@ public:
             py::gil_scoped_release nogil;  // may wait for a send of the value it replaces
             st = tenso_node_publish(n.get(), nm.bytes.data(), nm.bytes.size(), raw, park_published, kept.get());
         }
-        if (st == TENSO_OK) {
-            kept.release();  // the node calls park_published with it
+        // The node calls park_published with it once done; a failed publish may or may not
+        // have called it already (the value is freed either way), so free it only if not.
+        Value *k = kept.release();
+        if (st != TENSO_OK) {
+            bool parked;
+            {
+                std::lock_guard<std::mutex> lock(g_graveyard_mu);
+                parked = std::find(g_graveyard.begin(), g_graveyard.end(), k) != g_graveyard.end();
+            }
+            if (!parked) delete k;
         }
         bury_published();
         check(st);

@@ -2,6 +2,7 @@
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::fmt;
 use std::ptr::{self, NonNull};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tenso_sys as sys;
@@ -183,10 +184,10 @@ impl Drop for Node {
     }
 }
 
-/// Frees a published [`Buffer`] when the node releases it.
+/// Drops the node's reference to a published [`Buffer`] when the node releases it.
 unsafe extern "C" fn drop_buffer(user: *mut c_void) {
-    // SAFETY: `user` is the Box<Buffer> that publish leaked for the node.
-    drop(unsafe { Box::from_raw(user.cast::<Buffer>()) });
+    // SAFETY: `user` is the Arc<Buffer> reference that publish_buffer handed to the node.
+    drop(unsafe { Arc::from_raw(user.cast::<Buffer>()) });
 }
 
 impl Node {
@@ -382,15 +383,17 @@ impl Node {
         let mut v = ptr::null_mut();
         // SAFETY: the packet's bytes stay alive in the box until drop_buffer.
         check(unsafe { sys::tenso_value_new_packet(&mut v, packet.as_ptr().cast(), packet.len()) })?;
-        let user = Box::into_raw(Box::new(packet));
+        // One reference for the node (dropped by drop_buffer), one kept here: a failed publish
+        // may or may not have released the value already (the value is freed either way).
+        let mine = Arc::new(packet);
+        let user = Arc::into_raw(Arc::clone(&mine));
         // SAFETY: the node owns `v` from here and calls drop_buffer(user) once it is done.
         let st = unsafe {
-            sys::tenso_node_publish(self.ptr(), name.as_ptr().cast(), name.len(), v, Some(drop_buffer), user.cast())
+            sys::tenso_node_publish(self.ptr(), name.as_ptr().cast(), name.len(), v, Some(drop_buffer), user as *mut c_void)
         };
-        if st != sys::TENSO_OK {
-            // The node took the value (it frees it) but never calls release on failure.
-            // SAFETY: the box is still ours.
-            drop(unsafe { Box::from_raw(user) });
+        if st != sys::TENSO_OK && Arc::strong_count(&mine) == 2 {
+            // SAFETY: not released: the node's reference is still ours to drop.
+            drop(unsafe { Arc::from_raw(user) });
         }
         check(st)
     }
