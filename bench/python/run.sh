@@ -4,9 +4,9 @@
 #   - the peer libraries, pinned, installed into that same venv (stamp file: re-runs are offline);
 #   - build/venv-upstream with upstream tenso 0.24.0 (tests/upstream/venv.sh), measured in a
 #     subprocess because it has the same import name as ours.
-# Usage: run.sh [cache|archive|stream] [args...]. With no suite, bench.py (dumps/loads/files/sockets);
+# Usage: run.sh [cache|archive|stream|net] [args...]. With no suite, bench.py (dumps/loads/files/sockets);
 # `cache` runs cache_bench.py (TensoCache, issue 6), `archive` archive_bench.py (model files,
-# issue 7), `stream` stream_bench.py (receive at wire speed, issue 14). Extra arguments go to the script (e.g. --quick).
+# issue 7), `stream` stream_bench.py (receive at wire speed, issue 14), `net` net_bench.py (nodes, issue 16). Extra arguments go to the script (e.g. --quick).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -45,5 +45,13 @@ case "${1:-}" in
     cache) shift; exec "$py" cache_bench.py --upstream-python "$upstream_py" "$@" ;;
     archive) shift; exec "$py" archive_bench.py "$@" ;;
     stream) shift; exec "$py" stream_bench.py --upstream-python "$upstream_py" "$@" ;;
+    net) shift
+        # The seed's own bindings, side by side (PyPI; a stamp keeps re-runs offline).
+        if [[ ! -f "$venv/.tenso-bench-iroh" ]]; then
+            "$py" -m pip install --disable-pip-version-check --no-input --quiet --only-binary=:all: \
+                "tensor-iroh==0.1.1a3" && touch "$venv/.tenso-bench-iroh" ||
+                log "tensor-iroh could not be installed: net_bench.py reports it"
+        fi
+        exec "$py" net_bench.py "$@" ;;
     *) exec "$py" bench.py --upstream-python "$upstream_py" "$@" ;;
 esac
