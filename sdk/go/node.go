@@ -353,6 +353,22 @@ func cname(name string) (*C.char, C.size_t) {
 	return (*C.char)(unsafe.Pointer(unsafe.StringData(name))), C.size_t(len(name))
 }
 
+// withPeer runs fn with the node held and addr as a C string (both valid for the call).
+func (n *Node) withPeer(op, addr string, fn func(p *C.tenso_node, caddr *C.char) error) error {
+	p, err := n.ptr(op)
+	if err != nil {
+		return err
+	}
+	defer n.h.release()
+	caddr, keep, err := cpath(addr, op)
+	if err != nil {
+		return err
+	}
+	err = fn(p, caddr)
+	runtime.KeepAlive(keep)
+	return err
+}
+
 // Send sends t under name to the node at addr and returns once the peer has queued it (a full
 // peer queue blocks the sender: backpressure). Dense bodies are written straight from t's
 // memory. Errors wrap ErrBadAddress, ErrConnection, ErrAuth, ErrTimeout, ErrCancelled,
@@ -362,52 +378,36 @@ func (n *Node) Send(ctx context.Context, addr, name string, t *Tensor) error {
 	if err := precheck(t, op); err != nil {
 		return err
 	}
-	p, err := n.ptr(op)
-	if err != nil {
+	return n.withPeer(op, addr, func(p *C.tenso_node, caddr *C.char) error {
+		var b builder
+		defer b.release()
+		v, err := b.build(EncodeOptions{}, t, op)
+		if err != nil {
+			return err
+		}
+		nm, nl := cname(name)
+		err = call(ctx, op, 0, func(ms C.uint64_t, tok *C.tenso_cancel) C.tgo_res {
+			return C.tgo_node_send(p, caddr, nm, nl, v, ms, tok)
+		})
+		runtime.KeepAlive(name)
+		runtime.KeepAlive(t)
 		return err
-	}
-	defer n.h.release()
-	caddr, keep, err := cpath(addr, op)
-	if err != nil {
-		return err
-	}
-	var b builder
-	defer b.release()
-	v, err := b.build(EncodeOptions{}, t, op)
-	if err != nil {
-		return err
-	}
-	nm, nl := cname(name)
-	err = call(ctx, op, 0, func(ms C.uint64_t, tok *C.tenso_cancel) C.tgo_res {
-		return C.tgo_node_send(p, caddr, nm, nl, v, ms, tok)
 	})
-	runtime.KeepAlive(keep)
-	runtime.KeepAlive(name)
-	runtime.KeepAlive(t)
-	return err
 }
 
 // SendPacket sends an encoded packet (checked by libtenso before anything is sent) under name.
 func (n *Node) SendPacket(ctx context.Context, addr, name string, packet []byte) error {
 	const op = "Node.SendPacket"
-	p, err := n.ptr(op)
-	if err != nil {
+	return n.withPeer(op, addr, func(p *C.tenso_node, caddr *C.char) error {
+		nm, nl := cname(name)
+		data, dn := cbytes(packet)
+		err := call(ctx, op, 0, func(ms C.uint64_t, tok *C.tenso_cancel) C.tgo_res {
+			return C.tgo_node_send_packet(p, caddr, nm, nl, data, dn, ms, tok)
+		})
+		runtime.KeepAlive(name)
+		runtime.KeepAlive(packet)
 		return err
-	}
-	defer n.h.release()
-	caddr, keep, err := cpath(addr, op)
-	if err != nil {
-		return err
-	}
-	nm, nl := cname(name)
-	data, dn := cbytes(packet)
-	err = call(ctx, op, 0, func(ms C.uint64_t, tok *C.tenso_cancel) C.tgo_res {
-		return C.tgo_node_send_packet(p, caddr, nm, nl, data, dn, ms, tok)
 	})
-	runtime.KeepAlive(keep)
-	runtime.KeepAlive(name)
-	runtime.KeepAlive(packet)
-	return err
 }
 
 // Receive takes the oldest received push, waiting until ctx is done (no deadline in ctx: no
@@ -483,23 +483,16 @@ func (n *Node) Unpublish(name string) error {
 // publishes nothing of that name, and the errors of Send otherwise.
 func (n *Node) Request(ctx context.Context, addr, name string) (*Tensor, error) {
 	const op = "Node.Request"
-	p, err := n.ptr(op)
-	if err != nil {
-		return nil, err
-	}
-	defer n.h.release()
-	caddr, keep, err := cpath(addr, op)
-	if err != nil {
-		return nil, err
-	}
-	nm, nl := cname(name)
 	var info C.tgo_info
-	err = call(ctx, op, 0, func(ms C.uint64_t, tok *C.tenso_cancel) C.tgo_res {
-		info = C.tgo_node_request(p, caddr, nm, nl, ms, tok)
-		return info.res
+	err := n.withPeer(op, addr, func(p *C.tenso_node, caddr *C.char) error {
+		nm, nl := cname(name)
+		err := call(ctx, op, 0, func(ms C.uint64_t, tok *C.tenso_cancel) C.tgo_res {
+			info = C.tgo_node_request(p, caddr, nm, nl, ms, tok)
+			return info.res
+		})
+		runtime.KeepAlive(name)
+		return err
 	})
-	runtime.KeepAlive(keep)
-	runtime.KeepAlive(name)
 	if err != nil {
 		return nil, err
 	}
