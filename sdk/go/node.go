@@ -303,7 +303,8 @@ func call(ctx context.Context, op string, noDeadline C.uint64_t, fn func(C.uint6
 		return ctxError(op, err)
 	}
 	timeout := noDeadline
-	if d, ok := ctx.Deadline(); ok {
+	d, fromCtx := ctx.Deadline()
+	if fromCtx {
 		left := time.Until(d)
 		if left <= 0 {
 			return &Error{Status: ErrTimeout, Op: op, Message: "deadline exceeded", Err: context.DeadlineExceeded}
@@ -329,9 +330,14 @@ func call(ctx context.Context, op string, noDeadline C.uint64_t, fn func(C.uint6
 	}
 	err := fail(fn(timeout, tok), op)
 	var e *Error
-	if errors.As(err, &e) && e.Err == nil && ctx.Err() != nil &&
-		(e.Status == ErrCancelled || e.Status == ErrTimeout) {
-		e.Err = ctx.Err()
+	if errors.As(err, &e) && e.Err == nil {
+		switch {
+		case e.Status == ErrTimeout && fromCtx:
+			// libtenso's deadline was ctx's (it may expire a moment before ctx's timer fires).
+			e.Err = context.DeadlineExceeded
+		case e.Status == ErrCancelled && ctx.Err() != nil:
+			e.Err = ctx.Err()
+		}
 	}
 	return err
 }
