@@ -335,6 +335,9 @@ func call(ctx context.Context, op string, noDeadline C.uint64_t, fn func(C.uint6
 		case e.Status == ErrTimeout && fromCtx:
 			// libtenso's deadline was ctx's (it may expire a moment before ctx's timer fires).
 			e.Err = context.DeadlineExceeded
+		case e.Status == ErrCancelled && errors.Is(ctx.Err(), context.DeadlineExceeded):
+			// ctx's timer fired first and triggered the token: still the deadline.
+			return &Error{Status: ErrTimeout, Op: op, Message: "deadline exceeded", Err: context.DeadlineExceeded}
 		case e.Status == ErrCancelled && ctx.Err() != nil:
 			e.Err = ctx.Err()
 		}
