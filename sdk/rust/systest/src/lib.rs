@@ -134,7 +134,10 @@ mod tests {
     fn callback_types_have_the_header_signatures() {
         // Compiling callback_types() proved the signatures; the parse must have seen them all.
         let names = callback_types();
-        assert_eq!(names, ["tenso_alloc_fn", "tenso_release_fn", "tenso_cache_key_fn", "tenso_progress_fn"]);
+        assert_eq!(
+            names,
+            ["tenso_alloc_fn", "tenso_release_fn", "tenso_cache_key_fn", "tenso_progress_fn", "tenso_node_release_fn"]
+        );
     }
 
     #[test]

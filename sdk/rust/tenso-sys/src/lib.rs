@@ -739,7 +739,6 @@ pub struct tenso_node_stats {
 
 pub const TENSO_NODE_STATS_VERSION: u32 = 1;
 
-
 extern "C" {
     // ---- errors.h
     pub fn tenso_last_error() -> *const c_char;

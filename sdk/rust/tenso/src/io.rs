@@ -7,10 +7,10 @@ use std::ptr;
 
 use tenso_sys as sys;
 
+use crate::decoder::Decoder;
 use crate::encode::path_cstring;
 use crate::error::{Error, ErrorKind, Result};
 use crate::options::DecodeOptions;
-use crate::decoder::Decoder;
 use crate::view::{View, ViewRef};
 
 /// A decoded packet that owns its memory: read from a stream or a file (mapped or read into

@@ -78,9 +78,9 @@
 //! other handles map; [`Shm::write_at`] is the safe writer).
 #![deny(missing_debug_implementations)]
 
+mod archive;
 #[cfg(feature = "ndarray")]
 mod array;
-mod archive;
 mod composite;
 mod decoder;
 mod dlpack;

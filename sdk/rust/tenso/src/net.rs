@@ -9,9 +9,9 @@ use tenso_sys as sys;
 
 use crate::encode::{Buffer, Encode};
 use crate::error::{c_name, check, Error, ErrorKind, Result};
+use crate::io::Packet;
 use crate::options::Options;
 use crate::value::with_value;
-use crate::view::View;
 
 /// How a [`Node`] starts; `Default` is libtenso's defaults: a TLS 1.3 listener on 127.0.0.1
 /// (a free port) with an ephemeral key, accepting any dialer that proves a key.
@@ -114,12 +114,12 @@ fn cancel_ptr(c: Option<&CancelToken>) -> *mut sys::tenso_cancel {
 }
 
 /// A received push: its name, its sender (the peer's key fingerprint over TLS, else
-/// `"tcp://host:port"` or `"unix:"`) and the value, which owns its aligned memory.
+/// `"tcp://host:port"` or `"unix:"`) and the value, a [`Packet`] that owns its aligned memory.
 #[derive(Debug)]
 pub struct Message {
     pub name: String,
     pub sender: String,
-    pub view: View<'static>,
+    pub value: Packet,
 }
 
 /// A node's counters (`tenso_node_stats`).
@@ -156,7 +156,7 @@ pub struct NodeStats {
 /// sender.send(&addr, "weights", &Tensor::from_slice(&[1.0f32, 2.0, 3.0]), None)?;
 /// let msg = receiver.receive(None)?.expect("no deadline: a message");
 /// assert_eq!(msg.name, "weights");
-/// assert_eq!(msg.view.as_slice::<f32>()?, &[1.0, 2.0, 3.0]);
+/// assert_eq!(msg.value.as_slice::<f32>()?, &[1.0, 2.0, 3.0]);
 ///
 /// receiver.publish("bias", &Tensor::from_slice(&[7i64]))?;
 /// let bias = sender.request(&addr, "bias", None)?;
@@ -259,10 +259,7 @@ impl Node {
 
     /// The first address a peer can dial (a `tls://<fingerprint>@host:port` ticket by default).
     pub fn addr(&self) -> Result<String> {
-        self.addrs()?
-            .into_iter()
-            .next()
-            .ok_or_else(|| Error::new(ErrorKind::NotFound, "the node does not listen"))
+        self.addrs()?.into_iter().next().ok_or_else(|| Error::new(ErrorKind::NotFound, "the node does not listen"))
     }
 
     /// This node's key fingerprint (64 hex).
@@ -302,7 +299,15 @@ impl Node {
         let st = with_value(value, |v| {
             // SAFETY: v and the name live for the call.
             unsafe {
-                sys::tenso_node_send(self.ptr(), a.as_ptr(), name.as_ptr().cast(), name.len(), v, ms, cancel_ptr(cancel))
+                sys::tenso_node_send(
+                    self.ptr(),
+                    a.as_ptr(),
+                    name.as_ptr().cast(),
+                    name.len(),
+                    v,
+                    ms,
+                    cancel_ptr(cancel),
+                )
             }
         })?;
         check(st)
@@ -361,8 +366,8 @@ impl Node {
         // SAFETY: out-pointer; the view moves out of the message.
         check(unsafe { sys::tenso_node_message_take_view(&mut v, m.0) })?;
         // SAFETY: the view owns its memory.
-        let view = unsafe { View::from_raw(v, &[]) }?;
-        Ok(Some(Message { name, sender, view }))
+        let value = unsafe { Packet::from_owning_view(v) }?;
+        Ok(Some(Message { name, sender, value }))
     }
 
     /// The descriptor that is readable while received pushes wait (for poll/epoll); owned by
@@ -389,7 +394,14 @@ impl Node {
         let user = Arc::into_raw(Arc::clone(&mine));
         // SAFETY: the node owns `v` from here and calls drop_buffer(user) once it is done.
         let st = unsafe {
-            sys::tenso_node_publish(self.ptr(), name.as_ptr().cast(), name.len(), v, Some(drop_buffer), user as *mut c_void)
+            sys::tenso_node_publish(
+                self.ptr(),
+                name.as_ptr().cast(),
+                name.len(),
+                v,
+                Some(drop_buffer),
+                user as *mut c_void,
+            )
         };
         if st != sys::TENSO_OK && Arc::strong_count(&mine) == 2 {
             // SAFETY: not released: the node's reference is still ours to drop.
@@ -406,7 +418,7 @@ impl Node {
 
     /// Pulls the value the node at `addr` publishes as `name` ([`ErrorKind::NotFound`] when it
     /// publishes nothing of that name; the errors of [`send`](Self::send) otherwise).
-    pub fn request(&self, addr: &str, name: &str, timeout: Option<Duration>) -> Result<View<'static>> {
+    pub fn request(&self, addr: &str, name: &str, timeout: Option<Duration>) -> Result<Packet> {
         self.request_with(addr, name, timeout, None)
     }
 
@@ -417,7 +429,7 @@ impl Node {
         name: &str,
         timeout: Option<Duration>,
         cancel: Option<&CancelToken>,
-    ) -> Result<View<'static>> {
+    ) -> Result<Packet> {
         let a = c_name(addr, "address")?;
         let mut v = ptr::null_mut();
         // SAFETY: out-pointer; name and address live for the call.
@@ -433,7 +445,7 @@ impl Node {
             )
         })?;
         // SAFETY: the view owns its memory.
-        unsafe { View::from_raw(v, &[]) }
+        unsafe { Packet::from_owning_view(v) }
     }
 
     /// The node's counters.

@@ -127,7 +127,9 @@ impl<'a> Value<'a> {
     fn sparse(kind: i32, shape: [usize; 2], a: &Tensor<'a>, b: &Tensor<'a>, c: &Tensor<'a>) -> Result<Value<'a>> {
         let (ra, rb, rc) = (a.raw(), b.raw(), c.raw());
         // SAFETY: descriptions valid for the call; the elements outlive the value ('a).
-        construct(|out| unsafe { sys::tenso_value_new_sparse(out, kind, 2, crate::tensor::wire_dims(&shape).as_ptr(), &ra, &rb, &rc) })
+        construct(|out| unsafe {
+            sys::tenso_value_new_sparse(out, kind, 2, crate::tensor::wire_dims(&shape).as_ptr(), &ra, &rb, &rc)
+        })
     }
 
     /// A COO sparse matrix: `data`, `row` and `col` are 1-D and nnz long; indices int32 or

@@ -285,7 +285,9 @@ impl ViewRef {
 
     /// The dimensions (empty for scalars and bundles).
     pub fn shape(&self) -> &[usize] {
-        crate::tensor::dims(unsafe { slice_from(sys::tenso_view_shape(self.as_ptr()), sys::tenso_view_ndim(self.as_ptr()) as usize) })
+        crate::tensor::dims(unsafe {
+            slice_from(sys::tenso_view_shape(self.as_ptr()), sys::tenso_view_ndim(self.as_ptr()) as usize)
+        })
     }
 
     /// Number of elements: the product of the shape.

@@ -333,7 +333,8 @@ fn peer_golden_files() {
         assert_eq!(meta, want_meta, "{file}");
         for (name, w) in tensors {
             let t = a.get(name.as_str()).unwrap();
-            let shape: Vec<usize> = w["shape"].as_array().unwrap().iter().map(|d| d.as_u64().unwrap() as usize).collect();
+            let shape: Vec<usize> =
+                w["shape"].as_array().unwrap().iter().map(|d| d.as_u64().unwrap() as usize).collect();
             assert_eq!(t.dtype(), Some(dtype(w["dtype"].as_str().unwrap())), "{file}/{name}");
             assert_eq!(t.shape(), shape.as_slice(), "{file}/{name}");
             assert_eq!(t.bytes(), common::hex(w["hex"].as_str().unwrap()).as_slice(), "{file}/{name}");

@@ -50,7 +50,10 @@ fn golden_packets_truncated_at_every_byte() {
             if cut > 0 {
                 assert!(d.needed() > 0);
                 assert_eq!(d.finish().unwrap_err().kind(), ErrorKind::Truncated, "{name} cut {cut}");
-                assert_eq!(tenso::Packet::from_bytes(&p[..cut], &DecodeOptions::new()).unwrap_err().kind(), ErrorKind::Truncated);
+                assert_eq!(
+                    tenso::Packet::from_bytes(&p[..cut], &DecodeOptions::new()).unwrap_err().kind(),
+                    ErrorKind::Truncated
+                );
             }
         }
         // Whole, one byte per read and one byte per feed: the same packet, nothing consumed
@@ -60,7 +63,11 @@ fn golden_packets_truncated_at_every_byte() {
         let mut r = OneByte(&stream);
         let got = tenso::read_from(&mut r).unwrap().unwrap();
         assert_eq!(r.0, b"NEXT", "{name}: read past the packet");
-        assert_eq!((got.kind(), got.shape(), got.packet_size()), (whole.kind(), whole.shape(), p.len() as u64), "{name}");
+        assert_eq!(
+            (got.kind(), got.shape(), got.packet_size()),
+            (whole.kind(), whole.shape(), p.len() as u64),
+            "{name}"
+        );
         assert_eq!(got.bytes(), whole.as_ref().bytes(), "{name}: body");
         let mut d = Decoder::new(&DecodeOptions::new()).unwrap();
         let mut packets = Vec::new();
@@ -100,7 +107,10 @@ fn huge_claimed_lengths_are_refused_before_allocating() {
         (&a).write_all(&h).unwrap();
         assert_eq!(limited.read_fd(&b).unwrap_err().kind(), ErrorKind::Limit);
     }
-    assert_eq!(DecodeOptions::new().max_elements(1000).read_from(&mut &h[..]).unwrap_err().kind(), ErrorKind::TooManyElements);
+    assert_eq!(
+        DecodeOptions::new().max_elements(1000).read_from(&mut &h[..]).unwrap_err().kind(),
+        ErrorKind::TooManyElements
+    );
     // More elements than the protocol allows (10^9): refused with the default options.
     let mut h = b"TNSO\x04\x01\x00\x01\x02\x00".to_vec();
     for d in [u32::MAX, u32::MAX] {
@@ -114,7 +124,11 @@ fn a_sender_delivering_one_byte_at_a_time() {
     let data: Vec<f64> = (0..300).map(|i| i as f64 * 0.25).collect();
     let packet = tenso::dumps(&Tensor::new(&data, &[20, 15]).unwrap()).unwrap();
     let bundle = tenso::dumps(
-        &tenso::Bundle::new().with("a", &Tensor::from_slice(&[1u8, 2, 3])).unwrap().with("s", &tenso::Value::strings(["x", "yz"]).unwrap()).unwrap(),
+        &tenso::Bundle::new()
+            .with("a", &Tensor::from_slice(&[1u8, 2, 3]))
+            .unwrap()
+            .with("s", &tenso::Value::strings(["x", "yz"]).unwrap())
+            .unwrap(),
     )
     .unwrap();
     let stream = [packet.as_slice(), bundle.as_slice(), packet.as_slice()].concat();

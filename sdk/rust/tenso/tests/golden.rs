@@ -21,7 +21,11 @@ fn typed<T: tenso::Element + PartialEq + std::fmt::Debug>(v: &ViewRef, body: &[u
     assert_eq!(bytes, body, "{at}: to_vec bytes");
     let aligned = body.is_empty() || v.bytes().as_ptr() as usize % std::mem::align_of::<T>() == 0;
     if T::DTYPE == tenso::Dtype::Bool {
-        assert_eq!(v.as_slice::<T>().unwrap_err().kind(), tenso::ErrorKind::UnsupportedKind, "{at}: bool is never borrowed");
+        assert_eq!(
+            v.as_slice::<T>().unwrap_err().kind(),
+            tenso::ErrorKind::UnsupportedKind,
+            "{at}: bool is never borrowed"
+        );
         return;
     }
     match v.as_slice::<T>() {
