@@ -79,7 +79,7 @@ using NodeHandle = Handle<tenso_node, tenso_node_free>;
 class Node {
 public:
     Node(py::handle listen, uint32_t flags, py::handle cert_pem, py::handle key_pem, py::handle ca_pem,
-         const std::vector<std::string> &pinned_keys, uint32_t threads, uint64_t max_packet_bytes,
+         const py::iterable &pinned_keys, uint32_t threads, uint64_t max_packet_bytes,
          uint32_t max_name_bytes, uint32_t max_queued, uint64_t max_queued_bytes, uint32_t max_connections,
          uint32_t max_pool_per_peer, uint64_t idle_timeout_ms, uint64_t io_timeout_ms, uint64_t fd_passing_min_bytes) {
         tenso_node_options o;
@@ -95,8 +95,10 @@ public:
         o.cert_pem = text(cert_pem, c);
         o.key_pem = text(key_pem, k);
         o.ca_pem = text(ca_pem, ca);
+        std::vector<std::string> pin_text;
+        for (py::handle k : pinned_keys) pin_text.push_back(k.cast<std::string>());
         std::vector<const char *> pins;
-        for (const std::string &p : pinned_keys) pins.push_back(p.c_str());
+        for (const std::string &p : pin_text) pins.push_back(p.c_str());
         o.pinned_keys = pins.empty() ? nullptr : pins.data();
         o.pinned_key_count = uint32_t(pins.size());
         o.threads = threads;
@@ -124,9 +126,9 @@ public:
         bury_published();
     }
 
-    std::vector<std::string> addrs() const {
+    py::list addrs() const {
         auto n = h_->lease();
-        std::vector<std::string> out;
+        py::list out;
         for (uint32_t i = 0;; ++i) {
             size_t len = 0;
             tenso_status st = tenso_node_addr(nullptr, 0, &len, n.get(), i);
@@ -135,7 +137,7 @@ public:
             std::string s(len + 1, '\0');
             check(tenso_node_addr(s.data(), s.size(), &len, n.get(), i));
             s.resize(len);
-            out.push_back(std::move(s));
+            out.append(py::str(s));
         }
         return out;
     }
@@ -269,6 +271,7 @@ public:
     }
 
     py::dict stats() const {
+        bury_published();
         tenso_node_stats s;
         std::memset(&s, 0, sizeof s);
         s.version = TENSO_NODE_STATS_VERSION;
@@ -320,12 +323,12 @@ void init_net(py::module_ &m) {
         .def_property_readonly("triggered", &Cancel::triggered);
 
     py::class_<Node>(m, "Node", "A libtenso node (tenso_node). tenso.net.TensorNode is the Python API.")
-        .def(py::init<py::handle, uint32_t, py::handle, py::handle, py::handle, const std::vector<std::string> &,
+        .def(py::init<py::handle, uint32_t, py::handle, py::handle, py::handle, const py::iterable &,
                       uint32_t, uint64_t, uint32_t, uint32_t, uint64_t, uint32_t, uint32_t, uint64_t, uint64_t,
                       uint64_t>(),
              py::arg("listen") = py::none(), py::arg("flags") = 0u, py::arg("cert_pem") = py::none(),
              py::arg("key_pem") = py::none(), py::arg("ca_pem") = py::none(),
-             py::arg("pinned_keys") = std::vector<std::string>{}, py::arg("threads") = 0u,
+             py::arg("pinned_keys") = py::tuple(), py::arg("threads") = 0u,
              py::arg("max_packet_bytes") = 0u, py::arg("max_name_bytes") = 0u, py::arg("max_queued") = 0u,
              py::arg("max_queued_bytes") = 0u, py::arg("max_connections") = 0u, py::arg("max_pool_per_peer") = 0u,
              py::arg("idle_timeout_ms") = 0u, py::arg("io_timeout_ms") = 0u, py::arg("fd_passing_min_bytes") = 0u)
