@@ -143,8 +143,12 @@ tenso_status tenso_node_send_packet(tenso_node *n, const char *addr, const char 
     CHECK_ARG(packet);
     TENSO_API_BEGIN
     const auto *b = static_cast<const uint8_t *>(packet);
-    if (tenso::packet_length(b, len, tenso::Limits{}) != len)
-        return set_error(TENSO_E_INVALID_ARGUMENT, "len is not the length of one packet");
+    try {
+        if (tenso::packet_length(b, len, tenso::Limits{}) != len)
+            return set_error(TENSO_E_INVALID_ARGUMENT, "len is not the length of one packet");
+    } catch (const tenso::NeedMore &) {
+        return set_error(TENSO_E_INVALID_ARGUMENT, "len is shorter than the packet");
+    }
     tenso::net::Payload p;
     p.packet = b;
     p.len = len;

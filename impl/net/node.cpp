@@ -225,6 +225,7 @@ struct Sock {
     Io read(void *p, size_t cap, size_t *n) {
         *n = 0;
         if (ssl) {
+            SigpipeGuard guard;  // a TLS read may write (alerts, key updates)
             const int r = SSL_read_ex(ssl, p, cap, n);
             if (r == 1) {
                 if (counter_in) __atomic_add_fetch(counter_in, *n, __ATOMIC_RELAXED);
@@ -625,7 +626,7 @@ public:
     }
 
 private:
-    enum State { kHandshake, kReadControl, kReadValue, kSkip, kParked, kWrite, kClosing, kClosed };
+    enum State { kHandshake, kReadControl, kReadValue, kSkip, kParked, kWrite, kLinger, kClosed };
     Node::Impl &n_;
     Sock sock_;
     asio::posix::stream_descriptor sd_;
@@ -639,6 +640,8 @@ private:
     std::string skip_msg_;
     Outgoing out_;
     bool close_after_write_ = false;
+    static constexpr uint64_t kLingerBytes = 16 << 20;
+    uint64_t linger_ = 0;
 
     void wait(Io io) {
         auto self = shared_from_this();
@@ -807,25 +810,35 @@ private:
                     io = out_.pump(sock_);
                     if (io == Io::kDone) {
                         out_ = Outgoing{};
-                        if (close_after_write_) return finish();
+                        if (close_after_write_) {
+                            ::shutdown(sock_.fd, SHUT_WR);
+                            state_ = kLinger;
+                            continue;
+                        }
                         state_ = kReadControl;
                         continue;
                     }
                     break;
-                case kClosing: return finish();
+                case kLinger: {
+                    // After a refusal: our side is shut for writing; what the peer still sends
+                    // is read and dropped (closing with unread bytes would reset the connection
+                    // and could take the refusal with it), up to kLingerBytes.
+                    size_t got = 0;
+                    io = sock_.read(reader_.buf.get(), Reader::kAhead, &got);
+                    linger_ += got;
+                    if (io == Io::kDone && linger_ < kLingerBytes) continue;
+                    if (io == Io::kDone) return finish();
+                    break;
+                }
                 }
                 if (io == Io::kEof) return finish();
                 return wait(io);
             }
         } catch (const Error &e) {
             // Hostile or broken input: answer with the status (best effort) and close.
-            if (state_ == kWrite) return finish();
+            if (state_ == kWrite || state_ == kLinger) return finish();
             refuse(e.status(), e.what());
-            try {
-                out_.pump(sock_);
-            } catch (...) {
-            }
-            finish();
+            step();
         } catch (const std::bad_alloc &) {
             n_.refused.fetch_add(1);
             finish();
@@ -903,7 +916,15 @@ void Node::Impl::start() {
     for (Listener &l : listeners) accept_next(l);
     reaper.reset(new asio::steady_timer(*io));
     reap();
-    for (uint32_t i = 0; i < opts.threads; ++i) threads.emplace_back([this] { io->run(); });
+    for (uint32_t i = 0; i < opts.threads; ++i)
+        threads.emplace_back([this] {
+            // The loop's own threads never take SIGPIPE (OpenSSL writes with write(2)).
+            sigset_t s;
+            sigemptyset(&s);
+            sigaddset(&s, SIGPIPE);
+            pthread_sigmask(SIG_BLOCK, &s, nullptr);
+            io->run();
+        });
 }
 
 void Node::Impl::accept_next(Listener &l) {
@@ -1057,7 +1078,11 @@ std::unique_ptr<Outbound> Node::Impl::dial(const Address &a, const Waker &w, con
             SSL_set_fd(c->sock.ssl, c->sock.fd);
             SSL_set_connect_state(c->sock.ssl);
             for (;;) {
-                const int h = SSL_do_handshake(c->sock.ssl);
+                int h;
+                {
+                    SigpipeGuard guard;
+                    h = SSL_do_handshake(c->sock.ssl);
+                }
                 if (h == 1) break;
                 const int err = SSL_get_error(c->sock.ssl, h);
                 if (err == SSL_ERROR_WANT_READ) w.wait(c->sock.fd, POLLIN, d);
@@ -1134,10 +1159,26 @@ void Node::Impl::checkin(std::unique_ptr<Outbound> c) {
 
 Control Node::Impl::call(Outbound &c, Outgoing &out, const Waker &w, const Deadline &d) {
     out.start();
-    for (;;) {
-        const Io r = out.pump(c.sock);
-        if (r == Io::kDone) break;
-        w.wait(c.sock.fd, r == Io::kWantRead ? POLLIN : POLLOUT, d);
+    try {
+        for (;;) {
+            const Io r = out.pump(c.sock);
+            if (r == Io::kDone) break;
+            w.wait(c.sock.fd, r == Io::kWantRead ? POLLIN : POLLOUT, d);
+        }
+    } catch (const Error &e) {
+        // A peer that refused us closes after its answer: when writing fails, the answer
+        // (an error frame) may be waiting to be read, and says more than the broken pipe.
+        if (e.status() != TENSO_E_CONNECTION) throw;
+        std::unique_ptr<View> v;
+        try {
+            if (c.reader.frame(c.sock, c.ctl, &v) == Io::kDone) {
+                const Control reply = parse_control(*v, opts.max_name_bytes);
+                if (reply.op == Op::kError) fail(reply.status, "the peer refused: " + reply.message);
+            }
+        } catch (const Error &answer) {
+            if (answer.status() != TENSO_E_CONNECTION) throw;
+        }
+        throw;
     }
     for (;;) {
         std::unique_ptr<View> v;
@@ -1361,11 +1402,11 @@ std::unique_ptr<Message> Node::receive(uint64_t timeout_ms, Cancel *cancel) {
 int Node::receive_fd() const { return impl_->recv_fd; }
 
 void Node::publish(const std::string &name, std::unique_ptr<Value> v, void (*release)(void *), void *user) {
-    CallScope scope(*impl_);
-    auto p = std::make_shared<Published>();
+    auto p = std::make_shared<Published>();  // owns the value (and its release) from here, also on failure
     p->release = release;
     p->user = user;
     p->value = std::move(v);
+    CallScope scope(*impl_);
     check_name(name, impl_->opts);
     p->plan.reset(new Plan(EncodeOptions{}, false));
     p->plan->add(*p->value);

@@ -13,7 +13,7 @@ script_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$script_dir/../.." && pwd)"
 
 packages=(cmake ninja-build pkg-config g++ liblz4-dev libxxhash-dev libcppunit-dev
-          nlohmann-json3-dev clang libclang-rt-14-dev llvm)
+          nlohmann-json3-dev libasio-dev libssl-dev openssl clang libclang-rt-14-dev llvm)
 
 want_upstream=0
 for arg in "$@"; do

@@ -1,0 +1,896 @@
+// CapiNetTest - tenso nodes (tenso/net.h) over real sockets on 127.0.0.1, ::1 and Unix sockets:
+// the seed's scenarios (push, pull, concurrent senders, rapid fire, a >= 1 GiB tensor, several
+// receivers, sending before the peer is ready, immediate shutdown, timeouts, a missing tensor,
+// bad addresses, calls after shutdown, pool reuse), a peer killed mid-transfer, hostile frames
+// from a raw socket, TLS refusals (wrong fingerprint, wrong CA, unpinned key), backpressure
+// and descriptor passing.
+#include <cppunit/extensions/HelperMacros.h>
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "check.hpp"
+#include "tenso/tenso.h"
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define NET_TEST_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define NET_TEST_SANITIZED 1
+#endif
+#endif
+
+namespace {
+
+struct NodeFree {
+    void operator()(tenso_node *n) const { tenso_node_free(n); }
+};
+using NodePtr = std::unique_ptr<tenso_node, NodeFree>;
+struct MsgFree {
+    void operator()(tenso_node_message *m) const { tenso_node_message_free(m); }
+};
+using MsgPtr = std::unique_ptr<tenso_node_message, MsgFree>;
+struct ViewFree {
+    void operator()(tenso_view *v) const { tenso_view_free(v); }
+};
+using ViewPtr = std::unique_ptr<tenso_view, ViewFree>;
+struct ValueFree {
+    void operator()(tenso_value *v) const { tenso_value_free(v); }
+};
+using ValuePtr = std::unique_ptr<tenso_value, ValueFree>;
+
+tenso_node_options opts_for(const char *listen, uint32_t flags = 0) {
+    tenso_node_options o;
+    tenso_node_options_init(&o, TENSO_NODE_OPTIONS_VERSION);
+    o.listen = listen;
+    o.flags = flags;
+    return o;
+}
+
+NodePtr make_node(const tenso_node_options &o) {
+    tenso_node *n = nullptr;
+    TENSO_CHECK_OK(tenso_node_new(&n, &o));
+    return NodePtr(n);
+}
+NodePtr make_node(const char *listen = nullptr, uint32_t flags = 0) { return make_node(opts_for(listen, flags)); }
+
+std::string addr_of(const tenso_node *n, uint32_t i = 0) {
+    char buf[512];
+    size_t len = 0;
+    TENSO_CHECK_OK(tenso_node_addr(buf, sizeof buf, &len, n, i));
+    return std::string(buf, len);
+}
+
+tenso_node_stats stats_of(const tenso_node *n) {
+    tenso_node_stats s{};
+    s.version = TENSO_NODE_STATS_VERSION;
+    TENSO_CHECK_OK(tenso_node_stats_get(&s, n));
+    return s;
+}
+
+// A float32 tensor whose element i is i * scale + seed (every byte checked on arrival).
+struct Floats {
+    std::vector<float> data;
+    uint64_t shape[2];
+    tenso_tensor t{};
+    Floats(uint64_t rows, uint64_t cols, float seed) : data(rows * cols), shape{rows, cols} {
+        for (size_t i = 0; i < data.size(); ++i) data[i] = float(i % 100003) * 0.5f + seed;
+        t.dtype = TENSO_DTYPE_FLOAT32;
+        t.ndim = 2;
+        t.shape = shape;
+        t.data = data.data();
+        t.nbytes = data.size() * sizeof(float);
+    }
+    ValuePtr value() const {
+        tenso_value *v = nullptr;
+        TENSO_CHECK_OK(tenso_value_new_tensor(&v, &t));
+        return ValuePtr(v);
+    }
+    void check(const tenso_view *v) const {
+        CPPUNIT_ASSERT(v != nullptr);
+        CPPUNIT_ASSERT_EQUAL(TENSO_KIND_DENSE, tenso_view_kind(v));
+        CPPUNIT_ASSERT_EQUAL(TENSO_DTYPE_FLOAT32, tenso_view_dtype(v));
+        CPPUNIT_ASSERT_EQUAL(2u, tenso_view_ndim(v));
+        CPPUNIT_ASSERT_EQUAL(shape[0], tenso_view_shape(v)[0]);
+        CPPUNIT_ASSERT_EQUAL(shape[1], tenso_view_shape(v)[1]);
+        CPPUNIT_ASSERT_EQUAL(uint64_t(t.nbytes), tenso_view_nbytes(v));
+        CPPUNIT_ASSERT(std::memcmp(tenso_view_data(v), data.data(), t.nbytes) == 0);
+        CPPUNIT_ASSERT_EQUAL(uintptr_t(0), reinterpret_cast<uintptr_t>(tenso_view_data(v)) % 64);
+    }
+};
+
+tenso_status send(tenso_node *n, const std::string &addr, const std::string &name, const Floats &f,
+                  uint64_t timeout_ms = 0) {
+    ValuePtr v = f.value();
+    return tenso_node_send(n, addr.c_str(), name.data(), name.size(), v.get(), timeout_ms, nullptr);
+}
+
+MsgPtr receive(tenso_node *n, uint64_t timeout_ms = 20000) {
+    tenso_node_message *m = nullptr;
+    TENSO_CHECK_OK(tenso_node_receive(&m, n, timeout_ms, nullptr));
+    return MsgPtr(m);
+}
+
+std::string name_of(const tenso_node_message *m) {
+    size_t len = 0;
+    const char *p = tenso_node_message_name(m, &len);
+    return std::string(p, len);
+}
+
+std::string id_of(const tenso_node *n) {
+    char buf[65];
+    TENSO_CHECK_OK(tenso_node_id(buf, n));
+    return buf;
+}
+
+std::string tmp_path(const std::string &leaf) {
+    return std::string(TENSO_TEST_TMPDIR) + "/" + leaf + "." + std::to_string(getpid());
+}
+std::string unix_listen(const std::string &leaf) {
+    const std::string p = "/tmp/tenso-net-" + leaf + "." + std::to_string(getpid()) + ".sock";
+    ::unlink(p.c_str());
+    return "unix://" + p;
+}
+
+std::string read_text(const std::string &path) {
+    std::ifstream f(path);
+    std::stringstream s;
+    s << f.rdbuf();
+    return s.str();
+}
+
+// A raw TCP connection to a plaintext node.
+int raw_connect(const std::string &tcp_addr) {
+    const std::string hp = tcp_addr.substr(6);
+    const size_t colon = hp.rfind(':');
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(uint16_t(std::stoi(hp.substr(colon + 1))));
+    inet_pton(AF_INET, hp.substr(0, colon).c_str(), &sa.sin_addr);
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    CPPUNIT_ASSERT(fd >= 0);
+    CPPUNIT_ASSERT_EQUAL(0, ::connect(fd, reinterpret_cast<sockaddr *>(&sa), sizeof sa));
+    timeval tv{20, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    return fd;
+}
+
+std::vector<uint8_t> strings_packet(const std::vector<std::string> &fields) {
+    std::string payload;
+    std::vector<uint64_t> offs{0};
+    for (const auto &f : fields) {
+        payload += f;
+        offs.push_back(payload.size());
+    }
+    tenso_value *v = nullptr;
+    TENSO_CHECK_OK(tenso_value_new_strings(&v, fields.size(), offs.data(), payload.data(), payload.size()));
+    ValuePtr hold(v);
+    tenso_buffer b{};
+    TENSO_CHECK_OK(tenso_value_dumps(&b, v, nullptr));
+    std::vector<uint8_t> out(static_cast<const uint8_t *>(b.data), static_cast<const uint8_t *>(b.data) + b.size);
+    tenso_buffer_dispose(&b);
+    return out;
+}
+
+// The node's answer on a raw connection: the strings of its control frame (empty when it closed).
+std::vector<std::string> raw_reply(int fd) {
+    tenso_view *v = nullptr;
+    if (tenso_read_fd(&v, fd, nullptr) != TENSO_OK) return {};
+    ViewPtr hold(v);
+    const uint64_t *offs;
+    const char *payload;
+    TENSO_CHECK_OK(tenso_view_string_offsets(&offs, &payload, v));
+    std::vector<std::string> out;
+    for (uint64_t i = 0; i < tenso_view_shape(v)[0]; ++i) out.emplace_back(payload + offs[i], offs[i + 1] - offs[i]);
+    return out;
+}
+
+void write_all(int fd, const std::vector<uint8_t> &b) {
+    size_t at = 0;
+    while (at < b.size()) {
+        const ssize_t r = ::send(fd, b.data() + at, b.size() - at, MSG_NOSIGNAL);
+        if (r <= 0) return;
+        at += size_t(r);
+    }
+}
+
+// A CA and certificates signed by it, made with the openssl command line.
+struct Pki {
+    std::string dir;
+    explicit Pki(const std::string &leaf) : dir(tmp_path(leaf)) {
+        std::string cmd = "set -e; mkdir -p " + dir + "; cd " + dir +
+                          "; openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout ca.key "
+                          "-out ca.pem -days 2 -subj /CN=ca >/dev/null 2>&1";
+        CPPUNIT_ASSERT_EQUAL(0, std::system(cmd.c_str()));
+    }
+    // name.pem / name.key signed by this CA.
+    void issue(const std::string &name) {
+        std::string cmd = "set -e; cd " + dir + "; openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout " +
+                          name + ".key -out " + name + ".csr -subj /CN=" + name +
+                          " >/dev/null 2>&1; openssl x509 -req -in " + name + ".csr -CA ca.pem -CAkey ca.key "
+                          "-CAcreateserial -out " + name + ".pem -days 2 >/dev/null 2>&1";
+        CPPUNIT_ASSERT_EQUAL(0, std::system(cmd.c_str()));
+    }
+    std::string cert(const std::string &n) const { return read_text(dir + "/" + n + ".pem"); }
+    std::string key(const std::string &n) const { return read_text(dir + "/" + n + ".key"); }
+    std::string ca() const { return read_text(dir + "/ca.pem"); }
+};
+
+void count_release(void *user) { ++*static_cast<std::atomic<int> *>(user); }
+// A release comes once the send in progress has let go of the value, which may be just after
+// the peer got it.
+void wait_released(const std::atomic<int> &rel, int want) {
+    while (rel.load() < want) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    CPPUNIT_ASSERT_EQUAL(want, rel.load());
+}
+
+}  // namespace
+
+class CapiNetTest : public CppUnit::TestFixture {
+    CPPUNIT_TEST_SUITE(CapiNetTest);
+    CPPUNIT_TEST(testBasicPushTls);
+    CPPUNIT_TEST(testPushIpv6AndUnix);
+    CPPUNIT_TEST(testPull);
+    CPPUNIT_TEST(testConcurrentSenders);
+    CPPUNIT_TEST(testRapidFire);
+    CPPUNIT_TEST(testLargeTensor);
+    CPPUNIT_TEST(testMultipleReceivers);
+    CPPUNIT_TEST(testSendBeforePeerReady);
+    CPPUNIT_TEST(testImmediateShutdown);
+    CPPUNIT_TEST(testTimeoutsAndCancel);
+    CPPUNIT_TEST(testMissingTensor);
+    CPPUNIT_TEST(testBadAddress);
+    CPPUNIT_TEST(testCallsAfterShutdown);
+    CPPUNIT_TEST(testPoolReuse);
+    CPPUNIT_TEST(testPeerKilledMidTransfer);
+    CPPUNIT_TEST(testHostileFrames);
+    CPPUNIT_TEST(testSizeRefused);
+    CPPUNIT_TEST(testTlsWrongFingerprint);
+    CPPUNIT_TEST(testTlsCaAndPinning);
+    CPPUNIT_TEST(testBackpressure);
+    CPPUNIT_TEST(testDescriptorPassing);
+    CPPUNIT_TEST(testReceiveFdAndBundle);
+    CPPUNIT_TEST_SUITE_END();
+
+public:
+    void testBasicPushTls() {
+        NodePtr a = make_node(), b = make_node();
+        const std::string addr = addr_of(b.get());
+        CPPUNIT_ASSERT_EQUAL(std::string("tls://" + id_of(b.get()) + "@127.0.0.1:"), addr.substr(0, 6 + 64 + 11));
+        Floats f(64, 33, 1.0f);
+        TENSO_CHECK_OK(send(a.get(), addr, "weights", f));
+        MsgPtr m = receive(b.get());
+        CPPUNIT_ASSERT_EQUAL(std::string("weights"), name_of(m.get()));
+        CPPUNIT_ASSERT_EQUAL(id_of(a.get()), std::string(tenso_node_message_sender(m.get())));
+        f.check(tenso_node_message_view(m.get()));
+        // The view outlives the message and the node.
+        tenso_view *v = nullptr;
+        TENSO_CHECK_OK(tenso_node_message_take_view(&v, m.get()));
+        ViewPtr hold(v);
+        m.reset();
+        b.reset();
+        f.check(v);
+    }
+
+    void testPushIpv6AndUnix() {
+        const std::string u = unix_listen("v6");
+        const std::string listen = "tls://[::1]:0,tcp://127.0.0.1:0," + u;
+        NodePtr b = make_node(listen.c_str(), TENSO_NODE_ALLOW_PLAINTEXT);
+        NodePtr a = make_node(nullptr, TENSO_NODE_ALLOW_PLAINTEXT | TENSO_NODE_NO_LISTEN);
+        CPPUNIT_ASSERT_EQUAL(std::string("tls://"), addr_of(b.get(), 0).substr(0, 6));
+        CPPUNIT_ASSERT(addr_of(b.get(), 0).find("@[::1]:") != std::string::npos);
+        CPPUNIT_ASSERT_EQUAL(std::string("tcp://127.0.0.1:"), addr_of(b.get(), 1).substr(0, 16));
+        CPPUNIT_ASSERT_EQUAL(u, addr_of(b.get(), 2));
+        char buf[8];
+        size_t len;
+        TENSO_CHECK_STATUS(TENSO_E_NOT_FOUND, tenso_node_addr(buf, sizeof buf, &len, b.get(), 3));
+        TENSO_CHECK_STATUS(TENSO_E_BUFFER_TOO_SMALL, tenso_node_addr(buf, sizeof buf, &len, b.get(), 0));
+        CPPUNIT_ASSERT_EQUAL(addr_of(b.get(), 0).size(), len);
+        TENSO_CHECK_STATUS(TENSO_E_NOT_FOUND, tenso_node_addr(buf, sizeof buf, &len, a.get(), 0));
+        for (uint32_t i = 0; i < 3; ++i) {
+            Floats f(10, 10, float(i));
+            TENSO_CHECK_OK(send(a.get(), addr_of(b.get(), i), "t" + std::to_string(i), f));
+            MsgPtr m = receive(b.get());
+            CPPUNIT_ASSERT_EQUAL("t" + std::to_string(i), name_of(m.get()));
+            f.check(tenso_node_message_view(m.get()));
+            const std::string sender = tenso_node_message_sender(m.get());
+            if (i == 0) CPPUNIT_ASSERT_EQUAL(id_of(a.get()), sender);
+            if (i == 1) CPPUNIT_ASSERT_EQUAL(std::string("tcp://127.0.0.1:"), sender.substr(0, 16));
+            if (i == 2) CPPUNIT_ASSERT_EQUAL(std::string("unix:"), sender);
+        }
+    }
+
+    void testPull() {
+        NodePtr a = make_node(), b = make_node();
+        Floats f(128, 7, 3.0f);
+        std::atomic<int> rel{0};
+        TENSO_CHECK_OK(tenso_node_publish(b.get(), "w", 1, f.value().release(), count_release, &rel));
+        tenso_view *v = nullptr;
+        TENSO_CHECK_OK(tenso_node_request(&v, a.get(), addr_of(b.get()).c_str(), "w", 1, 0, nullptr));
+        ViewPtr hold(v);
+        f.check(v);
+        // Replacing releases the old value; unpublishing the new one.
+        Floats g(3, 3, 9.0f);
+        TENSO_CHECK_OK(tenso_node_publish(b.get(), "w", 1, g.value().release(), count_release, &rel));
+        wait_released(rel, 1);
+        TENSO_CHECK_OK(tenso_node_request(&v, a.get(), addr_of(b.get()).c_str(), "w", 1, 0, nullptr));
+        hold.reset(v);
+        g.check(v);
+        TENSO_CHECK_OK(tenso_node_unpublish(b.get(), "w", 1));
+        wait_released(rel, 2);
+        TENSO_CHECK_STATUS(TENSO_E_NOT_FOUND, tenso_node_unpublish(b.get(), "w", 1));
+        TENSO_CHECK_STATUS(TENSO_E_NOT_FOUND, tenso_node_request(&v, a.get(), addr_of(b.get()).c_str(), "w", 1, 0, nullptr));
+        // Freeing the node releases what is still published.
+        TENSO_CHECK_OK(tenso_node_publish(b.get(), "x", 1, f.value().release(), count_release, &rel));
+        b.reset();
+        CPPUNIT_ASSERT_EQUAL(3, rel.load());
+    }
+
+    void testConcurrentSenders() {
+        NodePtr b = make_node();
+        const std::string addr = addr_of(b.get());
+        const int kSenders = 4, kEach = 25;
+        std::vector<std::thread> ts;
+        std::atomic<int> failures{0};
+        NodePtr shared = make_node(nullptr, TENSO_NODE_NO_LISTEN);
+        for (int s = 0; s < kSenders; ++s)
+            ts.emplace_back([&, s] {
+                for (int i = 0; i < kEach; ++i) {
+                    Floats f(8, 8, float(s * 1000 + i));
+                    if (send(shared.get(), addr, std::to_string(s) + "/" + std::to_string(i), f) != TENSO_OK) ++failures;
+                }
+            });
+        std::vector<int> next(kSenders, 0);
+        for (int k = 0; k < kSenders * kEach; ++k) {
+            MsgPtr m = receive(b.get());
+            const std::string n = name_of(m.get());
+            const int s = std::stoi(n.substr(0, n.find('/'))), i = std::stoi(n.substr(n.find('/') + 1));
+            CPPUNIT_ASSERT_EQUAL(next[s], i);  // each sender's pushes arrive in order
+            ++next[s];
+            Floats(8, 8, float(s * 1000 + i)).check(tenso_node_message_view(m.get()));
+        }
+        for (auto &t : ts) t.join();
+        CPPUNIT_ASSERT_EQUAL(0, failures.load());
+        CPPUNIT_ASSERT(stats_of(shared.get()).pool_size <= uint32_t(kSenders));
+    }
+
+    void testRapidFire() {
+        NodePtr b = make_node("tcp://127.0.0.1:0", TENSO_NODE_ALLOW_PLAINTEXT);
+        NodePtr a = make_node(nullptr, TENSO_NODE_ALLOW_PLAINTEXT | TENSO_NODE_NO_LISTEN);
+        const std::string addr = addr_of(b.get());
+        const int kCount = 2000;
+        std::thread rx([&] {
+            for (int i = 0; i < kCount; ++i) {
+                MsgPtr m = receive(b.get());
+                CPPUNIT_ASSERT_EQUAL(std::to_string(i), name_of(m.get()));
+                CPPUNIT_ASSERT_EQUAL(float(i), static_cast<const float *>(tenso_view_data(tenso_node_message_view(m.get())))[0]);
+            }
+        });
+        std::vector<float> x(256);
+        for (int i = 0; i < kCount; ++i) {
+            x[0] = float(i);
+            uint64_t shape[1] = {256};
+            tenso_tensor t{x.data(), 1024, shape, 1, TENSO_DTYPE_FLOAT32};
+            tenso_value *v = nullptr;
+            TENSO_CHECK_OK(tenso_value_new_tensor(&v, &t));
+            ValuePtr hold(v);
+            const std::string n = std::to_string(i);
+            TENSO_CHECK_OK(tenso_node_send(a.get(), addr.c_str(), n.data(), n.size(), v, 0, nullptr));
+        }
+        rx.join();
+        const tenso_node_stats s = stats_of(a.get());
+        CPPUNIT_ASSERT_EQUAL(uint64_t(1), s.connections_opened);
+        CPPUNIT_ASSERT_EQUAL(uint64_t(kCount - 1), s.connections_reused);
+    }
+
+    void testLargeTensor() {
+#ifdef NET_TEST_SANITIZED
+        const uint64_t rows = 64 * 1024;  // 64 MiB under sanitizers (every byte is instrumented)
+#else
+        const uint64_t rows = 1024 * 1024 + 1;  // > 1 GiB of float32
+#endif
+        tenso_node_options o = opts_for("tcp://127.0.0.1:0", TENSO_NODE_ALLOW_PLAINTEXT);
+        o.max_queued_bytes = uint64_t(2) << 30;
+        NodePtr b = make_node(o);
+        NodePtr a = make_node(nullptr, TENSO_NODE_ALLOW_PLAINTEXT | TENSO_NODE_NO_LISTEN);
+        Floats f(rows, 256, 0.25f);
+        CPPUNIT_ASSERT(rows < 65536 || f.t.nbytes > (uint64_t(1) << 30));
+        TENSO_CHECK_OK(send(a.get(), addr_of(b.get()), "big", f));
+        MsgPtr m = receive(b.get());
+        f.check(tenso_node_message_view(m.get()));
+        CPPUNIT_ASSERT(stats_of(a.get()).bytes_sent > f.t.nbytes);
+    }
+
+    void testMultipleReceivers() {
+        NodePtr a = make_node();
+        std::vector<NodePtr> rs;
+        for (int i = 0; i < 3; ++i) rs.push_back(make_node());
+        for (int i = 0; i < 3; ++i) TENSO_CHECK_OK(send(a.get(), addr_of(rs[i].get()), "r", Floats(5, 5, float(i))));
+        for (int i = 0; i < 3; ++i) {
+            MsgPtr m = receive(rs[i].get());
+            Floats(5, 5, float(i)).check(tenso_node_message_view(m.get()));
+        }
+        CPPUNIT_ASSERT_EQUAL(3u, stats_of(a.get()).pool_size);
+    }
+
+    void testSendBeforePeerReady() {
+        const std::string u = unix_listen("early");
+        NodePtr a = make_node(nullptr, TENSO_NODE_ALLOW_PLAINTEXT | TENSO_NODE_NO_LISTEN);
+        Floats f(4, 4, 2.0f);
+        TENSO_CHECK_STATUS(TENSO_E_CONNECTION, send(a.get(), u, "early", f));
+        CPPUNIT_ASSERT_EQUAL(0u, stats_of(a.get()).pool_size);
+        // The peer comes up while the sender retries.
+        std::thread late([&] {
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+            NodePtr b = make_node(u.c_str(), TENSO_NODE_ALLOW_PLAINTEXT);
+            MsgPtr m = receive(b.get());
+            f.check(tenso_node_message_view(m.get()));
+        });
+        tenso_status st;
+        while ((st = send(a.get(), u, "early", f)) == TENSO_E_CONNECTION) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        TENSO_CHECK_OK(st);
+        late.join();
+    }
+
+    void testImmediateShutdown() {
+        NodePtr b = make_node();
+        std::atomic<tenso_status> got{TENSO_OK};
+        std::thread waiter([&] {
+            tenso_node_message *m = nullptr;
+            got = tenso_node_receive(&m, b.get(), UINT64_MAX, nullptr);
+        });
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        tenso_node_shutdown(b.get());
+        waiter.join();
+        CPPUNIT_ASSERT_EQUAL(TENSO_E_SHUTDOWN, got.load());
+        tenso_node_shutdown(b.get());  // idempotent
+        NodePtr c = make_node();
+        tenso_node_shutdown(c.get());  // right after start
+    }
+
+    void testTimeoutsAndCancel() {
+        tenso_node_options o = opts_for(nullptr);
+        o.max_queued = 1;
+        NodePtr b = make_node(o), a = make_node();
+        tenso_node_message *m = nullptr;
+        TENSO_CHECK_STATUS(TENSO_E_TIMEOUT, tenso_node_receive(&m, b.get(), 0, nullptr));
+        TENSO_CHECK_STATUS(TENSO_E_TIMEOUT, tenso_node_receive(&m, b.get(), 30, nullptr));
+        // A full queue holds the second push's acknowledgement back: the sender times out.
+        Floats f(4, 4, 1.0f);
+        TENSO_CHECK_OK(send(a.get(), addr_of(b.get()), "one", f));
+        TENSO_CHECK_STATUS(TENSO_E_TIMEOUT, send(a.get(), addr_of(b.get()), "two", f, 50));
+        // Cancel tokens: a waiting receive, and a call given a triggered token.
+        tenso_cancel *c = nullptr;
+        TENSO_CHECK_OK(tenso_cancel_new(&c));
+        NodePtr e = make_node();
+        std::atomic<tenso_status> got{TENSO_OK};
+        std::thread waiter([&] { got = tenso_node_receive(&m, e.get(), UINT64_MAX, c); });
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        CPPUNIT_ASSERT_EQUAL(0, tenso_cancel_triggered(c));
+        tenso_cancel_trigger(c);
+        waiter.join();
+        CPPUNIT_ASSERT_EQUAL(TENSO_E_CANCELLED, got.load());
+        CPPUNIT_ASSERT_EQUAL(1, tenso_cancel_triggered(c));
+        ValuePtr v = f.value();
+        TENSO_CHECK_STATUS(TENSO_E_CANCELLED, tenso_node_send(a.get(), addr_of(e.get()).c_str(), "x", 1, v.get(), 0, c));
+        tenso_cancel_free(c);
+    }
+
+    void testMissingTensor() {
+        NodePtr a = make_node(), b = make_node();
+        tenso_view *v = nullptr;
+        for (int i = 0; i < 3; ++i)
+            TENSO_CHECK_STATUS(TENSO_E_NOT_FOUND, tenso_node_request(&v, a.get(), addr_of(b.get()).c_str(), "nope", 4, 0, nullptr));
+        CPPUNIT_ASSERT(v == nullptr);
+        const tenso_node_stats s = stats_of(a.get());
+        CPPUNIT_ASSERT_EQUAL(uint64_t(1), s.connections_opened);  // "not found" keeps the connection
+        CPPUNIT_ASSERT_EQUAL(uint64_t(2), s.connections_reused);
+    }
+
+    void testBadAddress() {
+        NodePtr a = make_node();
+        Floats f(2, 2, 0.0f);
+        const std::string fp(64, 'a');
+        const char *bad[] = {"", "127.0.0.1:5", "http://x:1", "tls://127.0.0.1:5", "tls://" "abc@127.0.0.1:5",
+                             "tcp://127.0.0.1", "tcp://:5", "tcp://[::1:5", "tcp://127.0.0.1:99999", "tcp://127.0.0.1:0",
+                             "unix://"};
+        for (const char *b : bad) TENSO_CHECK_STATUS(TENSO_E_BAD_ADDRESS, send(a.get(), b, "x", f));
+        TENSO_CHECK_STATUS(TENSO_E_BAD_ADDRESS, send(a.get(), "tls://" + fp + "@no-such-host.invalid:5", "x", f));
+        // Plaintext peers need the flag; nothing listening is a connection error.
+        TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, send(a.get(), "tcp://127.0.0.1:5", "x", f));
+        TENSO_CHECK_STATUS(TENSO_E_CONNECTION, send(a.get(), "tls://" + fp + "@127.0.0.1:1", "x", f));
+        // Listen addresses.
+        tenso_node *n = nullptr;
+        tenso_node_options o = opts_for("tls://127.0.0.1");
+        TENSO_CHECK_STATUS(TENSO_E_BAD_ADDRESS, tenso_node_new(&n, &o));
+        o = opts_for(("tls://" + fp + "@127.0.0.1:0").c_str());
+        TENSO_CHECK_STATUS(TENSO_E_BAD_ADDRESS, tenso_node_new(&n, &o));
+        o = opts_for("tcp://127.0.0.1:0");
+        TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, tenso_node_new(&n, &o));
+        o = opts_for("tcp://192.0.2.1:0", TENSO_NODE_ALLOW_PLAINTEXT);
+        TENSO_CHECK_STATUS(TENSO_E_IO, tenso_node_new(&n, &o));
+        CPPUNIT_ASSERT(n == nullptr);
+        // Names.
+        TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, send(a.get(), addr_of(a.get()), "", f));
+        TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, send(a.get(), addr_of(a.get()), std::string(5000, 'n'), f));
+    }
+
+    void testCallsAfterShutdown() {
+        NodePtr a = make_node(), b = make_node();
+        const std::string addr = addr_of(b.get());
+        tenso_node_shutdown(a.get());
+        Floats f(2, 2, 0.0f);
+        TENSO_CHECK_STATUS(TENSO_E_SHUTDOWN, send(a.get(), addr, "x", f));
+        tenso_view *v = nullptr;
+        TENSO_CHECK_STATUS(TENSO_E_SHUTDOWN, tenso_node_request(&v, a.get(), addr.c_str(), "x", 1, 0, nullptr));
+        tenso_node_message *m = nullptr;
+        TENSO_CHECK_STATUS(TENSO_E_SHUTDOWN, tenso_node_receive(&m, a.get(), 0, nullptr));
+        std::atomic<int> rel{0};
+        TENSO_CHECK_STATUS(TENSO_E_SHUTDOWN, tenso_node_publish(a.get(), "x", 1, f.value().release(), count_release, &rel));
+        CPPUNIT_ASSERT_EQUAL(1, rel.load());  // the node owned it, and released it
+        // A node shut down mid-call: the peer's queue is full, the pending send fails.
+        tenso_node_options o = opts_for(nullptr);
+        o.max_queued = 1;
+        NodePtr c = make_node(o), d = make_node();
+        TENSO_CHECK_OK(send(d.get(), addr_of(c.get()), "1", f));
+        std::atomic<tenso_status> got{TENSO_OK};
+        std::thread t([&] { got = send(d.get(), addr_of(c.get()), "2", f, UINT64_MAX); });
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        tenso_node_shutdown(d.get());
+        t.join();
+        CPPUNIT_ASSERT_EQUAL(TENSO_E_SHUTDOWN, got.load());
+    }
+
+    void testPoolReuse() {
+        tenso_node_options o = opts_for(nullptr, TENSO_NODE_NO_LISTEN);
+        o.idle_timeout_ms = 100;
+        o.max_pool_per_peer = 2;
+        NodePtr a = make_node(o), b = make_node();
+        const std::string addr = addr_of(b.get());
+        for (int i = 0; i < 10; ++i) {
+            TENSO_CHECK_OK(send(a.get(), addr, "p", Floats(2, 2, float(i))));
+            receive(b.get());
+        }
+        tenso_node_stats s = stats_of(a.get());
+        CPPUNIT_ASSERT_EQUAL(uint64_t(1), s.connections_opened);
+        CPPUNIT_ASSERT_EQUAL(uint64_t(9), s.connections_reused);
+        CPPUNIT_ASSERT_EQUAL(1u, s.pool_size);
+        CPPUNIT_ASSERT_EQUAL(1u, stats_of(b.get()).inbound_connections);
+        // Four concurrent senders open four connections; two stay pooled (max_pool_per_peer).
+        std::vector<std::thread> ts;
+        tenso_node_options ob = opts_for(nullptr);
+        ob.max_queued = 1;  // holds every ack until the receiver drains, so all four are open at once
+        NodePtr c = make_node(ob);
+        TENSO_CHECK_OK(send(a.get(), addr_of(c.get()), "fill", Floats(1, 1, 0.0f)));
+        for (int i = 0; i < 4; ++i) ts.emplace_back([&] { TENSO_CHECK_OK(send(a.get(), addr_of(c.get()), "q", Floats(1, 1, 0.0f))); });
+        while (stats_of(c.get()).inbound_connections < 4) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        CPPUNIT_ASSERT_EQUAL(5u, stats_of(a.get()).pool_size);  // b's idle one + four busy
+        for (int i = 0; i < 5; ++i) receive(c.get());
+        for (auto &t : ts) t.join();
+        CPPUNIT_ASSERT_EQUAL(3u, stats_of(a.get()).pool_size);  // b's + two kept for c
+        // The idle timeout closes them all.
+        while (stats_of(a.get()).pool_size != 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        // max_connections caps the connections to one peer: a second call waits for the first.
+        tenso_node_options om = opts_for(nullptr, TENSO_NODE_NO_LISTEN);
+        om.max_connections = 1;
+        NodePtr d = make_node(om);
+        NodePtr e = make_node(ob);
+        TENSO_CHECK_OK(send(d.get(), addr_of(e.get()), "fill", Floats(1, 1, 0.0f)));
+        std::thread held([&] { TENSO_CHECK_OK(send(d.get(), addr_of(e.get()), "held", Floats(1, 1, 0.0f))); });
+        while (stats_of(e.get()).queued_bytes == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        TENSO_CHECK_STATUS(TENSO_E_TIMEOUT, send(d.get(), addr_of(e.get()), "third", Floats(1, 1, 0.0f), 50));
+        CPPUNIT_ASSERT_EQUAL(1u, stats_of(d.get()).pool_size);
+        receive(e.get());
+        held.join();
+    }
+
+    void testPeerKilledMidTransfer() {
+        int pfd[2];
+        CPPUNIT_ASSERT_EQUAL(0, ::pipe(pfd));
+        const pid_t child = fork();
+        CPPUNIT_ASSERT(child >= 0);
+        if (child == 0) {
+            // The child: a node that takes one large push and never reads its queue.
+            ::close(pfd[0]);
+            tenso_node_options o = opts_for("tcp://127.0.0.1:0", TENSO_NODE_ALLOW_PLAINTEXT);
+            tenso_node *n = nullptr;
+            if (tenso_node_new(&n, &o) != TENSO_OK) _exit(1);
+            char buf[256];
+            size_t len = 0;
+            tenso_node_addr(buf, sizeof buf, &len, n, 0);
+            (void)!::write(pfd[1], buf, len);
+            ::close(pfd[1]);
+            for (;;) pause();
+        }
+        ::close(pfd[1]);
+        char buf[256];
+        const ssize_t r = ::read(pfd[0], buf, sizeof buf);
+        ::close(pfd[0]);
+        CPPUNIT_ASSERT(r > 0);
+        const std::string addr(buf, size_t(r));
+        NodePtr a = make_node(nullptr, TENSO_NODE_ALLOW_PLAINTEXT | TENSO_NODE_NO_LISTEN);
+        Floats f(64 * 1024, 1024, 0.0f);  // 256 MiB
+        std::atomic<tenso_status> got{TENSO_OK};
+        std::thread t([&] { got = send(a.get(), addr, "big", f); });
+        while (stats_of(a.get()).bytes_sent < (8u << 20)) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        ::kill(child, SIGKILL);
+        int status = 0;
+        ::waitpid(child, &status, 0);
+        t.join();
+        CPPUNIT_ASSERT_EQUAL(TENSO_E_CONNECTION, got.load());
+        CPPUNIT_ASSERT(stats_of(a.get()).bytes_sent < f.t.nbytes);
+        CPPUNIT_ASSERT_EQUAL(0u, stats_of(a.get()).pool_size);  // the broken connection is gone
+    }
+
+    void testHostileFrames() {
+        NodePtr b = make_node("tcp://127.0.0.1:0", TENSO_NODE_ALLOW_PLAINTEXT);
+        const std::string addr = addr_of(b.get());
+        Floats f(2, 2, 1.0f);
+        tenso_buffer vb{};
+        TENSO_CHECK_OK(tenso_value_dumps(&vb, f.value().get(), nullptr));
+        const std::vector<uint8_t> value(static_cast<const uint8_t *>(vb.data), static_cast<const uint8_t *>(vb.data) + vb.size);
+        tenso_buffer_dispose(&vb);
+        auto cat = [](std::vector<uint8_t> a, const std::vector<uint8_t> &b2) {
+            a.insert(a.end(), b2.begin(), b2.end());
+            return a;
+        };
+        const std::string len = std::to_string(value.size());
+        struct Case {
+            std::vector<uint8_t> bytes;
+            tenso_status want;
+        };
+        std::vector<uint8_t> garbage(64, 0x41);
+        std::vector<uint8_t> badver = strings_packet({"get", "x", "0", "0", "0", ""});
+        badver[4] = 99;
+        const std::vector<Case> cases = {
+            {garbage, TENSO_E_BAD_MAGIC},
+            {badver, TENSO_E_UNSUPPORTED_VERSION},
+            {value, TENSO_E_MALFORMED},  // a value where a control frame belongs
+            {strings_packet({"fly", "x", "0", "0", "0", ""}), TENSO_E_MALFORMED},
+            {strings_packet({"push", "x", "0"}), TENSO_E_MALFORMED},
+            {strings_packet({"push", "", "0", len, "0", ""}), TENSO_E_MALFORMED},
+            {strings_packet({"push", std::string(5000, 'n'), "0", len, "0", ""}), TENSO_E_LIMIT},
+            {strings_packet({"push", "x", "0", "12x", "0", ""}), TENSO_E_MALFORMED},
+            {strings_packet({"push", "x", "0", "99999999999999999999999", "0", ""}), TENSO_E_MALFORMED},
+            {strings_packet({"push-fd", "x", "0", len, "0", ""}), TENSO_E_MALFORMED},  // no descriptor over TCP
+            {strings_packet({"ok", "", "0", "0", "0", ""}), TENSO_E_MALFORMED},        // a reply from a dialer
+            {cat(strings_packet({"push", "x", "0", std::to_string(value.size() + 64), "0", ""}), cat(value, value)),
+             TENSO_E_MALFORMED},  // the value is not the length announced
+            {cat(strings_packet({"push", "x", "0", len, "0", ""}), garbage), TENSO_E_BAD_MAGIC},
+            {std::vector<uint8_t>(control_frame_huge()), TENSO_E_LIMIT},
+        };
+        uint64_t refused = 0;
+        for (const Case &c : cases) {
+            const int fd = raw_connect(addr);
+            write_all(fd, c.bytes);
+            const std::vector<std::string> reply = raw_reply(fd);
+            CPPUNIT_ASSERT_EQUAL(size_t(6), reply.size());
+            CPPUNIT_ASSERT_EQUAL(std::string("error"), reply[0]);
+            CPPUNIT_ASSERT_EQUAL(std::to_string(c.want), reply[2]);
+            CPPUNIT_ASSERT(!reply[5].empty());
+            // The node closes the connection after the refusal.
+            uint8_t byte;
+            CPPUNIT_ASSERT_EQUAL(ssize_t(0), ::read(fd, &byte, 1));
+            ::close(fd);
+            CPPUNIT_ASSERT_EQUAL(++refused, stats_of(b.get()).refused);
+        }
+        // A valid push on a raw connection is acknowledged, and the node keeps serving.
+        const int fd = raw_connect(addr);
+        write_all(fd, cat(strings_packet({"push", "raw", "0", len, "0", ""}), value));
+        const std::vector<std::string> ok = raw_reply(fd);
+        CPPUNIT_ASSERT_EQUAL(std::string("ok"), ok.at(0));
+        ::close(fd);
+        MsgPtr m = receive(b.get());
+        CPPUNIT_ASSERT_EQUAL(std::string("raw"), name_of(m.get()));
+        f.check(tenso_node_message_view(m.get()));
+        NodePtr a = make_node(nullptr, TENSO_NODE_ALLOW_PLAINTEXT | TENSO_NODE_NO_LISTEN);
+        TENSO_CHECK_OK(send(a.get(), addr, "after", f));
+        receive(b.get());
+    }
+
+    // A control frame header that announces more bytes than a control frame may have.
+    static std::vector<uint8_t> control_frame_huge() {
+        return strings_packet({"push", "x", "0", "1", "0", std::string(8000, 'm')});
+    }
+
+    void testSizeRefused() {
+        tenso_node_options o = opts_for("tcp://127.0.0.1:0", TENSO_NODE_ALLOW_PLAINTEXT);
+        o.max_packet_bytes = 4096;
+        NodePtr b = make_node(o);
+        NodePtr a = make_node(nullptr, TENSO_NODE_ALLOW_PLAINTEXT | TENSO_NODE_NO_LISTEN);
+        TENSO_CHECK_STATUS(TENSO_E_LIMIT, send(a.get(), addr_of(b.get()), "big", Floats(64, 64, 0.0f)));
+        TENSO_CHECK_OK(send(a.get(), addr_of(b.get()), "small", Floats(4, 4, 0.0f)));
+        CPPUNIT_ASSERT_EQUAL(std::string("small"), name_of(receive(b.get()).get()));
+    }
+
+    void testTlsWrongFingerprint() {
+        NodePtr a = make_node(), b = make_node();
+        std::string addr = addr_of(b.get());
+        addr[6] = addr[6] == '0' ? '1' : '0';
+        TENSO_CHECK_STATUS(TENSO_E_AUTH, send(a.get(), addr, "x", Floats(2, 2, 0.0f)));
+        CPPUNIT_ASSERT_EQUAL(0u, stats_of(a.get()).pool_size);
+        tenso_node_message *m = nullptr;
+        TENSO_CHECK_STATUS(TENSO_E_TIMEOUT, tenso_node_receive(&m, b.get(), 0, nullptr));
+        // Plaintext to a TLS listener: no protocol in common.
+        NodePtr p = make_node(nullptr, TENSO_NODE_ALLOW_PLAINTEXT | TENSO_NODE_NO_LISTEN);
+        const std::string tcp = "tcp://" + addr.substr(addr.find('@') + 1);
+        const tenso_status st = send(p.get(), tcp, "x", Floats(2, 2, 0.0f), 2000);
+        CPPUNIT_ASSERT(st == TENSO_E_CONNECTION || st == TENSO_E_BAD_MAGIC || st == TENSO_E_MALFORMED);
+    }
+
+    void testTlsCaAndPinning() {
+        Pki pki("pki1"), other("pki2");
+        pki.issue("srv");
+        pki.issue("cli");
+        other.issue("rogue");
+        const std::string ca = pki.ca(), srv_cert = pki.cert("srv"), srv_key = pki.key("srv");
+        const std::string cli_cert = pki.cert("cli"), cli_key = pki.key("cli");
+        const std::string rogue_cert = other.cert("rogue"), rogue_key = other.key("rogue");
+        auto with = [&](const std::string &cert, const std::string &key, const std::string *ca_pem, uint32_t flags) {
+            tenso_node_options o = opts_for(nullptr, flags);
+            o.cert_pem = cert.c_str();
+            o.key_pem = key.c_str();
+            o.ca_pem = ca_pem ? ca_pem->c_str() : nullptr;
+            return make_node(o);
+        };
+        NodePtr srv = with(srv_cert, srv_key, &ca, 0);
+        NodePtr cli = with(cli_cert, cli_key, &ca, TENSO_NODE_NO_LISTEN);
+        NodePtr rogue = with(rogue_cert, rogue_key, nullptr, TENSO_NODE_NO_LISTEN);
+        const std::string addr = addr_of(srv.get());
+        TENSO_CHECK_OK(send(cli.get(), addr, "ok", Floats(2, 2, 0.0f)));
+        CPPUNIT_ASSERT_EQUAL(id_of(cli.get()), std::string(tenso_node_message_sender(receive(srv.get()).get())));
+        // Signed by another CA: the listener refuses it.
+        TENSO_CHECK_STATUS(TENSO_E_AUTH, send(rogue.get(), addr, "no", Floats(2, 2, 0.0f)));
+        // A dialer that trusts only its CA refuses a listener from another.
+        NodePtr rogue_srv = with(rogue_cert, rogue_key, nullptr, 0);
+        TENSO_CHECK_STATUS(TENSO_E_AUTH, send(cli.get(), addr_of(rogue_srv.get()), "no", Floats(2, 2, 0.0f)));
+        // Pinned keys: only the pinned dialer gets in.
+        NodePtr friendly = make_node(), stranger = make_node();
+        const std::string pin = id_of(friendly.get());
+        const char *pins[] = {pin.c_str()};
+        tenso_node_options o = opts_for(nullptr);
+        o.pinned_keys = pins;
+        o.pinned_key_count = 1;
+        NodePtr guarded = make_node(o);
+        TENSO_CHECK_OK(send(friendly.get(), addr_of(guarded.get()), "in", Floats(2, 2, 0.0f)));
+        TENSO_CHECK_STATUS(TENSO_E_AUTH, send(stranger.get(), addr_of(guarded.get()), "out", Floats(2, 2, 0.0f)));
+        tenso_view *v = nullptr;
+        TENSO_CHECK_STATUS(TENSO_E_AUTH, tenso_node_request(&v, stranger.get(), addr_of(guarded.get()).c_str(), "in", 2, 0, nullptr));
+        CPPUNIT_ASSERT_EQUAL(std::string("in"), name_of(receive(guarded.get()).get()));
+        CPPUNIT_ASSERT(stats_of(guarded.get()).refused >= 2);
+        // Unusable identities.
+        tenso_node *n = nullptr;
+        tenso_node_options bad = opts_for(nullptr);
+        bad.cert_pem = srv_cert.c_str();
+        bad.key_pem = cli_key.c_str();
+        TENSO_CHECK_STATUS(TENSO_E_AUTH, tenso_node_new(&n, &bad));
+        bad.key_pem = "not a key";
+        TENSO_CHECK_STATUS(TENSO_E_AUTH, tenso_node_new(&n, &bad));
+        bad = opts_for(nullptr);
+        bad.ca_pem = "not a certificate";
+        TENSO_CHECK_STATUS(TENSO_E_AUTH, tenso_node_new(&n, &bad));
+    }
+
+    void testBackpressure() {
+        tenso_node_options o = opts_for("tcp://127.0.0.1:0", TENSO_NODE_ALLOW_PLAINTEXT);
+        o.max_queued = 1000;
+        o.max_queued_bytes = 4u << 20;  // four 1 MiB pushes
+        NodePtr b = make_node(o);
+        NodePtr a = make_node(nullptr, TENSO_NODE_ALLOW_PLAINTEXT | TENSO_NODE_NO_LISTEN);
+        const std::string addr = addr_of(b.get());
+        const int kPushes = 32;
+        std::thread tx([&] {
+            for (int i = 0; i < kPushes; ++i) TENSO_CHECK_OK(send(a.get(), addr, std::to_string(i), Floats(256, 1024, float(i)), UINT64_MAX));
+        });
+        // Until the receiver takes anything, what it holds stays within the queue's bytes, one
+        // packet waiting for room and the socket buffers; the sender is held back.
+        uint64_t last = 0;
+        for (int spins = 0; spins < 200; ++spins) {
+            const tenso_node_stats s = stats_of(b.get());
+            CPPUNIT_ASSERT(s.queued_bytes <= o.max_queued_bytes);
+            CPPUNIT_ASSERT(s.bytes_received <= o.max_queued_bytes + (2u << 20) + (16u << 20));
+            last = s.bytes_received;
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        CPPUNIT_ASSERT(last < uint64_t(kPushes) << 20);
+        for (int i = 0; i < kPushes; ++i) {
+            MsgPtr m = receive(b.get());
+            CPPUNIT_ASSERT_EQUAL(std::to_string(i), name_of(m.get()));
+            Floats(256, 1024, float(i)).check(tenso_node_message_view(m.get()));
+        }
+        tx.join();
+    }
+
+    void testDescriptorPassing() {
+        const std::string u = unix_listen("fd");
+        NodePtr b = make_node(u.c_str(), TENSO_NODE_ALLOW_PLAINTEXT);
+        NodePtr a = make_node(nullptr, TENSO_NODE_ALLOW_PLAINTEXT | TENSO_NODE_NO_LISTEN);
+        // A value over fd_passing_min_bytes travels as a sealed memfd: a few hundred bytes of socket traffic.
+        Floats f(1024, 1024, 5.0f);  // 4 MiB
+        TENSO_CHECK_OK(send(a.get(), u, "big", f));
+        MsgPtr m = receive(b.get());
+        f.check(tenso_node_message_view(m.get()));
+        CPPUNIT_ASSERT(stats_of(a.get()).bytes_sent < 4096);
+        // tenso_node_send_fd: the caller's own descriptor (here an unsealed file: the receiver reads it).
+        tenso_buffer pb{};
+        TENSO_CHECK_OK(tenso_value_dumps(&pb, f.value().get(), nullptr));
+        const int fd = memfd_create("pkt", MFD_CLOEXEC);
+        CPPUNIT_ASSERT(fd >= 0);
+        CPPUNIT_ASSERT_EQUAL(ssize_t(100), ::pwrite(fd, std::string(100, 'z').data(), 100, 0));
+        CPPUNIT_ASSERT_EQUAL(ssize_t(pb.size), ::pwrite(fd, pb.data, pb.size, 100));
+        TENSO_CHECK_OK(tenso_node_send_fd(a.get(), u.c_str(), "fd", 2, fd, 100, pb.size, 0, nullptr));
+        m = receive(b.get());
+        f.check(tenso_node_message_view(m.get()));
+        CPPUNIT_ASSERT(stats_of(a.get()).bytes_sent < 8192);
+        // The same descriptor to a TCP peer: its bytes travel.
+        NodePtr t = make_node("tcp://127.0.0.1:0", TENSO_NODE_ALLOW_PLAINTEXT);
+        TENSO_CHECK_OK(tenso_node_send_fd(a.get(), addr_of(t.get()).c_str(), "fd", 2, fd, 100, pb.size, 0, nullptr));
+        f.check(tenso_node_message_view(receive(t.get()).get()));
+        CPPUNIT_ASSERT(stats_of(a.get()).bytes_sent > pb.size);
+        // A descriptor shorter than announced is refused.
+        TENSO_CHECK_STATUS(TENSO_E_MALFORMED, tenso_node_send_fd(a.get(), u.c_str(), "fd", 2, fd, 200, pb.size, 0, nullptr));
+        ::close(fd);
+        // Pull over the Unix socket: the published value's memfd is passed.
+        TENSO_CHECK_OK(tenso_node_publish(b.get(), "pub", 3, f.value().release(), nullptr, nullptr));
+        const uint64_t before = stats_of(a.get()).bytes_received;
+        for (int i = 0; i < 2; ++i) {
+            tenso_view *v = nullptr;
+            TENSO_CHECK_OK(tenso_node_request(&v, a.get(), u.c_str(), "pub", 3, 0, nullptr));
+            ViewPtr hold(v);
+            f.check(v);
+        }
+        CPPUNIT_ASSERT(stats_of(a.get()).bytes_received - before < 4096);
+        // TENSO_NODE_NO_FD_PASSING: bytes over the socket.
+        NodePtr c = make_node(nullptr, TENSO_NODE_ALLOW_PLAINTEXT | TENSO_NODE_NO_LISTEN | TENSO_NODE_NO_FD_PASSING);
+        TENSO_CHECK_OK(send(c.get(), u, "bytes", f));
+        f.check(tenso_node_message_view(receive(b.get()).get()));
+        CPPUNIT_ASSERT(stats_of(c.get()).bytes_sent > f.t.nbytes);
+        tenso_buffer_dispose(&pb);
+    }
+
+    void testReceiveFdAndBundle() {
+        NodePtr a = make_node(), b = make_node();
+        const int rfd = tenso_node_receive_fd(b.get());
+        CPPUNIT_ASSERT(rfd >= 0);
+        pollfd p{rfd, POLLIN, 0};
+        CPPUNIT_ASSERT_EQUAL(0, ::poll(&p, 1, 0));
+        // A bundle of a tensor and strings, sent as a packet the caller encoded.
+        Floats f(3, 3, 1.0f);
+        tenso_value *bundle = nullptr;
+        TENSO_CHECK_OK(tenso_value_new_bundle(&bundle));
+        ValuePtr hold(bundle);
+        ValuePtr t = f.value();
+        TENSO_CHECK_OK(tenso_bundle_insert(bundle, "w", 1, t.get()));
+        tenso_buffer pb{};
+        TENSO_CHECK_OK(tenso_value_dumps(&pb, bundle, nullptr));
+        TENSO_CHECK_OK(tenso_node_send_packet(a.get(), addr_of(b.get()).c_str(), "bundle", 6, pb.data, pb.size, 0, nullptr));
+        CPPUNIT_ASSERT_EQUAL(1, ::poll(&p, 1, 20000));
+        TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT,
+                           tenso_node_send_packet(a.get(), addr_of(b.get()).c_str(), "bundle", 6, pb.data, pb.size - 1, 0, nullptr));
+        MsgPtr m = receive(b.get(), 0);
+        const tenso_view *v = tenso_node_message_view(m.get());
+        CPPUNIT_ASSERT_EQUAL(TENSO_KIND_BUNDLE, tenso_view_kind(v));
+        CPPUNIT_ASSERT_EQUAL(0, ::poll(&p, 1, 0));  // kept in step: nothing waits
+        tenso_buffer_dispose(&pb);
+    }
+};
+
+CPPUNIT_TEST_SUITE_REGISTRATION(CapiNetTest);
