@@ -8,7 +8,6 @@
 #include <mutex>
 
 #include "common.hpp"
-#include "tenso/net.h"
 
 namespace tpy {
 
