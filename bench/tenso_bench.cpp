@@ -12,12 +12,15 @@
 #include <signal.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <arpa/inet.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
@@ -1117,6 +1120,7 @@ void bench_file(const Config &c, uint64_t size, bool once) {
 
 #include "bench_cache.inc"
 #include "bench_archive.inc"
+#include "bench_net.inc"
 
 void usage(FILE *f) {
     std::fprintf(f,
@@ -1131,7 +1135,7 @@ void usage(FILE *f) {
                  "                (the CTest smoke test bench.smoke runs this)\n"
                  "  --json PATH   also write the results as JSON to PATH\n"
                  "  --only GROUPS run only these comma-separated groups: encode, decode, lz4,\n"
-                 "                stream, file, quant, sparse, cache, archive (default: all)\n"
+                 "                stream, file, quant, sparse, cache, archive, net (default: all)\n"
                  "  --dir DIR     where temporary packet files go (default $TMPDIR or /tmp); they\n"
                  "                are removed afterwards. The full run writes a 1 GiB file there.\n"
                  "  --no-huge     skip the 1 GiB file\n"
@@ -1170,7 +1174,7 @@ int main(int argc, char **argv) {
                 size_t q = std::min(c.only.find(',', p), c.only.size());
                 std::string g = c.only.substr(p, q - p);
                 if (g != "encode" && g != "decode" && g != "lz4" && g != "stream" && g != "file" && g != "quant" &&
-                    g != "sparse" && g != "cache" && g != "archive") {
+                    g != "sparse" && g != "cache" && g != "archive" && g != "net") {
                     std::fprintf(stderr, "tenso_bench: unknown group '%s' in --only\n", g.c_str());
                     return 2;
                 }
@@ -1233,6 +1237,7 @@ int main(int argc, char **argv) {
     }
     if (c.runs("cache")) bench_cache(c);
     if (c.runs("archive")) bench_archive(c);
+    if (c.runs("net")) bench_net(c);
     if (c.runs("file")) {
         bench_file(c, file_size, false);
         if (c.huge) bench_file(c, GiB, true);

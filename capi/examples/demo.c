@@ -11,7 +11,8 @@
  *   3. a bundle {"weights", "bias", "step"};
  *   4. files: tenso_save_file, then tenso_load_file in READ and MMAP modes;
  *   5. a pipe: writer | echo | reader processes, each packet crossing two pipes with
- *      tenso_write_fd / tenso_read_fd, ended by a clean TENSO_E_END_OF_STREAM.
+ *      tenso_write_fd / tenso_read_fd, ended by a clean TENSO_E_END_OF_STREAM;
+ *   6. two nodes on loopback: one push and one pull over TLS 1.3.
  *
  * Every decoded value is compared bit for bit with what was encoded; the program exits 1 on
  * any mismatch or unexpected status, 0 otherwise. Timings are the best of a few runs.
@@ -702,6 +703,68 @@ static void demo_pipe(void) {
  * main
  * ------------------------------------------------------------------------------------- */
 
+/* ---------------------------------------------------------------------------------------
+ * 6. Two nodes: one push and one pull over TLS 1.3 on loopback (tenso/net.h)
+ * ------------------------------------------------------------------------------------- */
+
+static void demo_nodes(void) {
+    section("6. two nodes: a push and a pull over TLS 1.3 (tenso_node_*)");
+    enum { N = 1024 };
+    float *w = xmalloc(N * sizeof(float));
+    for (size_t i = 0; i < N; ++i) w[i] = value_at(i, 6, 0);
+    uint64_t shape[1] = {N};
+    tenso_tensor t = {w, N * sizeof(float), shape, 1, TENSO_DTYPE_FLOAT32};
+
+    tenso_node *alice = NULL, *bob = NULL;
+    CHECK_OK(tenso_node_new(&alice, NULL)); /* tls://127.0.0.1:<free port>, ephemeral key */
+    CHECK_OK(tenso_node_new(&bob, NULL));
+    if (alice == NULL || bob == NULL) goto done;
+    char addr[256];
+    size_t len = 0;
+    CHECK_OK(tenso_node_addr(addr, sizeof addr, &len, bob, 0));
+    printf("  bob listens at %s\n", addr);
+
+    /* Push: alice sends "weights" to bob; bob takes it from his queue. */
+    tenso_value *v = NULL;
+    CHECK_OK(tenso_value_new_tensor(&v, &t));
+    double t0 = now_ns();
+    CHECK_OK(tenso_node_send(alice, addr, "weights", 7, v, 0, NULL));
+    tenso_node_message *m = NULL;
+    CHECK_OK(tenso_node_receive(&m, bob, 5000, NULL));
+    char tm[32];
+    if (m != NULL) {
+        size_t nlen = 0;
+        const char *name = tenso_node_message_name(m, &nlen);
+        const tenso_view *got = tenso_node_message_view(m);
+        CHECK(nlen == 7 && memcmp(name, "weights", 7) == 0);
+        CHECK(tenso_view_nbytes(got) == N * sizeof(float) && memcmp(tenso_view_data(got), w, N * sizeof(float)) == 0);
+        printf("  push: bob received \"%.*s\" (%u floats) from %.16s... in %s (first connection: TLS handshake)\n",
+               (int)nlen, name, (unsigned)N, tenso_node_message_sender(m), fmt_time(tm, sizeof tm, now_ns() - t0));
+        tenso_node_message_free(m);
+    }
+
+    /* Pull: bob publishes "weights"; alice requests it (the pooled connection is reused). */
+    CHECK_OK(tenso_node_publish(bob, "weights", 7, v, NULL, NULL)); /* bob now owns v */
+    tenso_view *pulled = NULL;
+    t0 = now_ns();
+    CHECK_OK(tenso_node_request(&pulled, alice, addr, "weights", 7, 0, NULL));
+    if (pulled != NULL) {
+        CHECK(tenso_view_nbytes(pulled) == N * sizeof(float) && memcmp(tenso_view_data(pulled), w, N * sizeof(float)) == 0);
+        printf("  pull: alice got \"weights\" back in %s\n", fmt_time(tm, sizeof tm, now_ns() - t0));
+        tenso_view_free(pulled);
+    }
+    CHECK_STATUS(TENSO_E_NOT_FOUND, tenso_node_request(&pulled, alice, addr, "nothing", 7, 0, NULL));
+    tenso_node_stats st = {.version = TENSO_NODE_STATS_VERSION};
+    CHECK_OK(tenso_node_stats_get(&st, alice));
+    CHECK(st.connections_opened == 1 && st.pool_size == 1);
+    printf("  alice: %llu connection opened, %llu reused\n", (unsigned long long)st.connections_opened,
+           (unsigned long long)st.connections_reused);
+done:
+    tenso_node_free(alice);
+    tenso_node_free(bob);
+    free(w);
+}
+
 int main(void) {
     const double start = now_ns();
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -723,6 +786,7 @@ int main(void) {
     demo_bundle();
     demo_files(dir);
     demo_pipe();
+    demo_nodes();
 
     if (rmdir(dir) != 0)
         fail("rmdir(%s): %s", dir, strerror(errno));

@@ -98,37 +98,6 @@ struct Waker {
     }
 };
 
-// OpenSSL writes through write(2), which raises SIGPIPE on a closed socket: the signal is
-// blocked around TLS writes and a pending one consumed (as libcurl and libpq do), so the
-// process's own disposition is never touched.
-class SigpipeGuard {
-public:
-    SigpipeGuard() {
-        sigset_t s;
-        sigemptyset(&s);
-        sigaddset(&s, SIGPIPE);
-        sigset_t pending;
-        sigpending(&pending);
-        was_pending_ = sigismember(&pending, SIGPIPE);
-        pthread_sigmask(SIG_BLOCK, &s, &old_);
-    }
-    ~SigpipeGuard() {
-        if (!was_pending_) {
-            sigset_t s;
-            sigemptyset(&s);
-            sigaddset(&s, SIGPIPE);
-            const timespec zero{0, 0};
-            while (sigtimedwait(&s, nullptr, &zero) > 0) {
-            }
-        }
-        pthread_sigmask(SIG_SETMASK, &old_, nullptr);
-    }
-
-private:
-    sigset_t old_;
-    bool was_pending_ = false;
-};
-
 // ---- addresses -------------------------------------------------------------------------
 
 struct Address {
@@ -221,23 +190,24 @@ struct Sock {
         fail(alert ? TENSO_E_AUTH : TENSO_E_CONNECTION, std::string(what) + ": " + buf);
     }
 
+    // What an SSL_read_ex / SSL_write_ex call returned (r), as an Io; n bytes moved.
+    Io ssl_result(int r, size_t n, uint64_t *counter, const char *what) {
+        if (r == 1) {
+            if (counter) __atomic_add_fetch(counter, n, __ATOMIC_RELAXED);
+            return Io::kDone;
+        }
+        const int err = SSL_get_error(ssl, r);
+        if (err == SSL_ERROR_WANT_READ) return Io::kWantRead;
+        if (err == SSL_ERROR_WANT_WRITE) return Io::kWantWrite;
+        if (err == SSL_ERROR_ZERO_RETURN) return Io::kEof;
+        if (err == SSL_ERROR_SYSCALL && ERR_peek_error() == 0 && errno == 0) return Io::kEof;
+        ssl_fail(err, what);
+    }
+
     // Reads into p; *n gets the bytes.
     Io read(void *p, size_t cap, size_t *n) {
         *n = 0;
-        if (ssl) {
-            SigpipeGuard guard;  // a TLS read may write (alerts, key updates)
-            const int r = SSL_read_ex(ssl, p, cap, n);
-            if (r == 1) {
-                if (counter_in) __atomic_add_fetch(counter_in, *n, __ATOMIC_RELAXED);
-                return Io::kDone;
-            }
-            const int err = SSL_get_error(ssl, r);
-            if (err == SSL_ERROR_WANT_READ) return Io::kWantRead;
-            if (err == SSL_ERROR_WANT_WRITE) return Io::kWantWrite;
-            if (err == SSL_ERROR_ZERO_RETURN) return Io::kEof;
-            if (err == SSL_ERROR_SYSCALL && ERR_peek_error() == 0 && errno == 0) return Io::kEof;
-            ssl_fail(err, "TLS read");
-        }
+        if (ssl) return ssl_result(SSL_read_ex(ssl, p, cap, n), *n, counter_in, "TLS read");
         ssize_t r;
         if (unix_) {
             alignas(cmsghdr) char cbuf[CMSG_SPACE(4 * sizeof(int))];
@@ -276,18 +246,7 @@ struct Sock {
     // Writes from iov[0, cnt); *n gets the bytes. pass_fd (Unix): sent with the first byte.
     Io write(const iovec *iov, size_t cnt, size_t *n, int pass_fd) {
         *n = 0;
-        if (ssl) {
-            SigpipeGuard guard;
-            const int r = SSL_write_ex(ssl, iov[0].iov_base, iov[0].iov_len, n);
-            if (r == 1) {
-                if (counter_out) __atomic_add_fetch(counter_out, *n, __ATOMIC_RELAXED);
-                return Io::kDone;
-            }
-            const int err = SSL_get_error(ssl, r);
-            if (err == SSL_ERROR_WANT_READ) return Io::kWantRead;
-            if (err == SSL_ERROR_WANT_WRITE) return Io::kWantWrite;
-            ssl_fail(err, "TLS write");
-        }
+        if (ssl) return ssl_result(SSL_write_ex(ssl, iov[0].iov_base, iov[0].iov_len, n), *n, counter_out, "TLS write");
         msghdr m{};
         m.msg_iov = const_cast<iovec *>(iov);
         m.msg_iovlen = std::min<size_t>(cnt, IOV_MAX);
@@ -601,9 +560,7 @@ public:
         sock_.counter_in = &n.bytes_received;
         sock_.counter_out = &n.bytes_sent;
         if (tls) {
-            sock_.ssl = SSL_new(n.tls->server());
-            if (!sock_.ssl) fail(TENSO_E_NO_MEMORY, "SSL_new");
-            SSL_set_fd(sock_.ssl, fd);
+            sock_.ssl = new_ssl(n.tls->server(), fd);
             SSL_set_accept_state(sock_.ssl);
             state_ = kHandshake;
         }
@@ -664,13 +621,14 @@ private:
         close_after_write_ = close_after;
         state_ = kWrite;
     }
-    void refuse(int32_t st, const std::string &why) {
+    // Answers an error (counted as a refusal); closes afterwards unless the connection stays in step.
+    void refuse(int32_t st, const std::string &why, bool close_after = true) {
         n_.refused.fetch_add(1);
         Control c;
         c.op = Op::kError;
         c.status = st;
         c.message = why;
-        reply(c, true);
+        reply(c, close_after);
     }
     // Queues the received push and acknowledges it, or parks (state kParked).
     void deliver() {
@@ -797,12 +755,7 @@ private:
                 case kSkip:
                     io = reader_.skip(sock_, &skip_left_);
                     if (io == Io::kDone) {
-                        n_.refused.fetch_add(1);
-                        Control c;
-                        c.op = Op::kError;
-                        c.status = skip_status_;
-                        c.message = skip_msg_;
-                        reply(c, false);
+                        refuse(skip_status_, skip_msg_, false);
                         continue;
                     }
                     break;
@@ -916,15 +869,7 @@ void Node::Impl::start() {
     for (Listener &l : listeners) accept_next(l);
     reaper.reset(new asio::steady_timer(*io));
     reap();
-    for (uint32_t i = 0; i < opts.threads; ++i)
-        threads.emplace_back([this] {
-            // The loop's own threads never take SIGPIPE (OpenSSL writes with write(2)).
-            sigset_t s;
-            sigemptyset(&s);
-            sigaddset(&s, SIGPIPE);
-            pthread_sigmask(SIG_BLOCK, &s, nullptr);
-            io->run();
-        });
+    for (uint32_t i = 0; i < opts.threads; ++i) threads.emplace_back([this] { io->run(); });
 }
 
 void Node::Impl::accept_next(Listener &l) {
@@ -1073,16 +1018,10 @@ std::unique_ptr<Outbound> Node::Impl::dial(const Address &a, const Waker &w, con
         const int one = 1;
         setsockopt(c->sock.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         if (a.scheme == Address::kTls) {
-            c->sock.ssl = SSL_new(tls->client());
-            if (!c->sock.ssl) fail(TENSO_E_NO_MEMORY, "SSL_new");
-            SSL_set_fd(c->sock.ssl, c->sock.fd);
+            c->sock.ssl = new_ssl(tls->client(), c->sock.fd);
             SSL_set_connect_state(c->sock.ssl);
             for (;;) {
-                int h;
-                {
-                    SigpipeGuard guard;
-                    h = SSL_do_handshake(c->sock.ssl);
-                }
+                const int h = SSL_do_handshake(c->sock.ssl);
                 if (h == 1) break;
                 const int err = SSL_get_error(c->sock.ssl, h);
                 if (err == SSL_ERROR_WANT_READ) w.wait(c->sock.fd, POLLIN, d);
@@ -1242,6 +1181,19 @@ void check_name(const std::string &name, const NodeOptions &o) {
         fail(TENSO_E_INVALID_ARGUMENT, "a name is 1.." + std::to_string(o.max_name_bytes) + " bytes");
 }
 uint64_t effective(uint64_t timeout_ms, const NodeOptions &o) { return timeout_ms == 0 ? o.io_timeout_ms : timeout_ms; }
+// What every outbound call starts with: counted in flight, its name and address checked, its
+// deadline fixed, and a first look at the cancel token and the stop descriptor.
+struct Call {
+    CallScope scope;
+    Address addr;
+    Waker w;
+    Deadline d;
+    Call(Node::Impl &n, const std::string &address, const std::string &name, uint64_t timeout_ms, Cancel *cancel)
+        : scope(n), addr((check_name(name, n.opts), parse_address(address, false))), w{n.stop_fd, cancel},
+          d(Deadline::in(effective(timeout_ms, n.opts))) {
+        w.check();
+    }
+};
 }  // namespace
 
 Node::Node(const NodeOptions &opts) : impl_(std::make_shared<Impl>()) {
@@ -1278,13 +1230,11 @@ bool Node::addr(uint32_t index, std::string *out) const {
 std::string Node::id() const { return impl_->tls->id(); }
 
 void Node::send(const std::string &addr, const std::string &name, const Payload &p, uint64_t timeout_ms, Cancel *cancel) {
-    CallScope scope(*impl_);
     Impl &n = *impl_;
-    check_name(name, n.opts);
-    const Address a = parse_address(addr, false);
-    const Waker w{n.stop_fd, cancel};
-    w.check();
-    const Deadline d = Deadline::in(effective(timeout_ms, n.opts));
+    const Call call(n, addr, name, timeout_ms, cancel);
+    const Address &a = call.addr;
+    const Waker &w = call.w;
+    const Deadline &d = call.d;
     Outgoing out;
     std::unique_ptr<Plan> plan;
     Control c;
@@ -1337,13 +1287,11 @@ void Node::send(const std::string &addr, const std::string &name, const Payload 
 }
 
 std::unique_ptr<View> Node::request(const std::string &addr, const std::string &name, uint64_t timeout_ms, Cancel *cancel) {
-    CallScope scope(*impl_);
     Impl &n = *impl_;
-    check_name(name, n.opts);
-    const Address a = parse_address(addr, false);
-    const Waker w{n.stop_fd, cancel};
-    w.check();
-    const Deadline d = Deadline::in(effective(timeout_ms, n.opts));
+    const Call call(n, addr, name, timeout_ms, cancel);
+    const Address &a = call.addr;
+    const Waker &w = call.w;
+    const Deadline &d = call.d;
     Outgoing out;
     Control c;
     c.op = Op::kGet;

@@ -33,6 +33,9 @@ private:
     std::vector<std::string> pinned_;
 };
 
+// An SSL for a non-blocking socket, reading and writing through send(MSG_NOSIGNAL)/recv.
+SSL *new_ssl(SSL_CTX *ctx, int fd);
+
 // The SHA-256 fingerprint of a key.
 std::string key_fingerprint(EVP_PKEY *key);
 
