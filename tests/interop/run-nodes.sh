@@ -5,7 +5,7 @@
 #
 #   Go -(push, TLS)-> Python -(pull, TLS)-> Rust
 #
-# The stage and the Python venv are prepared as run-chain.sh does (same lock, same stage).
+# The stage, toolchains and Python venv are prepared by prepare.sh, as for run-chain.sh.
 #
 # Usage: run-nodes.sh [OUT_DIR]   (where the Go binary goes; default a temporary directory)
 # Environment: GO, CARGO, JOBS (default 2).
@@ -28,32 +28,7 @@ else
     trap 'rm -rf "$out"' EXIT
 fi
 
-export PATH="$PATH:${CARGO_HOME:-${HOME:-/root}/.cargo}/bin:/root/.cargo/bin:/usr/local/go/bin"
-gobin="${GO:-$(command -v go || true)}"
-cargo="${CARGO:-$(command -v cargo || true)}"
-[[ -n "$gobin" && -x "$gobin" ]] || { log "no go toolchain (set GO=)"; exit 1; }
-[[ -n "$cargo" && -x "$cargo" ]] || { log "no cargo (set CARGO=)"; exit 1; }
-export GOTOOLCHAIN=local
-
-py="$repo/build/venv-sdk/bin/python"
-if ! "$py" -c "import tenso.net" 2>/dev/null; then
-    log "build/venv-sdk cannot import tenso.net: building it with sdk/python/run-tests.sh"
-    bash "$repo/sdk/python/run-tests.sh" -q -x -k test_api
-fi
-
-mkdir -p "$repo/build"
-exec 9>"$lock"
-flock -x 9
-if [[ ! -f "$build/CMakeCache.txt" ]]; then
-    cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-        -DCMAKE_INSTALL_PREFIX="$stage" -DTENSO_BUILD_TESTS=OFF >/dev/null
-fi
-cmake --build "$build" -j "$jobs" >/dev/null
-cmake --install "$build" >/dev/null
-flock -s 9
-libdir="$stage/lib"
-export PKG_CONFIG_PATH="$libdir/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
-unset LD_LIBRARY_PATH
+source "$here/prepare.sh"
 
 log "building the Go pusher"
 (cd "$repo/sdk/go" && CGO_ENABLED=1 CGO_LDFLAGS="-Wl,-rpath,$libdir" \
