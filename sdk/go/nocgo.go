@@ -224,3 +224,22 @@ func (o GPUOptions) LoadsInto(ptr uintptr, capacity uint64, packet []byte) (uint
 	return 0, errNoCgo
 }
 func (o GPUOptions) Dequantize(packet []byte, out DType) (*DeviceTensor, error) { return nil, errNoCgo }
+// Nodes (libtenso 1.4): the same API, every call answering errNoCgo.
+
+// Node is a libtenso node (cgo only).
+type Node struct{}
+
+func NewNode(o NodeOptions) (*Node, error)                                        { return nil, errNoCgo }
+func (n *Node) Shutdown()                                                         {}
+func (n *Node) Close() error                                                      { return nil }
+func (n *Node) Addrs() ([]string, error)                                          { return nil, errNoCgo }
+func (n *Node) Addr() (string, error)                                             { return "", errNoCgo }
+func (n *Node) ID() (string, error)                                               { return "", errNoCgo }
+func (n *Node) Send(ctx context.Context, addr, name string, t *Tensor) error      { return errNoCgo }
+func (n *Node) SendPacket(ctx context.Context, addr, name string, p []byte) error { return errNoCgo }
+func (n *Node) Receive(ctx context.Context) (*Message, error)                     { return nil, errNoCgo }
+func (n *Node) Publish(name string, t *Tensor) error                              { return errNoCgo }
+func (n *Node) Unpublish(name string) error                                       { return errNoCgo }
+func (n *Node) Request(ctx context.Context, addr, name string) (*Tensor, error)   { return nil, errNoCgo }
+func (n *Node) Stats() (NodeStats, error)                                         { return NodeStats{}, errNoCgo }
+func (n *Node) PoolSize() (int, error)                                            { return 0, errNoCgo }

@@ -91,7 +91,7 @@ def test_wheel_contents():
     names = zipfile.ZipFile(wheel).namelist()
     assert "tenso/libtenso.so.1" in names
     assert any(re.fullmatch(r"tenso/_tenso\.cpython-.*\.so", n) for n in names)
-    for py in ("__init__.py", "core.py", "quantize.py", "ragged.py", "utils.py", "async_core.py", "errors.py", "config.py", "py.typed", "_tenso.pyi"):
+    for py in ("__init__.py", "core.py", "quantize.py", "ragged.py", "utils.py", "async_core.py", "errors.py", "config.py", "net.py", "py.typed", "_tenso.pyi"):
         assert f"tenso/{py}" in names, py
     # Nothing of the engine's own install (headers, pkg-config, CMake package) leaks in.
     assert not [n for n in names if not (n.startswith("tenso/") or ".dist-info/" in n)]

@@ -18,7 +18,8 @@ use std::fmt::Write as _;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-const HEADERS: [&str; 8] = ["common.h", "errors.h", "version.h", "dlpack.h", "tenso.h", "shm.h", "archive.h", "gpu.h"];
+const HEADERS: [&str; 9] =
+    ["common.h", "errors.h", "version.h", "dlpack.h", "tenso.h", "shm.h", "archive.h", "gpu.h", "net.h"];
 // Macros that are not values: linkage/visibility helpers.
 const NOT_VALUES: [&str; 3] = ["TENSO_API", "TENSO_BEGIN_DECL", "TENSO_END_DECL"];
 
@@ -319,9 +320,18 @@ fn parse_functions(decl: &str, api: &mut Api) {
         if params_src != "void" {
             for p in split_top(params_src, ',') {
                 assert!(!p.contains('('), "function-pointer parameters are not handled: {p}");
-                let toks = tokens(&p);
+                // An array parameter (`char buf[65]`) is the pointer it decays to.
+                let (decl, array) = match p.find('[') {
+                    Some(i) => (&p[..i], true),
+                    None => (&p[..], false),
+                };
+                let toks = tokens(decl);
                 let (_, ty) = toks.split_last().unwrap(); // drop the parameter name
-                params.push(rust_type(ty));
+                let mut ty = ty.to_vec();
+                if array {
+                    ty.push("*");
+                }
+                params.push(rust_type(&ty));
             }
         }
         api.functions.push((name.to_string(), rust_type(ret), params));

@@ -207,5 +207,6 @@ void init_shm(py::module_ &m);
 void init_archive(py::module_ &m);
 void init_stream(py::module_ &m);
 void init_gpu(py::module_ &m);
+void init_net(py::module_ &m);
 
 }  // namespace tpy

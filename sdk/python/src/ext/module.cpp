@@ -199,4 +199,5 @@ PYBIND11_MODULE(_tenso, m) {
     init_archive(m);
     init_stream(m);
     init_gpu(m);
+    init_net(m);
 }

@@ -1,5 +1,6 @@
 //! Raw declarations of the libtenso C ABI (`tenso/tenso.h`, `tenso/errors.h`,
 //! `tenso/version.h`, `tenso/dlpack.h`, `tenso/shm.h`, `tenso/archive.h`, `tenso/gpu.h`), written by hand
+//! `tenso/version.h`, `tenso/dlpack.h`, `tenso/shm.h`, `tenso/archive.h`, `tenso/net.h`), written by hand
 //! from the headers of libtenso 1.1.
 //!
 //! Everything here is `unsafe` and mirrors C exactly: the `tenso_*` functions, the structs a
@@ -664,6 +665,86 @@ pub const TENSO_ARCHIVE_WRITE_OPTIONS_INIT: tenso_archive_write_options = tenso_
 // Functions, in the order of the headers.
 // ============================================================================================
 
+// ============================================================================================
+// net.h (1.4): nodes that push and pull named values between peers
+// ============================================================================================
+
+/// A node. Opaque.
+#[repr(C)]
+pub struct tenso_node {
+    _data: [u8; 0],
+    _marker: PhantomData<(*mut u8, PhantomPinned)>,
+}
+
+/// A cancel token. Opaque.
+#[repr(C)]
+pub struct tenso_cancel {
+    _data: [u8; 0],
+    _marker: PhantomData<(*mut u8, PhantomPinned)>,
+}
+
+/// A received push. Opaque.
+#[repr(C)]
+pub struct tenso_node_message {
+    _data: [u8; 0],
+    _marker: PhantomData<(*mut u8, PhantomPinned)>,
+}
+
+/// `tenso_node_options.flags`: allow tcp:// and unix:// listeners and peers (no TLS).
+pub const TENSO_NODE_ALLOW_PLAINTEXT: u32 = 0x1;
+/// `tenso_node_options.flags`: never pass descriptors over Unix sockets.
+pub const TENSO_NODE_NO_FD_PASSING: u32 = 0x2;
+/// `tenso_node_options.flags`: do not listen at all.
+pub const TENSO_NODE_NO_LISTEN: u32 = 0x4;
+
+/// Node options; zero means "default" in every field (see `tenso/net.h`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct tenso_node_options {
+    pub version: u32,
+    pub flags: u32,
+    pub listen: *const c_char,
+    pub cert_pem: *const c_char,
+    pub key_pem: *const c_char,
+    pub ca_pem: *const c_char,
+    pub pinned_keys: *const *const c_char,
+    pub pinned_key_count: u32,
+    pub threads: u32,
+    pub max_packet_bytes: u64,
+    pub max_name_bytes: u32,
+    pub max_queued: u32,
+    pub max_queued_bytes: u64,
+    pub max_connections: u32,
+    pub max_pool_per_peer: u32,
+    pub idle_timeout_ms: u64,
+    pub io_timeout_ms: u64,
+    pub fd_passing_min_bytes: u64,
+}
+
+pub const TENSO_NODE_OPTIONS_VERSION: u32 = 1;
+
+/// Called once when the node no longer uses a published value.
+pub type tenso_node_release_fn = Option<unsafe extern "C" fn(user: *mut c_void)>;
+
+/// A node's counters.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct tenso_node_stats {
+    pub version: u32,
+    pub pool_size: u32,
+    pub inbound_connections: u32,
+    pub queued: u32,
+    pub queued_bytes: u64,
+    pub bytes_sent: u64,
+    pub bytes_received: u64,
+    pub connections_opened: u64,
+    pub connections_reused: u64,
+    pub refused: u64,
+    pub reserved: [u64; 4],
+}
+
+pub const TENSO_NODE_STATS_VERSION: u32 = 1;
+
 extern "C" {
     // ---- errors.h
     pub fn tenso_last_error() -> *const c_char;
@@ -1058,6 +1139,85 @@ extern "C" {
     ) -> tenso_status;
     pub fn tenso_archive_writer_finish(w: *mut tenso_archive_writer) -> tenso_status;
     pub fn tenso_archive_writer_free(w: *mut tenso_archive_writer);
+
+    // ---- net.h (1.4): nodes
+    pub fn tenso_cancel_new(out: *mut *mut tenso_cancel) -> tenso_status;
+    pub fn tenso_cancel_trigger(c: *mut tenso_cancel);
+    pub fn tenso_cancel_triggered(c: *const tenso_cancel) -> c_int;
+    pub fn tenso_cancel_free(c: *mut tenso_cancel);
+    pub fn tenso_node_options_init(opts: *mut tenso_node_options, version: u32) -> tenso_status;
+    pub fn tenso_node_new(out: *mut *mut tenso_node, opts: *const tenso_node_options) -> tenso_status;
+    pub fn tenso_node_shutdown(n: *mut tenso_node);
+    pub fn tenso_node_free(n: *mut tenso_node);
+    pub fn tenso_node_addr(
+        buf: *mut c_char,
+        cap: usize,
+        len_out: *mut usize,
+        n: *const tenso_node,
+        index: u32,
+    ) -> tenso_status;
+    pub fn tenso_node_id(buf: *mut c_char, n: *const tenso_node) -> tenso_status;
+    pub fn tenso_node_send(
+        n: *mut tenso_node,
+        addr: *const c_char,
+        name: *const c_char,
+        name_len: usize,
+        v: *const tenso_value,
+        timeout_ms: u64,
+        cancel: *mut tenso_cancel,
+    ) -> tenso_status;
+    pub fn tenso_node_send_packet(
+        n: *mut tenso_node,
+        addr: *const c_char,
+        name: *const c_char,
+        name_len: usize,
+        packet: *const c_void,
+        len: usize,
+        timeout_ms: u64,
+        cancel: *mut tenso_cancel,
+    ) -> tenso_status;
+    pub fn tenso_node_send_fd(
+        n: *mut tenso_node,
+        addr: *const c_char,
+        name: *const c_char,
+        name_len: usize,
+        fd: c_int,
+        offset: u64,
+        len: u64,
+        timeout_ms: u64,
+        cancel: *mut tenso_cancel,
+    ) -> tenso_status;
+    pub fn tenso_node_receive(
+        out: *mut *mut tenso_node_message,
+        n: *mut tenso_node,
+        timeout_ms: u64,
+        cancel: *mut tenso_cancel,
+    ) -> tenso_status;
+    pub fn tenso_node_receive_fd(n: *const tenso_node) -> c_int;
+    pub fn tenso_node_message_name(m: *const tenso_node_message, len_out: *mut usize) -> *const c_char;
+    pub fn tenso_node_message_sender(m: *const tenso_node_message) -> *const c_char;
+    pub fn tenso_node_message_view(m: *const tenso_node_message) -> *const tenso_view;
+    pub fn tenso_node_message_take_view(out: *mut *mut tenso_view, m: *mut tenso_node_message) -> tenso_status;
+    pub fn tenso_node_message_free(m: *mut tenso_node_message);
+    pub fn tenso_node_publish(
+        n: *mut tenso_node,
+        name: *const c_char,
+        name_len: usize,
+        v: *mut tenso_value,
+        release: tenso_node_release_fn,
+        user: *mut c_void,
+    ) -> tenso_status;
+    pub fn tenso_node_unpublish(n: *mut tenso_node, name: *const c_char, name_len: usize) -> tenso_status;
+    pub fn tenso_node_request(
+        out: *mut *mut tenso_view,
+        n: *mut tenso_node,
+        addr: *const c_char,
+        name: *const c_char,
+        name_len: usize,
+        timeout_ms: u64,
+        cancel: *mut tenso_cancel,
+    ) -> tenso_status;
+    pub fn tenso_node_stats_get(out: *mut tenso_node_stats, n: *const tenso_node) -> tenso_status;
 }
 
 // ============================================================================================

@@ -1,0 +1,230 @@
+"""
+Nodes from Python (issue 16): tenso.net.TensorNode against a raw socket and against PyPI
+``tensor-iroh`` (the seed's PyO3 bindings), side by side in one run.
+
+    python net_bench.py [--quick]   ->  net_results.md / net_results.json
+
+- 1 KiB pushes/s from Python on one connection (each push returns once the receiver queued it;
+  a receiver thread drains the queue), over TLS 1.3 and plaintext TCP loopback.
+- 64 MiB push, sender call to "receiver holds the array", over plaintext TCP, TLS 1.3 and a
+  Unix socket (descriptor passing), against raw ``sendall`` / ``recv_into(np.empty)`` of the
+  same bytes over TCP loopback; the ratio is raw time / node time (>= 1: as fast as raw).
+- 1 KiB pull round trip (request_tensor_sync): median and p99.
+- tensor-iroh on the same tensors, when it can start a node on this machine (see ``iroh_note``).
+
+Rounds interleave the contenders (a noisy neighbour hits all alike); tables give medians.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import socket
+import statistics
+import tempfile
+import threading
+import time
+from typing import Any, Callable, Dict, List, Optional
+
+import numpy as np
+
+import tenso
+from tenso.net import TensorNode
+
+KIB = np.ones(256, np.float32)  # 1 KiB body
+BIG = np.random.default_rng(0).integers(0, 255, 64 << 20, dtype=np.uint8)
+
+
+def pushes_per_second(listen: str, plaintext: bool, n: int) -> float:
+    with TensorNode(listen, allow_plaintext=plaintext) as rx, TensorNode(
+        listen_enabled=False, allow_plaintext=plaintext
+    ) as tx:
+        addr = rx.get_node_addr_sync()
+        tx.send_tensor_sync(addr, "warm", KIB)
+        rx.receive_tensor_sync(timeout=30)
+
+        def drain() -> None:
+            for _ in range(n):
+                rx.receive_tensor_sync(timeout=60)
+
+        t = threading.Thread(target=drain)
+        t.start()
+        start = time.perf_counter()
+        for _ in range(n):
+            tx.send_tensor_sync(addr, "k", KIB)
+        t.join()
+        return n / (time.perf_counter() - start)
+
+
+def node_push_seconds(listen: str, plaintext: bool, rounds: int) -> List[float]:
+    out = []
+    with TensorNode(listen, allow_plaintext=plaintext) as rx, TensorNode(
+        listen_enabled=False, allow_plaintext=plaintext
+    ) as tx:
+        addr = rx.get_node_addr_sync()
+        for _ in range(rounds):
+            start = time.perf_counter()
+            th = threading.Thread(target=tx.send_tensor_sync, args=(addr, "big", BIG, 120))
+            th.start()
+            _, arr = rx.receive_tensor_sync(timeout=120)
+            out.append(time.perf_counter() - start)
+            th.join()
+            assert arr.nbytes == BIG.nbytes
+            del arr
+    return out
+
+
+def raw_seconds(rounds: int) -> List[float]:
+    out = []
+    srv = socket.create_server(("127.0.0.1", 0))
+    cli = socket.create_connection(srv.getsockname())
+    conn, _ = srv.accept()
+    try:
+        for _ in range(rounds):
+            start = time.perf_counter()
+            th = threading.Thread(target=cli.sendall, args=(memoryview(BIG),))
+            th.start()
+            dst = np.empty(BIG.nbytes, np.uint8)
+            view = memoryview(dst)
+            got = 0
+            while got < len(view):
+                got += conn.recv_into(view[got:])
+            out.append(time.perf_counter() - start)
+            th.join()
+    finally:
+        conn.close()
+        cli.close()
+        srv.close()
+    return out
+
+
+def pull_latency(n: int) -> Dict[str, float]:
+    with TensorNode() as server, TensorNode(listen_enabled=False) as client:
+        addr = server.get_node_addr_sync()
+        server.publish("k", KIB)
+        client.request_tensor_sync(addr, "k")
+        lat = []
+        for _ in range(n):
+            t0 = time.perf_counter()
+            client.request_tensor_sync(addr, "k")
+            lat.append(time.perf_counter() - t0)
+    lat.sort()
+    return {"median_us": statistics.median(lat) * 1e6, "p99_us": lat[int(len(lat) * 0.99) - 1] * 1e6}
+
+
+def iroh_bench(rounds: int, n_small: int) -> Dict[str, Any]:
+    """tensor-iroh's PyO3 node on the same tensors, if it starts here."""
+    try:
+        import tensor_iroh  # type: ignore[import-not-found]
+    except ImportError as e:
+        return {"note": f"tensor-iroh is not installed ({e})"}
+    import asyncio
+
+    async def run() -> Dict[str, Any]:
+        rx = tensor_iroh.PyTensorNode()
+        tx = tensor_iroh.PyTensorNode()
+        try:
+            await asyncio.wait_for(rx.start(), 30)
+            await asyncio.wait_for(tx.start(), 30)
+            addr = await asyncio.wait_for(rx.get_node_addr(), 30)
+        except Exception as e:  # noqa: BLE001 - report exactly what stopped it
+            return {"note": f"tensor-iroh could not start a node: {type(e).__name__}: {e}"}
+        small = tensor_iroh.PyTensorData(KIB.view(np.uint8).tobytes(), [256], "float32", False)
+        big = tensor_iroh.PyTensorData(BIG.tobytes(), [BIG.size], "uint8", False)
+        try:
+            await asyncio.wait_for(tx.send_tensor(addr, "warm", small), 60)
+            await asyncio.wait_for(rx.wait_for_tensor(), 60)
+            start = time.perf_counter()
+            for _ in range(n_small):
+                await tx.send_tensor(addr, "k", small)
+            for _ in range(n_small):
+                await rx.wait_for_tensor()
+            small_rate = n_small / (time.perf_counter() - start)
+            bigs = []
+            for _ in range(rounds):
+                t0 = time.perf_counter()
+                await tx.send_tensor(addr, "big", big)
+                _, data = await rx.wait_for_tensor()
+                data.as_numpy()
+                bigs.append(time.perf_counter() - t0)
+        except Exception as e:  # noqa: BLE001
+            return {"note": f"tensor-iroh failed on loopback: {type(e).__name__}: {e}"}
+        finally:
+            rx.shutdown()
+            tx.shutdown()
+        return {"pushes_per_s_1kib": small_rate, "push_64mib_s": statistics.median(bigs)}
+
+    try:
+        return asyncio.run(run())
+    except Exception as e:  # noqa: BLE001
+        return {"note": f"tensor-iroh: {type(e).__name__}: {e}"}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--no-iroh", action="store_true")
+    args = ap.parse_args()
+    rounds = 3 if args.quick else 7
+    n_small = 5000 if args.quick else 30000
+
+    res: Dict[str, Any] = {
+        "machine": f"{platform.machine()} {os.cpu_count()} CPUs, Python {platform.python_version()}",
+        "tenso": tenso._tenso.library_version,
+    }
+    res["pushes_per_s_1kib"] = {
+        "tls": pushes_per_second("tls://127.0.0.1:0", False, n_small),
+        "tcp": pushes_per_second("tcp://127.0.0.1:0", True, n_small),
+    }
+    with tempfile.TemporaryDirectory() as d:
+        unix = f"unix://{d}/rx.sock"
+        samples: Dict[str, List[float]] = {"raw": [], "tcp": [], "tls": [], "unix": []}
+        for _ in range(rounds):  # interleaved
+            samples["raw"] += raw_seconds(1)
+            samples["tcp"] += node_push_seconds("tcp://127.0.0.1:0", True, 1)
+            samples["tls"] += node_push_seconds("tls://127.0.0.1:0", False, 1)
+            samples["unix"] += node_push_seconds(unix, True, 1)
+    med = {k: statistics.median(v) for k, v in samples.items()}
+    res["push_64mib_s"] = med
+    res["push_64mib_ratio_vs_raw"] = {k: med["raw"] / med[k] for k in ("tcp", "tls", "unix")}
+    res["pull_1kib"] = pull_latency(2000 if args.quick else 10000)
+    if not args.no_iroh:
+        res["tensor_iroh"] = iroh_bench(rounds, min(n_small, 2000))
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    with open(os.path.join(here, "net_results.json"), "w") as f:
+        json.dump(res, f, indent=2)
+    lines = [
+        "# Nodes from Python (bench/python/net_bench.py)",
+        "",
+        f"{res['machine']}; libtenso {res['tenso']}; medians of {rounds} interleaved rounds.",
+        "",
+        "| measure | value |",
+        "|---|---|",
+        f"| 1 KiB pushes/s, one connection, TLS 1.3 | {res['pushes_per_s_1kib']['tls']:,.0f} |",
+        f"| 1 KiB pushes/s, one connection, plain TCP | {res['pushes_per_s_1kib']['tcp']:,.0f} |",
+        f"| 64 MiB raw sendall/recv_into (TCP loopback) | {med['raw'] * 1e3:.1f} ms |",
+    ]
+    for k in ("tcp", "tls", "unix"):
+        lines.append(
+            f"| 64 MiB push, {k} | {med[k] * 1e3:.1f} ms ({res['push_64mib_ratio_vs_raw'][k]:.2f}x raw) |"
+        )
+    lines.append(
+        f"| 1 KiB pull round trip (TLS) | median {res['pull_1kib']['median_us']:.0f} us, "
+        f"p99 {res['pull_1kib']['p99_us']:.0f} us |"
+    )
+    iroh = res.get("tensor_iroh", {})
+    if "note" in iroh:
+        lines.append(f"| tensor-iroh | {iroh['note']} |")
+    elif iroh:
+        lines.append(f"| tensor-iroh 1 KiB pushes/s | {iroh['pushes_per_s_1kib']:,.0f} |")
+        lines.append(f"| tensor-iroh 64 MiB push | {iroh['push_64mib_s'] * 1e3:.1f} ms |")
+    with open(os.path.join(here, "net_results.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,254 @@
+//go:build cgo
+
+package tenso
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+)
+
+func newTestNode(t *testing.T, o NodeOptions) *Node {
+	t.Helper()
+	n, err := NewNode(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	return n
+}
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func nodeAddr(t *testing.T, n *Node) string {
+	t.Helper()
+	a, err := n.Addr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func TestNodePushPullTLS(t *testing.T) {
+	rx := newTestNode(t, NodeOptions{})
+	tx := newTestNode(t, NodeOptions{NoListen: true})
+	ctx := testCtx(t)
+	addr := nodeAddr(t, rx)
+	id, err := rx.ID()
+	if err != nil || len(id) != 64 || addr[:6+64] != "tls://"+id {
+		t.Fatalf("addr %q id %q err %v", addr, id, err)
+	}
+	data := make([]float64, 1000)
+	for i := range data {
+		data[i] = float64(i) * 1.5
+	}
+	in := must(FromSlice([]int{10, 100}, data))
+	if err := tx.Send(ctx, addr, "w", in); err != nil {
+		t.Fatal(err)
+	}
+	msg, err := rx.Receive(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	txID, _ := tx.ID()
+	if msg.Name != "w" || msg.Sender != txID {
+		t.Fatalf("name %q sender %q, want w %q", msg.Name, msg.Sender, txID)
+	}
+	got, err := Values[float64](msg.Tensor)
+	if err != nil || fmt.Sprint(msg.Tensor.Shape) != "[10 100]" || fmt.Sprint(got) != fmt.Sprint(data) {
+		t.Fatalf("got %v %v", msg.Tensor.Shape, err)
+	}
+	msg.Tensor.Close()
+
+	// pull, replace, not found
+	if err := rx.Publish("b", Vector([]int32{1, 2, 3})); err != nil {
+		t.Fatal(err)
+	}
+	b, err := tx.Request(ctx, addr, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := Values[int32](b); fmt.Sprint(v) != "[1 2 3]" {
+		t.Fatalf("pulled %v", v)
+	}
+	if err := rx.Unpublish("b"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = tx.Request(ctx, addr, "b")
+	wantStatus(t, "missing", err, ErrNotFound)
+	wantStatus(t, "unpublish missing", rx.Unpublish("b"), ErrNotFound)
+
+	if n, err := tx.PoolSize(); err != nil || n != 1 {
+		t.Fatalf("pool size %d %v", n, err)
+	}
+	st, _ := tx.Stats()
+	if st.ConnectionsOpened != 1 || st.ConnectionsReused != 2 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+func TestNodeBundleAndStrings(t *testing.T) {
+	rx := newTestNode(t, NodeOptions{})
+	tx := newTestNode(t, NodeOptions{NoListen: true})
+	ctx := testCtx(t)
+	s := must(NewStrings([]string{"α", "", "β"}))
+	in := NewBundle(Entry{Key: "x", Value: Vector([]uint8{9, 8})}, Entry{Key: "s", Value: s})
+	if err := tx.Send(ctx, nodeAddr(t, rx), "bundle", in); err != nil {
+		t.Fatal(err)
+	}
+	msg, err := rx.Receive(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, _ := Values[uint8](msg.Tensor.Get("x"))
+	if fmt.Sprint(x) != "[9 8]" {
+		t.Fatalf("x %v", x)
+	}
+	strs, err := msg.Tensor.Get("s").Strings()
+	if err != nil || fmt.Sprint(strs) != "[α  β]" {
+		t.Fatalf("strings %q %v", strs, err)
+	}
+}
+
+func TestNodeConcurrentSenders(t *testing.T) {
+	rx := newTestNode(t, NodeOptions{})
+	tx := newTestNode(t, NodeOptions{NoListen: true})
+	ctx := testCtx(t)
+	addr := nodeAddr(t, rx)
+	var wg sync.WaitGroup
+	errs := make(chan error, 32)
+	for i := 0; i < 32; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			errs <- tx.Send(ctx, addr, fmt.Sprint(i), Vector([]int32{int32(i)}))
+		}(i)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen := map[string]bool{}
+	for i := 0; i < 32; i++ {
+		msg, err := rx.Receive(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, _ := Values[int32](msg.Tensor)
+		if fmt.Sprint(v[0]) != msg.Name {
+			t.Fatalf("%s carried %v", msg.Name, v)
+		}
+		seen[msg.Name] = true
+	}
+	if len(seen) != 32 {
+		t.Fatalf("%d distinct", len(seen))
+	}
+}
+
+func TestNodeContextDeadlineAndCancel(t *testing.T) {
+	rx := newTestNode(t, NodeOptions{})
+	// Deadline: nothing arrives.
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	_, err := rx.Receive(ctx)
+	wantStatus(t, "deadline", err, ErrTimeout)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("%v does not wrap context.DeadlineExceeded", err)
+	}
+	// Cancellation of a blocked Receive.
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := rx.Receive(ctx2)
+		done <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	cancel2()
+	err = <-done
+	wantStatus(t, "cancel", err, ErrCancelled)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("%v does not wrap context.Canceled", err)
+	}
+	// Already cancelled: fails before calling libtenso.
+	_, err = rx.Receive(ctx2)
+	if !errors.Is(err, ErrCancelled) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("pre-cancelled: %v", err)
+	}
+}
+
+func TestNodeBadAddressAndConnection(t *testing.T) {
+	tx := newTestNode(t, NodeOptions{NoListen: true, AllowPlaintext: true})
+	ctx := testCtx(t)
+	for _, a := range []string{"", "nonsense", "ftp://x:1", "tls://zz@127.0.0.1:1"} {
+		wantStatus(t, a, tx.Send(ctx, a, "x", Vector([]int8{1})), ErrBadAddress)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close() // nobody listens there now
+	wantStatus(t, "refused", tx.Send(ctx, fmt.Sprintf("tcp://127.0.0.1:%d", port), "x", Vector([]int8{1})),
+		ErrConnection)
+}
+
+func TestNodeShutdown(t *testing.T) {
+	rx := newTestNode(t, NodeOptions{})
+	done := make(chan error, 1)
+	go func() {
+		_, err := rx.Receive(context.Background())
+		done <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	rx.Shutdown()
+	wantStatus(t, "pending receive", <-done, ErrShutdown)
+	wantStatus(t, "after shutdown", rx.Publish("x", Vector([]int8{1})), ErrShutdown)
+	if err := rx.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, err := rx.Addrs()
+	wantStatus(t, "after close", err, ErrInvalidArgument)
+}
+
+func TestNodePlaintextUnix(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "rx.sock")
+	rx := newTestNode(t, NodeOptions{Listen: []string{"unix://" + path, "tcp://127.0.0.1:0"}, AllowPlaintext: true})
+	tx := newTestNode(t, NodeOptions{NoListen: true, AllowPlaintext: true})
+	ctx := testCtx(t)
+	addrs, err := rx.Addrs()
+	if err != nil || len(addrs) != 2 || addrs[0] != "unix://"+path {
+		t.Fatalf("addrs %v %v", addrs, err)
+	}
+	big := make([]byte, 4<<20)
+	for i := range big {
+		big[i] = byte(i * 7)
+	}
+	for _, a := range addrs {
+		if err := tx.Send(ctx, a, "big", Vector(big)); err != nil {
+			t.Fatal(err)
+		}
+		msg, err := rx.Receive(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(msg.Tensor.Data) != string(big) {
+			t.Fatalf("via %s: bytes differ", a)
+		}
+		msg.Tensor.Close()
+	}
+	// Plaintext needs the flag.
+	_, err = NewNode(NodeOptions{Listen: []string{"tcp://127.0.0.1:0"}})
+	wantStatus(t, "plaintext without flag", err, ErrInvalidArgument)
+}

@@ -1,0 +1,352 @@
+// net.cpp - tenso._tenso.Node and tenso._tenso.Cancel: libtenso's nodes (tenso/net.h). Every
+// call that may wait (start, send, receive, request, publish, shutdown, close) runs with the GIL
+// released; tenso.net builds the asyncio API on top (worker threads for send and request, the
+// receive descriptor for receive).
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <mutex>
+
+#include "common.hpp"
+
+namespace tpy {
+
+namespace {
+
+// The Python objects a published value borrows, handed back by the node's release callback.
+// That callback may run on the node's event-loop thread, without the GIL: it only parks the
+// object here, and the next Node call (under the GIL) drops it. Taking the GIL in the callback
+// instead could deadlock against a thread that holds the GIL while it waits for the loop.
+std::mutex g_graveyard_mu;
+std::vector<Value *> g_graveyard;
+
+void park_published(void *user) {
+    std::lock_guard<std::mutex> lock(g_graveyard_mu);
+    g_graveyard.push_back(static_cast<Value *>(user));
+}
+
+void bury_published() {
+    std::vector<Value *> dead;
+    {
+        std::lock_guard<std::mutex> lock(g_graveyard_mu);
+        dead.swap(g_graveyard);
+    }
+    for (Value *v : dead) delete v;  // under the GIL: drops the arrays' references
+}
+
+class Cancel {
+public:
+    Cancel() {
+        tenso_cancel *c = nullptr;
+        check(tenso_cancel_new(&c));
+        c_.reset(c);
+    }
+    void trigger() { tenso_cancel_trigger(c_.get()); }
+    bool triggered() const { return tenso_cancel_triggered(c_.get()) != 0; }
+    tenso_cancel *get() const { return c_.get(); }
+
+private:
+    struct Free {
+        void operator()(tenso_cancel *c) const noexcept { tenso_cancel_free(c); }
+    };
+    std::unique_ptr<tenso_cancel, Free> c_;
+};
+
+tenso_cancel *cancel_of(py::handle c) { return c.is_none() ? nullptr : c.cast<Cancel &>().get(); }
+
+// Seconds (None: `none_ms`) -> milliseconds; a negative or NaN timeout is a caller error.
+uint64_t timeout_ms(py::handle seconds, uint64_t none_ms) {
+    if (seconds.is_none()) return none_ms;
+    const double s = seconds.cast<double>();
+    if (!(s >= 0)) raise_value_error("timeout must be >= 0 seconds or None");
+    const double ms = s * 1000.0;
+    if (ms >= 1.8e19) return std::numeric_limits<uint64_t>::max();
+    // A positive timeout below a millisecond still waits (0 means "do not wait" for receive).
+    return ms > 0 && ms < 1 ? 1 : uint64_t(ms);
+}
+
+struct NameArg {
+    std::string bytes;
+    explicit NameArg(py::handle name) {
+        if (!PyUnicode_Check(name.ptr())) raise_type_error("names must be str");
+        bytes = name.cast<std::string>();
+    }
+};
+
+using NodeHandle = Handle<tenso_node, tenso_node_free>;
+
+class Node {
+public:
+    Node(py::handle listen, uint32_t flags, py::handle cert_pem, py::handle key_pem, py::handle ca_pem,
+         const py::iterable &pinned_keys, uint32_t threads, uint64_t max_packet_bytes,
+         uint32_t max_name_bytes, uint32_t max_queued, uint64_t max_queued_bytes, uint32_t max_connections,
+         uint32_t max_pool_per_peer, uint64_t idle_timeout_ms, uint64_t io_timeout_ms, uint64_t fd_passing_min_bytes) {
+        tenso_node_options o;
+        check(tenso_node_options_init(&o, TENSO_NODE_OPTIONS_VERSION));
+        auto text = [](py::handle s, std::string &keep) -> const char * {
+            if (s.is_none()) return nullptr;
+            keep = s.cast<std::string>();
+            return keep.c_str();
+        };
+        std::string l, c, k, ca;
+        o.flags = flags;
+        o.listen = text(listen, l);
+        o.cert_pem = text(cert_pem, c);
+        o.key_pem = text(key_pem, k);
+        o.ca_pem = text(ca_pem, ca);
+        std::vector<std::string> pin_text;
+        for (py::handle k : pinned_keys) pin_text.push_back(k.cast<std::string>());
+        std::vector<const char *> pins;
+        for (const std::string &p : pin_text) pins.push_back(p.c_str());
+        o.pinned_keys = pins.empty() ? nullptr : pins.data();
+        o.pinned_key_count = uint32_t(pins.size());
+        o.threads = threads;
+        o.max_packet_bytes = max_packet_bytes;
+        o.max_name_bytes = max_name_bytes;
+        o.max_queued = max_queued;
+        o.max_queued_bytes = max_queued_bytes;
+        o.max_connections = max_connections;
+        o.max_pool_per_peer = max_pool_per_peer;
+        o.idle_timeout_ms = idle_timeout_ms;
+        o.io_timeout_ms = io_timeout_ms;
+        o.fd_passing_min_bytes = fd_passing_min_bytes;
+        tenso_node *n = nullptr;
+        tenso_status st;
+        {
+            py::gil_scoped_release nogil;  // binding and key generation
+            st = tenso_node_new(&n, &o);
+        }
+        check(st);
+        h_ = std::make_unique<NodeHandle>(n, "tenso node: closed");
+    }
+
+    ~Node() {
+        if (h_ && !h_->closed()) h_->close();
+        bury_published();
+    }
+
+    py::list addrs() const {
+        auto n = h_->lease();
+        py::list out;
+        for (uint32_t i = 0;; ++i) {
+            size_t len = 0;
+            tenso_status st = tenso_node_addr(nullptr, 0, &len, n.get(), i);
+            if (st == TENSO_E_NOT_FOUND) break;
+            if (st != TENSO_E_BUFFER_TOO_SMALL) check(st);
+            std::string s(len + 1, '\0');
+            check(tenso_node_addr(s.data(), s.size(), &len, n.get(), i));
+            s.resize(len);
+            out.append(py::str(s));
+        }
+        return out;
+    }
+
+    std::string id() const {
+        char buf[65];
+        check(tenso_node_id(buf, h_->get()));
+        return std::string(buf, 64);
+    }
+
+    // Sends `value` (a tenso._tenso.Value, kept alive by the caller for the call).
+    void send(const std::string &addr, py::handle name, const Value &value, py::handle timeout, py::handle cancel) {
+        bury_published();
+        NameArg nm(name);
+        const uint64_t ms = timeout_ms(timeout, 0);
+        tenso_cancel *c = cancel_of(cancel);
+        auto n = h_->lease();
+        tenso_status st;
+        {
+            py::gil_scoped_release nogil;
+            st = tenso_node_send(n.get(), addr.c_str(), nm.bytes.data(), nm.bytes.size(), value.get(), ms, c);
+        }
+        check(st);
+    }
+
+    // Sends an encoded packet (any C-contiguous buffer), checked by the library first.
+    void send_packet(const std::string &addr, py::handle name, py::handle packet, py::handle timeout,
+                     py::handle cancel) {
+        NameArg nm(name);
+        BufferHold b;
+        b.acquire(packet, PyBUF_C_CONTIGUOUS);
+        const uint64_t ms = timeout_ms(timeout, 0);
+        tenso_cancel *c = cancel_of(cancel);
+        auto n = h_->lease();
+        tenso_status st;
+        {
+            py::gil_scoped_release nogil;
+            st = tenso_node_send_packet(n.get(), addr.c_str(), nm.bytes.data(), nm.bytes.size(), b.data(), b.size(),
+                                        ms, c);
+        }
+        check(st);
+    }
+
+    // (name, sender, object), or None when nothing arrived in time.
+    py::object receive(py::handle timeout, py::handle cancel) {
+        bury_published();
+        const uint64_t ms = timeout_ms(timeout, std::numeric_limits<uint64_t>::max());
+        tenso_cancel *c = cancel_of(cancel);
+        auto n = h_->lease();
+        tenso_node_message *m = nullptr;
+        tenso_status st;
+        if (ms == 0) {
+            st = tenso_node_receive(&m, n.get(), 0, c);  // a poll: not worth a GIL round trip
+        } else {
+            py::gil_scoped_release nogil;
+            st = tenso_node_receive(&m, n.get(), ms, c);
+        }
+        if (st == TENSO_E_TIMEOUT) return py::none();
+        check(st);
+        std::unique_ptr<tenso_node_message, void (*)(tenso_node_message *)> msg(m, tenso_node_message_free);
+        size_t name_len = 0;
+        const char *name = tenso_node_message_name(m, &name_len);
+        py::object py_name = py::reinterpret_steal<py::object>(
+            PyUnicode_DecodeUTF8(name, Py_ssize_t(name_len), "surrogateescape"));
+        if (!py_name) throw py::error_already_set();
+        py::str sender(tenso_node_message_sender(m));
+        tenso_view *v = nullptr;
+        check(tenso_node_message_take_view(&v, m));
+        return py::make_tuple(py_name, sender, view_to_python(v, false));
+    }
+
+    int receive_fd() const { return tenso_node_receive_fd(h_->get()); }
+
+    // Publishes `value`: its tenso_value moves into the node, the objects it borrows stay alive
+    // (in a heap Value) until the node's release callback.
+    void publish(py::handle name, Value &value) {
+        bury_published();
+        NameArg nm(name);
+        if (!value.value) raise_value_error("tenso node: this value was already published");
+        auto n = h_->lease();
+        auto kept = std::make_unique<Value>();
+        kept->keep = std::move(value.keep);
+        kept->buffers = std::move(value.buffers);
+        tenso_value *raw = value.value.release();
+        tenso_status st;
+        {
+            py::gil_scoped_release nogil;  // may wait for a send of the value it replaces
+            st = tenso_node_publish(n.get(), nm.bytes.data(), nm.bytes.size(), raw, park_published, kept.get());
+        }
+        // The node calls park_published with it once done; a failed publish may or may not
+        // have called it already (the value is freed either way), so free it only if not.
+        Value *k = kept.release();
+        if (st != TENSO_OK) {
+            bool parked;
+            {
+                std::lock_guard<std::mutex> lock(g_graveyard_mu);
+                parked = std::find(g_graveyard.begin(), g_graveyard.end(), k) != g_graveyard.end();
+            }
+            if (!parked) delete k;
+        }
+        bury_published();
+        check(st);
+    }
+
+    void unpublish(py::handle name) {
+        NameArg nm(name);
+        auto n = h_->lease();
+        tenso_status st;
+        {
+            py::gil_scoped_release nogil;
+            st = tenso_node_unpublish(n.get(), nm.bytes.data(), nm.bytes.size());
+        }
+        bury_published();
+        check(st);
+    }
+
+    py::object request(const std::string &addr, py::handle name, py::handle timeout, py::handle cancel) {
+        bury_published();
+        NameArg nm(name);
+        const uint64_t ms = timeout_ms(timeout, 0);
+        tenso_cancel *c = cancel_of(cancel);
+        auto n = h_->lease();
+        tenso_view *v = nullptr;
+        tenso_status st;
+        {
+            py::gil_scoped_release nogil;
+            st = tenso_node_request(&v, n.get(), addr.c_str(), nm.bytes.data(), nm.bytes.size(), ms, c);
+        }
+        check(st);
+        return view_to_python(v, false);
+    }
+
+    py::dict stats() const {
+        bury_published();
+        tenso_node_stats s;
+        std::memset(&s, 0, sizeof s);
+        s.version = TENSO_NODE_STATS_VERSION;
+        check(tenso_node_stats_get(&s, h_->get()));
+        py::dict d;
+        d["pool_size"] = s.pool_size;
+        d["inbound_connections"] = s.inbound_connections;
+        d["queued"] = s.queued;
+        d["queued_bytes"] = s.queued_bytes;
+        d["bytes_sent"] = s.bytes_sent;
+        d["bytes_received"] = s.bytes_received;
+        d["connections_opened"] = s.connections_opened;
+        d["connections_reused"] = s.connections_reused;
+        d["refused"] = s.refused;
+        return d;
+    }
+
+    void shutdown() {
+        if (h_->closed()) return;
+        auto n = h_->lease();
+        {
+            py::gil_scoped_release nogil;
+            tenso_node_shutdown(n.get());
+        }
+        bury_published();
+    }
+
+    void close() {
+        if (!h_->closed()) h_->close();  // frees once no call holds a lease
+        bury_published();
+    }
+
+    bool closed() const { return h_->closed(); }
+
+private:
+    std::unique_ptr<NodeHandle> h_;
+};
+
+}  // namespace
+
+void init_net(py::module_ &m) {
+    m.attr("NODE_ALLOW_PLAINTEXT") = uint32_t(TENSO_NODE_ALLOW_PLAINTEXT);
+    m.attr("NODE_NO_FD_PASSING") = uint32_t(TENSO_NODE_NO_FD_PASSING);
+    m.attr("NODE_NO_LISTEN") = uint32_t(TENSO_NODE_NO_LISTEN);
+
+    py::class_<Cancel>(m, "Cancel", "A cancel token (tenso_cancel): trigger() fails the calls given it.")
+        .def(py::init<>())
+        .def("trigger", &Cancel::trigger)
+        .def_property_readonly("triggered", &Cancel::triggered);
+
+    py::class_<Node>(m, "Node", "A libtenso node (tenso_node). tenso.net.TensorNode is the Python API.")
+        .def(py::init<py::handle, uint32_t, py::handle, py::handle, py::handle, const py::iterable &,
+                      uint32_t, uint64_t, uint32_t, uint32_t, uint64_t, uint32_t, uint32_t, uint64_t, uint64_t,
+                      uint64_t>(),
+             py::arg("listen") = py::none(), py::arg("flags") = 0u, py::arg("cert_pem") = py::none(),
+             py::arg("key_pem") = py::none(), py::arg("ca_pem") = py::none(),
+             py::arg("pinned_keys") = py::tuple(), py::arg("threads") = 0u,
+             py::arg("max_packet_bytes") = 0u, py::arg("max_name_bytes") = 0u, py::arg("max_queued") = 0u,
+             py::arg("max_queued_bytes") = 0u, py::arg("max_connections") = 0u, py::arg("max_pool_per_peer") = 0u,
+             py::arg("idle_timeout_ms") = 0u, py::arg("io_timeout_ms") = 0u, py::arg("fd_passing_min_bytes") = 0u)
+        .def("addrs", &Node::addrs)
+        .def("id", &Node::id)
+        .def("send", &Node::send, py::arg("addr"), py::arg("name"), py::arg("value"), py::arg("timeout") = py::none(),
+             py::arg("cancel") = py::none())
+        .def("send_packet", &Node::send_packet, py::arg("addr"), py::arg("name"), py::arg("packet"),
+             py::arg("timeout") = py::none(), py::arg("cancel") = py::none())
+        .def("receive", &Node::receive, py::arg("timeout") = py::none(), py::arg("cancel") = py::none())
+        .def("receive_fd", &Node::receive_fd)
+        .def("publish", &Node::publish, py::arg("name"), py::arg("value"))
+        .def("unpublish", &Node::unpublish, py::arg("name"))
+        .def("request", &Node::request, py::arg("addr"), py::arg("name"), py::arg("timeout") = py::none(),
+             py::arg("cancel") = py::none())
+        .def("stats", &Node::stats)
+        .def("shutdown", &Node::shutdown)
+        .def("close", &Node::close)
+        .def_property_readonly("closed", &Node::closed);
+}
+
+}  // namespace tpy

@@ -1,0 +1,327 @@
+"""
+tenso.net: nodes that push and pull named tensors between peers (libtenso's ``tenso_node_*``).
+
+The API of the ``tensor_iroh`` seed, over libtenso's engine (TLS 1.3 by default; plain TCP and
+Unix sockets only when asked for)::
+
+    node = TensorNode()
+    await node.start()
+    addr = await node.get_node_addr()          # "tls://<key fingerprint>@127.0.0.1:<port>"
+    await other.send_tensor(addr, "weights", np.ones(4))
+    name, array = await node.receive_tensor()  # or None on timeout
+    node.publish("bias", np.zeros(3))          # peers pull it with request_tensor
+    value = await other.request_tensor(addr, "bias")
+    node.shutdown()
+
+Values are anything :func:`tenso.dumps` takes (arrays, dicts of them, sparse matrices, the
+composite kinds); arrays are sent straight from their memory, never copied into a packet.
+
+Blocking form: every coroutine method has a blocking twin with the suffix ``_sync``
+(``send_tensor_sync``, ``receive_tensor_sync``, ...) that may be called from any thread and
+releases the GIL while it waits.
+
+Cancellation: cancelling the task awaiting ``send_tensor``/``request_tensor`` triggers the call's
+libtenso cancel token, so the call on the worker thread ends with ``TensoCancelledError`` at once.
+``receive_tensor`` waits on the node's receive descriptor inside the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+from typing import Any, Callable, List, Optional, Sequence, Tuple, TypeVar
+
+from . import _tenso
+from .core import _to_value
+from .errors import TensoShutdownError, TensoValueError
+
+__all__ = ["TensorNode"]
+
+_T = TypeVar("_T")
+
+
+class TensorNode:
+    """A tenso node: listens for pushes and pulls, dials peers, pools connections.
+
+    Arguments mirror ``tenso_node_options`` (zero or None means libtenso's default):
+
+    - ``listen``: listen addresses, a str (comma-separated) or a sequence; default
+      ``"tls://127.0.0.1:0"``. ``tcp://`` and ``unix://`` need ``allow_plaintext=True``.
+    - ``allow_plaintext``, ``fd_passing`` (Unix peers: large packets travel as a descriptor),
+      ``listen_enabled`` (False: a node that only dials).
+    - ``cert_pem``/``key_pem`` (this node's identity; default an ephemeral key), ``ca_pem`` and
+      ``pinned_keys`` (which dialers the listener trusts).
+    - ``timeout``: the default deadline of blocking calls in seconds (default 60).
+    - limits: ``max_packet_bytes``, ``max_name_bytes``, ``max_queued``, ``max_queued_bytes``,
+      ``max_connections``, ``max_pool_per_peer``, ``idle_timeout`` (seconds),
+      ``fd_passing_min_bytes``; ``threads`` of the node's event loop.
+    - ``receive_timeout``: how long ``receive_tensor`` waits by default, in seconds (None: no
+      deadline).
+    """
+
+    def __init__(
+        self,
+        listen: Optional[str | Sequence[str]] = None,
+        *,
+        allow_plaintext: bool = False,
+        fd_passing: bool = True,
+        listen_enabled: bool = True,
+        cert_pem: Optional[str] = None,
+        key_pem: Optional[str] = None,
+        ca_pem: Optional[str] = None,
+        pinned_keys: Sequence[str] = (),
+        threads: int = 0,
+        timeout: Optional[float] = None,
+        receive_timeout: Optional[float] = None,
+        max_packet_bytes: int = 0,
+        max_name_bytes: int = 0,
+        max_queued: int = 0,
+        max_queued_bytes: int = 0,
+        max_connections: int = 0,
+        max_pool_per_peer: int = 0,
+        idle_timeout: Optional[float] = None,
+        fd_passing_min_bytes: int = 0,
+    ) -> None:
+        if listen is not None and not isinstance(listen, str):
+            listen = ",".join(listen)
+        flags = 0
+        if allow_plaintext:
+            flags |= _tenso.NODE_ALLOW_PLAINTEXT
+        if not fd_passing:
+            flags |= _tenso.NODE_NO_FD_PASSING
+        if not listen_enabled:
+            flags |= _tenso.NODE_NO_LISTEN
+        self._options = dict(
+            listen=listen,
+            flags=flags,
+            cert_pem=cert_pem,
+            key_pem=key_pem,
+            ca_pem=ca_pem,
+            pinned_keys=list(pinned_keys),
+            threads=threads,
+            max_packet_bytes=max_packet_bytes,
+            max_name_bytes=max_name_bytes,
+            max_queued=max_queued,
+            max_queued_bytes=max_queued_bytes,
+            max_connections=max_connections,
+            max_pool_per_peer=max_pool_per_peer,
+            idle_timeout_ms=_ms(idle_timeout),
+            io_timeout_ms=_ms(timeout),
+            fd_passing_min_bytes=fd_passing_min_bytes,
+        )
+        self.receive_timeout = receive_timeout
+        self._node: Optional[_tenso.Node] = None
+        self._lock = threading.Lock()
+        self._shut = False
+        # Blocking calls of the coroutine API run here; a node's calls are thread-safe.
+        self._pool = concurrent.futures.ThreadPoolExecutor(thread_name_prefix="tenso-node")
+
+    # ---- lifetime ---------------------------------------------------------------------------
+
+    def start_sync(self) -> None:
+        """Binds the listeners and starts the node's event loop (idempotent)."""
+        with self._lock:
+            if self._shut:
+                raise _shutdown_error()
+            if self._node is None:
+                self._node = _tenso.Node(**self._options)
+
+    async def start(self) -> None:
+        """Coroutine form of :meth:`start_sync`."""
+        await self._run(self.start_sync)
+
+    def shutdown(self) -> None:
+        """Stops the node: closes every connection and fails pending and later calls with
+        ``TensoShutdownError``. Idempotent; may be called from any thread."""
+        with self._lock:
+            self._shut = True
+            node = self._node
+        if node is not None:
+            node.shutdown()
+        self._pool.shutdown(wait=False)
+
+    def close(self) -> None:
+        """Shuts down and frees the node (once no call is using it)."""
+        self.shutdown()
+        if self._node is not None:
+            self._node.close()
+
+    def __enter__(self) -> "TensorNode":
+        self.start_sync()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    async def __aenter__(self) -> "TensorNode":
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        self.close()
+
+    # ---- addresses --------------------------------------------------------------------------
+
+    def get_node_addr_sync(self) -> str:
+        """The first address a peer can dial (a ``tls://fingerprint@host:port`` ticket)."""
+        return self._started().addrs()[0]
+
+    async def get_node_addr(self) -> str:
+        """Coroutine form of :meth:`get_node_addr_sync`."""
+        return self.get_node_addr_sync()
+
+    def addrs(self) -> List[str]:
+        """Every address a peer can dial, in listen order."""
+        return self._started().addrs()
+
+    @property
+    def node_id(self) -> str:
+        """This node's key fingerprint (64 hex): the sender other nodes see for it over TLS."""
+        return self._started().id()
+
+    # ---- push -------------------------------------------------------------------------------
+
+    def send_tensor_sync(
+        self, addr: str, name: str, value: Any, timeout: Optional[float] = None, *, strict: bool = False
+    ) -> None:
+        """Sends ``value`` under ``name`` to the node at ``addr``; returns once the peer has queued
+        it (a full peer queue blocks). ``timeout`` in seconds (None: the node's default)."""
+        self._started().send(addr, name, _to_value(value, strict), timeout)
+
+    async def send_tensor(
+        self, addr: str, name: str, value: Any, timeout: Optional[float] = None, *, strict: bool = False
+    ) -> None:
+        """Coroutine form of :meth:`send_tensor_sync`; cancelling it cancels the send."""
+        node = self._started()
+        v = _to_value(value, strict)
+        await self._cancellable(lambda c: node.send(addr, name, v, timeout, c))
+
+    def receive_tensor_with_sender_sync(self, timeout: Optional[float] = -1.0) -> Optional[Tuple[str, str, Any]]:
+        """As :meth:`receive_tensor_sync`, with the sender: ``(name, sender, value)``. The sender
+        is the peer's key fingerprint over TLS, else its connection's address."""
+        t = self.receive_timeout if timeout == -1.0 else timeout
+        return self._started().receive(t)
+
+    def receive_tensor_sync(self, timeout: Optional[float] = -1.0) -> Optional[Tuple[str, Any]]:
+        """The oldest received push as ``(name, value)``, or None when none arrived within
+        ``timeout`` seconds (default: the node's ``receive_timeout``; None waits without a
+        deadline; 0 does not wait)."""
+        got = self.receive_tensor_with_sender_sync(timeout)
+        return None if got is None else (got[0], got[2])
+
+    async def receive_tensor_with_sender(self, timeout: Optional[float] = -1.0) -> Optional[Tuple[str, str, Any]]:
+        """Coroutine form of :meth:`receive_tensor_with_sender_sync`: waits on the node's receive
+        descriptor in the event loop (no thread)."""
+        node = self._started()
+        t = self.receive_timeout if timeout == -1.0 else timeout
+        loop = asyncio.get_running_loop()
+        deadline = None if t is None else loop.time() + t
+        fd = node.receive_fd()
+        while True:
+            got = node.receive(0)
+            if got is not None:
+                return got
+            remaining = None if deadline is None else deadline - loop.time()
+            if remaining is not None and remaining <= 0:
+                return None
+            ready: asyncio.Future[None] = loop.create_future()
+
+            def readable(f: asyncio.Future[None] = ready) -> None:
+                if not f.done():
+                    f.set_result(None)
+
+            loop.add_reader(fd, readable)
+            try:
+                await asyncio.wait_for(ready, remaining)
+            except asyncio.TimeoutError:
+                pass
+            finally:
+                loop.remove_reader(fd)
+
+    async def receive_tensor(self, timeout: Optional[float] = -1.0) -> Optional[Tuple[str, Any]]:
+        """Coroutine form of :meth:`receive_tensor_sync`."""
+        got = await self.receive_tensor_with_sender(timeout)
+        return None if got is None else (got[0], got[2])
+
+    # ---- pull -------------------------------------------------------------------------------
+
+    def publish(self, name: str, value: Any, *, strict: bool = False) -> None:
+        """Publishes ``value`` under ``name`` (replacing any value of that name) for peers to
+        pull. Arrays are served from their own memory: they are kept alive, and must not be
+        modified, until unpublished, replaced or the node is closed."""
+        self._started().publish(name, _to_value(value, strict))
+
+    def unpublish(self, name: str) -> None:
+        """Stops serving ``name``; ``TensoNotFoundError`` when nothing of that name is published."""
+        self._started().unpublish(name)
+
+    def request_tensor_sync(self, addr: str, name: str, timeout: Optional[float] = None) -> Any:
+        """Pulls the value the node at ``addr`` publishes as ``name``; ``TensoNotFoundError`` when
+        it publishes nothing of that name."""
+        return self._started().request(addr, name, timeout)
+
+    async def request_tensor(self, addr: str, name: str, timeout: Optional[float] = None) -> Any:
+        """Coroutine form of :meth:`request_tensor_sync`; cancelling it cancels the request."""
+        node = self._started()
+        return await self._cancellable(lambda c: node.request(addr, name, timeout, c))
+
+    # ---- statistics -------------------------------------------------------------------------
+
+    def pool_size_sync(self) -> int:
+        """Outbound connections held in the pool (idle or busy)."""
+        return int(self._started().stats()["pool_size"])
+
+    async def pool_size(self) -> int:
+        """Coroutine form of :meth:`pool_size_sync`."""
+        return self.pool_size_sync()
+
+    def stats(self) -> dict[str, int]:
+        """``tenso_node_stats`` as a dict (pool_size, inbound_connections, queued, queued_bytes,
+        bytes_sent, bytes_received, connections_opened, connections_reused, refused)."""
+        return dict(self._started().stats())
+
+    # ---- helpers ----------------------------------------------------------------------------
+
+    def _started(self) -> _tenso.Node:
+        node = self._node
+        if node is None:
+            if self._shut:
+                raise _shutdown_error()
+            raise _tenso_value_error("tenso node: not started (await node.start() first)")
+        return node
+
+    async def _run(self, fn: Callable[[], _T]) -> _T:
+        return await asyncio.get_running_loop().run_in_executor(self._executor(), fn)
+
+    async def _cancellable(self, fn: Callable[[_tenso.Cancel], _T]) -> _T:
+        token = _tenso.Cancel()
+        fut = asyncio.get_running_loop().run_in_executor(self._executor(), fn, token)
+        try:
+            return await asyncio.shield(fut)
+        except asyncio.CancelledError:
+            token.trigger()  # the worker's call ends with TensoCancelledError; nobody awaits it
+            fut.add_done_callback(_consume)
+            raise
+
+    def _executor(self) -> concurrent.futures.Executor:
+        if self._shut:
+            raise _shutdown_error()
+        return self._pool
+
+
+def _ms(seconds: Optional[float]) -> int:
+    return 0 if seconds is None else max(1, int(seconds * 1000))
+
+
+def _consume(fut: "asyncio.Future[Any]") -> None:
+    if not fut.cancelled():
+        fut.exception()
+
+
+def _shutdown_error() -> Exception:
+    return TensoShutdownError("tenso node: shut down")
+
+
+def _tenso_value_error(message: str) -> Exception:
+    return TensoValueError(message)
