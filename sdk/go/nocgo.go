@@ -224,6 +224,7 @@ func (o GPUOptions) LoadsInto(ptr uintptr, capacity uint64, packet []byte) (uint
 	return 0, errNoCgo
 }
 func (o GPUOptions) Dequantize(packet []byte, out DType) (*DeviceTensor, error) { return nil, errNoCgo }
+
 // Nodes (libtenso 1.4): the same API, every call answering errNoCgo.
 
 // Node is a libtenso node (cgo only).
