@@ -142,7 +142,7 @@ func checkVersion(loaded uint32, path string) error {
 			path, loaded/10000, loaded/100%100, loaded%100, headerVersion/10000, headerVersion/100%100, headerVersion%100)}
 }
 
-// LibraryVersion is the version of the loaded libtenso ("1.3.0").
+// LibraryVersion is the version of the loaded libtenso ("1.4.0").
 func LibraryVersion() string { return C.GoString(C.tenso_version_string()) }
 
 // LibraryPath is the file the loaded libtenso came from.

@@ -8,7 +8,7 @@
 #define TENSO_VERSION_H
 
 #define TENSO_VERSION_MAJOR 1
-#define TENSO_VERSION_MINOR 3
+#define TENSO_VERSION_MINOR 4
 #define TENSO_VERSION_PATCH 0
 
 /** The ABI major: the soname is libtenso.so.TENSO_SOVERSION. Bumped only on an ABI break. */

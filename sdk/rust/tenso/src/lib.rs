@@ -137,7 +137,7 @@ pub mod flags {
     pub const GPU_IPC_REF: u32 = sys::TENSO_FLAG_GPU_IPC_REF;
 }
 
-/// The loaded libtenso's version, e.g. `"1.3.0"`.
+/// The loaded libtenso's version, e.g. `"1.4.0"`.
 ///
 /// ```
 /// assert!(tenso::library_version().starts_with("1."));
