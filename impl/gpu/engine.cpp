@@ -848,17 +848,21 @@ std::unique_ptr<DeviceTensor> ipc_open(const View &v, int dtype, uint32_t ndim, 
     describe(*t, device, dtype, ndim, shape);
     if (t->nbytes != ref.nbytes)
         fail(TENSO_E_INVALID_ARGUMENT, "dtype and shape make " + num(t->nbytes) + " bytes, the reference has " + num(ref.nbytes));
-    // The backend table does not say how large the opened allocation is, so only a reference
-    // whose end wraps around is refused here; the exporter's offset is trusted beyond that.
     if (ref.byte_offset > UINT64_MAX - ref.nbytes || ref.byte_offset > UINTPTR_MAX - ref.nbytes)
         fail(TENSO_E_INVALID_ARGUMENT, "IPC reference offset + nbytes overflows");
     void *base = nullptr;
-    call("ipc_open", o.ipc_open, &base, static_cast<const uint8_t *>(ref.handle), device);
+    uint64_t size = 0;
+    call("ipc_open", o.ipc_open, &base, &size, static_cast<const uint8_t *>(ref.handle), device);
     const tenso_gpu_backend_ops *op = &o;
     t->keep = std::shared_ptr<void>(base, [op, device](void *p) {
         char msg[kMsg];
         op->ipc_close(p, device, msg, sizeof msg);
     });
+    // The reference's range must lie inside what was opened: a hostile offset or nbytes would
+    // otherwise hand out memory past the allocation. (t->keep closes the handle on the throw.)
+    if (ref.byte_offset + ref.nbytes > size)
+        fail(TENSO_E_BAD_OFFSET, "IPC reference bytes [" + num(ref.byte_offset) + ", +" + num(ref.nbytes) +
+                                     ") lie outside the opened allocation of " + num(size) + " bytes");
     t->data = static_cast<uint8_t *>(base) + ref.byte_offset;
     return t;
 }
