@@ -733,22 +733,47 @@ std::shared_ptr<uint8_t> host_copy(const DeviceTensor &t, const Options &o) {
 }
 }  // namespace
 
+namespace {
+const uint8_t kStandIn = 0;  // a device body's place in a Plan; never read
+
+// Encodes t through `out(p, n)`, its body downloaded chunk by chunk: impl/format's Plan writes
+// header and footer and hashes the pieces as they pass, and the device->host copy of one
+// chunk overlaps out's work on the previous one. A compressed body needs all of it at once.
+void encode_from_device(const DeviceTensor &t, const EncodeOptions &enc, const Options &o, const Plan::Piece &out) {
+    if (enc.compress) {
+        const auto host = host_copy(t, o);
+        Plan p(enc, false);
+        p.add(make_tensor(t.dtype, t.ndim, t.shape, host.get(), t.nbytes));
+        p.write_pulled(nullptr, nullptr, out);
+        return;
+    }
+    Plan p(enc, false);
+    p.add(make_tensor(t.dtype, t.ndim, t.shape, &kStandIn, t.nbytes));
+    StreamUse s(o.stream, t.device);
+    p.write_pulled(&kStandIn, [&](const Plan::Piece &emit) {
+        download_bytes(static_cast<const uint8_t *>(t.data), t.nbytes, s.get(), t.device, o, emit);
+    }, out);
+    s.finish();
+}
+}  // namespace
+
 std::pair<uint8_t *, size_t> dumps(const DeviceTensor &t, const EncodeOptions &enc, const Options &o) {
     ops();
-    const auto host = host_copy(t, o);
-    Plan p(enc, false);
-    p.add(make_tensor(t.dtype, t.ndim, t.shape, host.get(), t.nbytes));
-    uint8_t *mem = alloc_bytes(p.size());
-    p.write_to(mem);
-    return {mem, p.size()};
+    Plan sized(enc, true);
+    sized.add(make_tensor(t.dtype, t.ndim, t.shape, &kStandIn, t.nbytes));
+    std::unique_ptr<uint8_t, void (*)(void *)> mem(alloc_bytes(sized.size()), free_bytes);
+    size_t len = 0;
+    encode_from_device(t, enc, o, [&](const uint8_t *p, size_t n) {
+        if (n > sized.size() - len) fail(TENSO_E_INTERNAL, "the packet outgrew its measure");
+        std::memcpy(mem.get() + len, p, n);
+        len += n;
+    });
+    return {mem.release(), len};
 }
 
 void write_fd(int fd, const DeviceTensor &t, const EncodeOptions &enc, const Options &o, uint64_t *written) {
     ops();
-    const auto host = host_copy(t, o);
-    Plan p(enc, false);
-    p.add(make_tensor(t.dtype, t.ndim, t.shape, host.get(), t.nbytes));
-    p.write_fd(fd, written);
+    encode_from_device(t, enc, o, [&](const uint8_t *p, size_t n) { write_all(fd, p, n, written); });
 }
 
 // ------------------------------------------------------------------------------------------

@@ -165,6 +165,7 @@ class CapiGpuTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(hostileFromFd);
     CPPUNIT_TEST(loadsIntoCallerMemory);
     CPPUNIT_TEST(deviceToPacket);
+    CPPUNIT_TEST(deviceToPacketChunked);
     CPPUNIT_TEST(callerStream);
     CPPUNIT_TEST(loadFileStaged);
     CPPUNIT_TEST(ipcInForkedChild);
@@ -527,6 +528,53 @@ public:
         }
         uint64_t written = 7;
         TENSO_CHECK_STATUS(TENSO_E_IO, tenso_gpu_write_fd(&written, -1, t.get(), nullptr, nullptr));
+    }
+
+    // Device -> packet through staging chunk by chunk: byte for byte tenso_dumps, for bodies
+    // around the chunk size and its multiples (a small chunk, and the default 8 MiB), with and
+    // without the footer, into memory and into a pipe whose reader takes small bites slowly.
+    void deviceToPacketChunked() {
+        if (child()) return;
+        const size_t mib8 = size_t(8) << 20;
+        struct Case {
+            size_t n;
+            uint64_t chunk;
+        };
+        for (const Case &c : {Case{4095, 4096}, Case{4096, 4096}, Case{4097, 4096}, Case{3 * 4096, 4096},
+                              Case{3 * 4096 + 1, 4096}, Case{0, 4096}, Case{mib8 - 1, 0}, Case{mib8 + 1, 0},
+                              Case{2 * mib8, 0}}) {
+            const Bytes data = pattern(c.n, uint32_t(c.n));
+            GpuTensorPtr t = device_tensor(TENSO_DTYPE_UINT8, {c.n}, data);
+            for (uint32_t flags : {0u, uint32_t(TENSO_ENCODE_INTEGRITY)}) {
+                const std::string what = "n " + std::to_string(c.n) + " flags " + std::to_string(flags);
+                const Bytes want = dumps(data, {c.n}, TENSO_DTYPE_UINT8, flags);
+                const tenso_encode_options e = enc(flags);
+                const tenso_gpu_options o = gopts(c.chunk, 2);
+                Buffer mem;
+                TENSO_CHECK_OK(tenso_gpu_dumps(&mem.b, t.get(), &e, &o));
+                CPPUNIT_ASSERT_MESSAGE(what, mem.bytes() == want);
+                int fds[2];
+                CPPUNIT_ASSERT(::pipe2(fds, O_CLOEXEC) == 0);
+                Bytes got;
+                std::thread reader([&] {
+                    uint8_t bite[1000];
+                    for (;;) {
+                        const ssize_t r = ::read(fds[0], bite, sizeof bite);
+                        if (r <= 0) break;
+                        got.insert(got.end(), bite, bite + r);
+                        if (got.size() % 64 < 8) std::this_thread::yield();  // slower than the writer
+                    }
+                    ::close(fds[0]);
+                });
+                uint64_t written = 0;
+                const tenso_status st = tenso_gpu_write_fd(&written, fds[1], t.get(), &e, &o);
+                ::close(fds[1]);
+                reader.join();
+                TENSO_CHECK_OK(st);
+                CPPUNIT_ASSERT_EQUAL_MESSAGE(what, uint64_t(want.size()), written);
+                CPPUNIT_ASSERT_MESSAGE(what, got == want);
+            }
+        }
     }
 
     void callerStream() {
