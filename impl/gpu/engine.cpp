@@ -267,16 +267,17 @@ public:
         chunk_ = size_t(std::max<uint64_t>(1, std::min<uint64_t>(o.chunk_bytes, total)));
         const size_t count = std::max<uint32_t>(1, o.staging_buffers);
         slots_.reserve(count);
-        for (size_t i = 0; i < count; ++i) {
-            Slot s;
-            s.buf = pool_take(chunk_);
-            slots_.push_back(s);
-            try {
+        // A chunk that cannot be pinned (or an event not made) gives back what was taken.
+        try {
+            for (size_t i = 0; i < count; ++i) {
+                Slot s;
+                s.buf = pool_take(chunk_);
+                slots_.push_back(s);
                 call("event_create", ops().event_create, &slots_.back().event, device);
-            } catch (...) {
-                release();
-                throw;
             }
+        } catch (...) {
+            release();
+            throw;
         }
     }
     ~Staging() { release(); }

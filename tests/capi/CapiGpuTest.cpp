@@ -13,10 +13,12 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -171,6 +173,7 @@ class CapiGpuTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(ipcInForkedChild);
     CPPUNIT_TEST(dlpackRoundTrip);
     CPPUNIT_TEST(pinnedPool);
+    CPPUNIT_TEST(stagingFailsHalfway);
     CPPUNIT_TEST(dequantizeBitExact);
     CPPUNIT_TEST(cudaBackendUnavailable);
     CPPUNIT_TEST(cudaChild);
@@ -744,6 +747,52 @@ public:
         TENSO_CHECK_STATUS(TENSO_E_UNSUPPORTED_KIND, tenso_gpu_tensor_from_dlpack(&raw, m2));
         m2->deleter(m2);
         back.reset();  // runs m's deleter, the last reference to the memory
+    }
+
+    // The second staging chunk cannot be had (an address-space limit, in a forked child): the
+    // call answers NO_MEMORY and the first chunk goes back to the pool, which (limit 0) unpins
+    // it, so no pinned buffer stays behind. 64 MiB chunks: malloc maps those afresh.
+    void stagingFailsHalfway() {
+        if (child() || !on_host()) return;
+        const size_t mib = size_t(1) << 20, n = 128 * mib;
+        const Bytes p = dumps(Bytes(n), {n}, TENSO_DTYPE_UINT8);
+        void *aligned = nullptr;  // the packet where loads takes it without an aligning copy
+        CPPUNIT_ASSERT_EQUAL(0, ::posix_memalign(&aligned, 4096, p.size()));
+        std::unique_ptr<void, decltype(&std::free)> keep(aligned, std::free);
+        std::memcpy(aligned, p.data(), p.size());
+        const pid_t pid = ::fork();
+        CPPUNIT_ASSERT(pid >= 0);
+        if (pid == 0) {
+            int code = 10;
+            tenso_gpu_pool_set_limit(0);  // before measuring: it unpins what earlier tests left
+            tenso_gpu_pool_stats before;
+            tenso_gpu_pool_stats_get(&before);
+            long pages = 0;
+            if (FILE *f = std::fopen("/proc/self/statm", "r")) {
+                if (std::fscanf(f, "%ld", &pages) != 1) pages = 0;
+                std::fclose(f);
+            }
+            // Room for the device tensor, one chunk, the stream's worker stack and a little; not
+            // for a second chunk, even where making the worker frees glibc's cache of old thread
+            // stacks (at most 40 MiB).
+            const rlim_t room = rlim_t(pages) * rlim_t(::sysconf(_SC_PAGESIZE)) + n + 64 * mib + 8 * mib + 4 * mib;
+            const struct rlimit lim = {room, room};
+            if (pages && ::setrlimit(RLIMIT_AS, &lim) == 0) {
+                const tenso_gpu_options o = gopts(64 * mib, 2);
+                tenso_gpu_value *raw = nullptr;
+                const tenso_status st = tenso_gpu_loads(&raw, aligned, p.size(), &o);
+                tenso_gpu_pool_stats ps;
+                tenso_gpu_pool_stats_get(&ps);
+                if (st != TENSO_E_NO_MEMORY) std::fprintf(stderr, "stagingFailsHalfway: %s\n", tenso_describe(st).c_str());
+                // Both chunks asked for (the first pinned, the second refused), none kept.
+                code = st != TENSO_E_NO_MEMORY ? 11 : ps.misses != before.misses + 2 ? 13 : ps.buffers != 0 ? 12 : 0;
+            }
+            ::_exit(code);
+        }
+        int status = 0;
+        CPPUNIT_ASSERT(::waitpid(pid, &status, 0) == pid);
+        CPPUNIT_ASSERT(WIFEXITED(status));
+        CPPUNIT_ASSERT_EQUAL(0, WEXITSTATUS(status));
     }
 
     void pinnedPool() {
