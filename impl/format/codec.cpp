@@ -471,6 +471,50 @@ size_t Plan::write_to(uint8_t *const out) const {
 }
 
 namespace {
+void writev_all(int fd, struct iovec *iov, size_t cnt, uint64_t *written);
+}  // namespace
+
+void write_all(int fd, const uint8_t *p, size_t n, uint64_t *written) {
+    struct iovec iov = {const_cast<uint8_t *>(p), n};
+    writev_all(fd, &iov, 1, written);
+}
+
+void Plan::write_pulled(const uint8_t *body, const std::function<void(const Piece &)> &pull, const Piece &out) const {
+    Hasher h;
+    int active = -1;
+    for (const Seg &s : segs_) {
+        if (s.lz4) fail(TENSO_E_INTERNAL, "write_pulled of a plan with a body compressed in place");
+        if (s.footer) {
+            if (active != s.group) h.reset();  // an empty body: nothing was hashed
+            uint8_t f[kFooterLen];
+            wr64(f, h.digest());
+            out(f, kFooterLen);
+            active = -1;
+            continue;
+        }
+        if (s.group >= 0 && active != s.group) {
+            h.reset();
+            active = s.group;
+        }
+        const auto pass = [&](const uint8_t *p, size_t n) {
+            if (s.group >= 0) h.update(p, n);
+            out(p, n);
+        };
+        if (!s.ext || s.ext != body) {
+            pass(seg_ptr(s), s.len);
+            continue;
+        }
+        size_t got = 0;
+        pull([&](const uint8_t *p, size_t n) {
+            if (n > s.len - got) fail(TENSO_E_INTERNAL, "a pulled body is longer than planned");
+            got += n;
+            pass(p, n);
+        });
+        if (got != s.len) fail(TENSO_E_INTERNAL, "a pulled body is shorter than planned");
+    }
+}
+
+namespace {
 // Writes an iovec array completely: partial writes, EINTR, and EAGAIN on non-blocking fds.
 // Sockets go through sendmsg(MSG_NOSIGNAL): a peer that hung up is an I/O error for the
 // caller, not a SIGPIPE that kills the process.
@@ -592,7 +636,7 @@ void bind_children(View &v, const Node &n, const uint8_t *buf, const Limits &lim
         const Node::Child &c = n.children[i];
         v.entries[i].key = reinterpret_cast<const char *>(buf + c.key_off);
         v.entries[i].key_len = c.key_len;
-        bind(v.entries[i].view, c.node, buf, lim, keep);
+        tenso::bind(v.entries[i].view, c.node, buf, lim, keep);
     }
 }
 
@@ -696,14 +740,14 @@ std::unique_ptr<View> decode(const uint8_t *buf, size_t len, const Limits &limit
                              std::shared_ptr<const void> keep) {
     const Node n = scan_whole(buf, len, limits);
     std::unique_ptr<View> v(new View);
-    bind(*v, n, buf, limits, keep);
+    tenso::bind(*v, n, buf, limits, keep);
     return v;
 }
 
 std::unique_ptr<View> bind_scanned(const Node &n, const uint8_t *buf, const Limits &limits,
                                    std::shared_ptr<const void> keep) {
     std::unique_ptr<View> v(new View);
-    bind(*v, n, buf, limits, keep);
+    tenso::bind(*v, n, buf, limits, keep);
     return v;
 }
 

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -67,6 +68,10 @@ struct Value::Entry {
 // The bytes of an encoded value as a list of segments: header bytes built in an arena, bodies
 // referenced where the caller keeps them (so a fd sink never copies them), and footers that a
 // sink computes over the segments of their hash group.
+// Writes n bytes to fd completely, as Plan::write_fd does (sockets without SIGPIPE, EAGAIN
+// waited out); *written counts what went out.
+void write_all(int fd, const uint8_t *p, size_t n, uint64_t *written);
+
 class Plan {
 public:
     // How compressed bodies are planned:
@@ -85,6 +90,12 @@ public:
     void add(const Tensor &t);
     size_t size() const { return size_; }
 
+    // Writes the packet through `out(p, n)` in order, for a plan whose bodies are not
+    // compressed: the body added at `body` (a stand-in the plan never reads) is pulled from
+    // `pull(emit)` instead, which hands its bytes over in order; footers are hashed as the
+    // pieces pass. A body can so stream from elsewhere (a device) with no whole host copy.
+    using Piece = std::function<void(const uint8_t *p, size_t n)>;
+    void write_pulled(const uint8_t *body, const std::function<void(const Piece &emit)> &pull, const Piece &out) const;
     // Writes the packet to dst (size() bytes of room) and returns its length (size(), except for
     // kInPlace plans of compressed bodies): one pass over every body, hashing each chunk right
     // after copying it, while it is still in cache.

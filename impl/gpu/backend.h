@@ -27,7 +27,7 @@
 extern "C" {
 #endif
 
-#define TENSO_GPU_BACKEND_ABI 1u
+#define TENSO_GPU_BACKEND_ABI 2u
 
 /* Arguments of the dequantize kernel. Device pointers; scales/zero_points are float32 arrays of
  * num_scales entries. Element i (C order) uses scale index k = 0 (per tensor), the index of i
@@ -81,10 +81,12 @@ typedef struct tenso_gpu_backend_ops {
     tenso_status (*copy_d2h)(void *dst, const void *src, size_t n, void *stream, char *msg, size_t msg_cap);
 
     /* IPC: a 64-byte handle for memory from malloc_device (the base of its allocation and the
-     * offset of ptr in it), and opening one in another process. */
+     * offset of ptr in it), and opening one in another process: *ptr the allocation's base,
+     * *size its length (so a reference's offset and nbytes can be checked against it). */
     tenso_status (*ipc_export)(uint8_t handle[64], uint64_t *offset, const void *ptr, int32_t device,
                                char *msg, size_t msg_cap);
-    tenso_status (*ipc_open)(void **ptr, const uint8_t handle[64], int32_t device, char *msg, size_t msg_cap);
+    tenso_status (*ipc_open)(void **ptr, uint64_t *size, const uint8_t handle[64], int32_t device, char *msg,
+                             size_t msg_cap);
     tenso_status (*ipc_close)(void *ptr, int32_t device, char *msg, size_t msg_cap);
 
     /* Kernels, on `stream`. */

@@ -267,16 +267,17 @@ public:
         chunk_ = size_t(std::max<uint64_t>(1, std::min<uint64_t>(o.chunk_bytes, total)));
         const size_t count = std::max<uint32_t>(1, o.staging_buffers);
         slots_.reserve(count);
-        for (size_t i = 0; i < count; ++i) {
-            Slot s;
-            s.buf = pool_take(chunk_);
-            slots_.push_back(s);
-            try {
+        // A chunk that cannot be pinned (or an event not made) gives back what was taken.
+        try {
+            for (size_t i = 0; i < count; ++i) {
+                Slot s;
+                s.buf = pool_take(chunk_);
+                slots_.push_back(s);
                 call("event_create", ops().event_create, &slots_.back().event, device);
-            } catch (...) {
-                release();
-                throw;
             }
+        } catch (...) {
+            release();
+            throw;
         }
     }
     ~Staging() { release(); }
@@ -733,22 +734,47 @@ std::shared_ptr<uint8_t> host_copy(const DeviceTensor &t, const Options &o) {
 }
 }  // namespace
 
+namespace {
+const uint8_t kStandIn = 0;  // a device body's place in a Plan; never read
+
+// Encodes t through `out(p, n)`, its body downloaded chunk by chunk: impl/format's Plan writes
+// header and footer and hashes the pieces as they pass, and the device->host copy of one
+// chunk overlaps out's work on the previous one. A compressed body needs all of it at once.
+void encode_from_device(const DeviceTensor &t, const EncodeOptions &enc, const Options &o, const Plan::Piece &out) {
+    if (enc.compress) {
+        const auto host = host_copy(t, o);
+        Plan p(enc, false);
+        p.add(make_tensor(t.dtype, t.ndim, t.shape, host.get(), t.nbytes));
+        p.write_pulled(nullptr, nullptr, out);
+        return;
+    }
+    Plan p(enc, false);
+    p.add(make_tensor(t.dtype, t.ndim, t.shape, &kStandIn, t.nbytes));
+    StreamUse s(o.stream, t.device);
+    p.write_pulled(&kStandIn, [&](const Plan::Piece &emit) {
+        download_bytes(static_cast<const uint8_t *>(t.data), t.nbytes, s.get(), t.device, o, emit);
+    }, out);
+    s.finish();
+}
+}  // namespace
+
 std::pair<uint8_t *, size_t> dumps(const DeviceTensor &t, const EncodeOptions &enc, const Options &o) {
     ops();
-    const auto host = host_copy(t, o);
-    Plan p(enc, false);
-    p.add(make_tensor(t.dtype, t.ndim, t.shape, host.get(), t.nbytes));
-    uint8_t *mem = alloc_bytes(p.size());
-    p.write_to(mem);
-    return {mem, p.size()};
+    Plan sized(enc, true);
+    sized.add(make_tensor(t.dtype, t.ndim, t.shape, &kStandIn, t.nbytes));
+    std::unique_ptr<uint8_t, void (*)(void *)> mem(alloc_bytes(sized.size()), free_bytes);
+    size_t len = 0;
+    encode_from_device(t, enc, o, [&](const uint8_t *p, size_t n) {
+        if (n > sized.size() - len) fail(TENSO_E_INTERNAL, "the packet outgrew its measure");
+        std::memcpy(mem.get() + len, p, n);
+        len += n;
+    });
+    return {mem.release(), len};
 }
 
 void write_fd(int fd, const DeviceTensor &t, const EncodeOptions &enc, const Options &o, uint64_t *written) {
     ops();
-    const auto host = host_copy(t, o);
-    Plan p(enc, false);
-    p.add(make_tensor(t.dtype, t.ndim, t.shape, host.get(), t.nbytes));
-    p.write_fd(fd, written);
+    encode_from_device(t, enc, o, [&](const uint8_t *p, size_t n) { write_all(fd, p, n, written); });
 }
 
 // ------------------------------------------------------------------------------------------
@@ -848,17 +874,21 @@ std::unique_ptr<DeviceTensor> ipc_open(const View &v, int dtype, uint32_t ndim, 
     describe(*t, device, dtype, ndim, shape);
     if (t->nbytes != ref.nbytes)
         fail(TENSO_E_INVALID_ARGUMENT, "dtype and shape make " + num(t->nbytes) + " bytes, the reference has " + num(ref.nbytes));
-    // The backend table does not say how large the opened allocation is, so only a reference
-    // whose end wraps around is refused here; the exporter's offset is trusted beyond that.
     if (ref.byte_offset > UINT64_MAX - ref.nbytes || ref.byte_offset > UINTPTR_MAX - ref.nbytes)
         fail(TENSO_E_INVALID_ARGUMENT, "IPC reference offset + nbytes overflows");
     void *base = nullptr;
-    call("ipc_open", o.ipc_open, &base, static_cast<const uint8_t *>(ref.handle), device);
+    uint64_t size = 0;
+    call("ipc_open", o.ipc_open, &base, &size, static_cast<const uint8_t *>(ref.handle), device);
     const tenso_gpu_backend_ops *op = &o;
     t->keep = std::shared_ptr<void>(base, [op, device](void *p) {
         char msg[kMsg];
         op->ipc_close(p, device, msg, sizeof msg);
     });
+    // The reference's range must lie inside what was opened: a hostile offset or nbytes would
+    // otherwise hand out memory past the allocation. (t->keep closes the handle on the throw.)
+    if (ref.byte_offset + ref.nbytes > size)
+        fail(TENSO_E_BAD_OFFSET, "IPC reference bytes [" + num(ref.byte_offset) + ", +" + num(ref.nbytes) +
+                                     ") lie outside the opened allocation of " + num(size) + " bytes");
     t->data = static_cast<uint8_t *>(base) + ref.byte_offset;
     return t;
 }

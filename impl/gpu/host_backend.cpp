@@ -337,7 +337,7 @@ tenso_status h_ipc_export(uint8_t handle[64], uint64_t *offset, const void *ptr,
     return TENSO_OK;
 }
 
-tenso_status h_ipc_open(void **ptr, const uint8_t handle[64], int32_t device, char *msg, size_t cap) {
+tenso_status h_ipc_open(void **ptr, uint64_t *size, const uint8_t handle[64], int32_t device, char *msg, size_t cap) {
     if (tenso_status st = check_device(device, msg, cap)) return st;
     Handle h;
     std::memcpy(&h, handle, sizeof h);
@@ -369,6 +369,7 @@ tenso_status h_ipc_open(void **ptr, const uint8_t handle[64], int32_t device, ch
         return report(msg, cap, TENSO_E_NO_MEMORY, "out of memory");
     }
     *ptr = p;
+    *size = h.size;  // what is mapped; fstat above saw at least that much in the segment
     return TENSO_OK;
 }
 

@@ -1,5 +1,6 @@
-// CapiGpuTest - tenso_gpu_* through the public calls on the host backend (device memory in
-// memfd segments, a worker thread per stream): dense packets of every dtype, bundles, LZ4 and
+// CapiGpuTest - tenso_gpu_* through the public calls on the backend TENSO_GPU_BACKEND names
+// (tests/gpu/run-device-suite.sh runs it on CUDA), the host backend otherwise (device memory in
+// memfd segments, a worker thread per stream; what only holds there is marked): dense packets of every dtype, bundles, LZ4 and
 // integrity, chunk sizes below the body and odd ones with 1-3 staging buffers, fd reads that
 // stream the body up while it arrives, hostile and truncated packets from an fd (exact
 // statuses, no device memory left behind: each allocation holds an fd, so /proc/self/fd is the
@@ -12,10 +13,12 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -158,25 +161,35 @@ class CapiGpuTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(backendAndDevice);
     CPPUNIT_TEST(denseEveryDtype);
     CPPUNIT_TEST(chunkSizesAndStaging);
+    CPPUNIT_TEST(defaultChunkBoundariesFromFd);
     CPPUNIT_TEST(lz4AndIntegrity);
     CPPUNIT_TEST(bundlesMemberByMember);
     CPPUNIT_TEST(hostileFromFd);
     CPPUNIT_TEST(loadsIntoCallerMemory);
     CPPUNIT_TEST(deviceToPacket);
+    CPPUNIT_TEST(deviceToPacketChunked);
     CPPUNIT_TEST(callerStream);
     CPPUNIT_TEST(loadFileStaged);
     CPPUNIT_TEST(ipcInForkedChild);
     CPPUNIT_TEST(dlpackRoundTrip);
     CPPUNIT_TEST(pinnedPool);
+    CPPUNIT_TEST(stagingFailsHalfway);
     CPPUNIT_TEST(dequantizeBitExact);
     CPPUNIT_TEST(cudaBackendUnavailable);
     CPPUNIT_TEST(cudaChild);
     CPPUNIT_TEST_SUITE_END();
 
 public:
+    // The backend under test: TENSO_GPU_BACKEND's, the host backend when it is unset.
+    static uint32_t backend() {
+        const char *env = std::getenv("TENSO_GPU_BACKEND");
+        return env && std::string(env) == "cuda" ? TENSO_GPU_BACKEND_CUDA : TENSO_GPU_BACKEND_HOST;
+    }
+    static bool on_host() { return backend() == TENSO_GPU_BACKEND_HOST; }
+
     void setUp() override {
         if (std::getenv("TENSO_GPU_TEST_CUDA_CHILD")) return;  // cudaChild picks its own backend
-        TENSO_CHECK_OK(tenso_gpu_select_backend(TENSO_GPU_BACKEND_HOST));
+        TENSO_CHECK_OK(tenso_gpu_select_backend(backend()));
     }
 
     bool child() const { return std::getenv("TENSO_GPU_TEST_CUDA_CHILD") != nullptr; }
@@ -184,27 +197,29 @@ public:
     void backendAndDevice() {
         if (child()) return;
         TENSO_CHECK_OK(tenso_gpu_available());
-        CPPUNIT_ASSERT_EQUAL(TENSO_GPU_BACKEND_HOST, tenso_gpu_backend());
-        CPPUNIT_ASSERT_EQUAL(std::string("host"), std::string(tenso_gpu_backend_name(tenso_gpu_backend())));
+        CPPUNIT_ASSERT_EQUAL(backend(), tenso_gpu_backend());
+        CPPUNIT_ASSERT_EQUAL(std::string(on_host() ? "host" : "cuda"), std::string(tenso_gpu_backend_name(tenso_gpu_backend())));
         CPPUNIT_ASSERT_EQUAL(std::string("none"), std::string(tenso_gpu_backend_name(7)));
-        TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, tenso_gpu_select_backend(TENSO_GPU_BACKEND_CUDA));
+        const uint32_t other = on_host() ? TENSO_GPU_BACKEND_CUDA : TENSO_GPU_BACKEND_HOST;
+        TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, tenso_gpu_select_backend(other));
         TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, tenso_gpu_select_backend(9));
         int32_t n = 0;
         TENSO_CHECK_OK(tenso_gpu_device_count(&n));
-        CPPUNIT_ASSERT_EQUAL(1, n);
+        if (on_host()) CPPUNIT_ASSERT_EQUAL(1, n);
+        CPPUNIT_ASSERT(n >= 1);
         tenso_gpu_device_info info;
         info.version = TENSO_GPU_DEVICE_INFO_VERSION;
         TENSO_CHECK_OK(tenso_gpu_device_info_get(&info, 0));
-        CPPUNIT_ASSERT_EQUAL(TENSO_GPU_BACKEND_HOST, info.backend);
+        CPPUNIT_ASSERT_EQUAL(backend(), info.backend);
         CPPUNIT_ASSERT(info.flags & TENSO_GPU_DEVICE_IPC);
         CPPUNIT_ASSERT(info.total_memory > 0);
         CPPUNIT_ASSERT(std::strlen(info.name) > 0);
-        TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, tenso_gpu_device_info_get(&info, 1));
+        TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, tenso_gpu_device_info_get(&info, n));
         info.version = 99;
         TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, tenso_gpu_device_info_get(&info, 0));
         const uint64_t shape[1] = {4};
         tenso_gpu_tensor *t = nullptr;
-        TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, tenso_gpu_tensor_new(&t, 1, TENSO_DTYPE_FLOAT32, 1, shape));
+        TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, tenso_gpu_tensor_new(&t, n, TENSO_DTYPE_FLOAT32, 1, shape));
         TENSO_CHECK_STATUS(TENSO_E_BAD_DTYPE, tenso_gpu_tensor_new(&t, 0, 99, 1, shape));
         CPPUNIT_ASSERT(!t);
         tenso_gpu_options o = gopts();
@@ -260,6 +275,41 @@ public:
                 GpuValuePtr b(raw);
                 check_dense(b.get(), data, {100003}, TENSO_DTYPE_UINT8);
             }
+        }
+    }
+
+    // Bodies around the default 8 MiB chunk and its multiples, float32 as tenso_dumps aligns
+    // them, from a pipe (pipe-sized reads) and a file (reads of a whole chunk): read_fd and
+    // load_file must give what loads gives.
+    void defaultChunkBoundariesFromFd() {
+        if (child()) return;
+        const size_t mib8 = size_t(8) << 20;
+        for (size_t n : {mib8 - 4, mib8, mib8 + 4, 2 * mib8, 2 * mib8 + 64}) {
+            const Bytes data = pattern(n, uint32_t(n));
+            const std::vector<uint64_t> shape = {n / 4};
+            const Bytes p = dumps(data, shape, TENSO_DTYPE_FLOAT32);
+            tenso_gpu_value *raw = nullptr;
+            {
+                Feed f(p);
+                TENSO_CHECK_OK(tenso_gpu_read_fd(&raw, f.fd(), nullptr));
+                GpuValuePtr v(raw);
+                check_dense(v.get(), data, shape, TENSO_DTYPE_FLOAT32);
+            }
+            char path[] = "/tmp/tenso-gpu-chunk-XXXXXX";
+            const int fd = ::mkstemp(path);
+            CPPUNIT_ASSERT(fd >= 0);
+            spit(path, p.data(), p.size());
+            const tenso_status st = tenso_gpu_read_fd(&raw, fd, nullptr);
+            ::close(fd);
+            GpuValuePtr a(raw);
+            raw = nullptr;
+            const tenso_status st2 = tenso_gpu_load_file(&raw, path, nullptr);
+            ::unlink(path);
+            GpuValuePtr b(raw);
+            TENSO_CHECK_OK(st);
+            check_dense(a.get(), data, shape, TENSO_DTYPE_FLOAT32);
+            TENSO_CHECK_OK(st2);
+            check_dense(b.get(), data, shape, TENSO_DTYPE_FLOAT32);
         }
     }
 
@@ -483,6 +533,53 @@ public:
         TENSO_CHECK_STATUS(TENSO_E_IO, tenso_gpu_write_fd(&written, -1, t.get(), nullptr, nullptr));
     }
 
+    // Device -> packet through staging chunk by chunk: byte for byte tenso_dumps, for bodies
+    // around the chunk size and its multiples (a small chunk, and the default 8 MiB), with and
+    // without the footer, into memory and into a pipe whose reader takes small bites slowly.
+    void deviceToPacketChunked() {
+        if (child()) return;
+        const size_t mib8 = size_t(8) << 20;
+        struct Case {
+            size_t n;
+            uint64_t chunk;
+        };
+        for (const Case &c : {Case{4095, 4096}, Case{4096, 4096}, Case{4097, 4096}, Case{3 * 4096, 4096},
+                              Case{3 * 4096 + 1, 4096}, Case{0, 4096}, Case{mib8 - 1, 0}, Case{mib8 + 1, 0},
+                              Case{2 * mib8, 0}}) {
+            const Bytes data = pattern(c.n, uint32_t(c.n));
+            GpuTensorPtr t = device_tensor(TENSO_DTYPE_UINT8, {c.n}, data);
+            for (uint32_t flags : {0u, uint32_t(TENSO_ENCODE_INTEGRITY)}) {
+                const std::string what = "n " + std::to_string(c.n) + " flags " + std::to_string(flags);
+                const Bytes want = dumps(data, {c.n}, TENSO_DTYPE_UINT8, flags);
+                const tenso_encode_options e = enc(flags);
+                const tenso_gpu_options o = gopts(c.chunk, 2);
+                Buffer mem;
+                TENSO_CHECK_OK(tenso_gpu_dumps(&mem.b, t.get(), &e, &o));
+                CPPUNIT_ASSERT_MESSAGE(what, mem.bytes() == want);
+                int fds[2];
+                CPPUNIT_ASSERT(::pipe2(fds, O_CLOEXEC) == 0);
+                Bytes got;
+                std::thread reader([&] {
+                    uint8_t bite[1000];
+                    for (;;) {
+                        const ssize_t r = ::read(fds[0], bite, sizeof bite);
+                        if (r <= 0) break;
+                        got.insert(got.end(), bite, bite + r);
+                        if (got.size() % 64 < 8) std::this_thread::yield();  // slower than the writer
+                    }
+                    ::close(fds[0]);
+                });
+                uint64_t written = 0;
+                const tenso_status st = tenso_gpu_write_fd(&written, fds[1], t.get(), &e, &o);
+                ::close(fds[1]);
+                reader.join();
+                TENSO_CHECK_OK(st);
+                CPPUNIT_ASSERT_EQUAL_MESSAGE(what, uint64_t(want.size()), written);
+                CPPUNIT_ASSERT_MESSAGE(what, got == want);
+            }
+        }
+    }
+
     void callerStream() {
         if (child()) return;
         void *s = nullptr;
@@ -523,12 +620,14 @@ public:
         TENSO_CHECK_OK(st);
         GpuValuePtr v(raw);
         check_dense(v.get(), data, {77777}, TENSO_DTYPE_FLOAT16);
-        CPPUNIT_ASSERT_EQUAL(TENSO_GPU_PATH_STAGED, tenso_gpu_value_path(v.get()));  // no cuFile on the host backend
+        if (on_host()) CPPUNIT_ASSERT_EQUAL(TENSO_GPU_PATH_STAGED, tenso_gpu_value_path(v.get()));  // no cuFile there
         TENSO_CHECK_STATUS(TENSO_E_NOT_FOUND, tenso_gpu_load_file(&raw, "/nonexistent/tenso.tnso", &o));
     }
 
+    // Host backend only: a CUDA context does not survive fork(), and CUDA refuses to open a
+    // handle in the process that exported it (CudaPluginTest covers CUDA IPC offsets).
     void ipcInForkedChild() {
-        if (child()) return;
+        if (child() || !on_host()) return;
         const Bytes data = pattern(8192, 21);
         GpuTensorPtr t = device_tensor(TENSO_DTYPE_FLOAT32, {64, 32}, data);
         tenso_gpu_tensor *raw = nullptr;
@@ -576,6 +675,34 @@ public:
         GpuValuePtr v(gv);
         CPPUNIT_ASSERT_EQUAL(TENSO_GPU_PATH_IPC, tenso_gpu_value_path(v.get()));
         CPPUNIT_ASSERT(download(tenso_gpu_value_tensor(v.get())) == want);
+        // A reference whose range leaves the opened allocation (8192 bytes, two pages) is
+        // refused, its handle closed again; a range inside it opens.
+        {
+            const size_t body = packet.size() - 96;  // handle[64] offset u64 nbytes u64 uuid[16]
+            struct Case {
+                uint64_t offset, nbytes;
+                tenso_status want;
+            };
+            for (const Case &c : {Case{4096, 8192, TENSO_E_BAD_OFFSET}, Case{0, 8193, TENSO_E_BAD_OFFSET},
+                                  Case{8192, 1, TENSO_E_BAD_OFFSET}, Case{4096, 4096, TENSO_OK}}) {
+                Bytes bad = packet;
+                for (int i = 0; i < 8; ++i) {
+                    bad[body + 64 + size_t(i)] = uint8_t(c.offset >> (8 * i));
+                    bad[body + 72 + size_t(i)] = uint8_t(c.nbytes >> (8 * i));
+                }
+                const size_t fds = open_fds();
+                tenso_gpu_value *bv = nullptr;
+                const tenso_status st = tenso_gpu_loads(&bv, bad.data(), bad.size(), nullptr);
+                GpuValuePtr opened(bv);
+                TENSO_CHECK_STATUS(c.want, st);
+                if (c.want != TENSO_OK) {
+                    CPPUNIT_ASSERT(!bv);
+                    CPPUNIT_ASSERT_EQUAL(fds, open_fds());
+                    continue;
+                }
+                CPPUNIT_ASSERT(download(tenso_gpu_value_tensor(opened.get())) == Bytes(want.begin() + 4096, want.end()));
+            }
+        }
         // Only memory tenso allocated has a handle.
         float local[4] = {};
         const uint64_t s4[1] = {4};
@@ -593,13 +720,15 @@ public:
         TENSO_CHECK_OK(tenso_gpu_tensor_to_dlpack(&m, t.get()));
         void *const ptr = tenso_gpu_tensor_data(t.get());
         t.reset();  // the DLPack tensor holds its own reference
-        CPPUNIT_ASSERT_EQUAL(int32_t(kDLCPU), int32_t(m->dl_tensor.device.device_type));
+        // The host backend's memory is host memory, so it goes out as kDLCPU.
+        const int32_t here = on_host() ? int32_t(kDLCPU) : int32_t(kDLCUDA);
+        CPPUNIT_ASSERT_EQUAL(here, int32_t(m->dl_tensor.device.device_type));
         CPPUNIT_ASSERT_EQUAL(2, m->dl_tensor.ndim);
         CPPUNIT_ASSERT_EQUAL(int64_t(6), m->dl_tensor.shape[0]);
         CPPUNIT_ASSERT_EQUAL(int64_t(1), m->dl_tensor.strides[1]);
         CPPUNIT_ASSERT_EQUAL(int32_t(kDLBfloat), int32_t(m->dl_tensor.dtype.code));
         CPPUNIT_ASSERT(m->dl_tensor.data == ptr);
-        CPPUNIT_ASSERT(std::memcmp(m->dl_tensor.data, data.data(), data.size()) == 0);
+        if (on_host()) CPPUNIT_ASSERT(std::memcmp(m->dl_tensor.data, data.data(), data.size()) == 0);
         TENSO_CHECK_OK(tenso_gpu_tensor_from_dlpack(&raw, m));
         GpuTensorPtr back(raw);
         CPPUNIT_ASSERT(tenso_gpu_tensor_data(back.get()) == ptr);  // no copy
@@ -611,13 +740,59 @@ public:
         m2->dl_tensor.strides[0] = 1;  // not C-contiguous
         TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, tenso_gpu_tensor_from_dlpack(&raw, m2));
         m2->dl_tensor.strides[0] = 4;
-        m2->dl_tensor.device.device_type = kDLCUDA;
+        m2->dl_tensor.device.device_type = on_host() ? kDLCUDA : kDLCPU;
         TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, tenso_gpu_tensor_from_dlpack(&raw, m2));
-        m2->dl_tensor.device.device_type = kDLCPU;
+        m2->dl_tensor.device.device_type = DLDeviceType(here);
         m2->dl_tensor.dtype.lanes = 4;
         TENSO_CHECK_STATUS(TENSO_E_UNSUPPORTED_KIND, tenso_gpu_tensor_from_dlpack(&raw, m2));
         m2->deleter(m2);
         back.reset();  // runs m's deleter, the last reference to the memory
+    }
+
+    // The second staging chunk cannot be had (an address-space limit, in a forked child): the
+    // call answers NO_MEMORY and the first chunk goes back to the pool, which (limit 0) unpins
+    // it, so no pinned buffer stays behind. 64 MiB chunks: malloc maps those afresh.
+    void stagingFailsHalfway() {
+        if (child() || !on_host()) return;
+        const size_t mib = size_t(1) << 20, n = 128 * mib;
+        const Bytes p = dumps(Bytes(n), {n}, TENSO_DTYPE_UINT8);
+        void *aligned = nullptr;  // the packet where loads takes it without an aligning copy
+        CPPUNIT_ASSERT_EQUAL(0, ::posix_memalign(&aligned, 4096, p.size()));
+        std::unique_ptr<void, decltype(&std::free)> keep(aligned, std::free);
+        std::memcpy(aligned, p.data(), p.size());
+        const pid_t pid = ::fork();
+        CPPUNIT_ASSERT(pid >= 0);
+        if (pid == 0) {
+            int code = 10;
+            tenso_gpu_pool_set_limit(0);  // before measuring: it unpins what earlier tests left
+            tenso_gpu_pool_stats before;
+            tenso_gpu_pool_stats_get(&before);
+            long pages = 0;
+            if (FILE *f = std::fopen("/proc/self/statm", "r")) {
+                if (std::fscanf(f, "%ld", &pages) != 1) pages = 0;
+                std::fclose(f);
+            }
+            // Room for the device tensor, one chunk, the stream's worker stack and a little; not
+            // for a second chunk, even where making the worker frees glibc's cache of old thread
+            // stacks (at most 40 MiB).
+            const rlim_t room = rlim_t(pages) * rlim_t(::sysconf(_SC_PAGESIZE)) + n + 64 * mib + 8 * mib + 4 * mib;
+            const struct rlimit lim = {room, room};
+            if (pages && ::setrlimit(RLIMIT_AS, &lim) == 0) {
+                const tenso_gpu_options o = gopts(64 * mib, 2);
+                tenso_gpu_value *raw = nullptr;
+                const tenso_status st = tenso_gpu_loads(&raw, aligned, p.size(), &o);
+                tenso_gpu_pool_stats ps;
+                tenso_gpu_pool_stats_get(&ps);
+                if (st != TENSO_E_NO_MEMORY) std::fprintf(stderr, "stagingFailsHalfway: %s\n", tenso_describe(st).c_str());
+                // Both chunks asked for (the first pinned, the second refused), none kept.
+                code = st != TENSO_E_NO_MEMORY ? 11 : ps.misses != before.misses + 2 ? 13 : ps.buffers != 0 ? 12 : 0;
+            }
+            ::_exit(code);
+        }
+        int status = 0;
+        CPPUNIT_ASSERT(::waitpid(pid, &status, 0) == pid);
+        CPPUNIT_ASSERT(WIFEXITED(status));
+        CPPUNIT_ASSERT_EQUAL(0, WEXITSTATUS(status));
     }
 
     void pinnedPool() {

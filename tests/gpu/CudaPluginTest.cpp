@@ -162,8 +162,9 @@ public:
         CPPUNIT_ASSERT_EQUAL(TENSO_E_GPU_UNAVAILABLE, ops->copy_h2d(buf + 8, buf, 8, nullptr, msg, sizeof msg));
         assert_runtime_message(msg, "cudaMemcpyAsync");
         uint8_t handle[64] = {};
+        uint64_t size = 0;
         msg[0] = 0;
-        CPPUNIT_ASSERT_EQUAL(TENSO_E_GPU_UNAVAILABLE, ops->ipc_open(&p, handle, 0, msg, sizeof msg));
+        CPPUNIT_ASSERT_EQUAL(TENSO_E_GPU_UNAVAILABLE, ops->ipc_open(&p, &size, handle, 0, msg, sizeof msg));
         assert_runtime_message(msg, "cudaSetDevice");
         // A second round answers the same: the failure is not cached into a crash or a hang.
         int32_t count = 0;

@@ -232,7 +232,9 @@ TENSO_API tenso_status tenso_gpu_ipc_export(tenso_value **out, const tenso_gpu_t
 
 /** Opens an IPC reference (a view of an IPC reference packet) in this process as a tensor of
  *  `dtype` and `shape` (their size must be the reference's nbytes). Freeing the tensor closes
- *  the handle. @return TENSO_E_INVALID_ARGUMENT when dtype/shape do not match nbytes. */
+ *  the handle. @return TENSO_E_INVALID_ARGUMENT when dtype/shape do not match nbytes;
+ *  TENSO_E_BAD_OFFSET when the reference's offset + nbytes lie past the opened allocation
+ *  (tenso_gpu_loads of a reference packet answers the same). */
 TENSO_API tenso_status tenso_gpu_ipc_open(tenso_gpu_tensor **out, const tenso_view *ipc_ref,
                                           tenso_dtype dtype, uint32_t ndim, const uint64_t *shape);
 

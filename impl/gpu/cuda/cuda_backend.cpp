@@ -188,19 +188,17 @@ static_assert(sizeof(cudaIpcMemHandle_t) == 64, "the wire's GPU IPC handle is 64
 // cuMemGetAddressRange from the driver, through the runtime (no link against libcuda).
 using AddressRangeFn = CUresult (*)(CUdeviceptr *base, size_t *size, CUdeviceptr ptr);
 
-tenso_status ipc_export(uint8_t handle[64], uint64_t *offset, const void *ptr, int32_t device, char *msg,
-                        size_t msg_cap) {
-    TENSO_CUDA_TRY(cudaSetDevice(device));
+// The allocation holding ptr (its base and length), for `what` (ipc_export, ipc_open).
+tenso_status address_range(CUdeviceptr *base, size_t *size, const void *ptr, const char *what, char *msg,
+                           size_t msg_cap) {
     void *fn = nullptr;
     cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
     TENSO_CUDA_TRY(cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &fn, 12000, cudaEnableDefault, &found));
     if (found != cudaDriverEntryPointSuccess || !fn) {
-        put(msg, msg_cap, "ipc_export: %s", "the driver has no cuMemGetAddressRange");
+        put(msg, msg_cap, "%s: the driver has no cuMemGetAddressRange", what);
         return TENSO_E_GPU;
     }
-    CUdeviceptr base = 0;
-    size_t size = 0;
-    const CUresult r = reinterpret_cast<AddressRangeFn>(fn)(&base, &size, reinterpret_cast<CUdeviceptr>(ptr));
+    const CUresult r = reinterpret_cast<AddressRangeFn>(fn)(base, size, reinterpret_cast<CUdeviceptr>(ptr));
     if (r != CUDA_SUCCESS) {
         char code[32];
         std::snprintf(code, sizeof code, "%d", int(r));
@@ -208,6 +206,15 @@ tenso_status ipc_export(uint8_t handle[64], uint64_t *offset, const void *ptr, i
             r == CUDA_ERROR_NOT_FOUND ? "not memory from cudaMalloc" : "driver error");
         return r == CUDA_ERROR_NOT_FOUND || r == CUDA_ERROR_INVALID_VALUE ? TENSO_E_INVALID_ARGUMENT : TENSO_E_GPU;
     }
+    return TENSO_OK;
+}
+
+tenso_status ipc_export(uint8_t handle[64], uint64_t *offset, const void *ptr, int32_t device, char *msg,
+                        size_t msg_cap) {
+    TENSO_CUDA_TRY(cudaSetDevice(device));
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    if (const tenso_status st = address_range(&base, &size, ptr, "ipc_export", msg, msg_cap)) return st;
     cudaIpcMemHandle_t h;
     TENSO_CUDA_TRY(cudaIpcGetMemHandle(&h, reinterpret_cast<void *>(base)));
     std::memcpy(handle, &h, 64);
@@ -215,11 +222,23 @@ tenso_status ipc_export(uint8_t handle[64], uint64_t *offset, const void *ptr, i
     return TENSO_OK;
 }
 
-tenso_status ipc_open(void **ptr, const uint8_t handle[64], int32_t device, char *msg, size_t msg_cap) {
+tenso_status ipc_open(void **ptr, uint64_t *size, const uint8_t handle[64], int32_t device, char *msg, size_t msg_cap) {
     TENSO_CUDA_TRY(cudaSetDevice(device));
     cudaIpcMemHandle_t h;
     std::memcpy(&h, handle, 64);
-    TENSO_CUDA_TRY(cudaIpcOpenMemHandle(ptr, h, cudaIpcMemLazyEnablePeerAccess));
+    void *p = nullptr;
+    TENSO_CUDA_TRY(cudaIpcOpenMemHandle(&p, h, cudaIpcMemLazyEnablePeerAccess));
+    // The opened allocation's length, as ipc_export finds its base: the engine checks the
+    // reference's offset + nbytes against it.
+    CUdeviceptr base = 0;
+    size_t len = 0;
+    const tenso_status st = address_range(&base, &len, p, "ipc_open", msg, msg_cap);
+    if (st != TENSO_OK) {
+        cudaIpcCloseMemHandle(p);
+        return st;
+    }
+    *ptr = p;
+    *size = uint64_t(len) - uint64_t(reinterpret_cast<CUdeviceptr>(p) - base);
     return TENSO_OK;
 }
 
