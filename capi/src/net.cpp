@@ -135,6 +135,27 @@ tenso_status tenso_node_send(tenso_node *n, const char *addr, const char *name, 
     TENSO_API_END
 }
 
+tenso_status tenso_node_post(tenso_node *n, const char *addr, const char *name, size_t name_len, const tenso_value *v,
+                             uint64_t timeout_ms, tenso_cancel *cancel) {
+    CHECK_ARG(n);
+    CHECK_ARG(addr);
+    CHECK_ARG(name);
+    CHECK_ARG(v);
+    TENSO_API_BEGIN
+    tenso::net::Payload p;
+    p.value = std::shared_ptr<const tenso::Value>(&v->v, [](const tenso::Value *) {});  // borrowed for the call
+    n->n.post(addr, std::string(name, name_len), p, timeout_ms, cancel ? &cancel->c : nullptr);
+    TENSO_API_END
+}
+
+tenso_status tenso_node_flush(tenso_node *n, const char *addr, uint64_t timeout_ms, tenso_cancel *cancel) {
+    CHECK_ARG(n);
+    CHECK_ARG(addr);
+    TENSO_API_BEGIN
+    n->n.flush(addr, timeout_ms, cancel ? &cancel->c : nullptr);
+    TENSO_API_END
+}
+
 tenso_status tenso_node_send_packet(tenso_node *n, const char *addr, const char *name, size_t name_len,
                                     const void *packet, size_t len, uint64_t timeout_ms, tenso_cancel *cancel) {
     CHECK_ARG(n);
@@ -209,9 +230,15 @@ tenso_status tenso_node_publish(tenso_node *n, const char *name, size_t name_len
     CHECK_ARG(name);
     CHECK_ARG(v);
     TENSO_API_BEGIN
+    const std::string nm(name, name_len);
     std::unique_ptr<tenso::Value> val(new tenso::Value(std::move(v->v)));
-    delete v;  // owned by the node from here on, also on failure
-    n->n.publish(std::string(name, name_len), std::move(val), release, user);
+    try {
+        n->n.publish(nm, val, release, user);
+    } catch (...) {
+        v->v = std::move(*val);  // not taken: the caller still owns v
+        throw;
+    }
+    delete v;  // the node owns the value now
     TENSO_API_END
 }
 

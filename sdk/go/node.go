@@ -48,13 +48,7 @@ static inline tgo_info tgo_node_request(tenso_node *n, const char *addr, const c
     return tgo_owned_view(st, v);
 }
 
-// The buffer the last release callback on this thread freed: a failed publish may or may not
-// have released the value already (it is freed either way), and must not free it twice.
-static _Thread_local void *tgo_released;
-static void tgo_free_user(void *p) {
-    tgo_released = p;
-    free(p);
-}
+static void tgo_free_user(void *p) { free(p); }
 
 // Publishes a copy of an encoded packet (Go memory cannot stay borrowed by C after the call),
 // in 64-byte aligned C memory that the node frees through the release callback.
@@ -70,10 +64,12 @@ static inline tgo_res tgo_node_publish_copy(tenso_node *n, const char *name, siz
         free(copy);
         return r;
     }
-    tgo_released = NULL;
     st = tenso_node_publish(n, name, name_len, v, tgo_free_user, copy);
     tgo_res r = tgo_res_of(st, 0);
-    if (st != TENSO_OK && tgo_released != copy) free(copy);
+    if (st != TENSO_OK) {  // not taken (net.h): the value and its copy are still ours
+        tenso_value_free(v);
+        free(copy);
+    }
     return r;
 }
 

@@ -388,11 +388,10 @@ impl Node {
         let mut v = ptr::null_mut();
         // SAFETY: the packet's bytes stay alive in the box until drop_buffer.
         check(unsafe { sys::tenso_value_new_packet(&mut v, packet.as_ptr().cast(), packet.len()) })?;
-        // One reference for the node (dropped by drop_buffer), one kept here: a failed publish
-        // may or may not have released the value already (the value is freed either way).
-        let mine = Arc::new(packet);
-        let user = Arc::into_raw(Arc::clone(&mine));
-        // SAFETY: the node owns `v` from here and calls drop_buffer(user) once it is done.
+        // One reference for the node, dropped by drop_buffer once it is done with the value.
+        let user = Arc::into_raw(Arc::new(packet));
+        // SAFETY: on success the node owns `v` and calls drop_buffer(user) once; on failure it
+        // takes neither (net.h).
         let st = unsafe {
             sys::tenso_node_publish(
                 self.ptr(),
@@ -403,8 +402,10 @@ impl Node {
                 user as *mut c_void,
             )
         };
-        if st != sys::TENSO_OK && Arc::strong_count(&mine) == 2 {
-            // SAFETY: not released: the node's reference is still ours to drop.
+        if st != sys::TENSO_OK {
+            // SAFETY: not taken: the value and the node's reference are still ours; the value
+            // borrows the packet, so it goes first.
+            unsafe { sys::tenso_value_free(v) };
             drop(unsafe { Arc::from_raw(user) });
         }
         check(st)
