@@ -10,6 +10,13 @@ static inline tgo_res tgo_node_send(tenso_node *n, const char *addr, const char 
                                     const tenso_value *v, uint64_t timeout_ms, tenso_cancel *c) {
     return tgo_res_of(tenso_node_send(n, addr, name, name_len, v, timeout_ms, c), 0);
 }
+static inline tgo_res tgo_node_post(tenso_node *n, const char *addr, const char *name, size_t name_len,
+                                    const tenso_value *v, uint64_t timeout_ms, tenso_cancel *c) {
+    return tgo_res_of(tenso_node_post(n, addr, name, name_len, v, timeout_ms, c), 0);
+}
+static inline tgo_res tgo_node_flush(tenso_node *n, const char *addr, uint64_t timeout_ms, tenso_cancel *c) {
+    return tgo_res_of(tenso_node_flush(n, addr, timeout_ms, c), 0);
+}
 static inline tgo_res tgo_node_send_packet(tenso_node *n, const char *addr, const char *name, size_t name_len,
                                            const void *p, size_t len, uint64_t timeout_ms, tenso_cancel *c) {
     return tgo_res_of(tenso_node_send_packet(n, addr, name, name_len, p, len, timeout_ms, c), 0);
@@ -397,6 +404,43 @@ func (n *Node) Send(ctx context.Context, addr, name string, t *Tensor) error {
 		runtime.KeepAlive(name)
 		runtime.KeepAlive(t)
 		return err
+	})
+}
+
+// Post is a pipelined Send: it returns once t is written to the connection to addr, without
+// waiting for the peer's acknowledgement (t's memory is not used after it returns). Posts to
+// one peer arrive in order; Flush waits for them and returns the first failure among them.
+// Post blocks while the node's MaxQueued posts to addr are unacknowledged.
+func (n *Node) Post(ctx context.Context, addr, name string, t *Tensor) error {
+	const op = "Node.Post"
+	if err := precheck(t, op); err != nil {
+		return err
+	}
+	return n.withPeer(op, addr, func(p *C.tenso_node, caddr *C.char) error {
+		var b builder
+		defer b.release()
+		v, err := b.build(EncodeOptions{}, t, op)
+		if err != nil {
+			return err
+		}
+		nm, nl := cname(name)
+		err = call(ctx, op, 0, func(ms C.uint64_t, tok *C.tenso_cancel) C.tgo_res {
+			return C.tgo_node_post(p, caddr, nm, nl, v, ms, tok)
+		})
+		runtime.KeepAlive(name)
+		runtime.KeepAlive(t)
+		return err
+	})
+}
+
+// Flush waits until every Post to addr is acknowledged and returns the first failure among the
+// posts since the previous Flush (ErrLimit when the peer refused one's size, for example).
+func (n *Node) Flush(ctx context.Context, addr string) error {
+	const op = "Node.Flush"
+	return n.withPeer(op, addr, func(p *C.tenso_node, caddr *C.char) error {
+		return call(ctx, op, 0, func(ms C.uint64_t, tok *C.tenso_cancel) C.tgo_res {
+			return C.tgo_node_flush(p, caddr, ms, tok)
+		})
 	})
 }
 

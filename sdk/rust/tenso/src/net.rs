@@ -313,6 +313,51 @@ impl Node {
         check(st)
     }
 
+    /// A pipelined [`send`](Self::send): returns once `value` is written to the connection to
+    /// `addr`, without waiting for the peer's acknowledgement (its memory is not used after the
+    /// call). Posts to one peer arrive in order; [`flush`](Self::flush) waits for them and
+    /// returns the first failure among them. Blocks while the node's `max_queued` posts to
+    /// `addr` are unacknowledged.
+    ///
+    /// ```
+    /// use tenso::net::{Node, NodeOptions};
+    /// use tenso::Tensor;
+    /// let rx = Node::new(&NodeOptions::default())?;
+    /// let tx = Node::new(&NodeOptions { no_listen: true, ..Default::default() })?;
+    /// let addr = rx.addr()?;
+    /// for i in 0..3i64 {
+    ///     tx.post(&addr, "step", &Tensor::from_slice(&[i]), None)?;
+    /// }
+    /// tx.flush(&addr, None)?;
+    /// assert_eq!(rx.receive(None)?.unwrap().name, "step");
+    /// # Ok::<(), tenso::Error>(())
+    /// ```
+    pub fn post<'a, E: Encode<'a> + ?Sized>(
+        &self,
+        addr: &str,
+        name: &str,
+        value: &E,
+        timeout: Option<Duration>,
+    ) -> Result<()> {
+        let a = c_name(addr, "address")?;
+        let ms = timeout.map_or(0, millis);
+        let st = with_value(value, |v| {
+            // SAFETY: v and the name live for the call.
+            unsafe {
+                sys::tenso_node_post(self.ptr(), a.as_ptr(), name.as_ptr().cast(), name.len(), v, ms, ptr::null_mut())
+            }
+        })?;
+        check(st)
+    }
+
+    /// Waits until every [`post`](Self::post) to `addr` is acknowledged; returns the first
+    /// failure among the posts since the previous flush (e.g. [`ErrorKind::Limit`]).
+    pub fn flush(&self, addr: &str, timeout: Option<Duration>) -> Result<()> {
+        let a = c_name(addr, "address")?;
+        // SAFETY: live node; the address lives for the call.
+        check(unsafe { sys::tenso_node_flush(self.ptr(), a.as_ptr(), timeout.map_or(0, millis), ptr::null_mut()) })
+    }
+
     /// Sends an encoded packet (checked by libtenso before anything is sent) under `name`.
     pub fn send_packet(&self, addr: &str, name: &str, packet: &[u8], timeout: Option<Duration>) -> Result<()> {
         let a = c_name(addr, "address")?;
