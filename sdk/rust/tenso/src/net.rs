@@ -320,8 +320,7 @@ impl Node {
     /// `addr` are unacknowledged.
     ///
     /// ```
-    /// use tenso::net::{Node, NodeOptions};
-    /// use tenso::Tensor;
+    /// use tenso::{Node, NodeOptions, Tensor};
     /// let rx = Node::new(&NodeOptions::default())?;
     /// let tx = Node::new(&NodeOptions { no_listen: true, ..Default::default() })?;
     /// let addr = rx.addr()?;
