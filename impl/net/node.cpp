@@ -1320,7 +1320,7 @@ struct Node::Impl::PostStream {
 };
 
 namespace {
-// Reads acknowledgements: all that are readable now (block false), or one at least (block true).
+// Reads acknowledgements: those readable now (block false), or at least one (block true).
 // A refusal is noted as the stream's failure; the connection stays in step.
 void read_acks(Node::Impl::PostStream &s, const NodeOptions &o, bool block, const Waker &w, const Deadline &d) {
     Outbound &c = *s.conn;
@@ -1402,7 +1402,9 @@ void Node::flush(const std::string &addr, uint64_t timeout_ms, Cancel *cancel) {
     std::lock_guard<std::mutex> g(s.mu);
     if (s.conn) {
         try {
-            n.on_stream(s, [&] { read_acks(s, n.opts, true, w, d); });
+            n.on_stream(s, [&] {
+                while (s.unacked > 0) read_acks(s, n.opts, true, w, d);
+            });
         } catch (const Error &) {
             // Reported below as the first failure among the posts.
         }
