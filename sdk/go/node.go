@@ -6,13 +6,12 @@ package tenso
 #include "tgo.h"
 
 // Node calls: each copies tenso_last_error() in the same cgo call (see tgo.h).
-static inline tgo_res tgo_node_send(tenso_node *n, const char *addr, const char *name, size_t name_len,
-                                    const tenso_value *v, uint64_t timeout_ms, tenso_cancel *c) {
-    return tgo_res_of(tenso_node_send(n, addr, name, name_len, v, timeout_ms, c), 0);
-}
-static inline tgo_res tgo_node_post(tenso_node *n, const char *addr, const char *name, size_t name_len,
-                                    const tenso_value *v, uint64_t timeout_ms, tenso_cancel *c) {
-    return tgo_res_of(tenso_node_post(n, addr, name, name_len, v, timeout_ms, c), 0);
+// tenso_node_send, or tenso_node_post when post is set (the same arguments).
+static inline tgo_res tgo_node_push(tenso_node *n, const char *addr, const char *name, size_t name_len,
+                                    const tenso_value *v, uint64_t timeout_ms, tenso_cancel *c, int post) {
+    tenso_status st = post ? tenso_node_post(n, addr, name, name_len, v, timeout_ms, c)
+                           : tenso_node_send(n, addr, name, name_len, v, timeout_ms, c);
+    return tgo_res_of(st, 0);
 }
 static inline tgo_res tgo_node_flush(tenso_node *n, const char *addr, uint64_t timeout_ms, tenso_cancel *c) {
     return tgo_res_of(tenso_node_flush(n, addr, timeout_ms, c), 0);
@@ -386,25 +385,7 @@ func (n *Node) withPeer(op, addr string, fn func(p *C.tenso_node, caddr *C.char)
 // memory. Errors wrap ErrBadAddress, ErrConnection, ErrAuth, ErrTimeout, ErrCancelled,
 // ErrShutdown or ErrLimit (the peer refused the size).
 func (n *Node) Send(ctx context.Context, addr, name string, t *Tensor) error {
-	const op = "Node.Send"
-	if err := precheck(t, op); err != nil {
-		return err
-	}
-	return n.withPeer(op, addr, func(p *C.tenso_node, caddr *C.char) error {
-		var b builder
-		defer b.release()
-		v, err := b.build(EncodeOptions{}, t, op)
-		if err != nil {
-			return err
-		}
-		nm, nl := cname(name)
-		err = call(ctx, op, 0, func(ms C.uint64_t, tok *C.tenso_cancel) C.tgo_res {
-			return C.tgo_node_send(p, caddr, nm, nl, v, ms, tok)
-		})
-		runtime.KeepAlive(name)
-		runtime.KeepAlive(t)
-		return err
-	})
+	return n.push(ctx, "Node.Send", addr, name, t, 0)
 }
 
 // Post is a pipelined Send: it returns once t is written to the connection to addr, without
@@ -412,7 +393,11 @@ func (n *Node) Send(ctx context.Context, addr, name string, t *Tensor) error {
 // one peer arrive in order; Flush waits for them and returns the first failure among them.
 // Post blocks while the node's MaxQueued posts to addr are unacknowledged.
 func (n *Node) Post(ctx context.Context, addr, name string, t *Tensor) error {
-	const op = "Node.Post"
+	return n.push(ctx, "Node.Post", addr, name, t, 1)
+}
+
+// push is Send (post 0) and Post (post 1).
+func (n *Node) push(ctx context.Context, op, addr, name string, t *Tensor, post C.int) error {
 	if err := precheck(t, op); err != nil {
 		return err
 	}
@@ -425,7 +410,7 @@ func (n *Node) Post(ctx context.Context, addr, name string, t *Tensor) error {
 		}
 		nm, nl := cname(name)
 		err = call(ctx, op, 0, func(ms C.uint64_t, tok *C.tenso_cancel) C.tgo_res {
-			return C.tgo_node_post(p, caddr, nm, nl, v, ms, tok)
+			return C.tgo_node_push(p, caddr, nm, nl, v, ms, tok, post)
 		})
 		runtime.KeepAlive(name)
 		runtime.KeepAlive(t)

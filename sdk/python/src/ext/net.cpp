@@ -149,6 +149,18 @@ public:
 
     // Sends `value` (a tenso._tenso.Value, kept alive by the caller for the call).
     void send(const std::string &addr, py::handle name, const Value &value, py::handle timeout, py::handle cancel) {
+        push(tenso_node_send, addr, name, value, timeout, cancel);
+    }
+
+    // A pipelined push (tenso_node_post): returns once written; the value may change afterwards.
+    void post(const std::string &addr, py::handle name, const Value &value, py::handle timeout, py::handle cancel) {
+        push(tenso_node_post, addr, name, value, timeout, cancel);
+    }
+
+    using PushFn = tenso_status (*)(tenso_node *, const char *, const char *, size_t, const tenso_value *, uint64_t,
+                                    tenso_cancel *);
+    void push(PushFn fn, const std::string &addr, py::handle name, const Value &value, py::handle timeout,
+              py::handle cancel) {
         bury_published();
         NameArg nm(name);
         const uint64_t ms = timeout_ms(timeout, 0);
@@ -157,21 +169,7 @@ public:
         tenso_status st;
         {
             py::gil_scoped_release nogil;
-            st = tenso_node_send(n.get(), addr.c_str(), nm.bytes.data(), nm.bytes.size(), value.get(), ms, c);
-        }
-        check(st);
-    }
-
-    // A pipelined push (tenso_node_post): returns once written; the value may change afterwards.
-    void post(const std::string &addr, py::handle name, const Value &value, py::handle timeout, py::handle cancel) {
-        NameArg nm(name);
-        const uint64_t ms = timeout_ms(timeout, 0);
-        tenso_cancel *c = cancel_of(cancel);
-        auto n = h_->lease();
-        tenso_status st;
-        {
-            py::gil_scoped_release nogil;
-            st = tenso_node_post(n.get(), addr.c_str(), nm.bytes.data(), nm.bytes.size(), value.get(), ms, c);
+            st = fn(n.get(), addr.c_str(), nm.bytes.data(), nm.bytes.size(), value.get(), ms, c);
         }
         check(st);
     }

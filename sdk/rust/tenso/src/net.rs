@@ -13,6 +13,17 @@ use crate::io::Packet;
 use crate::options::Options;
 use crate::value::with_value;
 
+/// tenso_node_send and tenso_node_post.
+type PushFn = unsafe extern "C" fn(
+    *mut sys::tenso_node,
+    *const c_char,
+    *const c_char,
+    usize,
+    *const sys::tenso_value,
+    u64,
+    *mut sys::tenso_cancel,
+) -> sys::tenso_status;
+
 /// How a [`Node`] starts; `Default` is libtenso's defaults: a TLS 1.3 listener on 127.0.0.1
 /// (a free port) with an ephemeral key, accepting any dialer that proves a key.
 #[derive(Debug, Clone, Default)]
@@ -294,21 +305,24 @@ impl Node {
         timeout: Option<Duration>,
         cancel: Option<&CancelToken>,
     ) -> Result<()> {
+        self.push(sys::tenso_node_send, addr, name, value, timeout, cancel)
+    }
+
+    /// [`send`](Self::send) or [`post`](Self::post): the same arguments.
+    fn push<'a, E: Encode<'a> + ?Sized>(
+        &self,
+        f: PushFn,
+        addr: &str,
+        name: &str,
+        value: &E,
+        timeout: Option<Duration>,
+        cancel: Option<&CancelToken>,
+    ) -> Result<()> {
         let a = c_name(addr, "address")?;
         let ms = timeout.map_or(0, millis);
         let st = with_value(value, |v| {
             // SAFETY: v and the name live for the call.
-            unsafe {
-                sys::tenso_node_send(
-                    self.ptr(),
-                    a.as_ptr(),
-                    name.as_ptr().cast(),
-                    name.len(),
-                    v,
-                    ms,
-                    cancel_ptr(cancel),
-                )
-            }
+            unsafe { f(self.ptr(), a.as_ptr(), name.as_ptr().cast(), name.len(), v, ms, cancel_ptr(cancel)) }
         })?;
         check(st)
     }
@@ -338,15 +352,7 @@ impl Node {
         value: &E,
         timeout: Option<Duration>,
     ) -> Result<()> {
-        let a = c_name(addr, "address")?;
-        let ms = timeout.map_or(0, millis);
-        let st = with_value(value, |v| {
-            // SAFETY: v and the name live for the call.
-            unsafe {
-                sys::tenso_node_post(self.ptr(), a.as_ptr(), name.as_ptr().cast(), name.len(), v, ms, ptr::null_mut())
-            }
-        })?;
-        check(st)
+        self.push(sys::tenso_node_post, addr, name, value, timeout, None)
     }
 
     /// Waits until every [`post`](Self::post) to `addr` is acknowledged; returns the first
