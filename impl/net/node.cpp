@@ -1385,8 +1385,9 @@ void Node::post(const std::string &addr, const std::string &name, const Payload 
             read_acks(s, n.opts, false, call.w, call.d);
             call.w.wait(s.conn->sock.fd, r == Io::kWantRead ? POLLIN : (POLLOUT | POLLIN), call.d);
         }
+        // Acknowledgements are read only when the socket or the bound makes us wait (no read
+        // syscall per post); unread, they wait in our receive buffer.
         ++s.unacked;
-        read_acks(s, n.opts, false, call.w, call.d);
     });
 }
 
