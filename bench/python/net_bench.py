@@ -37,7 +37,8 @@ KIB = np.ones(256, np.float32)  # 1 KiB body
 BIG = np.random.default_rng(0).integers(0, 255, 64 << 20, dtype=np.uint8)
 
 
-def pushes_per_second(listen: str, plaintext: bool, n: int) -> float:
+def pushes_per_second(listen: str, plaintext: bool, n: int, post: bool = False) -> float:
+    """send_tensor_sync per push, or (post) pipelined post_tensor_sync and one flush_sync."""
     with TensorNode(listen, allow_plaintext=plaintext) as rx, TensorNode(
         listen_enabled=False, allow_plaintext=plaintext
     ) as tx:
@@ -52,8 +53,13 @@ def pushes_per_second(listen: str, plaintext: bool, n: int) -> float:
         t = threading.Thread(target=drain)
         t.start()
         start = time.perf_counter()
-        for _ in range(n):
-            tx.send_tensor_sync(addr, "k", KIB)
+        if post:
+            for _ in range(n):
+                tx.post_tensor_sync(addr, "k", KIB)
+            tx.flush_sync(addr)
+        else:
+            for _ in range(n):
+                tx.send_tensor_sync(addr, "k", KIB)
         t.join()
         return n / (time.perf_counter() - start)
 
@@ -177,6 +183,8 @@ def main() -> None:
     res["pushes_per_s_1kib"] = {
         "tls": pushes_per_second("tls://127.0.0.1:0", False, n_small),
         "tcp": pushes_per_second("tcp://127.0.0.1:0", True, n_small),
+        "post_tls": pushes_per_second("tls://127.0.0.1:0", False, n_small, post=True),
+        "post_tcp": pushes_per_second("tcp://127.0.0.1:0", True, n_small, post=True),
     }
     with tempfile.TemporaryDirectory() as d:
         unix = f"unix://{d}/rx.sock"
@@ -205,6 +213,8 @@ def main() -> None:
         "|---|---|",
         f"| 1 KiB pushes/s, one connection, TLS 1.3 | {res['pushes_per_s_1kib']['tls']:,.0f} |",
         f"| 1 KiB pushes/s, one connection, plain TCP | {res['pushes_per_s_1kib']['tcp']:,.0f} |",
+        f"| 1 KiB posts/s (pipelined), one connection, TLS 1.3 | {res['pushes_per_s_1kib']['post_tls']:,.0f} |",
+        f"| 1 KiB posts/s (pipelined), one connection, plain TCP | {res['pushes_per_s_1kib']['post_tcp']:,.0f} |",
         f"| 64 MiB raw sendall/recv_into (TCP loopback) | {med['raw'] * 1e3:.1f} ms |",
     ]
     for k in ("tcp", "tls", "unix"):

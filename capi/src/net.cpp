@@ -122,8 +122,10 @@ tenso_status tenso_node_id(char buf[65], const tenso_node *n) {
     TENSO_API_END
 }
 
-tenso_status tenso_node_send(tenso_node *n, const char *addr, const char *name, size_t name_len, const tenso_value *v,
-                             uint64_t timeout_ms, tenso_cancel *cancel) {
+namespace {
+// tenso_node_send and tenso_node_post: the same arguments, one waits for the acknowledgement.
+tenso_status push_value(tenso_node *n, const char *addr, const char *name, size_t name_len, const tenso_value *v,
+                        uint64_t timeout_ms, tenso_cancel *cancel, bool pipelined) {
     CHECK_ARG(n);
     CHECK_ARG(addr);
     CHECK_ARG(name);
@@ -131,7 +133,28 @@ tenso_status tenso_node_send(tenso_node *n, const char *addr, const char *name, 
     TENSO_API_BEGIN
     tenso::net::Payload p;
     p.value = std::shared_ptr<const tenso::Value>(&v->v, [](const tenso::Value *) {});  // borrowed for the call
-    n->n.send(addr, std::string(name, name_len), p, timeout_ms, cancel ? &cancel->c : nullptr);
+    tenso::net::Cancel *c = cancel ? &cancel->c : nullptr;
+    if (pipelined) n->n.post(addr, std::string(name, name_len), p, timeout_ms, c);
+    else n->n.send(addr, std::string(name, name_len), p, timeout_ms, c);
+    TENSO_API_END
+}
+}  // namespace
+
+tenso_status tenso_node_send(tenso_node *n, const char *addr, const char *name, size_t name_len, const tenso_value *v,
+                             uint64_t timeout_ms, tenso_cancel *cancel) {
+    return push_value(n, addr, name, name_len, v, timeout_ms, cancel, false);
+}
+
+tenso_status tenso_node_post(tenso_node *n, const char *addr, const char *name, size_t name_len, const tenso_value *v,
+                             uint64_t timeout_ms, tenso_cancel *cancel) {
+    return push_value(n, addr, name, name_len, v, timeout_ms, cancel, true);
+}
+
+tenso_status tenso_node_flush(tenso_node *n, const char *addr, uint64_t timeout_ms, tenso_cancel *cancel) {
+    CHECK_ARG(n);
+    CHECK_ARG(addr);
+    TENSO_API_BEGIN
+    n->n.flush(addr, timeout_ms, cancel ? &cancel->c : nullptr);
     TENSO_API_END
 }
 
@@ -209,9 +232,15 @@ tenso_status tenso_node_publish(tenso_node *n, const char *name, size_t name_len
     CHECK_ARG(name);
     CHECK_ARG(v);
     TENSO_API_BEGIN
+    const std::string nm(name, name_len);
     std::unique_ptr<tenso::Value> val(new tenso::Value(std::move(v->v)));
-    delete v;  // owned by the node from here on, also on failure
-    n->n.publish(std::string(name, name_len), std::move(val), release, user);
+    try {
+        n->n.publish(nm, val, release, user);
+    } catch (...) {
+        v->v = std::move(*val);  // not taken: the caller still owns v
+        throw;
+    }
+    delete v;  // the node owns the value now
     TENSO_API_END
 }
 

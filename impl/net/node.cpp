@@ -527,6 +527,12 @@ struct Node::Impl : std::enable_shared_from_this<Node::Impl> {
     };
     std::mutex pool_mu;
     std::map<std::string, Peer> pool;
+    // pipelined pushes, per peer (tenso_node_post / tenso_node_flush); under pool_mu
+    struct PostStream;
+    std::map<std::string, std::shared_ptr<PostStream>> streams;
+    std::shared_ptr<PostStream> post_stream(const Address &a);
+    template <class F>
+    void on_stream(PostStream &s, F &&f);
 
     uint64_t bytes_sent = 0, bytes_received = 0;  // atomically updated
     std::atomic<uint64_t> opened{0}, reused{0}, refused{0};
@@ -1231,36 +1237,37 @@ bool Node::addr(uint32_t index, std::string *out) const {
 
 std::string Node::id() const { return impl_->tls->id(); }
 
-void Node::send(const std::string &addr, const std::string &name, const Payload &p, uint64_t timeout_ms, Cancel *cancel) {
-    Impl &n = *impl_;
-    const Call call(n, addr, name, timeout_ms, cancel);
-    const Address &a = call.addr;
-    const Waker &w = call.w;
-    const Deadline &d = call.d;
+namespace {
+// A push ready to write: its control frame and segments, and what they point into.
+struct PreparedPush {
     Outgoing out;
     std::unique_ptr<Plan> plan;
+    int own_fd = -1;  // a memfd made for the Unix fast path
+    PreparedPush() = default;
+    PreparedPush(const PreparedPush &) = delete;
+    PreparedPush &operator=(const PreparedPush &) = delete;
+    ~PreparedPush() {
+        if (own_fd >= 0) ::close(own_fd);
+    }
+};
+
+void prepare_push(PreparedPush &pp, const Address &a, const std::string &name, const Payload &p, const NodeOptions &o) {
+    Outgoing &out = pp.out;
     Control c;
     c.op = Op::kPush;
     c.name = name;
     if (p.value) {
-        plan.reset(new Plan(EncodeOptions{}, false));
-        plan->add(*p.value);
-        out.iov = plan->iovecs();
-        c.length = plan->size();
+        pp.plan.reset(new Plan(EncodeOptions{}, false));
+        pp.plan->add(*p.value);
+        out.iov = pp.plan->iovecs();
+        c.length = pp.plan->size();
     } else if (p.fd < 0) {
         c.length = p.len;
         out.iov.push_back({const_cast<uint8_t *>(p.packet), p.len});
     } else {
         c.length = p.len;
     }
-    int own_fd = -1;
-    struct CloseFd {
-        int &fd;
-        ~CloseFd() {
-            if (fd >= 0) ::close(fd);
-        }
-    } close_fd{own_fd};
-    const bool unix_fd = a.scheme == Address::kUnix && !n.opts.no_fd_passing;
+    const bool unix_fd = a.scheme == Address::kUnix && !o.no_fd_passing;
     if (p.fd >= 0 && unix_fd) {
         c.op = Op::kPushFd;
         c.offset = p.offset;
@@ -1271,21 +1278,144 @@ void Node::send(const std::string &addr, const std::string &name, const Payload 
         pread_all(p.fd, buf.get(), size_t(p.len), p.offset);
         out.iov.push_back({buf.get(), size_t(p.len)});
         out.keep = buf;
-    } else if (unix_fd && c.length >= n.opts.fd_passing_min_bytes) {
-        own_fd = packet_memfd(out.iov, c.length);
+    } else if (unix_fd && c.length >= o.fd_passing_min_bytes) {
+        pp.own_fd = packet_memfd(out.iov, c.length);
         out.iov.clear();
         c.op = Op::kPushFd;
-        out.pass_fd = own_fd;
+        out.pass_fd = pp.own_fd;
     }
     out.head = encode_control(c);
-    std::unique_ptr<Outbound> conn = n.checkout(a, w, d);
+}
+}  // namespace
+
+void Node::send(const std::string &addr, const std::string &name, const Payload &p, uint64_t timeout_ms, Cancel *cancel) {
+    Impl &n = *impl_;
+    const Call call(n, addr, name, timeout_ms, cancel);
+    PreparedPush pp;
+    prepare_push(pp, call.addr, name, p, n.opts);
+    std::unique_ptr<Outbound> conn = n.checkout(call.addr, call.w, call.d);
     try {
-        n.call(*conn, out, w, d);
+        n.call(*conn, pp.out, call.w, call.d);
     } catch (...) {
         n.discard(std::move(conn));
         throw;
     }
     n.checkin(std::move(conn));
+}
+
+// Pipelined pushes to one peer: one connection written by post, its acknowledgements read as
+// they come (and all of them by flush). The mutex orders posts and flushes to the peer.
+struct Node::Impl::PostStream {
+    std::mutex mu;
+    std::unique_ptr<Outbound> conn;
+    uint64_t unacked = 0;
+    int32_t first_status = 0;  // the first failure since the last flush
+    std::string first_message;
+    void note(int32_t st, const std::string &m) {
+        if (first_status == 0) {
+            first_status = st;
+            first_message = m;
+        }
+    }
+};
+
+namespace {
+// Reads acknowledgements: those readable now (block false), or at least one (block true).
+// A refusal is noted as the stream's failure; the connection stays in step.
+void read_acks(Node::Impl::PostStream &s, const NodeOptions &o, bool block, const Waker &w, const Deadline &d) {
+    Outbound &c = *s.conn;
+    while (s.unacked > 0) {
+        std::unique_ptr<View> v;
+        const Io r = c.reader.frame(c.sock, c.ctl, &v);
+        if (r == Io::kDone) {
+            const Control reply = parse_control(*v, o.max_name_bytes);
+            if (reply.op == Op::kError) s.note(reply.status, "the peer refused: " + reply.message);
+            else if (reply.op != Op::kOk) fail(TENSO_E_MALFORMED, "unexpected reply to a push");
+            --s.unacked;
+            block = false;
+            continue;
+        }
+        if (r == Io::kEof) fail(TENSO_E_CONNECTION, "the peer closed the connection");
+        if (!block) return;
+        w.wait(c.sock.fd, r == Io::kWantWrite ? POLLOUT : POLLIN, d);
+    }
+}
+}  // namespace
+
+std::shared_ptr<Node::Impl::PostStream> Node::Impl::post_stream(const Address &a) {
+    std::lock_guard<std::mutex> g(pool_mu);
+    auto &s = streams[a.key()];
+    if (!s) s = std::make_shared<PostStream>();
+    return s;
+}
+
+// Any failure on the stream's connection: the connection is dropped and the posts it still
+// owed an acknowledgement fail (flush reports it).
+template <class F>
+void Node::Impl::on_stream(PostStream &s, F &&f) {
+    try {
+        f();
+    } catch (const Error &e) {
+        if (s.unacked > 0) s.note(e.status(), e.what());
+        s.unacked = 0;
+        if (s.conn) discard(std::move(s.conn));
+        throw;
+    }
+}
+
+void Node::post(const std::string &addr, const std::string &name, const Payload &p, uint64_t timeout_ms, Cancel *cancel) {
+    Impl &n = *impl_;
+    const Call call(n, addr, name, timeout_ms, cancel);
+    PreparedPush pp;
+    prepare_push(pp, call.addr, name, p, n.opts);
+    const std::shared_ptr<Impl::PostStream> sp = n.post_stream(call.addr);
+    Impl::PostStream &s = *sp;
+    std::lock_guard<std::mutex> g(s.mu);
+    if (!s.conn) s.conn = n.checkout(call.addr, call.w, call.d);
+    n.on_stream(s, [&] {
+        // The bound on unacknowledged posts (the peer queues at most its max_queued of them).
+        const uint64_t bound = std::max<uint64_t>(1, n.opts.max_queued);
+        while (s.unacked >= bound) read_acks(s, n.opts, true, call.w, call.d);
+        Outgoing &out = pp.out;
+        out.start();
+        for (;;) {
+            const Io r = out.pump(s.conn->sock);
+            if (r == Io::kDone) break;
+            // The peer may be blocked writing acknowledgements we have not read: read them.
+            read_acks(s, n.opts, false, call.w, call.d);
+            call.w.wait(s.conn->sock.fd, r == Io::kWantRead ? POLLIN : (POLLOUT | POLLIN), call.d);
+        }
+        // Acknowledgements are read only when the socket or the bound makes us wait (no read
+        // syscall per post); unread, they wait in our receive buffer.
+        ++s.unacked;
+    });
+}
+
+void Node::flush(const std::string &addr, uint64_t timeout_ms, Cancel *cancel) {
+    Impl &n = *impl_;
+    const CallScope scope(n);
+    const Address a = parse_address(addr, false);
+    const Waker w{n.stop_fd, cancel};
+    const Deadline d = Deadline::in(effective(timeout_ms, n.opts));
+    w.check();
+    const std::shared_ptr<Impl::PostStream> sp = n.post_stream(a);
+    Impl::PostStream &s = *sp;
+    std::lock_guard<std::mutex> g(s.mu);
+    if (s.conn) {
+        try {
+            n.on_stream(s, [&] {
+                while (s.unacked > 0) read_acks(s, n.opts, true, w, d);
+            });
+        } catch (const Error &) {
+            // Reported below as the first failure among the posts.
+        }
+        if (s.conn) n.checkin(std::move(s.conn));
+    }
+    const int32_t st = s.first_status;
+    const std::string m = s.first_message;
+    s.first_status = 0;
+    s.first_message.clear();
+    if (st != 0) fail(st, m);
 }
 
 std::unique_ptr<View> Node::request(const std::string &addr, const std::string &name, uint64_t timeout_ms, Cancel *cancel) {
@@ -1351,22 +1481,29 @@ std::unique_ptr<Message> Node::receive(uint64_t timeout_ms, Cancel *cancel) {
 
 int Node::receive_fd() const { return impl_->recv_fd; }
 
-void Node::publish(const std::string &name, std::unique_ptr<Value> v, void (*release)(void *), void *user) {
-    auto p = std::make_shared<Published>();  // owns the value (and its release) from here, also on failure
-    p->release = release;
-    p->user = user;
-    p->value = std::move(v);
+void Node::publish(const std::string &name, std::unique_ptr<Value> &v, void (*release)(void *), void *user) {
     CallScope scope(*impl_);
     check_name(name, impl_->opts);
-    p->plan.reset(new Plan(EncodeOptions{}, false));
-    p->plan->add(*p->value);
-    p->iov = p->plan->iovecs();
-    p->size = p->plan->size();
-    std::shared_ptr<Published> old;
-    std::lock_guard<std::mutex> g(impl_->pub_mu);
-    auto &slot = impl_->published[name];
-    old = std::move(slot);  // released after the lock, once no send holds it
-    slot = std::move(p);
+    auto p = std::make_shared<Published>();
+    p->value = std::move(v);
+    std::shared_ptr<Published> old;  // released after the lock, once no send holds it
+    try {
+        p->plan.reset(new Plan(EncodeOptions{}, false));
+        p->plan->add(*p->value);
+        p->iov = p->plan->iovecs();
+        p->size = p->plan->size();
+        std::lock_guard<std::mutex> g(impl_->pub_mu);
+        auto &slot = impl_->published[name];
+        p->release = release;  // the node owns the value (and its release) from here
+        p->user = user;
+        old = std::move(slot);
+        slot = std::move(p);
+    } catch (...) {
+        // Not taken: the caller keeps the value, and release is not called.
+        p->plan.reset();
+        v = std::move(p->value);
+        throw;
+    }
 }
 
 bool Node::unpublish(const std::string &name) {

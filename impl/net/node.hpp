@@ -84,13 +84,20 @@ public:
     // timeout_ms as in net.h (0 = io_timeout_ms, UINT64_MAX = none).
     void send(const std::string &addr, const std::string &name, const Payload &p, uint64_t timeout_ms,
               Cancel *cancel);
+    // A pipelined push: returns once the packet is written to the peer's connection (the
+    // payload's memory is no longer used), without waiting for the acknowledgement.
+    void post(const std::string &addr, const std::string &name, const Payload &p, uint64_t timeout_ms,
+              Cancel *cancel);
+    // Waits for every post to addr to be acknowledged; throws the first failure among them.
+    void flush(const std::string &addr, uint64_t timeout_ms, Cancel *cancel);
     std::unique_ptr<View> request(const std::string &addr, const std::string &name, uint64_t timeout_ms,
                                   Cancel *cancel);
     // timeout_ms 0 = do not wait.
     std::unique_ptr<Message> receive(uint64_t timeout_ms, Cancel *cancel);
     int receive_fd() const;
 
-    void publish(const std::string &name, std::unique_ptr<Value> v, void (*release)(void *), void *user);
+    // Takes v (moves it out) only on success; on any failure v is left with the caller.
+    void publish(const std::string &name, std::unique_ptr<Value> &v, void (*release)(void *), void *user);
     bool unpublish(const std::string &name);
 
     NodeStats stats() const;

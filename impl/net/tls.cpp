@@ -75,6 +75,10 @@ SSL_CTX *make_ctx(bool server, EVP_PKEY *key, const std::vector<Cert> &chain, co
     SSL_CTX *c = SSL_CTX_new(server ? TLS_server_method() : TLS_client_method());
     if (!c) auth_fail("SSL_CTX_new");
     SSL_CTX_set_min_proto_version(c, TLS1_3_VERSION);
+    // AES-128-GCM first: AES-NI makes it the cheapest suite per byte (both sides list it first,
+    // so it is the one negotiated).
+    if (SSL_CTX_set_ciphersuites(c, "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256") != 1)
+        auth_fail("SSL_CTX_set_ciphersuites");
     SSL_CTX_set_mode(c, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
     SSL_CTX_set_verify(c, SSL_VERIFY_PEER | (server ? SSL_VERIFY_FAIL_IF_NO_PEER_CERT : 0), accept_all);
     SSL_CTX_set_session_cache_mode(c, SSL_SESS_CACHE_OFF);

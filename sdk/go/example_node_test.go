@@ -50,3 +50,40 @@ func ExampleNode() {
 	// weights [1 2 3]
 	// [7 8]
 }
+
+// Pipelined pushes: Post returns once written; Flush waits for every acknowledgement.
+func ExampleNode_Post() {
+	receiver, err := tenso.NewNode(tenso.NodeOptions{})
+	if err != nil {
+		panic(err)
+	}
+	defer receiver.Close()
+	sender, err := tenso.NewNode(tenso.NodeOptions{NoListen: true})
+	if err != nil {
+		panic(err)
+	}
+	defer sender.Close()
+	addr, _ := receiver.Addr()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for i := int64(0); i < 3; i++ {
+		if err := sender.Post(ctx, addr, "step", tenso.Vector([]int64{i})); err != nil {
+			panic(err)
+		}
+	}
+	if err := sender.Flush(ctx, addr); err != nil {
+		panic(err)
+	}
+	for i := 0; i < 3; i++ {
+		msg, err := receiver.Receive(ctx)
+		if err != nil {
+			panic(err)
+		}
+		v, _ := tenso.Values[int64](msg.Tensor)
+		fmt.Println(msg.Name, v)
+	}
+	// Output:
+	// step [0]
+	// step [1]
+	// step [2]
+}

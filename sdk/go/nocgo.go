@@ -240,6 +240,8 @@ func (n *Node) Send(ctx context.Context, addr, name string, t *Tensor) error    
 func (n *Node) SendPacket(ctx context.Context, addr, name string, p []byte) error { return errNoCgo }
 func (n *Node) Receive(ctx context.Context) (*Message, error)                     { return nil, errNoCgo }
 func (n *Node) Publish(name string, t *Tensor) error                              { return errNoCgo }
+func (n *Node) Post(ctx context.Context, addr, name string, t *Tensor) error      { return errNoCgo }
+func (n *Node) Flush(ctx context.Context, addr string) error                      { return errNoCgo }
 func (n *Node) Unpublish(name string) error                                       { return errNoCgo }
 func (n *Node) Request(ctx context.Context, addr, name string) (*Tensor, error)   { return nil, errNoCgo }
 func (n *Node) Stats() (NodeStats, error)                                         { return NodeStats{}, errNoCgo }

@@ -6,9 +6,15 @@ package tenso
 #include "tgo.h"
 
 // Node calls: each copies tenso_last_error() in the same cgo call (see tgo.h).
-static inline tgo_res tgo_node_send(tenso_node *n, const char *addr, const char *name, size_t name_len,
-                                    const tenso_value *v, uint64_t timeout_ms, tenso_cancel *c) {
-    return tgo_res_of(tenso_node_send(n, addr, name, name_len, v, timeout_ms, c), 0);
+// tenso_node_send, or tenso_node_post when post is set (the same arguments).
+static inline tgo_res tgo_node_push(tenso_node *n, const char *addr, const char *name, size_t name_len,
+                                    const tenso_value *v, uint64_t timeout_ms, tenso_cancel *c, int post) {
+    tenso_status st = post ? tenso_node_post(n, addr, name, name_len, v, timeout_ms, c)
+                           : tenso_node_send(n, addr, name, name_len, v, timeout_ms, c);
+    return tgo_res_of(st, 0);
+}
+static inline tgo_res tgo_node_flush(tenso_node *n, const char *addr, uint64_t timeout_ms, tenso_cancel *c) {
+    return tgo_res_of(tenso_node_flush(n, addr, timeout_ms, c), 0);
 }
 static inline tgo_res tgo_node_send_packet(tenso_node *n, const char *addr, const char *name, size_t name_len,
                                            const void *p, size_t len, uint64_t timeout_ms, tenso_cancel *c) {
@@ -48,13 +54,7 @@ static inline tgo_info tgo_node_request(tenso_node *n, const char *addr, const c
     return tgo_owned_view(st, v);
 }
 
-// The buffer the last release callback on this thread freed: a failed publish may or may not
-// have released the value already (it is freed either way), and must not free it twice.
-static _Thread_local void *tgo_released;
-static void tgo_free_user(void *p) {
-    tgo_released = p;
-    free(p);
-}
+static void tgo_free_user(void *p) { free(p); }
 
 // Publishes a copy of an encoded packet (Go memory cannot stay borrowed by C after the call),
 // in 64-byte aligned C memory that the node frees through the release callback.
@@ -70,10 +70,12 @@ static inline tgo_res tgo_node_publish_copy(tenso_node *n, const char *name, siz
         free(copy);
         return r;
     }
-    tgo_released = NULL;
     st = tenso_node_publish(n, name, name_len, v, tgo_free_user, copy);
     tgo_res r = tgo_res_of(st, 0);
-    if (st != TENSO_OK && tgo_released != copy) free(copy);
+    if (st != TENSO_OK) {  // not taken (net.h): the value and its copy are still ours
+        tenso_value_free(v);
+        free(copy);
+    }
     return r;
 }
 
@@ -383,7 +385,19 @@ func (n *Node) withPeer(op, addr string, fn func(p *C.tenso_node, caddr *C.char)
 // memory. Errors wrap ErrBadAddress, ErrConnection, ErrAuth, ErrTimeout, ErrCancelled,
 // ErrShutdown or ErrLimit (the peer refused the size).
 func (n *Node) Send(ctx context.Context, addr, name string, t *Tensor) error {
-	const op = "Node.Send"
+	return n.push(ctx, "Node.Send", addr, name, t, 0)
+}
+
+// Post is a pipelined Send: it returns once t is written to the connection to addr, without
+// waiting for the peer's acknowledgement (t's memory is not used after it returns). Posts to
+// one peer arrive in order; Flush waits for them and returns the first failure among them.
+// Post blocks while the node's MaxQueued posts to addr are unacknowledged.
+func (n *Node) Post(ctx context.Context, addr, name string, t *Tensor) error {
+	return n.push(ctx, "Node.Post", addr, name, t, 1)
+}
+
+// push is Send (post 0) and Post (post 1).
+func (n *Node) push(ctx context.Context, op, addr, name string, t *Tensor, post C.int) error {
 	if err := precheck(t, op); err != nil {
 		return err
 	}
@@ -396,11 +410,22 @@ func (n *Node) Send(ctx context.Context, addr, name string, t *Tensor) error {
 		}
 		nm, nl := cname(name)
 		err = call(ctx, op, 0, func(ms C.uint64_t, tok *C.tenso_cancel) C.tgo_res {
-			return C.tgo_node_send(p, caddr, nm, nl, v, ms, tok)
+			return C.tgo_node_push(p, caddr, nm, nl, v, ms, tok, post)
 		})
 		runtime.KeepAlive(name)
 		runtime.KeepAlive(t)
 		return err
+	})
+}
+
+// Flush waits until every Post to addr is acknowledged and returns the first failure among the
+// posts since the previous Flush (ErrLimit when the peer refused one's size, for example).
+func (n *Node) Flush(ctx context.Context, addr string) error {
+	const op = "Node.Flush"
+	return n.withPeer(op, addr, func(p *C.tenso_node, caddr *C.char) error {
+		return call(ctx, op, 0, func(ms C.uint64_t, tok *C.tenso_cancel) C.tgo_res {
+			return C.tgo_node_flush(p, caddr, ms, tok)
+		})
 	})
 }
 

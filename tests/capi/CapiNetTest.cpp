@@ -267,6 +267,9 @@ class CapiNetTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(testBackpressure);
     CPPUNIT_TEST(testDescriptorPassing);
     CPPUNIT_TEST(testReceiveFdAndBundle);
+    CPPUNIT_TEST(testPostOrderedAndBounded);
+    CPPUNIT_TEST(testPostRefusalSurfacedByFlush);
+    CPPUNIT_TEST(testShutdownFailsPendingFlush);
     CPPUNIT_TEST_SUITE_END();
 
 public:
@@ -544,8 +547,21 @@ public:
         tenso_node_message *m = nullptr;
         TENSO_CHECK_STATUS(TENSO_E_SHUTDOWN, tenso_node_receive(&m, a.get(), 0, nullptr));
         std::atomic<int> rel{0};
-        TENSO_CHECK_STATUS(TENSO_E_SHUTDOWN, tenso_node_publish(a.get(), "x", 1, f.value().release(), count_release, &rel));
-        CPPUNIT_ASSERT_EQUAL(1, rel.load());  // the node owned it, and released it
+        // A failed publish does not take the value: the caller still owns it, release is not called.
+        ValuePtr pv = f.value();
+        TENSO_CHECK_STATUS(TENSO_E_SHUTDOWN, tenso_node_publish(a.get(), "x", 1, pv.get(), count_release, &rel));
+        NodePtr live = make_node();
+        TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, tenso_node_publish(live.get(), "", 0, pv.get(), count_release, &rel));
+        CPPUNIT_ASSERT_EQUAL(0, rel.load());
+        TENSO_CHECK_OK(tenso_node_publish(live.get(), "x", 1, pv.release(), count_release, &rel));
+        tenso_view *got_v = nullptr;
+        NodePtr puller = make_node(nullptr, TENSO_NODE_NO_LISTEN);
+        const std::string live_addr = addr_of(live.get());
+        TENSO_CHECK_OK(tenso_node_request(&got_v, puller.get(), live_addr.c_str(), "x", 1, 0, nullptr));
+        ViewPtr got_hold(got_v);
+        f.check(got_v);
+        live.reset();
+        CPPUNIT_ASSERT_EQUAL(1, rel.load());
         // A node shut down mid-call: the peer's queue is full, the pending send fails.
         tenso_node_options o = opts_for(nullptr);
         o.max_queued = 1;
@@ -728,6 +744,89 @@ public:
         TENSO_CHECK_STATUS(TENSO_E_LIMIT, send(a.get(), addr_of(b.get()), "big", Floats(64, 64, 0.0f)));
         TENSO_CHECK_OK(send(a.get(), addr_of(b.get()), "small", Floats(4, 4, 0.0f)));
         CPPUNIT_ASSERT_EQUAL(std::string("small"), name_of(receive(b.get()).get()));
+    }
+
+    // Pipelined posts over TLS arrive in order; the receiver's queue never holds more than its
+    // bound; the caller reuses its buffer right after each post.
+    void testPostOrderedAndBounded() {
+        tenso_node_options o = opts_for(nullptr);
+        o.max_queued = 8;
+        NodePtr b = make_node(o);
+        tenso_node_options ao = opts_for(nullptr, TENSO_NODE_NO_LISTEN);
+        ao.max_queued = 16;
+        NodePtr a = make_node(ao);
+        const std::string addr = addr_of(b.get());
+        const int kCount = 3000;
+        uint32_t most = 0;
+        std::thread rx([&] {
+            for (int i = 0; i < kCount; ++i) {
+                most = std::max(most, stats_of(b.get()).queued);
+                MsgPtr m = receive(b.get());
+                CPPUNIT_ASSERT_EQUAL(std::to_string(i), name_of(m.get()));
+                CPPUNIT_ASSERT_EQUAL(float(i), static_cast<const float *>(tenso_view_data(tenso_node_message_view(m.get())))[0]);
+            }
+        });
+        std::vector<float> x(256);
+        uint64_t shape[1] = {256};
+        for (int i = 0; i < kCount; ++i) {
+            x[0] = float(i);
+            tenso_tensor t{x.data(), 1024, shape, 1, TENSO_DTYPE_FLOAT32};
+            tenso_value *v = nullptr;
+            TENSO_CHECK_OK(tenso_value_new_tensor(&v, &t));
+            ValuePtr hold(v);
+            const std::string n = std::to_string(i);
+            TENSO_CHECK_OK(tenso_node_post(a.get(), addr.c_str(), n.data(), n.size(), v, 0, nullptr));
+            x[0] = -1.0f;  // the post no longer reads it
+        }
+        TENSO_CHECK_OK(tenso_node_flush(a.get(), addr.c_str(), 0, nullptr));
+        rx.join();
+        CPPUNIT_ASSERT(most <= 8u);
+        const tenso_node_stats s = stats_of(a.get());
+        CPPUNIT_ASSERT_EQUAL(uint64_t(1), s.connections_opened);
+        CPPUNIT_ASSERT_EQUAL(1u, s.pool_size);  // checked back in by the flush
+    }
+
+    // A refused post does not stop the ones after it; flush returns the refusal once.
+    void testPostRefusalSurfacedByFlush() {
+        tenso_node_options o = opts_for("tcp://127.0.0.1:0", TENSO_NODE_ALLOW_PLAINTEXT);
+        o.max_packet_bytes = 4096;
+        NodePtr b = make_node(o);
+        NodePtr a = make_node(nullptr, TENSO_NODE_ALLOW_PLAINTEXT | TENSO_NODE_NO_LISTEN);
+        const std::string addr = addr_of(b.get());
+        const Floats small(4, 4, 1.0f), big(64, 64, 2.0f);
+        ValuePtr vs = small.value(), vb = big.value();
+        TENSO_CHECK_OK(tenso_node_post(a.get(), addr.c_str(), "s1", 2, vs.get(), 0, nullptr));
+        TENSO_CHECK_OK(tenso_node_post(a.get(), addr.c_str(), "big", 3, vb.get(), 0, nullptr));
+        TENSO_CHECK_OK(tenso_node_post(a.get(), addr.c_str(), "s2", 2, vs.get(), 0, nullptr));
+        TENSO_CHECK_STATUS(TENSO_E_LIMIT, tenso_node_flush(a.get(), addr.c_str(), 0, nullptr));
+        TENSO_CHECK_OK(tenso_node_flush(a.get(), addr.c_str(), 0, nullptr));
+        MsgPtr m1 = receive(b.get()), m2 = receive(b.get());
+        CPPUNIT_ASSERT_EQUAL(std::string("s1"), name_of(m1.get()));
+        CPPUNIT_ASSERT_EQUAL(std::string("s2"), name_of(m2.get()));
+        small.check(tenso_node_message_view(m2.get()));
+        CPPUNIT_ASSERT_EQUAL(uint64_t(1), stats_of(a.get()).connections_opened);
+        TENSO_CHECK_STATUS(TENSO_E_BAD_ADDRESS, tenso_node_flush(a.get(), "nope://x", 0, nullptr));
+    }
+
+    // Posts the peer does not acknowledge (its queue is full) are failed by shutdown: the
+    // waiting flush returns TENSO_E_SHUTDOWN, as do later posts.
+    void testShutdownFailsPendingFlush() {
+        tenso_node_options o = opts_for(nullptr);
+        o.max_queued = 1;
+        NodePtr b = make_node(o), a = make_node(nullptr, TENSO_NODE_NO_LISTEN);
+        const std::string addr = addr_of(b.get());
+        const Floats f(4, 4, 0.0f);
+        ValuePtr v = f.value();
+        for (const char *name : {"1", "2", "3"})
+            TENSO_CHECK_OK(tenso_node_post(a.get(), addr.c_str(), name, 1, v.get(), 0, nullptr));
+        tenso_status flushed = TENSO_OK;
+        std::thread t([&] { flushed = tenso_node_flush(a.get(), addr.c_str(), UINT64_MAX, nullptr); });
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        tenso_node_shutdown(a.get());
+        t.join();
+        CPPUNIT_ASSERT_EQUAL(tenso_status(TENSO_E_SHUTDOWN), flushed);  // its message is on the other thread
+        TENSO_CHECK_STATUS(TENSO_E_SHUTDOWN, tenso_node_post(a.get(), addr.c_str(), "4", 1, v.get(), 0, nullptr));
+        CPPUNIT_ASSERT_EQUAL(std::string("1"), name_of(receive(b.get()).get()));
     }
 
     void testTlsWrongFingerprint() {

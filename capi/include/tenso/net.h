@@ -128,6 +128,27 @@ TENSO_API tenso_status tenso_node_id(char buf[65], const tenso_node *n);
 TENSO_API tenso_status tenso_node_send(tenso_node *n, const char *addr, const char *name, size_t name_len,
                                        const tenso_value *v, uint64_t timeout_ms, tenso_cancel *cancel);
 
+/** A pipelined push: as tenso_node_send, but returns once the whole packet is written to the
+ *  peer's connection, without waiting for its acknowledgement. The calling thread writes
+ *  (vectored, straight from the value's memory); when post returns the value's memory is no
+ *  longer used, so the caller may change or free it at once. Posts to one peer travel on one
+ *  connection in call order and are received in that order. Backpressure: the socket's, and a
+ *  bound of max_queued (this node's option) unacknowledged posts per peer, beyond which post
+ *  waits for acknowledgements. A failed post returns its status; the peer's refusal of an
+ *  earlier post (e.g. TENSO_E_LIMIT) is returned by tenso_node_flush. After a connection
+ *  failure the posts still unacknowledged on it fail (flush returns the failure).
+ *  @return the statuses of tenso_node_send.
+ *  @since 1.4 */
+TENSO_API tenso_status tenso_node_post(tenso_node *n, const char *addr, const char *name, size_t name_len,
+                                       const tenso_value *v, uint64_t timeout_ms, tenso_cancel *cancel);
+
+/** Waits until every tenso_node_post to `addr` (the same address text) is acknowledged, then
+ *  returns the first failure among the posts since the previous flush (and forgets it), or
+ *  TENSO_OK. When the wait ends early (TENSO_E_TIMEOUT, TENSO_E_CANCELLED, TENSO_E_SHUTDOWN)
+ *  the connection is closed and the posts still unacknowledged fail with that status.
+ *  @since 1.4 */
+TENSO_API tenso_status tenso_node_flush(tenso_node *n, const char *addr, uint64_t timeout_ms, tenso_cancel *cancel);
+
 /** As tenso_node_send, for a packet the caller already encoded (`len` bytes, checked with
  *  tenso_packet_length before anything is sent). */
 TENSO_API tenso_status tenso_node_send_packet(tenso_node *n, const char *addr, const char *name,
@@ -171,9 +192,12 @@ TENSO_API void tenso_node_message_free(tenso_node_message *m);
  *  node freed, after any send of it in progress has finished). May be NULL. */
 typedef void (*tenso_node_release_fn)(void *user);
 
-/** Publishes `v` under `name`, replacing any value of that name. The node takes ownership of
- *  the value (it frees it) and sends it straight from its memory; memory the value borrows must
- *  stay valid until `release` is called. */
+/** Publishes `v` under `name`, replacing any value of that name. On TENSO_OK the node takes
+ *  ownership of the value (it frees it) and sends it straight from its memory; memory the value
+ *  borrows must stay valid until `release` is called. On any failure (TENSO_E_SHUTDOWN,
+ *  TENSO_E_INVALID_ARGUMENT for a bad name, TENSO_E_NO_MEMORY, ...) the node does not take the value:
+ *  the caller still owns `v` (and frees it), and `release` is not called.
+ *  (Until 1.4's fix-up a failure took the value; the rule is now the one above.) @since 1.4 */
 TENSO_API tenso_status tenso_node_publish(tenso_node *n, const char *name, size_t name_len, tenso_value *v,
                                           tenso_node_release_fn release, void *user);
 

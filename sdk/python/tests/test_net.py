@@ -196,6 +196,37 @@ def test_rapid_fire_in_order_one_connection():
     run(main())
 
 
+def test_post_pipelined_in_order_and_flush_reports_refusal():
+    async def main():
+        async with TensorNode(max_packet_bytes=4096) as rx, TensorNode(listen_enabled=False) as tx:
+            addr = await rx.get_node_addr()
+            buf = np.zeros(4, np.int64)
+            for i in range(300):
+                buf[0] = i
+                await tx.post_tensor(addr, "t", buf)
+            tx.post_tensor_sync(addr, "big", np.zeros(4096, np.int64))  # refused by the peer
+            tx.post_tensor_sync(addr, "t", np.array([300, 0, 0, 0], np.int64))
+            with pytest.raises(TensoError) as e:
+                await tx.flush(addr)
+            assert e.value.status == -13  # TENSO_E_LIMIT
+            tx.flush_sync(addr)  # reported once
+            got = [int((await rx.receive_tensor(timeout=30))[1][0]) for _ in range(301)]
+            assert got == list(range(301))
+            assert tx.stats()["connections_opened"] == 1
+
+    run(main())
+
+
+def test_failed_publish_leaves_value_with_caller():
+    with TensorNode() as node:
+        a = np.arange(8, dtype=np.float32)
+        with pytest.raises(TensoError):
+            node.publish("", a)
+        node.publish("a", a)
+        with TensorNode(listen_enabled=False) as peer:
+            assert_same(peer.request_tensor_sync(node.get_node_addr_sync(), "a"), a)
+
+
 # ---- 5. large tensor ---------------------------------------------------------------------------
 
 

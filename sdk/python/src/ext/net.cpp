@@ -149,6 +149,18 @@ public:
 
     // Sends `value` (a tenso._tenso.Value, kept alive by the caller for the call).
     void send(const std::string &addr, py::handle name, const Value &value, py::handle timeout, py::handle cancel) {
+        push(tenso_node_send, addr, name, value, timeout, cancel);
+    }
+
+    // A pipelined push (tenso_node_post): returns once written; the value may change afterwards.
+    void post(const std::string &addr, py::handle name, const Value &value, py::handle timeout, py::handle cancel) {
+        push(tenso_node_post, addr, name, value, timeout, cancel);
+    }
+
+    using PushFn = tenso_status (*)(tenso_node *, const char *, const char *, size_t, const tenso_value *, uint64_t,
+                                    tenso_cancel *);
+    void push(PushFn fn, const std::string &addr, py::handle name, const Value &value, py::handle timeout,
+              py::handle cancel) {
         bury_published();
         NameArg nm(name);
         const uint64_t ms = timeout_ms(timeout, 0);
@@ -157,7 +169,20 @@ public:
         tenso_status st;
         {
             py::gil_scoped_release nogil;
-            st = tenso_node_send(n.get(), addr.c_str(), nm.bytes.data(), nm.bytes.size(), value.get(), ms, c);
+            st = fn(n.get(), addr.c_str(), nm.bytes.data(), nm.bytes.size(), value.get(), ms, c);
+        }
+        check(st);
+    }
+
+    // Waits for every post to addr to be acknowledged (tenso_node_flush); raises the first failure.
+    void flush(const std::string &addr, py::handle timeout, py::handle cancel) {
+        const uint64_t ms = timeout_ms(timeout, 0);
+        tenso_cancel *c = cancel_of(cancel);
+        auto n = h_->lease();
+        tenso_status st;
+        {
+            py::gil_scoped_release nogil;
+            st = tenso_node_flush(n.get(), addr.c_str(), ms, c);
         }
         check(st);
     }
@@ -226,17 +251,14 @@ public:
             py::gil_scoped_release nogil;  // may wait for a send of the value it replaces
             st = tenso_node_publish(n.get(), nm.bytes.data(), nm.bytes.size(), raw, park_published, kept.get());
         }
-        // The node calls park_published with it once done; a failed publish may or may not
-        // have called it already (the value is freed either way), so free it only if not.
-        Value *k = kept.release();
         if (st != TENSO_OK) {
-            bool parked;
-            {
-                std::lock_guard<std::mutex> lock(g_graveyard_mu);
-                parked = std::find(g_graveyard.begin(), g_graveyard.end(), k) != g_graveyard.end();
-            }
-            if (!parked) delete k;
+            // Not taken (net.h): the value and what it borrows stay with the caller.
+            value.value.reset(raw);
+            value.keep = std::move(kept->keep);
+            value.buffers = std::move(kept->buffers);
+            check(st);
         }
+        kept.release();  // the node gives it back through park_published
         bury_published();
         check(st);
     }
@@ -335,6 +357,9 @@ void init_net(py::module_ &m) {
         .def("id", &Node::id)
         .def("send", &Node::send, py::arg("addr"), py::arg("name"), py::arg("value"), py::arg("timeout") = py::none(),
              py::arg("cancel") = py::none())
+        .def("post", &Node::post, py::arg("addr"), py::arg("name"), py::arg("value"), py::arg("timeout") = py::none(),
+             py::arg("cancel") = py::none())
+        .def("flush", &Node::flush, py::arg("addr"), py::arg("timeout") = py::none(), py::arg("cancel") = py::none())
         .def("send_packet", &Node::send_packet, py::arg("addr"), py::arg("name"), py::arg("packet"),
              py::arg("timeout") = py::none(), py::arg("cancel") = py::none())
         .def("receive", &Node::receive, py::arg("timeout") = py::none(), py::arg("cancel") = py::none())

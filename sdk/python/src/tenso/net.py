@@ -197,6 +197,33 @@ class TensorNode:
         v = _to_value(value, strict)
         await self._cancellable(lambda c: node.send(addr, name, v, timeout, c))
 
+    def post_tensor_sync(
+        self, addr: str, name: str, value: Any, timeout: Optional[float] = None, *, strict: bool = False
+    ) -> None:
+        """A pipelined push: returns once ``value`` is written to the connection to ``addr``,
+        without waiting for the peer's acknowledgement (``value`` may change afterwards). Posts
+        to one peer arrive in order; :meth:`flush_sync` waits for them and raises the first
+        failure among them. Blocks when too many are unacknowledged (the node's max_queued)."""
+        self._started().post(addr, name, _to_value(value, strict), timeout)
+
+    async def post_tensor(
+        self, addr: str, name: str, value: Any, timeout: Optional[float] = None, *, strict: bool = False
+    ) -> None:
+        """Coroutine form of :meth:`post_tensor_sync`."""
+        node = self._started()
+        v = _to_value(value, strict)
+        await self._cancellable(lambda c: node.post(addr, name, v, timeout, c))
+
+    def flush_sync(self, addr: str, timeout: Optional[float] = None) -> None:
+        """Waits until every post to ``addr`` is acknowledged; raises the first failure among
+        the posts since the previous flush."""
+        self._started().flush(addr, timeout)
+
+    async def flush(self, addr: str, timeout: Optional[float] = None) -> None:
+        """Coroutine form of :meth:`flush_sync`; cancelling it cancels the wait."""
+        node = self._started()
+        await self._cancellable(lambda c: node.flush(addr, timeout, c))
+
     def receive_tensor_with_sender_sync(self, timeout: Optional[float] = -1.0) -> Optional[Tuple[str, str, Any]]:
         """As :meth:`receive_tensor_sync`, with the sender: ``(name, sender, value)``. The sender
         is the peer's key fingerprint over TLS, else its connection's address."""

@@ -1166,6 +1166,21 @@ extern "C" {
         timeout_ms: u64,
         cancel: *mut tenso_cancel,
     ) -> tenso_status;
+    pub fn tenso_node_post(
+        n: *mut tenso_node,
+        addr: *const c_char,
+        name: *const c_char,
+        name_len: usize,
+        v: *const tenso_value,
+        timeout_ms: u64,
+        cancel: *mut tenso_cancel,
+    ) -> tenso_status;
+    pub fn tenso_node_flush(
+        n: *mut tenso_node,
+        addr: *const c_char,
+        timeout_ms: u64,
+        cancel: *mut tenso_cancel,
+    ) -> tenso_status;
     pub fn tenso_node_send_packet(
         n: *mut tenso_node,
         addr: *const c_char,

@@ -13,6 +13,17 @@ use crate::io::Packet;
 use crate::options::Options;
 use crate::value::with_value;
 
+/// tenso_node_send and tenso_node_post.
+type PushFn = unsafe extern "C" fn(
+    *mut sys::tenso_node,
+    *const c_char,
+    *const c_char,
+    usize,
+    *const sys::tenso_value,
+    u64,
+    *mut sys::tenso_cancel,
+) -> sys::tenso_status;
+
 /// How a [`Node`] starts; `Default` is libtenso's defaults: a TLS 1.3 listener on 127.0.0.1
 /// (a free port) with an ephemeral key, accepting any dialer that proves a key.
 #[derive(Debug, Clone, Default)]
@@ -294,23 +305,62 @@ impl Node {
         timeout: Option<Duration>,
         cancel: Option<&CancelToken>,
     ) -> Result<()> {
+        self.push(sys::tenso_node_send, addr, name, value, timeout, cancel)
+    }
+
+    /// [`send`](Self::send) or [`post`](Self::post): the same arguments.
+    fn push<'a, E: Encode<'a> + ?Sized>(
+        &self,
+        f: PushFn,
+        addr: &str,
+        name: &str,
+        value: &E,
+        timeout: Option<Duration>,
+        cancel: Option<&CancelToken>,
+    ) -> Result<()> {
         let a = c_name(addr, "address")?;
         let ms = timeout.map_or(0, millis);
         let st = with_value(value, |v| {
             // SAFETY: v and the name live for the call.
-            unsafe {
-                sys::tenso_node_send(
-                    self.ptr(),
-                    a.as_ptr(),
-                    name.as_ptr().cast(),
-                    name.len(),
-                    v,
-                    ms,
-                    cancel_ptr(cancel),
-                )
-            }
+            unsafe { f(self.ptr(), a.as_ptr(), name.as_ptr().cast(), name.len(), v, ms, cancel_ptr(cancel)) }
         })?;
         check(st)
+    }
+
+    /// A pipelined [`send`](Self::send): returns once `value` is written to the connection to
+    /// `addr`, without waiting for the peer's acknowledgement (its memory is not used after the
+    /// call). Posts to one peer arrive in order; [`flush`](Self::flush) waits for them and
+    /// returns the first failure among them. Blocks while the node's `max_queued` posts to
+    /// `addr` are unacknowledged.
+    ///
+    /// ```
+    /// use tenso::{Node, NodeOptions, Tensor};
+    /// let rx = Node::new(&NodeOptions::default())?;
+    /// let tx = Node::new(&NodeOptions { no_listen: true, ..Default::default() })?;
+    /// let addr = rx.addr()?;
+    /// for i in 0..3i64 {
+    ///     tx.post(&addr, "step", &Tensor::from_slice(&[i]), None)?;
+    /// }
+    /// tx.flush(&addr, None)?;
+    /// assert_eq!(rx.receive(None)?.unwrap().name, "step");
+    /// # Ok::<(), tenso::Error>(())
+    /// ```
+    pub fn post<'a, E: Encode<'a> + ?Sized>(
+        &self,
+        addr: &str,
+        name: &str,
+        value: &E,
+        timeout: Option<Duration>,
+    ) -> Result<()> {
+        self.push(sys::tenso_node_post, addr, name, value, timeout, None)
+    }
+
+    /// Waits until every [`post`](Self::post) to `addr` is acknowledged; returns the first
+    /// failure among the posts since the previous flush (e.g. [`ErrorKind::Limit`]).
+    pub fn flush(&self, addr: &str, timeout: Option<Duration>) -> Result<()> {
+        let a = c_name(addr, "address")?;
+        // SAFETY: live node; the address lives for the call.
+        check(unsafe { sys::tenso_node_flush(self.ptr(), a.as_ptr(), timeout.map_or(0, millis), ptr::null_mut()) })
     }
 
     /// Sends an encoded packet (checked by libtenso before anything is sent) under `name`.
@@ -388,11 +438,10 @@ impl Node {
         let mut v = ptr::null_mut();
         // SAFETY: the packet's bytes stay alive in the box until drop_buffer.
         check(unsafe { sys::tenso_value_new_packet(&mut v, packet.as_ptr().cast(), packet.len()) })?;
-        // One reference for the node (dropped by drop_buffer), one kept here: a failed publish
-        // may or may not have released the value already (the value is freed either way).
-        let mine = Arc::new(packet);
-        let user = Arc::into_raw(Arc::clone(&mine));
-        // SAFETY: the node owns `v` from here and calls drop_buffer(user) once it is done.
+        // One reference for the node, dropped by drop_buffer once it is done with the value.
+        let user = Arc::into_raw(Arc::new(packet));
+        // SAFETY: on success the node owns `v` and calls drop_buffer(user) once; on failure it
+        // takes neither (net.h).
         let st = unsafe {
             sys::tenso_node_publish(
                 self.ptr(),
@@ -403,8 +452,10 @@ impl Node {
                 user as *mut c_void,
             )
         };
-        if st != sys::TENSO_OK && Arc::strong_count(&mine) == 2 {
-            // SAFETY: not released: the node's reference is still ours to drop.
+        if st != sys::TENSO_OK {
+            // SAFETY: not taken: the value and the node's reference are still ours; the value
+            // borrows the packet, so it goes first.
+            unsafe { sys::tenso_value_free(v) };
             drop(unsafe { Arc::from_raw(user) });
         }
         check(st)
