@@ -21,6 +21,8 @@
 # ~/.cargo/bin), TENSO_SDK_STAGE / TENSO_SDK_BUILD to move the stage / build directory.
 # Exit status: non-zero when any step fails.
 set -euo pipefail
+# rustc probes read a program from stdin: never let them see the caller's terminal or pipe.
+exec </dev/null
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"

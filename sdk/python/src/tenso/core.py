@@ -312,6 +312,14 @@ def _read_some(source: Any, view: memoryview) -> int:
     return n
 
 
+def _ended_inside_packet(decoder: Any, got: int) -> None:
+    """The stream ended after `got` bytes of a packet: raises the decoder's TensoTruncatedError
+    (an EOFError), which libtenso words as upstream does ("Stream ended during header read.
+    Expected 8 bytes, got 3"). `got` is kept for callers that count what they fed."""
+    del got
+    decoder.finish()
+
+
 def _read_with(source: Any, decoder: Any) -> Optional[Any]:
     """One packet from any readable object: each read goes straight into the memory the decoder
     names (exactly what it still needs, so nothing past the packet is read)."""
