@@ -97,8 +97,15 @@ SSL_CTX *make_ctx(bool server, EVP_PKEY *key, const std::vector<Cert> &chain, co
         X509_free(chain[i].get());
     }
     if (!ca_pem.empty()) {
+        std::vector<Cert> cas;
+        try {
+            cas = read_certs(ca_pem, "ca_pem");
+        } catch (...) {
+            SSL_CTX_free(c);  // an unparsable CA must not leak the context built so far
+            throw;
+        }
         X509_STORE *st = SSL_CTX_get_cert_store(c);
-        for (const Cert &ca : read_certs(ca_pem, "ca_pem")) X509_STORE_add_cert(st, ca.get());
+        for (const Cert &ca : cas) X509_STORE_add_cert(st, ca.get());
     }
     return c;
 }
