@@ -292,10 +292,10 @@ tenso_status h_event_record(void *event, void *stream, char *msg, size_t cap) {
         gen = ++e->recorded;
     }
     return enqueue(stream, [e, gen](std::string *) {
-        {
-            std::lock_guard<std::mutex> lock(e->mu);
-            e->reached = std::max(e->reached, gen);
-        }
+        // Notify under the lock: a waiter that sees `reached` may destroy the event at once, so
+        // the worker must not touch it after unlocking (TSan: notify racing the destructor).
+        std::lock_guard<std::mutex> lock(e->mu);
+        e->reached = std::max(e->reached, gen);
         e->cv.notify_all();
         return TENSO_OK;
     }, msg, cap);
