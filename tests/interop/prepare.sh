@@ -4,6 +4,10 @@
 # holds the lock shared (fd 9) while the caller runs (libdir, PKG_CONFIG_PATH). Expects repo,
 # stage, build, lock, jobs and log() from the caller.
 
+# cargo's rustc probe parses its inherited stdin as a program: an empty pipe, never /dev/null
+# (see sdk/rust/run-tests.sh).
+exec < <(:)
+
 # ---- toolchains
 export PATH="$PATH:${CARGO_HOME:-${HOME:-/root}/.cargo}/bin:/root/.cargo/bin:/usr/local/go/bin"
 gobin="${GO:-$(command -v go || true)}"
