@@ -517,6 +517,12 @@ struct Node::Impl : std::enable_shared_from_this<Node::Impl> {
     std::deque<std::unique_ptr<Message>> queue;
     uint64_t queued_bytes = 0;
     std::deque<std::weak_ptr<Inbound>> parked;  // pushes waiting for queue room
+    // recv_fd is written once per batch of pushes, not once per push: enqueue notes that the
+    // queue became non-empty (wake_pending), the connection's step calls wake() when it stops.
+    // `signalled` (under q_mu): recv_fd holds a count, cleared when the queue empties.
+    bool signalled = false;
+    std::atomic<bool> wake_pending{false};
+    void wake();
 
     // published values
     std::mutex pub_mu;
@@ -533,6 +539,9 @@ struct Node::Impl : std::enable_shared_from_this<Node::Impl> {
     struct PostStream;
     std::map<std::string, std::shared_ptr<PostStream>> streams;
     std::shared_ptr<PostStream> post_stream(const Address &a);
+    // The same by the address text, parsed once.
+    std::map<std::string, std::shared_ptr<PostStream>> stream_of_text;
+    std::shared_ptr<PostStream> post_stream(const std::string &text);
     void stop_streams();
     template <class F>
     void on_stream(PostStream &s, F &&f);
@@ -632,6 +641,7 @@ private:
     // The `ok` for the pushes acknowledged by none yet (empty when there are none).
     std::vector<uint8_t> take_acks() {
         if (acks_ == 0) return {};
+        n_.wake();  // what it reports queued is announced first
         Control ok;
         ok.op = Op::kOk;
         ok.length = acks_;
@@ -749,6 +759,11 @@ private:
     }
     // Runs the state machine until it must wait.
     void step() {
+        // However it stops, the receivers hear of the pushes it queued (once for all of them).
+        struct Wake {
+            Node::Impl &n;
+            ~Wake() { n.wake(); }
+        } wake{n_};
         try {
             for (;;) {
                 Io io = Io::kDone;
@@ -1001,11 +1016,17 @@ bool Node::Impl::enqueue(std::unique_ptr<Message> &m, const std::shared_ptr<Inbo
     }
     queued_bytes += m->bytes;
     queue.push_back(std::move(m));
-    if (queue.size() == 1) {
-        const uint64_t one = 1;
-        (void)!::write(recv_fd, &one, sizeof one);
-    }
+    if (!signalled) wake_pending.store(true, std::memory_order_relaxed);
     return true;
+}
+
+void Node::Impl::wake() {
+    if (!wake_pending.exchange(false)) return;
+    std::lock_guard<std::mutex> g(q_mu);
+    if (queue.empty() || signalled) return;
+    const uint64_t one = 1;
+    (void)!::write(recv_fd, &one, sizeof one);
+    signalled = true;
 }
 
 void Node::Impl::stop() {
@@ -1361,6 +1382,7 @@ void Node::send(const std::string &addr, const std::string &name, const Payload 
 struct Node::Impl::PostStream {
     static constexpr size_t kSmallPost = 16 * 1024;
     static constexpr size_t kPostBuffer = 128 * 1024;
+    Address addr;  // set once, when made
     std::mutex mu;
     std::unique_ptr<Outbound> conn;
     // Posts on `conn`, counted from its checkout: made, whole on the wire, answered. The peer
@@ -1372,6 +1394,24 @@ struct Node::Impl::PostStream {
     size_t ends_at = 0;        // posts of buf whole on the wire
     int32_t first_status = 0;  // the first failure since the last flush
     std::string first_message;
+    // Reused from post to post: the plan of a small value, and the control frame of the last
+    // (name, length), which a stream of like values sends again and again.
+    Plan plan{EncodeOptions{}, false};
+    std::string head_name;
+    uint64_t head_length = UINT64_MAX;
+    std::vector<uint8_t> head;
+    const std::vector<uint8_t> &push_head(const std::string &name, uint64_t length) {
+        if (length != head_length || name != head_name) {
+            Control c;
+            c.op = Op::kPush;
+            c.name = name;
+            c.length = length;
+            head = encode_control(c);
+            head_name = name;
+            head_length = length;
+        }
+        return head;
+    }
     void note(int32_t st, const std::string &m) {
         if (first_status == 0) {
             first_status = st;
@@ -1448,7 +1488,24 @@ bool drain(Node::Impl::PostStream &s, const NodeOptions &o, bool block, const Wa
 std::shared_ptr<Node::Impl::PostStream> Node::Impl::post_stream(const Address &a) {
     std::lock_guard<std::mutex> g(pool_mu);
     auto &s = streams[a.key()];
-    if (!s) s = std::make_shared<PostStream>();
+    if (!s) {
+        s = std::make_shared<PostStream>();
+        s->addr = a;
+    }
+    return s;
+}
+
+std::shared_ptr<Node::Impl::PostStream> Node::Impl::post_stream(const std::string &text) {
+    {
+        std::lock_guard<std::mutex> g(pool_mu);
+        auto it = stream_of_text.find(text);
+        if (it != stream_of_text.end()) return it->second;
+    }
+    std::shared_ptr<PostStream> s = post_stream(parse_address(text, false));
+    std::lock_guard<std::mutex> g(pool_mu);
+    // Bounded: a caller posting to ever new address texts does not grow it for ever.
+    if (stream_of_text.size() >= 1024) stream_of_text.clear();
+    stream_of_text[text] = s;
     return s;
 }
 
@@ -1493,48 +1550,55 @@ void Node::Impl::stop_streams() {
 
 void Node::post(const std::string &addr, const std::string &name, const Payload &p, uint64_t timeout_ms, Cancel *cancel) {
     Impl &n = *impl_;
-    const Call call(n, addr, name, timeout_ms, cancel);
-    PreparedPush pp;
-    prepare_push(pp, call.addr, name, p, n.opts);
-    const std::shared_ptr<Impl::PostStream> sp = n.post_stream(call.addr);
+    const CallScope scope(n);
+    check_name(name, n.opts);
+    const Waker w{n.stop_fd, cancel, &n.stopped};
+    const Deadline d = Deadline::in(effective(timeout_ms, n.opts));
+    w.check();
+    const std::shared_ptr<Impl::PostStream> sp = n.post_stream(addr);
     Impl::PostStream &s = *sp;
+    const Address *a = &s.addr;
     std::lock_guard<std::mutex> g(s.mu);
-    if (!s.conn) s.conn = n.checkout(call.addr, call.w, call.d);
+    if (!s.conn) s.conn = n.checkout(*a, w, d);
     n.on_stream(s, [&] {
         // The bound on unacknowledged posts (the peer queues at most its max_queued of them).
         const uint64_t bound = std::max<uint64_t>(1, n.opts.max_queued);
         while (s.unacked() >= bound) {
-            drain(s, n.opts, true, call.w, call.d);
-            read_acks(s, n.opts, true, call.w, call.d);
+            drain(s, n.opts, true, w, d);
+            read_acks(s, n.opts, true, w, d);
         }
-        Outgoing &out = pp.out;
-        size_t bytes = pp.out.head.size();
-        for (const iovec &v : out.iov) bytes += v.iov_len;
-        if (out.pass_fd < 0 && bytes <= Impl::PostStream::kSmallPost) {
-            // Small: copied behind the posts buffered before it.
-            size_t at = s.buf.size();
-            s.buf.resize(at + bytes);
-            std::memcpy(s.buf.data() + at, out.head.data(), out.head.size());
-            at += out.head.size();
-            for (const iovec &v : out.iov) {
-                if (v.iov_len) std::memcpy(s.buf.data() + at, v.iov_base, v.iov_len);
-                at += v.iov_len;
+        if (p.value && p.fd < 0) {
+            s.plan.clear();
+            s.plan.add(*p.value);
+            const uint64_t size = s.plan.size();
+            const bool as_fd = a->scheme == Address::kUnix && !n.opts.no_fd_passing && size >= n.opts.fd_passing_min_bytes;
+            const std::vector<uint8_t> &head = s.push_head(name, size);
+            if (!as_fd && head.size() + size <= Impl::PostStream::kSmallPost) {
+                // Small: encoded behind the posts buffered before it.
+                size_t at = s.buf.size();
+                s.buf.resize(at + head.size() + size_t(size));
+                std::memcpy(s.buf.data() + at, head.data(), head.size());
+                at += head.size();
+                if (s.plan.write_to(s.buf.data() + at) != size) fail(TENSO_E_INTERNAL, "a plan wrote other than its size");
+                s.ends.push_back(at + size_t(size));
+                ++s.posted;
+                if (s.buf.size() - s.buf_at >= Impl::PostStream::kPostBuffer) drain(s, n.opts, true, w, d);
+                return;
             }
-            s.ends.push_back(at);
-            ++s.posted;
-            if (s.buf.size() - s.buf_at >= Impl::PostStream::kPostBuffer) drain(s, n.opts, true, call.w, call.d);
-            return;
         }
         // Large (or a descriptor): the posts buffered before it first, then it, straight from
         // the value's memory.
-        drain(s, n.opts, true, call.w, call.d);
+        PreparedPush pp;
+        prepare_push(pp, *a, name, p, n.opts);
+        drain(s, n.opts, true, w, d);
         ++s.posted;
+        Outgoing &out = pp.out;
         out.start();
         for (;;) {
             const Io r = out.pump(s.conn->sock);
             if (r == Io::kDone) break;
-            read_acks(s, n.opts, false, call.w, call.d);
-            call.w.wait(s.conn->sock.fd, r == Io::kWantRead ? POLLIN : (POLLOUT | POLLIN), call.d);
+            read_acks(s, n.opts, false, w, d);
+            w.wait(s.conn->sock.fd, r == Io::kWantRead ? POLLIN : (POLLOUT | POLLIN), d);
         }
         ++s.written;
         // Acknowledgements are read only when the socket or the bound makes us wait (no read
@@ -1545,11 +1609,10 @@ void Node::post(const std::string &addr, const std::string &name, const Payload 
 void Node::flush(const std::string &addr, uint64_t timeout_ms, Cancel *cancel) {
     Impl &n = *impl_;
     const CallScope scope(n);
-    const Address a = parse_address(addr, false);
     const Waker w{n.stop_fd, cancel, &n.stopped};
     const Deadline d = Deadline::in(effective(timeout_ms, n.opts));
     w.check();
-    const std::shared_ptr<Impl::PostStream> sp = n.post_stream(a);
+    const std::shared_ptr<Impl::PostStream> sp = n.post_stream(addr);
     Impl::PostStream &s = *sp;
     std::lock_guard<std::mutex> g(s.mu);
     if (s.conn) {
@@ -1617,9 +1680,10 @@ std::unique_ptr<Message> Node::receive(uint64_t timeout_ms, Cancel *cancel) {
                 m = std::move(n.queue.front());
                 n.queue.pop_front();
                 n.queued_bytes -= m->bytes;
-                if (n.queue.empty()) {
+                if (n.queue.empty() && n.signalled) {
                     uint64_t v;
                     (void)!::read(n.recv_fd, &v, sizeof v);
+                    n.signalled = false;
                 }
                 parked.swap(n.parked);
             }
