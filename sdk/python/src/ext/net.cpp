@@ -157,6 +157,29 @@ public:
         push(tenso_node_post, addr, name, value, timeout, cancel);
     }
 
+    // post for a numpy array: its tenso_value lives for the call only (no Python Value object),
+    // what post_tensor does for the common case of one array.
+    void post_array(const std::string &addr, py::handle name, py::handle array, bool strict, py::handle timeout,
+                    py::handle cancel) {
+        bury_published();
+        NameArg nm(name);
+        TensorArg ta;
+        prepare_tensor(ta, array, strict);
+        const uint64_t ms = timeout_ms(timeout, 0);
+        tenso_cancel *c = cancel_of(cancel);
+        tenso_value *raw = nullptr;
+        check(tenso_value_new_tensor(&raw, &ta.t));
+        const ValuePtr v(raw);
+        auto n = h_->lease();
+        tenso_status st;
+        {
+            // Released: a post may wait (the peer's acknowledgements, a full socket).
+            py::gil_scoped_release nogil;
+            st = tenso_node_post(n.get(), addr.c_str(), nm.bytes.data(), nm.bytes.size(), v.get(), ms, c);
+        }
+        check(st);
+    }
+
     using PushFn = tenso_status (*)(tenso_node *, const char *, const char *, size_t, const tenso_value *, uint64_t,
                                     tenso_cancel *);
     void push(PushFn fn, const std::string &addr, py::handle name, const Value &value, py::handle timeout,
@@ -359,6 +382,8 @@ void init_net(py::module_ &m) {
              py::arg("cancel") = py::none())
         .def("post", &Node::post, py::arg("addr"), py::arg("name"), py::arg("value"), py::arg("timeout") = py::none(),
              py::arg("cancel") = py::none())
+        .def("post_array", &Node::post_array, py::arg("addr"), py::arg("name"), py::arg("array"), py::arg("strict") = false,
+             py::arg("timeout") = py::none(), py::arg("cancel") = py::none())
         .def("flush", &Node::flush, py::arg("addr"), py::arg("timeout") = py::none(), py::arg("cancel") = py::none())
         .def("send_packet", &Node::send_packet, py::arg("addr"), py::arg("name"), py::arg("packet"),
              py::arg("timeout") = py::none(), py::arg("cancel") = py::none())

@@ -32,6 +32,8 @@ import concurrent.futures
 import threading
 from typing import Any, Callable, List, Optional, Sequence, Tuple, TypeVar
 
+import numpy as np
+
 from . import _tenso
 from .core import _to_value
 from .errors import TensoShutdownError, TensoValueError
@@ -203,8 +205,13 @@ class TensorNode:
         """A pipelined push: returns once ``value`` is written to the connection to ``addr``,
         without waiting for the peer's acknowledgement (``value`` may change afterwards). Posts
         to one peer arrive in order; :meth:`flush_sync` waits for them and raises the first
-        failure among them. Blocks when too many are unacknowledged (the node's max_queued)."""
-        self._started().post(addr, name, _to_value(value, strict), timeout)
+        failure among them. Blocks when too many are unacknowledged (the node's max_queued).
+        A small value may wait in the node's buffer, with others, until :meth:`flush_sync`."""
+        node = self._started()
+        if type(value) is np.ndarray:  # the common case, with no Value object in between
+            node.post_array(addr, name, value, strict, timeout)
+        else:
+            node.post(addr, name, _to_value(value, strict), timeout)
 
     async def post_tensor(
         self, addr: str, name: str, value: Any, timeout: Optional[float] = None, *, strict: bool = False
