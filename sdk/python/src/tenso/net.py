@@ -30,7 +30,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
-from typing import Any, Callable, List, Optional, Sequence, Tuple, TypeVar
+from typing import Any, Callable, Iterable, List, Optional, Sequence, Tuple, TypeVar
 
 import numpy as np
 
@@ -220,6 +220,23 @@ class TensorNode:
         node = self._started()
         v = _to_value(value, strict)
         await self._cancellable(lambda c: node.post(addr, name, v, timeout, c))
+
+    def post_many_sync(
+        self, addr: str, items: Iterable[Tuple[str, Any]], timeout: Optional[float] = None, *, strict: bool = False
+    ) -> None:
+        """:meth:`post_tensor_sync` of every ``(name, value)`` pair, in order, in one call (for
+        many small values, the per-call cost is paid once per few hundred). Raises the first
+        failure: the pairs before it were posted, those after it were not."""
+        node = self._started()
+        node.post_many(addr, ((n, v if type(v) is np.ndarray else _to_value(v, strict)) for n, v in items), strict, timeout)
+
+    async def post_many(
+        self, addr: str, items: Iterable[Tuple[str, Any]], timeout: Optional[float] = None, *, strict: bool = False
+    ) -> None:
+        """Coroutine form of :meth:`post_many_sync`."""
+        node = self._started()
+        pairs = [(n, v if type(v) is np.ndarray else _to_value(v, strict)) for n, v in items]
+        await self._cancellable(lambda c: node.post_many(addr, pairs, strict, timeout, c))
 
     def flush_sync(self, addr: str, timeout: Optional[float] = None) -> None:
         """Waits until every post to ``addr`` is acknowledged; raises the first failure among
