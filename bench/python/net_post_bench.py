@@ -6,6 +6,10 @@ post_many_sync of 1000 pairs per call; each ends with the flush that sees them a
 
     python net_post_bench.py [N]   (run with the SDK venv, e.g. build/venv-sdk/bin/python)
 """
+import multiprocessing as mp
+import sys
+import time
+
 import numpy as np
 from tenso.net import TensorNode
 KIB = np.ones(256, np.float32)
