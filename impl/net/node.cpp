@@ -1560,6 +1560,20 @@ void Node::post(const std::string &addr, const std::string &name, const Payload 
     const Address *a = &s.addr;
     std::lock_guard<std::mutex> g(s.mu);
     if (!s.conn) s.conn = n.checkout(*a, w, d);
+    // Encoding first, outside on_stream: a value that does not encode fails this post alone,
+    // not the connection and the posts on it.
+    const std::vector<uint8_t> *head = nullptr;
+    uint64_t size = 0;
+    if (p.value && p.fd < 0) {
+        s.plan.clear();
+        s.plan.add(*p.value);
+        size = s.plan.size();
+        const bool as_fd = a->scheme == Address::kUnix && !n.opts.no_fd_passing && size >= n.opts.fd_passing_min_bytes;
+        head = &s.push_head(name, size);
+        if (as_fd || head->size() + size > Impl::PostStream::kSmallPost) head = nullptr;
+    }
+    PreparedPush pp;  // a large value (or a descriptor): written straight from its memory
+    if (!head) prepare_push(pp, *a, name, p, n.opts);
     n.on_stream(s, [&] {
         // The bound on unacknowledged posts (the peer queues at most its max_queued of them).
         const uint64_t bound = std::max<uint64_t>(1, n.opts.max_queued);
@@ -1567,29 +1581,19 @@ void Node::post(const std::string &addr, const std::string &name, const Payload 
             drain(s, n.opts, true, w, d);
             read_acks(s, n.opts, true, w, d);
         }
-        if (p.value && p.fd < 0) {
-            s.plan.clear();
-            s.plan.add(*p.value);
-            const uint64_t size = s.plan.size();
-            const bool as_fd = a->scheme == Address::kUnix && !n.opts.no_fd_passing && size >= n.opts.fd_passing_min_bytes;
-            const std::vector<uint8_t> &head = s.push_head(name, size);
-            if (!as_fd && head.size() + size <= Impl::PostStream::kSmallPost) {
-                // Small: encoded behind the posts buffered before it.
-                size_t at = s.buf.size();
-                s.buf.resize(at + head.size() + size_t(size));
-                std::memcpy(s.buf.data() + at, head.data(), head.size());
-                at += head.size();
-                if (s.plan.write_to(s.buf.data() + at) != size) fail(TENSO_E_INTERNAL, "a plan wrote other than its size");
-                s.ends.push_back(at + size_t(size));
-                ++s.posted;
-                if (s.buf.size() - s.buf_at >= Impl::PostStream::kPostBuffer) drain(s, n.opts, true, w, d);
-                return;
-            }
+        if (head) {
+            // Small: encoded behind the posts buffered before it.
+            size_t at = s.buf.size();
+            s.buf.resize(at + head->size() + size_t(size));
+            std::memcpy(s.buf.data() + at, head->data(), head->size());
+            at += head->size();
+            if (s.plan.write_to(s.buf.data() + at) != size) fail(TENSO_E_INTERNAL, "a plan wrote other than its size");
+            s.ends.push_back(at + size_t(size));
+            ++s.posted;
+            if (s.buf.size() - s.buf_at >= Impl::PostStream::kPostBuffer) drain(s, n.opts, true, w, d);
+            return;
         }
-        // Large (or a descriptor): the posts buffered before it first, then it, straight from
-        // the value's memory.
-        PreparedPush pp;
-        prepare_push(pp, *a, name, p, n.opts);
+        // Large: the posts buffered before it first, then it.
         drain(s, n.opts, true, w, d);
         ++s.posted;
         Outgoing &out = pp.out;
