@@ -1559,6 +1559,9 @@ void Node::post(const std::string &addr, const std::string &name, const Payload 
     Impl::PostStream &s = *sp;
     const Address *a = &s.addr;
     std::lock_guard<std::mutex> g(s.mu);
+    // A shutdown that began while we waited for the lock has written or failed the buffer
+    // already: nothing may be added to it now.
+    w.check();
     if (!s.conn) s.conn = n.checkout(*a, w, d);
     // Encoding first, outside on_stream: a value that does not encode fails this post alone,
     // not the connection and the posts on it.
