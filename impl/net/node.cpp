@@ -621,6 +621,7 @@ private:
     // Pushes queued but not yet acknowledged: answered by one `ok` whose length field is their
     // count, written before the connection next waits for input or answers anything else.
     uint64_t acks_ = 0;
+    bool counted_ = false;  // the dialer reads counted oks (kCountedOk): else one `ok` per push
     static constexpr uint64_t kLingerBytes = 16 << 20;
     uint64_t linger_ = 0;
 
@@ -644,9 +645,15 @@ private:
         n_.wake();  // what it reports queued is announced first
         Control ok;
         ok.op = Op::kOk;
-        ok.length = acks_;
+        ok.length = counted_ ? acks_ : 0;
+        const std::vector<uint8_t> one = encode_control(ok);
+        // A dialer that did not ask for counted oks (1.4.0) reads one per push: as many frames,
+        // still written together.
+        std::vector<uint8_t> out;
+        out.reserve(one.size() * (counted_ ? 1 : acks_));
+        for (uint64_t i = 0; i < (counted_ ? 1 : acks_); ++i) out.insert(out.end(), one.begin(), one.end());
         acks_ = 0;
-        return encode_control(ok);
+        return out;
     }
     // Writes the pending acknowledgement, then goes on in `next`.
     void ack_now(State next) {
@@ -727,6 +734,7 @@ private:
         req_ = parse_control(*v, n_.opts.max_name_bytes);
         if (req_.op == Op::kGet) return serve_get();
         if (req_.op != Op::kPush && req_.op != Op::kPushFd) fail(TENSO_E_MALFORMED, "unexpected control frame from a dialer");
+        if (req_.message == kCountedOk) counted_ = true;
         msg_.reset(new Message);
         msg_->name = req_.name;
         msg_->sender = sock_.peer;
@@ -1325,6 +1333,7 @@ void prepare_push(PreparedPush &pp, const Address &a, const std::string &name, c
     Control c;
     c.op = Op::kPush;
     c.name = name;
+    c.message = kCountedOk;  // this dialer reads counted oks
     if (p.value) {
         pp.plan.reset(new Plan(EncodeOptions{}, false));
         pp.plan->add(*p.value);
@@ -1406,6 +1415,7 @@ struct Node::Impl::PostStream {
             c.op = Op::kPush;
             c.name = name;
             c.length = length;
+            c.message = kCountedOk;
             head = encode_control(c);
             head_name = name;
             head_length = length;

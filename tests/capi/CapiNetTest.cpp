@@ -275,6 +275,7 @@ class CapiNetTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(testPostBufferIsBounded);
     CPPUNIT_TEST(testShutdownWritesBufferedPosts);
     CPPUNIT_TEST(testAckCountBeyondOutstandingIsMalformed);
+    CPPUNIT_TEST(testOneOkPerPushForA140Dialer);
     CPPUNIT_TEST_SUITE_END();
 
 public:
@@ -851,7 +852,7 @@ public:
         const std::vector<uint8_t> ps = packet(small), pb = packet(big);
         std::vector<uint8_t> wire;
         auto push = [&](const std::string &name, const std::vector<uint8_t> &value) {
-            const std::vector<uint8_t> c = strings_packet({"push", name, "0", std::to_string(value.size()), "0", ""});
+            const std::vector<uint8_t> c = strings_packet({"push", name, "0", std::to_string(value.size()), "0", "ok-count"});
             wire.insert(wire.end(), c.begin(), c.end());
             wire.insert(wire.end(), value.begin(), value.end());
         };
@@ -1021,6 +1022,38 @@ public:
         a.reset();  // closes its connections: the fake listener's reads end
         fake.join();
         ::close(l);
+    }
+
+    // A dialer that does not ask for counted acknowledgements (1.4.0's: one `ok` read per push)
+    // gets one `ok` per push, however many the listener read at once; its pipelined posts
+    // would otherwise wait for acknowledgements that never come.
+    void testOneOkPerPushForA140Dialer() {
+        NodePtr b = make_node("tcp://127.0.0.1:0", TENSO_NODE_ALLOW_PLAINTEXT);
+        const Floats small(2, 2, 1.0f);
+        tenso_buffer vb{};
+        TENSO_CHECK_OK(tenso_value_dumps(&vb, small.value().get(), nullptr));
+        const std::vector<uint8_t> ps(static_cast<const uint8_t *>(vb.data), static_cast<const uint8_t *>(vb.data) + vb.size);
+        tenso_buffer_dispose(&vb);
+        std::vector<uint8_t> wire;
+        const int kCount = 50;
+        for (int i = 0; i < kCount; ++i) {
+            const std::vector<uint8_t> c = strings_packet({"push", "p" + std::to_string(i), "0", std::to_string(ps.size()), "0", ""});
+            wire.insert(wire.end(), c.begin(), c.end());
+            wire.insert(wire.end(), ps.begin(), ps.end());
+        }
+        const int fd = raw_connect(addr_of(b.get()));
+        write_all(fd, wire);  // all at once: the listener reads many pushes per read
+        for (int i = 0; i < kCount; ++i) {
+            const std::vector<std::string> r = raw_reply(fd);
+            CPPUNIT_ASSERT_EQUAL(size_t(6), r.size());
+            CPPUNIT_ASSERT_EQUAL(std::string("ok"), r[0]);
+            CPPUNIT_ASSERT(r[3] == "0" || r[3] == "1");
+        }
+        for (int i = 0; i < kCount; ++i) CPPUNIT_ASSERT_EQUAL("p" + std::to_string(i), name_of(receive(b.get()).get()));
+        // Nothing more: the connection is idle, not owing or over-answering.
+        pollfd pf{fd, POLLIN, 0};
+        CPPUNIT_ASSERT_EQUAL(0, ::poll(&pf, 1, 100));
+        ::close(fd);
     }
 
     void testTlsWrongFingerprint() {
