@@ -1432,9 +1432,11 @@ struct Node::Impl::PostStream {
     // Forgets the connection's posts (it is checked in, or dropped with them failed).
     void reset() {
         posted = written = acked = 0;
-        buf.clear();
+        // The connection leaves the stream: so does the buffer's memory (a node that posted to
+        // many peers once keeps no 144 KiB per peer).
+        std::vector<uint8_t>().swap(buf);
         buf_at = 0;
-        ends.clear();
+        std::vector<size_t>().swap(ends);
         ends_at = 0;
     }
 };
@@ -1586,7 +1588,12 @@ void Node::post(const std::string &addr, const std::string &name, const Payload 
         if (as_fd || head->size() + size > Impl::PostStream::kSmallPost) head = nullptr;
     }
     PreparedPush pp;  // a large value (or a descriptor): written straight from its memory
-    if (!head) prepare_push(pp, *a, name, p, n.opts);
+    if (!head) {
+        // The reused plan keeps its memory: not that of a large value (a quantized tensor's
+        // scales, say, live in its arena), which would stay with the stream for good.
+        if (p.value && p.fd < 0) s.plan = Plan{EncodeOptions{}, false};
+        prepare_push(pp, *a, name, p, n.opts);
+    }
     n.on_stream(s, [&] {
         // The bound on unacknowledged posts (the peer queues at most its max_queued of them).
         const uint64_t bound = std::max<uint64_t>(1, n.opts.max_queued);
@@ -1597,7 +1604,11 @@ void Node::post(const std::string &addr, const std::string &name, const Payload 
         if (head) {
             // Small: encoded behind the posts buffered before it.
             size_t at = s.buf.size();
-            s.buf.resize(at + head->size() + size_t(size));
+            // Grown by doubling, but never past what it may hold (kPostBuffer + kSmallPost).
+            const size_t need = at + head->size() + size_t(size);
+            if (need > s.buf.capacity())
+                s.buf.reserve(std::min(std::max(need, 2 * s.buf.capacity()), Impl::PostStream::kPostBuffer + Impl::PostStream::kSmallPost));
+            s.buf.resize(need);
             std::memcpy(s.buf.data() + at, head->data(), head->size());
             at += head->size();
             if (s.plan.write_to(s.buf.data() + at) != size) fail(TENSO_E_INTERNAL, "a plan wrote other than its size");
