@@ -277,6 +277,7 @@ class CapiNetTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(testAckCountBeyondOutstandingIsMalformed);
     CPPUNIT_TEST(testOneOkPerPushForA140Dialer);
     CPPUNIT_TEST(testConcurrentPostsFlushesAndShutdown);
+    CPPUNIT_TEST(testPostsToA140Listener);
     CPPUNIT_TEST_SUITE_END();
 
 public:
@@ -1124,6 +1125,51 @@ public:
         }
         // What a flush answered arrived (posts after the last flush may have or not).
         for (int k = 0; k < kThreads; ++k) CPPUNIT_ASSERT(got[k] >= done[k].load() / 50 * 50);
+    }
+
+    // A 1.4.0 listener (played by a raw socket) answers each push with its own `ok` of length 0
+    // and ignores the pushes' message: posts and sends work with it, and every push asks for
+    // counted acknowledgements.
+    void testPostsToA140Listener() {
+        const int l = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        sockaddr_in sa{};
+        sa.sin_family = AF_INET;
+        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        socklen_t sl = sizeof sa;
+        CPPUNIT_ASSERT_EQUAL(0, ::bind(l, reinterpret_cast<sockaddr *>(&sa), sizeof sa));
+        CPPUNIT_ASSERT_EQUAL(0, ::listen(l, 4));
+        CPPUNIT_ASSERT_EQUAL(0, ::getsockname(l, reinterpret_cast<sockaddr *>(&sa), &sl));
+        const std::string addr = "tcp://127.0.0.1:" + std::to_string(ntohs(sa.sin_port));
+        const int kPosts = 300;
+        std::atomic<int> pushes{0}, marked{0};
+        std::thread fake([&] {
+            const int c = ::accept(l, nullptr, nullptr);
+            if (c < 0) return;
+            const std::vector<uint8_t> ok = strings_packet({"ok", "", "0", "0", "0", ""});
+            for (;;) {
+                const std::vector<std::string> r = raw_reply(c);  // the push's control frame
+                if (r.size() != 6 || r[0] != "push") break;
+                tenso_view *v = nullptr;  // its value
+                if (tenso_read_fd(&v, c, nullptr) != TENSO_OK) break;
+                tenso_view_free(v);
+                ++pushes;
+                if (r[5] == "ok-count") ++marked;
+                write_all(c, ok);
+            }
+            ::close(c);
+        });
+        NodePtr a = make_node(nullptr, TENSO_NODE_ALLOW_PLAINTEXT | TENSO_NODE_NO_LISTEN);
+        const Floats f(2, 2, 7.0f), g(256, 256, 1.0f);  // small (buffered) and large (written at once)
+        const ValuePtr v = f.value(), w = g.value();
+        for (int i = 0; i < kPosts; ++i)
+            TENSO_CHECK_OK(tenso_node_post(a.get(), addr.c_str(), "p", 1, i % 100 == 50 ? w.get() : v.get(), 0, nullptr));
+        TENSO_CHECK_OK(tenso_node_flush(a.get(), addr.c_str(), 20000, nullptr));
+        TENSO_CHECK_OK(tenso_node_send(a.get(), addr.c_str(), "s", 1, v.get(), 20000, nullptr));
+        CPPUNIT_ASSERT_EQUAL(kPosts + 1, pushes.load());
+        CPPUNIT_ASSERT_EQUAL(kPosts + 1, marked.load());
+        a.reset();  // closes its connection: the fake listener's reads end
+        fake.join();
+        ::close(l);
     }
 
     void testTlsWrongFingerprint() {
