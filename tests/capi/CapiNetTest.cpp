@@ -278,6 +278,7 @@ class CapiNetTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(testOneOkPerPushForA140Dialer);
     CPPUNIT_TEST(testConcurrentPostsFlushesAndShutdown);
     CPPUNIT_TEST(testPostsToA140Listener);
+    CPPUNIT_TEST(testShutdownWakesABlockedPost);
     CPPUNIT_TEST_SUITE_END();
 
 public:
@@ -1169,6 +1170,50 @@ public:
         CPPUNIT_ASSERT_EQUAL(kPosts + 1, marked.load());
         a.reset();  // closes its connection: the fake listener's reads end
         fake.join();
+        ::close(l);
+    }
+
+    // A post blocked on a peer that reads nothing (its socket full, the post stream's lock held)
+    // is woken by a shutdown, which then drains and drops the stream without waiting for the
+    // timeout: the post and a flush return TENSO_E_SHUTDOWN.
+    void testShutdownWakesABlockedPost() {
+        const int l = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        sockaddr_in sa{};
+        sa.sin_family = AF_INET;
+        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        socklen_t sl = sizeof sa;
+        CPPUNIT_ASSERT_EQUAL(0, ::bind(l, reinterpret_cast<sockaddr *>(&sa), sizeof sa));
+        CPPUNIT_ASSERT_EQUAL(0, ::listen(l, 4));
+        CPPUNIT_ASSERT_EQUAL(0, ::getsockname(l, reinterpret_cast<sockaddr *>(&sa), &sl));
+        const std::string addr = "tcp://127.0.0.1:" + std::to_string(ntohs(sa.sin_port));
+        tenso_node_options ao = opts_for(nullptr, TENSO_NODE_ALLOW_PLAINTEXT | TENSO_NODE_NO_LISTEN);
+        ao.max_queued = 1000000;  // only the socket makes posts wait
+        NodePtr a = make_node(ao);
+        const Floats f(32, 32, 1.0f);  // 4 KiB: buffered
+        const ValuePtr v = f.value();
+        std::atomic<int> posted{0};
+        tenso_status last = TENSO_OK;
+        std::thread poster([&] {
+            for (;;) {
+                last = tenso_node_post(a.get(), addr.c_str(), "p", 1, v.get(), 60000, nullptr);
+                if (last != TENSO_OK) return;
+                ++posted;
+            }
+        });
+        // Nobody accepts: the kernel's buffers fill, then the post waits on the socket.
+        int seen = -1;
+        while (posted.load() != seen) {
+            seen = posted.load();
+            std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        }
+        const auto t0 = std::chrono::steady_clock::now();
+        tenso_node_shutdown(a.get());
+        poster.join();
+        const auto waited = std::chrono::steady_clock::now() - t0;
+        CPPUNIT_ASSERT(waited < std::chrono::seconds(10));
+        CPPUNIT_ASSERT_EQUAL(tenso_status(TENSO_E_SHUTDOWN), last);
+        TENSO_CHECK_STATUS(TENSO_E_SHUTDOWN, tenso_node_flush(a.get(), addr.c_str(), 0, nullptr));
+        a.reset();
         ::close(l);
     }
 
