@@ -37,8 +37,9 @@ KIB = np.ones(256, np.float32)  # 1 KiB body
 BIG = np.random.default_rng(0).integers(0, 255, 64 << 20, dtype=np.uint8)
 
 
-def pushes_per_second(listen: str, plaintext: bool, n: int, post: bool = False) -> float:
-    """send_tensor_sync per push, or (post) pipelined post_tensor_sync and one flush_sync."""
+def pushes_per_second(listen: str, plaintext: bool, n: int, post: bool = False, many: bool = False) -> float:
+    """send_tensor_sync per push, or (post) pipelined post_tensor_sync and one flush_sync, or
+    (many) post_many_sync of 1000 pairs per call and one flush_sync."""
     with TensorNode(listen, allow_plaintext=plaintext) as rx, TensorNode(
         listen_enabled=False, allow_plaintext=plaintext
     ) as tx:
@@ -53,7 +54,12 @@ def pushes_per_second(listen: str, plaintext: bool, n: int, post: bool = False) 
         t = threading.Thread(target=drain)
         t.start()
         start = time.perf_counter()
-        if post:
+        if many:
+            batch = [("k", KIB)] * 1000
+            for _ in range(n // 1000):
+                tx.post_many_sync(addr, batch)
+            tx.flush_sync(addr)
+        elif post:
             for _ in range(n):
                 tx.post_tensor_sync(addr, "k", KIB)
             tx.flush_sync(addr)
@@ -185,6 +191,8 @@ def main() -> None:
         "tcp": pushes_per_second("tcp://127.0.0.1:0", True, n_small),
         "post_tls": pushes_per_second("tls://127.0.0.1:0", False, n_small, post=True),
         "post_tcp": pushes_per_second("tcp://127.0.0.1:0", True, n_small, post=True),
+        "post_many_tls": pushes_per_second("tls://127.0.0.1:0", False, n_small, many=True),
+        "post_many_tcp": pushes_per_second("tcp://127.0.0.1:0", True, n_small, many=True),
     }
     with tempfile.TemporaryDirectory() as d:
         unix = f"unix://{d}/rx.sock"
@@ -215,6 +223,8 @@ def main() -> None:
         f"| 1 KiB pushes/s, one connection, plain TCP | {res['pushes_per_s_1kib']['tcp']:,.0f} |",
         f"| 1 KiB posts/s (pipelined), one connection, TLS 1.3 | {res['pushes_per_s_1kib']['post_tls']:,.0f} |",
         f"| 1 KiB posts/s (pipelined), one connection, plain TCP | {res['pushes_per_s_1kib']['post_tcp']:,.0f} |",
+        f"| 1 KiB posts/s (post_many_sync, 1000 per call), TLS 1.3 | {res['pushes_per_s_1kib']['post_many_tls']:,.0f} |",
+        f"| 1 KiB posts/s (post_many_sync, 1000 per call), plain TCP | {res['pushes_per_s_1kib']['post_many_tcp']:,.0f} |",
         f"| 64 MiB raw sendall/recv_into (TCP loopback) | {med['raw'] * 1e3:.1f} ms |",
     ]
     for k in ("tcp", "tls", "unix"):

@@ -89,6 +89,16 @@ public:
     void add(const Value &v);
     void add(const Tensor &t);
     size_t size() const { return size_; }
+    // Empties the plan for another packet, keeping its memory (a plan reused per packet).
+    void clear() {
+        lengths_.clear();
+        arena_.clear();
+        segs_.clear();
+        owned_.clear();
+        size_ = 0;
+        group_ = -1;
+        groups_ = 0;
+    }
 
     // Writes the packet through `out(p, n)` in order, for a plan whose bodies are not
     // compressed: the body added at `body` (a stand-in the plan never reads) is pulled from

@@ -71,10 +71,12 @@ struct Deadline {
 struct Waker {
     int stop_fd;
     Cancel *cancel;
+    // The node's flag, set before stop_fd is written: checking it costs no syscall (a post
+    // checks once per call); the waits below still poll stop_fd to be woken.
+    const std::atomic<bool> *stopped;
     void check() const {
         if (cancel && cancel->triggered()) fail(TENSO_E_CANCELLED, "cancelled");
-        pollfd p{stop_fd, POLLIN, 0};
-        if (::poll(&p, 1, 0) > 0) fail(TENSO_E_SHUTDOWN, "the node is shut down");
+        if (stopped->load(std::memory_order_acquire)) fail(TENSO_E_SHUTDOWN, "the node is shut down");
     }
     // Sleeps up to ms, waking for a cancel or a stop (which throw).
     void pause(int ms) const {
@@ -552,6 +554,12 @@ struct Node::Impl : std::enable_shared_from_this<Node::Impl> {
     std::deque<std::unique_ptr<Message>> queue;
     uint64_t queued_bytes = 0;
     std::deque<std::weak_ptr<Inbound>> parked;  // pushes waiting for queue room
+    // recv_fd is written once per batch of pushes, not once per push: enqueue notes that the
+    // queue became non-empty (wake_pending), the connection's step calls wake() when it stops.
+    // `signalled` (under q_mu): recv_fd holds a count, cleared when the queue empties.
+    bool signalled = false;
+    std::atomic<bool> wake_pending{false};
+    void wake();
 
     // published values
     std::mutex pub_mu;
@@ -568,6 +576,10 @@ struct Node::Impl : std::enable_shared_from_this<Node::Impl> {
     struct PostStream;
     std::map<std::string, std::shared_ptr<PostStream>> streams;
     std::shared_ptr<PostStream> post_stream(const Address &a);
+    // The same by the address text, parsed once.
+    std::map<std::string, std::shared_ptr<PostStream>> stream_of_text;
+    std::shared_ptr<PostStream> post_stream(const std::string &text);
+    void stop_streams();
     template <class F>
     void on_stream(PostStream &s, F &&f);
 
@@ -642,6 +654,10 @@ private:
     std::string skip_msg_;
     Outgoing out_;
     bool close_after_write_ = false;
+    State after_write_ = kReadControl;  // where a finished write goes on
+    // Pushes queued but not yet acknowledged: answered by one `ok` whose length field is their
+    // count, written before the connection next waits for input or answers anything else.
+    uint64_t acks_ = 0;
     static constexpr uint64_t kLingerBytes = 16 << 20;
     uint64_t linger_ = 0;
 
@@ -659,11 +675,34 @@ private:
         std::lock_guard<std::mutex> g(n_.in_mu);
         n_.inbound.erase(shared_from_this());
     }
+    // The `ok` for the pushes acknowledged by none yet (empty when there are none).
+    std::vector<uint8_t> take_acks() {
+        if (acks_ == 0) return {};
+        n_.wake();  // what it reports queued is announced first
+        Control ok;
+        ok.op = Op::kOk;
+        ok.length = acks_;
+        acks_ = 0;
+        return encode_control(ok);
+    }
+    // Writes the pending acknowledgement, then goes on in `next`.
+    void ack_now(State next) {
+        out_ = Outgoing{};
+        out_.head = take_acks();
+        out_.start();
+        close_after_write_ = false;
+        after_write_ = next;
+        state_ = kWrite;
+    }
+    // Answers c, after the pending acknowledgement (answers go in request order).
     void reply(const Control &c, bool close_after) {
         out_ = Outgoing{};
-        out_.head = encode_control(c);
+        out_.head = take_acks();
+        const std::vector<uint8_t> f = encode_control(c);
+        out_.head.insert(out_.head.end(), f.begin(), f.end());
         out_.start();
         close_after_write_ = close_after;
+        after_write_ = kReadControl;
         state_ = kWrite;
     }
     // Answers an error (counted as a refusal); closes afterwards unless the connection stays in step.
@@ -675,15 +714,17 @@ private:
         c.message = why;
         reply(c, close_after);
     }
-    // Queues the received push and acknowledges it, or parks (state kParked).
+    // Queues the received push (its acknowledgement is pending), or parks (state kParked).
+    // A parked connection keeps the acknowledgements of the pushes before it pending too: the
+    // dialer waits for the parked push's anyway, and nothing may be written while parked (a
+    // resume only finds a connection in kParked).
     void deliver() {
         if (!n_.enqueue(msg_, shared_from_this())) {
             state_ = kParked;
             return;
         }
-        Control ok;
-        ok.op = Op::kOk;
-        reply(ok, false);
+        ++acks_;
+        state_ = kReadControl;
     }
     void serve_get() {
         std::shared_ptr<Published> p;
@@ -711,9 +752,12 @@ private:
             c.op = Op::kValue;
             out_.iov = p->iov;
         }
-        out_.head = encode_control(c);
+        out_.head = take_acks();
+        const std::vector<uint8_t> f = encode_control(c);
+        out_.head.insert(out_.head.end(), f.begin(), f.end());
         out_.start();
         close_after_write_ = false;
+        after_write_ = kReadControl;
         state_ = kWrite;
     }
     void on_control(std::unique_ptr<View> v) {
@@ -752,6 +796,11 @@ private:
     }
     // Runs the state machine until it must wait.
     void step() {
+        // However it stops, the receivers hear of the pushes it queued (once for all of them).
+        struct Wake {
+            Node::Impl &n;
+            ~Wake() { n.wake(); }
+        } wake{n_};
         try {
             for (;;) {
                 Io io = Io::kDone;
@@ -777,6 +826,11 @@ private:
                     continue;
                 }
                 case kReadControl: {
+                    // Every push read ahead is queued before one acknowledgement answers them all.
+                    if (acks_ && reader_.pos == reader_.end) {
+                        ack_now(kReadControl);
+                        continue;
+                    }
                     std::unique_ptr<View> v;
                     io = reader_.frame(sock_, ctl_, &v);
                     if (io == Io::kDone) {
@@ -813,7 +867,8 @@ private:
                             state_ = kLinger;
                             continue;
                         }
-                        state_ = kReadControl;
+                        state_ = after_write_;
+                        after_write_ = kReadControl;
                         continue;
                     }
                     break;
@@ -830,6 +885,11 @@ private:
                 }
                 }
                 if (io == Io::kEof) return finish();
+                // Never wait for input while owing acknowledgements (the dialer may be waiting for them).
+                if (io == Io::kWantRead && acks_ && (state_ == kReadControl || state_ == kReadValue || state_ == kSkip)) {
+                    ack_now(state_);
+                    continue;
+                }
                 return wait(io);
             }
         } catch (const Error &e) {
@@ -993,11 +1053,17 @@ bool Node::Impl::enqueue(std::unique_ptr<Message> &m, const std::shared_ptr<Inbo
     }
     queued_bytes += m->bytes;
     queue.push_back(std::move(m));
-    if (queue.size() == 1) {
-        const uint64_t one = 1;
-        (void)!::write(recv_fd, &one, sizeof one);
-    }
+    if (!signalled) wake_pending.store(true, std::memory_order_relaxed);
     return true;
+}
+
+void Node::Impl::wake() {
+    if (!wake_pending.exchange(false)) return;
+    std::lock_guard<std::mutex> g(q_mu);
+    if (queue.empty() || signalled) return;
+    const uint64_t one = 1;
+    (void)!::write(recv_fd, &one, sizeof one);
+    signalled = true;
 }
 
 void Node::Impl::stop() {
@@ -1018,6 +1084,7 @@ void Node::Impl::stop() {
         l.sd.reset();
         if (l.addr.scheme == Address::kUnix) ::unlink(l.addr.path.c_str());
     }
+    stop_streams();
     // Handlers still queued keep their connections (shut down above) until the node is freed,
     // when the io_context goes; `io` itself stays, so a late post from a receive is harmless.
     {
@@ -1171,6 +1238,8 @@ Control Node::Impl::call(Outbound &c, Outgoing &out, const Waker &w, const Deadl
         if (r == Io::kDone) {
             Control reply = parse_control(*v, opts.max_name_bytes);
             if (reply.op == Op::kError) fail(reply.status, "the peer refused: " + reply.message);
+            // One request is outstanding: an `ok` for more is out of step.
+            if (reply.op == Op::kOk && reply.length > 1) fail(TENSO_E_MALFORMED, "the peer acknowledged more pushes than were sent");
             return reply;
         }
         if (r == Io::kEof) fail(TENSO_E_CONNECTION, "the peer closed the connection");
@@ -1235,7 +1304,7 @@ struct Call {
     Waker w;
     Deadline d;
     Call(Node::Impl &n, const std::string &address, const std::string &name, uint64_t timeout_ms, Cancel *cancel)
-        : scope(n), addr((check_name(name, n.opts), parse_address(address, false))), w{n.stop_fd, cancel},
+        : scope(n), addr((check_name(name, n.opts), parse_address(address, false))), w{n.stop_fd, cancel, &n.stopped},
           d(Deadline::in(effective(timeout_ms, n.opts))) {
         w.check();
     }
@@ -1343,33 +1412,78 @@ void Node::send(const std::string &addr, const std::string &name, const Payload 
 
 // Pipelined pushes to one peer: one connection written by post, its acknowledgements read as
 // they come (and all of them by flush). The mutex orders posts and flushes to the peer.
+//
+// Small posts (kSmallPost bytes of frames or less) are copied into `buf` and written together
+// when it holds kPostBuffer bytes, when a post or flush would otherwise wait, by flush, and, as
+// far as the socket takes them at once, by shutdown: one write per ~kPostBuffer bytes instead
+// of one per post. A post's value is no longer used when post returns either way.
 struct Node::Impl::PostStream {
+    static constexpr size_t kSmallPost = 16 * 1024;
+    static constexpr size_t kPostBuffer = 128 * 1024;
+    Address addr;  // set once, when made
     std::mutex mu;
     std::unique_ptr<Outbound> conn;
-    uint64_t unacked = 0;
+    // Posts on `conn`, counted from its checkout: made, whole on the wire, answered. The peer
+    // answering more than were written is a malformed reply.
+    uint64_t posted = 0, written = 0, acked = 0;
+    std::vector<uint8_t> buf;  // small posts not yet written: frames back to back
+    size_t buf_at = 0;         // bytes of buf already written
+    std::vector<size_t> ends;  // where each post in buf ends
+    size_t ends_at = 0;        // posts of buf whole on the wire
     int32_t first_status = 0;  // the first failure since the last flush
     std::string first_message;
+    // Reused from post to post: the plan of a small value, and the control frame of the last
+    // (name, length), which a stream of like values sends again and again.
+    Plan plan{EncodeOptions{}, false};
+    std::string head_name;
+    uint64_t head_length = UINT64_MAX;
+    std::vector<uint8_t> head;
+    const std::vector<uint8_t> &push_head(const std::string &name, uint64_t length) {
+        if (length != head_length || name != head_name) {
+            Control c;
+            c.op = Op::kPush;
+            c.name = name;
+            c.length = length;
+            head = encode_control(c);
+            head_name = name;
+            head_length = length;
+        }
+        return head;
+    }
     void note(int32_t st, const std::string &m) {
         if (first_status == 0) {
             first_status = st;
             first_message = m;
         }
     }
+    uint64_t unacked() const { return posted - acked; }
+    // Forgets the connection's posts (it is checked in, or dropped with them failed).
+    void reset() {
+        posted = written = acked = 0;
+        buf.clear();
+        buf_at = 0;
+        ends.clear();
+        ends_at = 0;
+    }
 };
 
 namespace {
-// Reads acknowledgements: those readable now (block false), or at least one (block true).
-// A refusal is noted as the stream's failure; the connection stays in step.
+// Reads acknowledgements of written posts: those readable now (block false), or at least one
+// (block true). `ok` answers the count in its length field (0, from a 1.4.0 listener, is 1);
+// `error` answers one, noted as the stream's failure; the connection stays in step.
 void read_acks(Node::Impl::PostStream &s, const NodeOptions &o, bool block, const Waker &w, const Deadline &d) {
     Outbound &c = *s.conn;
-    while (s.unacked > 0) {
+    while (s.acked < s.written) {
         std::unique_ptr<View> v;
         const Io r = c.reader.frame(c.sock, c.ctl, &v);
         if (r == Io::kDone) {
             const Control reply = parse_control(*v, o.max_name_bytes);
+            uint64_t n = 1;
             if (reply.op == Op::kError) s.note(reply.status, "the peer refused: " + reply.message);
-            else if (reply.op != Op::kOk) fail(TENSO_E_MALFORMED, "unexpected reply to a push");
-            --s.unacked;
+            else if (reply.op == Op::kOk) n = std::max<uint64_t>(reply.length, 1);
+            else fail(TENSO_E_MALFORMED, "unexpected reply to a push");
+            if (n > s.written - s.acked) fail(TENSO_E_MALFORMED, "the peer acknowledged more pushes than were sent");
+            s.acked += n;
             block = false;
             continue;
         }
@@ -1378,76 +1492,187 @@ void read_acks(Node::Impl::PostStream &s, const NodeOptions &o, bool block, cons
         w.wait(c.sock.fd, r == Io::kWantWrite ? POLLOUT : POLLIN, d);
     }
 }
+
+// Writes the buffered posts: all of them (block true), or what the socket takes now. True when
+// none is left.
+bool drain(Node::Impl::PostStream &s, const NodeOptions &o, bool block, const Waker &w, const Deadline &d) {
+    Outbound &c = *s.conn;
+    while (s.buf_at < s.buf.size()) {
+        // One segment, the same bytes on a retry (what TLS requires after a partial write).
+        const iovec v{s.buf.data() + s.buf_at, s.buf.size() - s.buf_at};
+        size_t n = 0;
+        const Io r = c.sock.write(&v, 1, &n, -1);
+        if (r == Io::kDone) {
+            s.buf_at += n;
+            while (s.ends_at < s.ends.size() && s.ends[s.ends_at] <= s.buf_at) {
+                ++s.ends_at;
+                ++s.written;
+            }
+            continue;
+        }
+        if (!block) return false;
+        // The peer may be blocked writing acknowledgements we have not read: read them.
+        read_acks(s, o, false, w, d);
+        w.wait(c.sock.fd, r == Io::kWantRead ? POLLIN : (POLLOUT | POLLIN), d);
+    }
+    s.buf.clear();
+    s.buf_at = 0;
+    s.ends.clear();
+    s.ends_at = 0;
+    return true;
+}
 }  // namespace
 
 std::shared_ptr<Node::Impl::PostStream> Node::Impl::post_stream(const Address &a) {
     std::lock_guard<std::mutex> g(pool_mu);
     auto &s = streams[a.key()];
-    if (!s) s = std::make_shared<PostStream>();
+    if (!s) {
+        s = std::make_shared<PostStream>();
+        s->addr = a;
+    }
+    return s;
+}
+
+std::shared_ptr<Node::Impl::PostStream> Node::Impl::post_stream(const std::string &text) {
+    {
+        std::lock_guard<std::mutex> g(pool_mu);
+        auto it = stream_of_text.find(text);
+        if (it != stream_of_text.end()) return it->second;
+    }
+    std::shared_ptr<PostStream> s = post_stream(parse_address(text, false));
+    std::lock_guard<std::mutex> g(pool_mu);
+    // Bounded: a caller posting to ever new address texts does not grow it for ever.
+    if (stream_of_text.size() >= 1024) stream_of_text.clear();
+    stream_of_text[text] = s;
     return s;
 }
 
 // Any failure on the stream's connection: the connection is dropped and the posts it still
-// owed an acknowledgement fail (flush reports it).
+// owed an acknowledgement, written or buffered, fail (flush reports it).
 template <class F>
 void Node::Impl::on_stream(PostStream &s, F &&f) {
     try {
         f();
     } catch (const Error &e) {
-        if (s.unacked > 0) s.note(e.status(), e.what());
-        s.unacked = 0;
+        if (s.unacked() > 0) s.note(e.status(), e.what());
+        s.reset();
         if (s.conn) discard(std::move(s.conn));
         throw;
     }
 }
 
+// At shutdown: buffered posts are written as far as the socket takes them now; the posts not
+// acknowledged fail (a later flush returns TENSO_E_SHUTDOWN, as every call does).
+void Node::Impl::stop_streams() {
+    std::vector<std::shared_ptr<PostStream>> all;
+    {
+        std::lock_guard<std::mutex> g(pool_mu);
+        for (auto &e : streams) all.push_back(e.second);
+    }
+    const Waker w{stop_fd, nullptr, &stopped};
+    const Deadline d = Deadline::in(0);
+    for (auto &sp : all) {
+        // A post or flush in progress holds the lock until the stop descriptor wakes it.
+        std::lock_guard<std::mutex> g(sp->mu);
+        if (!sp->conn) continue;
+        try {
+            drain(*sp, opts, false, w, d);
+        } catch (const Error &) {
+            // The connection failed: its posts fail below like the rest.
+        }
+        if (sp->unacked() > 0) sp->note(TENSO_E_SHUTDOWN, "the node is shut down");
+        sp->reset();
+        discard(std::move(sp->conn));
+    }
+}
+
 void Node::post(const std::string &addr, const std::string &name, const Payload &p, uint64_t timeout_ms, Cancel *cancel) {
     Impl &n = *impl_;
-    const Call call(n, addr, name, timeout_ms, cancel);
-    PreparedPush pp;
-    prepare_push(pp, call.addr, name, p, n.opts);
-    const std::shared_ptr<Impl::PostStream> sp = n.post_stream(call.addr);
+    const CallScope scope(n);
+    check_name(name, n.opts);
+    const Waker w{n.stop_fd, cancel, &n.stopped};
+    const Deadline d = Deadline::in(effective(timeout_ms, n.opts));
+    w.check();
+    const std::shared_ptr<Impl::PostStream> sp = n.post_stream(addr);
     Impl::PostStream &s = *sp;
+    const Address *a = &s.addr;
     std::lock_guard<std::mutex> g(s.mu);
-    if (!s.conn) s.conn = n.checkout(call.addr, call.w, call.d);
+    // A shutdown that began while we waited for the lock has written or failed the buffer
+    // already: nothing may be added to it now.
+    w.check();
+    if (!s.conn) s.conn = n.checkout(*a, w, d);
+    // Encoding first, outside on_stream: a value that does not encode fails this post alone,
+    // not the connection and the posts on it.
+    const std::vector<uint8_t> *head = nullptr;
+    uint64_t size = 0;
+    if (p.value && p.fd < 0) {
+        s.plan.clear();
+        s.plan.add(*p.value);
+        size = s.plan.size();
+        const bool as_fd = a->scheme == Address::kUnix && !n.opts.no_fd_passing && size >= n.opts.fd_passing_min_bytes;
+        head = &s.push_head(name, size);
+        if (as_fd || head->size() + size > Impl::PostStream::kSmallPost) head = nullptr;
+    }
+    PreparedPush pp;  // a large value (or a descriptor): written straight from its memory
+    if (!head) prepare_push(pp, *a, name, p, n.opts);
     n.on_stream(s, [&] {
         // The bound on unacknowledged posts (the peer queues at most its max_queued of them).
         const uint64_t bound = std::max<uint64_t>(1, n.opts.max_queued);
-        while (s.unacked >= bound) read_acks(s, n.opts, true, call.w, call.d);
+        while (s.unacked() >= bound) {
+            drain(s, n.opts, true, w, d);
+            read_acks(s, n.opts, true, w, d);
+        }
+        if (head) {
+            // Small: encoded behind the posts buffered before it.
+            size_t at = s.buf.size();
+            s.buf.resize(at + head->size() + size_t(size));
+            std::memcpy(s.buf.data() + at, head->data(), head->size());
+            at += head->size();
+            if (s.plan.write_to(s.buf.data() + at) != size) fail(TENSO_E_INTERNAL, "a plan wrote other than its size");
+            s.ends.push_back(at + size_t(size));
+            ++s.posted;
+            if (s.buf.size() - s.buf_at >= Impl::PostStream::kPostBuffer) drain(s, n.opts, true, w, d);
+            return;
+        }
+        // Large: the posts buffered before it first, then it.
+        drain(s, n.opts, true, w, d);
+        ++s.posted;
         Outgoing &out = pp.out;
         out.start();
         for (;;) {
             const Io r = out.pump(s.conn->sock);
             if (r == Io::kDone) break;
-            // The peer may be blocked writing acknowledgements we have not read: read them.
-            read_acks(s, n.opts, false, call.w, call.d);
-            call.w.wait(s.conn->sock.fd, r == Io::kWantRead ? POLLIN : (POLLOUT | POLLIN), call.d);
+            read_acks(s, n.opts, false, w, d);
+            w.wait(s.conn->sock.fd, r == Io::kWantRead ? POLLIN : (POLLOUT | POLLIN), d);
         }
+        ++s.written;
         // Acknowledgements are read only when the socket or the bound makes us wait (no read
         // syscall per post); unread, they wait in our receive buffer.
-        ++s.unacked;
     });
 }
 
 void Node::flush(const std::string &addr, uint64_t timeout_ms, Cancel *cancel) {
     Impl &n = *impl_;
     const CallScope scope(n);
-    const Address a = parse_address(addr, false);
-    const Waker w{n.stop_fd, cancel};
+    const Waker w{n.stop_fd, cancel, &n.stopped};
     const Deadline d = Deadline::in(effective(timeout_ms, n.opts));
     w.check();
-    const std::shared_ptr<Impl::PostStream> sp = n.post_stream(a);
+    const std::shared_ptr<Impl::PostStream> sp = n.post_stream(addr);
     Impl::PostStream &s = *sp;
     std::lock_guard<std::mutex> g(s.mu);
     if (s.conn) {
         try {
             n.on_stream(s, [&] {
-                while (s.unacked > 0) read_acks(s, n.opts, true, w, d);
+                drain(s, n.opts, true, w, d);
+                while (s.acked < s.posted) read_acks(s, n.opts, true, w, d);
             });
         } catch (const Error &) {
             // Reported below as the first failure among the posts.
         }
-        if (s.conn) n.checkin(std::move(s.conn));
+        if (s.conn) {
+            s.reset();
+            n.checkin(std::move(s.conn));
+        }
     }
     const int32_t st = s.first_status;
     const std::string m = s.first_message;
@@ -1488,7 +1713,7 @@ std::unique_ptr<View> Node::request(const std::string &addr, const std::string &
 std::unique_ptr<Message> Node::receive(uint64_t timeout_ms, Cancel *cancel) {
     CallScope scope(*impl_);
     Impl &n = *impl_;
-    const Waker w{n.stop_fd, cancel};
+    const Waker w{n.stop_fd, cancel, &n.stopped};
     const Deadline d = Deadline::in(timeout_ms);
     for (;;) {
         w.check();
@@ -1500,9 +1725,10 @@ std::unique_ptr<Message> Node::receive(uint64_t timeout_ms, Cancel *cancel) {
                 m = std::move(n.queue.front());
                 n.queue.pop_front();
                 n.queued_bytes -= m->bytes;
-                if (n.queue.empty()) {
+                if (n.queue.empty() && n.signalled) {
                     uint64_t v;
                     (void)!::read(n.recv_fd, &v, sizeof v);
+                    n.signalled = false;
                 }
                 parked.swap(n.parked);
             }

@@ -271,6 +271,11 @@ class CapiNetTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(testPostOrderedAndBounded);
     CPPUNIT_TEST(testPostRefusalSurfacedByFlush);
     CPPUNIT_TEST(testShutdownFailsPendingFlush);
+    CPPUNIT_TEST(testAcksAreCumulativeOnTheWire);
+    CPPUNIT_TEST(testPostAckBatchingWithRefusals);
+    CPPUNIT_TEST(testPostBufferIsBounded);
+    CPPUNIT_TEST(testShutdownWritesBufferedPosts);
+    CPPUNIT_TEST(testAckCountBeyondOutstandingIsMalformed);
     CPPUNIT_TEST_SUITE_END();
 
 public:
@@ -828,6 +833,195 @@ public:
         CPPUNIT_ASSERT_EQUAL(tenso_status(TENSO_E_SHUTDOWN), flushed);  // its message is on the other thread
         TENSO_CHECK_STATUS(TENSO_E_SHUTDOWN, tenso_node_post(a.get(), addr.c_str(), "4", 1, v.get(), 0, nullptr));
         CPPUNIT_ASSERT_EQUAL(std::string("1"), name_of(receive(b.get()).get()));
+    }
+
+    // One `ok` answers every push the listener read at once; a refusal in the middle is answered
+    // in its place (the pushes before it acknowledged first), and the connection goes on.
+    void testAcksAreCumulativeOnTheWire() {
+        tenso_node_options o = opts_for("tcp://127.0.0.1:0", TENSO_NODE_ALLOW_PLAINTEXT);
+        o.max_packet_bytes = 4096;
+        NodePtr b = make_node(o);
+        const Floats small(2, 2, 1.0f), big(32, 32, 2.0f);
+        auto packet = [](const Floats &f) {
+            tenso_buffer vb{};
+            TENSO_CHECK_OK(tenso_value_dumps(&vb, f.value().get(), nullptr));
+            std::vector<uint8_t> out(static_cast<const uint8_t *>(vb.data), static_cast<const uint8_t *>(vb.data) + vb.size);
+            tenso_buffer_dispose(&vb);
+            return out;
+        };
+        const std::vector<uint8_t> ps = packet(small), pb = packet(big);
+        std::vector<uint8_t> wire;
+        auto push = [&](const std::string &name, const std::vector<uint8_t> &value) {
+            const std::vector<uint8_t> c = strings_packet({"push", name, "0", std::to_string(value.size()), "0", ""});
+            wire.insert(wire.end(), c.begin(), c.end());
+            wire.insert(wire.end(), value.begin(), value.end());
+        };
+        for (int i = 0; i < 20; ++i) push("a" + std::to_string(i), ps);
+        push("big", pb);  // over max_packet_bytes: refused, its bytes skipped
+        for (int i = 0; i < 20; ++i) push("b" + std::to_string(i), ps);
+        const int fd = raw_connect(addr_of(b.get()));
+        write_all(fd, wire);  // all at once: the listener reads many pushes per read
+        // Answers in request order: oks for the 20 before (how many frames depends on how the
+        // bytes arrived), the refusal, oks for the 20 after.
+        uint64_t before = 0, after = 0, oks = 0;
+        bool refused = false;
+        while (before + after < 40) {
+            const std::vector<std::string> r = raw_reply(fd);
+            CPPUNIT_ASSERT_EQUAL(size_t(6), r.size());
+            if (r[0] == "error") {
+                CPPUNIT_ASSERT(!refused);
+                CPPUNIT_ASSERT_EQUAL(uint64_t(20), before);
+                CPPUNIT_ASSERT_EQUAL(std::to_string(TENSO_E_LIMIT), r[2]);
+                refused = true;
+                continue;
+            }
+            CPPUNIT_ASSERT_EQUAL(std::string("ok"), r[0]);
+            const uint64_t n = std::stoull(r[3]);
+            CPPUNIT_ASSERT(n >= 1);
+            (refused ? after : before) += n;
+            ++oks;
+        }
+        CPPUNIT_ASSERT(refused);
+        CPPUNIT_ASSERT_EQUAL(uint64_t(20), after);
+        CPPUNIT_ASSERT(oks < 40);  // batched: fewer answers than pushes
+        ::close(fd);
+        for (const char *prefix : {"a", "b"})
+            for (int i = 0; i < 20; ++i) {
+                MsgPtr m = receive(b.get());
+                CPPUNIT_ASSERT_EQUAL(prefix + std::to_string(i), name_of(m.get()));
+                small.check(tenso_node_message_view(m.get()));
+            }
+        CPPUNIT_ASSERT_EQUAL(uint64_t(1), stats_of(b.get()).refused);
+    }
+
+    // Posts buffered together and acknowledged in batches, refusals (small ones, buffered, and
+    // large ones, written on their own) in the middle: every accepted one arrives, in order, and
+    // flush reports the refusal once.
+    void testPostAckBatchingWithRefusals() {
+        tenso_node_options o = opts_for("tcp://127.0.0.1:0", TENSO_NODE_ALLOW_PLAINTEXT);
+        o.max_packet_bytes = 4096;
+        NodePtr b = make_node(o);
+        tenso_node_options ao = opts_for(nullptr, TENSO_NODE_ALLOW_PLAINTEXT | TENSO_NODE_NO_LISTEN);
+        ao.max_queued = 64;  // the sender's bound on unacknowledged posts: reached many times
+        NodePtr a = make_node(ao);
+        const std::string addr = addr_of(b.get());
+        const Floats refused_small(32, 32, 3.0f), refused_large(128, 128, 4.0f);
+        const ValuePtr rs = refused_small.value(), rl = refused_large.value();
+        const int kCount = 2000;
+        std::thread rx([&] {
+            for (int i = 0; i < kCount; ++i) {
+                MsgPtr m = receive(b.get());
+                CPPUNIT_ASSERT_EQUAL(std::to_string(i), name_of(m.get()));
+                CPPUNIT_ASSERT_EQUAL(float(i), static_cast<const float *>(tenso_view_data(tenso_node_message_view(m.get())))[0]);
+            }
+        });
+        std::vector<float> x(64);
+        uint64_t shape[1] = {64};
+        uint64_t refusals = 0;
+        for (int i = 0; i < kCount; ++i) {
+            x[0] = float(i);
+            tenso_tensor t{x.data(), x.size() * sizeof(float), shape, 1, TENSO_DTYPE_FLOAT32};
+            tenso_value *v = nullptr;
+            TENSO_CHECK_OK(tenso_value_new_tensor(&v, &t));
+            ValuePtr hold(v);
+            const std::string n = std::to_string(i);
+            TENSO_CHECK_OK(tenso_node_post(a.get(), addr.c_str(), n.data(), n.size(), v, 0, nullptr));
+            if (i % 97 == 5) {
+                TENSO_CHECK_OK(tenso_node_post(a.get(), addr.c_str(), "rs", 2, rs.get(), 0, nullptr));
+                ++refusals;
+            }
+            if (i % 331 == 7) {
+                TENSO_CHECK_OK(tenso_node_post(a.get(), addr.c_str(), "rl", 2, rl.get(), 0, nullptr));
+                ++refusals;
+            }
+        }
+        TENSO_CHECK_STATUS(TENSO_E_LIMIT, tenso_node_flush(a.get(), addr.c_str(), 0, nullptr));
+        TENSO_CHECK_OK(tenso_node_flush(a.get(), addr.c_str(), 0, nullptr));
+        rx.join();
+        CPPUNIT_ASSERT_EQUAL(refusals, stats_of(b.get()).refused);
+        CPPUNIT_ASSERT_EQUAL(uint64_t(1), stats_of(a.get()).connections_opened);
+        tenso_node_message *m = nullptr;
+        TENSO_CHECK_STATUS(TENSO_E_TIMEOUT, tenso_node_receive(&m, b.get(), 0, nullptr));
+    }
+
+    // What posts leave in the node's buffer is bounded (128 KiB + one small post): the rest is
+    // on the wire before flush; flush writes the remainder.
+    void testPostBufferIsBounded() {
+        tenso_node_options o = opts_for("tcp://127.0.0.1:0", TENSO_NODE_ALLOW_PLAINTEXT);
+        o.max_queued = 4096;
+        NodePtr b = make_node(o);
+        NodePtr a = make_node(nullptr, TENSO_NODE_ALLOW_PLAINTEXT | TENSO_NODE_NO_LISTEN);
+        const std::string addr = addr_of(b.get());
+        const Floats f(16, 16, 5.0f);  // 1 KiB
+        const ValuePtr v = f.value();
+        const int kCount = 1000;
+        for (int i = 0; i < kCount; ++i) TENSO_CHECK_OK(tenso_node_post(a.get(), addr.c_str(), "k", 1, v.get(), 0, nullptr));
+        const uint64_t before = stats_of(a.get()).bytes_sent;
+        TENSO_CHECK_OK(tenso_node_flush(a.get(), addr.c_str(), 0, nullptr));
+        const uint64_t after = stats_of(a.get()).bytes_sent;
+        CPPUNIT_ASSERT(after > uint64_t(kCount) * 1024);
+        CPPUNIT_ASSERT(before > 0);
+        CPPUNIT_ASSERT(after - before <= (128u + 16u) << 10);
+        for (int i = 0; i < kCount; ++i) f.check(tenso_node_message_view(receive(b.get()).get()));
+    }
+
+    // Shutdown writes the posts still in the node's buffer (as far as the socket takes them at
+    // once) and fails what was not acknowledged: flush and later posts return TENSO_E_SHUTDOWN.
+    void testShutdownWritesBufferedPosts() {
+        const std::string u = unix_listen("buffered");
+        NodePtr b = make_node(u.c_str(), TENSO_NODE_ALLOW_PLAINTEXT);
+        NodePtr a = make_node(nullptr, TENSO_NODE_ALLOW_PLAINTEXT | TENSO_NODE_NO_LISTEN);
+        const Floats f(4, 4, 6.0f);
+        const ValuePtr v = f.value();
+        for (int i = 0; i < 5; ++i) {
+            const std::string n = std::to_string(i);
+            TENSO_CHECK_OK(tenso_node_post(a.get(), u.c_str(), n.data(), n.size(), v.get(), 0, nullptr));
+        }
+        tenso_node_message *none = nullptr;
+        TENSO_CHECK_STATUS(TENSO_E_TIMEOUT, tenso_node_receive(&none, b.get(), 100, nullptr));  // still buffered
+        tenso_node_shutdown(a.get());
+        TENSO_CHECK_STATUS(TENSO_E_SHUTDOWN, tenso_node_flush(a.get(), u.c_str(), 0, nullptr));
+        TENSO_CHECK_STATUS(TENSO_E_SHUTDOWN, tenso_node_post(a.get(), u.c_str(), "x", 1, v.get(), 0, nullptr));
+        for (int i = 0; i < 5; ++i) {
+            MsgPtr m = receive(b.get());
+            CPPUNIT_ASSERT_EQUAL(std::to_string(i), name_of(m.get()));
+            f.check(tenso_node_message_view(m.get()));
+        }
+    }
+
+    // A listener acknowledging more pushes than were sent is out of step: TENSO_E_MALFORMED, for
+    // posts (reported by flush) and for an acknowledged send.
+    void testAckCountBeyondOutstandingIsMalformed() {
+        const int l = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        sockaddr_in sa{};
+        sa.sin_family = AF_INET;
+        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        socklen_t sl = sizeof sa;
+        CPPUNIT_ASSERT_EQUAL(0, ::bind(l, reinterpret_cast<sockaddr *>(&sa), sizeof sa));
+        CPPUNIT_ASSERT_EQUAL(0, ::listen(l, 4));
+        CPPUNIT_ASSERT_EQUAL(0, ::getsockname(l, reinterpret_cast<sockaddr *>(&sa), &sl));
+        const std::string addr = "tcp://127.0.0.1:" + std::to_string(ntohs(sa.sin_port));
+        // Each connection: read what comes, answer `ok` for 5, hold on until the dialer closes.
+        std::thread fake([&] {
+            for (int k = 0; k < 2; ++k) {
+                const int c = ::accept(l, nullptr, nullptr);
+                if (c < 0) return;
+                uint8_t buf[4096];
+                if (::read(c, buf, sizeof buf) > 0) write_all(c, strings_packet({"ok", "", "0", "5", "0", ""}));
+                while (::read(c, buf, sizeof buf) > 0) {
+                }
+                ::close(c);
+            }
+        });
+        NodePtr a = make_node(nullptr, TENSO_NODE_ALLOW_PLAINTEXT | TENSO_NODE_NO_LISTEN);
+        const Floats f(2, 2, 7.0f);
+        const ValuePtr v = f.value();
+        TENSO_CHECK_OK(tenso_node_post(a.get(), addr.c_str(), "p", 1, v.get(), 0, nullptr));
+        TENSO_CHECK_STATUS(TENSO_E_MALFORMED, tenso_node_flush(a.get(), addr.c_str(), 5000, nullptr));
+        TENSO_CHECK_STATUS(TENSO_E_MALFORMED, tenso_node_send(a.get(), addr.c_str(), "s", 1, v.get(), 5000, nullptr));
+        a.reset();  // closes its connections: the fake listener's reads end
+        fake.join();
+        ::close(l);
     }
 
     void testTlsWrongFingerprint() {

@@ -128,15 +128,23 @@ TENSO_API tenso_status tenso_node_id(char buf[65], const tenso_node *n);
 TENSO_API tenso_status tenso_node_send(tenso_node *n, const char *addr, const char *name, size_t name_len,
                                        const tenso_value *v, uint64_t timeout_ms, tenso_cancel *cancel);
 
-/** A pipelined push: as tenso_node_send, but returns once the whole packet is written to the
- *  peer's connection, without waiting for its acknowledgement. The calling thread writes
- *  (vectored, straight from the value's memory); when post returns the value's memory is no
- *  longer used, so the caller may change or free it at once. Posts to one peer travel on one
+/** A pipelined push: as tenso_node_send, but returns without waiting for the peer's
+ *  acknowledgement, once the packet is written to the peer's connection or, for a small value,
+ *  copied into the node's buffer for that peer. When post returns the value's memory is no
+ *  longer used, so the caller may change or free it at once. A large value is written by the
+ *  calling thread (vectored, straight from its memory). Small values (packet and control frame
+ *  of at most 16 KiB) are gathered, so that many travel in one write: the buffer is written
+ *  when it holds 128 KiB, when a post to the peer must wait (for acknowledgements or socket
+ *  room) or is large, by tenso_node_flush, and at shutdown as far as the socket takes it at
+ *  once. Until then their bytes may still sit in the node (at most 144 KiB per peer): call
+ *  tenso_node_flush to send them and learn their fate. Posts to one peer travel on one
  *  connection in call order and are received in that order. Backpressure: the socket's, and a
  *  bound of max_queued (this node's option) unacknowledged posts per peer, beyond which post
  *  waits for acknowledgements. A failed post returns its status; the peer's refusal of an
  *  earlier post (e.g. TENSO_E_LIMIT) is returned by tenso_node_flush. After a connection
- *  failure the posts still unacknowledged on it fail (flush returns the failure).
+ *  failure the posts still unacknowledged on it, written or buffered, fail (flush returns the
+ *  failure); after shutdown, flush returns TENSO_E_SHUTDOWN (posts not acknowledged by then,
+ *  buffered ones included, are not known to have arrived).
  *  @return the statuses of tenso_node_send.
  *  @since 1.4 */
 TENSO_API tenso_status tenso_node_post(tenso_node *n, const char *addr, const char *name, size_t name_len,

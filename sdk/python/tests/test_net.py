@@ -217,6 +217,33 @@ def test_post_pipelined_in_order_and_flush_reports_refusal():
     run(main())
 
 
+def test_post_many_in_order_with_refusals_and_bad_items():
+    async def main():
+        async with TensorNode(max_packet_bytes=4096, max_queued=4096) as rx, TensorNode(listen_enabled=False) as tx:
+            addr = await rx.get_node_addr()
+            small = [(f"s{i}", np.full(4, i, np.int64)) for i in range(1000)]
+            mixed = small[:500] + [("big", np.zeros(4096, np.int64))] + small[500:]  # refused by the peer
+            tx.post_many_sync(addr, iter(mixed))  # a generator: the values live only in the call
+            await tx.post_many(addr, [("d", {"a": np.arange(3, dtype=np.float32)})])
+            with pytest.raises(TensoError) as e:
+                tx.flush_sync(addr)
+            assert e.value.status == -13  # TENSO_E_LIMIT, reported once
+            tx.flush_sync(addr)
+            for i in range(1000):
+                name, value = await rx.receive_tensor(timeout=30)
+                assert name == f"s{i}" and int(value[0]) == i
+            name, value = await rx.receive_tensor(timeout=30)
+            assert name == "d" and value["a"].tolist() == [0.0, 1.0, 2.0]
+            # A bad item: those before it are posted, it and those after are not.
+            with pytest.raises(TypeError):
+                tx.post_many_sync(addr, [("x", np.ones(2)), ("y", object()), ("z", np.ones(2))])
+            tx.flush_sync(addr)
+            assert (await rx.receive_tensor(timeout=30))[0] == "x"
+            assert await rx.receive_tensor(timeout=0.2) is None
+
+    run(main())
+
+
 def test_failed_publish_leaves_value_with_caller():
     with TensorNode() as node:
         a = np.arange(8, dtype=np.float32)

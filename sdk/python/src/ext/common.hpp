@@ -57,6 +57,17 @@ tenso_dtype dtype_code(const py::dtype &dt);
 // The numpy dtype for a dense wire dtype (bfloat16 comes from ml_dtypes, imported on first use).
 py::dtype numpy_dtype(tenso_dtype code);
 
+// A dense tensor described for libtenso: the (contiguous) array whose memory is borrowed and the
+// tenso_tensor pointing into it.
+struct TensorArg {
+    py::array arr;
+    uint64_t shape[TENSO_MAX_NDIM] = {};
+    tenso_tensor t{};
+};
+// Fills `out` from a numpy array with upstream's checks (encode.cpp); `strict` refuses a
+// non-contiguous array instead of copying it.
+void prepare_tensor(TensorArg &out, py::handle obj, bool strict);
+
 // ---- RAII holders for tenso handles ---------------------------------------------------------
 
 struct ViewFree {

@@ -35,13 +35,7 @@ namespace {
 
 std::string type_name(py::handle obj) { return py::str(py::type::handle_of(obj).attr("__name__")).cast<std::string>(); }
 
-// A dense tensor described for libtenso: the (contiguous) array whose memory is borrowed and the
-// tenso_tensor pointing into it.
-struct TensorArg {
-    py::array arr;
-    uint64_t shape[TENSO_MAX_NDIM] = {};
-    tenso_tensor t{};
-};
+}  // namespace
 
 // Upstream's checks, in upstream's order: every dimension fits the wire's u32, the element
 // count is within 1e9 (before any contiguity copy, so a huge strided view is refused without
@@ -94,6 +88,8 @@ void prepare_tensor(TensorArg &out, py::handle obj, bool strict) {
     out.t.data = a.nbytes() ? a.data() : nullptr;
     out.arr = std::move(a);
 }
+
+namespace {
 
 // Runs `fn` with the GIL released when `release` is set.
 template <class Fn>

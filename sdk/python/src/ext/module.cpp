@@ -4,6 +4,8 @@
 
 #include <array>
 
+#include <vector>
+
 #include "common.hpp"
 
 namespace tpy {
@@ -77,6 +79,12 @@ void BufferHold::acquire(py::handle obj, int flags) {
 // ---- dtypes -------------------------------------------------------------------------------
 
 tenso_dtype dtype_code(const py::dtype &dt) {
+    // numpy's built-in dtypes are singletons (np.dtype("float32") is every float32 array's
+    // dtype): those we have answered for are known by address, so that a small array costs no
+    // attribute lookups and name strings. Kept referenced (never freed, so never reused).
+    static std::vector<std::pair<PyObject *, tenso_dtype>> known;
+    for (const auto &k : known)
+        if (k.first == dt.ptr()) return k.second;
     if (dt.byteorder() == '>') {
         raise_value_error("Unsupported byte order: dtype " + py::str(dt).cast<std::string>() +
                           " is big-endian; tenso packets are little-endian (convert with "
@@ -87,8 +95,17 @@ tenso_dtype dtype_code(const py::dtype &dt) {
     const std::string name = py::str(dt.attr("name")).cast<std::string>();
     tenso_dtype code = 0;
     if (!dt.has_fields() && dt.attr("subdtype").ptr() == Py_None &&
-        tenso_dtype_from_name(&code, name.c_str()) == TENSO_OK && tenso_dtype_itemsize(code) == size_t(dt.itemsize()))
+        tenso_dtype_from_name(&code, name.c_str()) == TENSO_OK && tenso_dtype_itemsize(code) == size_t(dt.itemsize())) {
+        // Only the canonical object of its name is remembered (a dtype made otherwise, with
+        // metadata say, may be freed and its address reused).
+        try {
+            const py::object canonical = py::module_::import("numpy").attr("dtype")(name);
+            if (canonical.ptr() == dt.ptr() && known.size() < 64) known.emplace_back(canonical.inc_ref().ptr(), code);
+        } catch (py::error_already_set &) {
+            // A name numpy itself lacks (ml_dtypes' bfloat16): not remembered.
+        }
         return code;
+    }
     raise_value_error("Unsupported dtype: " + name);
 }
 

@@ -157,6 +157,88 @@ public:
         push(tenso_node_post, addr, name, value, timeout, cancel);
     }
 
+    // post for a numpy array: its tenso_value lives for the call only (no Python Value object),
+    // what post_tensor does for the common case of one array.
+    void post_array(const std::string &addr, py::handle name, py::handle array, bool strict, py::handle timeout,
+                    py::handle cancel) {
+        bury_published();
+        NameArg nm(name);
+        TensorArg ta;
+        prepare_tensor(ta, array, strict);
+        const uint64_t ms = timeout_ms(timeout, 0);
+        tenso_cancel *c = cancel_of(cancel);
+        tenso_value *raw = nullptr;
+        check(tenso_value_new_tensor(&raw, &ta.t));
+        const ValuePtr v(raw);
+        auto n = h_->lease();
+        tenso_status st;
+        {
+            // Released: a post may wait (the peer's acknowledgements, a full socket).
+            py::gil_scoped_release nogil;
+            st = tenso_node_post(n.get(), addr.c_str(), nm.bytes.data(), nm.bytes.size(), v.get(), ms, c);
+        }
+        check(st);
+    }
+
+    // Posts many values to one peer, in order: (name, array or Value) pairs, converted under the
+    // GIL a chunk at a time and posted with it released once per chunk (one Python call for
+    // many small posts). The first failure is raised; the items before it were posted, those
+    // after it were not.
+    void post_many(const std::string &addr, const py::iterable &items, bool strict, py::handle timeout,
+                   py::handle cancel) {
+        bury_published();
+        const uint64_t ms = timeout_ms(timeout, 0);
+        tenso_cancel *c = cancel_of(cancel);
+        auto n = h_->lease();
+        constexpr size_t kChunk = 256;
+        struct Item {
+            std::string name;
+            TensorArg ta;   // an array's, when the item is one
+            ValuePtr owned;  // its tenso_value
+            py::object keep;  // or the Value given
+            const tenso_value *v = nullptr;
+        };
+        std::vector<Item> chunk;
+        chunk.reserve(kChunk);
+        auto send = [&] {
+            tenso_status st = TENSO_OK;
+            {
+                py::gil_scoped_release nogil;
+                for (const Item &it : chunk) {
+                    st = tenso_node_post(n.get(), addr.c_str(), it.name.data(), it.name.size(), it.v, ms, c);
+                    if (st != TENSO_OK) break;
+                }
+            }
+            chunk.clear();  // under the GIL: the arrays' references
+            check(st);
+        };
+        try {
+            for (py::handle pair : items) {
+                const py::tuple t = py::reinterpret_borrow<py::object>(pair).cast<py::tuple>();
+                if (t.size() != 2) raise_value_error("post_many takes (name, value) pairs");
+                Item it;
+                it.name = NameArg(t[0]).bytes;
+                if (py::isinstance<Value>(t[1])) {
+                    it.keep = py::reinterpret_borrow<py::object>(t[1]);
+                    it.v = it.keep.cast<const Value &>().get();
+                } else {
+                    prepare_tensor(it.ta, t[1], strict);
+                    tenso_value *raw = nullptr;
+                    check(tenso_value_new_tensor(&raw, &it.ta.t));
+                    it.owned.reset(raw);
+                    it.v = raw;
+                }
+                chunk.push_back(std::move(it));
+                if (chunk.size() == kChunk) send();
+            }
+        } catch (...) {
+            // A bad item: the ones before it are posted (a failure among them comes first).
+            if (!chunk.empty()) send();
+            throw;
+        }
+        if (!chunk.empty()) send();
+    }
+
     using PushFn = tenso_status (*)(tenso_node *, const char *, const char *, size_t, const tenso_value *, uint64_t,
                                     tenso_cancel *);
     void push(PushFn fn, const std::string &addr, py::handle name, const Value &value, py::handle timeout,
@@ -359,6 +441,10 @@ void init_net(py::module_ &m) {
              py::arg("cancel") = py::none())
         .def("post", &Node::post, py::arg("addr"), py::arg("name"), py::arg("value"), py::arg("timeout") = py::none(),
              py::arg("cancel") = py::none())
+        .def("post_array", &Node::post_array, py::arg("addr"), py::arg("name"), py::arg("array"), py::arg("strict") = false,
+             py::arg("timeout") = py::none(), py::arg("cancel") = py::none())
+        .def("post_many", &Node::post_many, py::arg("addr"), py::arg("items"), py::arg("strict") = false,
+             py::arg("timeout") = py::none(), py::arg("cancel") = py::none())
         .def("flush", &Node::flush, py::arg("addr"), py::arg("timeout") = py::none(), py::arg("cancel") = py::none())
         .def("send_packet", &Node::send_packet, py::arg("addr"), py::arg("name"), py::arg("packet"),
              py::arg("timeout") = py::none(), py::arg("cancel") = py::none())

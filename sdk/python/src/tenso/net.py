@@ -30,7 +30,9 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
-from typing import Any, Callable, List, Optional, Sequence, Tuple, TypeVar
+from typing import Any, Callable, Iterable, List, Optional, Sequence, Tuple, TypeVar
+
+import numpy as np
 
 from . import _tenso
 from .core import _to_value
@@ -203,8 +205,13 @@ class TensorNode:
         """A pipelined push: returns once ``value`` is written to the connection to ``addr``,
         without waiting for the peer's acknowledgement (``value`` may change afterwards). Posts
         to one peer arrive in order; :meth:`flush_sync` waits for them and raises the first
-        failure among them. Blocks when too many are unacknowledged (the node's max_queued)."""
-        self._started().post(addr, name, _to_value(value, strict), timeout)
+        failure among them. Blocks when too many are unacknowledged (the node's max_queued).
+        A small value may wait in the node's buffer, with others, until :meth:`flush_sync`."""
+        node = self._started()
+        if type(value) is np.ndarray:  # the common case, with no Value object in between
+            node.post_array(addr, name, value, strict, timeout)
+        else:
+            node.post(addr, name, _to_value(value, strict), timeout)
 
     async def post_tensor(
         self, addr: str, name: str, value: Any, timeout: Optional[float] = None, *, strict: bool = False
@@ -213,6 +220,23 @@ class TensorNode:
         node = self._started()
         v = _to_value(value, strict)
         await self._cancellable(lambda c: node.post(addr, name, v, timeout, c))
+
+    def post_many_sync(
+        self, addr: str, items: Iterable[Tuple[str, Any]], timeout: Optional[float] = None, *, strict: bool = False
+    ) -> None:
+        """:meth:`post_tensor_sync` of every ``(name, value)`` pair, in order, in one call (for
+        many small values, the per-call cost is paid once per few hundred). Raises the first
+        failure: the pairs before it were posted, those after it were not."""
+        node = self._started()
+        node.post_many(addr, ((n, v if type(v) is np.ndarray else _to_value(v, strict)) for n, v in items), strict, timeout)
+
+    async def post_many(
+        self, addr: str, items: Iterable[Tuple[str, Any]], timeout: Optional[float] = None, *, strict: bool = False
+    ) -> None:
+        """Coroutine form of :meth:`post_many_sync`."""
+        node = self._started()
+        pairs = [(n, v if type(v) is np.ndarray else _to_value(v, strict)) for n, v in items]
+        await self._cancellable(lambda c: node.post_many(addr, pairs, strict, timeout, c))
 
     def flush_sync(self, addr: str, timeout: Optional[float] = None) -> None:
         """Waits until every post to ``addr`` is acknowledged; raises the first failure among

@@ -328,10 +328,11 @@ impl Node {
     }
 
     /// A pipelined [`send`](Self::send): returns once `value` is written to the connection to
-    /// `addr`, without waiting for the peer's acknowledgement (its memory is not used after the
-    /// call). Posts to one peer arrive in order; [`flush`](Self::flush) waits for them and
-    /// returns the first failure among them. Blocks while the node's `max_queued` posts to
-    /// `addr` are unacknowledged.
+    /// `addr`, or, for a small value, copied into the node's buffer for `addr` (written with
+    /// others; [`flush`](Self::flush) writes what is left), without waiting for the peer's
+    /// acknowledgement (its memory is not used after the call). Posts to one peer arrive in
+    /// order; [`flush`](Self::flush) waits for them and returns the first failure among them.
+    /// Blocks while the node's `max_queued` posts to `addr` are unacknowledged.
     ///
     /// ```
     /// use tenso::{Node, NodeOptions, Tensor};
