@@ -12,6 +12,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <new>
 #include <set>
 #include <thread>
 
@@ -206,7 +207,9 @@ struct Sock {
         ssl_fail(err, what);
     }
 
-    // Reads into p; *n gets the bytes.
+    // Reads into p; *n gets the bytes. TLS reads ahead (tls.cpp): OpenSSL may hold whole
+    // records the socket no longer shows as readable, so callers wait for POLLIN only after a
+    // read returned kWantRead (OpenSSL says so only when it holds no complete record).
     Io read(void *p, size_t cap, size_t *n) {
         *n = 0;
         if (ssl) return ssl_result(SSL_read_ex(ssl, p, cap, n), *n, counter_in, "TLS read");
@@ -245,10 +248,44 @@ struct Sock {
         return Io::kDone;
     }
 
+    // TLS writes one record (up to kRecord bytes) per SSL_write_ex (partial writes). Segments
+    // shorter than a record (a control frame, a packet header, a small body) are packed with
+    // what follows into one record: a tiny record costs a cipher call, 22 bytes and, alone, a
+    // segment of its own. Records that more of this write follows are gathered by the BIO and
+    // sent together (set_send_more); the last one sends them all before it counts as written.
+    // After WANT_WRITE the caller retries with the same segments, so the packed record is the
+    // same bytes again, at the same address, as OpenSSL requires.
+    static constexpr size_t kRecord = 16384;  // TLS's largest plaintext record
+    std::unique_ptr<uint8_t[]> stage;          // a packed record
+    Io tls_write(const iovec *iov, size_t cnt, size_t *n) {
+        const void *p = iov[0].iov_base;
+        size_t len = iov[0].iov_len;
+        if (len < kRecord && cnt > 1 && !stage) stage.reset(new (std::nothrow) uint8_t[kRecord]);  // none: unpacked
+        if (len < kRecord && cnt > 1 && stage) {
+            len = 0;
+            for (size_t i = 0; i < cnt && len < kRecord; ++i) {
+                const size_t k = std::min(iov[i].iov_len, kRecord - len);
+                std::memcpy(stage.get() + len, iov[i].iov_base, k);
+                len += k;
+            }
+            p = stage.get();
+        }
+        // One record per call: after WANT_WRITE, OpenSSL finishes the pending record and goes
+        // on to the next one in the same call, which could be the last of the write and must
+        // not then be gathered (nothing would send it). The retry passes the same length.
+        len = std::min(len, kRecord);
+        size_t total = 0;  // does anything follow this record?
+        for (size_t i = 0; i < cnt && total <= len; ++i) total += iov[i].iov_len;
+        set_send_more(ssl, total > len);
+        const int r = SSL_write_ex(ssl, p, len, n);
+        set_send_more(ssl, false);
+        return ssl_result(r, *n, counter_out, "TLS write");
+    }
+
     // Writes from iov[0, cnt); *n gets the bytes. pass_fd (Unix): sent with the first byte.
     Io write(const iovec *iov, size_t cnt, size_t *n, int pass_fd) {
         *n = 0;
-        if (ssl) return ssl_result(SSL_write_ex(ssl, iov[0].iov_base, iov[0].iov_len, n), *n, counter_out, "TLS write");
+        if (ssl) return tls_write(iov, cnt, n);
         msghdr m{};
         m.msg_iov = const_cast<iovec *>(iov);
         m.msg_iovlen = std::min<size_t>(cnt, IOV_MAX);
@@ -1128,9 +1165,10 @@ std::unique_ptr<Outbound> Node::Impl::checkout(const Address &a, const Waker &w,
             while (!p.idle.empty()) {
                 std::unique_ptr<Outbound> cand = std::move(p.idle.back());
                 p.idle.pop_back();
-                // A pooled connection the peer closed (or wrote to unasked) is readable: drop it.
+                // A pooled connection the peer closed (or wrote to unasked) is readable, or its
+                // TLS layer holds bytes read ahead: drop it.
                 pollfd pf{cand->sock.fd, POLLIN, 0};
-                if (::poll(&pf, 1, 0) == 0) {
+                if (::poll(&pf, 1, 0) == 0 && !(cand->sock.ssl && SSL_has_pending(cand->sock.ssl))) {
                     c = std::move(cand);
                     break;
                 }

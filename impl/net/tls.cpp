@@ -3,8 +3,10 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <cstdint>
 #include <memory>
+#include <new>
 
 #include <openssl/err.h>
 #include <openssl/evp.h>
@@ -12,6 +14,7 @@
 #include <openssl/sha.h>
 #include <openssl/x509.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 
 #include "error.hpp"
 #include "tenso/tenso.h"
@@ -112,16 +115,71 @@ SSL_CTX *make_ctx(bool server, EVP_PKEY *key, const std::vector<Cert> &chain, co
 
 // The socket BIO: send(MSG_NOSIGNAL) and recv, so that a peer gone away is EPIPE, never a
 // SIGPIPE (OpenSSL's own socket BIO writes with write(2)), with no signal-mask calls per record.
-int bio_write(BIO *b, const char *p, int n) {
-    const int fd = int(reinterpret_cast<intptr_t>(BIO_get_data(b)));
-    BIO_clear_retry_flags(b);
+//
+// OpenSSL hands the BIO one record (at most 16 KiB) at a time. Sent one by one, a large write
+// costs a send syscall per record, and one segment and a wake-up of the reader per record;
+// so records that more of the same write follows (set_send_more) are gathered here and sent
+// kSendBuf at a time. The last record of a write is sent with what is gathered (one sendmsg)
+// and accepted only once all of that has gone, so no byte stays behind in the BIO when a
+// write has finished.
+constexpr size_t kSendBuf = 128 * 1024;
+struct BioSock {
+    int fd;
+    bool more = false;             // the record being written is not the last of the write
+    std::unique_ptr<uint8_t[]> buf;  // gathered records, [at, len) not sent yet
+    size_t at = 0, len = 0;
+};
+BioSock *bio_sock(BIO *b) { return static_cast<BioSock *>(BIO_get_data(b)); }
+
+// sendmsg of up to two pieces; -1 with errno as send's.
+ssize_t send2(int fd, const void *p0, size_t n0, const void *p1, size_t n1) {
+    iovec v[2] = {{const_cast<void *>(p0), n0}, {const_cast<void *>(p1), n1}};
+    msghdr m{};
+    m.msg_iov = n0 ? v : v + 1;
+    m.msg_iovlen = n0 ? 2 : 1;
     ssize_t r;
-    do r = ::send(fd, p, size_t(n), MSG_NOSIGNAL); while (r < 0 && errno == EINTR);
-    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) BIO_set_retry_write(b);
-    return int(r);
+    do r = ::sendmsg(fd, &m, MSG_NOSIGNAL); while (r < 0 && errno == EINTR);
+    return r;
+}
+
+int bio_write(BIO *b, const char *p, int n) {
+    BioSock *s = bio_sock(b);
+    BIO_clear_retry_flags(b);
+    if (n <= 0) return 0;
+    const size_t len = size_t(n);
+    if (s->more && !s->buf) s->buf.reset(new (std::nothrow) uint8_t[kSendBuf]);  // none: unbuffered
+    if (s->more && s->buf) {
+        if (s->len + len > kSendBuf && s->at < s->len) {
+            const ssize_t r = send2(s->fd, nullptr, 0, s->buf.get() + s->at, s->len - s->at);
+            if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK) return -1;
+            if (r > 0) s->at += size_t(r);
+        }
+        if (s->at == s->len) s->at = s->len = 0;
+        if (s->len + len > kSendBuf) {  // the socket takes no more now
+            BIO_set_retry_write(b);
+            return -1;
+        }
+        std::memcpy(s->buf.get() + s->len, p, len);
+        s->len += len;
+        return n;
+    }
+    for (;;) {
+        const size_t gathered = s->len - s->at;
+        const ssize_t r = send2(s->fd, s->buf.get() + s->at, gathered, p, len);
+        if (r < 0) {
+            if (errno == EAGAIN || errno == EWOULDBLOCK) BIO_set_retry_write(b);
+            return -1;
+        }
+        if (size_t(r) < gathered) {
+            s->at += size_t(r);
+            continue;  // the next sendmsg says whether the socket is full (EAGAIN)
+        }
+        s->at = s->len = 0;
+        if (size_t(r) > gathered) return int(size_t(r) - gathered);
+    }
 }
 int bio_read(BIO *b, char *p, int n) {
-    const int fd = int(reinterpret_cast<intptr_t>(BIO_get_data(b)));
+    const int fd = bio_sock(b)->fd;
     BIO_clear_retry_flags(b);
     ssize_t r;
     do r = ::recv(fd, p, size_t(n), 0); while (r < 0 && errno == EINTR);
@@ -133,6 +191,11 @@ int bio_create(BIO *b) {
     BIO_set_init(b, 1);
     return 1;
 }
+int bio_destroy(BIO *b) {
+    delete bio_sock(b);
+    BIO_set_data(b, nullptr);
+    return 1;
+}
 
 BIO_METHOD *socket_method() {
     static BIO_METHOD *m = [] {
@@ -142,6 +205,7 @@ BIO_METHOD *socket_method() {
             BIO_meth_set_read(bm, bio_read);
             BIO_meth_set_ctrl(bm, bio_ctrl);
             BIO_meth_set_create(bm, bio_create);
+            BIO_meth_set_destroy(bm, bio_destroy);
         }
         return bm;
     }();
@@ -153,16 +217,20 @@ BIO_METHOD *socket_method() {
 SSL *new_ssl(SSL_CTX *ctx, int fd) {
     BIO_METHOD *m = socket_method();
     if (!m) fail(TENSO_E_NO_MEMORY, "BIO_meth_new");
-    SSL *ssl = SSL_new(ctx);
+    std::unique_ptr<BioSock> st(new (std::nothrow) BioSock);
+    if (st) st->fd = fd;
+    SSL *ssl = st ? SSL_new(ctx) : nullptr;
     BIO *b = ssl ? BIO_new(m) : nullptr;
     if (!b) {
         SSL_free(ssl);
         fail(TENSO_E_NO_MEMORY, "SSL_new");
     }
-    BIO_set_data(b, reinterpret_cast<void *>(intptr_t(fd)));
+    BIO_set_data(b, st.release());  // freed by bio_destroy
     SSL_set_bio(ssl, b, b);  // one reference, owned by the SSL
     return ssl;
 }
+
+void set_send_more(SSL *ssl, bool more) { bio_sock(SSL_get_wbio(ssl))->more = more; }
 
 std::string key_fingerprint(EVP_PKEY *key) {
     unsigned char *der = nullptr;

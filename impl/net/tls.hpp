@@ -36,6 +36,12 @@ private:
 // An SSL for a non-blocking socket, reading and writing through send(MSG_NOSIGNAL)/recv.
 SSL *new_ssl(SSL_CTX *ctx, int fd);
 
+// Whether application data follows the record the next SSL_write_ex writes: the record is then
+// gathered with the next ones and sent with them (one send per 128 KiB instead of one per 16 KiB
+// record); the first record written without it sends everything gathered. Set it around a
+// write only: other records (alerts, handshake) go out at once.
+void set_send_more(SSL *ssl, bool more);
+
 // The SHA-256 fingerprint of a key.
 std::string key_fingerprint(EVP_PKEY *key);
 

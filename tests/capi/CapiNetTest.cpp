@@ -265,6 +265,7 @@ class CapiNetTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(testTlsWrongFingerprint);
     CPPUNIT_TEST(testTlsCaAndPinning);
     CPPUNIT_TEST(testBackpressure);
+    CPPUNIT_TEST(testTlsRecordsUnderBackpressure);
     CPPUNIT_TEST(testDescriptorPassing);
     CPPUNIT_TEST(testReceiveFdAndBundle);
     CPPUNIT_TEST(testPostOrderedAndBounded);
@@ -1313,6 +1314,80 @@ public:
             Floats(256, 1024, float(i)).check(tenso_node_message_view(m.get()));
         }
         tx.join();
+    }
+
+    // TLS writes pack small segments into records and gather records into larger sends
+    // (impl/net/tls.cpp); the last record of a write must send everything gathered, or the
+    // write's tail stays behind and the stream stalls until the deadline (TENSO_E_TIMEOUT).
+    // Rounds of posts to a slow receiver, each ended by a flush (its last post must have left
+    // nothing behind); every value is 9 records, so (with a 128 KiB buffer) gathered records
+    // go out just before the last one, where a full socket (WANT_WRITE) tests the retry. The
+    // loopback buffers grow to tens of MiB, so a full socket there is left to chance. Values
+    // of other sizes (a few bytes, around a 16 KiB record, 64 MiB) are posted and pushed, and
+    // a 9-record value is pulled (the listener's side writes).
+    void testTlsRecordsUnderBackpressure() {
+        tenso_node_options o = opts_for(nullptr);
+        o.max_queued = 2;
+        o.max_queued_bytes = 256u << 20;
+        NodePtr b = make_node(o);
+        NodePtr a = make_node(nullptr, TENSO_NODE_NO_LISTEN);
+        const std::string addr = addr_of(b.get());
+#ifdef NET_TEST_SANITIZED
+        const int kRounds = 1;
+#else
+        const int kRounds = 3;
+#endif
+        const int kPerRound = 60;  // 8 MiB
+        const int kSmall = 28;
+        auto floats = [&](int i) {
+            if (i < kRounds * kPerRound) return Floats(1, 33281, float(i));  // 133124 bytes
+            return Floats(1, uint64_t(1) << (i % 14), float(i));            // 4 bytes to 32 KiB
+        };
+        const int kPosts = kRounds * kPerRound + kSmall;
+        std::atomic<int> wrong{0};
+        std::thread rx([&] {
+            for (int i = 0; i < kPosts; ++i) {
+                if (i < kRounds * kPerRound) std::this_thread::sleep_for(std::chrono::microseconds(500));
+                tenso_node_message *m = nullptr;
+                if (tenso_node_receive(&m, b.get(), 20000, nullptr) != TENSO_OK) return (void)++wrong;
+                MsgPtr hold(m);
+                const tenso_view *v = tenso_node_message_view(m);
+                const Floats f = floats(i);
+                if (name_of(m) != std::to_string(i) || tenso_view_nbytes(v) != f.t.nbytes ||
+                    std::memcmp(tenso_view_data(v), f.data.data(), f.t.nbytes) != 0)
+                    ++wrong;
+            }
+        });
+        tenso_status posted = TENSO_OK, flushed = TENSO_OK;
+        for (int i = 0; i < kPosts && posted == TENSO_OK && flushed == TENSO_OK; ++i) {
+            const Floats f = floats(i);
+            ValuePtr v = f.value();
+            const std::string name = std::to_string(i);
+            posted = tenso_node_post(a.get(), addr.c_str(), name.data(), name.size(), v.get(), 20000, nullptr);
+            if (i % kPerRound == kPerRound - 1 || i == kPosts - 1) flushed = tenso_node_flush(a.get(), addr.c_str(), 20000, nullptr);
+        }
+        if (posted != TENSO_OK || flushed != TENSO_OK) tenso_node_shutdown(b.get());  // rx stops
+        rx.join();
+        TENSO_CHECK_OK(posted);
+        TENSO_CHECK_OK(flushed);
+        CPPUNIT_ASSERT_EQUAL(0, wrong.load());
+        // Pushed one at a time: the small sizes, and 64 MiB + 7900 bytes (4097 records).
+        for (int i = kRounds * kPerRound; i < kPosts; ++i) {
+            TENSO_CHECK_OK(send(a.get(), addr, "s", floats(i), 20000));
+            floats(i).check(tenso_node_message_view(receive(b.get()).get()));
+        }
+        const Floats big(1, (4096 * 16384 + 8000 - 100) / 4, 1.5f);
+        TENSO_CHECK_OK(send(a.get(), addr, "big", big, 20000));
+        big.check(tenso_node_message_view(receive(b.get()).get()));
+        const Floats nine = floats(0);
+        std::atomic<int> rel{0};
+        TENSO_CHECK_OK(tenso_node_publish(b.get(), "w", 1, nine.value().release(), count_release, &rel));
+        for (int i = 0; i < 3; ++i) {
+            tenso_view *v = nullptr;
+            TENSO_CHECK_OK(tenso_node_request(&v, a.get(), addr.c_str(), "w", 1, 20000, nullptr));
+            ViewPtr hold(v);
+            nine.check(v);
+        }
     }
 
     void testDescriptorPassing() {

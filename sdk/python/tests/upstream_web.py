@@ -46,6 +46,9 @@ def serve():
 
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
+    # Listening before the port is announced: a bound socket that is not yet listening refuses
+    # connections, and uvicorn calls listen() only once its loop has started.
+    sock.listen(128)
     print(json.dumps({"port": sock.getsockname()[1]}), flush=True)
     server = uvicorn.Server(uvicorn.Config(app.app, log_level="warning", lifespan="off"))
     server.run(sockets=[sock])
