@@ -1388,6 +1388,10 @@ public:
             ViewPtr hold(v);
             nine.check(v);
         }
+        // The published value borrows `nine` and its release counts into `rel`: the node goes
+        // first (they were declared after it, and would be destroyed before it).
+        b.reset();
+        CPPUNIT_ASSERT_EQUAL(1, rel.load());
     }
 
     void testDescriptorPassing() {
