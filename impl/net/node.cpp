@@ -656,7 +656,8 @@ private:
     bool close_after_write_ = false;
     State after_write_ = kReadControl;  // where a finished write goes on
     // Pushes queued but not yet acknowledged: answered by one `ok` whose length field is their
-    // count, written before the connection next waits for input or answers anything else.
+    // count (one `ok` each, to a dialer that did not ask for counts), written before the
+    // connection next waits for input or answers anything else.
     uint64_t acks_ = 0;
     bool counted_ = false;  // the dialer reads counted oks (kCountedOk): else one `ok` per push
     static constexpr uint64_t kLingerBytes = 16 << 20;
