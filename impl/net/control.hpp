@@ -19,8 +19,13 @@ struct Control {
     int32_t status = 0;
     uint64_t length = 0;  // the value packet's bytes (push, value)
     uint64_t offset = 0;  // *-fd: where the packet starts in the passed descriptor
-    std::string message;  // error: why
+    std::string message;  // error: why; push, push-fd: kCountedOk, or empty
 };
+
+// The message of a dialer's push that reads `ok` frames answering several pushes (their count in
+// the length field). A listener answers a dialer that never sent it (1.4.0's, which reads one
+// push per `ok`) with one `ok` per push.
+inline constexpr char kCountedOk[] = "ok-count";
 
 // Largest control packet a node reads: its header and offsets plus a name and a message.
 size_t control_packet_limit(uint32_t max_name_bytes);

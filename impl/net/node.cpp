@@ -656,8 +656,10 @@ private:
     bool close_after_write_ = false;
     State after_write_ = kReadControl;  // where a finished write goes on
     // Pushes queued but not yet acknowledged: answered by one `ok` whose length field is their
-    // count, written before the connection next waits for input or answers anything else.
+    // count (one `ok` each, to a dialer that did not ask for counts), written before the
+    // connection next waits for input or answers anything else.
     uint64_t acks_ = 0;
+    bool counted_ = false;  // the dialer reads counted oks (kCountedOk): else one `ok` per push
     static constexpr uint64_t kLingerBytes = 16 << 20;
     uint64_t linger_ = 0;
 
@@ -681,9 +683,15 @@ private:
         n_.wake();  // what it reports queued is announced first
         Control ok;
         ok.op = Op::kOk;
-        ok.length = acks_;
+        ok.length = counted_ ? acks_ : 0;
+        const std::vector<uint8_t> one = encode_control(ok);
+        // A dialer that did not ask for counted oks (1.4.0) reads one per push: as many frames,
+        // still written together.
+        std::vector<uint8_t> out;
+        out.reserve(one.size() * (counted_ ? 1 : acks_));
+        for (uint64_t i = 0; i < (counted_ ? 1 : acks_); ++i) out.insert(out.end(), one.begin(), one.end());
         acks_ = 0;
-        return encode_control(ok);
+        return out;
     }
     // Writes the pending acknowledgement, then goes on in `next`.
     void ack_now(State next) {
@@ -764,6 +772,7 @@ private:
         req_ = parse_control(*v, n_.opts.max_name_bytes);
         if (req_.op == Op::kGet) return serve_get();
         if (req_.op != Op::kPush && req_.op != Op::kPushFd) fail(TENSO_E_MALFORMED, "unexpected control frame from a dialer");
+        if (req_.message == kCountedOk) counted_ = true;
         msg_.reset(new Message);
         msg_->name = req_.name;
         msg_->sender = sock_.peer;
@@ -1363,6 +1372,7 @@ void prepare_push(PreparedPush &pp, const Address &a, const std::string &name, c
     Control c;
     c.op = Op::kPush;
     c.name = name;
+    c.message = kCountedOk;  // this dialer reads counted oks
     if (p.value) {
         pp.plan.reset(new Plan(EncodeOptions{}, false));
         pp.plan->add(*p.value);
@@ -1444,6 +1454,7 @@ struct Node::Impl::PostStream {
             c.op = Op::kPush;
             c.name = name;
             c.length = length;
+            c.message = kCountedOk;
             head = encode_control(c);
             head_name = name;
             head_length = length;
@@ -1460,9 +1471,11 @@ struct Node::Impl::PostStream {
     // Forgets the connection's posts (it is checked in, or dropped with them failed).
     void reset() {
         posted = written = acked = 0;
-        buf.clear();
+        // The connection leaves the stream: so does the buffer's memory (a node that posted to
+        // many peers once keeps no 144 KiB per peer).
+        std::vector<uint8_t>().swap(buf);
         buf_at = 0;
-        ends.clear();
+        std::vector<size_t>().swap(ends);
         ends_at = 0;
     }
 };
@@ -1614,7 +1627,12 @@ void Node::post(const std::string &addr, const std::string &name, const Payload 
         if (as_fd || head->size() + size > Impl::PostStream::kSmallPost) head = nullptr;
     }
     PreparedPush pp;  // a large value (or a descriptor): written straight from its memory
-    if (!head) prepare_push(pp, *a, name, p, n.opts);
+    if (!head) {
+        // The reused plan keeps its memory: not that of a large value (a quantized tensor's
+        // scales, say, live in its arena), which would stay with the stream for good.
+        if (p.value && p.fd < 0) s.plan = Plan{EncodeOptions{}, false};
+        prepare_push(pp, *a, name, p, n.opts);
+    }
     n.on_stream(s, [&] {
         // The bound on unacknowledged posts (the peer queues at most its max_queued of them).
         const uint64_t bound = std::max<uint64_t>(1, n.opts.max_queued);
@@ -1625,7 +1643,11 @@ void Node::post(const std::string &addr, const std::string &name, const Payload 
         if (head) {
             // Small: encoded behind the posts buffered before it.
             size_t at = s.buf.size();
-            s.buf.resize(at + head->size() + size_t(size));
+            // Grown by doubling, but never past what it may hold (kPostBuffer + kSmallPost).
+            const size_t need = at + head->size() + size_t(size);
+            if (need > s.buf.capacity())
+                s.buf.reserve(std::min(std::max(need, 2 * s.buf.capacity()), Impl::PostStream::kPostBuffer + Impl::PostStream::kSmallPost));
+            s.buf.resize(need);
             std::memcpy(s.buf.data() + at, head->data(), head->size());
             at += head->size();
             if (s.plan.write_to(s.buf.data() + at) != size) fail(TENSO_E_INTERNAL, "a plan wrote other than its size");

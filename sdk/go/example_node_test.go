@@ -51,7 +51,8 @@ func ExampleNode() {
 	// [7 8]
 }
 
-// Pipelined pushes: Post returns once written; Flush waits for every acknowledgement.
+// Pipelined pushes: Post returns once written (or, small, buffered); Flush writes what is
+// buffered and waits for every acknowledgement.
 func ExampleNode_Post() {
 	receiver, err := tenso.NewNode(tenso.NodeOptions{})
 	if err != nil {

@@ -276,6 +276,10 @@ class CapiNetTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(testPostBufferIsBounded);
     CPPUNIT_TEST(testShutdownWritesBufferedPosts);
     CPPUNIT_TEST(testAckCountBeyondOutstandingIsMalformed);
+    CPPUNIT_TEST(testOneOkPerPushForA140Dialer);
+    CPPUNIT_TEST(testConcurrentPostsFlushesAndShutdown);
+    CPPUNIT_TEST(testPostsToA140Listener);
+    CPPUNIT_TEST(testShutdownWakesABlockedPost);
     CPPUNIT_TEST_SUITE_END();
 
 public:
@@ -852,7 +856,7 @@ public:
         const std::vector<uint8_t> ps = packet(small), pb = packet(big);
         std::vector<uint8_t> wire;
         auto push = [&](const std::string &name, const std::vector<uint8_t> &value) {
-            const std::vector<uint8_t> c = strings_packet({"push", name, "0", std::to_string(value.size()), "0", ""});
+            const std::vector<uint8_t> c = strings_packet({"push", name, "0", std::to_string(value.size()), "0", "ok-count"});
             wire.insert(wire.end(), c.begin(), c.end());
             wire.insert(wire.end(), value.begin(), value.end());
         };
@@ -1021,6 +1025,196 @@ public:
         TENSO_CHECK_STATUS(TENSO_E_MALFORMED, tenso_node_send(a.get(), addr.c_str(), "s", 1, v.get(), 5000, nullptr));
         a.reset();  // closes its connections: the fake listener's reads end
         fake.join();
+        ::close(l);
+    }
+
+    // A dialer that does not ask for counted acknowledgements (1.4.0's: one `ok` read per push)
+    // gets one `ok` per push, however many the listener read at once; its pipelined posts
+    // would otherwise wait for acknowledgements that never come.
+    void testOneOkPerPushForA140Dialer() {
+        NodePtr b = make_node("tcp://127.0.0.1:0", TENSO_NODE_ALLOW_PLAINTEXT);
+        const Floats small(2, 2, 1.0f);
+        tenso_buffer vb{};
+        TENSO_CHECK_OK(tenso_value_dumps(&vb, small.value().get(), nullptr));
+        const std::vector<uint8_t> ps(static_cast<const uint8_t *>(vb.data), static_cast<const uint8_t *>(vb.data) + vb.size);
+        tenso_buffer_dispose(&vb);
+        std::vector<uint8_t> wire;
+        const int kCount = 50;
+        for (int i = 0; i < kCount; ++i) {
+            const std::vector<uint8_t> c = strings_packet({"push", "p" + std::to_string(i), "0", std::to_string(ps.size()), "0", ""});
+            wire.insert(wire.end(), c.begin(), c.end());
+            wire.insert(wire.end(), ps.begin(), ps.end());
+        }
+        const int fd = raw_connect(addr_of(b.get()));
+        write_all(fd, wire);  // all at once: the listener reads many pushes per read
+        for (int i = 0; i < kCount; ++i) {
+            const std::vector<std::string> r = raw_reply(fd);
+            CPPUNIT_ASSERT_EQUAL(size_t(6), r.size());
+            CPPUNIT_ASSERT_EQUAL(std::string("ok"), r[0]);
+            CPPUNIT_ASSERT(r[3] == "0" || r[3] == "1");
+        }
+        for (int i = 0; i < kCount; ++i) CPPUNIT_ASSERT_EQUAL("p" + std::to_string(i), name_of(receive(b.get()).get()));
+        // Nothing more: the connection is idle, not owing or over-answering.
+        pollfd pf{fd, POLLIN, 0};
+        CPPUNIT_ASSERT_EQUAL(0, ::poll(&pf, 1, 100));
+        ::close(fd);
+    }
+
+    // Threads posting to one peer, each flushing now and then, then a shutdown in the middle of
+    // their posts: every post a flush answered arrives, each thread's in its order, and after
+    // the shutdown posts and flushes fail with TENSO_E_SHUTDOWN (for TSan and ASan as much as
+    // for the asserts).
+    void testConcurrentPostsFlushesAndShutdown() {
+        tenso_node_options o = opts_for("tcp://127.0.0.1:0", TENSO_NODE_ALLOW_PLAINTEXT);
+        o.max_queued = 100000;
+        NodePtr b = make_node(o);
+        tenso_node_options ao = opts_for(nullptr, TENSO_NODE_ALLOW_PLAINTEXT | TENSO_NODE_NO_LISTEN);
+        ao.max_queued = 32;
+        NodePtr a = make_node(ao);
+        const std::string addr = addr_of(b.get());
+        const int kThreads = 4, kEach = 400;
+        auto poster = [&](int k, int count, std::atomic<int> *done, bool until_shutdown) {
+            std::vector<float> x(k == 0 ? 8 : 1024 * k);  // thread 0 small, the others larger
+            uint64_t shape[1] = {x.size()};
+            for (int i = 0; i < count || until_shutdown; ++i) {
+                x[0] = float(i);
+                tenso_tensor t{x.data(), x.size() * sizeof(float), shape, 1, TENSO_DTYPE_FLOAT32};
+                tenso_value *v = nullptr;
+                TENSO_CHECK_OK(tenso_value_new_tensor(&v, &t));
+                ValuePtr hold(v);
+                const std::string n = std::to_string(k) + "-" + std::to_string(i);
+                tenso_status st = tenso_node_post(a.get(), addr.c_str(), n.data(), n.size(), v, 0, nullptr);
+                if (st == TENSO_OK && i % 50 == 49) st = tenso_node_flush(a.get(), addr.c_str(), 0, nullptr);
+                if (until_shutdown && st != TENSO_OK) {
+                    CPPUNIT_ASSERT_EQUAL(tenso_status(TENSO_E_SHUTDOWN), st);
+                    return;
+                }
+                TENSO_CHECK_OK(st);
+                if (done) done->store(i + 1);
+            }
+            TENSO_CHECK_OK(tenso_node_flush(a.get(), addr.c_str(), 0, nullptr));
+        };
+        // Each thread's posts arrive in its order; `got[k]` counts them.
+        std::vector<int> got(kThreads, 0);
+        auto take = [&](uint64_t timeout_ms) {
+            tenso_node_message *m = nullptr;
+            const tenso_status st = tenso_node_receive(&m, b.get(), timeout_ms, nullptr);
+            if (st == TENSO_E_TIMEOUT) return false;
+            TENSO_CHECK_OK(st);
+            MsgPtr hold(m);
+            const std::string n = name_of(m);
+            const int k = std::stoi(n.substr(0, n.find('-')));
+            CPPUNIT_ASSERT_EQUAL(std::to_string(k) + "-" + std::to_string(got[k]), n);
+            CPPUNIT_ASSERT_EQUAL(float(got[k]), static_cast<const float *>(tenso_view_data(tenso_node_message_view(m)))[0]);
+            ++got[k];
+            return true;
+        };
+        {
+            std::vector<std::thread> ts;
+            for (int k = 0; k < kThreads; ++k) ts.emplace_back(poster, k, kEach, nullptr, false);
+            for (int i = 0; i < kThreads * kEach; ++i) CPPUNIT_ASSERT(take(20000));
+            for (auto &t : ts) t.join();
+            for (int k = 0; k < kThreads; ++k) CPPUNIT_ASSERT_EQUAL(kEach, got[k]);
+        }
+        std::fill(got.begin(), got.end(), 0);
+        std::vector<std::atomic<int>> done(kThreads);
+        std::vector<std::thread> ts;
+        for (int k = 0; k < kThreads; ++k) ts.emplace_back(poster, k, 0, &done[k], true);
+        while (done[0].load() < 200) CPPUNIT_ASSERT(take(20000));
+        tenso_node_shutdown(a.get());
+        for (auto &t : ts) t.join();
+        while (take(300)) {
+        }
+        // What a flush answered arrived (posts after the last flush may have or not).
+        for (int k = 0; k < kThreads; ++k) CPPUNIT_ASSERT(got[k] >= done[k].load() / 50 * 50);
+    }
+
+    // A 1.4.0 listener (played by a raw socket) answers each push with its own `ok` of length 0
+    // and ignores the pushes' message: posts and sends work with it, and every push asks for
+    // counted acknowledgements.
+    void testPostsToA140Listener() {
+        const int l = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        sockaddr_in sa{};
+        sa.sin_family = AF_INET;
+        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        socklen_t sl = sizeof sa;
+        CPPUNIT_ASSERT_EQUAL(0, ::bind(l, reinterpret_cast<sockaddr *>(&sa), sizeof sa));
+        CPPUNIT_ASSERT_EQUAL(0, ::listen(l, 4));
+        CPPUNIT_ASSERT_EQUAL(0, ::getsockname(l, reinterpret_cast<sockaddr *>(&sa), &sl));
+        const std::string addr = "tcp://127.0.0.1:" + std::to_string(ntohs(sa.sin_port));
+        const int kPosts = 300;
+        std::atomic<int> pushes{0}, marked{0};
+        std::thread fake([&] {
+            const int c = ::accept(l, nullptr, nullptr);
+            if (c < 0) return;
+            const std::vector<uint8_t> ok = strings_packet({"ok", "", "0", "0", "0", ""});
+            for (;;) {
+                const std::vector<std::string> r = raw_reply(c);  // the push's control frame
+                if (r.size() != 6 || r[0] != "push") break;
+                tenso_view *v = nullptr;  // its value
+                if (tenso_read_fd(&v, c, nullptr) != TENSO_OK) break;
+                tenso_view_free(v);
+                ++pushes;
+                if (r[5] == "ok-count") ++marked;
+                write_all(c, ok);
+            }
+            ::close(c);
+        });
+        NodePtr a = make_node(nullptr, TENSO_NODE_ALLOW_PLAINTEXT | TENSO_NODE_NO_LISTEN);
+        const Floats f(2, 2, 7.0f), g(256, 256, 1.0f);  // small (buffered) and large (written at once)
+        const ValuePtr v = f.value(), w = g.value();
+        for (int i = 0; i < kPosts; ++i)
+            TENSO_CHECK_OK(tenso_node_post(a.get(), addr.c_str(), "p", 1, i % 100 == 50 ? w.get() : v.get(), 0, nullptr));
+        TENSO_CHECK_OK(tenso_node_flush(a.get(), addr.c_str(), 20000, nullptr));
+        TENSO_CHECK_OK(tenso_node_send(a.get(), addr.c_str(), "s", 1, v.get(), 20000, nullptr));
+        CPPUNIT_ASSERT_EQUAL(kPosts + 1, pushes.load());
+        CPPUNIT_ASSERT_EQUAL(kPosts + 1, marked.load());
+        a.reset();  // closes its connection: the fake listener's reads end
+        fake.join();
+        ::close(l);
+    }
+
+    // A post blocked on a peer that reads nothing (its socket full, the post stream's lock held)
+    // is woken by a shutdown, which then drains and drops the stream without waiting for the
+    // timeout: the post and a flush return TENSO_E_SHUTDOWN.
+    void testShutdownWakesABlockedPost() {
+        const int l = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        sockaddr_in sa{};
+        sa.sin_family = AF_INET;
+        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        socklen_t sl = sizeof sa;
+        CPPUNIT_ASSERT_EQUAL(0, ::bind(l, reinterpret_cast<sockaddr *>(&sa), sizeof sa));
+        CPPUNIT_ASSERT_EQUAL(0, ::listen(l, 4));
+        CPPUNIT_ASSERT_EQUAL(0, ::getsockname(l, reinterpret_cast<sockaddr *>(&sa), &sl));
+        const std::string addr = "tcp://127.0.0.1:" + std::to_string(ntohs(sa.sin_port));
+        tenso_node_options ao = opts_for(nullptr, TENSO_NODE_ALLOW_PLAINTEXT | TENSO_NODE_NO_LISTEN);
+        ao.max_queued = 1000000;  // only the socket makes posts wait
+        NodePtr a = make_node(ao);
+        const Floats f(32, 32, 1.0f);  // 4 KiB: buffered
+        const ValuePtr v = f.value();
+        std::atomic<int> posted{0};
+        tenso_status last = TENSO_OK;
+        std::thread poster([&] {
+            for (;;) {
+                last = tenso_node_post(a.get(), addr.c_str(), "p", 1, v.get(), 60000, nullptr);
+                if (last != TENSO_OK) return;
+                ++posted;
+            }
+        });
+        // Nobody accepts: the kernel's buffers fill, then the post waits on the socket.
+        int seen = -1;
+        while (posted.load() != seen) {
+            seen = posted.load();
+            std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        }
+        const auto t0 = std::chrono::steady_clock::now();
+        tenso_node_shutdown(a.get());
+        poster.join();
+        const auto waited = std::chrono::steady_clock::now() - t0;
+        CPPUNIT_ASSERT(waited < std::chrono::seconds(10));
+        CPPUNIT_ASSERT_EQUAL(tenso_status(TENSO_E_SHUTDOWN), last);
+        TENSO_CHECK_STATUS(TENSO_E_SHUTDOWN, tenso_node_flush(a.get(), addr.c_str(), 0, nullptr));
+        a.reset();
         ::close(l);
     }
 
@@ -1194,6 +1388,10 @@ public:
             ViewPtr hold(v);
             nine.check(v);
         }
+        // The published value borrows `nine` and its release counts into `rel`: the node goes
+        // first (they were declared after it, and would be destroyed before it).
+        b.reset();
+        CPPUNIT_ASSERT_EQUAL(1, rel.load());
     }
 
     void testDescriptorPassing() {
