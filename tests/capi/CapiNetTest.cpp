@@ -172,6 +172,21 @@ int raw_connect(const std::string &tcp_addr) {
     return fd;
 }
 
+// A raw TCP listener on 127.0.0.1 (playing a peer by hand); *addr gets its tcp:// address.
+int raw_listen(std::string *addr) {
+    const int l = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    CPPUNIT_ASSERT(l >= 0);
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t sl = sizeof sa;
+    CPPUNIT_ASSERT_EQUAL(0, ::bind(l, reinterpret_cast<sockaddr *>(&sa), sizeof sa));
+    CPPUNIT_ASSERT_EQUAL(0, ::listen(l, 4));
+    CPPUNIT_ASSERT_EQUAL(0, ::getsockname(l, reinterpret_cast<sockaddr *>(&sa), &sl));
+    *addr = "tcp://127.0.0.1:" + std::to_string(ntohs(sa.sin_port));
+    return l;
+}
+
 std::vector<uint8_t> strings_packet(const std::vector<std::string> &fields) {
     std::string payload;
     std::vector<uint64_t> offs{0};
@@ -996,15 +1011,8 @@ public:
     // A listener acknowledging more pushes than were sent is out of step: TENSO_E_MALFORMED, for
     // posts (reported by flush) and for an acknowledged send.
     void testAckCountBeyondOutstandingIsMalformed() {
-        const int l = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        sockaddr_in sa{};
-        sa.sin_family = AF_INET;
-        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        socklen_t sl = sizeof sa;
-        CPPUNIT_ASSERT_EQUAL(0, ::bind(l, reinterpret_cast<sockaddr *>(&sa), sizeof sa));
-        CPPUNIT_ASSERT_EQUAL(0, ::listen(l, 4));
-        CPPUNIT_ASSERT_EQUAL(0, ::getsockname(l, reinterpret_cast<sockaddr *>(&sa), &sl));
-        const std::string addr = "tcp://127.0.0.1:" + std::to_string(ntohs(sa.sin_port));
+        std::string addr;
+        const int l = raw_listen(&addr);
         // Each connection: read what comes, answer `ok` for 5, hold on until the dialer closes.
         std::thread fake([&] {
             for (int k = 0; k < 2; ++k) {
@@ -1133,15 +1141,8 @@ public:
     // and ignores the pushes' message: posts and sends work with it, and every push asks for
     // counted acknowledgements.
     void testPostsToA140Listener() {
-        const int l = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        sockaddr_in sa{};
-        sa.sin_family = AF_INET;
-        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        socklen_t sl = sizeof sa;
-        CPPUNIT_ASSERT_EQUAL(0, ::bind(l, reinterpret_cast<sockaddr *>(&sa), sizeof sa));
-        CPPUNIT_ASSERT_EQUAL(0, ::listen(l, 4));
-        CPPUNIT_ASSERT_EQUAL(0, ::getsockname(l, reinterpret_cast<sockaddr *>(&sa), &sl));
-        const std::string addr = "tcp://127.0.0.1:" + std::to_string(ntohs(sa.sin_port));
+        std::string addr;
+        const int l = raw_listen(&addr);
         const int kPosts = 300;
         std::atomic<int> pushes{0}, marked{0};
         std::thread fake([&] {
@@ -1178,15 +1179,8 @@ public:
     // is woken by a shutdown, which then drains and drops the stream without waiting for the
     // timeout: the post and a flush return TENSO_E_SHUTDOWN.
     void testShutdownWakesABlockedPost() {
-        const int l = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        sockaddr_in sa{};
-        sa.sin_family = AF_INET;
-        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        socklen_t sl = sizeof sa;
-        CPPUNIT_ASSERT_EQUAL(0, ::bind(l, reinterpret_cast<sockaddr *>(&sa), sizeof sa));
-        CPPUNIT_ASSERT_EQUAL(0, ::listen(l, 4));
-        CPPUNIT_ASSERT_EQUAL(0, ::getsockname(l, reinterpret_cast<sockaddr *>(&sa), &sl));
-        const std::string addr = "tcp://127.0.0.1:" + std::to_string(ntohs(sa.sin_port));
+        std::string addr;
+        const int l = raw_listen(&addr);
         tenso_node_options ao = opts_for(nullptr, TENSO_NODE_ALLOW_PLAINTEXT | TENSO_NODE_NO_LISTEN);
         ao.max_queued = 1000000;  // only the socket makes posts wait
         NodePtr a = make_node(ao);
