@@ -399,18 +399,21 @@ public:
         CPPUNIT_ASSERT(stats_of(shared.get()).pool_size <= uint32_t(kSenders));
     }
 
+    // Receives count messages named "0", "1", ... in order, each value's first float its number.
+    void receive_numbered(tenso_node *b, int count) {
+        for (int i = 0; i < count; ++i) {
+            MsgPtr m = receive(b);
+            CPPUNIT_ASSERT_EQUAL(std::to_string(i), name_of(m.get()));
+            CPPUNIT_ASSERT_EQUAL(float(i), static_cast<const float *>(tenso_view_data(tenso_node_message_view(m.get())))[0]);
+        }
+    }
+
     void testRapidFire() {
         NodePtr b = make_node("tcp://127.0.0.1:0", TENSO_NODE_ALLOW_PLAINTEXT);
         NodePtr a = make_node(nullptr, TENSO_NODE_ALLOW_PLAINTEXT | TENSO_NODE_NO_LISTEN);
         const std::string addr = addr_of(b.get());
         const int kCount = 2000;
-        std::thread rx([&] {
-            for (int i = 0; i < kCount; ++i) {
-                MsgPtr m = receive(b.get());
-                CPPUNIT_ASSERT_EQUAL(std::to_string(i), name_of(m.get()));
-                CPPUNIT_ASSERT_EQUAL(float(i), static_cast<const float *>(tenso_view_data(tenso_node_message_view(m.get())))[0]);
-            }
-        });
+        std::thread rx([&] { receive_numbered(b.get(), kCount); });
         std::vector<float> x(256);
         for (int i = 0; i < kCount; ++i) {
             x[0] = float(i);
@@ -927,13 +930,7 @@ public:
         const Floats refused_small(32, 32, 3.0f), refused_large(128, 128, 4.0f);
         const ValuePtr rs = refused_small.value(), rl = refused_large.value();
         const int kCount = 2000;
-        std::thread rx([&] {
-            for (int i = 0; i < kCount; ++i) {
-                MsgPtr m = receive(b.get());
-                CPPUNIT_ASSERT_EQUAL(std::to_string(i), name_of(m.get()));
-                CPPUNIT_ASSERT_EQUAL(float(i), static_cast<const float *>(tenso_view_data(tenso_node_message_view(m.get())))[0]);
-            }
-        });
+        std::thread rx([&] { receive_numbered(b.get(), kCount); });
         std::vector<float> x(64);
         uint64_t shape[1] = {64};
         uint64_t refusals = 0;
