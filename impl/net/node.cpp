@@ -580,6 +580,9 @@ struct Node::Impl : std::enable_shared_from_this<Node::Impl> {
     std::map<std::string, std::shared_ptr<PostStream>> stream_of_text;
     std::shared_ptr<PostStream> post_stream(const std::string &text);
     void stop_streams();
+    // Writes a stream's buffered posts soon after a post leaves them (see PostStream).
+    void arm_idle_flush(const std::weak_ptr<PostStream> &ws);
+    void idle_flush(const std::weak_ptr<PostStream> &ws);
     template <class F>
     void on_stream(PostStream &s, F &&f);
 
@@ -1427,11 +1430,22 @@ void Node::send(const std::string &addr, const std::string &name, const Payload 
 // when it holds kPostBuffer bytes, when a post or flush would otherwise wait, by flush, and, as
 // far as the socket takes them at once, by shutdown: one write per ~kPostBuffer bytes instead
 // of one per post. A post's value is no longer used when post returns either way.
+//
+// A caller that never flushes must not leave its last posts in the node: a post that leaves
+// bytes buffered arms `idle` on the event loop, which writes what the socket takes
+// kIdleFlushMs later. The timer is touched by the event loop only (armed by a posted handler,
+// re-armed from its own), so it needs no lock of its own; its handlers hold the stream weakly
+// (the stream owns the timer) and the node by pointer (its threads, which run them, are joined
+// before it goes).
 struct Node::Impl::PostStream {
     static constexpr size_t kSmallPost = 16 * 1024;
     static constexpr size_t kPostBuffer = 128 * 1024;
+    static constexpr int kIdleFlushMs = 1;
     Address addr;  // set once, when made
     std::mutex mu;
+    asio::steady_timer idle;
+    bool idle_armed = false;  // under mu: a write of the buffer is pending on the event loop
+    explicit PostStream(asio::io_context &io) : idle(io) {}
     std::unique_ptr<Outbound> conn;
     // Posts on `conn`, counted from its checkout: made, whole on the wire, answered. The peer
     // answering more than were written is a malformed reply.
@@ -1540,7 +1554,7 @@ std::shared_ptr<Node::Impl::PostStream> Node::Impl::post_stream(const Address &a
     std::lock_guard<std::mutex> g(pool_mu);
     auto &s = streams[a.key()];
     if (!s) {
-        s = std::make_shared<PostStream>();
+        s = std::make_shared<PostStream>(*io);
         s->addr = a;
     }
     return s;
@@ -1572,6 +1586,38 @@ void Node::Impl::on_stream(PostStream &s, F &&f) {
         if (s.conn) discard(std::move(s.conn));
         throw;
     }
+}
+
+void Node::Impl::arm_idle_flush(const std::weak_ptr<PostStream> &ws) {
+    const std::shared_ptr<PostStream> sp = ws.lock();
+    if (!sp || stopped) return;
+    sp->idle.expires_after(std::chrono::milliseconds(PostStream::kIdleFlushMs));
+    sp->idle.async_wait([this, ws](const asio::error_code &ec) {
+        if (!ec) idle_flush(ws);
+    });
+}
+
+// On the event loop: never waits. A stream a caller holds is left to it (the caller writes the
+// buffer itself before it waits, or re-arms after) and tried again later; so is a socket
+// without room. A failure fails the stream's posts as a post's own would (flush reports it).
+void Node::Impl::idle_flush(const std::weak_ptr<PostStream> &ws) {
+    const std::shared_ptr<PostStream> sp = ws.lock();
+    if (!sp || stopped) return;
+    PostStream &s = *sp;
+    std::unique_lock<std::mutex> g(s.mu, std::try_to_lock);
+    if (!g.owns_lock()) return arm_idle_flush(ws);
+    bool done = true;
+    if (s.conn) {
+        const Waker w{stop_fd, nullptr, &stopped};  // unused: drain(block false) never waits
+        try {
+            on_stream(s, [&] { done = drain(s, opts, false, w, Deadline::in(0)); });
+        } catch (const Error &) {
+            // Noted by on_stream as the stream's failure, for flush to report.
+            done = true;
+        }
+    }
+    if (!done) return arm_idle_flush(ws);
+    s.idle_armed = false;
 }
 
 // At shutdown: buffered posts are written as far as the socket takes them now; the posts not
@@ -1654,6 +1700,12 @@ void Node::post(const std::string &addr, const std::string &name, const Payload 
             s.ends.push_back(at + size_t(size));
             ++s.posted;
             if (s.buf.size() - s.buf_at >= Impl::PostStream::kPostBuffer) drain(s, n.opts, true, w, d);
+            if (s.buf_at < s.buf.size() && !s.idle_armed) {
+                // One arm per burst of posts: the event loop writes them if no post or flush does.
+                s.idle_armed = true;
+                Impl *ip = &n;
+                asio::post(*n.io, [ip, ws = std::weak_ptr<Impl::PostStream>(sp)] { ip->arm_idle_flush(ws); });
+            }
             return;
         }
         // Large: the posts buffered before it first, then it.
