@@ -572,6 +572,9 @@ struct Node::Impl : std::enable_shared_from_this<Node::Impl> {
     };
     std::mutex pool_mu;
     std::map<std::string, Peer> pool;
+    // Notified (under pool_mu) when a connection comes back or goes (checkin, discard) and at
+    // stop: what a checkout at the per-peer maximum waits for.
+    std::condition_variable pool_cv;
     // pipelined pushes, per peer (tenso_node_post / tenso_node_flush); under pool_mu
     struct PostStream;
     std::map<std::string, std::shared_ptr<PostStream>> streams;
@@ -1083,6 +1086,11 @@ void Node::Impl::stop() {
     if (stopped.exchange(true)) return;
     const uint64_t one = 1;
     (void)!::write(stop_fd, &one, sizeof one);
+    {
+        // A checkout waiting for a pooled connection wakes (under the lock: it cannot miss it).
+        std::lock_guard<std::mutex> l(pool_mu);
+        pool_cv.notify_all();
+    }
     io->stop();
     for (auto &t : threads) t.join();
     threads.clear();
@@ -1164,7 +1172,7 @@ std::unique_ptr<Outbound> Node::Impl::checkout(const Address &a, const Waker &w,
     for (;;) {
         std::unique_ptr<Outbound> c;
         {
-            std::lock_guard<std::mutex> g(pool_mu);
+            std::unique_lock<std::mutex> g(pool_mu);
             Peer &p = pool[key];
             while (!p.idle.empty()) {
                 std::unique_ptr<Outbound> cand = std::move(p.idle.back());
@@ -1186,16 +1194,23 @@ std::unique_ptr<Outbound> Node::Impl::checkout(const Address &a, const Waker &w,
                 ++p.busy;
                 break;
             }
+            // At the maximum for this peer: wait for a connection to come back, or the deadline,
+            // a stop (notified) or a cancel (the token cannot notify: looked at every kCancelMs).
+            constexpr auto kCancelMs = std::chrono::milliseconds(5);
+            w.check();
+            if (!d.none && Clock::now() >= d.at) fail(TENSO_E_TIMEOUT, "timed out waiting for a pooled connection");
+            Clock::time_point until = w.cancel ? Clock::now() + kCancelMs : Clock::time_point::max();
+            if (!d.none) until = std::min(until, d.at);
+            if (until == Clock::time_point::max()) pool_cv.wait(g);
+            else pool_cv.wait_until(g, until);
         }
-        // At the maximum for this peer: wait for a connection to come back.
-        w.pause(1);
-        if (d.poll_ms() == 0) fail(TENSO_E_TIMEOUT, "timed out waiting for a pooled connection");
     }
     try {
         return dial(a, w, d);
     } catch (...) {
         std::lock_guard<std::mutex> g(pool_mu);
         --pool[key].busy;
+        pool_cv.notify_all();
         throw;
     }
 }
@@ -1204,6 +1219,7 @@ void Node::Impl::discard(std::unique_ptr<Outbound> c) {
     {
         std::lock_guard<std::mutex> g(pool_mu);
         --pool[c->addr.key()].busy;
+        pool_cv.notify_all();
     }
     c.reset();
 }
@@ -1213,6 +1229,7 @@ void Node::Impl::checkin(std::unique_ptr<Outbound> c) {
     std::lock_guard<std::mutex> g(pool_mu);
     Peer &p = pool[c->addr.key()];
     --p.busy;
+    pool_cv.notify_all();
     if (stopped || p.idle.size() >= opts.max_pool_per_peer || !c->val.idle() || !c->ctl.idle()) {
         drop = std::move(c);
         return;

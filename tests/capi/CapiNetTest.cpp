@@ -648,8 +648,31 @@ public:
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
         TENSO_CHECK_STATUS(TENSO_E_TIMEOUT, send(d.get(), addr_of(e.get()), "third", Floats(1, 1, 0.0f), 50));
         CPPUNIT_ASSERT_EQUAL(1u, stats_of(d.get()).pool_size);
-        receive(e.get());
+        // A caller waiting for the connection: a cancel ends the wait; one with no deadline gets
+        // the connection when it comes back; a shutdown ends the wait.
+        tenso_cancel *cc = nullptr;
+        TENSO_CHECK_OK(tenso_cancel_new(&cc));
+        const Floats onef(1, 1, 0.0f);  // the value points into it
+        const ValuePtr one = onef.value();
+        std::thread cancelled([&] { TENSO_CHECK_STATUS(TENSO_E_CANCELLED, tenso_node_send(d.get(), addr_of(e.get()).c_str(), "c", 1, one.get(), UINT64_MAX, cc)); });
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        tenso_cancel_trigger(cc);
+        cancelled.join();
+        tenso_cancel_free(cc);
+        std::thread waiter([&] { TENSO_CHECK_OK(tenso_node_send(d.get(), addr_of(e.get()).c_str(), "w", 1, one.get(), UINT64_MAX, nullptr)); });
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        CPPUNIT_ASSERT_EQUAL(std::string("fill"), name_of(receive(e.get()).get()));
         held.join();
+        CPPUNIT_ASSERT_EQUAL(std::string("held"), name_of(receive(e.get()).get()));
+        waiter.join();
+        // e's queue holds "w": the next send holds the connection; one more waits for it.
+        std::thread held2([&] { TENSO_CHECK_STATUS(TENSO_E_SHUTDOWN, tenso_node_send(d.get(), addr_of(e.get()).c_str(), "h", 1, one.get(), UINT64_MAX, nullptr)); });
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        std::thread stopped([&] { TENSO_CHECK_STATUS(TENSO_E_SHUTDOWN, tenso_node_send(d.get(), addr_of(e.get()).c_str(), "s", 1, one.get(), UINT64_MAX, nullptr)); });
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        tenso_node_shutdown(d.get());
+        stopped.join();
+        held2.join();
     }
 
     void testPeerKilledMidTransfer() {
