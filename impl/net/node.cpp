@@ -597,6 +597,7 @@ struct Node::Impl : std::enable_shared_from_this<Node::Impl> {
     void stop();
     void accept_next(Listener &l);
     void on_accept(Listener &l);
+    void refuse_over_limit(int fd);
     void reap();
     // The queue: true when it took the message; false when full (the caller parks).
     // A full queue parks `who` (resumed when a receive makes room) and returns false.
@@ -1009,6 +1010,7 @@ void Node::Impl::on_accept(Listener &l) {
         std::lock_guard<std::mutex> g(in_mu);
         if (inbound.size() >= opts.max_connections) {
             refused.fetch_add(1);
+            if (l.addr.scheme != Address::kTls) refuse_over_limit(fd);
             ::close(fd);
             continue;
         }
@@ -1036,6 +1038,28 @@ void Node::Impl::on_accept(Listener &l) {
         } catch (...) {
             refused.fetch_add(1);
         }
+    }
+}
+
+// Tells a dialer over max_connections why it is closed: one `error` frame (TENSO_E_LIMIT), as far
+// as the socket takes it at once (a new socket has room for it), then our end shut. What the
+// dialer already wrote is read and dropped first, as far as it is here: a close with unread
+// input resets the connection, which could reach the dialer before the frame. A TLS dialer
+// gets no frame (that would take a handshake): only the close.
+void Node::Impl::refuse_over_limit(int fd) {
+    Control c;
+    c.op = Op::kError;
+    c.status = TENSO_E_LIMIT;
+    c.message = "the node is at its max_connections";
+    try {
+        const std::vector<uint8_t> f = encode_control(c);
+        (void)!::send(fd, f.data(), f.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    } catch (...) {
+        return;  // no frame (out of memory): closed all the same
+    }
+    ::shutdown(fd, SHUT_WR);
+    uint8_t sink[4096];
+    while (::recv(fd, sink, sizeof sink, MSG_DONTWAIT) > 0) {
     }
 }
 

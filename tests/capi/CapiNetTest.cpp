@@ -297,6 +297,7 @@ class CapiNetTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(testShutdownWakesABlockedPost);
     CPPUNIT_TEST(testUnflushedPostsGoOut);
     CPPUNIT_TEST(testPostThenFreeOrShutdown);
+    CPPUNIT_TEST(testOverConnectionLimitIsLimit);
     CPPUNIT_TEST_SUITE_END();
 
 public:
@@ -1081,6 +1082,29 @@ public:
         }
         tenso_node_message *m = nullptr;
         while (tenso_node_receive(&m, b.get(), 200, nullptr) == TENSO_OK) tenso_node_message_free(m);
+    }
+
+    // A dialer over the listener's max_connections is told why: TENSO_E_LIMIT, not a bare close
+    // (a connection error), on TCP and Unix; the connection the listener holds still works.
+    void testOverConnectionLimitIsLimit() {
+        const std::string u = unix_listen("limit");
+        for (const char *listen : {"tcp://127.0.0.1:0", u.c_str()}) {
+            tenso_node_options o = opts_for(listen, TENSO_NODE_ALLOW_PLAINTEXT);
+            o.max_connections = 1;
+            NodePtr b = make_node(o);
+            const std::string addr = addr_of(b.get());
+            NodePtr h = make_node(nullptr, TENSO_NODE_ALLOW_PLAINTEXT | TENSO_NODE_NO_LISTEN);
+            NodePtr a = make_node(nullptr, TENSO_NODE_ALLOW_PLAINTEXT | TENSO_NODE_NO_LISTEN);
+            const Floats f(2, 2, 4.0f);
+            // h's pooled connection is the one b serves (answered, so accepted and counted).
+            TENSO_CHECK_OK(send(h.get(), addr, "held", f));
+            for (int i = 0; i < 3; ++i) TENSO_CHECK_STATUS(TENSO_E_LIMIT, send(a.get(), addr, "over", f));
+            const tenso_node_stats st = stats_of(b.get());
+            CPPUNIT_ASSERT(st.refused >= 3);
+            TENSO_CHECK_OK(send(h.get(), addr, "again", f));
+            CPPUNIT_ASSERT_EQUAL(std::string("held"), name_of(receive(b.get()).get()));
+            CPPUNIT_ASSERT_EQUAL(std::string("again"), name_of(receive(b.get()).get()));
+        }
     }
 
     // A listener acknowledging more pushes than were sent is out of step: TENSO_E_MALFORMED, for
