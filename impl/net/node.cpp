@@ -572,6 +572,9 @@ struct Node::Impl : std::enable_shared_from_this<Node::Impl> {
     };
     std::mutex pool_mu;
     std::map<std::string, Peer> pool;
+    // Notified (under pool_mu) when a connection comes back or goes (checkin, discard) and at
+    // stop: what a checkout at the per-peer maximum waits for.
+    std::condition_variable pool_cv;
     // pipelined pushes, per peer (tenso_node_post / tenso_node_flush); under pool_mu
     struct PostStream;
     std::map<std::string, std::shared_ptr<PostStream>> streams;
@@ -580,6 +583,9 @@ struct Node::Impl : std::enable_shared_from_this<Node::Impl> {
     std::map<std::string, std::shared_ptr<PostStream>> stream_of_text;
     std::shared_ptr<PostStream> post_stream(const std::string &text);
     void stop_streams();
+    // Writes a stream's buffered posts soon after a post leaves them (see PostStream).
+    void arm_idle_flush(const std::weak_ptr<PostStream> &ws);
+    void idle_flush(const std::weak_ptr<PostStream> &ws);
     template <class F>
     void on_stream(PostStream &s, F &&f);
 
@@ -591,6 +597,7 @@ struct Node::Impl : std::enable_shared_from_this<Node::Impl> {
     void stop();
     void accept_next(Listener &l);
     void on_accept(Listener &l);
+    void refuse_over_limit(int fd);
     void reap();
     // The queue: true when it took the message; false when full (the caller parks).
     // A full queue parks `who` (resumed when a receive makes room) and returns false.
@@ -1003,6 +1010,7 @@ void Node::Impl::on_accept(Listener &l) {
         std::lock_guard<std::mutex> g(in_mu);
         if (inbound.size() >= opts.max_connections) {
             refused.fetch_add(1);
+            if (l.addr.scheme != Address::kTls) refuse_over_limit(fd);
             ::close(fd);
             continue;
         }
@@ -1030,6 +1038,28 @@ void Node::Impl::on_accept(Listener &l) {
         } catch (...) {
             refused.fetch_add(1);
         }
+    }
+}
+
+// Tells a dialer over max_connections why it is closed: one `error` frame (TENSO_E_LIMIT), as far
+// as the socket takes it at once (a new socket has room for it), then our end shut. What the
+// dialer already wrote is read and dropped first, as far as it is here: a close with unread
+// input resets the connection, which could reach the dialer before the frame. A TLS dialer
+// gets no frame (that would take a handshake): only the close.
+void Node::Impl::refuse_over_limit(int fd) {
+    Control c;
+    c.op = Op::kError;
+    c.status = TENSO_E_LIMIT;
+    c.message = "the node is at its max_connections";
+    try {
+        const std::vector<uint8_t> f = encode_control(c);
+        (void)!::send(fd, f.data(), f.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    } catch (...) {
+        return;  // no frame (out of memory): closed all the same
+    }
+    ::shutdown(fd, SHUT_WR);
+    uint8_t sink[4096];
+    while (::recv(fd, sink, sizeof sink, MSG_DONTWAIT) > 0) {
     }
 }
 
@@ -1080,6 +1110,11 @@ void Node::Impl::stop() {
     if (stopped.exchange(true)) return;
     const uint64_t one = 1;
     (void)!::write(stop_fd, &one, sizeof one);
+    {
+        // A checkout waiting for a pooled connection wakes (under the lock: it cannot miss it).
+        std::lock_guard<std::mutex> l(pool_mu);
+        pool_cv.notify_all();
+    }
     io->stop();
     for (auto &t : threads) t.join();
     threads.clear();
@@ -1161,7 +1196,7 @@ std::unique_ptr<Outbound> Node::Impl::checkout(const Address &a, const Waker &w,
     for (;;) {
         std::unique_ptr<Outbound> c;
         {
-            std::lock_guard<std::mutex> g(pool_mu);
+            std::unique_lock<std::mutex> g(pool_mu);
             Peer &p = pool[key];
             while (!p.idle.empty()) {
                 std::unique_ptr<Outbound> cand = std::move(p.idle.back());
@@ -1183,16 +1218,23 @@ std::unique_ptr<Outbound> Node::Impl::checkout(const Address &a, const Waker &w,
                 ++p.busy;
                 break;
             }
+            // At the maximum for this peer: wait for a connection to come back, or the deadline,
+            // a stop (notified) or a cancel (the token cannot notify: looked at every kCancelMs).
+            constexpr auto kCancelMs = std::chrono::milliseconds(5);
+            w.check();
+            if (!d.none && Clock::now() >= d.at) fail(TENSO_E_TIMEOUT, "timed out waiting for a pooled connection");
+            Clock::time_point until = w.cancel ? Clock::now() + kCancelMs : Clock::time_point::max();
+            if (!d.none) until = std::min(until, d.at);
+            if (until == Clock::time_point::max()) pool_cv.wait(g);
+            else pool_cv.wait_until(g, until);
         }
-        // At the maximum for this peer: wait for a connection to come back.
-        w.pause(1);
-        if (d.poll_ms() == 0) fail(TENSO_E_TIMEOUT, "timed out waiting for a pooled connection");
     }
     try {
         return dial(a, w, d);
     } catch (...) {
         std::lock_guard<std::mutex> g(pool_mu);
         --pool[key].busy;
+        pool_cv.notify_all();
         throw;
     }
 }
@@ -1201,6 +1243,7 @@ void Node::Impl::discard(std::unique_ptr<Outbound> c) {
     {
         std::lock_guard<std::mutex> g(pool_mu);
         --pool[c->addr.key()].busy;
+        pool_cv.notify_all();
     }
     c.reset();
 }
@@ -1210,6 +1253,7 @@ void Node::Impl::checkin(std::unique_ptr<Outbound> c) {
     std::lock_guard<std::mutex> g(pool_mu);
     Peer &p = pool[c->addr.key()];
     --p.busy;
+    pool_cv.notify_all();
     if (stopped || p.idle.size() >= opts.max_pool_per_peer || !c->val.idle() || !c->ctl.idle()) {
         drop = std::move(c);
         return;
@@ -1427,11 +1471,22 @@ void Node::send(const std::string &addr, const std::string &name, const Payload 
 // when it holds kPostBuffer bytes, when a post or flush would otherwise wait, by flush, and, as
 // far as the socket takes them at once, by shutdown: one write per ~kPostBuffer bytes instead
 // of one per post. A post's value is no longer used when post returns either way.
+//
+// A caller that never flushes must not leave its last posts in the node: a post that leaves
+// bytes buffered arms `idle` on the event loop, which writes what the socket takes
+// kIdleFlushMs later. The timer is touched by the event loop only (armed by a posted handler,
+// re-armed from its own), so it needs no lock of its own; its handlers hold the stream weakly
+// (the stream owns the timer) and the node by pointer (its threads, which run them, are joined
+// before it goes).
 struct Node::Impl::PostStream {
     static constexpr size_t kSmallPost = 16 * 1024;
     static constexpr size_t kPostBuffer = 128 * 1024;
+    static constexpr int kIdleFlushMs = 1;
     Address addr;  // set once, when made
     std::mutex mu;
+    asio::steady_timer idle;
+    bool idle_armed = false;  // under mu: a write of the buffer is pending on the event loop
+    explicit PostStream(asio::io_context &io) : idle(io) {}
     std::unique_ptr<Outbound> conn;
     // Posts on `conn`, counted from its checkout: made, whole on the wire, answered. The peer
     // answering more than were written is a malformed reply.
@@ -1540,7 +1595,7 @@ std::shared_ptr<Node::Impl::PostStream> Node::Impl::post_stream(const Address &a
     std::lock_guard<std::mutex> g(pool_mu);
     auto &s = streams[a.key()];
     if (!s) {
-        s = std::make_shared<PostStream>();
+        s = std::make_shared<PostStream>(*io);
         s->addr = a;
     }
     return s;
@@ -1572,6 +1627,38 @@ void Node::Impl::on_stream(PostStream &s, F &&f) {
         if (s.conn) discard(std::move(s.conn));
         throw;
     }
+}
+
+void Node::Impl::arm_idle_flush(const std::weak_ptr<PostStream> &ws) {
+    const std::shared_ptr<PostStream> sp = ws.lock();
+    if (!sp || stopped) return;
+    sp->idle.expires_after(std::chrono::milliseconds(PostStream::kIdleFlushMs));
+    sp->idle.async_wait([this, ws](const asio::error_code &ec) {
+        if (!ec) idle_flush(ws);
+    });
+}
+
+// On the event loop: never waits. A stream a caller holds is left to it (the caller writes the
+// buffer itself before it waits, or re-arms after) and tried again later; so is a socket
+// without room. A failure fails the stream's posts as a post's own would (flush reports it).
+void Node::Impl::idle_flush(const std::weak_ptr<PostStream> &ws) {
+    const std::shared_ptr<PostStream> sp = ws.lock();
+    if (!sp || stopped) return;
+    PostStream &s = *sp;
+    std::unique_lock<std::mutex> g(s.mu, std::try_to_lock);
+    if (!g.owns_lock()) return arm_idle_flush(ws);
+    bool done = true;
+    if (s.conn) {
+        const Waker w{stop_fd, nullptr, &stopped};  // unused: drain(block false) never waits
+        try {
+            on_stream(s, [&] { done = drain(s, opts, false, w, Deadline::in(0)); });
+        } catch (const Error &) {
+            // Noted by on_stream as the stream's failure, for flush to report.
+            done = true;
+        }
+    }
+    if (!done) return arm_idle_flush(ws);
+    s.idle_armed = false;
 }
 
 // At shutdown: buffered posts are written as far as the socket takes them now; the posts not
@@ -1654,6 +1741,12 @@ void Node::post(const std::string &addr, const std::string &name, const Payload 
             s.ends.push_back(at + size_t(size));
             ++s.posted;
             if (s.buf.size() - s.buf_at >= Impl::PostStream::kPostBuffer) drain(s, n.opts, true, w, d);
+            if (s.buf_at < s.buf.size() && !s.idle_armed) {
+                // One arm per burst of posts: the event loop writes them if no post or flush does.
+                s.idle_armed = true;
+                Impl *ip = &n;
+                asio::post(*n.io, [ip, ws = std::weak_ptr<Impl::PostStream>(sp)] { ip->arm_idle_flush(ws); });
+            }
             return;
         }
         // Large: the posts buffered before it first, then it.

@@ -389,8 +389,8 @@ func (n *Node) Send(ctx context.Context, addr, name string, t *Tensor) error {
 }
 
 // Post is a pipelined Send: it returns once t is written to the connection to addr, or, for a
-// small t, copied into the node's buffer for addr (written with others; Flush writes what is
-// left), without waiting for the peer's acknowledgement (t's memory is not used after it
+// small t, copied into the node's buffer for addr (written with others within about 1 ms,
+// without a Flush), without waiting for the peer's acknowledgement (t's memory is not used after it
 // returns). Posts to one peer arrive in order; Flush waits for them and returns the first
 // failure among them. Post blocks while the node's MaxQueued posts to addr are unacknowledged.
 func (n *Node) Post(ctx context.Context, addr, name string, t *Tensor) error {

@@ -135,9 +135,10 @@ TENSO_API tenso_status tenso_node_send(tenso_node *n, const char *addr, const ch
  *  calling thread (vectored, straight from its memory). Small values (packet and control frame
  *  of at most 16 KiB) are gathered, so that many travel in one write: the buffer is written
  *  when it holds 128 KiB, when a post to the peer must wait (for acknowledgements or socket
- *  room) or is large, by tenso_node_flush, and at shutdown as far as the socket takes it at
- *  once. Until then their bytes may still sit in the node (at most 144 KiB per peer): call
- *  tenso_node_flush to send them and learn their fate. Posts to one peer travel on one
+ *  room) or is large, by tenso_node_flush, at shutdown as far as the socket takes it at once,
+ *  and otherwise by the node's event loop about 1 ms after a post left it unwritten (as far as
+ *  the socket takes it; retried while the socket is full), so posts are sent without a flush.
+ *  Call tenso_node_flush to learn their fate. Posts to one peer travel on one
  *  connection in call order and are received in that order. Backpressure: the socket's, and a
  *  bound of max_queued (this node's option) unacknowledged posts per peer, beyond which post
  *  waits for acknowledgements. A failed post returns its status; the peer's refusal of an

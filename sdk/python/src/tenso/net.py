@@ -206,7 +206,8 @@ class TensorNode:
         without waiting for the peer's acknowledgement (``value`` may change afterwards). Posts
         to one peer arrive in order; :meth:`flush_sync` waits for them and raises the first
         failure among them. Blocks when too many are unacknowledged (the node's max_queued).
-        A small value may wait in the node's buffer, with others, until :meth:`flush_sync`."""
+        A small value may be buffered with others, and is written within about 1 ms without
+        a flush."""
         node = self._started()
         if type(value) is np.ndarray:  # the common case, with no Value object in between
             node.post_array(addr, name, value, strict, timeout)

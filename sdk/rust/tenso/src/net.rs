@@ -329,7 +329,7 @@ impl Node {
 
     /// A pipelined [`send`](Self::send): returns once `value` is written to the connection to
     /// `addr`, or, for a small value, copied into the node's buffer for `addr` (written with
-    /// others; [`flush`](Self::flush) writes what is left), without waiting for the peer's
+    /// others within about 1 ms, without a [`flush`](Self::flush)), without waiting for the peer's
     /// acknowledgement (its memory is not used after the call). Posts to one peer arrive in
     /// order; [`flush`](Self::flush) waits for them and returns the first failure among them.
     /// Blocks while the node's `max_queued` posts to `addr` are unacknowledged.
