@@ -700,25 +700,28 @@ private:
         acks_ = 0;
         return out;
     }
-    // Writes the pending acknowledgement, then goes on in `next`.
-    void ack_now(State next) {
-        out_ = Outgoing{};
+    // Writes the pending acknowledgement, then c when given (answers go in request order),
+    // then the segments out_ already holds (a value's); goes on in `next`.
+    void start_write(const Control *c, bool close_after, State next) {
         out_.head = take_acks();
+        if (c) {
+            const std::vector<uint8_t> f = encode_control(*c);
+            out_.head.insert(out_.head.end(), f.begin(), f.end());
+        }
         out_.start();
-        close_after_write_ = false;
+        close_after_write_ = close_after;
         after_write_ = next;
         state_ = kWrite;
     }
-    // Answers c, after the pending acknowledgement (answers go in request order).
+    // Writes the pending acknowledgement, then goes on in `next`.
+    void ack_now(State next) {
+        out_ = Outgoing{};
+        start_write(nullptr, false, next);
+    }
+    // Answers c, after the pending acknowledgement.
     void reply(const Control &c, bool close_after) {
         out_ = Outgoing{};
-        out_.head = take_acks();
-        const std::vector<uint8_t> f = encode_control(c);
-        out_.head.insert(out_.head.end(), f.begin(), f.end());
-        out_.start();
-        close_after_write_ = close_after;
-        after_write_ = kReadControl;
-        state_ = kWrite;
+        start_write(&c, close_after, kReadControl);
     }
     // Answers an error (counted as a refusal); closes afterwards unless the connection stays in step.
     void refuse(int32_t st, const std::string &why, bool close_after = true) {
@@ -767,13 +770,7 @@ private:
             c.op = Op::kValue;
             out_.iov = p->iov;
         }
-        out_.head = take_acks();
-        const std::vector<uint8_t> f = encode_control(c);
-        out_.head.insert(out_.head.end(), f.begin(), f.end());
-        out_.start();
-        close_after_write_ = false;
-        after_write_ = kReadControl;
-        state_ = kWrite;
+        start_write(&c, false, kReadControl);
     }
     void on_control(std::unique_ptr<View> v) {
         req_ = parse_control(*v, n_.opts.max_name_bytes);
