@@ -157,6 +157,14 @@ public:
         push(tenso_node_post, addr, name, value, timeout, cancel);
     }
 
+    // A tenso_value over a numpy array's memory, which `ta` keeps borrowed.
+    static ValuePtr array_value(TensorArg &ta, py::handle array, bool strict) {
+        prepare_tensor(ta, array, strict);
+        tenso_value *raw = nullptr;
+        check(tenso_value_new_tensor(&raw, &ta.t));
+        return ValuePtr(raw);
+    }
+
     // post for a numpy array: its tenso_value lives for the call only (no Python Value object),
     // what post_tensor does for the common case of one array.
     void post_array(const std::string &addr, py::handle name, py::handle array, bool strict, py::handle timeout,
@@ -164,12 +172,9 @@ public:
         bury_published();
         NameArg nm(name);
         TensorArg ta;
-        prepare_tensor(ta, array, strict);
+        const ValuePtr v = array_value(ta, array, strict);
         const uint64_t ms = timeout_ms(timeout, 0);
         tenso_cancel *c = cancel_of(cancel);
-        tenso_value *raw = nullptr;
-        check(tenso_value_new_tensor(&raw, &ta.t));
-        const ValuePtr v(raw);
         auto n = h_->lease();
         tenso_status st;
         {
@@ -222,11 +227,8 @@ public:
                     it.keep = py::reinterpret_borrow<py::object>(t[1]);
                     it.v = it.keep.cast<const Value &>().get();
                 } else {
-                    prepare_tensor(it.ta, t[1], strict);
-                    tenso_value *raw = nullptr;
-                    check(tenso_value_new_tensor(&raw, &it.ta.t));
-                    it.owned.reset(raw);
-                    it.v = raw;
+                    it.owned = array_value(it.ta, t[1], strict);
+                    it.v = it.owned.get();
                 }
                 chunk.push_back(std::move(it));
                 if (chunk.size() == kChunk) send();
