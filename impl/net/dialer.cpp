@@ -17,6 +17,16 @@
 namespace tenso::net {
 
 std::unique_ptr<Outbound> Node::Impl::dial(const Address &a, const Waker &w, const Deadline &d) {
+    std::unique_ptr<Outbound> c = dial_start(a);
+    for (;;) {
+        const Io r = dial_step(*c);
+        if (r == Io::kDone) return c;
+        w.wait(c->sock.fd, r == Io::kWantRead ? POLLIN : POLLOUT, d);
+    }
+}
+
+// The socket made and its connect begun (name resolution, when the address is a name, blocks).
+std::unique_ptr<Outbound> Node::Impl::dial_start(const Address &a) {
     if (a.scheme != Address::kTls && !opts.plaintext)
         fail(TENSO_E_INVALID_ARGUMENT, "plaintext peer " + a.key() + " without TENSO_NODE_ALLOW_PLAINTEXT");
     std::unique_ptr<Outbound> c(new Outbound(opts));
@@ -27,13 +37,13 @@ std::unique_ptr<Outbound> Node::Impl::dial(const Address &a, const Waker &w, con
         const int fd = ::socket(family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (fd < 0) sys_fail(TENSO_E_IO, "socket");
         c->sock.fd = fd;
+        if (family != AF_UNIX) {
+            const int one = 1;
+            setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        }
         if (::connect(fd, sa, sl) != 0) {
             if (errno != EINPROGRESS && errno != EAGAIN) sys_fail(TENSO_E_CONNECTION, "connect to " + a.key());
-            w.wait(fd, POLLOUT, d);
-            int err = 0;
-            socklen_t el = sizeof err;
-            getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el);
-            if (err) sys_fail(TENSO_E_CONNECTION, "connect to " + a.key(), err);
+            c->dialing = Outbound::kConnecting;
         }
     };
     if (a.scheme == Address::kUnix) {
@@ -50,34 +60,58 @@ std::unique_ptr<Outbound> Node::Impl::dial(const Address &a, const Waker &w, con
         if (r != 0 || !res) fail(TENSO_E_BAD_ADDRESS, "cannot resolve '" + a.host + "': " + gai_strerror(r));
         std::unique_ptr<addrinfo, void (*)(addrinfo *)> hold(res, freeaddrinfo);
         connect_one(res->ai_family, res->ai_addr, res->ai_addrlen);
-        const int one = 1;
-        setsockopt(c->sock.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        if (a.scheme == Address::kTls) {
-            c->sock.ssl = new_ssl(tls->client(), c->sock.fd);
-            SSL_set_connect_state(c->sock.ssl);
-            for (;;) {
-                const int h = SSL_do_handshake(c->sock.ssl);
-                if (h == 1) break;
-                const int err = SSL_get_error(c->sock.ssl, h);
-                if (err == SSL_ERROR_WANT_READ) w.wait(c->sock.fd, POLLIN, d);
-                else if (err == SSL_ERROR_WANT_WRITE) w.wait(c->sock.fd, POLLOUT, d);
-                else c->sock.ssl_fail(err, "TLS handshake");
-            }
-            c->sock.peer = tls->check_peer(c->sock.ssl, a.fingerprint, false);
-        }
     }
-    opened.fetch_add(1);
     return c;
+}
+
+// Connects, then (TLS) shakes hands, without waiting: kDone once the connection is ready.
+Io Node::Impl::dial_step(Outbound &o) {
+    const Address &a = o.addr;
+    if (o.dialing == Outbound::kConnecting) {
+        pollfd pf{o.sock.fd, POLLOUT, 0};
+        if (::poll(&pf, 1, 0) == 0) return Io::kWantWrite;
+        int err = 0;
+        socklen_t el = sizeof err;
+        getsockopt(o.sock.fd, SOL_SOCKET, SO_ERROR, &err, &el);
+        if (err) sys_fail(TENSO_E_CONNECTION, "connect to " + a.key(), err);
+        o.dialing = Outbound::kConnected;
+    }
+    if (o.dialing == Outbound::kConnected && a.scheme == Address::kTls) {
+        o.sock.ssl = new_ssl(tls->client(), o.sock.fd);
+        SSL_set_connect_state(o.sock.ssl);
+        o.dialing = Outbound::kHandshake;
+    }
+    if (o.dialing == Outbound::kHandshake) {
+        const int h = SSL_do_handshake(o.sock.ssl);
+        if (h != 1) {
+            const int err = SSL_get_error(o.sock.ssl, h);
+            if (err == SSL_ERROR_WANT_READ) return Io::kWantRead;
+            if (err == SSL_ERROR_WANT_WRITE) return Io::kWantWrite;
+            o.sock.ssl_fail(err, "TLS handshake");
+        }
+        o.sock.peer = tls->check_peer(o.sock.ssl, a.fingerprint, false);
+    }
+    if (o.dialing != Outbound::kReady) {
+        o.dialing = Outbound::kReady;
+        opened.fetch_add(1);
+    }
+    return Io::kDone;
 }
 
 Control Node::Impl::call(Outbound &c, Outgoing &out, const Waker &w, const Deadline &d) {
     out.start();
-    try {
-        for (;;) {
-            const Io r = out.pump(c.sock);
-            if (r == Io::kDone) break;
-            w.wait(c.sock.fd, r == Io::kWantRead ? POLLIN : POLLOUT, d);
-        }
+    for (;;) {
+        Control reply;
+        const Io r = call_step(c, out, &reply);
+        if (r == Io::kDone) return reply;
+        w.wait(c.sock.fd, r == Io::kWantRead ? POLLIN : POLLOUT, d);
+    }
+}
+
+Io Node::Impl::call_step(Outbound &c, Outgoing &out, Control *reply_out) {
+    if (!out.done()) try {
+        const Io r = out.pump(c.sock);
+        if (r != Io::kDone) return r;
     } catch (const Error &e) {
         // A peer that refused us closes after its answer: when writing fails, the answer
         // (an error frame) may be waiting to be read, and says more than the broken pipe.
@@ -101,14 +135,24 @@ Control Node::Impl::call(Outbound &c, Outgoing &out, const Waker &w, const Deadl
             if (reply.op == Op::kError) fail(reply.status, "the peer refused: " + reply.message);
             // One request is outstanding: an `ok` for more is out of step.
             if (reply.op == Op::kOk && reply.length > 1) fail(TENSO_E_MALFORMED, "the peer acknowledged more pushes than were sent");
-            return reply;
+            *reply_out = std::move(reply);
+            return Io::kDone;
         }
         if (r == Io::kEof) fail(TENSO_E_CONNECTION, "the peer closed the connection");
-        w.wait(c.sock.fd, r == Io::kWantWrite ? POLLOUT : POLLIN, d);
+        return r;
     }
 }
 
 std::unique_ptr<View> Node::Impl::read_value(Outbound &c, const Control &reply, const Waker &w, const Deadline &d) {
+    for (;;) {
+        std::unique_ptr<View> v;
+        const Io r = read_value_step(c, reply, &v);
+        if (r == Io::kDone) return v;
+        w.wait(c.sock.fd, r == Io::kWantWrite ? POLLOUT : POLLIN, d);
+    }
+}
+
+Io Node::Impl::read_value_step(Outbound &c, const Control &reply, std::unique_ptr<View> *out) {
     if (reply.op == Op::kValueFd) {
         if (!c.sock.unix_ || c.sock.fds.empty()) fail(TENSO_E_MALFORMED, "value-fd without a descriptor");
         const int fd = c.sock.fds.front();
@@ -121,7 +165,8 @@ std::unique_ptr<View> Node::Impl::read_value(Outbound &c, const Control &reply, 
             throw;
         }
         ::close(fd);
-        return v;
+        *out = std::move(v);
+        return Io::kDone;
     }
     if (reply.op != Op::kValue) fail(TENSO_E_MALFORMED, "unexpected reply to a request");
     if (reply.length > opts.max_packet_bytes) fail(TENSO_E_LIMIT, "the value is larger than max_packet_bytes");
@@ -130,10 +175,11 @@ std::unique_ptr<View> Node::Impl::read_value(Outbound &c, const Control &reply, 
         const Io r = c.reader.frame(c.sock, c.val, &v);
         if (r == Io::kDone) {
             if (v->packet_size != reply.length) fail(TENSO_E_MALFORMED, "the value's length is not the one announced");
-            return v;
+            *out = std::move(v);
+            return Io::kDone;
         }
         if (r == Io::kEof) fail(TENSO_E_CONNECTION, "the peer closed the connection before the value");
-        w.wait(c.sock.fd, r == Io::kWantWrite ? POLLOUT : POLLIN, d);
+        return r;
     }
 }
 

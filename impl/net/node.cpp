@@ -63,6 +63,7 @@ void Node::Impl::stop() {
         if (l.addr.scheme == Address::kUnix) ::unlink(l.addr.path.c_str());
     }
     stop_streams();
+    stop_queues();
     // Handlers still queued keep their connections (shut down above) until the node is freed,
     // when the io_context goes; `io` itself stays, so a late post from a receive is harmless.
     {

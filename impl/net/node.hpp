@@ -103,6 +103,8 @@ public:
     NodeStats stats() const;
 
     struct Impl;
+    // The engine, for the completion queues (impl/net/completion.hpp), which share it.
+    const std::shared_ptr<Impl> &impl() const { return impl_; }
 
 private:
     std::shared_ptr<Impl> impl_;

@@ -68,6 +68,8 @@ struct Outbound {
     Decoder ctl, val;
     Address addr;
     Clock::time_point idle_since;
+    // Where a dial stands (dial_step): connecting, connected, in the TLS handshake, ready.
+    enum Dialing { kConnecting, kConnected, kHandshake, kReady } dialing = kConnected;
     Outbound(const NodeOptions &o) : ctl(decoder_config(control_limits(o))), val(decoder_config(value_limits(o))) {}
 };
 
@@ -80,6 +82,7 @@ struct Listener {
 };
 
 class Inbound;
+class Queue;
 
 // The node: its options, the event loop serving inbound connections, the receive queue,
 // published values, the outbound pool and the post streams.
@@ -133,6 +136,10 @@ struct Node::Impl : std::enable_shared_from_this<Node::Impl> {
     std::map<std::string, std::shared_ptr<PostStream>> stream_of_text;
     std::shared_ptr<PostStream> post_stream(const std::string &text);
     void stop_streams();
+    // The completion-based posts and flushes waiting on the stream (under its lock): moved on
+    // (the calling thread waits as a blocking call), or all failed with st.
+    void post_backlog(PostStream &s, const Waker &w, const Deadline &d);
+    void fail_backlog(PostStream &s, int32_t st, const char *why);
     // Writes a stream's buffered posts soon after a post leaves them (see PostStream).
     void arm_idle_flush(const std::weak_ptr<PostStream> &ws);
     void idle_flush(const std::weak_ptr<PostStream> &ws);
@@ -142,6 +149,15 @@ struct Node::Impl : std::enable_shared_from_this<Node::Impl> {
     uint64_t bytes_sent = 0, bytes_received = 0;  // atomically updated
     std::atomic<uint64_t> opened{0}, reused{0}, refused{0};
     std::atomic<uint32_t> calls{0};
+
+    // completion queues (completion.cpp): those of this node, and how many of their operations
+    // wait for a pool slot or a post stream (notify_waiters wakes them when one comes free).
+    std::mutex queues_mu;
+    std::vector<std::weak_ptr<Queue>> queues;
+    std::atomic<uint32_t> async_waiting{0};
+    std::atomic<uint64_t> wake_gen{0};  // counts notify_waiters calls (see Queue::wait_for)
+    void notify_waiters();
+    void stop_queues();  // at stop: the operations in flight fail with TENSO_E_SHUTDOWN
 
     // node.cpp
     void start();
@@ -155,15 +171,28 @@ struct Node::Impl : std::enable_shared_from_this<Node::Impl> {
     // The queue: true when it took the message; false when full (the caller parks).
     // A full queue parks `who` (resumed when a receive makes room) and returns false.
     bool enqueue(std::unique_ptr<Message> &m, const std::shared_ptr<Inbound> &who);
+    // The oldest received push, or null when none waits (resumes the parked connections).
+    std::unique_ptr<Message> try_receive();
     // pool.cpp
     void reap();  // closes pooled connections idle for idle_timeout_ms, on a timer
     std::unique_ptr<Outbound> checkout(const Address &a, const Waker &w, const Deadline &d);
+    // Without waiting: kIdle (*c is a pooled connection), kDial (a slot is taken: dial, and
+    // give it back with discard or release_slot on failure) or kFull (max_connections busy).
+    enum class Slot { kIdle, kDial, kFull };
+    Slot try_checkout(const Address &a, std::unique_ptr<Outbound> *c);
+    void release_slot(const Address &a);
     void checkin(std::unique_ptr<Outbound> c);
     void discard(std::unique_ptr<Outbound> c);  // a connection out of step: closed
     // dialer.cpp
     std::unique_ptr<Outbound> dial(const Address &a, const Waker &w, const Deadline &d);
     Control call(Outbound &c, Outgoing &out, const Waker &w, const Deadline &d);
     std::unique_ptr<View> read_value(Outbound &c, const Control &reply, const Waker &w, const Deadline &d);
+    // The steps of the three above, which never wait (the completion-based calls drive them):
+    // kDone when finished, else what to wait for on the connection's descriptor.
+    std::unique_ptr<Outbound> dial_start(const Address &a);
+    Io dial_step(Outbound &c);
+    Io call_step(Outbound &c, Outgoing &out, Control *reply);  // after out.start()
+    Io read_value_step(Outbound &c, const Control &reply, std::unique_ptr<View> *out);
 };
 
 // ---- what every call shares ---------------------------------------------------------------
@@ -179,6 +208,12 @@ struct CallScope {
         }
     }
     ~CallScope() { n.calls.fetch_sub(1); }
+};
+// Wakes the completion-based calls waiting for what the scope held (a post stream's lock) when
+// it ends: declared before the lock, so that it runs after the unlock.
+struct NotifyOnExit {
+    Node::Impl &n;
+    ~NotifyOnExit() { n.notify_waiters(); }
 };
 inline void check_name(const std::string &name, const NodeOptions &o) {
     if (name.empty() || name.size() > o.max_name_bytes)

@@ -1,0 +1,127 @@
+// ops.cpp - the completion-based send, request and receive (see completion.hpp): the steps of
+// the blocking calls (checkout, dial, call, read_value; the receive queue) without their waits.
+#include <sys/epoll.h>
+
+#include "net/completion.hpp"
+
+namespace tenso::net {
+
+namespace {
+
+// A send or a request: one exchange on a pooled connection, dialed when none is idle.
+class ExchangeOp : public Operation {
+public:
+    ExchangeOp(Kind k, void *user, const Deadline &d) : Operation(k, user, d) {}
+
+    Address addr;
+    PreparedPush push;  // a send's frames; a request's control frame (push.out.head)
+    Control reply;
+
+    Want step(Node::Impl &n) override {
+        check_stop();
+        for (;;) switch (stage_) {
+            case kCheckout: {
+                const Node::Impl::Slot s = n.try_checkout(addr, &conn_);
+                if (s == Node::Impl::Slot::kFull) return Want::wake();
+                if (s == Node::Impl::Slot::kDial) {
+                    try {
+                        conn_ = n.dial_start(addr);
+                    } catch (...) {
+                        n.release_slot(addr);
+                        throw;
+                    }
+                    stage_ = kDial;
+                } else {
+                    begin_call();
+                }
+                continue;
+            }
+            case kDial: {
+                const Io r = n.dial_step(*conn_);
+                if (r != Io::kDone) return Want::io(conn_->sock.fd, r);
+                begin_call();
+                continue;
+            }
+            case kCall: {
+                const Io r = n.call_step(*conn_, push.out, &reply);
+                if (r != Io::kDone) return Want::io(conn_->sock.fd, r);
+                if (kind == kSend) return Want::done();
+                stage_ = kValue;
+                continue;
+            }
+            case kValue: {
+                const Io r = n.read_value_step(*conn_, reply, &view);
+                if (r != Io::kDone) return Want::io(conn_->sock.fd, r);
+                return Want::done();
+            }
+            }
+    }
+
+    void finish(Node::Impl &n, int32_t st) noexcept override {
+        if (!conn_) return;
+        try {
+            // As the blocking calls: "not found" leaves the connection in step; anything else may not.
+            if (st == TENSO_OK || (kind == kRequest && st == TENSO_E_NOT_FOUND)) n.checkin(std::move(conn_));
+            else n.discard(std::move(conn_));
+        } catch (...) {
+            conn_.reset();  // out of memory in the pool's books: the connection is closed
+        }
+    }
+
+private:
+    enum Stage { kCheckout, kDial, kCall, kValue } stage_ = kCheckout;
+    std::unique_ptr<Outbound> conn_;
+
+    void begin_call() {
+        push.out.start();
+        stage_ = kCall;
+    }
+};
+
+class ReceiveOp : public Operation {
+public:
+    ReceiveOp(void *user, uint64_t timeout_ms)
+        : Operation(kReceive, user, Deadline::in(timeout_ms)), now_only_(timeout_ms == 0) {}
+
+    Want step(Node::Impl &n) override {
+        check_stop();
+        msg = n.try_receive();
+        if (msg) return Want::done();
+        if (now_only_) fail(TENSO_E_TIMEOUT, "no message is waiting");
+        return Want::readable(n.recv_fd);
+    }
+
+private:
+    bool now_only_;
+};
+
+}  // namespace
+
+std::unique_ptr<Operation> make_send(Node::Impl &n, const std::string &addr, const std::string &name,
+                              std::shared_ptr<const Value> v, uint64_t timeout_ms, void *payload) {
+    check_name(name, n.opts);
+    std::unique_ptr<ExchangeOp> op(new ExchangeOp(Operation::kSend, payload, Deadline::in(effective(timeout_ms, n.opts))));
+    op->addr = parse_address(addr, false);
+    Payload p;
+    p.value = std::move(v);
+    prepare_push(op->push, op->addr, name, p, n.opts);
+    return op;
+}
+
+std::unique_ptr<Operation> make_request(Node::Impl &n, const std::string &addr, const std::string &name,
+                                 uint64_t timeout_ms, void *payload) {
+    check_name(name, n.opts);
+    std::unique_ptr<ExchangeOp> op(new ExchangeOp(Operation::kRequest, payload, Deadline::in(effective(timeout_ms, n.opts))));
+    op->addr = parse_address(addr, false);
+    Control c;
+    c.op = Op::kGet;
+    c.name = name;
+    op->push.out.head = encode_control(c);
+    return op;
+}
+
+std::unique_ptr<Operation> make_receive(Node::Impl &, uint64_t timeout_ms, void *payload) {
+    return std::unique_ptr<Operation>(new ReceiveOp(payload, timeout_ms));
+}
+
+}  // namespace tenso::net
