@@ -292,6 +292,8 @@ tenso_status tenso_node_stats_get(tenso_node_stats *out, const tenso_node *n) {
     out->connections_opened = s.connections_opened;
     out->connections_reused = s.connections_reused;
     out->refused = s.refused;
+    out->tls_kernel = s.tls_kernel;
+    out->tls_user = s.tls_user;
     TENSO_API_END
 }
 

@@ -77,12 +77,12 @@ Io Node::Impl::dial_step(Outbound &o) {
         o.dialing = Outbound::kConnected;
     }
     if (o.dialing == Outbound::kConnected && a.scheme == Address::kTls) {
-        o.sock.ssl = new_ssl(tls->client(), o.sock.fd);
+        o.sock.ssl = new_ssl(tls->client(), o.sock.fd, &o.sock.kernel_bio);
         SSL_set_connect_state(o.sock.ssl);
         o.dialing = Outbound::kHandshake;
     }
     if (o.dialing == Outbound::kHandshake) {
-        const int h = SSL_do_handshake(o.sock.ssl);
+        const int h = o.sock.handshake();
         if (h != 1) {
             const int err = SSL_get_error(o.sock.ssl, h);
             if (err == SSL_ERROR_WANT_READ) return Io::kWantRead;
@@ -90,6 +90,7 @@ Io Node::Impl::dial_step(Outbound &o) {
             o.sock.ssl_fail(err, "TLS handshake");
         }
         o.sock.peer = tls->check_peer(o.sock.ssl, a.fingerprint, false);
+        (o.sock.start_kernel_tls() ? tls_kernel : tls_user).fetch_add(1);
     }
     if (o.dialing != Outbound::kReady) {
         o.dialing = Outbound::kReady;

@@ -17,7 +17,7 @@ Inbound::Inbound(Node::Impl &n, int fd, bool unix_, bool tls, std::string peer)
     sock_.counter_in = &n.bytes_received;
     sock_.counter_out = &n.bytes_sent;
     if (tls) {
-        sock_.ssl = new_ssl(n.tls->server(), fd);
+        sock_.ssl = new_ssl(n.tls->server(), fd, &sock_.kernel_bio);
         SSL_set_accept_state(sock_.ssl);
         state_ = kHandshake;
     }
@@ -190,7 +190,7 @@ void Inbound::step() {
             case kClosed: return finish();
             case kParked: return;
             case kHandshake: {
-                const int r = SSL_do_handshake(sock_.ssl);
+                const int r = sock_.handshake();
                 if (r != 1) {
                     const int err = SSL_get_error(sock_.ssl, r);
                     if (err == SSL_ERROR_WANT_READ) return wait(Io::kWantRead);
@@ -200,6 +200,7 @@ void Inbound::step() {
                     return finish();
                 }
                 state_ = kReadControl;
+                (sock_.start_kernel_tls() ? n_.tls_kernel : n_.tls_user).fetch_add(1);
                 try {
                     sock_.peer = n_.tls->check_peer(sock_.ssl, "", true);
                 } catch (const Error &e) {

@@ -126,6 +126,8 @@ NodeStats Node::stats() const {
     s.connections_opened = n.opened.load();
     s.connections_reused = n.reused.load();
     s.refused = n.refused.load();
+    s.tls_kernel = n.tls_kernel.load();
+    s.tls_user = n.tls_user.load();
     return s;
 }
 

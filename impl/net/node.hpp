@@ -52,6 +52,7 @@ struct NodeStats {
     uint32_t pool_size = 0, inbound_connections = 0, queued = 0;
     uint64_t queued_bytes = 0, bytes_sent = 0, bytes_received = 0;
     uint64_t connections_opened = 0, connections_reused = 0, refused = 0;
+    uint64_t tls_kernel = 0, tls_user = 0;
 };
 
 struct Message {

@@ -148,6 +148,7 @@ struct Node::Impl : std::enable_shared_from_this<Node::Impl> {
 
     uint64_t bytes_sent = 0, bytes_received = 0;  // atomically updated
     std::atomic<uint64_t> opened{0}, reused{0}, refused{0};
+    std::atomic<uint64_t> tls_kernel{0}, tls_user{0};  // TLS connections by who encrypts (kTLS or OpenSSL)
     std::atomic<uint32_t> calls{0};
 
     // completion queues (completion.cpp): those of this node, and how many of their operations

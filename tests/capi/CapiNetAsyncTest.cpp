@@ -7,6 +7,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -198,6 +199,21 @@ struct Silent {
     std::string addr() const { return "tcp://127.0.0.1:" + std::to_string(port); }
 };
 
+// Whether this kernel attaches the `tls` upper-layer protocol to a loopback connection (kTLS),
+// probed as libtenso does.
+bool kernel_has_tls() {
+    Silent l;
+    const int c = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    sa.sin_port = htons(uint16_t(l.port));
+    bool ok = ::connect(c, reinterpret_cast<sockaddr *>(&sa), sizeof sa) == 0 &&
+              ::setsockopt(c, SOL_TCP, TCP_ULP, "tls", sizeof "tls") == 0;
+    ::close(c);
+    return ok;
+}
+
 }  // namespace
 
 class CapiNetAsyncTest : public CppUnit::TestFixture {
@@ -216,6 +232,7 @@ class CapiNetAsyncTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(testShutdownWithOperationsInFlight);
     CPPUNIT_TEST(testQueueFreedBeforeItsOperations);
     CPPUNIT_TEST(testCallbackMode);
+    CPPUNIT_TEST(testKernelTlsOrFallbackCounted);
     CPPUNIT_TEST_SUITE_END();
 
 public:
@@ -688,6 +705,34 @@ public:
         tenso_node_queue_free(qt);
         std::lock_guard<std::mutex> g(state.mu);
         CPPUNIT_ASSERT_EQUAL(0, state.failed);
+    }
+
+    // A TLS connection's records are encrypted by the kernel where it offers TLS, else by
+    // OpenSSL (this machine's kernel has no `tls` module): each side counts its connection once,
+    // as the one or the other; plaintext connections count as neither.
+    void testKernelTlsOrFallbackCounted() {
+        NodePtr rx = make_node("tls://127.0.0.1:0,tcp://127.0.0.1:0", TENSO_NODE_ALLOW_PLAINTEXT);
+        NodePtr tx = dialer(TENSO_NODE_ALLOW_PLAINTEXT);
+        QueuePtr q = queue_of(tx.get());
+        Floats f(100000, 1.0f);
+        ValuePtr v = f.value();
+        for (uint32_t i = 0; i < 2; ++i) {
+            OpPtr op = start_send(q.get(), addr_of(rx.get(), i), "k", v.get());
+            reap_one(q.get(), op.get());
+            TENSO_CHECK_OK(tenso_node_op_result(op.get()));
+            MsgPtr m;
+            receive_name(rx.get(), &m);
+            f.check(tenso_node_message_view(m.get()));
+        }
+        const bool kernel = kernel_has_tls();
+        for (tenso_node *n : {rx.get(), tx.get()}) {
+            tenso_node_stats s{};
+            s.version = TENSO_NODE_STATS_VERSION;
+            TENSO_CHECK_OK(tenso_node_stats_get(&s, n));
+            CPPUNIT_ASSERT_EQUAL(uint64_t(1), s.tls_kernel + s.tls_user);
+            if (!kernel) CPPUNIT_ASSERT_EQUAL_MESSAGE("no kernel TLS here: the OpenSSL fallback", uint64_t(1), s.tls_user);
+            CPPUNIT_ASSERT_EQUAL(uint64_t(0), s.reserved[0] | s.reserved[1]);
+        }
     }
 };
 

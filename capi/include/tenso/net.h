@@ -20,7 +20,10 @@
  * The listener accepts a dialer whose certificate chains to ca_pem, or whose key is among
  * pinned_keys; with neither set it accepts any dialer that proves a key (its fingerprint is
  * the message's sender). Refusals: TENSO_E_AUTH. Plain TCP and Unix sockets are used only with
- * TENSO_NODE_ALLOW_PLAINTEXT.
+ * TENSO_NODE_ALLOW_PLAINTEXT. Where the kernel offers TLS (Linux's `tls` module, kTLS), OpenSSL
+ * hands it the traffic keys after each handshake and the kernel encrypts (and, where it can,
+ * decrypts) the records, written straight from the value's memory; elsewhere OpenSSL does it in
+ * this process. tenso_node_stats counts the connections of each kind (since 1.5).
  *
  * Threads and lifetimes. A node runs its own event loop (standalone Asio) on `threads` threads.
  * Every call is thread-safe; blocking calls may run on many threads at once. tenso_node_shutdown
@@ -239,7 +242,12 @@ typedef struct tenso_node_stats {
     uint64_t connections_opened;    /* outbound dials so far (pool misses) */
     uint64_t connections_reused;    /* outbound calls served by a pooled connection */
     uint64_t refused;               /* inbound peers refused (auth, limits, hostile frames) */
-    uint64_t reserved[4];
+    /* TLS connections (dialed and accepted) since start, by who encrypts their records: the
+       kernel (kTLS, used automatically where the kernel offers it: its `tls` module), or OpenSSL
+       in this process (the fallback). @since 1.5 (reserved, zero, before) */
+    uint64_t tls_kernel;
+    uint64_t tls_user;
+    uint64_t reserved[2];
 } tenso_node_stats;
 
 #define TENSO_NODE_STATS_VERSION 1
