@@ -358,8 +358,7 @@ tenso_status start_push(tenso_node_op **out, tenso_node_queue *q, const char *ad
     TENSO_API_BEGIN
     tenso::net::Queue &qu = *q->q;
     // Borrowed until the operation completes (net.h).
-    std::shared_ptr<const tenso::Value> val(&v->v, [](const tenso::Value *) {});
-    *out = H(qu.launch([&] { return make(qu.node(), addr, std::string(name, name_len), val, timeout_ms, payload); }));
+    *out = H(qu.launch([&] { return make(qu.node(), addr, std::string(name, name_len), v->v, timeout_ms, payload); }));
     TENSO_API_END
 }
 }  // namespace

@@ -162,7 +162,8 @@ void Queue::wait_for(Operation *op, const Want &w) {
         nwaking_.fetch_add(1);
         n_->async_waiting.fetch_add(1);
     }
-    if (!op->timed_ && !op->deadline_.none) {
+    if (!op->timed_ && op->timeout_ms_ != UINT64_MAX) {
+        if (op->deadline_.none) op->deadline_ = Deadline::in(op->timeout_ms_);
         op->timer_ = timers_.emplace(op->deadline_.at, op);
         op->timed_ = true;
         if (op->deadline_.at < timer_at_) arm_timer();

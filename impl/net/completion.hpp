@@ -48,7 +48,9 @@ struct Want {
 class Operation {
 public:
     enum Kind { kSend, kPost, kFlush, kRequest, kReceive };
-    Operation(Kind k, void *p, const Deadline &d) : kind(k), payload(p), deadline_(d) {}
+    // timeout_ms: the call's, resolved (UINT64_MAX: none); the deadline counts from the first
+    // wait (a start's steps take microseconds), which saves the clock read of calls done at once.
+    Operation(Kind k, void *p, uint64_t timeout_ms) : kind(k), payload(p), timeout_ms_(timeout_ms) {}
     virtual ~Operation() = default;
     Operation(const Operation &) = delete;
     Operation &operator=(const Operation &) = delete;
@@ -90,7 +92,8 @@ public:
 
 private:
     friend class Queue;
-    Deadline deadline_;
+    uint64_t timeout_ms_;
+    Deadline deadline_;  // once it first waits
     Queue *queue_ = nullptr;
     std::shared_ptr<Queue> keep_;  // the queue stays while the op does
     int watch_fd_ = -1;            // the descriptor it waits for, if any
@@ -182,16 +185,17 @@ private:
     std::deque<Operation *> batch_;    // completions taken for callbacks, not called yet
 };
 
-// The operations (ops.cpp, post.cpp). Arguments are checked, and a value encoded, here: a
-// failure throws and no operation is made. The value (and what it borrows) stays in use until
+// The operations (ops.cpp, post.cpp). Arguments are checked here (a failure throws and no
+// operation is made); a send encodes its value here, a post when it is first in line (a value
+// that does not encode fails that post). The value (and what it borrows) stays in use until
 // the operation completes.
 std::unique_ptr<Operation> make_send(Node::Impl &n, const std::string &addr, const std::string &name,
-                              std::shared_ptr<const Value> v, uint64_t timeout_ms, void *payload);
+                              const Value &v, uint64_t timeout_ms, void *payload);
 std::unique_ptr<Operation> make_request(Node::Impl &n, const std::string &addr, const std::string &name,
                                  uint64_t timeout_ms, void *payload);
 std::unique_ptr<Operation> make_receive(Node::Impl &n, uint64_t timeout_ms, void *payload);
 std::unique_ptr<Operation> make_post(Node::Impl &n, const std::string &addr, const std::string &name,
-                              std::shared_ptr<const Value> v, uint64_t timeout_ms, void *payload);
+                              const Value &v, uint64_t timeout_ms, void *payload);
 std::unique_ptr<Operation> make_flush(Node::Impl &n, const std::string &addr, uint64_t timeout_ms, void *payload);
 
 }  // namespace tenso::net

@@ -11,7 +11,7 @@ namespace {
 // A send or a request: one exchange on a pooled connection, dialed when none is idle.
 class ExchangeOp : public Operation {
 public:
-    ExchangeOp(Kind k, void *user, const Deadline &d) : Operation(k, user, d) {}
+    ExchangeOp(Kind k, void *user, uint64_t timeout_ms) : Operation(k, user, timeout_ms) {}
 
     Address addr;
     PreparedPush push;  // a send's frames; a request's control frame (push.out.head)
@@ -81,7 +81,7 @@ private:
 class ReceiveOp : public Operation {
 public:
     ReceiveOp(void *user, uint64_t timeout_ms)
-        : Operation(kReceive, user, Deadline::in(timeout_ms)), now_only_(timeout_ms == 0) {}
+        : Operation(kReceive, user, timeout_ms), now_only_(timeout_ms == 0) {}
 
     Want step(Node::Impl &n) override {
         check_stop();
@@ -98,12 +98,12 @@ private:
 }  // namespace
 
 std::unique_ptr<Operation> make_send(Node::Impl &n, const std::string &addr, const std::string &name,
-                              std::shared_ptr<const Value> v, uint64_t timeout_ms, void *payload) {
+                              const Value &v, uint64_t timeout_ms, void *payload) {
     check_name(name, n.opts);
-    std::unique_ptr<ExchangeOp> op(new ExchangeOp(Operation::kSend, payload, Deadline::in(effective(timeout_ms, n.opts))));
+    std::unique_ptr<ExchangeOp> op(new ExchangeOp(Operation::kSend, payload, effective(timeout_ms, n.opts)));
     op->addr = parse_address(addr, false);
     Payload p;
-    p.value = std::move(v);
+    p.value = std::shared_ptr<const Value>(&v, [](const Value *) {});  // borrowed until it completes
     prepare_push(op->push, op->addr, name, p, n.opts);
     return op;
 }
@@ -111,7 +111,7 @@ std::unique_ptr<Operation> make_send(Node::Impl &n, const std::string &addr, con
 std::unique_ptr<Operation> make_request(Node::Impl &n, const std::string &addr, const std::string &name,
                                  uint64_t timeout_ms, void *payload) {
     check_name(name, n.opts);
-    std::unique_ptr<ExchangeOp> op(new ExchangeOp(Operation::kRequest, payload, Deadline::in(effective(timeout_ms, n.opts))));
+    std::unique_ptr<ExchangeOp> op(new ExchangeOp(Operation::kRequest, payload, effective(timeout_ms, n.opts)));
     op->addr = parse_address(addr, false);
     Control c;
     c.op = Op::kGet;

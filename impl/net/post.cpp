@@ -366,8 +366,8 @@ void Node::flush(const std::string &addr, uint64_t timeout_ms, Cancel *cancel) {
 
 class StreamOp : public Operation {
 public:
-    StreamOp(Kind k, void *user, const Deadline &d, std::shared_ptr<Node::Impl::PostStream> s)
-        : Operation(k, user, d), sp(std::move(s)) {}
+    StreamOp(Kind k, void *user, uint64_t timeout_ms, std::shared_ptr<Node::Impl::PostStream> s)
+        : Operation(k, user, timeout_ms), sp(std::move(s)) {}
     std::shared_ptr<Node::Impl::PostStream> sp;
 
     Want step(Node::Impl &n) override {
@@ -465,14 +465,10 @@ namespace {
 
 class PostOp : public StreamOp {
 public:
-    PostOp(void *user, const Deadline &d, std::shared_ptr<Node::Impl::PostStream> s)
-        : StreamOp(kPost, user, d, std::move(s)) {}
+    PostOp(void *user, uint64_t timeout_ms, std::shared_ptr<Node::Impl::PostStream> s)
+        : StreamOp(kPost, user, timeout_ms, std::move(s)) {}
     std::string name;
-    std::shared_ptr<const Value> value;
-    Plan plan{EncodeOptions{}, false};  // a small value's
-    uint64_t size = 0;
-    bool small = false;
-    PreparedPush large;
+    const Value *value = nullptr;  // borrowed until it completes
 
 protected:
     Want advance(Node::Impl &n, Node::Impl::PostStream &s) override {
@@ -480,8 +476,26 @@ protected:
         Outbound *c = connection(n, s, &w);
         if (!c) return w;
         const NodeOptions &o = n.opts;
+        // Encoded into the stream's reused plan, outside on_stream (as the blocking post): a
+        // value that does not encode fails this post alone. Nothing else uses the plan while
+        // this post is first in line.
+        if (!decided_) {
+            s.plan.clear();
+            s.plan.add(*value);
+            size_ = s.plan.size();
+            const bool as_fd = s.addr.scheme == Address::kUnix && !o.no_fd_passing && size_ >= o.fd_passing_min_bytes;
+            small_ = !as_fd && s.push_head(name, size_).size() + size_ <= Node::Impl::PostStream::kSmallPost;
+            if (!small_) {
+                // The reused plan keeps no large value's memory (see the blocking post).
+                s.plan = Plan{EncodeOptions{}, false};
+                Payload p;
+                p.value = std::shared_ptr<const Value>(value, [](const Value *) {});
+                prepare_push(large_, s.addr, name, p, o);
+            }
+            decided_ = planned_ = true;
+        }
         const Waker nw{n.stop_fd, nullptr, &n.stopped};  // never waited on (block = false)
-        const Deadline nd = Deadline::in(0);
+        const Deadline nd{};
         n.on_stream(s, [&] {
             w = Want::done();
             // Waits for room on the socket, reading the acknowledgements the peer may be
@@ -497,20 +511,24 @@ protected:
                 read_acks(s, o, false, nw, nd);
                 if (s.unacked() >= bound) return void(w = Want::readable(c->sock.fd));
             }
-            if (small) {
+            if (small_) {
                 if (s.buf.size() - s.buf_at >= Node::Impl::PostStream::kPostBuffer && !drain(s, o, false, nw, nd))
                     return wait_room();
-                const std::vector<uint8_t> &head = s.push_head(name, size);
+                if (!planned_) {  // it waited: the plan is encoded again (the same bytes)
+                    s.plan.clear();
+                    s.plan.add(*value);
+                }
+                const std::vector<uint8_t> &head = s.push_head(name, size_);
                 size_t at = s.buf.size();
-                const size_t need = at + head.size() + size_t(size);
+                const size_t need = at + head.size() + size_t(size_);
                 if (need > s.buf.capacity())
                     s.buf.reserve(std::min(std::max(need, 2 * s.buf.capacity()),
                                            Node::Impl::PostStream::kPostBuffer + Node::Impl::PostStream::kSmallPost));
                 s.buf.resize(need);
                 std::memcpy(s.buf.data() + at, head.data(), head.size());
                 at += head.size();
-                if (plan.write_to(s.buf.data() + at) != size) fail(TENSO_E_INTERNAL, "a plan wrote other than its size");
-                s.ends.push_back(at + size_t(size));
+                if (s.plan.write_to(s.buf.data() + at) != size_) fail(TENSO_E_INTERNAL, "a plan wrote other than its size");
+                s.ends.push_back(at + size_t(size_));
                 ++s.posted;
                 if (s.buf.size() - s.buf_at >= Node::Impl::PostStream::kPostBuffer) drain(s, o, false, nw, nd);
                 if (s.buf_at < s.buf.size() && !s.idle_armed) {
@@ -525,10 +543,10 @@ protected:
             if (!started_) {
                 if (!drain(s, o, false, nw, nd)) return wait_room();
                 ++s.posted;
-                large.out.start();
+                large_.out.start();
                 started_ = true;
             }
-            const Io r = large.out.pump(c->sock);
+            const Io r = large_.out.pump(c->sock);
             if (r != Io::kDone) {
                 read_acks(s, o, false, nw, nd);
                 w = Want::io(c->sock.fd, r);
@@ -538,6 +556,7 @@ protected:
             ++s.written;
             started_ = false;
         });
+        if (w.kind != Want::kDone) planned_ = false;
         return w;
     }
 
@@ -553,20 +572,22 @@ protected:
     }
 
 private:
-    bool started_ = false;
+    bool decided_ = false, small_ = false, planned_ = false, started_ = false;
+    uint64_t size_ = 0;
+    PreparedPush large_;
 };
 
 class FlushOp : public StreamOp {
 public:
-    FlushOp(void *user, const Deadline &d, std::shared_ptr<Node::Impl::PostStream> s)
-        : StreamOp(kFlush, user, d, std::move(s)) {}
+    FlushOp(void *user, uint64_t timeout_ms, std::shared_ptr<Node::Impl::PostStream> s)
+        : StreamOp(kFlush, user, timeout_ms, std::move(s)) {}
 
 protected:
     Want advance(Node::Impl &n, Node::Impl::PostStream &s) override {
         Want w = Want::done();
         if (s.conn) {
             const Waker nw{n.stop_fd, nullptr, &n.stopped};  // never waited on
-            const Deadline nd = Deadline::in(0);
+            const Deadline nd{};
             try {
                 n.on_stream(s, [&] {
                     Outbound &c = *s.conn;
@@ -641,35 +662,17 @@ void Node::Impl::fail_backlog(PostStream &s, int32_t st, const char *why) {
 }
 
 std::unique_ptr<Operation> make_post(Node::Impl &n, const std::string &addr, const std::string &name,
-                                     std::shared_ptr<const Value> v, uint64_t timeout_ms, void *payload) {
+                                     const Value &v, uint64_t timeout_ms, void *payload) {
     check_name(name, n.opts);
-    std::unique_ptr<PostOp> op(
-        new PostOp(payload, Deadline::in(effective(timeout_ms, n.opts)), n.post_stream(addr)));
+    std::unique_ptr<PostOp> op(new PostOp(payload, effective(timeout_ms, n.opts), n.post_stream(addr)));
     op->name = name;
-    // Encoded now: a value that does not encode fails this call, not the stream.
-    op->plan.add(*v);
-    op->size = op->plan.size();
-    const Address &a = op->sp->addr;
-    const bool as_fd = a.scheme == Address::kUnix && !n.opts.no_fd_passing && op->size >= n.opts.fd_passing_min_bytes;
-    Control c;
-    c.op = Op::kPush;
-    c.name = name;
-    c.length = op->size;
-    c.message = kCountedOk;
-    op->small = !as_fd && encode_control(c).size() + op->size <= Node::Impl::PostStream::kSmallPost;
-    if (!op->small) {
-        op->plan = Plan{EncodeOptions{}, false};
-        Payload p;
-        p.value = v;
-        prepare_push(op->large, a, name, p, n.opts);
-    }
-    op->value = std::move(v);
+    op->value = &v;
     return op;
 }
 
 std::unique_ptr<Operation> make_flush(Node::Impl &n, const std::string &addr, uint64_t timeout_ms, void *payload) {
     return std::unique_ptr<Operation>(
-        new FlushOp(payload, Deadline::in(effective(timeout_ms, n.opts)), n.post_stream(addr)));
+        new FlushOp(payload, effective(timeout_ms, n.opts), n.post_stream(addr)));
 }
 
 }  // namespace tenso::net

@@ -292,8 +292,9 @@ TENSO_API tenso_status tenso_node_stats_get(tenso_node_stats *out, const tenso_n
  * Ownership. A start function that returns TENSO_OK gives the caller a new operation, which the
  * caller frees with tenso_node_op_free in every case (completed, failed, cancelled; delivered or
  * not). A start function that fails starts nothing and sets *out to NULL (an invalid argument,
- * a bad address, a bad name, a value that does not encode, TENSO_E_SHUTDOWN, out of memory);
- * every other outcome is the operation's, through tenso_node_op_result. The value given to
+ * a bad address, a bad name, a send's value that does not encode, TENSO_E_SHUTDOWN, out of
+ * memory); every other outcome is the operation's, through tenso_node_op_result (a post's
+ * value is encoded when the post's turn comes, and one that does not encode fails that post). The value given to
  * tenso_node_send_start / tenso_node_post_start, and the memory it borrows, must stay valid and
  * unchanged until the operation has completed (or tenso_node_op_free has returned): bodies are
  * written straight from it. Results (a request's value, a received message) belong to the
