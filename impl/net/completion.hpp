@@ -72,19 +72,18 @@ public:
     std::unique_ptr<View> view;    // a request's value
     std::unique_ptr<Message> msg;  // a received push
 
-    // Why it must end now (0: it need not), with a message: set by the queue, read by steps
-    // that may run on another thread (a blocking post driving the posts ahead of it).
+    // Why it must end now (0: it need not), with a message (a string literal): set by the queue
+    // or a stopping node, read by steps that may run on another thread (a blocking post driving
+    // the posts ahead of it). The first request wins.
     std::atomic<int32_t> stop{0};
-    std::string stop_message;  // written before stop
     void request_stop(int32_t st, const char *why) {
-        int32_t none = 0;
-        if (stop.load() == 0) stop_message = why;
-        stop.compare_exchange_strong(none, st);
+        const char *none = nullptr;
+        if (why_.compare_exchange_strong(none, why)) stop.store(st);
     }
     // Throws the stop status when one is set.
     void check_stop() const {
         const int32_t st = stop.load();
-        if (st) fail(st, stop_message);
+        if (st) fail(st, why_.load());
     }
 
     // The queue it was started on (set by Queue::start).
@@ -92,6 +91,7 @@ public:
 
 private:
     friend class Queue;
+    std::atomic<const char *> why_{nullptr};
     uint64_t timeout_ms_;
     Deadline deadline_;  // once it first waits
     Queue *queue_ = nullptr;
