@@ -109,10 +109,11 @@ Control Node::Impl::call(Outbound &c, Outgoing &out, const Waker &w, const Deadl
     }
 }
 
-Io Node::Impl::call_step(Outbound &c, Outgoing &out, Control *reply_out) {
+Io Node::Impl::call_step(Outbound &c, Outgoing &out, Control *reply_out, bool read_at_once) {
     if (!out.done()) try {
         const Io r = out.pump(c.sock);
         if (r != Io::kDone) return r;
+        if (!read_at_once) return Io::kWantRead;
     } catch (const Error &e) {
         // A peer that refused us closes after its answer: when writing fails, the answer
         // (an error frame) may be waiting to be read, and says more than the broken pipe.

@@ -192,7 +192,9 @@ struct Node::Impl : std::enable_shared_from_this<Node::Impl> {
     // kDone when finished, else what to wait for on the connection's descriptor.
     std::unique_ptr<Outbound> dial_start(const Address &a);
     Io dial_step(Outbound &c);
-    Io call_step(Outbound &c, Outgoing &out, Control *reply);  // after out.start()
+    // After out.start(). read_at_once false: once the request is written, wait for the reply
+    // before reading (the read right after a write finds nothing: a syscall saved).
+    Io call_step(Outbound &c, Outgoing &out, Control *reply, bool read_at_once = true);
     Io read_value_step(Outbound &c, const Control &reply, std::unique_ptr<View> *out);
 };
 

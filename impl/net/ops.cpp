@@ -43,7 +43,12 @@ public:
                 continue;
             }
             case kCall: {
-                const Io r = n.call_step(*conn_, push.out, &reply);
+                // Nothing can be read before the peer has the request: after writing it, the
+                // step waits for the reply rather than trying a read that finds nothing. A TLS
+                // connection holds nothing read ahead (a pooled one with bytes pending is not
+                // reused), so waiting for the socket is safe.
+                const Io r = n.call_step(*conn_, push.out, &reply, written_);
+                written_ = push.out.done();
                 if (r != Io::kDone) return Want::io(conn_->sock.fd, r);
                 if (kind == kSend) return Want::done();
                 stage_ = kValue;
@@ -70,6 +75,7 @@ public:
 
 private:
     enum Stage { kCheckout, kDial, kCall, kValue } stage_ = kCheckout;
+    bool written_ = false;  // the request is on the wire
     std::unique_ptr<Outbound> conn_;
 
     void begin_call() {
