@@ -233,6 +233,7 @@ class CapiNetAsyncTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(testQueueFreedBeforeItsOperations);
     CPPUNIT_TEST(testCallbackMode);
     CPPUNIT_TEST(testKernelTlsOrFallbackCounted);
+    CPPUNIT_TEST(testHostileRepliesFailTheOperation);
     CPPUNIT_TEST_SUITE_END();
 
 public:
@@ -733,6 +734,50 @@ public:
             if (!kernel) CPPUNIT_ASSERT_EQUAL_MESSAGE("no kernel TLS here: the OpenSSL fallback", uint64_t(1), s.tls_user);
             CPPUNIT_ASSERT_EQUAL(uint64_t(0), s.reserved[0] | s.reserved[1]);
         }
+    }
+
+    // A peer that answers a request with garbage, or closes, or trickles a frame and stops: each
+    // operation fails with its status (no crash, no hang past its deadline) and the others on
+    // the queue are unaffected.
+    void testHostileRepliesFailTheOperation() {
+        Silent peer;
+        std::atomic<bool> done{false};
+        std::thread server([&] {
+            for (int i = 0; i < 3 && !done; ++i) {
+                const int c = ::accept(peer.l, nullptr, nullptr);
+                if (c < 0) return;
+                char buf[4096];
+                (void)!::recv(c, buf, sizeof buf, 0);  // the request
+                if (i == 0) {
+                    const char junk[] = "this is not a tenso control frame, not at all........................";
+                    (void)!::send(c, junk, sizeof junk, MSG_NOSIGNAL);
+                } else if (i == 1) {
+                    (void)!::send(c, "TNS", 3, MSG_NOSIGNAL);  // the start of a header, then nothing
+                    std::this_thread::sleep_for(std::chrono::milliseconds(600));
+                }
+                ::close(c);  // i == 2: closed without a word
+            }
+        });
+        NodePtr tx = dialer(TENSO_NODE_ALLOW_PLAINTEXT);
+        QueuePtr q = queue_of(tx.get()), q2 = queue_of(tx.get());
+        NodePtr ok_peer = make_node("tcp://127.0.0.1:0", TENSO_NODE_ALLOW_PLAINTEXT);
+        Floats f(4, 1.0f);
+        ValuePtr v = f.value();
+        OpPtr good = start_send(q2.get(), addr_of(ok_peer.get()), "fine", v.get());
+        for (int i = 0; i < 3; ++i) {
+            tenso_node_op *raw = nullptr;
+            TENSO_CHECK_OK(tenso_node_request_start(&raw, q.get(), peer.addr().c_str(), "x", 1, 300, nullptr));
+            OpPtr op(raw);
+            reap_one(q.get(), op.get());
+            const tenso_status st = tenso_node_op_result(op.get());
+            CPPUNIT_ASSERT_MESSAGE(tenso_describe(st), st != TENSO_OK && st != TENSO_E_INTERNAL);
+            CPPUNIT_ASSERT(tenso_last_error()[0] != '\0');
+        }
+        done = true;
+        server.join();
+        reap_one(q2.get(), good.get());
+        TENSO_CHECK_OK(tenso_node_op_result(good.get()));
+        CPPUNIT_ASSERT_EQUAL(std::string("fine"), receive_name(ok_peer.get()));
     }
 };
 
