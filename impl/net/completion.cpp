@@ -93,7 +93,7 @@ void Queue::start(Operation *op) {
     op->queue_ = this;
     op->keep_ = shared_from_this();
     std::lock_guard<std::mutex> g(mu_);
-    inflight_.push_back(op);
+    inflight_.insert(op);
     starting_ = op;
     advance(op);
     starting_ = nullptr;
@@ -209,7 +209,7 @@ void Queue::complete(Operation *op, int32_t st, std::string m, bool deliver) {
     op->finish(*n_, st);
     op->status = st;
     op->message = std::move(m);
-    inflight_.erase(std::remove(inflight_.begin(), inflight_.end(), op), inflight_.end());
+    inflight_.erase(op);
     op->done.store(true, std::memory_order_release);
     if (deliver && !closed_) {
         completed_.push_back(op);
@@ -349,7 +349,7 @@ void Queue::close() {
     {
         std::lock_guard<std::mutex> g(mu_);
         closed_ = true;
-        const std::vector<Operation *> all = inflight_;
+        const std::vector<Operation *> all(inflight_.begin(), inflight_.end());
         for (Operation *op : all) end(op, TENSO_E_CANCELLED, "the completion queue was freed");
         // Not delivered: the operations stay their owners' to free.
         for (Operation *op : completed_) op->listed_ = false;
@@ -373,7 +373,7 @@ void Queue::wake() {
 
 void Queue::fail_all(int32_t st, const char *why) {
     std::lock_guard<std::mutex> g(mu_);
-    const std::vector<Operation *> all = inflight_;
+    const std::vector<Operation *> all(inflight_.begin(), inflight_.end());
     for (Operation *op : all) end(op, st, why);
 }
 

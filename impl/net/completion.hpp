@@ -20,6 +20,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <unordered_set>
 #include <vector>
 
 #include "net/node_impl.hpp"
@@ -176,7 +177,7 @@ private:
     Operation *starting_ = nullptr;  // the op whose start runs now: its completion is not delivered
     bool reaping_ = false;    // completions made now are collected by this reap: no signal
     std::deque<Operation *> completed_;
-    std::vector<Operation *> inflight_;  // every op started and not completed (for cancel-all)
+    std::unordered_set<Operation *> inflight_;  // every op started and not completed (for cancel-all)
     bool closed_ = false;
     // callback mode
     std::thread thread_;

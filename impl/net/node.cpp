@@ -36,7 +36,11 @@ void Node::Impl::start() {
     bind_listeners(addrs);
     reaper.reset(new asio::steady_timer(*io));
     reap();
-    for (uint32_t i = 0; i < opts.threads; ++i) threads.emplace_back([this] { io->run(); });
+    for (uint32_t i = 0; i < opts.threads; ++i)
+        threads.emplace_back([this] {
+            NoSigpipe::block_sigpipe_for_good();  // kernel TLS writes through write(2)
+            io->run();
+        });
 }
 
 void Node::Impl::stop() {

@@ -241,7 +241,19 @@ bool kernel_tls_available() {
     return available;
 }
 
-NoSigpipe::NoSigpipe(bool on) : on_(on) {
+namespace {
+thread_local bool t_sigpipe_blocked = false;
+}
+
+void NoSigpipe::block_sigpipe_for_good() {
+    sigset_t pipe;
+    sigemptyset(&pipe);
+    sigaddset(&pipe, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe, nullptr);
+    t_sigpipe_blocked = true;
+}
+
+NoSigpipe::NoSigpipe(bool on) : on_(on && !t_sigpipe_blocked) {
     if (!on_) return;
     sigset_t pipe, pending;
     sigemptyset(&pipe);

@@ -47,10 +47,12 @@ bool kernel_tls_available();
 SSL *new_ssl(SSL_CTX *ctx, int fd, bool *kernel);
 
 // Blocks SIGPIPE on this thread for its life (when `on`) and discards one raised meanwhile, so a
-// peer gone away is EPIPE, never the signal.
+// peer gone away is EPIPE, never the signal. Free on the node's own threads, which block
+// SIGPIPE for good (block_sigpipe_for_good).
 class NoSigpipe {
 public:
     explicit NoSigpipe(bool on);
+    static void block_sigpipe_for_good();
     ~NoSigpipe();
     NoSigpipe(const NoSigpipe &) = delete;
     NoSigpipe &operator=(const NoSigpipe &) = delete;

@@ -8,7 +8,7 @@
 #      installing, shared while tests use the library (a rebuild never swaps libtenso.so under a
 #      running test);
 #   2. cargo test (tenso-sys layout/ABI test, unit, integration and doc tests), again for the
-#      `ndarray` feature, cargo clippy with warnings denied (default and all features), cargo
+#      `ndarray` and `tokio` features, cargo clippy with warnings denied (default and all features), cargo
 #      doc with warnings denied, all with PKG_CONFIG_PATH pointing at the stage.
 #      LD_LIBRARY_PATH is not set: the test binaries carry an rpath to the stage;
 #   3. found at run time: the program in consumer/ is copied to a directory outside the tree,
@@ -86,6 +86,8 @@ log "cargo test"
 "$cargo" test --workspace --locked
 log "cargo test --features ndarray"
 "$cargo" test -p tenso --features ndarray --locked
+log "cargo test --features tokio (AsyncNode under tokio's multi-threaded runtime)"
+"$cargo" test -p tenso --features tokio --locked
 log "cargo clippy"
 "$cargo" clippy --workspace --all-targets --locked -- -D warnings
 "$cargo" clippy --workspace --all-targets --all-features --locked -- -D warnings

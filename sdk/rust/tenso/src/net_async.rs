@@ -171,15 +171,21 @@ impl AsyncNode {
         // SAFETY: out-pointer; a live node.
         check(unsafe { sys::tenso_node_queue_new(&mut q, node.ptr(), None) })?;
         let queue = NonNull::new(q).ok_or_else(|| Error::new(ErrorKind::Internal, "libtenso returned a NULL queue"))?;
+        let fail = |why: String| {
+            // SAFETY: ours, never shared.
+            unsafe { sys::tenso_node_queue_free(queue.as_ptr()) };
+            Err(Error::new(ErrorKind::Io, why))
+        };
+        if tokio::runtime::Handle::try_current().is_err() {
+            return fail("AsyncNode needs a tokio runtime (call it from within one)".into());
+        }
         // SAFETY: a live queue.
         let fd = QueueFd(unsafe { sys::tenso_node_queue_fd(queue.as_ptr()) });
-        let fd = match AsyncFd::with_interest(fd, Interest::READABLE) {
+        // SAFETY: the descriptor stays open, the same epoll instance, until Shared's drop
+        // deregisters it before freeing the queue.
+        let fd = match unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) } {
             Ok(fd) => fd,
-            Err(e) => {
-                // SAFETY: ours, never shared.
-                unsafe { sys::tenso_node_queue_free(queue.as_ptr()) };
-                return Err(Error::new(ErrorKind::Io, format!("registering the queue with tokio: {e}")));
-            }
+            Err(e) => return fail(format!("registering the queue with tokio: {}", e.into_parts().1)),
         };
         let shared = Arc::new(Shared { queue, fd: ManuallyDrop::new(fd), state: Mutex::new(State::default()) });
         Ok(AsyncNode { node, shared })
@@ -383,6 +389,9 @@ pub struct Completion<'a, T> {
 // SAFETY: the operation handle is thread-safe (net.h) and owned by this future alone; the value
 // it reads is borrowed for 'a from data that is Sync, or owned (Value is Send).
 unsafe impl<T: Send> Send for Completion<'_, T> {}
+
+// Nothing in it is pinned: the result is moved out, never polled in place.
+impl<T> Unpin for Completion<'_, T> {}
 
 impl<T> fmt::Debug for Completion<'_, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

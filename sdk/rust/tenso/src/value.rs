@@ -57,6 +57,7 @@ fn construct<'a>(f: impl FnOnce(*mut *mut sys::tenso_value) -> i32) -> Result<Va
     Ok(Value { raw, keep: Vec::new(), _borrows: PhantomData })
 }
 
+#[cfg(feature = "tokio")]
 impl<'a> Value<'a> {
     /// A value handle describing a plain tensor whose memory `raw` borrows for `'a`.
     pub(crate) fn from_tensor_raw(raw: sys::tenso_tensor) -> Result<Value<'a>> {

@@ -117,7 +117,9 @@ async fn dropping_a_send_cancels_it() -> tenso::Result<()> {
     let tx = AsyncNode::new(&plain(false))?;
     let addr = rx.node().addr()?;
     tx.send(&addr, "a", &Tensor::from_slice(&[1u8]), None).await?;
-    let blocked = tx.send(&addr, "b", &Tensor::from_slice(&[2u8]), Some(Duration::from_secs(600)));
+    let b = [2u8];
+    let b = Tensor::from_slice(&b);
+    let blocked = tx.send(&addr, "b", &b, Some(Duration::from_secs(600)));
     assert!(tokio::time::timeout(Duration::from_millis(200), blocked).await.is_err());
     assert_eq!(rx.receive(None).await?.unwrap().name, "a");
     // The dropped send's push had arrived (parked for room): it is delivered now.
