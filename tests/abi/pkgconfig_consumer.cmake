@@ -65,10 +65,11 @@ endif()
 # and make sure that is the libtenso it resolves (not one in /usr/local or the build tree).
 set(ENV{LD_LIBRARY_PATH} "${PREFIX}/lib")
 if(EMULATOR)
-  # ldd is the loader in trace mode; the host's ldd cannot load a foreign binary.
-  set(ENV{LD_TRACE_LOADED_OBJECTS} 1)
+  # ldd is the loader in trace mode; the host's ldd cannot load a foreign binary. The variable
+  # goes to the emulated program only (QEMU_SET_ENV): the host's loader would trace qemu.
+  set(ENV{QEMU_SET_ENV} LD_TRACE_LOADED_OBJECTS=1)
   execute_process(COMMAND ${EMULATOR} ${_exe} RESULT_VARIABLE _rc OUTPUT_VARIABLE _ldd ERROR_VARIABLE _ldd)
-  unset(ENV{LD_TRACE_LOADED_OBJECTS})
+  unset(ENV{QEMU_SET_ENV})
 else()
   execute_process(COMMAND ldd ${_exe} RESULT_VARIABLE _rc OUTPUT_VARIABLE _ldd ERROR_VARIABLE _ldd)
 endif()
