@@ -18,6 +18,7 @@
 # reports only how long each step took. The machine set-up (cross compiler, qemu-user, arm64
 # packages) is tests/tools/bootstrap.sh --aarch64, which make check-aarch64 runs first.
 #
+# Arguments go to ctest (e.g. -R '^golden\.' to run some suites only).
 # Environment: JOBS (default 2), CROSS_BUILD (default build-aarch64), NATIVE_BUILD (default:
 # build/ if configured, else build-aarch64-host/).
 set -euo pipefail
@@ -86,6 +87,6 @@ echo "start under qemu-user):"
 for i in "${!skip_names[@]}"; do printf '  SKIPPED %s: %s\n' "${skip_names[$i]}" "${skip_reasons[$i]}"; done
 export TENSO_TEST_SKIP="${skip_names[*]}"
 tests_start=$SECONDS
-ctest --test-dir "$CROSS_BUILD" --output-on-failure -j "$JOBS"
+ctest --test-dir "$CROSS_BUILD" --output-on-failure -j "$JOBS" "$@"
 
 step "passed: build ${built} s, suites under qemu $((SECONDS - tests_start)) s (emulated: not a speed)"
