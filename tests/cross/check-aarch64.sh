@@ -5,9 +5,10 @@
 #   1. The native build's packets: golden.write_ours in build/ (the tree `make` uses, when it
 #      exists; else a small one in build-aarch64-host/) re-encodes every golden case, LZ4 ones
 #      included, into build*/tests/golden/ours/.
-#   2. build-aarch64/: the library, the CLI, the demo, the CUDA plugin (nvcc from the package
-#      index, tests/cross/cuda-sbsa-toolchain.sh) and every C/C++ suite, with Debian's
-#      g++-aarch64-linux-gnu and the arm64 -dev packages (tests/cross/aarch64-linux-gnu.cmake).
+#   2. build-aarch64/: the library, the CLI, the demo (built, not run: it is a timing tour),
+#      the CUDA plugin (nvcc from the package index, tests/cross/cuda-sbsa-toolchain.sh) and
+#      every C/C++ suite, with Debian's g++-aarch64-linux-gnu and the arm64 -dev packages
+#      (tests/cross/aarch64-linux-gnu.cmake).
 #   3. ctest there: every test program runs under qemu-aarch64 (CMake's cross-compiling
 #      emulator): the cppunit suites, the golden vectors, the fuzz corpus replays, the CLI, the
 #      installed library's C and C++ consumers, and golden.same_bytes_as_native (the aarch64
