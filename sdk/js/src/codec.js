@@ -113,6 +113,7 @@ function shapeAt(ptr, ndim) {
 function elements(dtype, shape, src, off, nbytes, wasmPtr, options) {
   const Ctor = arrayType(dtype);
   const count = nbytes / Ctor.BYTES_PER_ELEMENT;
+  if (nbytes === 0) return new Tensor(new Ctor(0), shape, dtype); // an empty body has no address
   if (src) {
     const at = src.byteOffset + off;
     if (!options.copy && at % Ctor.BYTES_PER_ELEMENT === 0) return new Tensor(new Ctor(src.buffer, at, count), shape, dtype);

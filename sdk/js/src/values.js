@@ -83,6 +83,13 @@ export class Tensor {
     this.shape = checkShape(shape ?? [data.byteLength / info.itemsize]);
     this.data = data;
   }
+  /** A tensor whose elements are a copy of `bytes` (little-endian, C order). */
+  static fromBytes(bytes, shape, dtype) {
+    const Ctor = arrayType(dtype);
+    const data = new Ctor(bytes.byteLength / Ctor.BYTES_PER_ELEMENT);
+    new Uint8Array(data.buffer).set(bytes);
+    return new Tensor(data, shape, dtype);
+  }
   get ndim() {
     return this.shape.length;
   }
