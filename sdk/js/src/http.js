@@ -6,7 +6,7 @@ import { wasm } from './engine.js';
 import { loads, dumps, decodeOptions } from './codec.js';
 import { Decoder } from './stream.js';
 import { TensoError, TensoHTTPError, TensoLimitError, TensoMemoryError } from './errors.js';
-import { Tensor } from './values.js';
+import { Tensor, asTensor } from './values.js';
 
 export const MEDIA_TYPE = 'application/octet-stream';
 /** The largest request body readTensorRequest accepts by default (2 GiB), as tenso.fastapi. */
@@ -77,7 +77,8 @@ export function tensorResponse(value, { checkIntegrity = false, filename, status
   h.set('content-type', MEDIA_TYPE);
   h.set('content-length', String(body.length));
   h.set('x-tenso-version', PROTOCOL);
-  if (value instanceof Tensor) {
+  if (value instanceof Tensor || (ArrayBuffer.isView(value) && !(value instanceof DataView))) {
+    value = asTensor(value);
     h.set('x-tenso-shape', pyShape(value.shape));
     h.set('x-tenso-dtype', value.dtype);
   }
