@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Builds the WebAssembly engine and packs the npm package libtenso; prints the tarball's path
+# on the last line of stdout (everything else goes to stderr):
+#
+#   1. the engine: CMake project sdk/js/wasm on emscripten's toolchain, in $TENSO_JS_BUILD/wasm
+#      (default build/js/wasm, the directory the top-level build's TENSO_JS uses too);
+#   2. the package: sdk/js's package.json, README.md, src/*.js, src/index.d.ts and tenso.wasm
+#      staged in $TENSO_JS_BUILD/package, `npm pack` into $TENSO_JS_BUILD.
+#
+# Needs emscripten (tests/tools/bootstrap.sh --js). Environment: JOBS (default 2), TENSO_JS_BUILD.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd "$here/../.." && pwd)"
+out="${TENSO_JS_BUILD:-$repo/build/js}"
+jobs="${JOBS:-2}"
+log() { printf 'pack.sh: %s\n' "$*" >&2; }
+
+# emcc's own JavaScript tools need Debian's node modules (acorn) when node is not Debian's.
+export NODE_PATH="/usr/share/nodejs${NODE_PATH:+:$NODE_PATH}"
+wasm_build="$out/wasm"
+generator=()
+[[ -f "$wasm_build/CMakeCache.txt" ]] || generator=(-G Ninja)
+cmake -S "$here/wasm" -B "$wasm_build" "${generator[@]}" \
+    -DCMAKE_TOOLCHAIN_FILE=/usr/share/emscripten/cmake/Modules/Platform/Emscripten.cmake >&2
+cmake --build "$wasm_build" -j "$jobs" >&2
+wasm="$wasm_build/tenso.wasm"
+
+stage="$out/package"
+rm -rf "$stage"
+mkdir -p "$stage/src"
+cp "$here/package.json" "$here/README.md" "$stage/"
+cp "$here"/src/*.js "$here/src/index.d.ts" "$stage/src/"
+cp "$wasm" "$stage/src/tenso.wasm"
+tarball="$out/$(cd "$stage" && npm pack --silent --pack-destination "$out")"
+log "$(basename "$tarball"): $(stat -c %s "$tarball") bytes; tenso.wasm $(stat -c %s "$wasm") bytes," \
+    "$(gzip -9 -c "$wasm" | wc -c) gzipped"
+printf '%s\n' "$tarball"
