@@ -14,17 +14,8 @@ build="${TENSO_BUILD:-$repo/build}"
 out="${TENSO_JS_BUILD:-$build/js}"
 
 bash "$repo/tests/tools/bootstrap.sh" --js
-tarball="$(TENSO_JS_BUILD="$out" bash "$repo/sdk/js/pack.sh" | tail -n1)"
+TENSO_JS_BUILD="$out" bash "$repo/sdk/js/pack.sh" --install "$here" >/dev/null
 cd "$here"
-stamp="node_modules/.lock-sha256"
-lock_sum="$(sha256sum package-lock.json | cut -d' ' -f1)"
-if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$lock_sum" ]]; then
-    npm ci --no-audit --no-fund --loglevel=error
-    printf '%s\n' "$lock_sum" >"$stamp"
-fi
-rm -rf node_modules/libtenso
-mkdir -p node_modules/libtenso
-tar -xzf "$tarball" -C node_modules/libtenso --strip-components=1
 
 cmake --build "$build" --target tenso >&2
 cc -O2 -I"$repo/capi/include" "$here/lz4_decode.c" -L"$build" -ltenso -Wl,-rpath,"$build" -o "$out/lz4_decode"

@@ -5,7 +5,12 @@
 #   1. the engine: CMake project sdk/js/wasm on emscripten's toolchain, in $TENSO_JS_BUILD/wasm
 #      (default build/js/wasm, the directory the top-level build's TENSO_JS uses too);
 #   2. the package: sdk/js's package.json, README.md, src/*.js, src/index.d.ts and tenso.wasm
-#      staged in $TENSO_JS_BUILD/package, `npm pack` into $TENSO_JS_BUILD.
+#      staged in $TENSO_JS_BUILD/package, `npm pack` into $TENSO_JS_BUILD;
+#   3. with --install DIR: `npm ci` in DIR (its package-lock.json; skipped while the lock is
+#      unchanged), then the tarball unpacked as DIR/node_modules/libtenso, which is what npm
+#      installs from it (the package has no dependencies).
+#
+#   pack.sh [--install DIR]
 #
 # Needs emscripten (tests/tools/bootstrap.sh --js). Environment: JOBS (default 2), TENSO_JS_BUILD.
 set -euo pipefail
@@ -35,4 +40,17 @@ cp "$wasm" "$stage/src/tenso.wasm"
 tarball="$out/$(cd "$stage" && npm pack --silent --pack-destination "$out")"
 log "$(basename "$tarball"): $(stat -c %s "$tarball") bytes; tenso.wasm $(stat -c %s "$wasm") bytes," \
     "$(gzip -9 -c "$wasm" | wc -c) gzipped"
+
+if [[ "${1:-}" == --install ]]; then
+    cd "$2"
+    stamp="node_modules/.lock-sha256"
+    lock_sum="$(sha256sum package-lock.json | cut -d' ' -f1)"
+    if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$lock_sum" ]]; then
+        npm ci --no-audit --no-fund --loglevel=error >&2
+        printf '%s\n' "$lock_sum" >"$stamp"
+    fi
+    rm -rf node_modules/libtenso
+    mkdir -p node_modules/libtenso
+    tar -xzf "$tarball" -C node_modules/libtenso --strip-components=1
+fi
 printf '%s\n' "$tarball"

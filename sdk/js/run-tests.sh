@@ -30,19 +30,9 @@ log() { printf 'run-tests.sh: %s\n' "$*" >&2; }
 if [[ "${TENSO_SKIP_BOOTSTRAP:-0}" != 1 ]]; then
     bash "$repo/tests/tools/bootstrap.sh" --js
 fi
-# ---- 2, 3. the engine and the package (pack.sh), installed as npm would
-tarball="$(bash "$here/pack.sh" | tail -n1)"
-
+# ---- 2, 3. the engine and the package (pack.sh), installed beside the tests as npm would
+bash "$here/pack.sh" --install "$here/test" >/dev/null
 cd "$here/test"
-stamp="node_modules/.lock-sha256"
-lock_sum="$(sha256sum package-lock.json | cut -d' ' -f1)"
-if [[ ! -f "$stamp" || "$(cat "$stamp")" != "$lock_sum" ]]; then
-    npm ci --no-audit --no-fund --loglevel=error
-    printf '%s\n' "$lock_sum" >"$stamp"
-fi
-rm -rf node_modules/libtenso
-mkdir -p node_modules/libtenso
-tar -xzf "$tarball" -C node_modules/libtenso --strip-components=1
 
 # ---- 4. inputs
 capi_tests="${TENSO_CAPI_TESTS:-$repo/build/tests/capi/tenso_capi_tests}"

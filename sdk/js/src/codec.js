@@ -14,7 +14,7 @@
 // placeholder address, and its piece is copied straight from the caller's typed array into the
 // packet - one copy of the body, as TypedArray.set makes.
 import {
-  wasm, mem, view, check, cstr, malloc, free, copyIn, slot, rec, recAt, u32At, u64At, constant,
+  wasm, mem, setU64s, check, cstr, malloc, free, copyIn, slot, rec, recAt, u32At, u64At, constant,
   kindTable, setPieceSink, encoder, utf8String,
 } from './engine.js';
 import { TensoLimitError, TensoTypeError, TensoValueError } from './errors.js';
@@ -56,6 +56,11 @@ let hashWindow = 0;
 // Options
 // ------------------------------------------------------------------------------------------
 
+function isEmpty(o) {
+  for (const k in o) if (o[k] !== undefined) return false;
+  return true;
+}
+
 function count(options, name, max = 2 ** 53) {
   const v = options[name] ?? 0;
   if (!Number.isSafeInteger(v) || v < 0 || v > max) {
@@ -64,8 +69,10 @@ function count(options, name, max = 2 ** 53) {
   return v;
 }
 
-/** tenso_decode_options for loads/Decoder options; 0 (the defaults) when none is set. */
+/** tenso_decode_options for loads/Decoder options (static storage in the engine). */
 export function decodeOptions(options = {}) {
+  // Defaults, but on one thread: a WebAssembly instance has no others to start.
+  if (isEmpty(options)) return wasm.tenso_js_decode_options(0, 0, 0, 0n, 0n, 0n, 0n) >>> 0;
   const flags = (options.skipChecksum ? C.SKIP_CHECKSUM : 0) | (options.validateUtf8 ? C.VALIDATE_UTF8 : 0);
   const f = {
     maxNdim: count(options, 'maxNdim', 2 ** 32 - 1),
@@ -75,7 +82,6 @@ export function decodeOptions(options = {}) {
     maxDecodedBytes: count(options, 'maxDecodedBytes'),
     maxEntries: count(options, 'maxEntries'),
   };
-  if (!flags && Object.values(f).every((v) => v === 0)) return 0;
   return wasm.tenso_js_decode_options(flags, f.maxNdim, f.maxDepth, BigInt(f.maxElements), BigInt(f.maxPacketBytes),
     BigInt(f.maxDecodedBytes), BigInt(f.maxEntries)) >>> 0;
 }
@@ -331,6 +337,11 @@ export function packetInfo(data) {
 const TOKEN_TOP = 2 ** 32 - 4096;
 const TOKEN_MARGIN = 256 * 2 ** 20;
 
+// Small inputs of an encode (shapes, keys, offsets) are bump-allocated from this block, which
+// every encode reuses; larger ones get memory of their own.
+const ARENA = 16384;
+const arena = malloc(ARENA);
+
 class Encoding {
   constructor(readsBodies) {
     this.readsBodies = readsBodies;
@@ -338,21 +349,31 @@ class Encoding {
     this.values = [];
     this.tokens = []; // { addr, bytes }, addr descending
     this.top = TOKEN_TOP;
+    this.used = 0;
   }
   release() {
     for (const v of this.values) wasm.tenso_value_free(v);
     for (const p of this.allocs) free(p);
   }
-  copy(bytes) {
-    const p = copyIn(bytes);
+  alloc(n) {
+    const size = (n + 63) & ~63;
+    if (this.used + size <= ARENA) {
+      const p = arena + this.used;
+      this.used += size;
+      return p;
+    }
+    const p = malloc(n);
     this.allocs.push(p);
     return p;
   }
+  copy(bytes) {
+    const p = this.alloc(bytes.length);
+    mem().set(bytes, p);
+    return p;
+  }
   u64s(values) {
-    const p = malloc(8 * Math.max(values.length, 1));
-    this.allocs.push(p);
-    const dv = view(p, 8 * Math.max(values.length, 1));
-    values.forEach((x, i) => dv.setBigUint64(8 * i, BigInt(x), true));
+    const p = this.alloc(8 * Math.max(values.length, 1));
+    setU64s(p, values);
     return p;
   }
   f32s(values) {
@@ -472,7 +493,8 @@ export function dumps(value, options = {}) {
   const enc = new Encoding(eo.flags !== 0);
   try {
     const v = enc.value(value, 0);
-    check(wasm.tenso_value_dumps_bound(slot(0), v, eo.ptr()));
+    const opts = eo.ptr();
+    check(wasm.tenso_value_dumps_bound(slot(0), v, opts));
     const bound = u32At(slot(0));
     const out = new Uint8Array(bound);
     let pos = 0;
@@ -483,7 +505,7 @@ export function dumps(value, options = {}) {
       pos += n;
       return 0;
     });
-    check(wasm.tenso_js_write(rec, v, eo.ptr()));
+    check(wasm.tenso_js_write(rec, v, opts));
     return pos === bound ? out : out.subarray(0, pos);
   } finally {
     setPieceSink(null);

@@ -40,14 +40,19 @@ export const wasm = instance.exports;
 wasm._initialize();
 
 let heap = new Uint8Array(wasm.memory.buffer);
-/** Linear memory as bytes (a fresh view when it has grown). */
+let dv = new DataView(wasm.memory.buffer);
+/** Linear memory as bytes (fresh views when it has grown). */
 export function mem() {
-  if (heap.buffer !== wasm.memory.buffer) heap = new Uint8Array(wasm.memory.buffer);
+  if (heap.buffer !== wasm.memory.buffer) {
+    heap = new Uint8Array(wasm.memory.buffer);
+    dv = new DataView(wasm.memory.buffer);
+  }
   return heap;
 }
-/** Linear memory as a DataView at [ptr, ptr + len). */
-export function view(ptr, len) {
-  return new DataView(wasm.memory.buffer, ptr, len);
+/** Linear memory as a DataView. */
+export function memView() {
+  mem();
+  return dv;
 }
 
 export function setPieceSink(fn) {
@@ -105,10 +110,21 @@ export const scratch = malloc(SCRATCH);
 export const slot = (i) => scratch + 4 * i; // 4-byte slots 0..15 (pointers and size_t on wasm32)
 export const rec = scratch + 64;
 export function u32At(p) {
-  return view(p, 4).getUint32(0, true);
+  return memView().getUint32(p, true);
 }
+/** A uint64 in memory as a Number (sizes, offsets, dims: below 2^53). */
 export function u64At(p) {
-  return Number(view(p, 8).getBigUint64(0, true));
+  const d = memView();
+  return d.getUint32(p, true) + d.getUint32(p + 4, true) * 4294967296;
+}
+/** Writes Numbers (below 2^53) as uint64 at p. */
+export function setU64s(p, values) {
+  const d = memView();
+  for (let i = 0; i < values.length; i++) {
+    const v = values[i];
+    d.setUint32(p + 8 * i, v >>> 0, true);
+    d.setUint32(p + 8 * i + 4, Math.floor(v / 4294967296), true);
+  }
 }
 export function recAt(i) {
   return u64At(rec + 8 * i);
