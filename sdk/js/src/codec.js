@@ -45,7 +45,8 @@ export const limits = Object.freeze({
   maxAlignment: constant('TENSO_MAX_ALIGNMENT'),
 });
 
-// A dense header is at most 10 + 4 x 32 + 1 bytes: this much is enough to decode one.
+// How much of a packet tenso_js_loads_dense is shown: room for any dense header the engine
+// accepts today; one that did not fit would only take the whole-packet path.
 const HEAD = 256;
 const head = malloc(HEAD);
 // Bodies under integrity are hashed through this window.

@@ -80,7 +80,7 @@ test('seeded random mutations decode or throw a TensoError', () => {
     seed ^= seed << 5;
     return (seed >>> 0) / 2 ** 32;
   };
-  const deadline = Date.now() + 20000;
+  const deadline = Date.now() + 10000;
   let tries = 0;
   for (const [name, pkt] of golden) {
     for (let i = 0; i < 60 && Date.now() < deadline; i++) {
