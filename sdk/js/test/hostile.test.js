@@ -1,12 +1,43 @@
 // Hostile bytes: the C hostile suite's own table of crafted packets (tests/capi/CapiHostileTest,
 // written out by that suite: TENSO_HOSTILE_CASES) must give the same status here, as the error
 // class for it; every truncation of every golden vector is a TensoTruncatedError; seeded random
-// mutations decode or throw a TensoError, never anything else, and never hang.
+// mutations decode or throw a TensoError, never anything else, and never hang. loads decodes
+// dense packets from their header alone (tenso_js_loads_dense): every input here is also
+// decoded whole by tenso_loads in the same engine, which must say exactly the same.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync, readdirSync } from 'node:fs';
 import * as tenso from 'libtenso';
 import { vectorsDir, unhex } from './helpers.js';
+
+// The engine module the package itself runs (same instance), for tenso_loads on whole packets.
+const engine = await import(new URL('./node_modules/libtenso/src/engine.js', import.meta.url));
+
+// tenso_loads of the whole packet in engine memory: "TENSO_OK" or "STATUS: message".
+function whole(bytes, decodeOptions) {
+  const p = engine.copyIn(bytes);
+  try {
+    const st = engine.wasm.tenso_loads(engine.slot(0), p, bytes.length, decodeOptions);
+    if (st === 0) {
+      engine.wasm.tenso_view_free(engine.u32At(engine.slot(0)));
+      return 'TENSO_OK';
+    }
+    return `${engine.cstr(engine.wasm.tenso_status_name(st))}: ${engine.cstr(engine.wasm.tenso_last_error())}`;
+  } finally {
+    engine.free(p);
+  }
+}
+// loads as the package runs it: "TENSO_OK" or "STATUS: message".
+function viaLoads(bytes, options) {
+  try {
+    tenso.loads(bytes, options);
+    return 'TENSO_OK';
+  } catch (e) {
+    if (!(e instanceof tenso.TensoError)) throw e;
+    return `${e.statusName}: ${e.message}`;
+  }
+}
+const defaults = () => engine.wasm.tenso_js_decode_options(0, 0, 0, 0n, 0n, 0n, 0n) >>> 0;
 
 const CLASS_OF = {
   TENSO_E_TRUNCATED: tenso.TensoTruncatedError,
@@ -66,7 +97,9 @@ test('every truncation of every golden vector is a TensoTruncatedError', () => {
     for (let k = 0; k < pkt.length; k++) {
       if (pkt.length > 2048 && !(k < 1024 || k + 128 >= pkt.length || k % 211 === 0)) continue;
       n++;
-      assert.throws(() => tenso.loads(pkt.subarray(0, k)), (e) => e instanceof tenso.TensoTruncatedError, `${name} prefix ${k}`);
+      const prefix = pkt.subarray(0, k);
+      assert.throws(() => tenso.loads(prefix), (e) => e instanceof tenso.TensoTruncatedError, `${name} prefix ${k}`);
+      assert.equal(viaLoads(prefix), whole(prefix, defaults()), `${name} prefix ${k}: loads and a whole decode differ`);
     }
   }
   assert.ok(n > 5000, `${n} prefixes`);
@@ -88,11 +121,9 @@ test('seeded random mutations decode or throw a TensoError', () => {
       const flips = 1 + Math.floor(rand() * 3);
       for (let j = 0; j < flips; j++) m[Math.floor(rand() * m.length)] = Math.floor(rand() * 256);
       tries++;
-      try {
-        tenso.loads(m, { maxDecodedBytes: 64 << 20 });
-      } catch (e) {
-        assert.ok(e instanceof tenso.TensoError, `${name} mutation ${i}: ${e}`);
-      }
+      const got = viaLoads(m, { maxDecodedBytes: 64 << 20 });
+      const want = whole(m, engine.wasm.tenso_js_decode_options(0, 0, 0, 0n, 0n, BigInt(64 << 20), 0n) >>> 0);
+      assert.equal(got, want, `${name} mutation ${i}: loads and a whole decode differ`);
       // The stream decoder over the same bytes, a byte at a time for small packets.
       const d = new tenso.Decoder({ maxDecodedBytes: 64 << 20 });
       try {
