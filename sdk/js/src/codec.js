@@ -383,7 +383,8 @@ class Encoding {
   // A body's address for the engine: a copy when it will be read, else a placeholder.
   body(bytes, mustRead = false) {
     if (bytes.length === 0) return 0;
-    const addr = (this.top - bytes.length) & ~63;
+    const end = this.top - bytes.length;
+    const addr = end - (end % 64); // (not `& ~63`: these addresses do not fit an int32)
     if (this.readsBodies || mustRead || addr < mem().length + TOKEN_MARGIN) return this.copy(bytes);
     this.top = addr;
     this.tokens.push({ addr, bytes });
