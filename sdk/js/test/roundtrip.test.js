@@ -294,3 +294,16 @@ test('the package version is the engine version', async () => {
   assert.equal(pkg.version, tenso.version);
   assert.equal(tenso.protocolVersion, 4);
 });
+
+test('dumps of a dense body without integrity or compression never copies it into engine memory', async () => {
+  const engine = await import(new URL('./node_modules/libtenso/src/engine.js', import.meta.url));
+  // Larger than all of engine memory: had the body been copied in, memory would have grown.
+  const before = engine.mem().length;
+  const t = new Uint8Array(before + (16 << 20)).fill(3);
+  const packet = tenso.dumps(t);
+  assert.equal(engine.mem().length, before);
+  assert.equal(tenso.loads(packet).data[12345], 3);
+  // With a footer the engine reads the body: then it is copied in (and memory grows).
+  tenso.dumps(t, { checkIntegrity: true });
+  assert.ok(engine.mem().length > before);
+});
