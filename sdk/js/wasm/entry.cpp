@@ -29,32 +29,15 @@ int forward_piece(const void *data, size_t len, int borrowed, void *) { return t
 tenso_decode_options g_decode = TENSO_DECODE_OPTIONS_INIT;
 tenso_encode_options g_encode = TENSO_ENCODE_OPTIONS_INIT;
 
+// The C ABI's structs from scalars, in their field order (tenso.h).
 tenso_tensor make(const void *data, uint64_t nbytes, const uint64_t *shape, uint32_t ndim, tenso_dtype dtype) {
-    tenso_tensor t;
-    t.data = data;
-    t.nbytes = nbytes;
-    t.shape = shape;
-    t.ndim = ndim;
-    t.dtype = dtype;
-    return t;
+    return tenso_tensor{data, nbytes, shape, ndim, dtype};
 }
 
 tenso_quantized parts(const void *data, uint64_t nbytes, const uint64_t *shape, uint32_t ndim, const float *scales,
                       const float *zero_points, uint32_t num_scales, tenso_dtype dtype, int32_t scheme, int32_t axis,
                       uint32_t group_size) {
-    tenso_quantized q;
-    q.data = data;
-    q.nbytes = nbytes;
-    q.shape = shape;
-    q.scales = scales;
-    q.zero_points = zero_points;
-    q.ndim = ndim;
-    q.dtype = dtype;
-    q.scheme = scheme;
-    q.axis = axis;
-    q.group_size = group_size;
-    q.num_scales = num_scales;
-    return q;
+    return tenso_quantized{data, nbytes, shape, scales, zero_points, ndim, dtype, scheme, axis, group_size, num_scales};
 }
 
 // rec: data, nbytes, scales, zero_points, ndim, dtype, scheme, axis, group_size, num_scales.
