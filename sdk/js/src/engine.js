@@ -41,9 +41,10 @@ wasm._initialize();
 
 let heap = new Uint8Array(wasm.memory.buffer);
 let dv = new DataView(wasm.memory.buffer);
-/** Linear memory as bytes (fresh views when it has grown). */
+/** Linear memory as bytes (fresh views when it has grown: memory.grow detaches the old
+ *  ArrayBuffer, which leaves the old view empty). */
 export function mem() {
-  if (heap.buffer !== wasm.memory.buffer) {
+  if (heap.length === 0) {
     heap = new Uint8Array(wasm.memory.buffer);
     dv = new DataView(wasm.memory.buffer);
   }
