@@ -49,6 +49,7 @@ export const limits = Object.freeze({
 // accepts today; one that did not fit would only take the whole-packet path.
 const HEAD = 256;
 const head = malloc(HEAD);
+const MAX_LEN = 2 ** 32 - 1;
 // Bodies under integrity are hashed through this window.
 const HASH_WINDOW = 1 << 20;
 let hashWindow = 0;
@@ -270,7 +271,9 @@ export function loads(data, options = {}) {
   const opts = decodeOptions(options);
   const have = Math.min(src.length, HEAD);
   mem().set(src.subarray(0, have), head);
-  check(wasm.tenso_js_loads_dense(slot(0), rec, head, have, src.length, opts));
+  // The engine's sizes are 32-bit: longer input is seen as its first 4 GiB - 1 bytes (bytes
+  // after the packet are ignored anyway; a packet that needs more is TRUNCATED).
+  check(wasm.tenso_js_loads_dense(slot(0), rec, head, have, Math.min(src.length, MAX_LEN), opts));
   if (u32At(slot(0))) {
     const ndim = recAt(1);
     const shape = Array.from({ length: ndim }, (_, i) => recAt(9 + i));
@@ -295,7 +298,7 @@ export function packetInfo(data) {
       // Not all of it in the prefix: the dense header path knows a dense packet's length, and
       // any other packet is inspected whole.
       mem().set(src.subarray(0, HEAD), head);
-      check(wasm.tenso_js_loads_dense(slot(0), rec, head, HEAD, src.length, 0));
+      check(wasm.tenso_js_loads_dense(slot(0), rec, head, HEAD, Math.min(src.length, MAX_LEN), 0));
       if (!u32At(slot(0))) {
         free(p);
         p = 0;
