@@ -113,10 +113,9 @@ test('seeded random mutations decode or throw a TensoError', () => {
     seed ^= seed << 5;
     return (seed >>> 0) / 2 ** 32;
   };
-  const deadline = Date.now() + 10000;
   let tries = 0;
   for (const [name, pkt] of golden) {
-    for (let i = 0; i < 60 && Date.now() < deadline; i++) {
+    for (let i = 0; i < 25; i++) {
       const m = Uint8Array.from(pkt);
       const flips = 1 + Math.floor(rand() * 3);
       for (let j = 0; j < flips; j++) m[Math.floor(rand() * m.length)] = Math.floor(rand() * 256);
@@ -124,10 +123,10 @@ test('seeded random mutations decode or throw a TensoError', () => {
       const got = viaLoads(m, { maxDecodedBytes: 64 << 20 });
       const want = whole(m, engine.wasm.tenso_js_decode_options(0, 0, 0, 0n, 0n, BigInt(64 << 20), 0n) >>> 0);
       assert.equal(got, want, `${name} mutation ${i}: loads and a whole decode differ`);
-      // The stream decoder over the same bytes, a byte at a time for small packets.
+      // The stream decoder over the same bytes, in small pieces.
       const d = new tenso.Decoder({ maxDecodedBytes: 64 << 20 });
       try {
-        const step = m.length < 512 ? 1 : 4096;
+        const step = m.length < 512 ? 7 : 4096;
         for (let o = 0; o < m.length; o += step) d.push(m.subarray(o, o + step));
       } catch (e) {
         assert.ok(e instanceof tenso.TensoError, `${name} mutation ${i} (stream): ${e}`);
@@ -136,5 +135,5 @@ test('seeded random mutations decode or throw a TensoError', () => {
       }
     }
   }
-  assert.ok(tries > 1000, `${tries} mutations`);
+  assert.ok(tries >= 2000, `${tries} mutations`);
 });
