@@ -14,7 +14,7 @@
 // placeholder address, and its piece is copied straight from the caller's typed array into the
 // packet - one copy of the body, as TypedArray.set makes.
 import {
-  wasm, mem, setU64s, check, cstr, malloc, free, copyIn, slot, rec, recAt, u32At, u64At, constant,
+  wasm, mem, setU64s, check, malloc, free, copyIn, slot, rec, recAt, u32At, u64At, constant,
   kindTable, setPieceSink, encoder, utf8String,
 } from './engine.js';
 import { TensoLimitError, TensoTypeError, TensoValueError } from './errors.js';
@@ -573,7 +573,6 @@ export function loadsRagged(data, options = {}) {
   });
 }
 
-export { cstr };
 
 /** The value of a view whose bytes are the engine's own (stream decoder): everything copied
  *  out; the view is freed. */
