@@ -2,7 +2,8 @@
 // viewer (sdk/js/examples/viewer) and the packed package from a static server on 127.0.0.1;
 // the viewer fetches tensors from tenso.serve under uvicorn (the Python SDK, sdk/js/test/serve.py)
 // on 127.0.0.1 and draws them. The test reads the canvas's pixels and keeps a screenshot
-// (TENSO_JS_ARTIFACTS/viewer.png). Node's fetchTensor talks to the same server.
+// (TENSO_JS_ARTIFACTS/viewer.png). Node's fetchTensor talks to the same server. The same package
+// files also decode and re-encode every golden vector inside the browser.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -13,6 +14,7 @@ import { extname, join, normalize } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
 import * as tenso from 'libtenso';
+import { vectorsDir } from './helpers.js';
 
 const here = fileURLToPath(new URL('.', import.meta.url));
 const viewerDir = join(here, '../examples/viewer');
@@ -66,8 +68,11 @@ before(async () => {
     const path = decodeURIComponent(new URL(req.url, 'http://x').pathname);
     const file = path.startsWith('/node_modules/')
       ? normalize(join(here, path))
-      : normalize(join(viewerDir, path === '/' ? 'index.html' : path));
-    if (!(file.startsWith(viewerDir) || file.startsWith(join(here, 'node_modules'))) || !statSync(file, { throwIfNoEntry: false })?.isFile()) {
+      : path.startsWith('/vectors/')
+        ? normalize(join(vectorsDir, path.slice('/vectors/'.length)))
+        : normalize(join(viewerDir, path === '/' ? 'index.html' : path));
+    const roots = [viewerDir, join(here, 'node_modules'), vectorsDir];
+    if (!roots.some((r) => file.startsWith(r)) || !statSync(file, { throwIfNoEntry: false })?.isFile()) {
       res.writeHead(404).end();
       return;
     }
@@ -159,4 +164,34 @@ test('fetchTensor against tenso.serve: GET, POST to an endpoint, its 400 and 422
   const stream = [];
   for await (const v of tenso.decodeStream((await fetch(`${apiUrl}/bundle`)).body)) stream.push(v);
   assert.deepEqual(Object.keys(stream[0]), ['image', 'signal', 'labels']);
+});
+
+test('in the browser: every golden vector decodes, and the uncompressed ones re-encode to their bytes', async () => {
+  const page = await context.newPage();
+  await page.goto(`${filesUrl}/`); // the viewer's page: its import map names libtenso
+  const result = await page.evaluate(async () => {
+    const tenso = await import('libtenso');
+    const hex = (b) => Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('');
+    const manifest = await (await fetch('/vectors/manifest.json')).json();
+    const failures = [];
+    let checked = 0;
+    for (const c of manifest.cases) {
+      if (c.producer !== 'upstream') continue;
+      try {
+        const bytes = new Uint8Array(await (await fetch(`/vectors/${c.file}`)).arrayBuffer());
+        const value = c.value.kind === 'ragged' ? tenso.loadsRagged(bytes) : tenso.loads(bytes);
+        const again = tenso.dumps(value, { checkIntegrity: c.options.check_integrity, alignment: c.options.alignment,
+          compress: c.compressed });
+        if (!c.compressed && hex(again) !== hex(bytes)) failures.push(`${c.name}: re-encoded bytes differ`);
+        if (c.compressed && hex(tenso.dumps(tenso.loads(again))) !== hex(tenso.dumps(value))) failures.push(`${c.name}: LZ4 round trip`);
+        checked++;
+      } catch (e) {
+        failures.push(`${c.name}: ${e.name}: ${e.message}`);
+      }
+    }
+    return { checked, failures, float16: typeof Float16Array };
+  });
+  assert.deepEqual(result.failures, []);
+  assert.ok(result.checked >= 80, `${result.checked} vectors`);
+  await page.close();
 });
