@@ -9,6 +9,7 @@
 #   make tsan            clang ThreadSanitizer build in build-tsan/, run the tests
 #   make fuzz            clang libFuzzer build in build-fuzz/, fuzz each target FUZZ_SECONDS
 #   make bench           build and run the benchmarks (build/bench/tenso_bench)
+#   make bench-js        the JavaScript SDK's benchmark (bench/js: libtenso vs apache-arrow, JSON)
 #   make check-abi       the ABI tests only (headers, exports, install + consumers)
 #   make bootstrap       install missing Debian packages (also done by every building target)
 #   make upstream        also create the upstream tenso virtualenv (needs PyPI)
@@ -46,7 +47,7 @@ generator = $(if $(wildcard $(1)/CMakeCache.txt),,-G Ninja)
 CONFIGURE = $(CMAKE) -S . -B $(BUILD) $(call generator,$(BUILD)) \
 	-DCMAKE_BUILD_TYPE=RelWithDebInfo -DTENSO_WERROR=ON
 
-.PHONY: all build test demo install asan tsan fuzz bench check-abi bootstrap upstream clean \
+.PHONY: all build test demo install asan tsan fuzz bench bench-js check-abi bootstrap upstream clean \
 	distclean help
 
 all: build
@@ -120,6 +121,9 @@ bench: bootstrap
 	$(CMAKE) --build $(BUILD) -j $(JOBS) --target tenso_bench
 	./$(BUILD)/bench/tenso_bench
 
+bench-js: build
+	bash bench/js/run.sh
+
 check-abi: build
 	$(CTEST) --test-dir $(BUILD) --output-on-failure -j $(JOBS) -R '^abi\.'
 
@@ -137,4 +141,4 @@ distclean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)
 
 help:
-	@sed -n '4,16s/^#   //p' Makefile
+	@sed -n '4,17s/^#   //p' Makefile

@@ -22,9 +22,12 @@ namespace tenso {
 
 const HashKernel &hash_kernel() {
     static const HashKernel k = [] {
+#if defined(__x86_64__) || defined(__i386__)
         __builtin_cpu_init();
         if (__builtin_cpu_supports("avx512f")) return TENSO_KERNEL(avx512);
         if (__builtin_cpu_supports("avx2")) return TENSO_KERNEL(avx2);
+#endif
+        // The baseline kernel: SSE2 on x86; elsewhere (wasm32, sdk/js) what the target's flags give.
         return TENSO_KERNEL(sse2);
     }();
     return k;
