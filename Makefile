@@ -9,6 +9,7 @@
 #   make tsan            clang ThreadSanitizer build in build-tsan/, run the tests
 #   make fuzz            clang libFuzzer build in build-fuzz/, fuzz each target FUZZ_SECONDS
 #   make bench           build and run the benchmarks (build/bench/tenso_bench)
+#   make bench-js        the JavaScript SDK's benchmark (bench/js: libtenso vs apache-arrow, JSON)
 #   make check-abi       the ABI tests only (headers, exports, install + consumers)
 #   make check-aarch64   cross-build for aarch64 in build-aarch64/, run the C/C++ suites under
 #                        qemu-user (tests/cross/check-aarch64.sh)
@@ -49,8 +50,8 @@ generator = $(if $(wildcard $(1)/CMakeCache.txt),,-G Ninja)
 CONFIGURE = $(CMAKE) -S . -B $(BUILD) $(call generator,$(BUILD)) \
 	-DCMAKE_BUILD_TYPE=RelWithDebInfo -DTENSO_WERROR=ON
 
-.PHONY: all build test demo install asan tsan fuzz bench check-abi check-aarch64 check-aarch64-sdks \
-	bootstrap upstream clean distclean help
+.PHONY: all build test demo install asan tsan fuzz bench bench-js check-abi check-aarch64 \
+	check-aarch64-sdks bootstrap upstream clean distclean help
 
 all: build
 
@@ -123,6 +124,9 @@ bench: bootstrap
 	$(CMAKE) --build $(BUILD) -j $(JOBS) --target tenso_bench
 	./$(BUILD)/bench/tenso_bench
 
+bench-js: build
+	bash bench/js/run.sh
+
 check-abi: build
 	$(CTEST) --test-dir $(BUILD) --output-on-failure -j $(JOBS) -R '^abi\.'
 
@@ -148,4 +152,4 @@ distclean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD) build-aarch64 build-aarch64-host
 
 help:
-	@sed -n '4,19s/^#   //p' Makefile
+	@sed -n '4,20s/^#   //p' Makefile

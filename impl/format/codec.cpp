@@ -621,7 +621,7 @@ namespace {
 void check_footer(const Node &n, const uint8_t *buf, const Limits &lim) {
     if (!n.footer || !lim.verify_checksums) return;
     const uint8_t *body = buf + n.body_off;
-    uint64_t want = rd64(body + n.body_len), got;
+    uint64_t got;
     if (n.meta_len) {  // quantized: metadata and body, as one stream
         Hasher h;
         h.update(buf + n.meta_off, n.meta_len);
@@ -630,7 +630,7 @@ void check_footer(const Node &n, const uint8_t *buf, const Limits &lim) {
     } else {
         got = xxh3(body, n.body_len);
     }
-    if (want != got) fail(TENSO_E_CHECKSUM, "integrity check failed: XXH3 of the body does not match the footer");
+    check_digest(body + n.body_len, got);
 }
 
 void bind(View &v, const Node &n, const uint8_t *buf, const Limits &lim, const std::shared_ptr<const void> &keep);
@@ -741,6 +741,25 @@ void bind(View &v, const Node &n, const uint8_t *buf, const Limits &lim, const s
 }
 
 }  // namespace
+
+void check_digest(const uint8_t *footer, uint64_t digest) {
+    if (rd64(footer) != digest)
+        fail(TENSO_E_CHECKSUM, "integrity check failed: XXH3 of the body does not match the footer");
+}
+
+bool scan_detached(Node *out, const uint8_t *head, size_t have, size_t len, const Limits &limits) {
+    Node h;
+    try {
+        h = scan(head, have, limits, ScanMode::kHeader);
+    } catch (...) {
+        return false;
+    }
+    if (h.kind != TENSO_KIND_DENSE || h.compressed) return false;
+    // The header read again as a whole decode reads it, now against the packet's full length:
+    // every byte it reads lies before the body, so inside `head`.
+    *out = scan_whole(head, len, limits);
+    return true;
+}
 
 std::unique_ptr<View> decode(const uint8_t *buf, size_t len, const Limits &limits,
                              std::shared_ptr<const void> keep) {
