@@ -85,9 +85,15 @@ uint32_t Value::depth() const {
 // ------------------------------------------------------------------------------------------
 
 // Large buffers are 2 MiB aligned and asked for transparent huge pages: faulting in 64 MiB of
-// 4 KiB pages costs more than writing the packet.
-constexpr size_t kHuge = size_t(2) << 20;
-static size_t alloc_align(size_t n) { return n >= kHuge ? kHuge : 64; }
+// 4 KiB pages costs more than writing the packet. Only where base pages are 4 KiB (x86-64, most
+// aarch64 kernels), whose huge pages are 2 MiB; kernels with 16 or 64 KiB pages (some aarch64)
+// have 32 or 512 MiB huge pages, too large to round buffers up to, and their base pages
+// already cut the faults 4 to 16 times: there every buffer is 64-byte aligned.
+static size_t huge_align() {
+    static const size_t h = ::sysconf(_SC_PAGESIZE) == 4096 ? size_t(2) << 20 : 0;
+    return h;
+}
+static size_t alloc_align(size_t n) { return huge_align() && n >= huge_align() ? huge_align() : 64; }
 
 size_t alloc_size(size_t n) { return (std::max<size_t>(n, 1) + alloc_align(n) - 1) & ~(alloc_align(n) - 1); }
 
@@ -139,7 +145,7 @@ uint8_t *alloc_bytes(size_t n) {
     }
     void *p = std::aligned_alloc(align, sz);
     if (!p) throw std::bad_alloc();
-    if (align == kHuge) ::madvise(p, sz, MADV_HUGEPAGE);  // advisory: failure changes nothing
+    if (align > 64) ::madvise(p, sz, MADV_HUGEPAGE);  // advisory: failure changes nothing
     if (sz >= kPoolMin) {
         Pool &pl = pool();
         std::lock_guard<std::mutex> lock(pl.mu);

@@ -10,6 +10,9 @@
 #   tests/tools/bootstrap.sh --cuda       also create the CUDA toolchain virtualenv
 #                                         (tests/tools/cuda-toolchain.sh; needs PyPI; CMake
 #                                         configure does this itself when TENSO_CUDA is not OFF)
+#   tests/tools/bootstrap.sh --aarch64    also the aarch64 cross toolchain, qemu-user and the
+#                                         arm64 -dev packages (adds the dpkg architecture arm64;
+#                                         for make check-aarch64: tests/cross/check-aarch64.sh)
 #
 # When everything is present this is one dpkg-query call: a fast no-op. apt-get runs only
 # for the packages actually missing, with sudo only when we are not root.
@@ -26,12 +29,14 @@ packages=(cmake ninja-build pkg-config g++ liblz4-dev libxxhash-dev libcppunit-d
 want_upstream=0
 want_cuda=0
 want_js=0
+want_aarch64=0
 for arg in "$@"; do
     case "$arg" in
         --upstream) want_upstream=1 ;;
         --cuda) want_cuda=1 ;;
         --js) want_js=1 ;;
-        -h|--help) sed -n '2,15p' "${BASH_SOURCE[0]}"; exit 0 ;;
+        --aarch64) want_aarch64=1 ;;
+        -h|--help) sed -n '2,18p' "${BASH_SOURCE[0]}"; exit 0 ;;
         *) echo "bootstrap.sh: unknown argument '$arg'" >&2; exit 2 ;;
     esac
 done
@@ -46,18 +51,30 @@ if ((want_js)); then
     packages+=(emscripten chromium)
 fi
 
+# Cross-building for aarch64: the compilers and qemu-user run here; the libraries the engine,
+# tests and CLI link come from Debian's arm64 packages (multiarch, beside the amd64 ones).
+if ((want_aarch64)); then
+    packages+=(g++-aarch64-linux-gnu qemu-user liblz4-dev:arm64 libxxhash-dev:arm64
+               libcppunit-dev:arm64 libssl-dev:arm64)
+fi
+
 log() { printf 'bootstrap: %s\n' "$*" >&2; }
 
 # One dpkg-query for all packages (one per package would cost a dozen process starts). A
 # package counts as present only in state "installed"; one that is unknown or only has its
 # config files left is missing. (dpkg -s refuses a name installed for two architectures, as
-# liblz4-dev:amd64 + :i386 can be; dpkg-query -W lists each instance.)
+# liblz4-dev:amd64 + :i386 can be; dpkg-query -W lists each instance.) A name without ":arch"
+# is satisfied by the native architecture or "all"; "name:arm64" only by arm64.
 missing=()
 if command -v dpkg-query >/dev/null 2>&1; then
+    native_arch="$(dpkg --print-architecture)"
     declare -A installed=()
-    while IFS=$'\t' read -r name state; do
-        [[ "$state" == installed ]] && installed["${name%%:*}"]=1
-    done < <(LC_ALL=C dpkg-query -W -f='${binary:Package}\t${db:Status-Status}\n' "${packages[@]}" 2>/dev/null || true)
+    while read -r name arch status; do
+        [[ "$status" == installed ]] || continue
+        installed["$name:$arch"]=1
+        if [[ "$arch" == "$native_arch" || "$arch" == all ]]; then installed["$name"]=1; fi
+    done < <(LC_ALL=C dpkg-query -W -f='${Package} ${Architecture} ${db:Status-Status}\n' \
+                 "${packages[@]}" 2>/dev/null || true)
     for p in "${packages[@]}"; do
         [[ -n "${installed[$p]:-}" ]] || missing+=("$p")
     done
@@ -77,6 +94,10 @@ if ((${#missing[@]})); then
         fi
     fi
     export DEBIAN_FRONTEND=noninteractive
+    if ((want_aarch64)) && ! dpkg --print-foreign-architectures | grep -qx arm64; then
+        log "adding the dpkg architecture arm64 (for the cross-build's -dev packages)"
+        "${sudo_cmd[@]}" dpkg --add-architecture arm64
+    fi
     "${sudo_cmd[@]}" apt-get update
     "${sudo_cmd[@]}" apt-get install -y --no-install-recommends "${missing[@]}"
 fi
