@@ -50,6 +50,8 @@ export const limits = Object.freeze({
 const HEAD = 256;
 const head = malloc(HEAD);
 const MAX_LEN = 2 ** 32 - 1;
+// How much of a packet withView and packetInfo frame it from (copyPacket).
+const FRAME_PREFIX = 1 << 16;
 // Bodies under integrity are hashed through this window.
 const HASH_WINDOW = 1 << 20;
 let hashWindow = 0;
@@ -239,12 +241,27 @@ function convert(v, ctx, options) {
   }
 }
 
+// The packet at the start of src, copied into engine memory: [address, length]; free(address).
+// Past a small size the engine frames it first (tenso_packet_length of a prefix), so a packet
+// with more bytes after it (a buffer or file of many packets) costs its own length, not the
+// buffer's; one the prefix does not hold is copied with what follows it, as far as the 32-bit
+// engine reaches (4 GiB - 1 bytes).
+function copyPacket(src, opts) {
+  const len = Math.min(src.length, MAX_LEN);
+  if (len > 2 * FRAME_PREFIX) {
+    const p = copyIn(src.subarray(0, FRAME_PREFIX));
+    if (wasm.tenso_packet_length(slot(0), p, FRAME_PREFIX, opts) === 0) return [p, u32At(slot(0))];
+    free(p); // longer than the prefix, or refused: tenso_loads of it all says why
+  }
+  return [copyIn(src.subarray(0, len)), len];
+}
+
 // Decodes the whole packet in engine memory and hands the view to fn(view, ctx).
 function withView(src, options, fn) {
   const opts = decodeOptions(options);
-  const p = copyIn(src);
+  const [p, len] = copyPacket(src, opts);
   try {
-    check(wasm.tenso_loads(slot(0), p, src.length, opts));
+    check(wasm.tenso_loads(slot(0), p, len, opts));
     const v = u32At(slot(0));
     try {
       return fn(v, { src, base: p });
@@ -297,13 +314,14 @@ export function packetInfo(data) {
     if (!r[9] && src.length > prefix.length) {
       // Not all of it in the prefix: the dense header path knows a dense packet's length, and
       // any other packet is inspected whole.
+      const len = Math.min(src.length, MAX_LEN);
       mem().set(src.subarray(0, HEAD), head);
-      check(wasm.tenso_js_loads_dense(slot(0), rec, head, HEAD, Math.min(src.length, MAX_LEN), 0));
+      check(wasm.tenso_js_loads_dense(slot(0), rec, head, HEAD, len, 0));
       if (!u32At(slot(0))) {
         free(p);
         p = 0;
-        p = copyIn(src);
-        check(wasm.tenso_js_inspect(rec, p, src.length));
+        p = copyIn(src.subarray(0, len));
+        check(wasm.tenso_js_inspect(rec, p, len));
         r = Array.from({ length: 10 }, (_, i) => recAt(i));
       } else {
         r[8] = recAt(6);

@@ -307,3 +307,42 @@ test('dumps of a dense body without integrity or compression never copies it int
   tenso.dumps(t, { checkIntegrity: true });
   assert.ok(engine.mem().length > before);
 });
+
+test('loads and packetInfo copy a packet into engine memory, not the bytes after it', async () => {
+  const engine = await import(new URL('./node_modules/libtenso/src/engine.js', import.meta.url));
+  const packet = tenso.dumps({ a: new Float32Array([1, 2, 3]), s: new tenso.StringTensor(['x']) });
+  // Packets one after another at the head of a buffer larger than all of engine memory: had any
+  // loads or packetInfo copied the rest of the buffer in, memory would have grown.
+  const before = engine.mem().length;
+  const buf = new Uint8Array(before + (16 << 20));
+  for (let i = 0; i < 100; i++) buf.set(packet, i * packet.length);
+  for (let o = 0, i = 0; i < 100; i++) {
+    const rest = buf.subarray(o);
+    assert.equal(tenso.packetInfo(rest).packetSize, packet.length);
+    assert.deepEqual([...tenso.loads(rest).a.data], [1, 2, 3]);
+    o += packet.length;
+  }
+  assert.equal(engine.mem().length, before);
+  // A size the module's 32-bit size_t cannot hold is out of memory, never a smaller block.
+  for (const n of [2 ** 32 - 1, 2 ** 32 + 64]) {
+    assert.throws(() => engine.malloc(n), (e) => e instanceof tenso.TensoMemoryError && e.statusName === 'TENSO_E_NO_MEMORY');
+  }
+});
+
+test('loads of a 4 GiB input: the packet at its head, as the 32-bit engine can see it', (t) => {
+  let big;
+  try {
+    big = new Uint8Array(2 ** 32); // zero pages, untouched but for the packets written
+  } catch {
+    t.skip('no 4 GiB ArrayBuffer here');
+    return;
+  }
+  big.set(tenso.dumps({ a: new Float32Array([1, 2, 3]) }));
+  assert.deepEqual([...tenso.loads(big).a.data], [1, 2, 3]);
+  assert.equal(tenso.packetInfo(big).kind, 'bundle');
+  // A packet longer than the framing prefix: all the engine can address is copied in, which
+  // does not fit beside the engine's own memory.
+  big.set(tenso.dumps({ a: new Uint8Array(1 << 20) }));
+  assert.throws(() => tenso.loads(big), tenso.TensoMemoryError);
+  assert.throws(() => tenso.packetInfo(big), tenso.TensoMemoryError);
+});

@@ -9,6 +9,7 @@
 // The module is single-threaded: the option structs below are one static copy each, valid until
 // the next call that fills them.
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -86,8 +87,10 @@ extern "C" {
 /* ---------------------------------------------------------------- memory and constants */
 
 /** Memory for JavaScript to write inputs into: 64-byte aligned (a packet copied here keeps its
- *  bodies aligned), released with tenso_js_free. NULL when out of memory. */
+ *  bodies aligned), released with tenso_js_free. NULL when out of memory (or when n rounded up
+ *  to 64 does not fit a size_t: it would wrap to a tiny block). */
 __attribute__((used)) void *tenso_js_malloc(size_t n) {
+    if (n > SIZE_MAX - 63) return nullptr;
     return std::aligned_alloc(64, (std::max<size_t>(n, 1) + 63) & ~size_t(63));
 }
 __attribute__((used)) void tenso_js_free(void *p) { std::free(p); }
