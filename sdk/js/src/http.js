@@ -33,10 +33,47 @@ async function detailOf(response) {
   return text;
 }
 
+// A response body as one Uint8Array, refused as soon as it passes `limit` bytes (0: no limit),
+// whether or not the server declared its length: read into a buffer of the declared length
+// (within the limit), growing by doubling past it. One copy of the body, as arrayBuffer().
+async function readBody(response, limit) {
+  const tooLarge = (n) => new TensoLimitError(`response of ${n} bytes exceeds maxPacketBytes (${limit})`, 'TENSO_E_LIMIT');
+  const declared = Number(response.headers.get('content-length') ?? NaN);
+  if (limit && declared > limit) {
+    await response.body?.cancel();
+    throw tooLarge(declared);
+  }
+  if (!response.body) return new Uint8Array(0);
+  let buf = new Uint8Array(Number.isSafeInteger(declared) && declared >= 0 ? Math.min(declared, limit || MAX_BODY_BYTES) : 1 << 16);
+  let n = 0;
+  const reader = response.body.getReader();
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      if (limit && n + value.length > limit) {
+        await reader.cancel();
+        throw tooLarge(`more than ${limit}`);
+      }
+      if (n + value.length > buf.length) {
+        const grown = new Uint8Array(Math.max(2 * buf.length, n + value.length));
+        grown.set(buf.subarray(0, n));
+        buf = grown;
+      }
+      buf.set(value, n);
+      n += value.length;
+    }
+  } finally {
+    reader.releaseLock();
+  }
+  return buf.subarray(0, n);
+}
+
 /**
  * Decodes a fetch Response whose body is a packet (loads over its bytes: zero-copy).
  * Throws TensoHTTPError for a status other than 2xx (with the server's detail), TensoLimitError
- * when Content-Length exceeds options.maxPacketBytes (before the body is read).
+ * when the body exceeds options.maxPacketBytes: at once for a larger Content-Length, else as
+ * soon as that many bytes have arrived.
  */
 export async function readTensorResponse(response, options = {}) {
   if (!response.ok) throw new TensoHTTPError(response.status, await detailOf(response));
@@ -44,12 +81,7 @@ export async function readTensorResponse(response, options = {}) {
   if (type != null && !contentTypeOk(type)) {
     throw new TensoHTTPError(response.status, `expected ${MEDIA_TYPE}, got ${type}`);
   }
-  const declared = Number(response.headers.get('content-length'));
-  if (options.maxPacketBytes && declared > options.maxPacketBytes) {
-    await response.body?.cancel();
-    throw new TensoLimitError(`response of ${declared} bytes exceeds maxPacketBytes (${options.maxPacketBytes})`, 'TENSO_E_LIMIT');
-  }
-  return loads(await response.arrayBuffer(), options);
+  return loads(await readBody(response, options.maxPacketBytes || 0), options);
 }
 
 /**

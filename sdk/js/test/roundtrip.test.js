@@ -346,3 +346,31 @@ test('loads of a 4 GiB input: the packet at its head, as the 32-bit engine can s
   assert.throws(() => tenso.loads(big), tenso.TensoMemoryError);
   assert.throws(() => tenso.packetInfo(big), tenso.TensoMemoryError);
 });
+
+test('readTensorResponse: maxPacketBytes refuses a body of undeclared length as it arrives', async () => {
+  // A server that sends no Content-Length and does not stop: refused after about the limit,
+  // not buffered to its end.
+  let sent = 0;
+  const endless = new ReadableStream({
+    pull(c) {
+      if (sent >= 256 << 20) c.close();
+      else {
+        sent += 1 << 16;
+        c.enqueue(new Uint8Array(1 << 16));
+      }
+    },
+  });
+  await assert.rejects(tenso.readTensorResponse(new Response(endless), { maxPacketBytes: 1 << 20 }),
+    (e) => e instanceof tenso.TensoLimitError && e.statusName === 'TENSO_E_LIMIT');
+  assert.ok(sent <= 2 << 20, `read ${sent} bytes of a body refused at 1 MiB`);
+  // Bodies within the limit, whatever their chunks: one byte at a time, or declared.
+  const packet = tenso.dumps({ x: sample('float64', [300]), y: new tenso.StringTensor(['a']) });
+  const drip = new ReadableStream({
+    start(c) {
+      for (const b of packet) c.enqueue(new Uint8Array([b]));
+      c.close();
+    },
+  });
+  same(tenso.loads(packet), await tenso.readTensorResponse(new Response(drip), { maxPacketBytes: packet.length }));
+  same(tenso.loads(packet), await tenso.readTensorResponse(new Response(packet, { headers: { 'content-length': String(packet.length) } })));
+});
