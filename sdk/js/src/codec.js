@@ -17,7 +17,7 @@ import {
   wasm, mem, setU64s, check, malloc, free, copyIn, slot, rec, recAt, u32At, u64At, constant,
   kindTable, setPieceSink, encoder, utf8String,
 } from './engine.js';
-import { TensoLimitError, TensoTypeError, TensoValueError } from './errors.js';
+import { TensoLimitError, TensoMemoryError, TensoTypeError, TensoValueError } from './errors.js';
 import {
   Tensor, SparseMatrix, QuantizedTensor, StringTensor, RaggedArray, GpuIpcRef, asTensor, arrayType,
   dtypeInfo, dtypeByCode, numel, describe, SCHEMES, SCHEME_NAMES,
@@ -143,7 +143,7 @@ function elements(dtype, shape, src, off, nbytes, wasmPtr, options) {
 function verifyBody(src, off, n) {
   if (!hashWindow) hashWindow = malloc(HASH_WINDOW);
   const h = wasm.tenso_js_hasher_new() >>> 0;
-  if (!h) throw new TensoValueError('out of WebAssembly memory for a hasher');
+  if (!h) throw new TensoMemoryError('out of WebAssembly memory for a hasher');
   try {
     for (let done = 0; done < n; done += HASH_WINDOW) {
       const k = Math.min(HASH_WINDOW, n - done);

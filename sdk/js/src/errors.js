@@ -2,9 +2,11 @@
 // Python SDK has them (tenso.errors). Each error carries the C status name (`statusName`, e.g.
 // "TENSO_E_TRUNCATED"), its code (`status`) and the engine's message.
 
-/** Base class of every tenso error. */
+/** Base class of every tenso error. An error raised by the JavaScript layer itself (an option,
+ *  a value it cannot take) carries its class's `defaultStatus`. */
 export class TensoError extends Error {
-  constructor(message, statusName = 'TENSO_E_INTERNAL', status = undefined) {
+  static defaultStatus = 'TENSO_E_INTERNAL';
+  constructor(message, statusName = new.target.defaultStatus, status = undefined) {
     super(message);
     this.name = new.target.name;
     /** The libtenso status name ("TENSO_E_CHECKSUM", ...). */
@@ -14,23 +16,41 @@ export class TensoError extends Error {
   }
 }
 /** Invalid argument or invalid packet (INVALID_ARGUMENT, BUFFER_TOO_SMALL, DUPLICATE_KEY, BAD_UTF8). */
-export class TensoValueError extends TensoError {}
+export class TensoValueError extends TensoError {
+  static defaultStatus = 'TENSO_E_INVALID_ARGUMENT';
+}
 /** The bytes are not a well-formed packet (BAD_MAGIC, MALFORMED, BAD_BUNDLE, COMPRESSION, CORRUPT). */
-export class TensoCorruptError extends TensoValueError {}
+export class TensoCorruptError extends TensoValueError {
+  static defaultStatus = 'TENSO_E_MALFORMED';
+}
 /** The packet or the stream ends before the packet does (TRUNCATED). */
-export class TensoTruncatedError extends TensoCorruptError {}
+export class TensoTruncatedError extends TensoCorruptError {
+  static defaultStatus = 'TENSO_E_TRUNCATED';
+}
 /** The XXH3-64 integrity footer does not match (CHECKSUM). */
-export class TensoChecksumError extends TensoCorruptError {}
+export class TensoChecksumError extends TensoCorruptError {
+  static defaultStatus = 'TENSO_E_CHECKSUM';
+}
 /** A valid packet this build cannot return (UNSUPPORTED_VERSION, BAD_DTYPE, UNSUPPORTED_KIND). */
-export class TensoUnsupportedError extends TensoValueError {}
+export class TensoUnsupportedError extends TensoValueError {
+  static defaultStatus = 'TENSO_E_UNSUPPORTED_KIND';
+}
 /** A safety limit was exceeded (TOO_MANY_DIMS, TOO_MANY_ELEMENTS, LIMIT). */
-export class TensoLimitError extends TensoValueError {}
+export class TensoLimitError extends TensoValueError {
+  static defaultStatus = 'TENSO_E_LIMIT';
+}
 /** A value tenso cannot serialize. */
-export class TensoTypeError extends TensoError {}
+export class TensoTypeError extends TensoError {
+  static defaultStatus = 'TENSO_E_INVALID_ARGUMENT';
+}
 /** A stream ended cleanly where a packet was required (END_OF_STREAM). */
-export class TensoEOFError extends TensoError {}
+export class TensoEOFError extends TensoError {
+  static defaultStatus = 'TENSO_E_END_OF_STREAM';
+}
 /** The engine could not allocate memory (NO_MEMORY). */
-export class TensoMemoryError extends TensoError {}
+export class TensoMemoryError extends TensoError {
+  static defaultStatus = 'TENSO_E_NO_MEMORY';
+}
 /** A bug in tenso (USER, INTERNAL, anything unexpected): please report it. */
 export class TensoInternalError extends TensoError {}
 /** An HTTP exchange failed: `httpStatus` and the server's `detail`. */

@@ -37,7 +37,7 @@ async function detailOf(response) {
 // whether or not the server declared its length: read into a buffer of the declared length
 // (within the limit), growing by doubling past it. One copy of the body, as arrayBuffer().
 async function readBody(response, limit) {
-  const tooLarge = (n) => new TensoLimitError(`response of ${n} bytes exceeds maxPacketBytes (${limit})`, 'TENSO_E_LIMIT');
+  const tooLarge = (n) => new TensoLimitError(`response of ${n} bytes exceeds maxPacketBytes (${limit})`);
   const declared = Number(response.headers.get('content-length') ?? NaN);
   if (limit && declared > limit) {
     await response.body?.cancel();

@@ -233,6 +233,9 @@ export function tensorEndpoint(handler: (value: Decoded) => Value | Promise<Valu
 
 /** Base class of every tenso error: `statusName` is the C status ("TENSO_E_CHECKSUM"). */
 export class TensoError extends Error {
+  /** The status name an error of this class raised by the JavaScript layer carries
+   *  (TensoValueError: "TENSO_E_INVALID_ARGUMENT", TensoLimitError: "TENSO_E_LIMIT", ...). */
+  static readonly defaultStatus: string;
   constructor(message: string, statusName?: string, status?: number);
   readonly statusName: string;
   readonly status: number | undefined;

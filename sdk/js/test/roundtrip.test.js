@@ -374,3 +374,20 @@ test('readTensorResponse: maxPacketBytes refuses a body of undeclared length as 
   same(tenso.loads(packet), await tenso.readTensorResponse(new Response(drip), { maxPacketBytes: packet.length }));
   same(tenso.loads(packet), await tenso.readTensorResponse(new Response(packet, { headers: { 'content-length': String(packet.length) } })));
 });
+
+test('errors the JavaScript layer raises name the status of their class, never TENSO_E_INTERNAL', () => {
+  const cyclic = {};
+  cyclic.self = cyclic;
+  const odd = new Uint8Array(tenso.dumps(new Float32Array(4)).length + 1); // a body at an odd byte
+  odd.set(tenso.dumps(new Float32Array(4)), 1);
+  const cases = [
+    [() => tenso.loads(tenso.dumps(new Float32Array(1)), { maxNdim: -1 }), tenso.TensoValueError, 'TENSO_E_INVALID_ARGUMENT'],
+    [() => tenso.loads(odd.subarray(1), { align: false }), tenso.TensoValueError, 'TENSO_E_INVALID_ARGUMENT'],
+    [() => tenso.loads('not bytes'), tenso.TensoTypeError, 'TENSO_E_INVALID_ARGUMENT'],
+    [() => tenso.dumps(cyclic), tenso.TensoLimitError, 'TENSO_E_LIMIT'],
+    [() => new tenso.Tensor(new Float32Array(2), [3, -1]), tenso.TensoValueError, 'TENSO_E_INVALID_ARGUMENT'],
+  ];
+  for (const [f, Cls, statusName] of cases) {
+    assert.throws(f, (e) => e instanceof Cls && e.statusName === statusName, `${f}: ${statusName}`);
+  }
+});
