@@ -227,14 +227,11 @@ function convert(v, ctx, options) {
       return new RaggedArray(flat, offsets.map((o) => o / size));
     }
     case 'gpu_ipc_ref': {
-      const handle = malloc(96);
-      try {
-        check(wasm.tenso_js_view_ipc_ref(handle, handle + 64, rec, v));
-        return new GpuIpcRef({ handle: mem().slice(handle, handle + 64), deviceUuid: mem().slice(handle + 64, handle + 80),
-          byteOffset: recAt(0), nbytes: recAt(1) });
-      } finally {
-        free(handle);
-      }
+      check(wasm.tenso_js_view_ipc_ref(rec, v));
+      const handle = rec + 32;
+      const uuid = handle + recAt(2);
+      return new GpuIpcRef({ handle: mem().slice(handle, uuid), deviceUuid: mem().slice(uuid, uuid + recAt(3)),
+        byteOffset: recAt(0), nbytes: recAt(1) });
     }
     default:
       throw new TensoTypeError(`the engine returned a packet of kind ${kind}, which this package does not know`);
@@ -490,8 +487,8 @@ class Encoding {
       dtypeCode(t.dtype), BigInt(r.length), this.u64s(r.offsets)));
   }
   ipcRef(g) {
-    return this.take(wasm.tenso_js_value_ipc_ref(slot(0), this.copy(g.handle), this.copy(g.deviceUuid),
-      BigInt(g.byteOffset), BigInt(g.nbytes)));
+    return this.take(wasm.tenso_js_value_ipc_ref(slot(0), this.copy(g.handle), g.handle.length, this.copy(g.deviceUuid),
+      g.deviceUuid.length, BigInt(g.byteOffset), BigInt(g.nbytes)));
   }
 }
 

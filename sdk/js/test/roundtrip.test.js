@@ -391,3 +391,16 @@ test('errors the JavaScript layer raises name the status of their class, never T
     assert.throws(f, (e) => e instanceof Cls && e.statusName === statusName, `${f}: ${statusName}`);
   }
 });
+
+test('GpuIpcRef: a handle or device uuid of another length is refused, never read past nor cut', () => {
+  // Had a short handle been read past its end, engine memory (this key) would fill the packet.
+  tenso.dumps({ 'a key left behind in engine memory': new tenso.StringTensor(['x']) });
+  for (const [h, u] of [[3, 16], [200, 16], [64, 1]]) {
+    const ref = new tenso.GpuIpcRef({ handle: new Uint8Array(h), deviceUuid: new Uint8Array(u), byteOffset: 0, nbytes: 0 });
+    assert.throws(() => tenso.dumps(ref),
+      (e) => e instanceof tenso.TensoValueError && e.statusName === 'TENSO_E_INVALID_ARGUMENT' && /64 bytes/.test(e.message));
+  }
+  const ref = new tenso.GpuIpcRef({ handle: new Uint8Array(64).map((_, i) => i), deviceUuid: new Uint8Array(16).fill(9),
+    byteOffset: 4096, nbytes: 2 ** 40 });
+  assert.deepEqual(tenso.loads(tenso.dumps(ref)), ref);
+});

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <string>
 
 #include "convert.hpp"
 #include "firewall.hpp"
@@ -193,16 +194,17 @@ __attribute__((used)) tenso_status tenso_js_view_quantized(uint64_t *rec, const 
     return st;
 }
 
-/** tenso_view_ipc_ref, flat: 64 handle bytes, 16 uuid bytes, then byte_offset and nbytes. */
-__attribute__((used)) tenso_status tenso_js_view_ipc_ref(uint8_t *handle, uint8_t *uuid, uint64_t *nums,
-                                                         const tenso_view *v) {
+/** tenso_view_ipc_ref as a flat record: byte_offset, nbytes, the handle's length and the
+ *  uuid's, then the handle's bytes and the uuid's (from rec + 32). */
+__attribute__((used)) tenso_status tenso_js_view_ipc_ref(uint64_t *rec, const tenso_view *v) {
     tenso_ipc_ref r;
     const tenso_status st = tenso_view_ipc_ref(&r, v);
     if (st != TENSO_OK) return st;
-    std::memcpy(handle, r.handle, sizeof r.handle);
-    std::memcpy(uuid, r.device_uuid, sizeof r.device_uuid);
-    nums[0] = r.byte_offset;
-    nums[1] = r.nbytes;
+    const uint64_t head[] = {r.byte_offset, r.nbytes, sizeof r.handle, sizeof r.device_uuid};
+    std::memcpy(rec, head, sizeof head);
+    uint8_t *bytes = reinterpret_cast<uint8_t *>(rec + 4);
+    std::memcpy(bytes, r.handle, sizeof r.handle);
+    std::memcpy(bytes + sizeof r.handle, r.device_uuid, sizeof r.device_uuid);
     return TENSO_OK;
 }
 
@@ -291,12 +293,21 @@ __attribute__((used)) tenso_status tenso_js_value_ragged(tenso_value **out, cons
     return tenso_value_new_ragged(out, &t, count, row_offsets);
 }
 
+/** tenso_value_new_ipc_ref from its parts: the handle and the uuid must have the lengths of
+ *  tenso_ipc_ref's fields (a shorter one would be read past its end, a longer one cut). */
 __attribute__((used)) tenso_status tenso_js_value_ipc_ref(tenso_value **out, const uint8_t *handle,
-                                                          const uint8_t *uuid, uint64_t byte_offset,
+                                                          size_t handle_len, const uint8_t *uuid,
+                                                          size_t uuid_len, uint64_t byte_offset,
                                                           uint64_t nbytes) {
+    tenso_ipc_ref r;
+    if (handle_len != sizeof r.handle || uuid_len != sizeof r.device_uuid) {
+        const std::string msg = "a GPU IPC reference has a handle of " + std::to_string(sizeof r.handle) +
+                                " bytes and a device uuid of " + std::to_string(sizeof r.device_uuid) +
+                                ", got " + std::to_string(handle_len) + " and " + std::to_string(uuid_len);
+        return tenso::capi::set_error(TENSO_E_INVALID_ARGUMENT, msg.c_str());
+    }
     CHECK_ARG(handle);
     CHECK_ARG(uuid);
-    tenso_ipc_ref r;
     std::memcpy(r.handle, handle, sizeof r.handle);
     std::memcpy(r.device_uuid, uuid, sizeof r.device_uuid);
     r.byte_offset = byte_offset;
