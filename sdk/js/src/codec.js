@@ -138,9 +138,9 @@ function elements(dtype, shape, src, off, nbytes, wasmPtr, options) {
   return new Tensor(data, shape, dtype);
 }
 
-// Checks the XXH3 footer of src[off, off + n) (footer at src[off + n]) through the engine's
-// hasher, one window of the body at a time.
-function verifyBody(src, off, n) {
+// Checks the XXH3 of the body src[off, off + n) against the footer src[footer, end) through the
+// engine's hasher, one window of the body at a time.
+function verifyBody(src, off, n, footer, end) {
   if (!hashWindow) hashWindow = malloc(HASH_WINDOW);
   const h = wasm.tenso_js_hasher_new() >>> 0;
   if (!h) throw new TensoMemoryError('out of WebAssembly memory for a hasher');
@@ -150,7 +150,7 @@ function verifyBody(src, off, n) {
       mem().set(src.subarray(off + done, off + done + k), hashWindow);
       wasm.tenso_js_hasher_update(h, hashWindow, k);
     }
-    mem().set(src.subarray(off + n, off + n + 8), head);
+    mem().set(src.subarray(footer, end), head);
     check(wasm.tenso_js_hasher_check(h, head));
   } finally {
     wasm.tenso_js_hasher_free(h);
@@ -294,7 +294,7 @@ export function loads(data, options = {}) {
     const dtype = dtypeByCode.get(recAt(0)).name;
     const off = recAt(5);
     const nbytes = recAt(6);
-    if (recAt(8)) verifyBody(src, off, nbytes);
+    if (recAt(8)) verifyBody(src, off, nbytes, recAt(8), recAt(7));
     return elements(dtype, shape, src, off, nbytes, 0, options);
   }
   return withView(src, options, (v, ctx) => convert(v, ctx, options));

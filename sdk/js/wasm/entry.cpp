@@ -145,8 +145,9 @@ __attribute__((used)) const tenso_encode_options *tenso_js_encode_options(uint32
 /**
  * tenso_loads for a dense packet whose body stays in JavaScript memory: `head` holds the first
  * `have` of its `len` bytes (tenso::scan_detached). rec, with *found_out = 1: dtype, ndim,
- * flags, version, alignment, body offset, nbytes, packet size, footer (1 when the caller must
- * check the body's XXH3 against the footer after the body), then ndim dims. *found_out = 0: not
+ * flags, version, alignment, body offset, nbytes, packet size, footer (where the integrity
+ * footer starts, from the packet start, when the caller must check the body's XXH3 against it
+ * - it runs to the packet's end; 0: nothing to check), then ndim dims. *found_out = 0: not
  * such a packet, decode it whole with tenso_loads.
  */
 __attribute__((used)) tenso_status tenso_js_loads_dense(int *found_out, uint64_t *rec, const void *head, size_t have,
@@ -167,7 +168,7 @@ __attribute__((used)) tenso_status tenso_js_loads_dense(int *found_out, uint64_t
     rec[5] = n.body_off;
     rec[6] = n.nbytes;
     rec[7] = n.end;
-    rec[8] = n.footer && lim.verify_checksums ? 1 : 0;
+    rec[8] = n.footer && lim.verify_checksums ? n.body_off + n.body_len : 0;
     for (uint32_t i = 0; i < n.ndim; ++i) rec[9 + i] = n.shape[i];
     *found_out = 1;
     TENSO_API_END
