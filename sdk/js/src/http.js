@@ -79,6 +79,7 @@ export async function readTensorResponse(response, options = {}) {
   if (!response.ok) throw new TensoHTTPError(response.status, await detailOf(response));
   const type = response.headers.get('content-type');
   if (type != null && !contentTypeOk(type)) {
+    await response.body?.cancel();
     throw new TensoHTTPError(response.status, `expected ${MEDIA_TYPE}, got ${type}`);
   }
   return loads(await readBody(response, options.maxPacketBytes || 0), options);

@@ -404,3 +404,18 @@ test('GpuIpcRef: a handle or device uuid of another length is refused, never rea
     byteOffset: 4096, nbytes: 2 ** 40 });
   assert.deepEqual(tenso.loads(tenso.dumps(ref)), ref);
 });
+
+test('readTensorResponse: a body it refuses by its content type is cancelled, not left open', async () => {
+  let cancelled = false;
+  const body = new ReadableStream({
+    pull(c) {
+      c.enqueue(new TextEncoder().encode('<html>'));
+    },
+    cancel() {
+      cancelled = true;
+    },
+  });
+  await assert.rejects(tenso.readTensorResponse(new Response(body, { headers: { 'content-type': 'text/html' } })),
+    (e) => e instanceof tenso.TensoHTTPError && /expected application\/octet-stream, got text\/html/.test(e.message));
+  assert.ok(cancelled);
+});
