@@ -119,7 +119,8 @@ function shapeAt(ptr, ndim) {
 }
 
 // A dense tensor's elements: a view of the caller's bytes (src, at off) when allowed and
-// aligned for the element type, else a copy; from engine memory (src null): always a copy.
+// aligned for the element type, else a copy - of the engine's copy at wasmPtr when there is
+// one (what the engine checked, even if the caller's bytes are shared and change), else of src.
 function elements(dtype, shape, src, off, nbytes, wasmPtr, options) {
   const Ctor = arrayType(dtype);
   const count = nbytes / Ctor.BYTES_PER_ELEMENT;
@@ -134,23 +135,23 @@ function elements(dtype, shape, src, off, nbytes, wasmPtr, options) {
   }
   const data = new Ctor(count);
   const bytes = new Uint8Array(data.buffer);
-  bytes.set(src ? src.subarray(off, off + nbytes) : mem().subarray(wasmPtr, wasmPtr + nbytes));
+  bytes.set(wasmPtr == null ? src.subarray(off, off + nbytes) : mem().subarray(wasmPtr, wasmPtr + nbytes));
   return new Tensor(data, shape, dtype);
 }
 
-// Checks the XXH3 of the body src[off, off + n) against the footer src[footer, end) through the
-// engine's hasher, one window of the body at a time.
-function verifyBody(src, off, n, footer, end) {
+// Checks the XXH3 of `body` against the 8-byte `footer` through the engine's hasher, one window
+// of the body at a time.
+function verifyBody(body, footer) {
   if (!hashWindow) hashWindow = malloc(HASH_WINDOW);
   const h = wasm.tenso_js_hasher_new() >>> 0;
   if (!h) throw new TensoMemoryError('out of WebAssembly memory for a hasher');
   try {
-    for (let done = 0; done < n; done += HASH_WINDOW) {
-      const k = Math.min(HASH_WINDOW, n - done);
-      mem().set(src.subarray(off + done, off + done + k), hashWindow);
+    for (let done = 0; done < body.length; done += HASH_WINDOW) {
+      const k = Math.min(HASH_WINDOW, body.length - done);
+      mem().set(body.subarray(done, done + k), hashWindow);
       wasm.tenso_js_hasher_update(h, hashWindow, k);
     }
-    mem().set(src.subarray(footer, end), head);
+    mem().set(footer, head);
     check(wasm.tenso_js_hasher_check(h, head));
   } finally {
     wasm.tenso_js_hasher_free(h);
@@ -203,7 +204,7 @@ function convert(v, ctx, options) {
       const m = mem();
       const f32 = (p) => new Float32Array(m.slice(p, p + 4 * nscales).buffer);
       const packed = ctx.src && !options.copy ? ctx.src.subarray(mapped(data), mapped(data) + nbytes)
-        : (ctx.src ? ctx.src.slice(mapped(data), mapped(data) + nbytes) : m.slice(data, data + nbytes));
+        : m.slice(data, data + nbytes);
       return new QuantizedTensor({ data: packed, shape: shapeAt(wasm.tenso_view_shape(v) >>> 0, ndim),
         dtype: dtypeByCode.get(dtype).name, scheme: SCHEME_NAMES.get(scheme), axis, groupSize,
         scales: f32(scales), zeroPoints: f32(zps) });
@@ -294,8 +295,11 @@ export function loads(data, options = {}) {
     const dtype = dtypeByCode.get(recAt(0)).name;
     const off = recAt(5);
     const nbytes = recAt(6);
-    if (recAt(8)) verifyBody(src, off, nbytes, recAt(8), recAt(7));
-    return elements(dtype, shape, src, off, nbytes, 0, options);
+    const footer = recAt(8) ? src.slice(recAt(8), recAt(7)) : null;
+    // The body is hashed as returned: a copy (copy: true, misaligned) is what was checked.
+    const t = elements(dtype, shape, src, off, nbytes, null, options);
+    if (footer) verifyBody(t.bytes, footer);
+    return t;
   }
   return withView(src, options, (v, ctx) => convert(v, ctx, options));
 }

@@ -140,7 +140,8 @@ export interface DecodeOptions {
 }
 
 export interface LoadOptions extends DecodeOptions {
-  /** Tensors that own their memory instead of views of the input. */
+  /** Tensors that own their memory instead of views of the input: over shared memory, the bytes
+   *  the integrity footer was checked against. */
   copy?: boolean;
   /** false: throw TensoValueError instead of copying a body a typed array cannot view
    *  (one not aligned for its element type in the input). Default true. */

@@ -419,3 +419,39 @@ test('readTensorResponse: a body it refuses by its content type is cancelled, no
     (e) => e instanceof tenso.TensoHTTPError && /expected application\/octet-stream, got text\/html/.test(e.message));
   assert.ok(cancelled);
 });
+
+test('a SharedArrayBuffer another thread rewrites: copy: true returns the bytes the checksum was checked on', async () => {
+  const { Worker } = await import('node:worker_threads');
+  const n = 1 << 18;
+  // The same packet twice: a dense one (header path) and inside a bundle (decoded in engine memory).
+  for (const value of [new Float32Array(n).fill(1), { x: new Float32Array(n).fill(1) }]) {
+    const packet = tenso.dumps(value, { checkIntegrity: true });
+    const body = Buffer.from(packet).indexOf(Buffer.from(new Float32Array(16).fill(1).buffer));
+    const shared = new Uint8Array(new SharedArrayBuffer(packet.length));
+    shared.set(packet);
+    // The other thread flips the body between ones (what the footer hashes) and twos, forever.
+    const worker = new Worker(`
+      const { workerData: [sab, at, n] } = require('node:worker_threads');
+      const body = new Uint8Array(sab, at, 4 * n);
+      const [ones, twos] = [1, 2].map((v) => new Uint8Array(new Float32Array(n).fill(v).buffer));
+      for (;;) { body.set(twos); body.set(ones); }`, { eval: true, workerData: [shared.buffer, body, n] });
+    await new Promise((resolve) => worker.once('online', resolve));
+    try {
+      let checked = 0;
+      for (let i = 0; i < 400 && checked < 20; i++) {
+        let got;
+        try {
+          got = tenso.loads(shared, { copy: true });
+        } catch (e) {
+          assert.ok(e instanceof tenso.TensoChecksumError, String(e));
+          continue;
+        }
+        const t = got instanceof tenso.Tensor ? got : got.x;
+        checked++;
+        assert.ok(t.data.every((v) => v === 1), 'a copy that passed the checksum holds what was hashed');
+      }
+    } finally {
+      await worker.terminate();
+    }
+  }
+});
