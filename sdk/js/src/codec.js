@@ -530,7 +530,9 @@ export function dumps(value, options = {}) {
       return 0;
     });
     check(wasm.tenso_js_write(rec, v, opts));
-    return pos === bound ? out : out.subarray(0, pos);
+    // The bound is the worst case of compression: a packet much smaller than it gets a buffer of
+    // its own size (one copy of the compressed packet) rather than keep all of the bound alive.
+    return bound - pos > pos / 8 ? out.slice(0, pos) : out.subarray(0, pos);
   } finally {
     setPieceSink(null);
     enc.release();

@@ -455,3 +455,11 @@ test('a SharedArrayBuffer another thread rewrites: copy: true returns the bytes 
     }
   }
 });
+
+test('dumps with compress: the packet does not hold the worst-case bound of memory', () => {
+  const t = new Float32Array(4 << 20).map((_, i) => i % 1000);
+  const p = tenso.dumps(t, { compress: true });
+  assert.ok(p.length < t.byteLength / 8, `compressed to ${p.length}`);
+  assert.ok(p.buffer.byteLength <= p.length * 1.125, `a ${p.length}-byte packet holds ${p.buffer.byteLength} bytes`);
+  assert.equal(tenso.loads(p).data[4321], 321);
+});
