@@ -4,7 +4,7 @@
 // 400 (content type), 413 (over a size limit) or 422 (malformed), with {"detail": ...}.
 import { wasm } from './engine.js';
 import { loads, dumps, decodeOptions } from './codec.js';
-import { Decoder } from './stream.js';
+import { Decoder, chunksOf } from './stream.js';
 import { TensoError, TensoHTTPError, TensoLimitError, TensoMemoryError } from './errors.js';
 import { Tensor, asTensor } from './values.js';
 
@@ -46,25 +46,22 @@ async function readBody(response, limit) {
   if (!response.body) return new Uint8Array(0);
   let buf = new Uint8Array(Number.isSafeInteger(declared) && declared >= 0 ? Math.min(declared, limit || MAX_BODY_BYTES) : 1 << 16);
   let n = 0;
-  const reader = response.body.getReader();
-  try {
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      if (limit && n + value.length > limit) {
-        await reader.cancel();
-        throw tooLarge(`more than ${limit}`);
-      }
-      if (n + value.length > buf.length) {
-        const grown = new Uint8Array(Math.max(2 * buf.length, n + value.length));
-        grown.set(buf.subarray(0, n));
-        buf = grown;
-      }
-      buf.set(value, n);
-      n += value.length;
+  for await (const chunk of chunksOf(response.body)) {
+    if (limit && n + chunk.length > limit) {
+      n = -1;
+      break;
     }
-  } finally {
-    reader.releaseLock();
+    if (n + chunk.length > buf.length) {
+      const grown = new Uint8Array(Math.max(2 * buf.length, n + chunk.length));
+      grown.set(buf.subarray(0, n));
+      buf = grown;
+    }
+    buf.set(chunk, n);
+    n += chunk.length;
+  }
+  if (n < 0) {
+    await response.body.cancel();
+    throw tooLarge(`more than ${limit}`);
   }
   return buf.subarray(0, n);
 }
@@ -140,24 +137,15 @@ export async function readTensorRequest(request, { maxBodyBytes = MAX_BODY_BYTES
   let value;
   let done = false;
   try {
-    if (request.body) {
-      const reader = request.body.getReader();
-      try {
-        for (;;) {
-          const { done: end, value: chunk } = await reader.read();
-          if (end) break;
-          received += chunk.length;
-          if (received > maxBodyBytes) throw tooLarge(received);
-          if (!done) {
-            const values = decoder.push(chunk);
-            if (values.length) {
-              value = values[0];
-              done = true; // bytes after the packet are ignored, as loads ignores them
-            }
-          }
+    for await (const chunk of request.body ? chunksOf(request.body) : []) {
+      received += chunk.length;
+      if (received > maxBodyBytes) throw tooLarge(received);
+      if (!done) {
+        const values = decoder.push(chunk);
+        if (values.length) {
+          value = values[0];
+          done = true; // bytes after the packet are ignored, as loads ignores them
         }
-      } finally {
-        reader.releaseLock();
       }
     }
     if (!done) {
