@@ -19,7 +19,7 @@ import {
 } from './engine.js';
 import { TensoLimitError, TensoMemoryError, TensoTypeError, TensoValueError } from './errors.js';
 import {
-  Tensor, SparseMatrix, QuantizedTensor, StringTensor, RaggedArray, GpuIpcRef, asTensor, arrayType,
+  Tensor, SparseMatrix, QuantizedTensor, StringTensor, RaggedArray, GpuIpcRef, asTensor, isTensorLike, arrayType,
   dtypeInfo, dtypeByCode, numel, describe, SCHEMES, SCHEME_NAMES,
 } from './values.js';
 
@@ -449,7 +449,7 @@ class Encoding {
     if (x instanceof RaggedArray) return this.ragged(x);
     if (x instanceof GpuIpcRef) return this.ipcRef(x);
     if (x instanceof Map || (x && typeof x === 'object' && [Object.prototype, null].includes(Object.getPrototypeOf(x)))) {
-      if (x.dtype !== undefined && x.shape !== undefined && x.data !== undefined) return this.tensor(x);
+      if (isTensorLike(x)) return this.tensor(x);
       return this.bundle(x instanceof Map ? [...x] : Object.entries(x), depth);
     }
     throw new TensoTypeError(`Cannot serialize object of type '${describe(x)}'`);

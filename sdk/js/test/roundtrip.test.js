@@ -463,3 +463,13 @@ test('dumps with compress: the packet does not hold the worst-case bound of memo
   assert.ok(p.buffer.byteLength <= p.length * 1.125, `a ${p.length}-byte packet holds ${p.buffer.byteLength} bytes`);
   assert.equal(tenso.loads(p).data[4321], 321);
 });
+
+test('a bundle whose keys are data, shape and dtype is a bundle unless they are a tensor\'s parts', () => {
+  const bundle = { data: new Float32Array([1, 2]), shape: new Int32Array([2]), dtype: new tenso.StringTensor(['float32']) };
+  const back = tenso.loads(tenso.dumps(bundle));
+  assert.deepEqual(Object.keys(back), ['data', 'shape', 'dtype']);
+  assert.deepEqual(back.dtype.strings, ['float32']);
+  const t = tenso.loads(tenso.dumps({ data: new Float32Array([1, 2, 3, 4]), shape: [2, 2], dtype: 'float32' }));
+  assert.ok(t instanceof tenso.Tensor);
+  assert.deepEqual(t.shape, [2, 2]);
+});
