@@ -16,41 +16,23 @@ export class TensoError extends Error {
   }
 }
 /** Invalid argument or invalid packet (INVALID_ARGUMENT, BUFFER_TOO_SMALL, DUPLICATE_KEY, BAD_UTF8). */
-export class TensoValueError extends TensoError {
-  static defaultStatus = 'TENSO_E_INVALID_ARGUMENT';
-}
+export class TensoValueError extends TensoError {}
 /** The bytes are not a well-formed packet (BAD_MAGIC, MALFORMED, BAD_BUNDLE, COMPRESSION, CORRUPT). */
-export class TensoCorruptError extends TensoValueError {
-  static defaultStatus = 'TENSO_E_MALFORMED';
-}
+export class TensoCorruptError extends TensoValueError {}
 /** The packet or the stream ends before the packet does (TRUNCATED). */
-export class TensoTruncatedError extends TensoCorruptError {
-  static defaultStatus = 'TENSO_E_TRUNCATED';
-}
+export class TensoTruncatedError extends TensoCorruptError {}
 /** The XXH3-64 integrity footer does not match (CHECKSUM). */
-export class TensoChecksumError extends TensoCorruptError {
-  static defaultStatus = 'TENSO_E_CHECKSUM';
-}
+export class TensoChecksumError extends TensoCorruptError {}
 /** A valid packet this build cannot return (UNSUPPORTED_VERSION, BAD_DTYPE, UNSUPPORTED_KIND). */
-export class TensoUnsupportedError extends TensoValueError {
-  static defaultStatus = 'TENSO_E_UNSUPPORTED_KIND';
-}
+export class TensoUnsupportedError extends TensoValueError {}
 /** A safety limit was exceeded (TOO_MANY_DIMS, TOO_MANY_ELEMENTS, LIMIT). */
-export class TensoLimitError extends TensoValueError {
-  static defaultStatus = 'TENSO_E_LIMIT';
-}
+export class TensoLimitError extends TensoValueError {}
 /** A value tenso cannot serialize. */
-export class TensoTypeError extends TensoError {
-  static defaultStatus = 'TENSO_E_INVALID_ARGUMENT';
-}
+export class TensoTypeError extends TensoError {}
 /** A stream ended cleanly where a packet was required (END_OF_STREAM). */
-export class TensoEOFError extends TensoError {
-  static defaultStatus = 'TENSO_E_END_OF_STREAM';
-}
+export class TensoEOFError extends TensoError {}
 /** The engine could not allocate memory (NO_MEMORY). */
-export class TensoMemoryError extends TensoError {
-  static defaultStatus = 'TENSO_E_NO_MEMORY';
-}
+export class TensoMemoryError extends TensoError {}
 /** A bug in tenso (USER, INTERNAL, anything unexpected): please report it. */
 export class TensoInternalError extends TensoError {}
 /** An HTTP exchange failed: `httpStatus` and the server's `detail`. */
@@ -60,6 +42,17 @@ export class TensoHTTPError extends TensoError {
     this.httpStatus = httpStatus;
     this.detail = detail;
   }
+}
+
+// What an error of each class raised by the JavaScript layer itself names as its status.
+for (const [Cls, statusName] of [
+  [TensoValueError, 'TENSO_E_INVALID_ARGUMENT'], [TensoCorruptError, 'TENSO_E_MALFORMED'],
+  [TensoTruncatedError, 'TENSO_E_TRUNCATED'], [TensoChecksumError, 'TENSO_E_CHECKSUM'],
+  [TensoUnsupportedError, 'TENSO_E_UNSUPPORTED_KIND'], [TensoLimitError, 'TENSO_E_LIMIT'],
+  [TensoTypeError, 'TENSO_E_INVALID_ARGUMENT'], [TensoEOFError, 'TENSO_E_END_OF_STREAM'],
+  [TensoMemoryError, 'TENSO_E_NO_MEMORY'],
+]) {
+  Cls.defaultStatus = statusName;
 }
 
 const byStatus = {
