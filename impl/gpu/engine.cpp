@@ -102,17 +102,27 @@ const tenso_gpu_backend_ops &loaded_ops() {
     }
     if (!s.loaded) {
         s.loaded = true;
-        s.ops = s.chosen == TENSO_GPU_BACKEND_HOST ? host_backend() : load_cuda(&s.why);
+        std::string detail;
+        s.ops = s.chosen == TENSO_GPU_BACKEND_HOST ? host_backend() : load_cuda(&detail);
+        const bool plugin = s.ops != nullptr;
         if (!s.ops) {
             s.status = TENSO_E_GPU_UNAVAILABLE;
         } else {
             char msg[kMsg] = "";
             s.status = s.ops->init(msg, sizeof msg);
             if (s.status != TENSO_OK) {
-                s.why = msg[0] ? msg : "the GPU backend failed to initialise";
+                detail = msg[0] ? msg : "the GPU backend failed to initialise";
                 s.ops = nullptr;
             }
         }
+        // What the user can do comes first; the loader's or the runtime's own words follow.
+        if (s.status == TENSO_E_GPU_UNAVAILABLE && s.chosen == TENSO_GPU_BACKEND_CUDA)
+            s.why = std::string(plugin ? "no CUDA driver or GPU device was found"
+                                       : "the CUDA backend cannot be loaded") +
+                    ". To run without a GPU, use the host backend: set TENSO_GPU_BACKEND=host, or call "
+                    "tenso_gpu_select_backend(TENSO_GPU_BACKEND_HOST) before the first GPU call. (" + detail + ")";
+        else
+            s.why = detail;
     }
     if (!s.ops) fail(s.status, s.why);
     return *s.ops;
