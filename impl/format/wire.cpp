@@ -105,6 +105,7 @@ public:
         entries_left_ = lim.max_entries ? lim.max_entries : kNone;
         decoded_left_ = lim.max_decoded_bytes ? lim.max_decoded_bytes : kNone;
         inflated_left_ = !lim.max_decoded_bytes && lim.max_packet_bytes ? lim.max_packet_bytes : kNone;
+        ratio_left_ = lim.max_inflation && len <= kNone / lim.max_inflation ? uint64_t(len) * lim.max_inflation : kNone;
     }
 
     Node packet(size_t start, size_t bound, int bound_status, int depth);
@@ -118,6 +119,7 @@ private:
     // (max_decoded_bytes) and decompressed bytes (max_packet_bytes when max_decoded_bytes is
     // unset: a caller who bounds the packet means to bound what it costs). Counted down.
     uint64_t entries_left_, decoded_left_, inflated_left_;
+    uint64_t ratio_left_;  // decompressed bytes: max_inflation x the bytes handed to the decode
 
     void charge(uint64_t bytes) {
         if (bytes > decoded_left_)
@@ -128,6 +130,10 @@ private:
         if (bytes > inflated_left_)
             fail(TENSO_E_LIMIT, "compressed bodies inflate past max_packet_bytes (" + num(lim_.max_packet_bytes) + ")");
         inflated_left_ -= bytes;
+        if (bytes > ratio_left_)
+            fail(TENSO_E_LIMIT, "compressed bodies inflate past max_inflation (" + num(lim_.max_inflation) +
+                                    " x the packet's " + num(len_) + " bytes)");
+        ratio_left_ -= bytes;
         charge(alloc_size(bytes));  // the buffer as alloc_bytes rounds it (to 2 MiB when large)
     }
     bool full() const { return !header_only_; }
