@@ -95,6 +95,9 @@ namespace {
 
 std::string num(uint64_t v) { return std::to_string(v); }
 
+// max_inflation counts a packet as at least this many bytes (tenso.h).
+constexpr uint64_t kInflationFloor = uint64_t(4) << 20;
+
 // Walks bytes [0, len) of one packet tree. `bound` arguments are the absolute end a nested
 // packet must not pass (its container's length field); the top level has none.
 class Scanner {
@@ -105,7 +108,9 @@ public:
         entries_left_ = lim.max_entries ? lim.max_entries : kNone;
         decoded_left_ = lim.max_decoded_bytes ? lim.max_decoded_bytes : kNone;
         inflated_left_ = !lim.max_decoded_bytes && lim.max_packet_bytes ? lim.max_packet_bytes : kNone;
-        ratio_left_ = lim.max_inflation && len <= kNone / lim.max_inflation ? uint64_t(len) * lim.max_inflation : kNone;
+        // A ratio says nothing useful about small packets: they count as kInflationFloor bytes.
+        const uint64_t base = std::max<uint64_t>(len, kInflationFloor);
+        ratio_left_ = lim.max_inflation && base <= kNone / lim.max_inflation ? base * lim.max_inflation : kNone;
     }
 
     Node packet(size_t start, size_t bound, int bound_status, int depth);
@@ -132,7 +137,8 @@ private:
         inflated_left_ -= bytes;
         if (bytes > ratio_left_)
             fail(TENSO_E_LIMIT, "compressed bodies inflate past max_inflation (" + num(lim_.max_inflation) +
-                                    " x the packet's " + num(len_) + " bytes)");
+                                    " x the packet's " + num(len_) + " bytes, counted as at least " +
+                                    num(kInflationFloor) + ")");
         ratio_left_ -= bytes;
         charge(alloc_size(bytes));  // the buffer as alloc_bytes rounds it (to 2 MiB when large)
     }

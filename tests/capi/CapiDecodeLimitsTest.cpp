@@ -303,27 +303,32 @@ public:
     }
 
     // max_inflation (version 4): decompressed bodies, summed over the tree, against a multiple
-    // of the bytes decoded, whatever the header claims; the stream decoder applies it too (the
-    // bytes are then exactly the packet's), and a version 3 struct has no such field.
+    // of the bytes decoded (counted as at least 4 MiB), whatever the header claims; the stream
+    // decoder applies it too (the bytes are then exactly the packet's), and a version 3 struct
+    // has no such field. `four` is ~66 KiB that inflate to 16 MiB; `big` ~8 MiB to 2 GiB.
     void testMaxInflation() {
         const Bytes one = compressed_zeros(4), four = bundle_of({one, one, one, one});
-        const uint64_t ratio = (uint64_t(16) << 20) / four.size();  // four inflates 16 MiB
         auto with = [](uint32_t inflation) {
             tenso_decode_options o = opts(0, 0, 0);
             o.max_inflation = inflation;
             return o;
         };
         TENSO_CHECK_OK(loads(four, with(0)));
-        TENSO_CHECK_OK(loads(four, with(uint32_t(ratio + 1))));
-        TENSO_CHECK_STATUS(TENSO_E_LIMIT, loads(four, with(uint32_t(ratio - 1))));
+        TENSO_CHECK_OK(loads(four, with(4)));                     // 4 x 4 MiB: exactly enough
+        TENSO_CHECK_STATUS(TENSO_E_LIMIT, loads(four, with(3)));  // 12 MiB
         CPPUNIT_ASSERT(std::string(tenso_last_error()).find("max_inflation") != std::string::npos);
-        TENSO_CHECK_STATUS(TENSO_E_LIMIT, loads(one, with(16)));
+        TENSO_CHECK_OK(loads(one, with(1)));
+        // Past the floor the packet's own size counts: 255 bodies of 8 MiB from a packet of about
+        // 8 MiB inflate 2 GiB, refused at 16 x (checked before anything is inflated).
+        const Bytes big = bundle_of(std::vector<Bytes>(255, compressed_zeros(8)));
+        CPPUNIT_ASSERT(big.size() > (size_t(4) << 20));
+        TENSO_CHECK_STATUS(TENSO_E_LIMIT, loads(big, with(16)));
         tenso_decode_options v3 = with(1);
         v3.version = 3;
         TENSO_CHECK_OK(loads(four, v3));
         // The stream decoder, fed the packet in one piece and then byte by byte.
         for (size_t piece : {four.size(), size_t(1)}) {
-            const tenso_decode_options o = with(uint32_t(ratio - 1));
+            const tenso_decode_options o = with(3);
             tenso_decoder_options dopts = TENSO_DECODER_OPTIONS_INIT;
             dopts.decode = &o;
             tenso_decoder *d = nullptr;

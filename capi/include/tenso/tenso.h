@@ -279,9 +279,11 @@ typedef struct tenso_decode_options {
                                    core, 1 = the calling thread only. */
     uint32_t max_inflation;     /* @since version 4 (1.5): what LZ4 bodies may decompress to, in
                                    all, as a multiple of the bytes handed to the decode (the
-                                   packet, for a stream decoder); 0 = no such bound. With it, a
-                                   packet of N bytes costs at most N x max_inflation in bodies,
-                                   whatever its header claims. */
+                                   packet, for a stream decoder), counted as at least 4 MiB (a
+                                   ratio says nothing useful about small packets); 0 = no such
+                                   bound. With it, a packet of N bytes costs at most
+                                   max(N, 4 MiB) x max_inflation in bodies, whatever its header
+                                   claims. */
 } tenso_decode_options;
 
 #define TENSO_DECODE_OPTIONS_VERSION 4
