@@ -157,6 +157,7 @@ tenso_status tenso_decode_options_init(tenso_decode_options *opts, uint32_t vers
     d.version = version;
     std::memcpy(opts, &d, version == 1   ? offsetof(tenso_decode_options, max_decoded_bytes)
                           : version == 2 ? offsetof(tenso_decode_options, timeout_ms)
+                          : version == 3 ? offsetof(tenso_decode_options, max_inflation)
                                          : sizeof d);
     return TENSO_OK;
 }
