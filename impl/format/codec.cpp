@@ -87,9 +87,9 @@ uint32_t Value::depth() const {
 // Large buffers are 2 MiB aligned and asked for transparent huge pages: faulting in 64 MiB of
 // 4 KiB pages costs more than writing the packet.
 constexpr size_t kHuge = size_t(2) << 20;
-static size_t alloc_align(size_t n) { return n >= kHuge ? kHuge : 64; }
+size_t alloc_alignment(size_t n) { return n >= kHuge ? kHuge : 64; }
 
-size_t alloc_size(size_t n) { return (std::max<size_t>(n, 1) + alloc_align(n) - 1) & ~(alloc_align(n) - 1); }
+size_t alloc_size(size_t n) { return (std::max<size_t>(n, 1) + alloc_alignment(n) - 1) & ~(alloc_alignment(n) - 1); }
 
 namespace {
 
@@ -123,7 +123,7 @@ Pool &pool() {
 }  // namespace
 
 uint8_t *alloc_bytes(size_t n) {
-    const size_t align = alloc_align(n), sz = alloc_size(n);
+    const size_t align = alloc_alignment(n), sz = alloc_size(n);
     if (sz >= kPoolMin) {
         Pool &pl = pool();
         std::lock_guard<std::mutex> lock(pl.mu);

@@ -171,6 +171,8 @@ void free_bytes(void *p) noexcept;
 // What alloc_bytes(n) takes: n rounded up to its alignment (2 MiB for large buffers), which is
 // what a decode charges for it.
 size_t alloc_size(size_t n);
+// The alignment alloc_bytes(n) gives: 64, or 2 MiB for large buffers.
+size_t alloc_alignment(size_t n);
 // The same, shared by the views that point into it.
 std::shared_ptr<uint8_t> alloc_aligned(size_t n);
 
