@@ -228,18 +228,23 @@ void Plan::add(const Value &v) {
 
 void Plan::add(const Tensor &t) { add_tensor(t, opts_); }
 
-void Plan::add_tensor(const Tensor &t, const EncodeOptions &o) {
+size_t dense_header(uint8_t *head, const Tensor &t, const EncodeOptions &o) {
     const uint32_t a = o.alignment;
     uint16_t flags = align_flags(a);
     if (o.integrity) flags |= TENSO_FLAG_INTEGRITY;
     if (o.compress) flags |= TENSO_FLAG_COMPRESSION;
-    uint8_t head[kHeaderV4 + 4 * TENSO_MAX_NDIM + 1];
     write_header(head, flags, uint8_t(t.dtype), uint8_t(t.ndim));
     size_t h = kHeaderV4;
     for (uint32_t i = 0; i < t.ndim; ++i, h += 4) wr32(head + h, uint32_t(t.shape[i]));
     if (flags & TENSO_FLAG_CUST_ALIGN) head[h++] = uint8_t(log2_exact(a));
+    return h;
+}
+
+void Plan::add_tensor(const Tensor &t, const EncodeOptions &o) {
+    uint8_t head[kDenseHeaderMax];
+    const size_t h = dense_header(head, t, o);
     put(head, h);
-    put(nullptr, pad_to(h, a));
+    put(nullptr, pad_to(h, o.alignment));
     if (o.integrity) open_hash();
     if (!o.compress) {
         ext(t.data, t.nbytes);
@@ -400,6 +405,24 @@ constexpr size_t kStreamingCopy = size_t(4) << 20;
 
 }  // namespace
 
+namespace {
+// One pass over the source: hash a chunk (which brings it into cache), then copy it.
+void copy_hashed(uint8_t *dst, const uint8_t *src, size_t len, Hasher &h) {
+    const bool streaming = len >= kStreamingCopy;
+    for (size_t done = 0; done < len;) {
+        size_t n = std::min(kHashChunk, len - done);
+        h.update(src + done, n);
+        if (streaming) copy_streaming(dst, src + done, n);
+        else std::memcpy(dst, src + done, n);
+        dst += n;
+        done += n;
+    }
+#if defined(__SSE2__)
+    if (streaming) _mm_sfence();  // order the streaming stores before anything that follows
+#endif
+}
+}  // namespace
+
 size_t Plan::write_to(uint8_t *const out) const {
     uint8_t *dst = out;
     Hasher h;
@@ -440,19 +463,8 @@ size_t Plan::write_to(uint8_t *const out) const {
             h.reset();
             active = s.group;
         }
-        // One pass over the source: copy a chunk, then hash it while it is still in cache.
-        const bool streaming = s.len >= kStreamingCopy;
-        for (size_t done = 0; done < s.len;) {
-            size_t n = std::min(kHashChunk, s.len - done);
-            h.update(src + done, n);  // brings the chunk into cache for the copy
-            if (streaming) copy_streaming(dst, src + done, n);
-            else std::memcpy(dst, src + done, n);
-            dst += n;
-            done += n;
-        }
-#if defined(__SSE2__)
-        if (streaming) _mm_sfence();  // order the streaming stores before anything that follows
-#endif
+        copy_hashed(dst, src, s.len, h);
+        dst += s.len;
     }
     if (mode_ == Mode::kInPlace) {
         // A value's extent starts and ends between segments: it moved up by what the compressed
@@ -749,6 +761,78 @@ std::unique_ptr<View> bind_scanned(const Node &n, const uint8_t *buf, const Limi
     std::unique_ptr<View> v(new View);
     tenso::bind(*v, n, buf, limits, keep);
     return v;
+}
+
+// ------------------------------------------------------------------------------------------
+// Encoding into a caller's buffer
+// ------------------------------------------------------------------------------------------
+
+namespace {
+
+// The general path: the plan, written at its bound straight into dst when dst holds that
+// (compressed bodies then land in place), else compressed aside first, so that any room for
+// the real packet is enough.
+template <class Input>
+size_t planned_into(const Input &in, const EncodeOptions &o, uint8_t *dst, size_t cap, size_t *needed) {
+    Plan direct(o, Plan::Mode::kInPlace);
+    direct.add(in);
+    if (direct.size() <= cap) return *needed = direct.write_to(dst);
+    Plan p(o, Plan::Mode::kCompress);
+    p.add(in);
+    *needed = p.size();
+    if (p.size() > cap)
+        fail(TENSO_E_BUFFER_TOO_SMALL, "destination holds " + num(cap) + " bytes, the packet needs " + num(p.size()));
+    return p.write_to(dst);
+}
+
+}  // namespace
+
+size_t encode_into(const Value &v, const EncodeOptions &o, uint8_t *dst, size_t cap, size_t *needed) {
+    return planned_into(v, o, dst, cap, needed);
+}
+
+// An uncompressed tensor, the small-packet case, needs no plan: header, body and footer go
+// straight to dst, with no allocation.
+size_t encode_into(const Tensor &t, const EncodeOptions &o, uint8_t *dst, size_t cap, size_t *needed) {
+    if (o.compress) return planned_into(t, o, dst, cap, needed);
+    uint8_t head[kDenseHeaderMax];
+    const size_t h = dense_header(head, t, o), pad = pad_to(h, o.alignment);
+    const size_t n = h + pad + size_t(t.nbytes) + (o.integrity ? kFooterLen : 0);
+    *needed = n;
+    if (n > cap) fail(TENSO_E_BUFFER_TOO_SMALL, "destination holds " + num(cap) + " bytes, the packet needs " + num(n));
+    std::memcpy(dst, head, h);
+    std::memset(dst + h, 0, pad);
+    uint8_t *body = dst + h + pad;
+    if (!o.integrity) {
+        if (t.nbytes) std::memcpy(body, t.data, size_t(t.nbytes));
+    } else if (t.nbytes <= kHashChunk) {
+        if (t.nbytes) std::memcpy(body, t.data, size_t(t.nbytes));
+        wr64(body + t.nbytes, xxh3(body, size_t(t.nbytes)));  // still in cache
+    } else {
+        Hasher hs;
+        copy_hashed(body, t.data, size_t(t.nbytes), hs);
+        wr64(body + t.nbytes, hs.digest());
+    }
+    return n;
+}
+
+DenseView decode_dense(const uint8_t *buf, size_t len, const Limits &limits) {
+    const Node n = scan_whole(buf, len, limits);
+    if (n.kind != TENSO_KIND_DENSE || n.compressed)
+        fail(TENSO_E_UNSUPPORTED_KIND, std::string(n.compressed ? "a compressed" : "a " + std::string(kind_name(n.kind))) +
+                                           " packet needs memory of its own: decode it with tenso_loads");
+    check_footer(n, buf, limits);
+    DenseView d;
+    d.data = n.nbytes ? buf + n.body_off : nullptr;
+    d.nbytes = n.nbytes;
+    d.packet_size = n.end - n.start;
+    d.dtype = n.dtype;
+    d.ndim = n.ndim;
+    d.flags = n.flags;
+    d.version = n.version;
+    d.alignment = n.alignment;
+    std::memcpy(d.shape, n.shape.data(), sizeof(uint64_t) * n.ndim);
+    return d;
 }
 
 PacketInfo inspect(const uint8_t *buf, size_t len) {

@@ -65,6 +65,17 @@ struct Value::Entry {
     Value value;
 };
 
+// The longest header, shape and alignment byte of a dense tensor's packet.
+constexpr size_t kDenseHeaderMax = kHeaderV4 + 4 * TENSO_MAX_NDIM + 1;
+// Writes them for `t` under `o` into head (kDenseHeaderMax bytes of room); returns their length.
+// Padding to o.alignment follows them.
+size_t dense_header(uint8_t *head, const Tensor &t, const EncodeOptions &o);
+
+// The packet for a value into dst (cap bytes of room): returns its length; *needed gets it
+// too, also when cap is too small (then BUFFER_TOO_SMALL).
+size_t encode_into(const Value &v, const EncodeOptions &o, uint8_t *dst, size_t cap, size_t *needed);
+size_t encode_into(const Tensor &t, const EncodeOptions &o, uint8_t *dst, size_t cap, size_t *needed);
+
 // The bytes of an encoded value as a list of segments: header bytes built in an arena, bodies
 // referenced where the caller keeps them (so a fd sink never copies them), and footers that a
 // sink computes over the segments of their hash group.
@@ -231,6 +242,18 @@ struct PacketInfo {
     uint64_t body_size = 0;    // as stored; 0 when unknown (a compressed body not all there)
     uint64_t packet_size = 0;  // 0 when the bytes are too few to tell
 };
+
+// A dense, uncompressed packet, checked as decode() checks it and described without a View
+// (tenso_loads_tensor). Other kinds, and compressed bodies, are UNSUPPORTED_KIND.
+struct DenseView {
+    const uint8_t *data = nullptr;
+    uint64_t nbytes = 0, packet_size = 0;
+    int dtype = 0;
+    uint32_t ndim = 0, flags = 0, version = 0, alignment = 0;
+    uint64_t shape[TENSO_MAX_NDIM];  // ndim entries are set
+};
+DenseView decode_dense(const uint8_t *buf, size_t len, const Limits &limits);
+
 PacketInfo inspect(const uint8_t *buf, size_t len);
 
 }  // namespace tenso

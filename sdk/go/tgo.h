@@ -130,6 +130,28 @@ static inline tgo_info tgo_loads_fast(const void *data, size_t len, tenso_decode
         i.slow = 1;
         return i;
     }
+    /* A plain dense packet: decoded into a struct, no view to allocate or free (1.5). */
+    {
+        tenso_tensor_view tv;
+        uint32_t d;
+        st = tenso_loads_tensor(&tv, data, len, &o);
+        if (st == TENSO_OK) {
+            i.kind = TENSO_KIND_DENSE;
+            i.dtype = tv.dtype;
+            i.ndim = tv.ndim;
+            i.flags = tv.flags;
+            i.version = tv.version;
+            i.alignment = tv.alignment;
+            i.packet_size = tv.packet_size;
+            i.data = tgo_ref_of(tv.data, tv.nbytes, data, len);
+            for (d = 0; d < tv.ndim && d < TENSO_MAX_NDIM; ++d) i.shape[d] = tv.shape[d];
+            return i;
+        }
+        if (st != TENSO_E_UNSUPPORTED_KIND) {
+            i.res = tgo_res_of(st, 0);
+            return i;
+        }
+    }
     st = tenso_loads(&v, data, len, &o);
     if (st != TENSO_OK) {
         i.res = tgo_res_of(st, 0);
@@ -182,6 +204,21 @@ static inline tgo_info tgo_view_entry(const tenso_view *v, uint32_t index, const
     }
     tgo_fill(&i, child, base, len);
     i.key = tgo_ref_of(key, key_len, base, len);
+    return i;
+}
+
+/* The entry of bundle view v named key: its info, or a failure (NOT_FOUND for no such key). */
+static inline tgo_info tgo_view_find(const tenso_view *v, const char *key, size_t key_len, const void *base,
+                                     size_t len) {
+    tgo_info i;
+    const tenso_view *child = NULL;
+    tenso_status st = tenso_view_bundle_find(&child, v, key, key_len);
+    memset(&i, 0, sizeof i);
+    if (st != TENSO_OK) {
+        i.res = tgo_res_of(st, 0);
+        return i;
+    }
+    tgo_fill(&i, child, base, len);
     return i;
 }
 
