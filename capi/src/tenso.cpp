@@ -21,7 +21,9 @@
 namespace tenso::capi {
 
 namespace {
-thread_local std::string t_error;
+// Initial-exec: every call clears it, and the general TLS model would cost each call a
+// __tls_get_addr call (a 32-byte slot fits the static TLS reserve a dlopen()ed library gets).
+thread_local std::string t_error __attribute__((tls_model("initial-exec")));
 }
 
 tenso_status set_error(tenso_status st, const char *msg) noexcept {
@@ -217,7 +219,7 @@ void to_fd(uint64_t *written_out, int fd, const Input &in, const tenso_encode_op
         uint64_t *out, &w;
         ~Report() { if (out) *out = w; }
     } report{written_out, w};
-    plan_for(in, opts, false).write_fd(fd, &w);
+    tenso::encode_to_fd(in, encode_options(opts), fd, &w);
 }
 
 template <class Input>

@@ -835,6 +835,28 @@ DenseView decode_dense(const uint8_t *buf, size_t len, const Limits &limits) {
     return d;
 }
 
+void encode_to_fd(const Value &v, const EncodeOptions &o, int fd, uint64_t *written) {
+    Plan p(o, Plan::Mode::kCompress);
+    p.add(v);
+    p.write_fd(fd, written);
+}
+
+// A small uncompressed tensor is built on the stack and written with one write(): the plan's
+// allocations would cost more than the packet. Larger ones go out vectored, the body never copied.
+void encode_to_fd(const Tensor &t, const EncodeOptions &o, int fd, uint64_t *written) {
+    constexpr size_t kSmall = 4096;
+    if (!o.compress && t.nbytes <= kSmall && o.alignment <= TENSO_DEFAULT_ALIGNMENT) {
+        alignas(64) uint8_t buf[kDenseHeaderMax + TENSO_DEFAULT_ALIGNMENT + kSmall + kFooterLen];
+        size_t n = 0;
+        encode_into(t, o, buf, sizeof buf, &n);
+        write_all(fd, buf, n, written);
+        return;
+    }
+    Plan p(o, Plan::Mode::kCompress);
+    p.add(t);
+    p.write_fd(fd, written);
+}
+
 PacketInfo inspect(const uint8_t *buf, size_t len) {
     Limits lim;
     Node n;

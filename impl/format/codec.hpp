@@ -35,7 +35,7 @@ uint32_t checked_alignment(uint64_t alignment);
 struct Tensor {
     int dtype = 0;
     uint32_t ndim = 0;
-    uint64_t shape[TENSO_MAX_NDIM] = {};
+    uint64_t shape[TENSO_MAX_NDIM];  // ndim entries are set; not zero-filled (encode is hot)
     const uint8_t *data = nullptr;
     uint64_t nbytes = 0;
 };
@@ -75,6 +75,10 @@ size_t dense_header(uint8_t *head, const Tensor &t, const EncodeOptions &o);
 // too, also when cap is too small (then BUFFER_TOO_SMALL).
 size_t encode_into(const Value &v, const EncodeOptions &o, uint8_t *dst, size_t cap, size_t *needed);
 size_t encode_into(const Tensor &t, const EncodeOptions &o, uint8_t *dst, size_t cap, size_t *needed);
+// The packet for a value written to fd completely (sockets without SIGPIPE, EAGAIN waited
+// out); *written counts what went out, also when it fails.
+void encode_to_fd(const Value &v, const EncodeOptions &o, int fd, uint64_t *written);
+void encode_to_fd(const Tensor &t, const EncodeOptions &o, int fd, uint64_t *written);
 
 // The bytes of an encoded value as a list of segments: header bytes built in an arena, bodies
 // referenced where the caller keeps them (so a fd sink never copies them), and footers that a

@@ -14,7 +14,7 @@
 // comes, takes it in (running the task work that posts the completion) and re-arms the poll, so
 // no application thread is ever interrupted on our behalf. Truncation after the check and before
 // the pages are touched still faults: the residual race the system call has too. Where io_uring
-// (5.19 and later for the flag), inotify or /proc are missing or filtered (seccomp, valgrind),
+// (5.19 and later for the flag), inotify or /proc are missing or filtered (seccomp),
 // add() says no and the caller asks for the size every time.
 #pragma once
 

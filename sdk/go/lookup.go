@@ -28,7 +28,9 @@ import (
 // key, found by libtenso (tenso_view_bundle_find) without building the other entries. Data
 // slices alias data, as with Loads. A key that is not there wraps ErrNotFound; a packet that
 // is not a bundle wraps ErrInvalidArgument.
-func LoadsEntry(data []byte, key string) (*Tensor, error) { return DecodeOptions{}.LoadsEntry(data, key) }
+func LoadsEntry(data []byte, key string) (*Tensor, error) {
+	return DecodeOptions{}.LoadsEntry(data, key)
+}
 
 // LoadsEntry is LoadsEntry under these options.
 func (o DecodeOptions) LoadsEntry(data []byte, key string) (*Tensor, error) {

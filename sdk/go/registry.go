@@ -52,8 +52,8 @@ func ParseKind(name string) (Kind, error) {
 	return 0, &Error{Status: ErrInvalidArgument, Op: "ParseKind", Message: fmt.Sprintf("unknown kind name %q", name)}
 }
 
-func dtypeKind(d DType) Kind     { return Kind(C.tenso_dtype_kind(C.tenso_dtype(d))) }
-func dtypeBits(d DType) int      { return int(C.tenso_dtype_bits(C.tenso_dtype(d))) }
+func dtypeKind(d DType) Kind { return Kind(C.tenso_dtype_kind(C.tenso_dtype(d))) }
+func dtypeBits(d DType) int  { return int(C.tenso_dtype_bits(C.tenso_dtype(d))) }
 func backendName(b GPUBackend) string {
 	return C.GoString(C.tenso_gpu_backend_name(C.uint32_t(b)))
 }
