@@ -71,7 +71,7 @@ func TestLoadsEntry(t *testing.T) {
 		t.Fatalf("entry b: %v %v", v, err)
 	}
 	_, err = LoadsEntry(pkt, "zz")
-	wantStatus(t, "missing key", err, ErrNotFound)
+	wantStatus(t, "missing key", err, ErrInvalidArgument)
 	_, err = LoadsEntry(must(Dumps(Vector([]int32{1}))), "a")
 	wantStatus(t, "not a bundle", err, ErrInvalidArgument)
 }

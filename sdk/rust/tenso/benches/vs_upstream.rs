@@ -7,7 +7,10 @@
 //! Method: the two crates' calls are timed in interleaved rounds (A, B, A, B, ...), so drift on
 //! a shared machine hits both alike; each round times enough calls for ~2 ms, and the median of
 //! the rounds is reported, with the ratio ours / upstream (below 1.0: we are faster).
-//! `TENSO_BENCH_QUICK=1` shortens it (fewer rounds, sizes up to 1 MiB).
+//! `TENSO_BENCH_QUICK=1` shortens it (fewer rounds, sizes up to 1 MiB). On a shared machine,
+//! count instructions instead: `TENSO_BENCH_COUNT=plain` (or `integrity`) makes 10,000 untimed calls of each at
+//! 1 KiB, and `valgrind --tool=callgrind --toggle-collect='*ours_dumps_into*'` (or
+//! `upstream_dumps_into`, `ours_loads_tensor`, `ours_loads`, `upstream_decode`) counts one.
 use std::hint::black_box;
 use std::time::Instant;
 
@@ -45,6 +48,32 @@ fn pair(rounds: usize, mut a: impl FnMut(), mut b: impl FnMut()) -> (f64, f64) {
     (median(&mut ta), median(&mut tb))
 }
 
+// The calls compared, each in a function of its own, so that an instruction counter can be
+// pointed at exactly one of them (valgrind --tool=callgrind --toggle-collect='*ours_dumps_into*').
+#[inline(never)]
+fn ours_dumps_into(opts: &Options, t: &Tensor, dst: &mut [u8]) -> usize {
+    opts.dumps_into(black_box(t), dst).unwrap()
+}
+#[inline(never)]
+fn upstream_dumps_into(spec: &upstream::ArraySpec, dst: &mut [u8], opts: &upstream::EncodeOpts) -> usize {
+    upstream::encode_dense_into(black_box(spec), dst, opts).unwrap()
+}
+#[inline(never)]
+fn ours_loads_tensor(dec: &DecodeOptions, p: &[u8]) -> usize {
+    dec.loads_tensor(black_box(p)).unwrap().bytes().len()
+}
+#[inline(never)]
+fn ours_loads(dec: &DecodeOptions, p: &[u8]) -> usize {
+    dec.loads(black_box(p)).unwrap().nbytes() as usize
+}
+#[inline(never)]
+fn upstream_decode(p: &[u8]) -> usize {
+    match upstream::decode(black_box(p)).unwrap() {
+        upstream::Decoded::Dense(t) => t.body.len(),
+        _ => 0,
+    }
+}
+
 fn fmt_ns(ns: f64) -> String {
     if ns < 1e3 {
         format!("{ns:.1} ns")
@@ -70,7 +99,17 @@ fn main() {
         load.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
     );
     println!("{:>8}  {:<34} {:>11} {:>11}   {:>6}", "size", "operation", "ours", "upstream", "ratio");
-    let sizes: &[usize] = if quick { &[1 << 10, 64 << 10, 1 << 20] } else { &[1 << 10, 64 << 10, 1 << 20, 64 << 20] };
+    // TENSO_BENCH_COUNT=plain: 10,000 untimed calls of each, 1 KiB only, for
+    // valgrind --tool=callgrind --toggle-collect='*ours_dumps_into*' (and the others above).
+    // (TENSO_BENCH_COUNT=integrity: the packets with a footer, else without.)
+    let counting = std::env::var("TENSO_BENCH_COUNT").ok();
+    let sizes: &[usize] = if counting.is_some() {
+        &[1 << 10]
+    } else if quick {
+        &[1 << 10, 64 << 10, 1 << 20]
+    } else {
+        &[1 << 10, 64 << 10, 1 << 20, 64 << 20]
+    };
     for &bytes in sizes {
         let n = bytes / 4;
         let data: Vec<f32> = (0..n).map(|i| ((i * 7919) % 2000) as f32 * 0.001 - 1.0).collect();
@@ -96,39 +135,49 @@ fn main() {
                 _ => panic!("upstream decoded another kind"),
             }
             let tag = if integrity { " +integrity" } else { "" };
+            let dec = DecodeOptions::new();
+            if let Some(which) = &counting {
+                if (which == "integrity") != integrity {
+                    continue;
+                }
+                // One fixed number of calls each, untimed: for an instruction counter.
+                for _ in 0..10_000 {
+                    black_box(ours_dumps_into(&opts, &ours_t, &mut dst_a));
+                    black_box(upstream_dumps_into(&spec, &mut dst_b, &up_opts));
+                    black_box(ours_loads_tensor(&dec, &dst_a[..la]));
+                    black_box(ours_loads(&dec, &dst_a[..la]));
+                    black_box(upstream_decode(&dst_b[..lb]));
+                }
+                continue;
+            }
             let (a, b) = pair(
                 rounds,
                 || {
-                    black_box(opts.dumps_into(black_box(&ours_t), &mut dst_a).unwrap());
+                    black_box(ours_dumps_into(&opts, &ours_t, &mut dst_a));
                 },
                 || {
-                    black_box(upstream::encode_dense_into(black_box(&spec), &mut dst_b, &up_opts).unwrap());
+                    black_box(upstream_dumps_into(&spec, &mut dst_b, &up_opts));
                 },
             );
             row(&size, &format!("dumps_into{tag}"), a, b);
             let (pa, pb) = (&dst_a[..la], &dst_b[..lb]);
-            let dec = DecodeOptions::new();
             let (a, b) = pair(
                 rounds,
                 || {
-                    black_box(dec.loads_tensor(black_box(pa)).unwrap().bytes().len());
+                    black_box(ours_loads_tensor(&dec, pa));
                 },
                 || {
-                    if let upstream::Decoded::Dense(t) = upstream::decode(black_box(pb)).unwrap() {
-                        black_box(t.body.len());
-                    }
+                    black_box(upstream_decode(pb));
                 },
             );
             row(&size, &format!("loads_tensor{tag}"), a, b);
             let (a, b) = pair(
                 rounds,
                 || {
-                    black_box(dec.loads(black_box(pa)).unwrap().nbytes());
+                    black_box(ours_loads(&dec, pa));
                 },
                 || {
-                    if let upstream::Decoded::Dense(t) = upstream::decode(black_box(pb)).unwrap() {
-                        black_box(t.body.len());
-                    }
+                    black_box(upstream_decode(pb));
                 },
             );
             row(&size, &format!("loads (allocated view){tag}"), a, b);
