@@ -120,6 +120,21 @@ Pool &pool() {
     return *p;
 }
 
+// A large buffer: an anonymous mapping reserved without commitment, so its pages are backed
+// only as they are written (a stream header's claim, within the limits, costs address space
+// until the bytes arrive) and malloc never sees it; 2 MiB aligned (sz is a multiple of 2 MiB)
+// and asked for transparent huge pages.
+uint8_t *map_large(size_t sz) {
+    const size_t span = sz + kHuge;
+    void *m = ::mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED) throw std::bad_alloc();
+    const uintptr_t a = reinterpret_cast<uintptr_t>(m), p = (a + kHuge - 1) & ~uintptr_t(kHuge - 1);
+    if (p > a) ::munmap(m, p - a);
+    if (a + span > p + sz) ::munmap(reinterpret_cast<void *>(p + sz), a + span - (p + sz));
+    ::madvise(reinterpret_cast<void *>(p), sz, MADV_HUGEPAGE);  // advisory: failure changes nothing
+    return reinterpret_cast<uint8_t *>(p);
+}
+
 }  // namespace
 
 uint8_t *alloc_bytes(size_t n) {
@@ -137,42 +152,44 @@ uint8_t *alloc_bytes(size_t n) {
             return p;
         }
     }
-    void *p = std::aligned_alloc(align, sz);
-    if (!p) throw std::bad_alloc();
-    if (align == kHuge) ::madvise(p, sz, MADV_HUGEPAGE);  // advisory: failure changes nothing
-    if (sz >= kPoolMin) {
-        Pool &pl = pool();
-        std::lock_guard<std::mutex> lock(pl.mu);
-        try {
-            pl.live.emplace_back(static_cast<uint8_t *>(p), sz);
-        } catch (...) {
-            std::free(p);
-            throw;
-        }
+    if (sz < kPoolMin) {
+        void *p = std::aligned_alloc(align, sz);
+        if (!p) throw std::bad_alloc();
+        if (align == kHuge) ::madvise(p, sz, MADV_HUGEPAGE);  // advisory: failure changes nothing
+        return static_cast<uint8_t *>(p);
     }
-    return static_cast<uint8_t *>(p);
+    uint8_t *p = map_large(sz);
+    Pool &pl = pool();
+    std::lock_guard<std::mutex> lock(pl.mu);
+    try {
+        pl.live.emplace_back(p, sz);
+    } catch (...) {
+        ::munmap(p, sz);
+        throw;
+    }
+    return p;
 }
 
 void free_bytes(void *p) noexcept {
     if (!p) return;
     uint8_t *q = static_cast<uint8_t *>(p);
-    uint8_t *drop[kKeep + 1];  // never allocates: deleters call this
+    std::pair<uint8_t *, size_t> drop[kKeep + 1];  // never allocates: deleters call this
     size_t drops = 0;
     {
         Pool &pl = pool();
         std::lock_guard<std::mutex> lock(pl.mu);
         auto it = std::find_if(pl.live.begin(), pl.live.end(), [&](const auto &b) { return b.first == q; });
         if (it == pl.live.end()) {
-            drop[drops++] = q;  // not a pooled size (or not from alloc_bytes)
+            drop[drops++] = {q, 0};  // not a pooled size (or not from alloc_bytes): malloc's
         } else {
             const size_t sz = it->second;
             pl.live.erase(it);
             if (sz > kKeepBytes) {
-                drop[drops++] = q;
+                drop[drops++] = {q, sz};
             } else {
                 // Make room: the oldest kept buffers go back to the system.
                 while (!pl.kept.empty() && (pl.kept.size() >= kKeep || pl.kept_bytes + sz > kKeepBytes)) {
-                    drop[drops++] = pl.kept.front().first;
+                    drop[drops++] = pl.kept.front();
                     pl.kept_bytes -= pl.kept.front().second;
                     pl.kept.erase(pl.kept.begin());
                 }
@@ -181,7 +198,10 @@ void free_bytes(void *p) noexcept {
             }
         }
     }
-    for (size_t i = 0; i < drops; ++i) std::free(drop[i]);  // outside the lock
+    for (size_t i = 0; i < drops; ++i) {  // outside the lock
+        if (drop[i].second) ::munmap(drop[i].first, drop[i].second);
+        else std::free(drop[i].first);
+    }
 }
 
 std::shared_ptr<uint8_t> alloc_aligned(size_t n) {

@@ -177,8 +177,10 @@ private:
 
 
 
-// 64-byte aligned heap memory (huge-page backed when large), released with free_bytes(). Large
-// buffers come from a small pool that keeps the pages of recently freed ones.
+// 64-byte aligned memory, released with free_bytes(). Large buffers (4 MiB and up) are 2 MiB
+// aligned anonymous mappings, reserved without commitment (pages are backed as they are
+// written) and asked for huge pages; they come from a small pool that keeps the pages of
+// recently freed ones.
 uint8_t *alloc_bytes(size_t n);
 // Releases alloc_bytes() memory (a large buffer may be kept for reuse); any other malloc'd
 // pointer, and nullptr, are accepted too and go to free().

@@ -603,10 +603,11 @@ public:
             const Bytes whole = golden(name);
             Bytes flipped = whole;
             if (!flipped.empty()) flipped[flipped.size() - 9] ^= 0x40;  // last body byte of a footed packet
-            for (const Bytes *pkt : {&whole, &flipped}) {
+            for (const Bytes *pkt : {&whole, static_cast<const Bytes *>(&flipped)}) {
                 for (size_t len : {pkt->size(), pkt->size() / 2, size_t(9)}) {
                     if (len > pkt->size()) continue;
-                    for (const tenso_decode_options *o : {static_cast<const tenso_decode_options *>(nullptr), &skip}) {
+                    for (const tenso_decode_options *o : {static_cast<const tenso_decode_options *>(nullptr),
+                                                          static_cast<const tenso_decode_options *>(&skip)}) {
                         const std::string what = name + " (" + std::to_string(len) + " bytes" +
                                                  (pkt == &flipped ? ", flipped" : "") + (o ? ", skip checksum)" : ")");
                         ViewPtr v;

@@ -316,7 +316,7 @@ pub(crate) fn copy_elements<T: Element>(v: &ViewRef, bytes: &[u8]) -> Result<Vec
 /// of memory another handle maps can change after a check, and a `&[bool]` holding a byte
 /// other than 0 or 1 is undefined behaviour. A view cannot tell where its memory came from,
 /// so every `bool` body is copied and validated ([`ViewRef::to_vec`], [`ViewRef::values`]).
-fn typed_slice<'x, T: Element>(bytes: &'x [u8]) -> Result<&'x [T]> {
+fn typed_slice<T: Element>(bytes: &[u8]) -> Result<&[T]> {
     if T::DTYPE == Dtype::Bool {
         return Err(Error::new(
             ErrorKind::UnsupportedKind,
@@ -339,8 +339,8 @@ fn typed_slice<'x, T: Element>(bytes: &'x [u8]) -> Result<&'x [T]> {
         ));
     }
     // SAFETY: dtype checked by the caller (so the length is a whole number of T), aligned,
-    // not bool (every byte pattern of the other element types is valid); borrowed for 'x
-    // like `bytes`.
+    // not bool (every byte pattern of the other element types is valid); borrowed
+    // as long as `bytes`.
     Ok(unsafe { std::slice::from_raw_parts(bytes.as_ptr().cast::<T>(), bytes.len() / std::mem::size_of::<T>()) })
 }
 
