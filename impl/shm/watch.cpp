@@ -139,6 +139,7 @@ namespace {
 std::mutex g_mu;
 std::atomic<SizeWatch *> g_watch{nullptr};
 std::atomic<bool> g_dead{false};  // the watcher thread stopped: nothing is reported any more
+bool g_child = false;              // a forked child: no watcher thread (under g_mu)
 
 void *watcher(void *arg) {
     static_cast<SizeWatch::Ring *>(arg)->run();
@@ -171,14 +172,14 @@ SizeWatch &SizeWatch::get() {
     std::lock_guard<std::mutex> l(g_mu);
     if (SizeWatch *w = g_watch.load(std::memory_order_acquire)) return *w;
     static const bool once = [] {
-        // A forked child has no watcher thread: it starts without a watch (its objects are
-        // checked every time) and makes its own on first use. The parent's ring and
-        // descriptors stay as they are; closing them would not touch the parent's.
+        // A forked child has no watcher thread, and starts none: a child of a threaded parent
+        // should not start threads (sanitizers refuse it), so its objects are checked every
+        // time. The parent's ring and descriptors stay as they are.
         ::pthread_atfork([] { g_mu.lock(); }, [] { g_mu.unlock(); },
                          [] {
                              g_mu.unlock();
                              g_watch.store(nullptr, std::memory_order_relaxed);
-                             g_dead = false;
+                             g_child = true;
                              ++size_watch_forks;
                          });
         return true;
@@ -186,7 +187,7 @@ SizeWatch &SizeWatch::get() {
     (void)once;
     auto *w = new SizeWatch;  // never destroyed: mappings may be released during exit
     std::unique_ptr<Ring> r(new Ring);
-    if (r->open() && start_watcher(r.get())) w->ring_ = r.release();
+    if (!g_child && r->open() && start_watcher(r.get())) w->ring_ = r.release();
     g_watch.store(w, std::memory_order_release);
     return *w;
 }

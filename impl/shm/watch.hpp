@@ -25,7 +25,8 @@ namespace tenso {
 
 class SizeWatch {
 public:
-    // The process's watch, created on first use (again in a forked child). Thread-safe.
+    // The process's watch, created on first use (a forked child gets one that watches
+    // nothing: its objects are checked every time). Thread-safe.
     static SizeWatch &get();
     // Starts watching the object open on fd: a watch id, or -1 when the kernel cannot report
     // its changes (then check its size on every use).
