@@ -26,8 +26,8 @@ import (
 
 // LoadsEntry decodes the bundle packet at the start of data and returns only its entry named
 // key, found by libtenso (tenso_view_bundle_find) without building the other entries. Data
-// slices alias data, as with Loads. A key that is not there, and a packet that is not a
-// bundle, wrap ErrInvalidArgument (libtenso's status for them; the message says which).
+// slices alias data, as with Loads. A key that is not there wraps ErrInvalidArgument ("key
+// not found", libtenso's status for it); a packet that is not a bundle, ErrUnsupportedKind.
 func LoadsEntry(data []byte, key string) (*Tensor, error) {
 	return DecodeOptions{}.LoadsEntry(data, key)
 }

@@ -73,7 +73,7 @@ func TestLoadsEntry(t *testing.T) {
 	_, err = LoadsEntry(pkt, "zz")
 	wantStatus(t, "missing key", err, ErrInvalidArgument)
 	_, err = LoadsEntry(must(Dumps(Vector([]int32{1}))), "a")
-	wantStatus(t, "not a bundle", err, ErrInvalidArgument)
+	wantStatus(t, "not a bundle", err, ErrUnsupportedKind)
 }
 
 // Loads takes libtenso's struct path for plain dense packets and its view path for the rest;
