@@ -5,16 +5,9 @@ package tenso
 /*
 #include "tgo.h"
 static inline tgo_info tgo_read_fd(int fd, tenso_decode_options o) {
-    tgo_info i;
     tenso_view *v = NULL;
     tenso_status st = tenso_read_fd(&v, fd, &o);
-    memset(&i, 0, sizeof i);
-    if (st != TENSO_OK) {
-        i.res = tgo_res_of(st, 0);
-        return i;
-    }
-    tgo_fill(&i, v, NULL, 0);
-    return i;
+    return tgo_owned_view(st, v);
 }
 */
 import "C"

@@ -7,11 +7,6 @@ package tenso
 */
 import "C"
 
-import (
-	"fmt"
-	"runtime"
-)
-
 // The dtype and kind registry, asked of libtenso: a dtype or kind the library adds is listed,
 // named and classified here with no change to this package.
 
@@ -40,16 +35,12 @@ func Kinds() []Kind {
 // ParseKind returns the kind with the given name (the inverse of Kind.String;
 // tenso_kind_from_name). Unknown names give an error wrapping ErrInvalidArgument.
 func ParseKind(name string) (Kind, error) {
-	cn, keep, err := cpath(name, "ParseKind")
-	if err == nil {
+	code, err := codeFromName(name, "ParseKind", "kind", ErrInvalidArgument, func(cn *C.char) (int32, C.tenso_status) {
 		var k C.tenso_kind
 		st := C.tenso_kind_from_name(&k, cn)
-		runtime.KeepAlive(keep)
-		if st == C.TENSO_OK {
-			return Kind(k), nil
-		}
-	}
-	return 0, &Error{Status: ErrInvalidArgument, Op: "ParseKind", Message: fmt.Sprintf("unknown kind name %q", name)}
+		return int32(k), st
+	})
+	return Kind(code), err
 }
 
 func dtypeKind(d DType) Kind { return Kind(C.tenso_dtype_kind(C.tenso_dtype(d))) }

@@ -207,12 +207,9 @@ static inline tgo_info tgo_view_entry(const tenso_view *v, uint32_t index, const
     return i;
 }
 
-/* The entry of bundle view v named key: its info, or a failure (NOT_FOUND for no such key). */
-static inline tgo_info tgo_view_find(const tenso_view *v, const char *key, size_t key_len, const void *base,
-                                     size_t len) {
+/* A child view (component, found entry) as info, or the failure that gave none. */
+static inline tgo_info tgo_child_info(tenso_status st, const tenso_view *child, const void *base, size_t len) {
     tgo_info i;
-    const tenso_view *child = NULL;
-    tenso_status st = tenso_view_bundle_find(&child, v, key, key_len);
     memset(&i, 0, sizeof i);
     if (st != TENSO_OK) {
         i.res = tgo_res_of(st, 0);
@@ -223,16 +220,17 @@ static inline tgo_info tgo_view_find(const tenso_view *v, const char *key, size_
 }
 
 static inline tgo_info tgo_view_component(const tenso_view *v, uint32_t index, const void *base, size_t len) {
-    tgo_info i;
     const tenso_view *child = NULL;
     tenso_status st = tenso_view_component(&child, v, index);
-    memset(&i, 0, sizeof i);
-    if (st != TENSO_OK) {
-        i.res = tgo_res_of(st, 0);
-        return i;
-    }
-    tgo_fill(&i, child, base, len);
-    return i;
+    return tgo_child_info(st, child, base, len);
+}
+
+/* The entry of bundle view v named key (INVALID_ARGUMENT "key not found" when none). */
+static inline tgo_info tgo_view_find(const tenso_view *v, const char *key, size_t key_len, const void *base,
+                                     size_t len) {
+    const tenso_view *child = NULL;
+    tenso_status st = tenso_view_bundle_find(&child, v, key, key_len);
+    return tgo_child_info(st, child, base, len);
 }
 
 /* Which entries of a bundle form a ragged array: res.status TENSO_OK and the indices, or the
