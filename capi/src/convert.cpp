@@ -234,4 +234,17 @@ void fill(tenso_archive_entry *out, const ArchiveEntry &in) {
     out->xxh3 = in.xxh3;
 }
 
+void fill(tenso_tensor_view *out, const DenseView &in) {
+    out->data = in.data;
+    out->nbytes = in.nbytes;
+    out->packet_size = in.packet_size;
+    out->dtype = in.dtype;
+    out->ndim = in.ndim;
+    out->flags = in.flags;
+    out->version = in.version;
+    out->alignment = in.alignment;
+    out->reserved = 0;
+    std::memcpy(out->shape, in.shape, sizeof(uint64_t) * in.ndim);
+}
+
 }  // namespace tenso::capi

@@ -453,16 +453,18 @@ int kind_from_name(const std::string &name) {
 }
 
 uint64_t checked_numel(const uint64_t *shape, uint32_t ndim, uint64_t max_elements) {
+    // One pass, multiplications with an overflow flag rather than a division per dimension
+    // (this runs on every encode and decode): the product of dims that overflows, or exceeds
+    // the limit, fails; any zero dim makes an empty tensor, whatever the other dims say.
     uint64_t n = 1;
+    bool zero = false, over = false;
     for (uint32_t i = 0; i < ndim; ++i) {
-        if (shape[i] == 0) return 0;  // an empty tensor, whatever the other dims say
+        zero |= shape[i] == 0;
+        over |= __builtin_mul_overflow(n, shape[i], &n);
     }
-    for (uint32_t i = 0; i < ndim; ++i) {
-        if (shape[i] > max_elements || n > max_elements / shape[i])
-            fail(TENSO_E_TOO_MANY_ELEMENTS,
-                 "shape has more than " + num(max_elements) + " elements");
-        n *= shape[i];
-    }
+    if (zero) return 0;
+    if (over || n > max_elements)
+        fail(TENSO_E_TOO_MANY_ELEMENTS, "shape has more than " + num(max_elements) + " elements");
     return n;
 }
 

@@ -679,6 +679,38 @@ TENSO_API tenso_status tenso_loads(tenso_view **out, const void *data, size_t le
 /** Frees a view and its children; NULL is accepted. Child views must not be freed. @since 1.0 */
 TENSO_API void tenso_view_free(tenso_view *v);
 
+/**
+ * A dense tensor decoded into memory the caller provides (tenso_loads_tensor): a plain struct,
+ * nothing to free. `data` points into the packet bytes given to the call and is valid exactly as
+ * long as they are, unchanged; the shape is held in the struct.
+ * @since 1.5
+ */
+typedef struct tenso_tensor_view {
+    const void *data;       /* the body, C-contiguous, in the caller's bytes; NULL when empty */
+    uint64_t nbytes;        /* body bytes: shape x itemsize */
+    uint64_t packet_size;   /* the packet's exact length, integrity footer included */
+    tenso_dtype dtype;
+    uint32_t ndim;
+    uint32_t flags;         /* header flags as on the wire (TENSO_FLAG_*) */
+    uint32_t version;       /* wire version the packet was written with (1 to 4) */
+    uint32_t alignment;     /* declared body alignment, relative to the packet start */
+    uint32_t reserved;      /* 0 */
+    uint64_t shape[TENSO_MAX_NDIM];  /* ndim entries are set */
+} tenso_tensor_view;
+
+/**
+ * tenso_loads for a dense tensor, into the caller's struct instead of an allocated view: the
+ * small-packet path (no allocation, no free call, the fields read in place). Checks exactly
+ * what tenso_loads checks, the integrity footer included (unless TENSO_DECODE_SKIP_CHECKSUM),
+ * with the same statuses. A packet of any other kind, or a compressed dense packet (whose body
+ * needs memory to decompress into), is TENSO_E_UNSUPPORTED_KIND: decode those with tenso_loads.
+ * *out is written only on success.
+ * @param opts  NULL for defaults.
+ * @since 1.5
+ */
+TENSO_API tenso_status tenso_loads_tensor(tenso_tensor_view *out, const void *data, size_t len,
+                                          const tenso_decode_options *opts);
+
 /* Accessors. They accept NULL and then return 0 / NULL. Pointers are borrowed from the view. */
 /** @since 1.0 */ TENSO_API tenso_kind tenso_view_kind(const tenso_view *v);
 /** @since 1.0 */ TENSO_API tenso_dtype tenso_view_dtype(const tenso_view *v);
