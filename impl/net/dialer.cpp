@@ -11,18 +11,26 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 
+#include <openssl/err.h>
+#include <openssl/x509.h>
+
 #include "io/io.hpp"
 #include "net/fdpass.hpp"
+#include "net/value.hpp"
 
 namespace tenso::net {
+
+Outbound::Outbound(Node::Impl &n) : ctl(decoder_config(n.clim)), val(decoder_config(n.vlim)) {
+    sock.counter_in = &n.bytes_received;
+    sock.counter_out = &n.bytes_sent;
+    sock.fd_budget = &n.fds;
+}
 
 std::unique_ptr<Outbound> Node::Impl::dial(const Address &a, const Waker &w, const Deadline &d) {
     if (a.scheme != Address::kTls && !opts.plaintext)
         fail(TENSO_E_INVALID_ARGUMENT, "plaintext peer " + a.key() + " without TENSO_NODE_ALLOW_PLAINTEXT");
-    std::unique_ptr<Outbound> c(new Outbound(opts));
+    std::unique_ptr<Outbound> c(new Outbound(*this));
     c->addr = a;
-    c->sock.counter_in = &bytes_received;
-    c->sock.counter_out = &bytes_sent;
     auto connect_one = [&](int family, const sockaddr *sa, socklen_t sl) {
         const int fd = ::socket(family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (fd < 0) sys_fail(TENSO_E_IO, "socket");
@@ -44,25 +52,29 @@ std::unique_ptr<Outbound> Node::Impl::dial(const Address &a, const Waker &w, con
         c->sock.unix_ = true;
         c->sock.peer = "unix:";
     } else {
-        addrinfo hints{}, *res = nullptr;
-        hints.ai_socktype = SOCK_STREAM;
-        const int r = getaddrinfo(a.host.c_str(), a.port.c_str(), &hints, &res);
-        if (r != 0 || !res) fail(TENSO_E_BAD_ADDRESS, "cannot resolve '" + a.host + "': " + gai_strerror(r));
-        std::unique_ptr<addrinfo, void (*)(addrinfo *)> hold(res, freeaddrinfo);
+        const Resolved res = resolve(a.host, a.port, w, d);
         connect_one(res->ai_family, res->ai_addr, res->ai_addrlen);
         const int one = 1;
         setsockopt(c->sock.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         if (a.scheme == Address::kTls) {
             c->sock.ssl = new_ssl(tls->client(), c->sock.fd);
             SSL_set_connect_state(c->sock.ssl);
+            pin_peer(c->sock.ssl, &a.fingerprint);
             for (;;) {
                 const int h = SSL_do_handshake(c->sock.ssl);
                 if (h == 1) break;
                 const int err = SSL_get_error(c->sock.ssl, h);
                 if (err == SSL_ERROR_WANT_READ) w.wait(c->sock.fd, POLLIN, d);
                 else if (err == SSL_ERROR_WANT_WRITE) w.wait(c->sock.fd, POLLOUT, d);
-                else c->sock.ssl_fail(err, "TLS handshake");
+                else if (SSL_get_verify_result(c->sock.ssl) == X509_V_ERR_APPLICATION_VERIFICATION) {
+                    ERR_clear_error();
+                    fail(TENSO_E_AUTH, "the peer's key is not the one in its address " + a.key() +
+                                           " (refused during the handshake, before this node showed its certificate)");
+                } else {
+                    c->sock.ssl_fail(err, "TLS handshake");
+                }
             }
+            pin_peer(c->sock.ssl, nullptr);
             c->sock.peer = tls->check_peer(c->sock.ssl, a.fingerprint, false);
         }
     }
@@ -70,8 +82,12 @@ std::unique_ptr<Outbound> Node::Impl::dial(const Address &a, const Waker &w, con
     return c;
 }
 
-Control Node::Impl::call(Outbound &c, Outgoing &out, const Waker &w, const Deadline &d) {
+Control Node::Impl::call(Outbound &c, Outgoing &out, bool get, const Waker &w, const Deadline &d) {
     out.start();
+    // A cancel that came while the request was prepared (a large value copied into a memfd, a
+    // dial) is honoured before anything is handed over: over unix:// the first write passes
+    // the whole value as a descriptor.
+    w.check();
     try {
         for (;;) {
             const Io r = out.pump(c.sock);
@@ -99,39 +115,50 @@ Control Node::Impl::call(Outbound &c, Outgoing &out, const Waker &w, const Deadl
         if (r == Io::kDone) {
             Control reply = parse_control(*v, opts.max_name_bytes);
             if (reply.op == Op::kError) fail(reply.status, "the peer refused: " + reply.message);
-            // One request is outstanding: an `ok` for more is out of step.
+            // Only the answer the request expects: anything else is a peer out of step (the
+            // caller drops the connection). One request is outstanding: an `ok` for more is too.
+            const bool expected = get ? (reply.op == Op::kValue || reply.op == Op::kValueFd)
+                                      : (reply.op == Op::kOk && reply.length <= 1);
             if (reply.op == Op::kOk && reply.length > 1) fail(TENSO_E_MALFORMED, "the peer acknowledged more pushes than were sent");
+            if (!expected) fail(TENSO_E_MALFORMED, std::string("the peer answered a ") + (get ? "get" : "push") + " out of step");
             return reply;
         }
         if (r == Io::kEof) fail(TENSO_E_CONNECTION, "the peer closed the connection");
-        w.wait(c.sock.fd, r == Io::kWantWrite ? POLLOUT : POLLIN, d);
+        try {
+            w.wait(c.sock.fd, r == Io::kWantWrite ? POLLOUT : POLLIN, d);
+        } catch (const Error &e) {
+            if (e.status() != TENSO_E_TIMEOUT || get) throw;
+            // The push is written whole: the peer holds it and has not queued it.
+            fail(TENSO_E_TIMEOUT, "timed out after " + std::to_string(d.ms) + " ms waiting for " + c.addr.key() +
+                                      " to acknowledge the push: it has all of it, but its receive queue is full (its "
+                                      "max_queued / max_queued_bytes) and nothing receives from it; the timeout is "
+                                      "the call's, else this node's io_timeout_ms");
+        }
     }
 }
 
 std::unique_ptr<View> Node::Impl::read_value(Outbound &c, const Control &reply, const Waker &w, const Deadline &d) {
+    if (reply.length > opts.max_packet_bytes) fail(TENSO_E_LIMIT, "the value is larger than max_packet_bytes");
+    if (reply.length == 0) fail(TENSO_E_MALFORMED, "a value of 0 bytes");
     if (reply.op == Op::kValueFd) {
-        if (!c.sock.unix_ || c.sock.fds.empty()) fail(TENSO_E_MALFORMED, "value-fd without a descriptor");
-        const int fd = c.sock.fds.front();
-        c.sock.fds.pop_front();
-        std::unique_ptr<View> v;
+        const int fd = c.sock.take_fd();
+        if (fd < 0) fail(TENSO_E_MALFORMED, "value-fd without a descriptor");
+        std::unique_ptr<View> raw;
         try {
-            v = view_from_fd(fd, reply.offset, reply.length, vlim);
+            raw = packet_from_fd(fd, reply.offset, reply.length, vlim);
         } catch (...) {
             ::close(fd);
             throw;
         }
         ::close(fd);
-        return v;
+        Scanned s = scan_received(std::move(raw), vlim);
+        return bind_received(s, vlim);
     }
-    if (reply.op != Op::kValue) fail(TENSO_E_MALFORMED, "unexpected reply to a request");
-    if (reply.length > opts.max_packet_bytes) fail(TENSO_E_LIMIT, "the value is larger than max_packet_bytes");
+    c.val.expect(size_t(reply.length));  // the announcement is the value's limit
     for (;;) {
         std::unique_ptr<View> v;
         const Io r = c.reader.frame(c.sock, c.val, &v);
-        if (r == Io::kDone) {
-            if (v->packet_size != reply.length) fail(TENSO_E_MALFORMED, "the value's length is not the one announced");
-            return v;
-        }
+        if (r == Io::kDone) return v;
         if (r == Io::kEof) fail(TENSO_E_CONNECTION, "the peer closed the connection before the value");
         w.wait(c.sock.fd, r == Io::kWantWrite ? POLLOUT : POLLIN, d);
     }
@@ -183,7 +210,7 @@ void Node::send(const std::string &addr, const std::string &name, const Payload 
     prepare_push(pp, call.addr, name, p, n.opts);
     std::unique_ptr<Outbound> conn = n.checkout(call.addr, call.w, call.d);
     try {
-        n.call(*conn, pp.out, call.w, call.d);
+        n.call(*conn, pp.out, false, call.w, call.d);
     } catch (...) {
         n.discard(std::move(conn));
         throw;
@@ -205,7 +232,7 @@ std::unique_ptr<View> Node::request(const std::string &addr, const std::string &
     std::unique_ptr<Outbound> conn = n.checkout(a, w, d);
     std::unique_ptr<View> v;
     try {
-        const Control reply = n.call(*conn, out, w, d);
+        const Control reply = n.call(*conn, out, true, w, d);
         v = n.read_value(*conn, reply, w, d);
     } catch (const Error &e) {
         // "Not found" leaves the connection in step; anything else may not.

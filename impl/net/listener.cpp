@@ -84,23 +84,32 @@ void Node::Impl::bind_listeners(const std::vector<Address> &addrs) {
 void Node::Impl::accept_next(Listener &l) {
     l.sd->async_wait(asio::posix::stream_descriptor::wait_read, [this, &l](const asio::error_code &ec) {
         if (ec || stopped) return;
-        on_accept(l);
+        if (on_accept(l)) accept_next(l);
+        else pause_accepting(l);
+    });
+}
+
+// Out of descriptors (EMFILE, ENFILE) or memory, the listener stays readable: waiting on it again
+// at once would spin. It waits kAcceptPauseMs instead (the connections past their deadlines
+// are closed meanwhile), then accepts what it can.
+void Node::Impl::pause_accepting(Listener &l) {
+    constexpr int kAcceptPauseMs = 100;
+    if (!l.pause) l.pause.reset(new asio::steady_timer(*io));
+    l.pause->expires_after(std::chrono::milliseconds(kAcceptPauseMs));
+    l.pause->async_wait([this, &l](const asio::error_code &ec) {
+        if (ec || stopped) return;
         accept_next(l);
     });
 }
 
-void Node::Impl::on_accept(Listener &l) {
+bool Node::Impl::on_accept(Listener &l) {
     for (;;) {
         sockaddr_storage ss{};
         socklen_t sl = sizeof ss;
         const int fd = ::accept4(l.fd, reinterpret_cast<sockaddr *>(&ss), &sl, SOCK_CLOEXEC | SOCK_NONBLOCK);
-        if (fd < 0) return;  // EAGAIN, or a transient error: wait for the next
-        std::lock_guard<std::mutex> g(in_mu);
-        if (inbound.size() >= opts.max_connections) {
-            refused.fetch_add(1);
-            if (l.addr.scheme != Address::kTls) refuse_over_limit(fd);
-            ::close(fd);
-            continue;
+        if (fd < 0) {
+            // EAGAIN, or a connection that went away: wait for the next. Out of resources: pause.
+            return !(errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM);
         }
         std::string peer = "unix:";
         if (ss.ss_family == AF_INET || ss.ss_family == AF_INET6) {
@@ -119,48 +128,91 @@ void Node::Impl::on_accept(Listener &l) {
             }
             peer = "tcp://" + host_text(host) + ":" + std::to_string(port);
         }
+        std::lock_guard<std::mutex> g(in_mu);
+        // Every newcomer is unauthenticated: when the pre-auth slots are all taken, the oldest
+        // holder goes (a peer that completes its handshake needs a slot only for that long).
+        if (unauthenticated >= pre_auth_slots(opts)) {
+            std::shared_ptr<Inbound> oldest;
+            for (const auto &c : inbound)
+                if (c->slot == Inbound::kPreAuth && (!oldest || c->accepted_at < oldest->accepted_at)) oldest = c;
+            if (oldest) {
+                oldest->slot = Inbound::kNoSlot;
+                --unauthenticated;
+                oldest->expire();
+            }
+        }
         try {
             auto c = std::make_shared<Inbound>(*this, fd, l.addr.scheme == Address::kUnix, l.addr.scheme == Address::kTls, peer);
             inbound.insert(c);
+            ++unauthenticated;
             asio::post(*io, [c] { c->run(); });
         } catch (...) {
-            refused.fetch_add(1);
+            refused.fetch_add(1);  // the descriptor went with the half-made connection
         }
     }
 }
 
-// Tells a dialer over max_connections why it is closed: one `error` frame (TENSO_E_LIMIT), as far
-// as the socket takes it at once (a new socket has room for it), then our end shut. What the
-// dialer already wrote is read and dropped first, as far as it is here: a close with unread
-// input resets the connection, which could reach the dialer before the frame. A TLS dialer
-// gets no frame (that would take a handshake): only the close.
-void Node::Impl::refuse_over_limit(int fd) {
-    Control c;
-    c.op = Op::kError;
-    c.status = TENSO_E_LIMIT;
-    c.message = "the node is at its max_connections";
-    try {
-        const std::vector<uint8_t> f = encode_control(c);
-        (void)!::send(fd, f.data(), f.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-    } catch (...) {
-        return;  // no frame (out of memory): closed all the same
-    }
-    ::shutdown(fd, SHUT_WR);
-    uint8_t sink[4096];
-    while (::recv(fd, sink, sizeof sink, MSG_DONTWAIT) > 0) {
+void Node::Impl::expire_inbound() {
+    const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+    std::lock_guard<std::mutex> g(in_mu);
+    for (const auto &c : inbound) {
+        const int64_t d = c->deadline();
+        if (d && d < now) c->expire();
     }
 }
 
-bool Node::Impl::enqueue(std::unique_ptr<Message> &m, const std::shared_ptr<Inbound> &who) {
+bool Node::Impl::reserve(uint64_t bytes, const std::shared_ptr<Inbound> &who) {
     std::lock_guard<std::mutex> g(q_mu);
-    if (!queue.empty() && (queue.size() >= opts.max_queued || queued_bytes + m->bytes > opts.max_queued_bytes)) {
-        parked.push_back(who);
+    if (queue.size() + reserved_count >= opts.max_queued || queued_bytes + reserved_bytes + bytes > opts.max_queued_bytes) {
+        if (who) parked.push_back(who);
         return false;
     }
+    reserved_bytes += bytes;
+    ++reserved_count;
+    return true;
+}
+
+bool Node::Impl::grow(uint64_t extra, bool *over, const std::shared_ptr<Inbound> &who) {
+    std::lock_guard<std::mutex> g(q_mu);
+    if (queued_bytes + reserved_bytes + extra > opts.max_queued_bytes) {
+        // Pushes holding reservations could otherwise all wait for each other's room: one at a
+        // time may go past the budget (by at most max_queued_bytes, what one push may hold).
+        if (overshoot) {
+            if (who) parked.push_back(who);
+            return false;
+        }
+        overshoot = true;
+        *over = true;
+    }
+    reserved_bytes += extra;
+    return true;
+}
+
+void Node::Impl::release(uint64_t bytes, bool over) {
+    std::unique_lock<std::mutex> g(q_mu);
+    if (bytes) {
+        reserved_bytes -= bytes;
+        --reserved_count;
+    }
+    if (over) overshoot = false;
+    resume_parked(g);
+}
+
+void Node::Impl::resume_parked(std::unique_lock<std::mutex> &q) {
+    std::deque<std::weak_ptr<Inbound>> waiting;
+    waiting.swap(parked);
+    q.unlock();
+    for (auto &p : waiting)
+        if (auto c = p.lock()) c->resume();
+}
+
+void Node::Impl::enqueue(std::unique_ptr<Message> m) {
+    std::lock_guard<std::mutex> g(q_mu);
+    reserved_bytes -= m->bytes;
+    --reserved_count;
     queued_bytes += m->bytes;
     queue.push_back(std::move(m));
     if (!signalled) wake_pending.store(true, std::memory_order_relaxed);
-    return true;
 }
 
 void Node::Impl::wake() {
@@ -170,6 +222,17 @@ void Node::Impl::wake() {
     const uint64_t one = 1;
     (void)!::write(recv_fd, &one, sizeof one);
     signalled = true;
+}
+
+bool Node::Impl::allowed(int op, const std::string &peer, const std::string &name) {
+    std::lock_guard<std::mutex> g(access_mu);
+    return !access_fn || access_fn(access_user, op, peer.c_str(), name.data(), name.size()) != 0;
+}
+
+void Node::Impl::decode_off_loop(std::function<void()> job) {
+    std::lock_guard<std::mutex> g(decode_mu);
+    if (!decoders) decoders.reset(new asio::thread_pool(1));
+    asio::post(*decoders, std::move(job));
 }
 
 // ---- Node: the receive queue and published values --------------------------------------
@@ -182,26 +245,22 @@ std::unique_ptr<Message> Node::receive(uint64_t timeout_ms, Cancel *cancel) {
     for (;;) {
         w.check();
         std::unique_ptr<Message> m;
-        std::deque<std::weak_ptr<Inbound>> parked;
         {
-            std::lock_guard<std::mutex> g(n.q_mu);
+            std::unique_lock<std::mutex> g(n.q_mu);
             if (!n.queue.empty()) {
                 m = std::move(n.queue.front());
                 n.queue.pop_front();
                 n.queued_bytes -= m->bytes;
+                if (n.overshoot && m->overshoot) n.overshoot = false;
                 if (n.queue.empty() && n.signalled) {
                     uint64_t v;
                     (void)!::read(n.recv_fd, &v, sizeof v);
                     n.signalled = false;
                 }
-                parked.swap(n.parked);
+                n.resume_parked(g);
             }
         }
-        if (m) {
-            for (auto &p : parked)
-                if (auto c = p.lock()) c->resume();
-            return m;
-        }
+        if (m) return m;
         if (timeout_ms == 0) fail(TENSO_E_TIMEOUT, "no message is waiting");
         w.wait(n.recv_fd, POLLIN, d);
     }
@@ -232,6 +291,12 @@ void Node::publish(const std::string &name, std::unique_ptr<Value> &v, void (*re
         v = std::move(p->value);
         throw;
     }
+}
+
+void Node::set_access(AccessFn fn, void *user) {
+    std::lock_guard<std::mutex> g(impl_->access_mu);
+    impl_->access_fn = fn;
+    impl_->access_user = user;
 }
 
 bool Node::unpublish(const std::string &name) {

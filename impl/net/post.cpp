@@ -29,6 +29,10 @@ struct Node::Impl::PostStream {
     static constexpr int kIdleFlushMs = 1;
     Address addr;  // set once, when made
     std::mutex mu;
+    // Under mu: the reaper took the stream out of the node's maps (idle, nothing owed); a
+    // caller that fetched it before looks it up again.
+    bool retired = false;
+    Clock::time_point last_use = Clock::now();
     asio::steady_timer idle;
     bool idle_armed = false;  // under mu: a write of the buffer is pending on the event loop
     explicit PostStream(asio::io_context &io) : idle(io) {}
@@ -86,6 +90,16 @@ namespace {
 // `error` answers one, noted as the stream's failure; the connection stays in step.
 void read_acks(Node::Impl::PostStream &s, const NodeOptions &o, bool block, const Waker &w, const Deadline &d) {
     Outbound &c = *s.conn;
+    if (s.acked == s.written && !block) {
+        // Nothing is owed: input now (the socket woke a wait for room) is a peer writing unasked
+        // or closing. Left unread it would wake every such wait again: a spin until the deadline.
+        std::unique_ptr<View> v;
+        const Io r = c.reader.frame(c.sock, c.ctl, &v);
+        if (r == Io::kEof) fail(TENSO_E_CONNECTION, "the peer closed the connection");
+        if (r == Io::kDone || !c.ctl.idle() || c.reader.pos != c.reader.end)
+            fail(TENSO_E_MALFORMED, "the peer wrote without being asked");
+        return;
+    }
     while (s.acked < s.written) {
         std::unique_ptr<View> v;
         const Io r = c.reader.frame(c.sock, c.ctl, &v);
@@ -158,6 +172,53 @@ std::shared_ptr<Node::Impl::PostStream> Node::Impl::post_stream(const std::strin
     if (stream_of_text.size() >= 1024) stream_of_text.clear();
     stream_of_text[text] = s;
     return s;
+}
+
+std::shared_ptr<Node::Impl::PostStream> Node::Impl::lock_stream(const std::string &text, std::unique_lock<std::mutex> *g) {
+    for (;;) {
+        std::shared_ptr<PostStream> sp = post_stream(text);
+        *g = std::unique_lock<std::mutex>(sp->mu);
+        if (!sp->retired) return sp;
+        g->unlock();
+    }
+}
+
+// On the reaper's timer: a stream idle for idle_timeout_ms with nothing owed (acknowledgements
+// that came are read now) gives its connection back to the pool and leaves the node's maps, so
+// a node that posted to many peers keeps nothing for them. One with a failure flush has not
+// reported yet stays until that flush. A stream a caller holds is left for the next round.
+void Node::Impl::reap_streams() {
+    std::vector<std::shared_ptr<PostStream>> all;
+    {
+        std::lock_guard<std::mutex> g(pool_mu);
+        for (auto &e : streams) all.push_back(e.second);
+    }
+    const auto limit = Clock::now() - std::chrono::milliseconds(std::min<uint64_t>(opts.idle_timeout_ms, uint64_t(1) << 40));
+    const Waker w{stop_fd, nullptr, &stopped};  // unused: read_acks(block false) never waits
+    for (auto &sp : all) {
+        PostStream &s = *sp;
+        std::unique_lock<std::mutex> g(s.mu, std::try_to_lock);
+        if (!g.owns_lock() || s.last_use > limit || s.buf_at < s.buf.size()) continue;
+        if (s.conn && s.written > s.acked) {
+            try {
+                on_stream(s, [&] { read_acks(s, opts, false, w, Deadline::in(0)); });
+            } catch (const Error &) {
+                // noted by on_stream, for flush
+            }
+        }
+        if (s.unacked() > 0 || s.first_status != 0) continue;
+        s.retired = true;
+        if (s.conn) {
+            s.reset();
+            checkin(std::move(s.conn));
+        }
+        g.unlock();
+        std::lock_guard<std::mutex> p(pool_mu);
+        auto it = streams.find(s.addr.key());
+        if (it != streams.end() && it->second == sp) streams.erase(it);
+        for (auto t = stream_of_text.begin(); t != stream_of_text.end();)
+            t = t->second == sp ? stream_of_text.erase(t) : std::next(t);
+    }
 }
 
 // Any failure on the stream's connection: the connection is dropped and the posts it still
@@ -238,10 +299,11 @@ void Node::post(const std::string &addr, const std::string &name, const Payload 
     const Waker w{n.stop_fd, cancel, &n.stopped};
     const Deadline d = Deadline::in(effective(timeout_ms, n.opts));
     w.check();
-    const std::shared_ptr<Impl::PostStream> sp = n.post_stream(addr);
+    std::unique_lock<std::mutex> g;
+    const std::shared_ptr<Impl::PostStream> sp = n.lock_stream(addr, &g);
     Impl::PostStream &s = *sp;
     const Address *a = &s.addr;
-    std::lock_guard<std::mutex> g(s.mu);
+    s.last_use = Clock::now();
     // A shutdown that began while we waited for the lock has written or failed the buffer
     // already: nothing may be added to it now.
     w.check();
@@ -317,9 +379,10 @@ void Node::flush(const std::string &addr, uint64_t timeout_ms, Cancel *cancel) {
     const Waker w{n.stop_fd, cancel, &n.stopped};
     const Deadline d = Deadline::in(effective(timeout_ms, n.opts));
     w.check();
-    const std::shared_ptr<Impl::PostStream> sp = n.post_stream(addr);
+    std::unique_lock<std::mutex> g;
+    const std::shared_ptr<Impl::PostStream> sp = n.lock_stream(addr, &g);
     Impl::PostStream &s = *sp;
-    std::lock_guard<std::mutex> g(s.mu);
+    s.last_use = Clock::now();
     if (s.conn) {
         try {
             n.on_stream(s, [&] {
