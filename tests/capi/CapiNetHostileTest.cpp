@@ -66,7 +66,7 @@ using Clock = std::chrono::steady_clock;
 // budget twice (one push may inflate past it) plus packet buffers and the allocator's slack.
 constexpr uint64_t kAttackRss = 40ull << 20;
 // CPU a node may burn while attacked but idle (seconds of CPU per second of wall time).
-constexpr double kIdleCpu = 0.15;
+constexpr double kIdleCpu = 0.05;
 // Time until a legitimate peer is served while an attack goes on, or after it ends.
 constexpr int kRecoverMs = 3000;
 // Extra descriptors a node may hold beyond its connections' sockets.
@@ -280,6 +280,31 @@ struct Identity {
     }
 };
 
+// A peer played by a thread on listener l: joined (its accept or reads ended by shutting l and
+// by the dialer going first) however the test ends.
+struct FakePeer {
+    int l;
+    std::thread t;
+    FakePeer(int listener, std::function<void(int)> serve) : l(listener), t([this, serve] {
+        const int c = ::accept(l, nullptr, nullptr);
+        if (c < 0) return;
+        serve(c);
+        ::close(c);
+    }) {}
+    ~FakePeer() {
+        ::shutdown(l, SHUT_RDWR);
+        t.join();
+        ::close(l);
+    }
+};
+
+// Reads until the dialer closes.
+void drain_until_closed(int c) {
+    uint8_t buf[4096];
+    while (::read(c, buf, sizeof buf) > 0) {
+    }
+}
+
 struct CancelFree {
     void operator()(tenso_cancel *c) const { tenso_cancel_free(c); }
 };
@@ -379,11 +404,8 @@ public:
     // header claims is MALFORMED (was TENSO_E_INTERNAL "unknown internal error").
     void testShortDescriptorAnswerIsMalformed() {
         const std::string u = unix_listen("hostile-shortvalue");
-        const int l = unix_listen_raw(u);
         const std::vector<uint8_t> p = zeros_packet(4096, false);
-        std::thread fake([&] {
-            const int c = ::accept(l, nullptr, nullptr);
-            if (c < 0) return;
+        FakePeer fake(unix_listen_raw(u), [&](int c) {
             uint8_t buf[4096];
             if (::read(c, buf, sizeof buf) > 0) {
                 const int mfd = memfd_create("short", MFD_CLOEXEC);
@@ -391,16 +413,12 @@ public:
                 send_with_fds(c, strings_packet({"value-fd", "", "0", "100", "0", ""}), {mfd});
                 ::close(mfd);
             }
-            while (::read(c, buf, sizeof buf) > 0) {
-            }
-            ::close(c);
+            drain_until_closed(c);
         });
         NodePtr a = make_node(nullptr, TENSO_NODE_ALLOW_PLAINTEXT | TENSO_NODE_NO_LISTEN);
         tenso_view *v = nullptr;
         TENSO_CHECK_STATUS(TENSO_E_MALFORMED, tenso_node_request(&v, a.get(), u.c_str(), "x", 1, 5000, nullptr));
         a.reset();
-        fake.join();
-        ::close(l);
         ::unlink(u.c_str() + 7);
     }
 
@@ -638,25 +656,18 @@ public:
         const int tl = raw_listen(&t);
         const int ul = unix_listen_raw(u);
         for (auto pr : {std::make_pair(t, tl), std::make_pair(u, ul)}) {
-            std::thread fake([&] {
-                const int c = ::accept(pr.second, nullptr, nullptr);
-                if (c < 0) return;
+            FakePeer fake(pr.second, [](int c) {
                 uint8_t buf[4096];
                 if (::read(c, buf, sizeof buf) > 0) {
-                    std::vector<uint8_t> v = zeros_packet(16, false);
+                    const std::vector<uint8_t> v = zeros_packet(16, false);
                     write_all(c, concat(strings_packet({"value", "", "0", std::to_string(v.size()), "0", ""}), v));
                 }
-                while (::read(c, buf, sizeof buf) > 0) {
-                }
-                ::close(c);
+                drain_until_closed(c);
             });
             NodePtr a = make_node(nullptr, TENSO_NODE_ALLOW_PLAINTEXT | TENSO_NODE_NO_LISTEN);
             const Floats f(2, 2, 1.0f);
             TENSO_CHECK_STATUS(TENSO_E_MALFORMED, send(a.get(), pr.first, "x", f, 5000));
             CPPUNIT_ASSERT_EQUAL(0u, stats_of(a.get()).pool_size);
-            a.reset();
-            fake.join();
-            ::close(pr.second);
         }
         ::unlink(u.c_str() + 7);
     }
@@ -759,14 +770,10 @@ public:
     // wrote bytes nobody asked for (they woke every wait, unread). Now they are read: MALFORMED.
     void testPostDoesNotSpinOnUnaskedBytes() {
         std::string addr;
-        const int l = raw_listen(&addr);
-        std::thread fake([&] {
-            const int c = ::accept(l, nullptr, nullptr);
-            if (c < 0) return;
+        FakePeer fake(raw_listen(&addr), [](int c) {
             write_all(c, {'T', 'N'});
             pollfd p{c, POLLRDHUP, 0};
             ::poll(&p, 1, 10000);  // never reads: the poster's socket fills
-            ::close(c);
         });
         NodePtr a = make_node(nullptr, TENSO_NODE_ALLOW_PLAINTEXT | TENSO_NODE_NO_LISTEN);
         const Floats big(2048, 4096, 1.0f);  // 32 MiB
@@ -778,9 +785,6 @@ public:
         CPPUNIT_ASSERT_MESSAGE(std::string("post: ") + tenso_status_name(st), st == TENSO_E_MALFORMED);
         CPPUNIT_ASSERT_MESSAGE("post took " + std::to_string(wall) + " ms, " + std::to_string(cpu) + " s CPU",
                                wall < 2500 && cpu < 1.0);
-        a.reset();
-        fake.join();
-        ::close(l);
     }
 
     // Item 13: a dial in getaddrinfo did not watch the stop descriptor, and shutdown waited for
@@ -870,7 +874,8 @@ public:
                 c = raw_to(l.first);
                 write_all(c, std::vector<uint8_t>(start.begin(), start.end() - 8));
             }
-            CPPUNIT_ASSERT(eventually([&] { return stats_of(b).inbound_connections == 1; }, 3000));
+            // (openssl s_client may take a while to start on a loaded machine)
+            CPPUNIT_ASSERT(eventually([&] { return stats_of(b).inbound_connections == 1; }, 10000));
             const auto t0 = Clock::now();
             CPPUNIT_ASSERT_MESSAGE(transport(l.first) + ": a trickling push holds its connection",
                                    eventually([&] { return stats_of(b).inbound_connections == 0; }, 3000));
