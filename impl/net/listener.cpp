@@ -2,6 +2,7 @@
 // queue and published values (the connections themselves: inbound.cpp).
 #include "net/node_impl.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include <arpa/inet.h>
@@ -84,32 +85,54 @@ void Node::Impl::bind_listeners(const std::vector<Address> &addrs) {
 void Node::Impl::accept_next(Listener &l) {
     l.sd->async_wait(asio::posix::stream_descriptor::wait_read, [this, &l](const asio::error_code &ec) {
         if (ec || stopped) return;
-        if (on_accept(l)) accept_next(l);
-        else pause_accepting(l);
+        const int pause_ms = on_accept(l);
+        if (pause_ms) pause_accepting(l, pause_ms);
+        else accept_next(l);
     });
 }
 
-// Out of descriptors (EMFILE, ENFILE) or memory, the listener stays readable: waiting on it again
-// at once would spin. It waits kAcceptPauseMs instead (the connections past their deadlines
-// are closed meanwhile), then accepts what it can.
-void Node::Impl::pause_accepting(Listener &l) {
-    constexpr int kAcceptPauseMs = 100;
+// The listener stays readable while it has connections waiting: waiting on it again at once
+// would spin. It waits a little instead, then accepts what it can.
+void Node::Impl::pause_accepting(Listener &l, int ms) {
     if (!l.pause) l.pause.reset(new asio::steady_timer(*io));
-    l.pause->expires_after(std::chrono::milliseconds(kAcceptPauseMs));
+    l.pause->expires_after(std::chrono::milliseconds(ms));
     l.pause->async_wait([this, &l](const asio::error_code &ec) {
         if (ec || stopped) return;
         accept_next(l);
     });
 }
 
-bool Node::Impl::on_accept(Listener &l) {
+bool Node::Impl::pre_auth_slot() {
+    std::lock_guard<std::mutex> g(in_mu);
+    if (unauthenticated < pre_auth_slots(opts)) return true;
+    // All taken: the oldest holder goes if it has had a fair chance to finish its handshake
+    // (a burst of peers that all complete theirs must not evict each other); else the newcomer
+    // waits in the listen backlog.
+    const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+    const int64_t min_age = int64_t(std::clamp<uint64_t>(pre_auth_ms(opts) / 10, 20, 1000)) * 1000000;
+    std::shared_ptr<Inbound> oldest;
+    for (const auto &c : inbound)
+        if (c->slot == Inbound::kPreAuth && (!oldest || c->accepted_at < oldest->accepted_at)) oldest = c;
+    if (!oldest || now - oldest->accepted_at < min_age) return false;
+    oldest->slot = Inbound::kNoSlot;
+    --unauthenticated;
+    oldest->expire();
+    return true;
+}
+
+int Node::Impl::on_accept(Listener &l) {
+    // Out of descriptors (EMFILE, ENFILE) or memory, and with every pre-auth slot held by a
+    // recent connection, the listener pauses (the connections past their deadlines are closed
+    // meanwhile).
+    constexpr int kNoResourcesMs = 100, kNoSlotMs = 10;
     for (;;) {
+        if (!pre_auth_slot()) return kNoSlotMs;
         sockaddr_storage ss{};
         socklen_t sl = sizeof ss;
         const int fd = ::accept4(l.fd, reinterpret_cast<sockaddr *>(&ss), &sl, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (fd < 0) {
-            // EAGAIN, or a connection that went away: wait for the next. Out of resources: pause.
-            return !(errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM);
+            // EAGAIN, or a connection that went away: wait for the next.
+            return errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM ? kNoResourcesMs : 0;
         }
         std::string peer = "unix:";
         if (ss.ss_family == AF_INET || ss.ss_family == AF_INET6) {
@@ -129,18 +152,6 @@ bool Node::Impl::on_accept(Listener &l) {
             peer = "tcp://" + host_text(host) + ":" + std::to_string(port);
         }
         std::lock_guard<std::mutex> g(in_mu);
-        // Every newcomer is unauthenticated: when the pre-auth slots are all taken, the oldest
-        // holder goes (a peer that completes its handshake needs a slot only for that long).
-        if (unauthenticated >= pre_auth_slots(opts)) {
-            std::shared_ptr<Inbound> oldest;
-            for (const auto &c : inbound)
-                if (c->slot == Inbound::kPreAuth && (!oldest || c->accepted_at < oldest->accepted_at)) oldest = c;
-            if (oldest) {
-                oldest->slot = Inbound::kNoSlot;
-                --unauthenticated;
-                oldest->expire();
-            }
-        }
         try {
             auto c = std::make_shared<Inbound>(*this, fd, l.addr.scheme == Address::kUnix, l.addr.scheme == Address::kTls, peer);
             inbound.insert(c);

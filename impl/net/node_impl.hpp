@@ -77,7 +77,8 @@ inline DecoderConfig decoder_config(const Limits &l, bool frame_only = false) {
 // The rules of inbound connections (docs/net-protocol.md, "Deadlines and slots").
 // A connection is unauthenticated until its TLS handshake has made its peer trusted, or, on a
 // plaintext listener, until its first control frame: it then holds one of pre_auth_slots(), for
-// at most pre_auth_ms(); a newcomer finding them all taken closes the oldest.
+// at most pre_auth_ms(); a newcomer finding them all taken closes the oldest, if that one has
+// held its slot a tenth of pre_auth_ms() (20 ms..1 s), else waits in the listen backlog.
 inline uint32_t pre_auth_slots(const NodeOptions &o) { return std::max<uint32_t>(4, o.max_connections / 4); }
 inline uint64_t pre_auth_ms(const NodeOptions &o) { return std::min<uint64_t>(o.io_timeout_ms, 10000); }
 // An authenticated connection with no request in progress is closed after this long (twice the
@@ -204,8 +205,11 @@ struct Node::Impl : std::enable_shared_from_this<Node::Impl> {
     std::vector<Address> listen_addresses() const;  // opts.listen, parsed
     void bind_listeners(const std::vector<Address> &addrs);
     void accept_next(Listener &l);
-    bool on_accept(Listener &l);  // false: out of descriptors or memory
-    void pause_accepting(Listener &l);  // out of descriptors: accept again a little later
+    int on_accept(Listener &l);  // 0, or for how many ms to pause (out of descriptors or slots)
+    void pause_accepting(Listener &l, int ms);
+    // Room for one more unauthenticated connection: a free slot, or the oldest holder closed
+    // once it has had a fair chance to finish its handshake. False: the newcomer waits.
+    bool pre_auth_slot();
     // The budget. reserve: room for one more push of `bytes`, or false and `who`, unless null,
     // is parked (resumed when room is made). grow: `extra` more for a push holding a reservation; past the
     // byte budget only while no other push does so (*over set), else parked and false.

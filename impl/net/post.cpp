@@ -292,18 +292,33 @@ void Node::Impl::stop_streams() {
     }
 }
 
+namespace {
+// What post and flush start with: counted in flight, the name checked (a post's), the deadline
+// fixed, a first look at the cancel token and the stop descriptor, and the peer's stream locked.
+struct StreamCall {
+    CallScope scope;
+    Waker w;
+    Deadline d;
+    std::unique_lock<std::mutex> g;
+    std::shared_ptr<Node::Impl::PostStream> sp;
+    StreamCall(Node::Impl &n, const std::string &addr, const std::string *name, uint64_t timeout_ms, Cancel *cancel)
+        : scope(n), w{n.stop_fd, cancel, &n.stopped}, d(Deadline::in(effective(timeout_ms, n.opts))) {
+        if (name) check_name(*name, n.opts);
+        w.check();
+        sp = n.lock_stream(addr, &g);
+        sp->last_use = Clock::now();
+    }
+};
+}  // namespace
+
 void Node::post(const std::string &addr, const std::string &name, const Payload &p, uint64_t timeout_ms, Cancel *cancel) {
     Impl &n = *impl_;
-    const CallScope scope(n);
-    check_name(name, n.opts);
-    const Waker w{n.stop_fd, cancel, &n.stopped};
-    const Deadline d = Deadline::in(effective(timeout_ms, n.opts));
-    w.check();
-    std::unique_lock<std::mutex> g;
-    const std::shared_ptr<Impl::PostStream> sp = n.lock_stream(addr, &g);
+    StreamCall call(n, addr, &name, timeout_ms, cancel);
+    const Waker &w = call.w;
+    const Deadline &d = call.d;
+    const std::shared_ptr<Impl::PostStream> &sp = call.sp;
     Impl::PostStream &s = *sp;
     const Address *a = &s.addr;
-    s.last_use = Clock::now();
     // A shutdown that began while we waited for the lock has written or failed the buffer
     // already: nothing may be added to it now.
     w.check();
@@ -375,14 +390,10 @@ void Node::post(const std::string &addr, const std::string &name, const Payload 
 
 void Node::flush(const std::string &addr, uint64_t timeout_ms, Cancel *cancel) {
     Impl &n = *impl_;
-    const CallScope scope(n);
-    const Waker w{n.stop_fd, cancel, &n.stopped};
-    const Deadline d = Deadline::in(effective(timeout_ms, n.opts));
-    w.check();
-    std::unique_lock<std::mutex> g;
-    const std::shared_ptr<Impl::PostStream> sp = n.lock_stream(addr, &g);
-    Impl::PostStream &s = *sp;
-    s.last_use = Clock::now();
+    StreamCall call(n, addr, nullptr, timeout_ms, cancel);
+    const Waker &w = call.w;
+    const Deadline &d = call.d;
+    Impl::PostStream &s = *call.sp;
     if (s.conn) {
         try {
             n.on_stream(s, [&] {

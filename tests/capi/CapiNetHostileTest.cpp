@@ -24,6 +24,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -36,6 +37,15 @@
 
 extern char **environ;
 
+// The asan build is ASan+UBSan (make asan).
+#if defined(__SANITIZE_ADDRESS__)
+#define NET_HOSTILE_UBSAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define NET_HOSTILE_UBSAN 1
+#endif
+#endif
+
 using namespace nettest;
 
 // ---- a name lookup that hangs (getaddrinfo interposed for one name) --------------------------
@@ -47,7 +57,7 @@ constexpr char kSlowName[] = "slow.tenso.invalid";
 }  // namespace
 
 extern "C" int getaddrinfo(const char *node, const char *service, const struct addrinfo *hints,
-                           struct addrinfo **res) noexcept {
+                           struct addrinfo **res) {
     using Fn = int (*)(const char *, const char *, const struct addrinfo *, struct addrinfo **);
     static const Fn real = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, "getaddrinfo"));
     if (node && std::strcmp(node, kSlowName) == 0 && !(hints && (hints->ai_flags & AI_NUMERICHOST))) {
@@ -124,36 +134,41 @@ std::string load_average() { return read_text("/proc/loadavg").substr(0, 14); }
 
 // ---- raw peers -----------------------------------------------------------------------------
 
-int unix_connect(const std::string &unix_addr) {
+// A Unix stream socket and the address of a unix:// ticket.
+int unix_socket(const std::string &unix_addr, sockaddr_un *sa) {
     const std::string path = unix_addr.substr(7);
-    sockaddr_un sa{};
-    sa.sun_family = AF_UNIX;
-    std::memcpy(sa.sun_path, path.data(), path.size());
+    *sa = sockaddr_un{};
+    sa->sun_family = AF_UNIX;
+    std::memcpy(sa->sun_path, path.data(), path.size());
     const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     CPPUNIT_ASSERT(fd >= 0);
-    CPPUNIT_ASSERT_EQUAL(0, ::connect(fd, reinterpret_cast<sockaddr *>(&sa), sizeof sa));
+    return fd;
+}
+
+// Answers within 5 s, or reads fail (a test never hangs on a silent node).
+int with_read_timeout(int fd) {
     timeval tv{5, 0};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     return fd;
+}
+
+int unix_connect(const std::string &unix_addr) {
+    sockaddr_un sa;
+    const int fd = unix_socket(unix_addr, &sa);
+    CPPUNIT_ASSERT_EQUAL(0, ::connect(fd, reinterpret_cast<sockaddr *>(&sa), sizeof sa));
+    return with_read_timeout(fd);
 }
 
 // A raw connection to a tcp:// or unix:// node, or to a tls:// node's port without a handshake.
 int raw_to(const std::string &addr) {
     if (addr.rfind("unix://", 0) == 0) return unix_connect(addr);
     if (addr.rfind("tls://", 0) == 0) return raw_connect("tcp://" + addr.substr(addr.find('@') + 1));
-    const int fd = raw_connect(addr);
-    timeval tv{5, 0};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    return fd;
+    return with_read_timeout(raw_connect(addr));
 }
 
 int unix_listen_raw(const std::string &unix_addr) {
-    const std::string path = unix_addr.substr(7);
-    sockaddr_un sa{};
-    sa.sun_family = AF_UNIX;
-    std::memcpy(sa.sun_path, path.data(), path.size());
-    const int l = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    CPPUNIT_ASSERT(l >= 0);
+    sockaddr_un sa;
+    const int l = unix_socket(unix_addr, &sa);
     CPPUNIT_ASSERT_EQUAL(0, ::bind(l, reinterpret_cast<sockaddr *>(&sa), sizeof sa));
     CPPUNIT_ASSERT_EQUAL(0, ::listen(l, 4));
     return l;
@@ -498,10 +513,23 @@ public:
         o.pinned_key_count = 1;
         NodePtr b = make_node(o);
         const std::string addr = addr_of(b.get());
+        // First, a burst of handshakes larger than the pre-auth slots, all trusted: none is
+        // evicted by the others (newcomers wait in the backlog while the holders are recent).
+        {
+            const Floats f(2, 2, 3.0f);
+            std::vector<std::thread> burst;
+            std::atomic<int> ok{0};
+            for (int i = 0; i < 32; ++i) burst.emplace_back([&] { ok += send(a.get(), addr, "burst", f, 20000) == TENSO_OK; });
+            for (auto &t : burst) t.join();
+            CPPUNIT_ASSERT_EQUAL(32, ok.load());
+            for (int i = 0; i < 32; ++i) receive(b.get());
+        }
         const int base = open_fds();
+        const uint32_t pooled = stats_of(b.get()).inbound_connections;  // the burst's, kept by a's pool
         std::vector<int> idle;
         for (int i = 0; i < 64; ++i) idle.push_back(raw_to(addr));
-        CPPUNIT_ASSERT(eventually([&] { return stats_of(b.get()).inbound_connections <= 16; }, 3000));
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        CPPUNIT_ASSERT(stats_of(b.get()).inbound_connections <= pooled + 16);
         const int held = open_fds() - base - 64;
         CPPUNIT_ASSERT_MESSAGE("the node holds " + std::to_string(held) + " descriptors for 64 idle peers",
                                held <= 16 + kFdSlack);
@@ -578,8 +606,15 @@ public:
     // core until a descriptor came free. Now it pauses (CPU within kIdleCpu) and accepts again
     // once descriptors are back.
     void testAcceptBacksOffWhenOutOfDescriptors() {
+#ifdef NET_HOSTILE_UBSAN
+        // UBSan's vptr check opens a pipe to probe memory on each new type it meets: with no
+        // descriptor left it reports false errors. Runs in the plain and TSan builds.
+        std::fprintf(stderr, "  testAcceptBacksOffWhenOutOfDescriptors: skipped under ASan+UBSan\n");
+        return;
+#endif
         NodePtr b = make_node("tcp://127.0.0.1:0", TENSO_NODE_ALLOW_PLAINTEXT);
         const std::string addr = addr_of(b.get());
+        check_served(b.get(), addr);  // its threads and paths started while descriptors are free
         rlimit old{};
         CPPUNIT_ASSERT_EQUAL(0, getrlimit(RLIMIT_NOFILE, &old));
         rlimit lim = old;
@@ -770,10 +805,11 @@ public:
     // wrote bytes nobody asked for (they woke every wait, unread). Now they are read: MALFORMED.
     void testPostDoesNotSpinOnUnaskedBytes() {
         std::string addr;
-        FakePeer fake(raw_listen(&addr), [](int c) {
+        std::atomic<bool> done{false};
+        FakePeer fake(raw_listen(&addr), [&](int c) {
             write_all(c, {'T', 'N'});
-            pollfd p{c, POLLRDHUP, 0};
-            ::poll(&p, 1, 10000);  // never reads: the poster's socket fills
+            // Never reads: the poster's socket fills (and its close waits behind the data).
+            for (int i = 0; i < 200 && !done.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(25));
         });
         NodePtr a = make_node(nullptr, TENSO_NODE_ALLOW_PLAINTEXT | TENSO_NODE_NO_LISTEN);
         const Floats big(2048, 4096, 1.0f);  // 32 MiB
@@ -783,6 +819,7 @@ public:
         const tenso_status st = tenso_node_post(a.get(), addr.c_str(), "p", 1, v.get(), 3000, nullptr);
         const double cpu = cpu_seconds() - c0, wall = ms_since(t0);
         CPPUNIT_ASSERT_MESSAGE(std::string("post: ") + tenso_status_name(st), st == TENSO_E_MALFORMED);
+        done = true;
         CPPUNIT_ASSERT_MESSAGE("post took " + std::to_string(wall) + " ms, " + std::to_string(cpu) + " s CPU",
                                wall < 2500 && cpu < 1.0);
     }
@@ -1004,31 +1041,33 @@ public:
     }
 
     // Whether a writable private mapping (heap, anonymous memory up to 256 MiB) holds the bytes
-    // that XOR 0x5a with `x` gives (compared XOR-ed, so no plain copy of them is ever made).
+    // that XOR 0x5a with `x` gives. The plain needle exists only in a page of its own, which the
+    // search skips.
     static bool memory_holds(const std::vector<uint8_t> &x) {
+        const size_t page = size_t(sysconf(_SC_PAGESIZE));
+        auto *needle = static_cast<uint8_t *>(mmap(nullptr, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+        CPPUNIT_ASSERT(needle != MAP_FAILED);
+        for (size_t i = 0; i < x.size(); ++i) needle[i] = x[i] ^ 0x5a;
         std::ifstream maps("/proc/self/maps");
         const int mem = ::open("/proc/self/mem", O_RDONLY | O_CLOEXEC);
         std::string ln;
         std::vector<uint8_t> buf;
-        while (std::getline(maps, ln)) {
+        bool found = false;
+        while (!found && std::getline(maps, ln)) {
             unsigned long lo, hi;
             char perms[5] = "";
             if (std::sscanf(ln.c_str(), "%lx-%lx %4s", &lo, &hi, perms) != 3) continue;
             const bool anon = ln.find('/') == std::string::npos || ln.find("[heap]") != std::string::npos;
             if (perms[0] != 'r' || perms[1] != 'w' || !anon || hi - lo > (256ul << 20)) continue;
+            if (lo <= uintptr_t(needle) && uintptr_t(needle) < hi) continue;  // (its own mapping)
             buf.resize(hi - lo);
             const ssize_t n = ::pread(mem, buf.data(), buf.size(), off_t(lo));
-            for (ssize_t i = 0; i + ssize_t(x.size()) <= n; ++i) {
-                size_t j = 0;
-                while (j < x.size() && uint8_t(buf[size_t(i) + j] ^ 0x5a) == x[j]) ++j;
-                if (j == x.size()) {
-                    ::close(mem);
-                    return true;
-                }
-            }
+            found = n > 0 && ::memmem(buf.data(), size_t(n), needle, x.size()) != nullptr;
         }
+        std::fill(buf.begin(), buf.end(), 0);  // a copy of a match is not left behind either
         ::close(mem);
-        return false;
+        munmap(needle, page);
+        return found;
     }
 
     // Item 15: the application's access hook decides per peer and name; a refused get or

@@ -20,7 +20,8 @@
  * The listener accepts a dialer whose certificate chains to ca_pem, or whose key is among
  * pinned_keys; with neither set it accepts any dialer that proves a key (its fingerprint is
  * the message's sender). Refusals: TENSO_E_AUTH. Plain TCP and Unix sockets are used only with
- * TENSO_NODE_ALLOW_PLAINTEXT.
+ * TENSO_NODE_ALLOW_PLAINTEXT. Without an access hook (tenso_node_set_access, @since 1.5) every
+ * trusted dialer may get every published value and push under any name.
  *
  * Threads and lifetimes. A node runs its own event loop (standalone Asio) on `threads` threads.
  * Every call is thread-safe; blocking calls may run on many threads at once. tenso_node_shutdown
@@ -40,9 +41,10 @@
  *
  * Hostile peers. A node bounds what any peer can make it hold (docs/threat-model.md,
  * docs/net-protocol.md): inbound connections are unauthenticated until the TLS handshake has
- * shown a trusted key (plaintext listeners: until their first frame), and then hold one of
+ * shown a trusted key (plaintext listeners: until their first frame), and meanwhile hold one of
  * max(4, max_connections / 4) pre-authentication slots for at most min(io_timeout_ms, 10 s)
- * (a newcomer finding them full closes the oldest); authenticated connections are at most
+ * (a newcomer finding them full closes the oldest once that one had a tenth of that time);
+ * authenticated connections are at most
  * max_connections and are closed after 2 * idle_timeout_ms with no request, or when a request
  * takes longer than io_timeout_ms plus its bytes at 1 MiB/s; received pushes hold at most
  * max_queued_bytes, counted as decoded (inflated) bytes and reserved before their bytes are
