@@ -659,8 +659,7 @@ public:
                 TlsRaw t(l.first, id.cert, id.key);
                 std::thread w([&] { t.write(attack); });
                 r = t.reply();
-                ::close(t.in);
-                t.in = -1;
+                ::kill(t.pid, SIGKILL);  // the writer's next write fails (EPIPE)
                 w.join();
             } else {
                 const int c = raw_to(l.first);
@@ -728,8 +727,8 @@ public:
     // Item 11: bytes_sent and bytes_received over every transport (a TLS node reported 0
     // received: the byte count was read before the read that set it ran).
     void testStatisticsEveryTransport() {
+        const Floats f(64, 64, 2.0f);  // 16 KiB; published below: it outlives the nodes
         Listeners ls("hostile-stats", opts_for(nullptr));
-        const Floats f(64, 64, 2.0f);  // 16 KiB
         for (auto &l : ls.all) {
             tenso_node *b = l.second.get();
             NodePtr a = make_node(nullptr, TENSO_NODE_ALLOW_PLAINTEXT | TENSO_NODE_NO_LISTEN);
@@ -1084,13 +1083,13 @@ public:
         }
     };
     void testAccessHook() {
+        const Floats f(2, 2, 1.0f);  // published below, and the hook: they outlive the node
+        Hook hook;
         NodePtr b = make_node();
         const std::string addr = addr_of(b.get());
         NodePtr a = make_node(nullptr, TENSO_NODE_NO_LISTEN), c = make_node(nullptr, TENSO_NODE_NO_LISTEN);
-        Hook hook;
         hook.allowed_peer = id_of(c.get());
         TENSO_CHECK_OK(tenso_node_set_access(b.get(), &Hook::decide, &hook));
-        const Floats f(2, 2, 1.0f);
         ValuePtr v = f.value();
         TENSO_CHECK_OK(tenso_node_publish(b.get(), "secret", 6, v.release(), nullptr, nullptr));
         tenso_view *got = nullptr;

@@ -417,6 +417,7 @@ def test_blocked_send_ends_with_close():
     run(main())
 
 
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # the policy that raises
 def test_access_hook_and_key_text_not_kept():
     """set_access decides per peer and name (a refusal is TensoAuthError); the node object keeps
     no copy of its key's text once started."""
