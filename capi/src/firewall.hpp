@@ -44,6 +44,9 @@ inline tenso_view *release_view(std::unique_ptr<View> v) {
     catch (const std::bad_alloc &) {                                                           \
         return ::tenso::capi::set_error(TENSO_E_NO_MEMORY, "out of memory");                   \
     }                                                                                          \
+    catch (const ::tenso::NeedMore &) {                                                        \
+        return ::tenso::capi::set_error(TENSO_E_TRUNCATED, "the bytes end before the packet"); \
+    }                                                                                          \
     catch (const std::exception &e) {                                                          \
         return ::tenso::capi::set_error(TENSO_E_INTERNAL, e.what());                           \
     }                                                                                          \

@@ -1,9 +1,6 @@
 // decoder.cpp - the stream decoder (see decoder.hpp).
 #include "format/decoder.hpp"
 
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -58,6 +55,8 @@ size_t add(size_t a, uint64_t b) {
 void Framer::reset() {
     stage_ = Stage::kHeader;
     need_ = end_ = 0;
+    expect_ = 0;
+    mismatch_ = false;
     align_ = TENSO_DEFAULT_ALIGNMENT;
     left_ = 0;
     checked_ = false;
@@ -79,6 +78,10 @@ void Framer::count(const Node &n, int depth) {
 }
 
 size_t Framer::checked(size_t n) const {
+    if (expect_ && n > expect_) {
+        mismatch_ = true;
+        fail(TENSO_E_MALFORMED, "the packet is longer than the " + num(expect_) + " bytes announced for it");
+    }
     if (lim_.max_packet_bytes && n > lim_.max_packet_bytes)
         fail(TENSO_E_LIMIT, "packet of at least " + num(n) + " bytes is larger than max_packet_bytes (" +
                                 num(lim_.max_packet_bytes) + ")");
@@ -91,6 +94,10 @@ size_t Framer::checked(size_t n) const {
 
 size_t Framer::known(size_t end) {
     end_ = checked(end);
+    if (expect_ && end_ != expect_) {
+        mismatch_ = true;
+        fail(TENSO_E_MALFORMED, "the packet is " + num(end_) + " bytes, not the " + num(expect_) + " announced for it");
+    }
     stage_ = Stage::kDone;
     return 0;
 }
@@ -98,10 +105,10 @@ size_t Framer::known(size_t end) {
 size_t Framer::run(const uint8_t *b, size_t have) {
     switch (stage_) {
     case Stage::kHeader: {
-        if (const size_t more = v4_header_short(b, have, 0, lim_)) return checked(more);
+        if (const size_t more = v4_header_short(b, have, 0, scan_lim())) return checked(more);
         Node n;
         try {
-            n = scan_header_at(b, have, 0, kNoBound, TENSO_E_MALFORMED, 0, lim_);
+            n = scan_header_at(b, have, 0, kNoBound, TENSO_E_MALFORMED, 0, scan_lim());
         } catch (const NeedMore &m) {
             return checked(m.need);
         }
@@ -161,10 +168,10 @@ size_t Framer::entries(const uint8_t *b, size_t have) {
         }
         const size_t start = p + 4, end = add(start, rd32(b + p));
         if (!checked_) {
-            const size_t more = v4_header_short(b, have, start, lim_);
+            const size_t more = v4_header_short(b, have, start, scan_lim());
             if (more && more <= end) return checked(more);  // past its end: the scanner says why
             try {
-                count(scan_header_at(b, have, start, end, status, 1, lim_), 1);
+                count(scan_header_at(b, have, start, end, status, 1, scan_lim()), 1);
             } catch (const NeedMore &m) {
                 return checked(m.need);
             }
@@ -216,31 +223,22 @@ size_t packet_length(const uint8_t *buf, size_t len, const Limits &limits) {
 // Decoder
 // ------------------------------------------------------------------------------------------
 
-// A buffer of the default allocator. Large ones are anonymous mappings reserved without
-// commitment: pages are only backed as the bytes arrive, so a header's claim (within the
-// limits) costs address space, not memory, until the peer really sends that much.
+// A buffer of the default allocator: alloc_bytes() memory, so a large one comes from the
+// process's page-keeping pool (codec.hpp) when it holds a buffer of that size, and otherwise is
+// fresh memory whose pages are only backed as the bytes arrive: a header's claim (within the
+// limits) costs address space, not memory, until the peer really sends that much. A reader
+// that makes a decoder per packet (tenso_read_fd) so reuses the last packet's pages instead of
+// faulting in 64 MiB of fresh ones per packet.
 struct Block {
     uint8_t *p = nullptr;
     size_t cap = 0, align = 0;
-    bool mapped = false;
 
-    // Below this, malloc: glibc keeps and reuses freed buffers of packet size, so a reader that
-    // makes a decoder per packet (tenso_read_fd) does not fault fresh pages for every one.
-    static constexpr size_t kMapMin = size_t(64) << 20;
     static Block make(size_t size, size_t alignment) {
         Block b;
-        const size_t page = size_t(::sysconf(_SC_PAGESIZE));
-        if (size >= kMapMin && alignment <= page) {
-            b.cap = (size + page - 1) & ~(page - 1);
-            void *m = ::mmap(nullptr, b.cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-            if (m == MAP_FAILED) throw std::bad_alloc();
-            b.p = static_cast<uint8_t *>(m);
-            b.align = page;
-            b.mapped = true;
-        } else if (alignment <= TENSO_DEFAULT_ALIGNMENT) {
+        if (alignment <= alloc_alignment(size)) {
             b.p = alloc_bytes(size);
             b.cap = alloc_size(size);
-            b.align = TENSO_DEFAULT_ALIGNMENT;
+            b.align = alloc_alignment(size);
         } else {
             b.cap = (size + alignment - 1) & ~(alignment - 1);
             b.p = static_cast<uint8_t *>(std::aligned_alloc(alignment, b.cap));
@@ -250,8 +248,7 @@ struct Block {
         return b;
     }
     void drop() {
-        if (mapped) ::munmap(p, cap);
-        else free_bytes(p);
+        free_bytes(p);
         p = nullptr;
     }
 };
@@ -387,7 +384,20 @@ std::unique_ptr<View> Decoder::complete() {
     framer_.reset();
     have_ = 0;
     want_ = kFirstNeed;
+    if (cfg_.frame_only) {
+        std::unique_ptr<View> v(new View);
+        v->data = bytes;
+        v->nbytes = v->packet_size = len;
+        v->keep = std::move(buf);
+        v->owns_data = true;
+        return v;
+    }
     return decode(bytes, len, cfg_.limits, std::move(buf));
+}
+
+void Decoder::expect(size_t n) {
+    if (!idle() || have_) fail(TENSO_E_INVALID_ARGUMENT, "expect() in the middle of a packet");
+    framer_.expect(n);
 }
 
 size_t Decoder::frame(const uint8_t *b, size_t n) {
@@ -396,7 +406,8 @@ size_t Decoder::frame(const uint8_t *b, size_t n) {
     } catch (const Error &) {
         // Framing checks headers only and skips nested packets whole, so its fault may be a
         // symptom of an earlier one: the full scan of the bytes at hand names it as loads does.
-        as_loads_says(b, n, cfg_.limits);
+        // Not a length other than the one expected: that is the fault whatever else the bytes hold.
+        if (!framer_.mismatch()) as_loads_says(b, n, cfg_.limits);
         throw;
     }
 }

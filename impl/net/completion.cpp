@@ -121,8 +121,11 @@ void Queue::advance(Operation *op) {
         } catch (const std::exception &e) {
             st = TENSO_E_INTERNAL;
             m = e.what();
+        } catch (...) {
+            st = TENSO_E_INTERNAL;
+            m = "an unknown exception";
         }
-        if (st != TENSO_OK || w.kind == Want::kDone) return complete(op, st, std::move(m), op != starting_);
+        if (st != TENSO_OK || w.kind == Want::kDone) return complete(op, st, std::move(m), delivers(op));
         // Past its deadline: it ends now (the timer may not have fired yet).
         if (!retried && !op->stop && !op->deadline_.none && Clock::now() >= op->deadline_.at) {
             op->request_stop(TENSO_E_TIMEOUT, "timed out");
@@ -154,7 +157,7 @@ void Queue::wait_for(Operation *op, const Want &w) {
         if (epoll_ctl(ep_, EPOLL_CTL_MOD, w.fd, &e) != 0 &&
             (errno != ENOENT || epoll_ctl(ep_, EPOLL_CTL_ADD, w.fd, &e) != 0)) {
             const int err = errno;
-            return complete(op, TENSO_E_IO, std::string("epoll_ctl: ") + std::strerror(err), op != starting_);
+            return complete(op, TENSO_E_IO, std::string("epoll_ctl: ") + std::strerror(err), delivers(op));
         }
     } else {
         waking_.push_back(op);

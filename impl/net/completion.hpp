@@ -87,6 +87,7 @@ public:
         if (st) fail(st, why_.load());
     }
 
+    uint64_t timeout_ms() const { return timeout_ms_; }
     // The queue it was started on (set by Queue::start).
     Queue *queue() const { return queue_; }
 
@@ -175,6 +176,10 @@ private:
     std::atomic<uint32_t> nwaking_{0};
     std::atomic<bool> wake_pending_{false};
     Operation *starting_ = nullptr;  // the op whose start runs now: its completion is not delivered
+    // Whether op's completion now is delivered: always in callback mode (the caller cannot tell
+    // a completion within the start from one on the queue's thread just after it), else unless
+    // it completes within its start.
+    bool delivers(const Operation *op) const { return cb_ || op != starting_; }
     bool reaping_ = false;    // completions made now are collected by this reap: no signal
     std::deque<Operation *> completed_;
     std::unordered_set<Operation *> inflight_;  // every op started and not completed (for cancel-all)

@@ -11,13 +11,23 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 
+#include <openssl/err.h>
+#include <openssl/x509.h>
+
 #include "io/io.hpp"
 #include "net/fdpass.hpp"
+#include "net/value.hpp"
 
 namespace tenso::net {
 
+Outbound::Outbound(Node::Impl &n) : ctl(decoder_config(n.clim)), val(decoder_config(n.vlim)) {
+    sock.counter_in = &n.bytes_received;
+    sock.counter_out = &n.bytes_sent;
+    sock.fd_budget = &n.fds;
+}
+
 std::unique_ptr<Outbound> Node::Impl::dial(const Address &a, const Waker &w, const Deadline &d) {
-    std::unique_ptr<Outbound> c = dial_start(a);
+    std::unique_ptr<Outbound> c = dial_start(a, w, d);
     for (;;) {
         const Io r = dial_step(*c);
         if (r == Io::kDone) return c;
@@ -25,14 +35,13 @@ std::unique_ptr<Outbound> Node::Impl::dial(const Address &a, const Waker &w, con
     }
 }
 
-// The socket made and its connect begun (name resolution, when the address is a name, blocks).
-std::unique_ptr<Outbound> Node::Impl::dial_start(const Address &a) {
+// The socket made and its connect begun (a name is resolved on a helper thread, waited for
+// until d or a stop: see resolve).
+std::unique_ptr<Outbound> Node::Impl::dial_start(const Address &a, const Waker &w, const Deadline &d) {
     if (a.scheme != Address::kTls && !opts.plaintext)
         fail(TENSO_E_INVALID_ARGUMENT, "plaintext peer " + a.key() + " without TENSO_NODE_ALLOW_PLAINTEXT");
-    std::unique_ptr<Outbound> c(new Outbound(opts));
+    std::unique_ptr<Outbound> c(new Outbound(*this));
     c->addr = a;
-    c->sock.counter_in = &bytes_received;
-    c->sock.counter_out = &bytes_sent;
     auto connect_one = [&](int family, const sockaddr *sa, socklen_t sl) {
         const int fd = ::socket(family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (fd < 0) sys_fail(TENSO_E_IO, "socket");
@@ -54,11 +63,7 @@ std::unique_ptr<Outbound> Node::Impl::dial_start(const Address &a) {
         c->sock.unix_ = true;
         c->sock.peer = "unix:";
     } else {
-        addrinfo hints{}, *res = nullptr;
-        hints.ai_socktype = SOCK_STREAM;
-        const int r = getaddrinfo(a.host.c_str(), a.port.c_str(), &hints, &res);
-        if (r != 0 || !res) fail(TENSO_E_BAD_ADDRESS, "cannot resolve '" + a.host + "': " + gai_strerror(r));
-        std::unique_ptr<addrinfo, void (*)(addrinfo *)> hold(res, freeaddrinfo);
+        const Resolved res = resolve(a.host, a.port, w, d);
         connect_one(res->ai_family, res->ai_addr, res->ai_addrlen);
     }
     return c;
@@ -79,6 +84,7 @@ Io Node::Impl::dial_step(Outbound &o) {
     if (o.dialing == Outbound::kConnected && a.scheme == Address::kTls) {
         o.sock.ssl = new_ssl(tls->client(), o.sock.fd, &o.sock.kernel_bio);
         SSL_set_connect_state(o.sock.ssl);
+        pin_peer(o.sock.ssl, &a.fingerprint);  // a key other than the address's fails the handshake
         o.dialing = Outbound::kHandshake;
     }
     if (o.dialing == Outbound::kHandshake) {
@@ -87,8 +93,14 @@ Io Node::Impl::dial_step(Outbound &o) {
             const int err = SSL_get_error(o.sock.ssl, h);
             if (err == SSL_ERROR_WANT_READ) return Io::kWantRead;
             if (err == SSL_ERROR_WANT_WRITE) return Io::kWantWrite;
+            if (SSL_get_verify_result(o.sock.ssl) == X509_V_ERR_APPLICATION_VERIFICATION) {
+                ERR_clear_error();
+                fail(TENSO_E_AUTH, "the peer's key is not the one in its address " + a.key() +
+                                       " (refused during the handshake, before this node showed its certificate)");
+            }
             o.sock.ssl_fail(err, "TLS handshake");
         }
+        pin_peer(o.sock.ssl, nullptr);
         o.sock.peer = tls->check_peer(o.sock.ssl, a.fingerprint, false);
         (o.sock.start_kernel_tls() ? tls_kernel : tls_user).fetch_add(1);
     }
@@ -99,17 +111,38 @@ Io Node::Impl::dial_step(Outbound &o) {
     return Io::kDone;
 }
 
-Control Node::Impl::call(Outbound &c, Outgoing &out, const Waker &w, const Deadline &d) {
+std::string push_ack_timeout(const Outbound &c, uint64_t ms) {
+    return "timed out after " + std::to_string(ms) + " ms waiting for " + c.addr.key() +
+           " to acknowledge the push: it has all of it, but its receive queue is full (its "
+           "max_queued / max_queued_bytes) and nothing receives from it; the timeout is "
+           "the call's, else this node's io_timeout_ms";
+}
+
+Control Node::Impl::call(Outbound &c, Outgoing &out, bool get, const Waker &w, const Deadline &d) {
     out.start();
+    // A cancel that came while the request was prepared (a large value copied into a memfd, a
+    // dial) is honoured before anything is handed over: over unix:// the first write passes
+    // the whole value as a descriptor.
+    w.check();
     for (;;) {
         Control reply;
-        const Io r = call_step(c, out, &reply);
+        const Io r = call_step(c, out, get, &reply);
         if (r == Io::kDone) return reply;
-        w.wait(c.sock.fd, r == Io::kWantRead ? POLLIN : POLLOUT, d);
+        if (!out.done() || get) {
+            w.wait(c.sock.fd, r == Io::kWantWrite ? POLLOUT : POLLIN, d);
+            continue;
+        }
+        // The push is written whole: the peer holds it and has not queued it.
+        try {
+            w.wait(c.sock.fd, r == Io::kWantWrite ? POLLOUT : POLLIN, d);
+        } catch (const Error &e) {
+            if (e.status() != TENSO_E_TIMEOUT) throw;
+            fail(TENSO_E_TIMEOUT, push_ack_timeout(c, d.ms));
+        }
     }
 }
 
-Io Node::Impl::call_step(Outbound &c, Outgoing &out, Control *reply_out, bool read_at_once) {
+Io Node::Impl::call_step(Outbound &c, Outgoing &out, bool get, Control *reply_out, bool read_at_once) {
     if (!out.done()) try {
         const Io r = out.pump(c.sock);
         if (r != Io::kDone) return r;
@@ -129,20 +162,22 @@ Io Node::Impl::call_step(Outbound &c, Outgoing &out, Control *reply_out, bool re
         }
         throw;
     }
-    for (;;) {
-        std::unique_ptr<View> v;
-        const Io r = c.reader.frame(c.sock, c.ctl, &v);
-        if (r == Io::kDone) {
-            Control reply = parse_control(*v, opts.max_name_bytes);
-            if (reply.op == Op::kError) fail(reply.status, "the peer refused: " + reply.message);
-            // One request is outstanding: an `ok` for more is out of step.
-            if (reply.op == Op::kOk && reply.length > 1) fail(TENSO_E_MALFORMED, "the peer acknowledged more pushes than were sent");
-            *reply_out = std::move(reply);
-            return Io::kDone;
-        }
-        if (r == Io::kEof) fail(TENSO_E_CONNECTION, "the peer closed the connection");
-        return r;
+    std::unique_ptr<View> v;
+    const Io r = c.reader.frame(c.sock, c.ctl, &v);
+    if (r == Io::kDone) {
+        Control reply = parse_control(*v, opts.max_name_bytes);
+        if (reply.op == Op::kError) fail(reply.status, "the peer refused: " + reply.message);
+        // Only the answer the request expects: anything else is a peer out of step (the
+        // caller drops the connection). One request is outstanding: an `ok` for more is too.
+        const bool expected = get ? (reply.op == Op::kValue || reply.op == Op::kValueFd)
+                                  : (reply.op == Op::kOk && reply.length <= 1);
+        if (reply.op == Op::kOk && reply.length > 1) fail(TENSO_E_MALFORMED, "the peer acknowledged more pushes than were sent");
+        if (!expected) fail(TENSO_E_MALFORMED, std::string("the peer answered a ") + (get ? "get" : "push") + " out of step");
+        *reply_out = std::move(reply);
+        return Io::kDone;
     }
+    if (r == Io::kEof) fail(TENSO_E_CONNECTION, "the peer closed the connection");
+    return r;
 }
 
 std::unique_ptr<View> Node::Impl::read_value(Outbound &c, const Control &reply, const Waker &w, const Deadline &d) {
@@ -155,34 +190,34 @@ std::unique_ptr<View> Node::Impl::read_value(Outbound &c, const Control &reply, 
 }
 
 Io Node::Impl::read_value_step(Outbound &c, const Control &reply, std::unique_ptr<View> *out) {
+    if (reply.length > opts.max_packet_bytes) fail(TENSO_E_LIMIT, "the value is larger than max_packet_bytes");
+    if (reply.length == 0) fail(TENSO_E_MALFORMED, "a value of 0 bytes");
     if (reply.op == Op::kValueFd) {
-        if (!c.sock.unix_ || c.sock.fds.empty()) fail(TENSO_E_MALFORMED, "value-fd without a descriptor");
-        const int fd = c.sock.fds.front();
-        c.sock.fds.pop_front();
-        std::unique_ptr<View> v;
+        const int fd = c.sock.take_fd();
+        if (fd < 0) fail(TENSO_E_MALFORMED, "value-fd without a descriptor");
+        std::unique_ptr<View> raw;
         try {
-            v = view_from_fd(fd, reply.offset, reply.length, vlim);
+            raw = packet_from_fd(fd, reply.offset, reply.length, vlim);
         } catch (...) {
             ::close(fd);
             throw;
         }
         ::close(fd);
+        Scanned s = scan_received(std::move(raw), vlim);
+        *out = bind_received(s, vlim);
+        return Io::kDone;
+    }
+    // The announcement is the value's limit (set before its first byte: a later step finds the
+    // decoder inside the packet).
+    if (c.val.idle()) c.val.expect(size_t(reply.length));
+    std::unique_ptr<View> v;
+    const Io r = c.reader.frame(c.sock, c.val, &v);
+    if (r == Io::kDone) {
         *out = std::move(v);
         return Io::kDone;
     }
-    if (reply.op != Op::kValue) fail(TENSO_E_MALFORMED, "unexpected reply to a request");
-    if (reply.length > opts.max_packet_bytes) fail(TENSO_E_LIMIT, "the value is larger than max_packet_bytes");
-    for (;;) {
-        std::unique_ptr<View> v;
-        const Io r = c.reader.frame(c.sock, c.val, &v);
-        if (r == Io::kDone) {
-            if (v->packet_size != reply.length) fail(TENSO_E_MALFORMED, "the value's length is not the one announced");
-            *out = std::move(v);
-            return Io::kDone;
-        }
-        if (r == Io::kEof) fail(TENSO_E_CONNECTION, "the peer closed the connection before the value");
-        return r;
-    }
+    if (r == Io::kEof) fail(TENSO_E_CONNECTION, "the peer closed the connection before the value");
+    return r;
 }
 
 void prepare_push(PreparedPush &pp, const Address &a, const std::string &name, const Payload &p, const NodeOptions &o) {
@@ -231,7 +266,7 @@ void Node::send(const std::string &addr, const std::string &name, const Payload 
     prepare_push(pp, call.addr, name, p, n.opts);
     std::unique_ptr<Outbound> conn = n.checkout(call.addr, call.w, call.d);
     try {
-        n.call(*conn, pp.out, call.w, call.d);
+        n.call(*conn, pp.out, false, call.w, call.d);
     } catch (...) {
         n.discard(std::move(conn));
         throw;
@@ -253,7 +288,7 @@ std::unique_ptr<View> Node::request(const std::string &addr, const std::string &
     std::unique_ptr<Outbound> conn = n.checkout(a, w, d);
     std::unique_ptr<View> v;
     try {
-        const Control reply = n.call(*conn, out, w, d);
+        const Control reply = n.call(*conn, out, true, w, d);
         v = n.read_value(*conn, reply, w, d);
     } catch (const Error &e) {
         // "Not found" leaves the connection in step; anything else may not.

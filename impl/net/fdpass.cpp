@@ -2,6 +2,7 @@
 #include "net/fdpass.hpp"
 
 #include <cerrno>
+#include <cstdint>
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -14,12 +15,28 @@
 
 namespace tenso::net {
 
-std::unique_ptr<View> view_from_fd(int fd, uint64_t offset, uint64_t len, const Limits &lim) {
+namespace {
+// The packet at p must be exactly len bytes by its own headers.
+void check_length(const uint8_t *p, uint64_t len, const Limits &lim) {
+    size_t end;
+    try {
+        end = frame_length(p, size_t(len), lim);
+    } catch (const NeedMore &) {
+        end = SIZE_MAX;  // its headers claim more than the descriptor holds for it
+    }
+    if (end != len) fail(TENSO_E_MALFORMED, "the passed packet's length is not the one announced");
+}
+}  // namespace
+
+std::unique_ptr<View> packet_from_fd(int fd, uint64_t offset, uint64_t len, const Limits &lim) {
     struct stat st;
     if (fstat(fd, &st) != 0) sys_fail(TENSO_E_IO, "fstat of a passed descriptor");
     if (len == 0 || offset > uint64_t(st.st_size) || len > uint64_t(st.st_size) - offset)
         fail(TENSO_E_MALFORMED, "a passed descriptor is shorter than its packet");
     if (lim.max_packet_bytes && len > lim.max_packet_bytes) fail(TENSO_E_LIMIT, "packet larger than max_packet_bytes");
+    std::unique_ptr<View> v(new View);
+    v->nbytes = v->packet_size = len;
+    v->owns_data = true;
     const int seals = fcntl(fd, F_GET_SEALS);
     const int need = F_SEAL_SHRINK | F_SEAL_WRITE;
     if (seals >= 0 && (seals & need) == need) {
@@ -28,21 +45,22 @@ std::unique_ptr<View> view_from_fd(int fd, uint64_t offset, uint64_t len, const 
         const size_t maplen = size_t(offset - base + len);
         void *m = mmap(nullptr, maplen, PROT_READ, MAP_SHARED, fd, off_t(base));
         if (m == MAP_FAILED) sys_fail(TENSO_E_IO, "mmap of a passed descriptor");
-        std::shared_ptr<const void> keep(m, [maplen](const void *p) { munmap(const_cast<void *>(p), maplen); });
-        const uint8_t *p = static_cast<const uint8_t *>(m) + (offset - base);
-        if (frame_length(p, size_t(len), lim) != len) fail(TENSO_E_MALFORMED, "the passed packet's length is not the one announced");
-        return decode(p, size_t(len), lim, keep);
+        v->keep = std::shared_ptr<const void>(m, [maplen](const void *p) { munmap(const_cast<void *>(p), maplen); });
+        v->data = static_cast<const uint8_t *>(m) + (offset - base);
+    } else {
+        std::shared_ptr<uint8_t> buf = alloc_aligned(size_t(len));
+        size_t got = 0;
+        while (got < len) {
+            const ssize_t r = ::pread(fd, buf.get() + got, size_t(len - got), off_t(offset + got));
+            if (r < 0 && errno == EINTR) continue;
+            if (r <= 0) sys_fail(TENSO_E_IO, "pread of a passed descriptor", r == 0 ? EIO : errno);
+            got += size_t(r);
+        }
+        v->data = buf.get();
+        v->keep = std::move(buf);
     }
-    std::shared_ptr<uint8_t> buf = alloc_aligned(size_t(len));
-    size_t got = 0;
-    while (got < len) {
-        const ssize_t r = ::pread(fd, buf.get() + got, size_t(len - got), off_t(offset + got));
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) sys_fail(TENSO_E_IO, "pread of a passed descriptor", r == 0 ? EIO : errno);
-        got += size_t(r);
-    }
-    if (frame_length(buf.get(), size_t(len), lim) != len) fail(TENSO_E_MALFORMED, "the passed packet's length is not the one announced");
-    return decode(buf.get(), size_t(len), lim, buf);
+    check_length(v->data, len, lim);
+    return v;
 }
 
 int packet_memfd(const std::vector<iovec> &iov, uint64_t total) {

@@ -12,10 +12,11 @@
 
 namespace tenso::net {
 
-// A packet received as a descriptor: [offset, offset + len) of fd, mapped when the sender
-// sealed it against writes and shrinking (nobody can change or truncate it under the view),
-// else read into memory. Its packet must be exactly len bytes.
-std::unique_ptr<View> view_from_fd(int fd, uint64_t offset, uint64_t len, const Limits &lim);
+// The packet passed as [offset, offset + len) of fd, framed but not decoded (a View as a
+// frame_only decoder hands out): mapped when the sender sealed it against writes and shrinking
+// (nobody can change or truncate it under the view), else read into memory. Its headers must
+// say exactly len bytes: anything else is TENSO_E_MALFORMED.
+std::unique_ptr<View> packet_from_fd(int fd, uint64_t offset, uint64_t len, const Limits &lim);
 
 // A sealed memfd holding the packet the segments make (total bytes).
 int packet_memfd(const std::vector<iovec> &iov, uint64_t total);

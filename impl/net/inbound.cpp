@@ -9,21 +9,37 @@
 
 namespace tenso::net {
 
+namespace {
+int64_t now_ns() { return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count(); }
+int64_t after_ms(uint64_t ms) {
+    const uint64_t cap = uint64_t(1) << 40;  // ~35 years: "no deadline" in practice, no overflow
+    return now_ns() + int64_t(std::min(ms, cap)) * 1000000;
+}
+}  // namespace
+
 Inbound::Inbound(Node::Impl &n, int fd, bool unix_, bool tls, std::string peer)
-    : n_(n), sd_(*n.io, fd), ctl_(decoder_config(n.clim)), val_(decoder_config(n.vlim)) {
+    : accepted_at(now_ns()), n_(n), sd_(*n.io, fd), ctl_(decoder_config(n.clim)),
+      val_(decoder_config(n.plim, /*frame_only=*/true)) {
     sock_.fd = fd;
     sock_.unix_ = unix_;
     sock_.peer = std::move(peer);
     sock_.counter_in = &n.bytes_received;
     sock_.counter_out = &n.bytes_sent;
+    if (unix_) sock_.fd_budget = &n.fds;
     if (tls) {
         sock_.ssl = new_ssl(n.tls->server(), fd, &sock_.kernel_bio);
         SSL_set_accept_state(sock_.ssl);
         state_ = kHandshake;
     }
+    deadline_ = after_ms(pre_auth_ms(n.opts));
 }
 
-Inbound::~Inbound() { sd_.release(); }  // Sock closes the descriptor
+Inbound::~Inbound() {
+    // Nothing of the node is touched here: a connection may go with the node's io_context,
+    // after the rest of the node (finish gave its queue budget back when it still mattered).
+    if (push_fd_ >= 0) ::close(push_fd_);
+    sd_.release();  // Sock closes the descriptor
+}
 
 void Inbound::close() {
     ::shutdown(sock_.fd, SHUT_RDWR);
@@ -32,15 +48,40 @@ void Inbound::close() {
     sd_.cancel(ec);
 }
 
+void Inbound::expire() {
+    expired_ = true;
+    ::shutdown(sock_.fd, SHUT_RDWR);
+}
+
 void Inbound::resume() {
-    asio::post(*n_.io, [self = shared_from_this()] {
-        if (self->state_ != kParked) return;
-        self->deliver();
-        self->step();
-    });
+    if (!parked_.exchange(false)) return;  // one resume per park
+    asio::post(*n_.io, [self = shared_from_this()] { self->step(); });
+}
+
+void Inbound::arm_deadline() {
+    int64_t d = 0;
+    if (slot != kAuthenticated && state_ != kWrite && state_ != kLinger) {
+        d = accepted_at + int64_t(std::min<uint64_t>(pre_auth_ms(n_.opts), uint64_t(1) << 40)) * 1000000;
+    } else if (state_ == kReadControl && reader_.pos == reader_.end && ctl_.idle() && acks_ == 0) {
+        request_deadline_ = 0;  // between requests
+        d = after_ms(inbound_idle_ms(n_.opts));
+    } else if (state_ == kLinger) {
+        d = request_deadline_ ? request_deadline_ : after_ms(n_.opts.io_timeout_ms);
+    } else {
+        // A request in progress (its control frame begun: the rest of it, its value, its answer).
+        if (!request_deadline_) request_deadline_ = after_ms(request_ms(n_.opts, 0));
+        d = request_deadline_;
+    }
+    deadline_.store(d, std::memory_order_relaxed);
 }
 
 void Inbound::wait(Io io) {
+    // Descriptors are passed with the first byte of the frame that uses them: any still held
+    // when no frame is in progress came with none (and would otherwise be held for good).
+    if (!sock_.fds.empty() && state_ == kReadControl && reader_.pos == reader_.end && ctl_.idle())
+        fail(TENSO_E_MALFORMED, "the peer passed a descriptor that no frame uses");
+    if (expired_) return finish();
+    arm_deadline();
     auto self = shared_from_this();
     sd_.async_wait(io == Io::kWantWrite ? asio::posix::stream_descriptor::wait_write
                                         : asio::posix::stream_descriptor::wait_read,
@@ -52,8 +93,29 @@ void Inbound::wait(Io io) {
 
 void Inbound::finish() {
     state_ = kClosed;
+    drop_push();
+    if (expired_.exchange(false)) n_.refused.fetch_add(1);
     std::lock_guard<std::mutex> g(n_.in_mu);
+    if (slot == kPreAuth) --n_.unauthenticated;
+    if (slot == kAuthenticated) --n_.authenticated;
+    slot = kNoSlot;
     n_.inbound.erase(shared_from_this());
+}
+
+bool Inbound::authenticate() {
+    {
+        std::lock_guard<std::mutex> g(n_.in_mu);
+        if (slot != kPreAuth) return slot == kAuthenticated;  // evicted meanwhile: its socket is shut
+        if (n_.authenticated < n_.opts.max_connections) {
+            --n_.unauthenticated;
+            ++n_.authenticated;
+            slot = kAuthenticated;
+            return true;
+        }
+    }
+    // Over the limit: answered, then closed; it keeps its pre-auth slot (and deadline) meanwhile.
+    refuse(TENSO_E_LIMIT, "the node is at its max_connections (" + std::to_string(n_.opts.max_connections) + ")");
+    return false;
 }
 
 std::vector<uint8_t> Inbound::take_acks() {
@@ -103,16 +165,71 @@ void Inbound::refuse(int32_t st, const std::string &why, bool close_after) {
     reply(c, close_after);
 }
 
-void Inbound::deliver() {
-    if (!n_.enqueue(msg_, shared_from_this())) {
-        state_ = kParked;
-        return;
+void Inbound::drop_push() {
+    if (push_fd_ >= 0) ::close(push_fd_);
+    push_fd_ = -1;
+    if (reserved_ || over_ || msg_) {
+        n_.release(reserved_, over_);
+        reserved_ = 0;
+        over_ = false;
     }
+    msg_.reset();
+    scanned_ = Scanned{};
+}
+
+void Inbound::received(std::unique_ptr<View> raw) {
+    scanned_ = scan_received(std::move(raw), n_.plim);
+    if (scanned_.held() > n_.opts.max_queued_bytes) {
+        // Framed, so the connection stays in step.
+        drop_push();
+        return refuse(TENSO_E_LIMIT, "the value decodes to " + std::to_string(scanned_.held()) +
+                                         " bytes, more than the receiver's max_queued_bytes (" +
+                                         std::to_string(n_.opts.max_queued_bytes) + ")",
+                      false);
+    }
+    state_ = kGrow;
+}
+
+void Inbound::bind_value() {
+    // Inflating or hashing much would hold up every connection the loop serves.
+    constexpr uint64_t kOffLoopWork = 1 << 20;
+    if (scanned_.work() < kOffLoopWork) return deliver(bind_received(scanned_, n_.plim));
+    state_ = kDecoding;
+    n_.decode_off_loop([self = shared_from_this()] {
+        try {
+            self->decoded_ = bind_received(self->scanned_, self->n_.plim);
+        } catch (const Error &e) {
+            self->decode_status_ = e.status();
+            self->decode_message_ = e.what();
+        } catch (const std::bad_alloc &) {
+            self->decode_status_ = TENSO_E_NO_MEMORY;
+            self->decode_message_ = "out of memory decoding the value";
+        } catch (...) {
+            self->decode_status_ = TENSO_E_INTERNAL;
+            self->decode_message_ = "decoding the value failed";
+        }
+        asio::post(*self->n_.io, [self] {
+            self->state_ = kDecoded;
+            self->step();
+        });
+    });
+}
+
+void Inbound::deliver(std::unique_ptr<View> v) {
+    msg_->view = std::move(v);
+    msg_->bytes = reserved_;
+    msg_->overshoot = over_;
+    reserved_ = 0;
+    over_ = false;
+    scanned_ = Scanned{};
+    n_.enqueue(std::move(msg_));
     ++acks_;
     state_ = kReadControl;
 }
 
 void Inbound::serve_get() {
+    if (!n_.allowed(kAccessGet, sock_.peer, req_.name))
+        return refuse(TENSO_E_AUTH, "this peer may not get '" + req_.name + "' (the node's access hook)", false);
     std::shared_ptr<Published> p;
     {
         std::lock_guard<std::mutex> g(n_.pub_mu);
@@ -127,6 +244,7 @@ void Inbound::serve_get() {
         return reply(c, false);
     }
     c.length = p->size;
+    request_deadline_ = after_ms(request_ms(n_.opts, p->size));  // a slow reader has as long as a slow writer
     out_ = Outgoing{};
     out_.keep = p;
     if (sock_.unix_ && !n_.opts.no_fd_passing && p->size >= n_.opts.fd_passing_min_bytes) {
@@ -143,38 +261,36 @@ void Inbound::serve_get() {
 
 void Inbound::on_control(std::unique_ptr<View> v) {
     req_ = parse_control(*v, n_.opts.max_name_bytes);
+    if (req_.op != Op::kGet && req_.op != Op::kPush && req_.op != Op::kPushFd)
+        fail(TENSO_E_MALFORMED, "unexpected control frame from a dialer");
+    // A plaintext peer is trusted by the transport: its first frame takes an authenticated slot.
+    if (slot != kAuthenticated && !authenticate()) return;
     if (req_.op == Op::kGet) return serve_get();
-    if (req_.op != Op::kPush && req_.op != Op::kPushFd) fail(TENSO_E_MALFORMED, "unexpected control frame from a dialer");
     if (req_.message == kCountedOk) counted_ = true;
+    if (req_.op == Op::kPushFd) {
+        push_fd_ = sock_.take_fd();
+        if (!sock_.unix_ || push_fd_ < 0) fail(TENSO_E_MALFORMED, "push-fd without a descriptor");
+    }
+    const bool fd = req_.op == Op::kPushFd;
+    // Its bytes (none for a descriptor) are read and dropped: the connection stays in step.
+    auto refuse_push = [&](int32_t st, const std::string &why) {
+        drop_push();
+        if (fd) return refuse(st, why, false);
+        skip_left_ = req_.length;
+        skip_status_ = st;
+        skip_msg_ = why;
+        state_ = kSkip;
+    };
+    request_deadline_ = after_ms(request_ms(n_.opts, req_.length));
+    if (req_.length == 0) fail(TENSO_E_MALFORMED, "a push of 0 bytes");
+    if (req_.length > n_.opts.max_packet_bytes || req_.length > n_.opts.max_queued_bytes)
+        return refuse_push(TENSO_E_LIMIT, "the packet is larger than the receiver takes (max_packet_bytes / max_queued_bytes)");
+    if (!n_.allowed(kAccessPush, sock_.peer, req_.name))
+        return refuse_push(TENSO_E_AUTH, "this peer may not push '" + req_.name + "' (the node's access hook)");
     msg_.reset(new Message);
     msg_->name = req_.name;
     msg_->sender = sock_.peer;
-    msg_->bytes = req_.length;
-    const bool too_big = req_.length > n_.opts.max_packet_bytes || req_.length > n_.opts.max_queued_bytes;
-    if (req_.op == Op::kPushFd) {
-        if (!sock_.unix_ || sock_.fds.empty()) fail(TENSO_E_MALFORMED, "push-fd without a descriptor");
-        const int fd = sock_.fds.front();
-        sock_.fds.pop_front();
-        std::unique_ptr<View> view;
-        try {
-            if (too_big) fail(TENSO_E_LIMIT, "the packet is larger than the receiver takes");
-            view = view_from_fd(fd, req_.offset, req_.length, n_.vlim);
-        } catch (...) {
-            ::close(fd);
-            throw;
-        }
-        ::close(fd);
-        msg_->view = std::move(view);
-        return deliver();
-    }
-    if (too_big) {
-        skip_left_ = req_.length;
-        skip_status_ = TENSO_E_LIMIT;
-        skip_msg_ = "the packet is larger than the receiver takes (max_packet_bytes / max_queued_bytes)";
-        state_ = kSkip;
-        return;
-    }
-    state_ = kReadValue;
+    state_ = kReserve;
 }
 
 void Inbound::step() {
@@ -183,12 +299,14 @@ void Inbound::step() {
         Node::Impl &n;
         ~Wake() { n.wake(); }
     } wake{n_};
+    int32_t st = 0;
+    std::string why;
     try {
         for (;;) {
             Io io = Io::kDone;
             switch (state_) {
             case kClosed: return finish();
-            case kParked: return;
+            case kDecoding: return;  // the decode's return steps on
             case kHandshake: {
                 const int r = sock_.handshake();
                 if (r != 1) {
@@ -205,7 +323,10 @@ void Inbound::step() {
                     sock_.peer = n_.tls->check_peer(sock_.ssl, "", true);
                 } catch (const Error &e) {
                     refuse(e.status(), e.what());
+                    continue;
                 }
+                // A trusted peer: over max_connections it is now told so (an `error` frame).
+                authenticate();
                 continue;
             }
             case kReadControl: {
@@ -222,18 +343,67 @@ void Inbound::step() {
                 }
                 break;
             }
+            case kReserve:
+                if (!n_.reserve(req_.length, nullptr)) {
+                    // The dialer hears of its pushes already queued before this one waits.
+                    if (acks_) {
+                        ack_now(kReserve);
+                        continue;
+                    }
+                    // Parked: no deadline (the wait is the application's, not the peer's). Once
+                    // parked, a resume may step on another thread: nothing is touched after.
+                    deadline_.store(0, std::memory_order_relaxed);
+                    parked_ = true;
+                    if (!n_.reserve(req_.length, shared_from_this())) return;  // resumed when room is made
+                    parked_ = false;
+                }
+                reserved_ = req_.length;
+                if (push_fd_ >= 0) {
+                    std::unique_ptr<View> raw = packet_from_fd(push_fd_, req_.offset, req_.length, n_.plim);
+                    ::close(push_fd_);
+                    push_fd_ = -1;
+                    received(std::move(raw));
+                    continue;
+                }
+                val_.expect(size_t(req_.length));  // the announcement is the value's limit
+                state_ = kReadValue;
+                continue;
             case kReadValue: {
                 std::unique_ptr<View> v;
                 io = reader_.frame(sock_, val_, &v);
                 if (io == Io::kDone) {
-                    if (v->packet_size != req_.length) fail(TENSO_E_MALFORMED, "the value's length is not the one announced");
-                    msg_->view = std::move(v);
-                    deliver();
+                    received(std::move(v));
                     continue;
                 }
                 if (io == Io::kEof) fail(TENSO_E_CONNECTION, "closed before the value");
                 break;
             }
+            case kGrow: {
+                const uint64_t extra = scanned_.held() - reserved_;
+                if (extra) {
+                    if (!n_.grow(extra, &over_, nullptr)) {
+                        if (acks_) {
+                            ack_now(kGrow);
+                            continue;
+                        }
+                        deadline_.store(0, std::memory_order_relaxed);
+                        parked_ = true;
+                        if (!n_.grow(extra, &over_, shared_from_this())) return;
+                        parked_ = false;
+                    }
+                    reserved_ += extra;
+                }
+                bind_value();
+                continue;
+            }
+            case kDecoded:
+                if (!decoded_) {
+                    const int32_t s = decode_status_;
+                    drop_push();
+                    fail(s, decode_message_);
+                }
+                deliver(std::move(decoded_));
+                continue;
             case kSkip:
                 io = reader_.skip(sock_, &skip_left_);
                 if (io == Io::kDone) {
@@ -276,14 +446,34 @@ void Inbound::step() {
             return wait(io);
         }
     } catch (const Error &e) {
-        // Hostile or broken input: answer with the status (best effort) and close.
-        if (state_ == kWrite || state_ == kLinger) return finish();
-        refuse(e.status(), e.what());
-        step();
+        st = e.status();
+        why = e.what();
+    } catch (const NeedMore &) {
+        st = TENSO_E_MALFORMED;
+        why = "a packet is shorter than its headers say";
     } catch (const std::bad_alloc &) {
-        n_.refused.fetch_add(1);
-        finish();
+        st = TENSO_E_NO_MEMORY;
+        why = "out of memory";
+    } catch (const std::exception &e) {
+        st = TENSO_E_INTERNAL;
+        why = e.what();
+    } catch (...) {
+        st = TENSO_E_INTERNAL;
+        why = "unknown internal error";
     }
+    // The event loop's boundary: whatever failed, the connection answers with its status (best
+    // effort) and closes; the node and its other connections go on.
+    drop_push();
+    if (state_ == kWrite || state_ == kLinger || expired_ || st == TENSO_E_NO_MEMORY) {
+        n_.refused.fetch_add(1);
+        return finish();
+    }
+    try {
+        refuse(st, why);
+    } catch (...) {
+        return finish();
+    }
+    step();
 }
 
 }  // namespace tenso::net

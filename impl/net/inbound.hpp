@@ -1,16 +1,20 @@
 // inbound.hpp - an accepted connection, served on the node's event loop (inbound.cpp).
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "net/node_impl.hpp"
+#include "net/value.hpp"
 
 namespace tenso::net {
 
 // An accepted connection, served on the event loop: one request at a time (read a control
-// frame and its value, answer, read the next).
+// frame and its value, answer, read the next). At most one handler of a connection is pending
+// at any time (a socket wait, a resume, or the off-loop decode's return), so its state needs no
+// lock; the reaper only reads its deadline and shuts its socket.
 class Inbound : public std::enable_shared_from_this<Inbound> {
 public:
     Inbound(Node::Impl &n, int fd, bool unix_, bool tls, std::string peer);
@@ -19,11 +23,32 @@ public:
     void run() { step(); }
     // At shutdown (the loop has stopped): the connection closes now, the descriptor with the object.
     void close();
-    // The queue has room again: finish the parked push.
+    // The budget has room again: retry the reservation the connection is parked on.
     void resume();
 
+    // For the reaper and the accept loop (under the node's in_mu): when the connection must be
+    // done with what it is doing (steady-clock ns; 0 = no deadline), and the end of it: its
+    // socket is shut, so its next step finds it closed.
+    int64_t deadline() const { return deadline_.load(std::memory_order_relaxed); }
+    void expire();
+    enum Slot { kNoSlot, kPreAuth, kAuthenticated };
+    std::atomic<Slot> slot{kPreAuth};  // changed under in_mu
+    const int64_t accepted_at;
+
 private:
-    enum State { kHandshake, kReadControl, kReadValue, kSkip, kParked, kWrite, kLinger, kClosed };
+    enum State {
+        kHandshake,    // TLS handshake
+        kReadControl,  // a control frame
+        kReserve,      // queue budget for the announced push (parked while there is none)
+        kReadValue,    // the push's value packet
+        kGrow,         // queue budget for what the value inflates to (parked while none)
+        kDecoding,     // bound off the event loop
+        kDecoded,      // back from there
+        kSkip,         // a refused push's bytes, dropped
+        kWrite,        // answers
+        kLinger,       // after a refusal: reading what the peer still sends
+        kClosed
+    };
     Node::Impl &n_;
     Sock sock_;
     asio::posix::stream_descriptor sd_;
@@ -32,6 +57,17 @@ private:
     State state_ = kReadControl;
     Control req_;
     std::unique_ptr<Message> msg_;
+    int push_fd_ = -1;            // a push-fd's descriptor until it is read
+    uint64_t reserved_ = 0;       // queue budget this push holds
+    bool over_ = false;           // ... past max_queued_bytes (Message::overshoot)
+    Scanned scanned_;             // the value between its scan and its bind
+    std::unique_ptr<View> decoded_;  // kDecoded: the value, or
+    int32_t decode_status_ = 0;      // why not
+    std::string decode_message_;
+    std::atomic<bool> parked_{false};  // in the node's parked list, not resumed yet
+    std::atomic<bool> expired_{false};
+    std::atomic<int64_t> deadline_{0};
+    int64_t request_deadline_ = 0;  // of the request in progress (0: none in progress)
     uint64_t skip_left_ = 0;
     int32_t skip_status_ = 0;
     std::string skip_msg_;
@@ -47,7 +83,12 @@ private:
     uint64_t linger_ = 0;
 
     void wait(Io io);
+    // Sets the deadline of what the connection waits for next.
+    void arm_deadline();
     void finish();
+    // The slot: a trusted peer's connection leaves the pre-auth ones for an authenticated one,
+    // or is refused when max_connections are taken. False when refused.
+    bool authenticate();
     // The `ok` for the pushes acknowledged by none yet (empty when there are none).
     std::vector<uint8_t> take_acks();
     // Writes the pending acknowledgement, then c when given (answers go in request order),
@@ -59,11 +100,14 @@ private:
     void reply(const Control &c, bool close_after);
     // Answers an error (counted as a refusal); closes afterwards unless the connection stays in step.
     void refuse(int32_t st, const std::string &why, bool close_after = true);
-    // Queues the received push (its acknowledgement is pending), or parks (state kParked).
-    // A parked connection keeps the acknowledgements of the pushes before it pending too: the
-    // dialer waits for the parked push's anyway, and nothing may be written while parked (a
-    // resume only finds a connection in kParked).
-    void deliver();
+    // Gives back the push's queue budget and descriptor (a push that will not be queued).
+    void drop_push();
+    // The value is framed (socket or descriptor): scanned, then charged (kGrow).
+    void received(std::unique_ptr<View> raw);
+    // The value is charged: bound here, or off the loop when that is much work.
+    void bind_value();
+    // Queues the received push (its acknowledgement is pending).
+    void deliver(std::unique_ptr<View> v);
     void serve_get();
     void on_control(std::unique_ptr<View> v);
     // Runs the state machine until it must wait.

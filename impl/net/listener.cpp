@@ -2,6 +2,7 @@
 // queue and published values (the connections themselves: inbound.cpp).
 #include "net/node_impl.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 #include <arpa/inet.h>
@@ -84,23 +85,54 @@ void Node::Impl::bind_listeners(const std::vector<Address> &addrs) {
 void Node::Impl::accept_next(Listener &l) {
     l.sd->async_wait(asio::posix::stream_descriptor::wait_read, [this, &l](const asio::error_code &ec) {
         if (ec || stopped) return;
-        on_accept(l);
+        const int pause_ms = on_accept(l);
+        if (pause_ms) pause_accepting(l, pause_ms);
+        else accept_next(l);
+    });
+}
+
+// The listener stays readable while it has connections waiting: waiting on it again at once
+// would spin. It waits a little instead, then accepts what it can.
+void Node::Impl::pause_accepting(Listener &l, int ms) {
+    if (!l.pause) l.pause.reset(new asio::steady_timer(*io));
+    l.pause->expires_after(std::chrono::milliseconds(ms));
+    l.pause->async_wait([this, &l](const asio::error_code &ec) {
+        if (ec || stopped) return;
         accept_next(l);
     });
 }
 
-void Node::Impl::on_accept(Listener &l) {
+bool Node::Impl::pre_auth_slot() {
+    std::lock_guard<std::mutex> g(in_mu);
+    if (unauthenticated < pre_auth_slots(opts)) return true;
+    // All taken: the oldest holder goes if it has had a fair chance to finish its handshake
+    // (a burst of peers that all complete theirs must not evict each other); else the newcomer
+    // waits in the listen backlog.
+    const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+    const int64_t min_age = int64_t(std::clamp<uint64_t>(pre_auth_ms(opts) / 10, 20, 1000)) * 1000000;
+    std::shared_ptr<Inbound> oldest;
+    for (const auto &c : inbound)
+        if (c->slot == Inbound::kPreAuth && (!oldest || c->accepted_at < oldest->accepted_at)) oldest = c;
+    if (!oldest || now - oldest->accepted_at < min_age) return false;
+    oldest->slot = Inbound::kNoSlot;
+    --unauthenticated;
+    oldest->expire();
+    return true;
+}
+
+int Node::Impl::on_accept(Listener &l) {
+    // Out of descriptors (EMFILE, ENFILE) or memory, and with every pre-auth slot held by a
+    // recent connection, the listener pauses (the connections past their deadlines are closed
+    // meanwhile).
+    constexpr int kNoResourcesMs = 100, kNoSlotMs = 10;
     for (;;) {
+        if (!pre_auth_slot()) return kNoSlotMs;
         sockaddr_storage ss{};
         socklen_t sl = sizeof ss;
         const int fd = ::accept4(l.fd, reinterpret_cast<sockaddr *>(&ss), &sl, SOCK_CLOEXEC | SOCK_NONBLOCK);
-        if (fd < 0) return;  // EAGAIN, or a transient error: wait for the next
-        std::lock_guard<std::mutex> g(in_mu);
-        if (inbound.size() >= opts.max_connections) {
-            refused.fetch_add(1);
-            if (l.addr.scheme != Address::kTls) refuse_over_limit(fd);
-            ::close(fd);
-            continue;
+        if (fd < 0) {
+            // EAGAIN, or a connection that went away: wait for the next.
+            return errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM ? kNoResourcesMs : 0;
         }
         std::string peer = "unix:";
         if (ss.ss_family == AF_INET || ss.ss_family == AF_INET6) {
@@ -119,48 +151,79 @@ void Node::Impl::on_accept(Listener &l) {
             }
             peer = "tcp://" + host_text(host) + ":" + std::to_string(port);
         }
+        std::lock_guard<std::mutex> g(in_mu);
         try {
             auto c = std::make_shared<Inbound>(*this, fd, l.addr.scheme == Address::kUnix, l.addr.scheme == Address::kTls, peer);
             inbound.insert(c);
+            ++unauthenticated;
             asio::post(*io, [c] { c->run(); });
         } catch (...) {
-            refused.fetch_add(1);
+            refused.fetch_add(1);  // the descriptor went with the half-made connection
         }
     }
 }
 
-// Tells a dialer over max_connections why it is closed: one `error` frame (TENSO_E_LIMIT), as far
-// as the socket takes it at once (a new socket has room for it), then our end shut. What the
-// dialer already wrote is read and dropped first, as far as it is here: a close with unread
-// input resets the connection, which could reach the dialer before the frame. A TLS dialer
-// gets no frame (that would take a handshake): only the close.
-void Node::Impl::refuse_over_limit(int fd) {
-    Control c;
-    c.op = Op::kError;
-    c.status = TENSO_E_LIMIT;
-    c.message = "the node is at its max_connections";
-    try {
-        const std::vector<uint8_t> f = encode_control(c);
-        (void)!::send(fd, f.data(), f.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-    } catch (...) {
-        return;  // no frame (out of memory): closed all the same
-    }
-    ::shutdown(fd, SHUT_WR);
-    uint8_t sink[4096];
-    while (::recv(fd, sink, sizeof sink, MSG_DONTWAIT) > 0) {
+void Node::Impl::expire_inbound() {
+    const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+    std::lock_guard<std::mutex> g(in_mu);
+    for (const auto &c : inbound) {
+        const int64_t d = c->deadline();
+        if (d && d < now) c->expire();
     }
 }
 
-bool Node::Impl::enqueue(std::unique_ptr<Message> &m, const std::shared_ptr<Inbound> &who) {
+bool Node::Impl::reserve(uint64_t bytes, const std::shared_ptr<Inbound> &who) {
     std::lock_guard<std::mutex> g(q_mu);
-    if (!queue.empty() && (queue.size() >= opts.max_queued || queued_bytes + m->bytes > opts.max_queued_bytes)) {
-        parked.push_back(who);
+    if (queue.size() + reserved_count >= opts.max_queued || queued_bytes + reserved_bytes + bytes > opts.max_queued_bytes) {
+        if (who) parked.push_back(who);
         return false;
     }
+    reserved_bytes += bytes;
+    ++reserved_count;
+    return true;
+}
+
+bool Node::Impl::grow(uint64_t extra, bool *over, const std::shared_ptr<Inbound> &who) {
+    std::lock_guard<std::mutex> g(q_mu);
+    if (queued_bytes + reserved_bytes + extra > opts.max_queued_bytes) {
+        // Pushes holding reservations could otherwise all wait for each other's room: one at a
+        // time may go past the budget (by at most max_queued_bytes, what one push may hold).
+        if (overshoot) {
+            if (who) parked.push_back(who);
+            return false;
+        }
+        overshoot = true;
+        *over = true;
+    }
+    reserved_bytes += extra;
+    return true;
+}
+
+void Node::Impl::release(uint64_t bytes, bool over) {
+    std::unique_lock<std::mutex> g(q_mu);
+    if (bytes) {
+        reserved_bytes -= bytes;
+        --reserved_count;
+    }
+    if (over) overshoot = false;
+    resume_parked(g);
+}
+
+void Node::Impl::resume_parked(std::unique_lock<std::mutex> &q) {
+    std::deque<std::weak_ptr<Inbound>> waiting;
+    waiting.swap(parked);
+    q.unlock();
+    for (auto &p : waiting)
+        if (auto c = p.lock()) c->resume();
+}
+
+void Node::Impl::enqueue(std::unique_ptr<Message> m) {
+    std::lock_guard<std::mutex> g(q_mu);
+    reserved_bytes -= m->bytes;
+    --reserved_count;
     queued_bytes += m->bytes;
     queue.push_back(std::move(m));
     if (!signalled) wake_pending.store(true, std::memory_order_relaxed);
-    return true;
 }
 
 void Node::Impl::wake() {
@@ -172,26 +235,33 @@ void Node::Impl::wake() {
     signalled = true;
 }
 
+bool Node::Impl::allowed(int op, const std::string &peer, const std::string &name) {
+    std::lock_guard<std::mutex> g(access_mu);
+    return !access_fn || access_fn(access_user, op, peer.c_str(), name.data(), name.size()) != 0;
+}
+
+void Node::Impl::decode_off_loop(std::function<void()> job) {
+    std::lock_guard<std::mutex> g(decode_mu);
+    if (!decoders) decoders.reset(new asio::thread_pool(1));
+    asio::post(*decoders, std::move(job));
+}
+
 // ---- Node: the receive queue and published values --------------------------------------
 
 std::unique_ptr<Message> Node::Impl::try_receive() {
     std::unique_ptr<Message> m;
-    std::deque<std::weak_ptr<Inbound>> resumed;
-    {
-        std::lock_guard<std::mutex> g(q_mu);
-        if (queue.empty()) return m;
-        m = std::move(queue.front());
-        queue.pop_front();
-        queued_bytes -= m->bytes;
-        if (queue.empty() && signalled) {
-            uint64_t v;
-            (void)!::read(recv_fd, &v, sizeof v);
-            signalled = false;
-        }
-        resumed.swap(parked);
+    std::unique_lock<std::mutex> g(q_mu);
+    if (queue.empty()) return m;
+    m = std::move(queue.front());
+    queue.pop_front();
+    queued_bytes -= m->bytes;
+    if (overshoot && m->overshoot) overshoot = false;
+    if (queue.empty() && signalled) {
+        uint64_t v;
+        (void)!::read(recv_fd, &v, sizeof v);
+        signalled = false;
     }
-    for (auto &p : resumed)
-        if (auto c = p.lock()) c->resume();
+    resume_parked(g);
     return m;
 }
 
@@ -233,6 +303,12 @@ void Node::publish(const std::string &name, std::unique_ptr<Value> &v, void (*re
         v = std::move(p->value);
         throw;
     }
+}
+
+void Node::set_access(AccessFn fn, void *user) {
+    std::lock_guard<std::mutex> g(impl_->access_mu);
+    impl_->access_fn = fn;
+    impl_->access_user = user;
 }
 
 bool Node::unpublish(const std::string &name) {

@@ -8,6 +8,8 @@
 
 #include "net/inbound.hpp"
 
+#include <openssl/crypto.h>
+
 namespace tenso::net {
 
 // ---- cancel tokens ---------------------------------------------------------------------
@@ -30,16 +32,27 @@ void Node::Impl::start() {
     recv_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (stop_fd < 0 || recv_fd < 0) sys_fail(TENSO_E_IO, "eventfd");
     vlim = value_limits(opts);
+    plim = push_limits(opts);
     clim = control_limits(opts);
     const std::vector<Address> addrs = listen_addresses();
-    tls.reset(new Tls(opts.cert_pem, opts.key_pem, opts.ca_pem, opts.pinned_keys));
+    tls.reset(new Tls(opts.cert_pem, opts.key_pem, opts.ca_pem, opts.ca_set, opts.pinned_keys));
+    // The contexts hold the key now: its text is not kept (Node's caller wipes its own copy).
+    wipe(opts.key_pem);
     bind_listeners(addrs);
     reaper.reset(new asio::steady_timer(*io));
     reap();
     for (uint32_t i = 0; i < opts.threads; ++i)
         threads.emplace_back([this] {
             NoSigpipe::block_sigpipe_for_good();  // kernel TLS writes through write(2)
-            io->run();
+            // The event loop's last boundary: a handler that throws (each catches what it
+            // expects) does not take the process down; the loop goes on.
+            for (;;) {
+                try {
+                    io->run();
+                    return;
+                } catch (...) {
+                }
+            }
         });
 }
 
@@ -49,6 +62,13 @@ void Node::Impl::stop() {
     const uint64_t one = 1;
     (void)!::write(stop_fd, &one, sizeof one);
     {
+        // The receive descriptor turns readable for good: a caller waiting on it (asyncio's
+        // receive) wakes and its receive returns TENSO_E_SHUTDOWN.
+        std::lock_guard<std::mutex> q(q_mu);
+        if (!signalled) (void)!::write(recv_fd, &one, sizeof one);
+        signalled = true;
+    }
+    {
         // A checkout waiting for a pooled connection wakes (under the lock: it cannot miss it).
         std::lock_guard<std::mutex> l(pool_mu);
         pool_cv.notify_all();
@@ -56,6 +76,15 @@ void Node::Impl::stop() {
     io->stop();
     for (auto &t : threads) t.join();
     threads.clear();
+    {
+        // A decode in progress finishes (its return to the stopped loop is dropped); queued
+        // ones are dropped.
+        std::lock_guard<std::mutex> d(decode_mu);
+        if (decoders) {
+            decoders->stop();
+            decoders->join();
+        }
+    }
     {
         std::lock_guard<std::mutex> l(in_mu);
         for (auto &c : inbound) c->close();
@@ -76,11 +105,18 @@ void Node::Impl::stop() {
     }
 }
 
+void wipe(std::string &secret) {
+    if (!secret.empty()) OPENSSL_cleanse(&secret[0], secret.size());
+    secret.clear();
+    secret.shrink_to_fit();
+}
+
 Node::Node(const NodeOptions &opts) : impl_(std::make_shared<Impl>()) {
     impl_->opts = opts;
     try {
         impl_->start();
     } catch (...) {
+        wipe(impl_->opts.key_pem);
         impl_->stop();
         throw;
     }

@@ -3,9 +3,11 @@
 // streams (post.cpp) and the node's life (node.cpp). Private to impl/net.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -45,9 +47,19 @@ struct Published {
     }
 };
 
+// A value a request pulls: max_packet_bytes, and what decoding it allocates within the same.
 inline Limits value_limits(const NodeOptions &o) {
     Limits l;
     l.max_packet_bytes = o.max_packet_bytes;
+    l.max_decoded_bytes = o.max_packet_bytes;
+    return l;
+}
+// A pushed value: it must fit the receive queue's budget decoded, so max_queued_bytes bounds
+// its packet and what decoding it allocates.
+inline Limits push_limits(const NodeOptions &o) {
+    Limits l = value_limits(o);
+    l.max_packet_bytes = std::min(o.max_packet_bytes, o.max_queued_bytes);
+    l.max_decoded_bytes = o.max_queued_bytes;
     return l;
 }
 inline Limits control_limits(const NodeOptions &o) {
@@ -55,10 +67,31 @@ inline Limits control_limits(const NodeOptions &o) {
     l.max_packet_bytes = control_packet_limit(o.max_name_bytes);
     return l;
 }
-inline DecoderConfig decoder_config(const Limits &l) {
+inline DecoderConfig decoder_config(const Limits &l, bool frame_only = false) {
     DecoderConfig c;
     c.limits = l;
+    c.frame_only = frame_only;
     return c;
+}
+
+// The rules of inbound connections (docs/net-protocol.md, "Deadlines and slots").
+// A connection is unauthenticated until its TLS handshake has made its peer trusted, or, on a
+// plaintext listener, until its first control frame: it then holds one of pre_auth_slots(), for
+// at most pre_auth_ms(); a newcomer finding them all taken closes the oldest, if that one has
+// held its slot a tenth of pre_auth_ms() (20 ms..1 s), else waits in the listen backlog.
+inline uint32_t pre_auth_slots(const NodeOptions &o) { return std::max<uint32_t>(4, o.max_connections / 4); }
+inline uint64_t pre_auth_ms(const NodeOptions &o) { return std::min<uint64_t>(o.io_timeout_ms, 10000); }
+// An authenticated connection with no request in progress is closed after this long (twice the
+// pool's idle timeout: a peer with the same setting closes its pooled connection first).
+inline uint64_t inbound_idle_ms(const NodeOptions &o) {
+    return o.idle_timeout_ms > UINT64_MAX / 2 ? UINT64_MAX : 2 * o.idle_timeout_ms;
+}
+// A request (control frame, value, answer) must be done within io_timeout_ms plus its bytes at
+// kMinRate: a peer cannot hold a connection, or the queue room its push reserved, by trickling.
+inline constexpr uint64_t kMinRate = 1 << 20;  // bytes per second
+inline uint64_t request_ms(const NodeOptions &o, uint64_t bytes) {
+    const uint64_t t = bytes / (kMinRate / 1000);
+    return o.io_timeout_ms > UINT64_MAX - t ? UINT64_MAX : o.io_timeout_ms + t;
 }
 
 // A dialed connection: checked out of the pool by one call at a time.
@@ -70,7 +103,7 @@ struct Outbound {
     Clock::time_point idle_since;
     // Where a dial stands (dial_step): connecting, connected, in the TLS handshake, ready.
     enum Dialing { kConnecting, kConnected, kHandshake, kReady } dialing = kConnected;
-    Outbound(const NodeOptions &o) : ctl(decoder_config(control_limits(o))), val(decoder_config(value_limits(o))) {}
+    explicit Outbound(Node::Impl &n);
 };
 
 // A listening socket, accepted from on the event loop.
@@ -78,6 +111,7 @@ struct Listener {
     Address addr;
     int fd = -1;
     std::unique_ptr<asio::posix::stream_descriptor> sd;
+    std::unique_ptr<asio::steady_timer> pause;  // accepting again after running out of descriptors
     std::string printable;
 };
 
@@ -88,9 +122,17 @@ class Queue;
 // published values, the outbound pool and the post streams.
 struct Node::Impl : std::enable_shared_from_this<Node::Impl> {
     NodeOptions opts;
-    Limits vlim, clim;
+    Limits vlim, plim, clim;  // values pulled, values pushed, control frames
     std::unique_ptr<Tls> tls;
+    // Descriptors passed to us, not yet used. Declared before io: connections (and their
+    // sockets) can go with the io_context, which must find it still there.
+    FdBudget fds;
     std::unique_ptr<asio::io_context> io{new asio::io_context};
+    // Binds pushed values that inflate or hash much, off the event loop (made when first
+    // needed, one thread; stopped and joined by stop). Declared after io: destroyed before it.
+    std::mutex decode_mu;
+    std::unique_ptr<asio::thread_pool> decoders;
+    void decode_off_loop(std::function<void()> job);
     std::unique_ptr<asio::steady_timer> reaper;
     std::vector<std::thread> threads;
     std::vector<Listener> listeners;
@@ -98,15 +140,20 @@ struct Node::Impl : std::enable_shared_from_this<Node::Impl> {
     std::atomic<bool> stopped{false};
     std::mutex stop_mu;
 
-    // inbound connections
+    // inbound connections; under in_mu, the slots they hold (see pre_auth_slots)
     std::mutex in_mu;
     std::set<std::shared_ptr<Inbound>> inbound;
+    uint32_t unauthenticated = 0, authenticated = 0;
 
-    // the receive queue
+    // the receive queue, and its budget: max_queued pushes and max_queued_bytes bytes held by
+    // the queue and by the pushes being read or decoded (reserved before their bytes are read)
     std::mutex q_mu;
     std::deque<std::unique_ptr<Message>> queue;
     uint64_t queued_bytes = 0;
-    std::deque<std::weak_ptr<Inbound>> parked;  // pushes waiting for queue room
+    uint64_t reserved_bytes = 0;
+    uint32_t reserved_count = 0;
+    bool overshoot = false;  // one push's inflation past the byte budget is held (Message::overshoot)
+    std::deque<std::weak_ptr<Inbound>> parked;  // pushes waiting for budget
     // recv_fd is written once per batch of pushes, not once per push: enqueue notes that the
     // queue became non-empty (wake_pending), the connection's step calls wake() when it stops.
     // `signalled` (under q_mu): recv_fd holds a count, cleared when the queue empties.
@@ -117,6 +164,12 @@ struct Node::Impl : std::enable_shared_from_this<Node::Impl> {
     // published values
     std::mutex pub_mu;
     std::map<std::string, std::shared_ptr<Published>> published;
+
+    // the application's access hook (held while it runs, so a replacement waits for it)
+    std::mutex access_mu;
+    AccessFn access_fn = nullptr;
+    void *access_user = nullptr;
+    bool allowed(int op, const std::string &peer, const std::string &name);
 
     // the outbound pool
     struct Peer {
@@ -135,6 +188,8 @@ struct Node::Impl : std::enable_shared_from_this<Node::Impl> {
     // The same by the address text, parsed once.
     std::map<std::string, std::shared_ptr<PostStream>> stream_of_text;
     std::shared_ptr<PostStream> post_stream(const std::string &text);
+    // The stream of that address text, locked (*g), never one the reaper retired.
+    std::shared_ptr<PostStream> lock_stream(const std::string &text, std::unique_lock<std::mutex> *g);
     void stop_streams();
     // The completion-based posts and flushes waiting on the stream (under its lock): moved on
     // (the calling thread waits as a blocking call), or all failed with st.
@@ -167,15 +222,29 @@ struct Node::Impl : std::enable_shared_from_this<Node::Impl> {
     std::vector<Address> listen_addresses() const;  // opts.listen, parsed
     void bind_listeners(const std::vector<Address> &addrs);
     void accept_next(Listener &l);
-    void on_accept(Listener &l);
-    void refuse_over_limit(int fd);
-    // The queue: true when it took the message; false when full (the caller parks).
-    // A full queue parks `who` (resumed when a receive makes room) and returns false.
-    bool enqueue(std::unique_ptr<Message> &m, const std::shared_ptr<Inbound> &who);
+    int on_accept(Listener &l);  // 0, or for how many ms to pause (out of descriptors or slots)
+    void pause_accepting(Listener &l, int ms);
+    // Room for one more unauthenticated connection: a free slot, or the oldest holder closed
+    // once it has had a fair chance to finish its handshake. False: the newcomer waits.
+    bool pre_auth_slot();
+    // The budget. reserve: room for one more push of `bytes`, or false and `who`, unless null,
+    // is parked (resumed when room is made). grow: `extra` more for a push holding a reservation; past the
+    // byte budget only while no other push does so (*over set), else parked and false.
+    bool reserve(uint64_t bytes, const std::shared_ptr<Inbound> &who);
+    bool grow(uint64_t extra, bool *over, const std::shared_ptr<Inbound> &who);
+    // Gives back a reservation that will not be queued, and resumes the parked pushes.
+    void release(uint64_t bytes, bool over);
+    // Queues m, which holds a reservation of m->bytes.
+    void enqueue(std::unique_ptr<Message> m);
+    void resume_parked(std::unique_lock<std::mutex> &q);  // releases q
     // The oldest received push, or null when none waits (resumes the parked connections).
     std::unique_ptr<Message> try_receive();
     // pool.cpp
-    void reap();  // closes pooled connections idle for idle_timeout_ms, on a timer
+    // On a timer: closes pooled connections idle for idle_timeout_ms, retires idle post
+    // streams, and ends inbound connections past their deadline.
+    void reap();
+    void reap_streams();    // post.cpp
+    void expire_inbound();  // listener.cpp
     std::unique_ptr<Outbound> checkout(const Address &a, const Waker &w, const Deadline &d);
     // Without waiting: kIdle (*c is a pooled connection), kDial (a slot is taken: dial, and
     // give it back with discard or release_slot on failure) or kFull (max_connections busy).
@@ -186,15 +255,17 @@ struct Node::Impl : std::enable_shared_from_this<Node::Impl> {
     void discard(std::unique_ptr<Outbound> c);  // a connection out of step: closed
     // dialer.cpp
     std::unique_ptr<Outbound> dial(const Address &a, const Waker &w, const Deadline &d);
-    Control call(Outbound &c, Outgoing &out, const Waker &w, const Deadline &d);
+    // Writes a request and reads its answer: for a get, `value`/`value-fd`; for a push, `ok`.
+    // An `error` frame throws its status; any other answer is TENSO_E_MALFORMED.
+    Control call(Outbound &c, Outgoing &out, bool get, const Waker &w, const Deadline &d);
     std::unique_ptr<View> read_value(Outbound &c, const Control &reply, const Waker &w, const Deadline &d);
     // The steps of the three above, which never wait (the completion-based calls drive them):
     // kDone when finished, else what to wait for on the connection's descriptor.
-    std::unique_ptr<Outbound> dial_start(const Address &a);
+    std::unique_ptr<Outbound> dial_start(const Address &a, const Waker &w, const Deadline &d);
     Io dial_step(Outbound &c);
     // After out.start(). read_at_once false: once the request is written, wait for the reply
     // before reading (the read right after a write finds nothing: a syscall saved).
-    Io call_step(Outbound &c, Outgoing &out, Control *reply, bool read_at_once = true);
+    Io call_step(Outbound &c, Outgoing &out, bool get, Control *reply, bool read_at_once = true);
     Io read_value_step(Outbound &c, const Control &reply, std::unique_ptr<View> *out);
 };
 
@@ -252,6 +323,8 @@ struct PreparedPush {
 
 // The push of p to a: encoded (a value), read from its descriptor (not a Unix peer) or passed as
 // a descriptor (a Unix peer; a memfd made for a large packet).
+// The message of a push timed out after it was written whole, waiting for its acknowledgement.
+std::string push_ack_timeout(const Outbound &c, uint64_t ms);
 void prepare_push(PreparedPush &pp, const Address &a, const std::string &name, const Payload &p, const NodeOptions &o);
 
 }  // namespace tenso::net

@@ -18,14 +18,23 @@ public:
     Control reply;
 
     Want step(Node::Impl &n) override {
-        check_stop();
+        try {
+            check_stop();
+        } catch (const Error &e) {
+            // A push written whole and not acknowledged: say why, as the blocking send does.
+            if (e.status() == TENSO_E_TIMEOUT && kind == kSend && written_ && conn_)
+                fail(TENSO_E_TIMEOUT, push_ack_timeout(*conn_, timeout_ms()));
+            throw;
+        }
         for (;;) switch (stage_) {
             case kCheckout: {
                 const Node::Impl::Slot s = n.try_checkout(addr, &conn_);
                 if (s == Node::Impl::Slot::kFull) return Want::wake();
                 if (s == Node::Impl::Slot::kDial) {
                     try {
-                        conn_ = n.dial_start(addr);
+                        // A name is resolved on a helper thread; this step waits for it (until
+                        // the deadline or a stop).
+                        conn_ = n.dial_start(addr, Waker{n.stop_fd, nullptr, &n.stopped}, Deadline::in(timeout_ms()));
                     } catch (...) {
                         n.release_slot(addr);
                         throw;
@@ -47,7 +56,7 @@ public:
                 // step waits for the reply rather than trying a read that finds nothing. A TLS
                 // connection holds nothing read ahead (a pooled one with bytes pending is not
                 // reused), so waiting for the socket is safe.
-                const Io r = n.call_step(*conn_, push.out, &reply, written_);
+                const Io r = n.call_step(*conn_, push.out, kind == kRequest, &reply, written_);
                 written_ = push.out.done();
                 if (r != Io::kDone) return Want::io(conn_->sock.fd, r);
                 if (kind == kSend) return Want::done();

@@ -9,10 +9,14 @@
 namespace tenso::net {
 
 void Node::Impl::reap() {
-    const uint64_t every = std::clamp<uint64_t>(opts.idle_timeout_ms / 4, 5, 1000);
+    // Often enough for the shortest of the deadlines it enforces; at most once a second.
+    const uint64_t shortest = std::min({opts.idle_timeout_ms, pre_auth_ms(opts), opts.io_timeout_ms});
+    const uint64_t every = std::clamp<uint64_t>(shortest / 4, 5, 1000);
     reaper->expires_after(std::chrono::milliseconds(every));
     reaper->async_wait([this](const asio::error_code &ec) {
         if (ec || stopped) return;
+        expire_inbound();
+        reap_streams();
         std::vector<std::unique_ptr<Outbound>> drop;  // closed outside the lock
         {
             std::lock_guard<std::mutex> g(pool_mu);
@@ -102,7 +106,9 @@ void Node::Impl::checkin(std::unique_ptr<Outbound> c) {
     --p.busy;
     pool_cv.notify_all();
     notify_waiters();
-    if (stopped || p.idle.size() >= opts.max_pool_per_peer || !c->val.idle() || !c->ctl.idle()) {
+    // Out of step (bytes or descriptors left over from the peer): not reused.
+    if (stopped || p.idle.size() >= opts.max_pool_per_peer || !c->val.idle() || !c->ctl.idle() || !c->sock.fds.empty() ||
+        c->reader.pos != c->reader.end) {
         drop = std::move(c);
         return;
     }

@@ -34,6 +34,10 @@ struct Node::Impl::PostStream {
     static constexpr int kIdleFlushMs = 1;
     Address addr;  // set once, when made
     std::mutex mu;
+    // Under mu: the reaper took the stream out of the node's maps (idle, nothing owed); a
+    // caller that fetched it before looks it up again.
+    bool retired = false;
+    Clock::time_point last_use = Clock::now();
     asio::steady_timer idle;
     bool idle_armed = false;  // under mu: a write of the buffer is pending on the event loop
     explicit PostStream(asio::io_context &io) : idle(io) {}
@@ -95,6 +99,16 @@ namespace {
 // `error` answers one, noted as the stream's failure; the connection stays in step.
 void read_acks(Node::Impl::PostStream &s, const NodeOptions &o, bool block, const Waker &w, const Deadline &d) {
     Outbound &c = *s.conn;
+    if (s.acked == s.written && !block) {
+        // Nothing is owed: input now (the socket woke a wait for room) is a peer writing unasked
+        // or closing. Left unread it would wake every such wait again: a spin until the deadline.
+        std::unique_ptr<View> v;
+        const Io r = c.reader.frame(c.sock, c.ctl, &v);
+        if (r == Io::kEof) fail(TENSO_E_CONNECTION, "the peer closed the connection");
+        if (r == Io::kDone || !c.ctl.idle() || c.reader.pos != c.reader.end)
+            fail(TENSO_E_MALFORMED, "the peer wrote without being asked");
+        return;
+    }
     while (s.acked < s.written) {
         std::unique_ptr<View> v;
         const Io r = c.reader.frame(c.sock, c.ctl, &v);
@@ -167,6 +181,54 @@ std::shared_ptr<Node::Impl::PostStream> Node::Impl::post_stream(const std::strin
     if (stream_of_text.size() >= 1024) stream_of_text.clear();
     stream_of_text[text] = s;
     return s;
+}
+
+std::shared_ptr<Node::Impl::PostStream> Node::Impl::lock_stream(const std::string &text, std::unique_lock<std::mutex> *g) {
+    for (;;) {
+        std::shared_ptr<PostStream> sp = post_stream(text);
+        *g = std::unique_lock<std::mutex>(sp->mu);
+        if (!sp->retired) return sp;
+        g->unlock();
+    }
+}
+
+// On the reaper's timer: a stream idle for idle_timeout_ms with nothing owed (acknowledgements
+// that came are read now) gives its connection back to the pool and leaves the node's maps, so
+// a node that posted to many peers keeps nothing for them. One with a failure flush has not
+// reported yet stays until that flush. A stream a caller holds is left for the next round.
+void Node::Impl::reap_streams() {
+    std::vector<std::shared_ptr<PostStream>> all;
+    {
+        std::lock_guard<std::mutex> g(pool_mu);
+        for (auto &e : streams) all.push_back(e.second);
+    }
+    const auto limit = Clock::now() - std::chrono::milliseconds(std::min<uint64_t>(opts.idle_timeout_ms, uint64_t(1) << 40));
+    const Waker w{stop_fd, nullptr, &stopped};  // unused: read_acks(block false) never waits
+    for (auto &sp : all) {
+        PostStream &s = *sp;
+        std::unique_lock<std::mutex> g(s.mu, std::try_to_lock);
+        // Completion-based posts or flushes in line keep it (they hold it until they are done).
+        if (!g.owns_lock() || s.last_use > limit || s.buf_at < s.buf.size() || !s.pending.empty()) continue;
+        if (s.conn && s.written > s.acked) {
+            try {
+                on_stream(s, [&] { read_acks(s, opts, false, w, Deadline::in(0)); });
+            } catch (const Error &) {
+                // noted by on_stream, for flush
+            }
+        }
+        if (s.unacked() > 0 || s.first_status != 0) continue;
+        s.retired = true;
+        if (s.conn) {
+            s.reset();
+            checkin(std::move(s.conn));
+        }
+        g.unlock();
+        std::lock_guard<std::mutex> p(pool_mu);
+        auto it = streams.find(s.addr.key());
+        if (it != streams.end() && it->second == sp) streams.erase(it);
+        for (auto t = stream_of_text.begin(); t != stream_of_text.end();)
+            t = t->second == sp ? stream_of_text.erase(t) : std::next(t);
+    }
 }
 
 // Any failure on the stream's connection: the connection is dropped and the posts it still
@@ -242,18 +304,35 @@ void Node::Impl::stop_streams() {
     }
 }
 
+namespace {
+// What post and flush start with: counted in flight, the name checked (a post's), the deadline
+// fixed, a first look at the cancel token and the stop descriptor, and the peer's stream locked.
+// Its end wakes the completion-based calls waiting for the stream (notify: after the unlock).
+struct StreamCall {
+    CallScope scope;
+    NotifyOnExit notify;
+    Waker w;
+    Deadline d;
+    std::unique_lock<std::mutex> g;
+    std::shared_ptr<Node::Impl::PostStream> sp;
+    StreamCall(Node::Impl &n, const std::string &addr, const std::string *name, uint64_t timeout_ms, Cancel *cancel)
+        : scope(n), notify{n}, w{n.stop_fd, cancel, &n.stopped}, d(Deadline::in(effective(timeout_ms, n.opts))) {
+        if (name) check_name(*name, n.opts);
+        w.check();
+        sp = n.lock_stream(addr, &g);
+        sp->last_use = Clock::now();
+    }
+};
+}  // namespace
+
 void Node::post(const std::string &addr, const std::string &name, const Payload &p, uint64_t timeout_ms, Cancel *cancel) {
     Impl &n = *impl_;
-    const CallScope scope(n);
-    check_name(name, n.opts);
-    const Waker w{n.stop_fd, cancel, &n.stopped};
-    const Deadline d = Deadline::in(effective(timeout_ms, n.opts));
-    w.check();
-    const std::shared_ptr<Impl::PostStream> sp = n.post_stream(addr);
+    StreamCall call(n, addr, &name, timeout_ms, cancel);
+    const Waker &w = call.w;
+    const Deadline &d = call.d;
+    const std::shared_ptr<Impl::PostStream> &sp = call.sp;
     Impl::PostStream &s = *sp;
     const Address *a = &s.addr;
-    const NotifyOnExit notify{n};
-    std::lock_guard<std::mutex> g(s.mu);
     // A shutdown that began while we waited for the lock has written or failed the buffer
     // already: nothing may be added to it now.
     w.check();
@@ -326,14 +405,10 @@ void Node::post(const std::string &addr, const std::string &name, const Payload 
 
 void Node::flush(const std::string &addr, uint64_t timeout_ms, Cancel *cancel) {
     Impl &n = *impl_;
-    const CallScope scope(n);
-    const Waker w{n.stop_fd, cancel, &n.stopped};
-    const Deadline d = Deadline::in(effective(timeout_ms, n.opts));
-    w.check();
-    const std::shared_ptr<Impl::PostStream> sp = n.post_stream(addr);
-    Impl::PostStream &s = *sp;
-    const NotifyOnExit notify{n};
-    std::lock_guard<std::mutex> g(s.mu);
+    StreamCall call(n, addr, nullptr, timeout_ms, cancel);
+    const Waker &w = call.w;
+    const Deadline &d = call.d;
+    Impl::PostStream &s = *call.sp;
     n.post_backlog(s, w, d);
     if (s.conn) {
         try {
@@ -366,14 +441,24 @@ void Node::flush(const std::string &addr, uint64_t timeout_ms, Cancel *cancel) {
 
 class StreamOp : public Operation {
 public:
-    StreamOp(Kind k, void *user, uint64_t timeout_ms, std::shared_ptr<Node::Impl::PostStream> s)
-        : Operation(k, user, timeout_ms), sp(std::move(s)) {}
+    StreamOp(Kind k, void *user, uint64_t timeout_ms, Node::Impl &n, const std::string &addr)
+        : Operation(k, user, timeout_ms), addr_(addr), sp(n.post_stream(addr)) {}
+    const std::string addr_;  // as the caller gave it: the stream is looked up again if retired
     std::shared_ptr<Node::Impl::PostStream> sp;
 
     Want step(Node::Impl &n) override {
         const NotifyOnExit notify{n};  // after the unlock: the next one may go on
         std::unique_lock<std::mutex> g(sp->mu, std::try_to_lock);
         if (!g.owns_lock()) return Want::wake();
+        // The reaper retires only streams with nothing pending, so this one holds nothing of
+        // the stream yet: it follows the peer's current stream (as lock_stream does).
+        while (sp->retired) {
+            g.unlock();
+            sp = n.post_stream(addr_);
+            g = std::unique_lock<std::mutex>(sp->mu, std::try_to_lock);
+            if (!g.owns_lock()) return Want::wake();
+        }
+        sp->last_use = Clock::now();
         return run(n);
     }
 
@@ -425,7 +510,7 @@ protected:
                 return s.conn.get();
             }
             try {
-                dialing_ = n.dial_start(s.addr);
+                dialing_ = n.dial_start(s.addr, Waker{n.stop_fd, nullptr, &n.stopped}, Deadline::in(timeout_ms()));
             } catch (...) {
                 n.release_slot(s.addr);
                 throw;
@@ -465,8 +550,8 @@ namespace {
 
 class PostOp : public StreamOp {
 public:
-    PostOp(void *user, uint64_t timeout_ms, std::shared_ptr<Node::Impl::PostStream> s)
-        : StreamOp(kPost, user, timeout_ms, std::move(s)) {}
+    PostOp(void *user, uint64_t timeout_ms, Node::Impl &n, const std::string &addr)
+        : StreamOp(kPost, user, timeout_ms, n, addr) {}
     std::string name;
     const Value *value = nullptr;  // borrowed until it completes
 
@@ -579,8 +664,8 @@ private:
 
 class FlushOp : public StreamOp {
 public:
-    FlushOp(void *user, uint64_t timeout_ms, std::shared_ptr<Node::Impl::PostStream> s)
-        : StreamOp(kFlush, user, timeout_ms, std::move(s)) {}
+    FlushOp(void *user, uint64_t timeout_ms, Node::Impl &n, const std::string &addr)
+        : StreamOp(kFlush, user, timeout_ms, n, addr) {}
 
 protected:
     Want advance(Node::Impl &n, Node::Impl::PostStream &s) override {
@@ -639,6 +724,9 @@ void Node::Impl::post_backlog(PostStream &s, const Waker &w, const Deadline &d) 
         } catch (const std::bad_alloc &) {
             st = TENSO_E_NO_MEMORY;
             m = "out of memory";
+        } catch (const std::exception &e) {
+            st = TENSO_E_INTERNAL;
+            m = e.what();
         }
         if (st != TENSO_OK || want.kind == Want::kDone) Queue::complete_elsewhere(op, st, m);
         else if (want.kind == Want::kFd) w.wait(want.fd, short(((want.events & EPOLLIN) ? POLLIN : 0) | ((want.events & EPOLLOUT) ? POLLOUT : 0)), d);
@@ -664,7 +752,7 @@ void Node::Impl::fail_backlog(PostStream &s, int32_t st, const char *why) {
 std::unique_ptr<Operation> make_post(Node::Impl &n, const std::string &addr, const std::string &name,
                                      const Value &v, uint64_t timeout_ms, void *payload) {
     check_name(name, n.opts);
-    std::unique_ptr<PostOp> op(new PostOp(payload, effective(timeout_ms, n.opts), n.post_stream(addr)));
+    std::unique_ptr<PostOp> op(new PostOp(payload, effective(timeout_ms, n.opts), n, addr));
     op->name = name;
     op->value = &v;
     return op;
@@ -672,7 +760,7 @@ std::unique_ptr<Operation> make_post(Node::Impl &n, const std::string &addr, con
 
 std::unique_ptr<Operation> make_flush(Node::Impl &n, const std::string &addr, uint64_t timeout_ms, void *payload) {
     return std::unique_ptr<Operation>(
-        new FlushOp(payload, effective(timeout_ms, n.opts), n.post_stream(addr)));
+        new FlushOp(payload, effective(timeout_ms, n.opts), n, addr));
 }
 
 }  // namespace tenso::net

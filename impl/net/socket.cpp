@@ -4,11 +4,14 @@
 #include <algorithm>
 #include <climits>
 #include <cstring>
+#include <mutex>
 #include <new>
+#include <thread>
 
 #include <fcntl.h>
 #include <linux/tls.h>
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -28,6 +31,7 @@ void sys_fail(int32_t st, const std::string &what, int err) {
 
 Deadline Deadline::in(uint64_t ms) {
     Deadline d;
+    d.ms = ms;
     if (ms != UINT64_MAX) {
         d.none = false;
         d.at = Clock::now() + std::chrono::milliseconds(std::min<uint64_t>(ms, uint64_t(1) << 40));
@@ -119,12 +123,68 @@ Address parse_address(const std::string &s, bool listen) {
 
 std::string host_text(const std::string &h) { return h.find(':') != std::string::npos ? "[" + h + "]" : h; }
 
+void AddrinfoFree::operator()(addrinfo *a) const {
+    if (a) freeaddrinfo(a);
+}
+
+Resolved resolve(const std::string &host, const std::string &port, const Waker &w, const Deadline &d) {
+    addrinfo hints{}, *res = nullptr;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV;
+    if (getaddrinfo(host.c_str(), port.c_str(), &hints, &res) == 0 && res) return Resolved(res);
+    // A name: looked up by a helper thread, which owns the lookup's state with us.
+    struct Lookup {
+        std::mutex mu;
+        bool done = false;
+        int status = 0;
+        addrinfo *res = nullptr;
+        int efd = -1;
+        ~Lookup() {
+            if (res) freeaddrinfo(res);
+            if (efd >= 0) ::close(efd);
+        }
+    };
+    auto lk = std::make_shared<Lookup>();
+    lk->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (lk->efd < 0) sys_fail(TENSO_E_IO, "eventfd");
+    std::thread([lk, host, port] {
+        addrinfo h{}, *r = nullptr;
+        h.ai_socktype = SOCK_STREAM;
+        const int st = getaddrinfo(host.c_str(), port.c_str(), &h, &r);
+        std::lock_guard<std::mutex> g(lk->mu);
+        lk->status = st;
+        lk->res = r;
+        lk->done = true;
+        const uint64_t one = 1;
+        (void)!::write(lk->efd, &one, sizeof one);
+    }).detach();
+    w.wait(lk->efd, POLLIN, d);
+    std::lock_guard<std::mutex> g(lk->mu);
+    if (lk->status != 0 || !lk->res)
+        fail(TENSO_E_BAD_ADDRESS, "cannot resolve '" + host + "': " + gai_strerror(lk->status));
+    Resolved out(lk->res);
+    lk->res = nullptr;
+    return out;
+}
+
 // ---- sockets -----------------------------------------------------------------------------
 
 Sock::~Sock() {
     if (ssl) SSL_free(ssl);
     if (fd >= 0) ::close(fd);
-    for (int f : fds) ::close(f);
+    drop_fds();
+}
+
+int Sock::take_fd() {
+    if (fds.empty()) return -1;
+    const int f = fds.front();
+    fds.pop_front();
+    if (fd_budget) fd_budget->held.fetch_sub(1);
+    return f;
+}
+
+void Sock::drop_fds() {
+    while (!fds.empty()) ::close(take_fd());
 }
 
 void Sock::ssl_fail(int err, const char *what) {
@@ -167,7 +227,9 @@ Io Sock::read(void *p, size_t cap, size_t *n) {
     *n = 0;
     if (ssl && !ktls_rx) {
         const NoSigpipe guard(kernel_bio);
-        return ssl_result(SSL_read_ex(ssl, p, cap, n), *n, counter_in, "TLS read");
+        // Sequenced: *n is set by the read (an argument list may evaluate *n before the call).
+        const int r = SSL_read_ex(ssl, p, cap, n);
+        return ssl_result(r, *n, counter_in, "TLS read");
     }
     ssize_t r;
     if (ktls_rx) {
@@ -200,16 +262,28 @@ Io Sock::read(void *p, size_t cap, size_t *n) {
         m.msg_controllen = sizeof cbuf;
         do r = ::recvmsg(fd, &m, MSG_CMSG_CLOEXEC); while (r < 0 && errno == EINTR);
         if (r >= 0) {
+            // Every descriptor is owned (closed if over budget) before anything can fail.
+            bool over = (m.msg_flags & MSG_CTRUNC) != 0;  // the kernel dropped some already
             for (cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c))
                 if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
                     const size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
                     for (size_t i = 0; i < k; ++i) {
                         int f;
                         std::memcpy(&f, CMSG_DATA(c) + i * sizeof(int), sizeof f);
+                        const bool room = fds.size() < FdBudget::kPerConnection &&
+                                          (!fd_budget || fd_budget->held.fetch_add(1) < FdBudget::kNode);
+                        if (!room) {
+                            if (fds.size() < FdBudget::kPerConnection && fd_budget) fd_budget->held.fetch_sub(1);
+                            ::close(f);
+                            over = true;
+                            continue;
+                        }
                         fds.push_back(f);
                     }
                 }
-            if (fds.size() > 16) fail(TENSO_E_LIMIT, "the peer passed too many descriptors");
+            if (over) fail(TENSO_E_LIMIT, "the peer passed more descriptors than its frames use (at most " +
+                                              std::to_string(FdBudget::kPerConnection) + " per connection, " +
+                                              std::to_string(FdBudget::kNode) + " per node, waiting)");
         }
     } else {
         do r = ::read(fd, p, cap); while (r < 0 && errno == EINTR);

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include <netdb.h>
 #include <sys/uio.h>
 
 #include <openssl/ssl.h>
@@ -31,6 +32,7 @@ using Clock = std::chrono::steady_clock;
 struct Deadline {
     bool none = true;
     Clock::time_point at;
+    uint64_t ms = 0;  // as given (for messages)
     static Deadline in(uint64_t ms);
     int poll_ms() const;
 };
@@ -64,9 +66,29 @@ Address parse_address(const std::string &s, bool listen);
 // A host as it goes before ":port" (an IPv6 literal in brackets).
 std::string host_text(const std::string &h);
 
+// host:port resolved (TCP): a literal at once, a name on a helper thread so that the wait
+// watches the deadline, the cancel token and the node's stop like every other (getaddrinfo
+// cannot be interrupted; an abandoned lookup finishes on its own). TENSO_E_BAD_ADDRESS when
+// the name does not resolve.
+struct AddrinfoFree {
+    void operator()(addrinfo *a) const;
+};
+using Resolved = std::unique_ptr<addrinfo, AddrinfoFree>;
+Resolved resolve(const std::string &host, const std::string &port, const Waker &w, const Deadline &d);
+
 // ---- sockets: bytes in and out of a plain or TLS connection, never blocking -----------------
 
 enum class Io { kDone, kWantRead, kWantWrite, kEof };
+
+// Descriptors a peer passed (SCM_RIGHTS) that no frame has consumed yet: at most
+// kPerConnection per connection and `max` for the whole node (docs/net-protocol.md). Each one is
+// held only until the frame it came with is read: a connection that goes quiet with one left
+// over is out of step and closed.
+struct FdBudget {
+    static constexpr size_t kPerConnection = 4;
+    static constexpr uint32_t kNode = 64;
+    std::atomic<uint32_t> held{0};
+};
 
 struct Sock {
     int fd = -1;
@@ -77,6 +99,7 @@ struct Sock {
     bool kernel_bio = false, ktls_tx = false, ktls_rx = false;
     bool unix_ = false;
     std::deque<int> fds;  // descriptors received (Unix), oldest first
+    FdBudget *fd_budget = nullptr;  // counts `fds` (set on Unix connections)
     std::string peer;     // the sender name of messages from it
     uint64_t *counter_in = nullptr, *counter_out = nullptr;
 
@@ -84,6 +107,10 @@ struct Sock {
     Sock(const Sock &) = delete;
     Sock &operator=(const Sock &) = delete;
     ~Sock();
+    // The oldest descriptor received (the caller owns it), or -1.
+    int take_fd();
+    // Closes the descriptors no frame consumed.
+    void drop_fds();
 
     [[noreturn]] void ssl_fail(int err, const char *what);
     // A step of the TLS handshake (SSL_do_handshake).

@@ -156,7 +156,7 @@ class Packet:
     @property
     def flags(self) -> int: ...
 
-_OptionFields = Optional[Tuple[int, int, int, int, int, int, int, int, int]]
+_OptionFields = Optional[Tuple[int, int, int, int, int, int, int, int, int, int]]
 
 def loads(data: _Buffer, copy: bool = False, align: bool = False, options: _OptionFields = None) -> Any: ...
 def read_fd(fd: _Fd, copy: bool = False, options: _OptionFields = None, align: bool = False) -> Optional[Any]: ...
@@ -165,7 +165,12 @@ class Decoder:
     """libtenso's stream decoder (tenso_decoder)."""
 
     def __init__(
-        self, options: _OptionFields = None, read_ahead: bool = False, copy: bool = False, align: bool = False
+        self,
+        options: _OptionFields = None,
+        read_ahead: bool = False,
+        copy: bool = False,
+        align: bool = False,
+        writeable: bool = False,
     ) -> None: ...
     def buffer(self) -> memoryview: ...
     def commit(self, n: int) -> Optional[Any]: ...

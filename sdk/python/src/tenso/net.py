@@ -28,9 +28,17 @@ with the GIL released. A node may be used from several loops (one queue each).
 
 Cancellation: cancelling the task awaiting a coroutine cancels its libtenso call
 (``tenso_node_op_cancel``): a send or request in progress closes its connection, as a timeout
-does. A ``receive_tensor`` cancelled after it took a message hands that message to the next
-``receive_tensor`` on the same loop, so ``asyncio.wait_for(node.receive_tensor(), t)`` loses
-nothing.
+does. A cancel (or a timeout) stops a push only while it is still being handed to the
+connection: after that the peer has it, and ``TensoCancelledError`` does not mean it was not
+delivered (see net.h). A ``receive_tensor`` cancelled after it took a message hands that
+message to the next ``receive_tensor`` on the same loop, so
+``asyncio.wait_for(node.receive_tensor(), t)`` loses nothing.
+
+Shutdown: ``shutdown()``, ``close()`` and leaving ``with``/``async with`` end every call waiting
+on the node, blocking or awaited (``receive_tensor`` included), with ``TensoShutdownError``.
+
+Access: by default every trusted peer may pull every published name and push any name;
+:meth:`TensorNode.set_access` installs a per-peer policy.
 """
 
 from __future__ import annotations
@@ -137,6 +145,8 @@ class TensorNode:
                 raise _shutdown_error()
             if self._node is None:
                 self._node = _tenso.Node(**self._options)
+                # The node keeps no copy of the key's text: neither does this object.
+                self._options["key_pem"] = None
 
     async def start(self) -> None:
         """Coroutine form of :meth:`start_sync` (the binding and key generation run on the
@@ -316,6 +326,17 @@ class TensorNode:
         """Coroutine form of :meth:`request_tensor_sync`; cancelling it cancels the request."""
         loop, q = self._queue()
         return await _completion(q, q.request(loop, addr, name, timeout))
+
+    # ---- access -----------------------------------------------------------------------------
+
+    def set_access(self, fn: Optional[Callable[[str, str, str], bool]]) -> None:
+        """Installs a per-peer access policy: ``fn(op, peer, name)`` with ``op`` ``"get"`` (a peer
+        pulls ``name``) or ``"push"`` (a peer pushes under ``name``) and ``peer`` the sender name
+        (its key fingerprint over TLS) returns whether to allow it. A refused peer gets
+        ``TensoAuthError``. ``fn`` runs on the node's event loop thread with the GIL held: keep
+        it quick, and do not call this node's methods from it; an exception refuses. None
+        removes the policy (the default: every trusted peer may get and push everything)."""
+        self._started().set_access(fn)
 
     # ---- statistics -------------------------------------------------------------------------
 

@@ -353,6 +353,22 @@ pub struct tenso_ipc_ref {
     pub device_uuid: [u8; 16],
 }
 
+/// A dense tensor decoded into the caller's struct by `tenso_loads_tensor` (since 1.5).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct tenso_tensor_view {
+    pub data: *const c_void,
+    pub nbytes: u64,
+    pub packet_size: u64,
+    pub dtype: tenso_dtype,
+    pub ndim: u32,
+    pub flags: u32,
+    pub version: u32,
+    pub alignment: u32,
+    pub reserved: u32,
+    pub shape: [u64; TENSO_MAX_NDIM as usize],
+}
+
 /// What the header of a packet says, read without touching the body.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
@@ -726,6 +742,15 @@ pub const TENSO_NODE_OPTIONS_VERSION: u32 = 1;
 /// Called once when the node no longer uses a published value.
 pub type tenso_node_release_fn = Option<unsafe extern "C" fn(user: *mut c_void)>;
 
+/// `tenso_node_access_fn`'s `op`: a peer pulls a published value. @since 1.5
+pub const TENSO_NODE_ACCESS_GET: c_int = 1;
+/// `tenso_node_access_fn`'s `op`: a peer pushes a value. @since 1.5
+pub const TENSO_NODE_ACCESS_PUSH: c_int = 2;
+/// A node's access hook: nonzero allows the peer's get or push of `name`. @since 1.5
+pub type tenso_node_access_fn = Option<
+    unsafe extern "C" fn(user: *mut c_void, op: c_int, peer: *const c_char, name: *const c_char, name_len: usize) -> c_int,
+>;
+
 /// A node's counters.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -942,6 +967,13 @@ extern "C" {
     // ---- views
     pub fn tenso_loads(
         out: *mut *mut tenso_view,
+        data: *const c_void,
+        len: usize,
+        opts: *const tenso_decode_options,
+    ) -> tenso_status;
+    /// Since 1.5.
+    pub fn tenso_loads_tensor(
+        out: *mut tenso_tensor_view,
         data: *const c_void,
         len: usize,
         opts: *const tenso_decode_options,
@@ -1244,6 +1276,8 @@ extern "C" {
         user: *mut c_void,
     ) -> tenso_status;
     pub fn tenso_node_unpublish(n: *mut tenso_node, name: *const c_char, name_len: usize) -> tenso_status;
+    /// @since 1.5
+    pub fn tenso_node_set_access(n: *mut tenso_node, f: tenso_node_access_fn, user: *mut c_void) -> tenso_status;
     pub fn tenso_node_request(
         out: *mut *mut tenso_view,
         n: *mut tenso_node,

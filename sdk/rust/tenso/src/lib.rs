@@ -113,14 +113,14 @@ pub use error::{Error, ErrorKind, Result};
 #[cfg(unix)]
 pub use io::read_fd;
 pub use io::{load, load_with, read_from, LoadMode, Packet, Packets};
-pub use net::{CancelToken, Message, Node, NodeOptions, NodeStats};
+pub use net::{AccessOp, CancelToken, Message, Node, NodeOptions, NodeStats};
 #[cfg(feature = "tokio")]
 pub use net_async::{AsyncNode, Completion};
 pub use options::{DecodeOptions, Options};
 pub use shm::{Cache, CacheEntryInfo, CacheOptions, CacheStats, CacheView, IfExists, Shm, ShmOpenOptions};
 pub use tensor::Tensor;
 pub use value::{quantize, Bundle, Value};
-pub use view::{inspect, loads, packet_length, Entries, PacketInfo, PacketLength, View, ViewRef};
+pub use view::{inspect, loads, loads_tensor, packet_length, Entries, PacketInfo, PacketLength, TensorView, View, ViewRef};
 
 /// The raw declarations this crate is built on.
 pub use tenso_sys as sys;
