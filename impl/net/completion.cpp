@@ -99,6 +99,24 @@ void Queue::start(Operation *op) {
     starting_ = nullptr;
 }
 
+int32_t current_status(std::string *m) {
+    try {
+        throw;
+    } catch (const Error &e) {
+        *m = e.what();
+        return e.status();
+    } catch (const std::bad_alloc &) {
+        *m = "out of memory";
+        return TENSO_E_NO_MEMORY;
+    } catch (const std::exception &e) {
+        *m = e.what();
+        return TENSO_E_INTERNAL;
+    } catch (...) {
+        *m = "an unknown exception";
+        return TENSO_E_INTERNAL;
+    }
+}
+
 void Queue::advance(Operation *op) {
     if (op->done) return;
     unwait(op);
@@ -112,18 +130,8 @@ void Queue::advance(Operation *op) {
         std::string m;
         try {
             w = op->step(*n_);
-        } catch (const Error &e) {
-            st = e.status();
-            m = e.what();
-        } catch (const std::bad_alloc &) {
-            st = TENSO_E_NO_MEMORY;
-            m = "out of memory";
-        } catch (const std::exception &e) {
-            st = TENSO_E_INTERNAL;
-            m = e.what();
         } catch (...) {
-            st = TENSO_E_INTERNAL;
-            m = "an unknown exception";
+            st = current_status(&m);
         }
         if (st != TENSO_OK || w.kind == Want::kDone) return complete(op, st, std::move(m), delivers(op));
         // Past its deadline: it ends now (the timer may not have fired yet).

@@ -27,6 +27,10 @@
 
 namespace tenso::net {
 
+// Inside a catch block: the status and message of the exception being handled (an operation
+// ends with a status whatever its step threw).
+int32_t current_status(std::string *m);
+
 // What an operation waits for when a step cannot go on.
 struct Want {
     enum Kind { kDone, kFd, kWake } kind = kDone;

@@ -718,15 +718,8 @@ void Node::Impl::post_backlog(PostStream &s, const Waker &w, const Deadline &d) 
         std::string m;
         try {
             want = op->run(*this);
-        } catch (const Error &e) {
-            st = e.status();
-            m = e.what();
-        } catch (const std::bad_alloc &) {
-            st = TENSO_E_NO_MEMORY;
-            m = "out of memory";
-        } catch (const std::exception &e) {
-            st = TENSO_E_INTERNAL;
-            m = e.what();
+        } catch (...) {
+            st = current_status(&m);
         }
         if (st != TENSO_OK || want.kind == Want::kDone) Queue::complete_elsewhere(op, st, m);
         else if (want.kind == Want::kFd) w.wait(want.fd, short(((want.events & EPOLLIN) ? POLLIN : 0) | ((want.events & EPOLLOUT) ? POLLOUT : 0)), d);
