@@ -2,6 +2,9 @@
 # Idempotent machine set-up for every Makefile target that builds.
 #
 #   tests/tools/bootstrap.sh              install the Debian packages the build needs, if missing
+#   tests/tools/bootstrap.sh --lib        only those the library needs (make lib, make install)
+#   tests/tools/bootstrap.sh --dist       also those make dist and its tests need (dpkg-dev and
+#                                         file for CPack DEB, mmdebstrap for the Debian root)
 #   tests/tools/bootstrap.sh --upstream   also create the upstream tenso virtualenv
 #                                         (tests/upstream/venv.sh; needs PyPI)
 #   tests/tools/bootstrap.sh --cuda       also create the CUDA toolchain virtualenv
@@ -15,10 +18,13 @@ set -euo pipefail
 script_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$script_dir/../.." && pwd)"
 
+# What libtenso itself needs to build (make lib, make install, the source tarball's README).
+lib_packages=(cmake ninja-build pkg-config g++ liblz4-dev libxxhash-dev nlohmann-json3-dev
+              libasio-dev libssl-dev)
 # python3-venv: CMake configure builds the CUDA plugin's toolchain virtualenv (TENSO_CUDA=AUTO).
-packages=(cmake ninja-build pkg-config g++ liblz4-dev libxxhash-dev libcppunit-dev
-          nlohmann-json3-dev libasio-dev libssl-dev openssl clang libclang-rt-14-dev llvm python3
-          python3-venv)
+# abigail-tools: abi.abidiff.
+packages=("${lib_packages[@]}" libcppunit-dev openssl clang libclang-rt-14-dev llvm python3
+          python3-venv abigail-tools)
 
 want_upstream=0
 want_cuda=0
@@ -26,7 +32,9 @@ for arg in "$@"; do
     case "$arg" in
         --upstream) want_upstream=1 ;;
         --cuda) want_cuda=1 ;;
-        -h|--help) sed -n '2,12p' "${BASH_SOURCE[0]}"; exit 0 ;;
+        --lib) packages=("${lib_packages[@]}") ;;
+        --dist) packages+=(dpkg-dev file binutils mmdebstrap python3-venv ccache) ;;
+        -h|--help) sed -n '2,15p' "${BASH_SOURCE[0]}"; exit 0 ;;
         *) echo "bootstrap.sh: unknown argument '$arg'" >&2; exit 2 ;;
     esac
 done

@@ -77,9 +77,9 @@ from .gpu import read_to_device
 try:
     from importlib.metadata import version as _version
 
-    __version__ = _version("tenso")
+    __version__ = _version("libtenso")
 except Exception:  # pragma: no cover - not installed as a distribution
-    __version__ = "0.24.0+tenso." + _tenso.library_version
+    __version__ = _tenso.library_version
 
 #: The libtenso this package runs on: its version and the file it was loaded from.
 library_version: str = _tenso.library_version

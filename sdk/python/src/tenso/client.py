@@ -5,7 +5,7 @@ from the arrays' own memory (libtenso builds the header; no packet buffer); ``st
 decodes the response as it arrives with libtenso's stream decoder instead of joining the chunks
 first.
 
-Needs the ``fastapi`` extra (``pip install tenso[fastapi]``; only httpx is used here).
+Needs the ``fastapi`` extra (``pip install libtenso[fastapi]``; only httpx is used here).
 """
 
 from typing import Any, Dict, List, Optional, Tuple, Union

@@ -11,7 +11,7 @@ Upstream ``tenso.fastapi`` 0.24's names and behaviour, on libtenso:
   wrong content type, 413 for a body over the limit (checked against ``Content-Length`` and the
   packet's header before anything is allocated), 422 for a malformed or truncated packet.
 
-Needs the ``fastapi`` extra (``pip install tenso[fastapi]``).
+Needs the ``fastapi`` extra (``pip install libtenso[fastapi]``).
 """
 
 import dataclasses

@@ -39,7 +39,7 @@ whose arrays each travel as a packet. Were the registration ever used, a dict te
 encode (one holding other objects) falls back to pickle instead of failing.
 
 Not in the core package: ``import tenso`` does not import Ray. Install with
-``pip install 'tenso[ray]'``.
+``pip install 'libtenso[ray]'``.
 """
 
 import pickle
@@ -165,7 +165,7 @@ def register(include_torch: bool = False, include_jax: bool = False, *, zero_cop
     try:
         from ray.util.serialization import register_serializer
     except ImportError:
-        raise ImportError("Ray is required for this integration. Install it with: pip install 'tenso[ray]'") from None
+        raise ImportError("Ray is required for this integration. Install it with: pip install 'libtenso[ray]'") from None
 
     deserialize = _deserialize_view if zero_copy else _deserialize_copy
     serializers: List[Tuple[type, Any, Any]] = [

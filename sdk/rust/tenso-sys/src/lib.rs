@@ -14,9 +14,20 @@
 //! headers: struct sizes, alignments and field offsets, every constant's value and every
 //! function's signature (a mismatch fails to compile or fails the test).
 //!
-//! Use the safe `tenso` crate unless you need the raw ABI.
+//! Use the safe crate (`libtenso`, `use tenso::...`) unless you need the raw ABI.
+//!
+//! With the `bundled` feature (the default) libtenso is compiled from the sources this crate
+//! carries and linked statically; without it, the installed libtenso that pkg-config finds is
+//! linked (see build.rs).
 #![no_std]
 #![allow(non_camel_case_types, non_snake_case, non_upper_case_globals)]
+
+// The bundled engine's native dependencies: named so that rustc links their libraries (an
+// extern crate nothing refers to would be dropped).
+#[cfg(feature = "bundled")]
+extern crate lz4_sys as _;
+#[cfg(feature = "bundled")]
+extern crate openssl_sys as _;
 
 use core::ffi::{c_char, c_int, c_void};
 use core::marker::{PhantomData, PhantomPinned};
