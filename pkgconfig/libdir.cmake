@@ -30,10 +30,11 @@ if(TENSO_LDCONFIG)
   endforeach()
 endif()
 
-get_filename_component(_tenso_libdir "${CMAKE_INSTALL_FULL_LIBDIR}" ABSOLUTE)
+# Real paths: with a merged /usr, ldconfig names /lib/x86_64-linux-gnu for /usr/lib/x86_64-linux-gnu.
+get_filename_component(_tenso_libdir "${CMAKE_INSTALL_FULL_LIBDIR}" REALPATH)
 set(TENSO_LIBDIR_IS_SYSTEM OFF)
 foreach(_dir IN LISTS _tenso_linker_dirs)
-  get_filename_component(_dir "${_dir}" ABSOLUTE)
+  get_filename_component(_dir "${_dir}" REALPATH)
   if(_dir STREQUAL _tenso_libdir)
     set(TENSO_LIBDIR_IS_SYSTEM ON)
   endif()

@@ -54,10 +54,10 @@ endif()
 # Decided at install time, for the prefix given then (cmake --install --prefix may differ).
 install(CODE "
   set(_libdir \"\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_LIBDIR}\")
-  get_filename_component(_libdir \"\${_libdir}\" ABSOLUTE)
+  get_filename_component(_libdir \"\${_libdir}\" REALPATH)
   set(_system OFF)
   foreach(_dir IN ITEMS ${_tenso_linker_dirs})
-    get_filename_component(_dir \"\${_dir}\" ABSOLUTE)
+    get_filename_component(_dir \"\${_dir}\" REALPATH)
     if(_dir STREQUAL _libdir)
       set(_system ON)
     endif()

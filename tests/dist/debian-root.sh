@@ -40,9 +40,10 @@ exec 8>"$cache/.lock"
 flock 8  # two tests at once make it once
 if [[ ! -f "$tarball" || "$(cat "$stamp" 2>/dev/null)" != "$include $mirror" ]]; then
     log "making the Debian root $tarball (mmdebstrap, once; about 500 MB)"
-    rm -f "$tarball" "$stamp"
-    mmdebstrap --quiet --variant=apt --include="$include" bookworm "$tarball.tmp" "$mirror"
-    mv "$tarball.tmp" "$tarball"
+    rm -rf "$tarball" "$stamp" "$cache/bookworm.tmp.tar"
+    # The output's extension chooses the format: .tar
+    mmdebstrap --quiet --variant=apt --include="$include" bookworm "$cache/bookworm.tmp.tar" "$mirror"
+    mv "$cache/bookworm.tmp.tar" "$tarball"
     printf '%s\n' "$include $mirror" >"$stamp"
 fi
 flock -u 8

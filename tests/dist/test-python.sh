@@ -4,8 +4,8 @@
 #   test-python.sh DIST_DIR WORK_DIR
 #
 #   1. its name and tags: distribution libtenso at libtenso's version, a manylinux platform tag
-#      (auditwheel's), libtenso.so.1 and its own libraries inside, nothing needing more than
-#      the tag's glibc;
+#      (auditwheel's), the very name the READMEs give; libtenso.so.1 and its own libraries
+#      inside, nothing needing more than the tag's glibc;
 #   2. a fresh virtualenv installs it - binary wheels only, with PATH holding nothing but the
 #      virtualenv, so no compiler can be used (numpy comes from PyPI);
 #   3. in a clean environment (env -i: no LD_LIBRARY_PATH, no PYTHONPATH), outside the tree,
@@ -28,6 +28,9 @@ log "1. $(basename "$wheel")"
 [[ "$(basename "$wheel")" =~ ^libtenso-$version-cp3[0-9]+-cp3[0-9]+-manylinux_2_([0-9]+)_x86_64\.whl$ ]] ||
     { log "not a manylinux wheel of libtenso $version"; exit 1; }
 glibc_minor="${BASH_REMATCH[1]}"
+for readme in "$repo/README.md" "$repo/sdk/python/README.md"; do
+    grep -qF "$(basename "$wheel")" "$readme" || { log "$readme does not name $(basename "$wheel")"; exit 1; }
+done
 python3 - "$wheel" "$glibc_minor" <<'EOF'
 import re, subprocess, sys, tempfile, zipfile
 wheel, glibc_minor = sys.argv[1], int(sys.argv[2])

@@ -55,5 +55,5 @@ if readelf -d "$bin" | grep -E 'libtenso|\((RPATH|RUNPATH)\)'; then
     log "$bin links libtenso dynamically or has a run path"
     exit 1
 fi
-nm "$bin" | grep -q ' T tenso_dumps$' || { log "tenso_dumps is not in $bin"; exit 1; }
+nm "$bin" | grep -q ' T tenso_loads$' || { log "libtenso's tenso_loads is not in $bin"; exit 1; }
 log "all checks passed"
