@@ -77,15 +77,17 @@ tarball() { # DIR NAME OUT: DIR/NAME as a reproducible .tar.gz
 tarball "$work/src" "$name" "$out/$name.tar.gz"
 log "source tarball: $out/$name.tar.gz"
 
-# Compiler and paths shared by every native build below: ccache when there is one (base dir:
-# the scratch tree, so a rebuild at the same place hits), paths in debug information mapped.
-export CCACHE_BASEDIR="$work" CCACHE_NOHASHDIR=true
+# Compiler and paths shared by every native build below: ccache when there is one (a rebuild
+# in the same place hits; no CCACHE_BASEDIR, whose rewriting to relative paths would change
+# what the compiler writes), paths in debug information mapped (the most specific map last:
+# GCC applies the last one that matches).
+unset CCACHE_BASEDIR CCACHE_NOHASHDIR
 launcher=()
 if command -v ccache >/dev/null; then
     launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
     export CC="ccache cc" CXX="ccache c++"  # the cc crate (libtenso-sys) takes the wrapper
 fi
-prefix_map="-ffile-prefix-map=$src=/usr/src/$name -ffile-prefix-map=$work=/usr/src/build"
+prefix_map="-ffile-prefix-map=$work=/usr/src/build -ffile-prefix-map=$src=/usr/src/$name"
 # The CUDA wheels, if they are fetched (CUDA=ON), go where the development tree keeps them.
 export TENSO_CUDA_VENV="${TENSO_CUDA_VENV:-$repo/build/venv-cuda}"
 

@@ -33,6 +33,10 @@ if pkg-config --libs tenso | grep -q rpath; then log "the packaged tenso.pc name
 cd /root
 tar -xzf "$tarball"
 src="/root/tenso-$version"
+# The package files the READMEs name are the ones make dist wrote.
+for f in $(grep -hoP '(?<![-*\w])[a-z][a-z0-9.+-]*_[0-9][0-9.]*-[0-9]+_amd64\.d?deb' "$src/README.md" "$src"/sdk/*/README.md | sort -u); do
+    [[ -f "/dist/$f" ]] || { log "a README names $f, which is not in dist/"; exit 1; }
+done
 
 log "2. C: README.md's programs and tests/abi/consumer.c"
 awk '/^```c$/ {f = 1; n++; next} /^```$/ {f = 0; next} f {print > ("readme_" n ".c")}' "$src/README.md"
