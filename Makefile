@@ -16,11 +16,15 @@
 #   make tsan            clang ThreadSanitizer build in build-tsan/, run the tests
 #   make fuzz            clang libFuzzer build in build-fuzz/, fuzz each target FUZZ_SECONDS
 #   make bench           build and run the benchmarks (build/bench/tenso_bench)
+#   make bench-js        the JavaScript SDK's benchmark (bench/js: libtenso vs apache-arrow, JSON)
 #   make check-abi       the ABI tests only (headers, exports, install + consumers)
+#   make check-aarch64   cross-build for aarch64 in build-aarch64/, run the C/C++ suites under
+#                        qemu-user (tests/cross/check-aarch64.sh)
+#   make check-aarch64-sdks  then the Rust and Go SDKs, cross-built and tested under qemu-user
 #   make bootstrap       install missing Debian packages (also done by every building target)
 #   make upstream        also create the upstream tenso virtualenv (needs PyPI)
 #   make clean           clean build/ (keeps its cache and venv), remove the other build trees
-#   make distclean       remove build/, build-asan/, build-tsan/ and build-fuzz/ entirely
+#   make distclean       remove build/, every other build tree, build-dist/ and dist/ entirely
 
 SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
@@ -63,8 +67,8 @@ RELEASE_CONFIGURE = $(CMAKE) -S . -B $(RELEASE_BUILD) $(call generator,$(RELEASE
 	-DTENSO_CUDA=$(CUDA) -DTENSO_CUDA_FETCH=OFF -DTENSO_SPLIT_DEBUG=ON \
 	-DCMAKE_INSTALL_PREFIX=$(PREFIX)
 
-.PHONY: all build test demo lib install dist distcheck asan tsan fuzz bench check-abi bootstrap \
-	upstream clean distclean help
+.PHONY: all build test demo lib install dist distcheck asan tsan fuzz bench bench-js check-abi \
+	check-aarch64 check-aarch64-sdks bootstrap upstream clean distclean help
 
 all: build
 
@@ -148,8 +152,19 @@ bench: bootstrap
 	$(CMAKE) --build $(BUILD) -j $(JOBS) --target tenso_bench
 	./$(BUILD)/bench/tenso_bench
 
+bench-js: build
+	bash bench/js/run.sh
+
 check-abi: build
 	$(CTEST) --test-dir $(BUILD) --output-on-failure -j $(JOBS) -R '^abi\.'
+
+# The cross toolchain, qemu-user and the arm64 -dev packages are only installed for these.
+check-aarch64:
+	@$(BOOTSTRAP) --aarch64
+	JOBS=$(JOBS) bash tests/cross/check-aarch64.sh
+
+check-aarch64-sdks: check-aarch64
+	JOBS=$(JOBS) bash tests/cross/check-aarch64-sdks.sh
 
 bootstrap:
 	@$(BOOTSTRAP)
@@ -159,10 +174,11 @@ upstream:
 
 clean:
 	if [[ -f $(BUILD)/CMakeCache.txt ]]; then $(CMAKE) --build $(BUILD) --target clean; fi
-	rm -rf $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)
+	rm -rf $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD) build-aarch64 build-aarch64-host
 
 distclean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD) $(RELEASE_BUILD) build-dist dist
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD) build-aarch64 build-aarch64-host \
+		$(RELEASE_BUILD) build-dist dist
 
 help:
-	@sed -n '4,24s/^#   //p' Makefile
+	@sed -n '4,27s/^#   //p' Makefile

@@ -79,31 +79,58 @@ install(CODE "
 
 # ---- the engine's source list, for libtenso-sys's bundled build ----
 # libtenso-sources.txt in the build tree: every source of libtenso with its own compile options,
-# the definitions and the include directories (relative to the source tree). tests/dist/
+# the definitions and the include directories (paths relative to the source tree). tests/dist/
 # make-dist.sh puts it into the crate beside the sources; its build.rs compiles exactly these, so
-# CMakeLists.txt stays the one list.
+# CMakeLists.txt and impl/format/sources.cmake stay the one list. The XXH3 kernels depend on the
+# target's architecture: impl/format/sources.cmake's choice for x86_64, aarch64 and the rest is
+# written out for each, as `source@<arch>` lines (options as set for this build's own kernels).
 if(CMAKE_SOURCE_DIR STREQUAL PROJECT_SOURCE_DIR)
-  set(_tenso_sources_txt "# libtenso's sources, written by CMake (pkgconfig/packaging.cmake)\n")
-  get_target_property(_defs tenso_impl COMPILE_DEFINITIONS)
-  foreach(_d IN LISTS _defs)
-    string(APPEND _tenso_sources_txt "define ${_d}\n")
-  endforeach()
-  string(APPEND _tenso_sources_txt "include impl\ninclude capi/include\n")
-  get_target_property(_impl_sources tenso_impl SOURCES)
-  get_target_property(_capi_sources tenso SOURCES)
-  foreach(_src IN LISTS _impl_sources _capi_sources)
-    if(_src MATCHES "^\\$<")
-      continue()
-    endif()
-    get_source_file_property(_opts ${_src} COMPILE_OPTIONS)
+  function(_tenso_hash_kernels processor out)
+    set(CMAKE_SYSTEM_PROCESSOR ${processor})
+    include(${PROJECT_SOURCE_DIR}/impl/format/sources.cmake)
+    set(${out} ${TENSO_FORMAT_BASE_HASH} ${TENSO_FORMAT_X86_HASH} PARENT_SCOPE)
+  endfunction()
+  # _tenso_source_line(VAR SOURCE TAG): "source<TAG> <relative path> [options]\n" appended to VAR
+  function(_tenso_source_line var src tag)
+    get_filename_component(_abs "${src}" ABSOLUTE BASE_DIR "${PROJECT_SOURCE_DIR}")
+    file(RELATIVE_PATH _rel "${PROJECT_SOURCE_DIR}" "${_abs}")
+    get_source_file_property(_opts "${_abs}" COMPILE_OPTIONS)
     if(NOT _opts)
       set(_opts "")
     endif()
     string(REPLACE ";" " " _opts "${_opts}")
-    string(STRIP "source ${_src} ${_opts}" _line)
-    string(APPEND _tenso_sources_txt "${_line}\n")
+    string(STRIP "source${tag} ${_rel} ${_opts}" _line)
+    set(${var} "${${var}}${_line}\n" PARENT_SCOPE)
+  endfunction()
+
+  set(_txt "# libtenso's sources, written by CMake (pkgconfig/packaging.cmake)\n")
+  get_target_property(_defs tenso_impl COMPILE_DEFINITIONS)
+  foreach(_d IN LISTS _defs)
+    string(APPEND _txt "define ${_d}\n")
   endforeach()
-  file(CONFIGURE OUTPUT ${PROJECT_BINARY_DIR}/libtenso-sources.txt CONTENT "${_tenso_sources_txt}" @ONLY)
+  string(APPEND _txt "include impl\ninclude capi/include\n")
+  _tenso_hash_kernels(${CMAKE_SYSTEM_PROCESSOR} _own_kernels)
+  set(_own_kernels_abs)
+  foreach(_k IN LISTS _own_kernels)
+    get_filename_component(_k "${_k}" ABSOLUTE BASE_DIR "${PROJECT_SOURCE_DIR}")
+    list(APPEND _own_kernels_abs "${_k}")
+  endforeach()
+  get_target_property(_impl_sources tenso_impl SOURCES)
+  get_target_property(_capi_sources tenso SOURCES)
+  foreach(_src IN LISTS _impl_sources _capi_sources)
+    get_filename_component(_abs "${_src}" ABSOLUTE BASE_DIR "${PROJECT_SOURCE_DIR}")
+    if(_src MATCHES "^\\$<" OR _abs IN_LIST _own_kernels_abs)
+      continue()
+    endif()
+    _tenso_source_line(_txt "${_src}" "")
+  endforeach()
+  foreach(_arch x86_64 aarch64 other)
+    _tenso_hash_kernels(${_arch} _kernels)
+    foreach(_k IN LISTS _kernels)
+      _tenso_source_line(_txt "${_k}" "@${_arch}")
+    endforeach()
+  endforeach()
+  file(CONFIGURE OUTPUT ${PROJECT_BINARY_DIR}/libtenso-sources.txt CONTENT "${_txt}" @ONLY)
 endif()
 
 # ---- Debian packages (CPack DEB) ----

@@ -85,9 +85,15 @@ uint32_t Value::depth() const {
 // ------------------------------------------------------------------------------------------
 
 // Large buffers are 2 MiB aligned and asked for transparent huge pages: faulting in 64 MiB of
-// 4 KiB pages costs more than writing the packet.
-constexpr size_t kHuge = size_t(2) << 20;
-static size_t alloc_align(size_t n) { return n >= kHuge ? kHuge : 64; }
+// 4 KiB pages costs more than writing the packet. Only where base pages are 4 KiB (x86-64, most
+// aarch64 kernels), whose huge pages are 2 MiB; kernels with 16 or 64 KiB pages (some aarch64)
+// have 32 or 512 MiB huge pages, too large to round buffers up to, and their base pages
+// already cut the faults 4 to 16 times: there every buffer is 64-byte aligned.
+static size_t huge_align() {
+    static const size_t h = ::sysconf(_SC_PAGESIZE) == 4096 ? size_t(2) << 20 : 0;
+    return h;
+}
+static size_t alloc_align(size_t n) { return huge_align() && n >= huge_align() ? huge_align() : 64; }
 
 size_t alloc_size(size_t n) { return (std::max<size_t>(n, 1) + alloc_align(n) - 1) & ~(alloc_align(n) - 1); }
 
@@ -139,7 +145,7 @@ uint8_t *alloc_bytes(size_t n) {
     }
     void *p = std::aligned_alloc(align, sz);
     if (!p) throw std::bad_alloc();
-    if (align == kHuge) ::madvise(p, sz, MADV_HUGEPAGE);  // advisory: failure changes nothing
+    if (align > 64) ::madvise(p, sz, MADV_HUGEPAGE);  // advisory: failure changes nothing
     if (sz >= kPoolMin) {
         Pool &pl = pool();
         std::lock_guard<std::mutex> lock(pl.mu);
@@ -615,7 +621,7 @@ namespace {
 void check_footer(const Node &n, const uint8_t *buf, const Limits &lim) {
     if (!n.footer || !lim.verify_checksums) return;
     const uint8_t *body = buf + n.body_off;
-    uint64_t want = rd64(body + n.body_len), got;
+    uint64_t got;
     if (n.meta_len) {  // quantized: metadata and body, as one stream
         Hasher h;
         h.update(buf + n.meta_off, n.meta_len);
@@ -624,7 +630,7 @@ void check_footer(const Node &n, const uint8_t *buf, const Limits &lim) {
     } else {
         got = xxh3(body, n.body_len);
     }
-    if (want != got) fail(TENSO_E_CHECKSUM, "integrity check failed: XXH3 of the body does not match the footer");
+    check_digest(body + n.body_len, got);
 }
 
 void bind(View &v, const Node &n, const uint8_t *buf, const Limits &lim, const std::shared_ptr<const void> &keep);
@@ -735,6 +741,25 @@ void bind(View &v, const Node &n, const uint8_t *buf, const Limits &lim, const s
 }
 
 }  // namespace
+
+void check_digest(const uint8_t *footer, uint64_t digest) {
+    if (rd64(footer) != digest)
+        fail(TENSO_E_CHECKSUM, "integrity check failed: XXH3 of the body does not match the footer");
+}
+
+bool scan_detached(Node *out, const uint8_t *head, size_t have, size_t len, const Limits &limits) {
+    Node h;
+    try {
+        h = scan(head, have, limits, ScanMode::kHeader);
+    } catch (...) {
+        return false;
+    }
+    if (h.kind != TENSO_KIND_DENSE || h.compressed) return false;
+    // The header read again as a whole decode reads it, now against the packet's full length:
+    // every byte it reads lies before the body, so inside `head`.
+    *out = scan_whole(head, len, limits);
+    return true;
+}
 
 std::unique_ptr<View> decode(const uint8_t *buf, size_t len, const Limits &limits,
                              std::shared_ptr<const void> keep) {

@@ -219,6 +219,17 @@ std::unique_ptr<View> decode(const uint8_t *buf, size_t len, const Limits &limit
 std::unique_ptr<View> bind_scanned(const Node &n, const uint8_t *buf, const Limits &limits,
                                    std::shared_ptr<const void> keep);
 
+// A dense, uncompressed packet whose body lies in memory the engine cannot read (sdk/js: the
+// caller's ArrayBuffer, outside WebAssembly memory). `head` holds the first `have` of its `len`
+// bytes; *out gets decode()'s own scan of it (limits; TRUNCATED when `len` is short), which
+// reads the header alone since scan() never reads a dense body. Returns false, with *out
+// untouched, for any other packet (another kind, an LZ4 body, a header `have` does not hold,
+// a header the scan refuses): decode those whole, which also gives their exact error.
+bool scan_detached(Node *out, const uint8_t *head, size_t have, size_t len, const Limits &limits);
+// The integrity check of a body hashed elsewhere: TENSO_E_CHECKSUM unless `digest` (its XXH3-64,
+// Hasher) is the value of the 8-byte footer at `footer`.
+void check_digest(const uint8_t *footer, uint64_t digest);
+
 // What a packet's header says, read from a (possibly partial) packet without decoding it.
 struct PacketInfo {
     uint32_t version = 0, flags = 0;

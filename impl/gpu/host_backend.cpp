@@ -155,7 +155,7 @@ tenso_status h_free_device(void *ptr, int32_t, char *msg, size_t cap) {
 
 tenso_status h_malloc_pinned(void **ptr, size_t n, char *msg, size_t cap) {
     void *p = nullptr;
-    if (::posix_memalign(&p, 4096, page_round(n)) != 0)
+    if (::posix_memalign(&p, size_t(::sysconf(_SC_PAGESIZE)), page_round(n)) != 0)  // whole pages, as CUDA's
         return report(msg, cap, TENSO_E_NO_MEMORY, "out of pinned memory (" + std::to_string(n) + " bytes)");
     *ptr = p;
     return TENSO_OK;

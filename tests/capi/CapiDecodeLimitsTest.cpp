@@ -271,8 +271,15 @@ public:
     }
 
     // Bodies of 2 MiB or more take whole 2 MiB huge pages: 3 MiB costs 4 MiB, and is charged so.
+    // Only on kernels with 4 KiB pages; with 16 or 64 KiB pages (some aarch64) the library
+    // asks for no huge pages and charges 3 MiB as 3 MiB.
     void testRoundedBodiesCharged() {
         const Bytes three = compressed_zeros(3);
+        if (::sysconf(_SC_PAGESIZE) != 4096) {
+            TENSO_CHECK_OK(loads(three, opts(0, (3 << 20) + (64 << 10), 0)));
+            TENSO_CHECK_STATUS(TENSO_E_LIMIT, loads(three, opts(0, (3 << 20) - (64 << 10), 0)));
+            return;
+        }
         TENSO_CHECK_STATUS(TENSO_E_LIMIT, loads(three, opts(0, (3 << 20) + (64 << 10), 0)));
         TENSO_CHECK_OK(loads(three, opts(0, (4 << 20) + (64 << 10), 0)));
     }

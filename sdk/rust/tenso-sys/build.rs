@@ -100,15 +100,17 @@ mod bundled {
     use std::fs;
     use std::path::{Path, PathBuf};
 
-    /// One line of libtenso/sources.txt: `source <path> [flag ...]`, `define <NAME[=VALUE]>`,
+    /// One line of libtenso/sources.txt: `source <path> [flag ...]`, `source@<arch> ...` (only
+    /// for that target architecture: x86_64, aarch64, or `other`), `define <NAME[=VALUE]>`,
     /// `include <dir>` (paths relative to libtenso/).
     enum Line {
         Source(String, Vec<String>),
         Define(String),
         Include(String),
+        Skip,
     }
 
-    fn manifest(path: &Path) -> Vec<Line> {
+    fn manifest(path: &Path, arch: &str) -> Vec<Line> {
         let text = fs::read_to_string(path).unwrap_or_else(|e| {
             panic!(
                 "libtenso-sys (feature `bundled`): cannot read {}: {e}.\n\
@@ -125,11 +127,18 @@ mod bundled {
                 let mut words = l.split_whitespace().map(str::to_owned);
                 let kind = words.next().unwrap_or_default();
                 let arg = words.next().unwrap_or_else(|| panic!("sources.txt: '{l}' lacks an argument"));
-                match kind.as_str() {
-                    "source" => Line::Source(arg, words.collect()),
-                    "define" => Line::Define(arg),
-                    "include" => Line::Include(arg),
-                    _ => panic!("sources.txt: unknown line '{l}'"),
+                match kind.split_once('@') {
+                    Some(("source", only)) if only == arch => Line::Source(arg, words.collect()),
+                    Some(("source", "other")) if arch != "x86_64" && arch != "aarch64" => {
+                        Line::Source(arg, words.collect())
+                    }
+                    Some(("source", _)) => Line::Skip,
+                    _ => match kind.as_str() {
+                        "source" => Line::Source(arg, words.collect()),
+                        "define" => Line::Define(arg),
+                        "include" => Line::Include(arg),
+                        _ => panic!("sources.txt: unknown line '{l}'"),
+                    },
                 }
             })
             .collect()
@@ -139,7 +148,7 @@ mod bundled {
         let root = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap()).join("libtenso");
         let list = root.join("sources.txt");
         println!("cargo:rerun-if-changed={}", list.display());
-        let lines = manifest(&list);
+        let lines = manifest(&list, &env::var("CARGO_CFG_TARGET_ARCH").unwrap());
 
         // Vendored headers first: lz4-sys's include directory has LZ4's own, older xxhash.h.
         let mut includes: Vec<PathBuf> = vec![root.join("vendor")];
@@ -148,7 +157,7 @@ mod bundled {
             match line {
                 Line::Include(dir) => includes.push(root.join(dir)),
                 Line::Define(d) => defines.push(d.clone()),
-                Line::Source(..) => {}
+                Line::Source(..) | Line::Skip => {}
             }
         }
         for dep in ["DEP_LZ4_INCLUDE", "DEP_OPENSSL_INCLUDE"] {
