@@ -64,7 +64,7 @@ CONFIGURE = $(CMAKE) -S . -B $(BUILD) $(call generator,$(BUILD)) \
 # fetching nvcc if need be; AUTO builds it only with a toolkit already here.
 RELEASE_CONFIGURE = $(CMAKE) -S . -B $(RELEASE_BUILD) $(call generator,$(RELEASE_BUILD)) \
 	-DCMAKE_BUILD_TYPE=RelWithDebInfo -DTENSO_BUILD_TESTS=OFF -DTENSO_BUILD_TOOLS=OFF \
-	-DTENSO_CUDA=$(CUDA) -DTENSO_CUDA_FETCH=OFF -DTENSO_SPLIT_DEBUG=ON \
+	-DTENSO_JS=OFF -DTENSO_CUDA=$(CUDA) -DTENSO_CUDA_FETCH=OFF -DTENSO_SPLIT_DEBUG=ON \
 	-DCMAKE_INSTALL_PREFIX=$(PREFIX)
 
 .PHONY: all build test demo lib install dist distcheck asan tsan fuzz bench bench-js check-abi \

@@ -4,12 +4,13 @@
 Every SDK carries libtenso's version (as Arrow's and XGBoost's packages carry their C++
 library's): the Python distribution derives it from version.h at build time; the crates state it
 in Cargo.toml (cargo has no other way) and are checked here, with Cargo.lock; the Go module's
-version is the tag `make dist` serves. The READMEs' install lines (crate requirement, `go get`
+version is the tag `make dist` serves; sdk/js/package.json states it for npm. The READMEs' install lines (crate requirement, `go get`
 version, artifact file names, Debian package names) must name that version and the names the
 packaging really uses.
 
 usage: check_versions.py REPO
 """
+import json
 import re
 import sys
 import tomllib
@@ -58,6 +59,11 @@ check((repo / "sdk/python" / meta["input"]).resolve() == (repo / "capi/include/t
       f"sdk/python: the version is read from {meta['input']}, not version.h")
 check(meta["result"] == "{major}.{minor}.{patch}", f"sdk/python: the version is '{meta['result']}'")
 
+# JavaScript: the npm package (sdk/js) carries the same version.
+js = json.loads((repo / "sdk/js/package.json").read_text())
+check(js["name"] == "libtenso", "sdk/js: the npm package is not named libtenso")
+check(js["version"] == version, f"sdk/js/package.json: version {js['version']}, not {version}")
+
 # Go: the module path the READMEs name.
 module = re.search(r"^module (\S+)", (repo / "sdk/go/go.mod").read_text(), re.M).group(1)
 
@@ -83,5 +89,5 @@ for path, text in readmes.items():
 if errors:
     print("release.versions: version.h says " + version + ";\n  " + "\n  ".join(errors))
     sys.exit(1)
-print(f"release.versions: {version} (soname {so}) in the crates, Cargo.lock, pyproject.toml and "
+print(f"release.versions: {version} (soname {so}) in the crates, Cargo.lock, pyproject.toml, package.json and "
       f"{len(readmes)} READMEs; Go module {module}")

@@ -15,6 +15,8 @@
 #   libtenso-sys-V.crate, libtenso-V.crate   the Rust crates as `cargo publish` would upload
 #                                      them (the -sys crate carries libtenso's sources)
 #   goproxy/                           the Go module as a module proxy serves it (GOPROXY=file://)
+#   libtenso-V.tgz                     the npm package (sdk/js/pack.sh), when emscripten is here
+#                                      (tests/tools/bootstrap.sh --js); skipped, and said, otherwise
 #   SHA256SUMS                         of all of the above
 #
 # Reproducible: SOURCE_DATE_EPOCH is the commit's time; archives are written with sorted
@@ -95,7 +97,7 @@ export TENSO_CUDA_VENV="${TENSO_CUDA_VENV:-$repo/build/venv-cuda}"
 lib="$work/lib"
 log "building libtenso from the tarball in $lib (CUDA=$cuda)"
 cmake -S "$src" -B "$lib" -G Ninja "${launcher[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DCMAKE_INSTALL_PREFIX=/usr -DTENSO_BUILD_TESTS=OFF -DTENSO_BUILD_TOOLS=OFF \
+    -DCMAKE_INSTALL_PREFIX=/usr -DTENSO_BUILD_TESTS=OFF -DTENSO_BUILD_TOOLS=OFF -DTENSO_JS=OFF \
     -DTENSO_CUDA="$cuda" -DTENSO_CUDA_FETCH=OFF -DTENSO_PC_RPATH=OFF \
     "-DCMAKE_C_FLAGS=$prefix_map" "-DCMAKE_CXX_FLAGS=$prefix_map" \
     >"$work/lib-configure.log"
@@ -207,6 +209,15 @@ cp "$rust"/target/package/libtenso-sys-"$version".crate "$rust"/target/package/l
 "$work/gomodzip" -module "$(sed -n 's/^module //p' "$src/sdk/go/go.mod")" -version "v$version" \
     -dir "$src/sdk/go" -out "$out/goproxy" -time "$SOURCE_DATE_EPOCH" >"$work/gomodzip.log"
 log "Go module: $(cat "$work/gomodzip.log")"
+
+# ---- 6. JavaScript: the npm package, built by its own script -------------------------------
+if command -v em++ >/dev/null && command -v npm >/dev/null; then
+    tgz="$(TENSO_JS_BUILD="$work/js" JOBS="$jobs" bash "$src/sdk/js/pack.sh" 2>"$work/js.log" | tail -n1)"
+    cp "$tgz" "$out/"
+    log "npm: $(basename "$tgz")"
+else
+    log "npm package skipped: no emscripten here (tests/tools/bootstrap.sh --js installs it)"
+fi
 
 # ---- the list --------------------------------------------------------------------------------
 (cd "$out" && find . -type f ! -name SHA256SUMS | LC_ALL=C sort | sed 's|^\./||' | xargs sha256sum >SHA256SUMS)
