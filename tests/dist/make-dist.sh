@@ -27,8 +27,9 @@
 # <repo>/build-dist; emptied first), JOBS, CUDA (AUTO|ON|OFF, as `make lib`), PYTHON (the
 # interpreter the wheel is for, default python3), TENSO_DIST_VENV (the pinned build tools'
 # virtualenv, default <repo>/build/venv-dist), TENSO_DIST_VERIFY=0 (do not build the packaged
-# crates to verify them), CCACHE_DISABLE=1 (compile everything again). Needs network for PyPI (build tools), crates.io
-# (the crates' dependencies, verified by building them) and the Go proxy (golang.org/x/mod).
+# crates to verify them), CCACHE_DISABLE=1 (compile everything again). Needs network for PyPI
+# (build tools), crates.io (the crates' dependencies, verified by building them) and the Go
+# proxy (golang.org/x/mod).
 set -euo pipefail
 # cargo's rustc probe reads stdin as a program: give it an empty pipe (sdk/rust/run-tests.sh).
 exec < <(:)
@@ -80,10 +81,11 @@ tarball "$work/src" "$name" "$out/$name.tar.gz"
 log "source tarball: $out/$name.tar.gz"
 
 # Compiler and paths shared by every native build below: ccache when there is one (a rebuild
-# in the same place hits; no CCACHE_BASEDIR, whose rewriting to relative paths would change
-# what the compiler writes), paths in debug information mapped (the most specific map last:
-# GCC applies the last one that matches).
-unset CCACHE_BASEDIR CCACHE_NOHASHDIR
+# in the same place hits), with base_dir off whatever ccache.conf says (its rewriting of paths
+# to relative ones changes what the compiler writes: cached and uncached builds would differ);
+# paths in debug information mapped (the most specific map last: GCC applies the last match).
+export CCACHE_BASEDIR=""
+unset CCACHE_NOHASHDIR
 launcher=()
 if command -v ccache >/dev/null; then
     launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
