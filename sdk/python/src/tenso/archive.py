@@ -10,12 +10,12 @@ over the target only when complete, so a failed or interrupted save leaves the o
 
 import operator
 import os
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple, Union
+from types import TracebackType
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple, Type, Union
 
 import numpy as np
 
-from . import _tenso
-from . import core
+from . import _tenso, core
 from .config import _MAGIC, KIND_DENSE
 from .core import _to_value
 
@@ -90,7 +90,7 @@ class ArchiveWriter:
         compress: bool = False,
         hash: bool = True,
     ) -> None:
-        self._w: Any = _tenso.ArchiveWriter.open(
+        self._w: Optional[_tenso.ArchiveWriter] = _tenso.ArchiveWriter.open(
             os.fsencode(path), _format_code(format), alignment, hash, check_integrity, compress
         )
         try:
@@ -100,7 +100,7 @@ class ArchiveWriter:
             self.abort()
             raise
 
-    def _handle(self) -> Any:
+    def _handle(self) -> _tenso.ArchiveWriter:
         if self._w is None:
             raise ValueError("the archive writer is finished or aborted")
         return self._w
@@ -136,7 +136,12 @@ class ArchiveWriter:
     def __enter__(self) -> "ArchiveWriter":
         return self
 
-    def __exit__(self, exc_type: Any, exc_value: Any, traceback: Any) -> None:
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc_value: Optional[BaseException],
+        traceback: Optional[TracebackType],
+    ) -> None:
         if exc_type is None and self._w is not None:
             self.finish()
         else:
@@ -420,10 +425,10 @@ class safe_open:  # noqa: N801  (safetensors' name)
         if verify not in ("lazy", "all", "never"):
             raise ValueError(f"verify must be 'lazy', 'all' or 'never', not {verify!r}")
         self._device = device
-        self._a: Any = _open(filename, format, verify_all=verify == "all", no_verify=verify == "never")
+        self._a: Optional[_tenso.Archive] = _open(filename, format, verify_all=verify == "all", no_verify=verify == "never")
         self._entries: Optional[List[Dict[str, Any]]] = None
 
-    def _archive(self) -> Any:
+    def _archive(self) -> _tenso.Archive:
         if self._a is None:
             raise ValueError("the file is closed")
         return self._a
@@ -517,7 +522,12 @@ class safe_open:  # noqa: N801  (safetensors' name)
     def __enter__(self) -> "safe_open":
         return self
 
-    def __exit__(self, exc_type: Any, exc_value: Any, traceback: Any) -> None:
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc_value: Optional[BaseException],
+        traceback: Optional[TracebackType],
+    ) -> None:
         self.close()
 
 

@@ -21,7 +21,7 @@ import select
 import socket
 import sys
 import threading
-from typing import Any, AsyncIterator, BinaryIO, Generator, Iterator, List, Optional, Union
+from typing import Any, AsyncIterator, BinaryIO, Generator, Iterator, List, Optional, Tuple, Union
 
 import numpy as np
 
@@ -33,8 +33,8 @@ from .config import (
     MAX_BUNDLE_ENTRIES,
     MAX_DEPTH,
 )
-from .options import DecodeOptions, _merge
 from .errors import TensoEOFError, TensoError, TensoLimitError, TensoTypeError, TensoValueError, _in_upstream_words
+from .options import DecodeOptions, _DecodeFields, _merge
 from .quantize import QuantizedTensor
 from .ragged import RaggedArray, StringTensor
 
@@ -75,7 +75,7 @@ def _check_threads(threads: int) -> None:
         raise TensoValueError(f"threads must be an integer from 0 to 2**32-1, got {threads!r}")
 
 
-def _sparse_value(obj: Any) -> Any:
+def _sparse_value(obj: Any) -> _tenso.Value:
     fmt = getattr(obj, "format", None)
     kind = _SPARSE_KINDS.get(fmt) if isinstance(fmt, str) else None
     if kind is None:
@@ -87,7 +87,7 @@ def _sparse_value(obj: Any) -> Any:
     return _tenso.Value.sparse(kind, tuple(obj.shape), *parts)
 
 
-def _to_value(obj: Any, strict: bool, depth: int = 0) -> Any:
+def _to_value(obj: Any, strict: bool, depth: int = 0) -> _tenso.Value:
     """The tenso_value for anything dumps() accepts; it borrows the arrays' memory."""
     if isinstance(obj, np.ndarray):
         return _tenso.Value.tensor(obj, strict)
@@ -289,7 +289,7 @@ def _read_some(source: Any, view: memoryview) -> int:
     readinto = getattr(source, "readinto", None)
     if readinto is not None:
         while True:
-            n = readinto(view)
+            n: Optional[int] = readinto(view)
             if n is not None:
                 return n
             _wait_readable(source)  # a non-blocking raw stream with nothing to read yet
@@ -297,7 +297,8 @@ def _read_some(source: Any, view: memoryview) -> int:
     if recv_into is not None:
         while True:
             try:
-                return recv_into(view)
+                got: int = recv_into(view)
+                return got
             except BlockingIOError:
                 _wait_readable(source)
     recv = getattr(source, "recv", None)
@@ -349,7 +350,7 @@ def _read_fd_of(source: Any) -> Optional[int]:
     return None
 
 
-def _stream_options(source: Any, options: Optional[DecodeOptions]) -> Optional[tuple]:
+def _stream_options(source: Any, options: Optional[DecodeOptions]) -> Optional[_DecodeFields]:
     """The decoder's options for reading `source`: a socket's own timeout (Python keeps its fd
     non-blocking and waits itself) becomes the decoder's deadline, the shorter one winning."""
     timeout = source.gettimeout() if isinstance(source, socket.socket) else None
@@ -646,7 +647,7 @@ def view(data: BytesLike) -> Any:
 # ---------------------------------------------------------------------------------------------
 
 
-def _make_sparse(kind: int, shape: tuple, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> Any:
+def _make_sparse(kind: int, shape: Tuple[int, int], a: np.ndarray, b: np.ndarray, c: np.ndarray) -> Any:
     """scipy.sparse matrix for a decoded sparse packet (``*_matrix`` types, as upstream)."""
     import scipy.sparse as sp
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
-from typing import Any, Callable, Iterable, List, Optional, Sequence, Tuple, TypeVar
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, TypeVar
 
 import numpy as np
 
@@ -94,7 +94,7 @@ class TensorNode:
             flags |= _tenso.NODE_NO_FD_PASSING
         if not listen_enabled:
             flags |= _tenso.NODE_NO_LISTEN
-        self._options = dict(
+        self._options: Dict[str, Any] = dict(
             listen=listen,
             flags=flags,
             cert_pem=cert_pem,
@@ -149,18 +149,18 @@ class TensorNode:
         if self._node is not None:
             self._node.close()
 
-    def __enter__(self) -> "TensorNode":
+    def __enter__(self) -> TensorNode:
         self.start_sync()
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
-    async def __aenter__(self) -> "TensorNode":
+    async def __aenter__(self) -> TensorNode:
         await self.start()
         return self
 
-    async def __aexit__(self, *exc: Any) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         self.close()
 
     # ---- addresses --------------------------------------------------------------------------
@@ -366,7 +366,7 @@ def _ms(seconds: Optional[float]) -> int:
     return 0 if seconds is None else max(1, int(seconds * 1000))
 
 
-def _consume(fut: "asyncio.Future[Any]") -> None:
+def _consume(fut: asyncio.Future[Any]) -> None:
     if not fut.cancelled():
         fut.exception()
 

@@ -43,7 +43,7 @@ Not in the core package: ``import tenso`` does not import Ray. Install with
 """
 
 import pickle
-from typing import Any, List, Tuple
+from typing import Any, Dict, List, Tuple
 
 import numpy as np
 
@@ -98,7 +98,7 @@ def _deserialize_view(wire: _Wire) -> Any:
     return _deserialize(wire, False)
 
 
-def _serialize_dict(d: dict) -> _Wire:
+def _serialize_dict(d: Dict[str, Any]) -> _Wire:
     """A dict of arrays as one bundle packet; any other dict as its items (pickled by Ray)."""
     try:
         return _packet(d)

@@ -15,7 +15,8 @@ exceptions, over libtenso's ``tenso/shm.h``:
 """
 
 import secrets
-from typing import Any, Dict, List, Optional, Union
+from types import TracebackType
+from typing import Any, Dict, List, Optional, Type, Union
 
 import numpy as np
 
@@ -71,7 +72,7 @@ class TensoShm:
                 raise ValueError("'size' must be a positive number different from zero")
             if name is None:
                 name = "tenso_" + secrets.token_hex(8)
-            self._h: Any = _tenso.Shm.create(name, size)
+            self._h: Optional[_tenso.Shm] = _tenso.Shm.create(name, size)
         else:
             if name is None:
                 raise ValueError("name is required when create=False")
@@ -85,7 +86,7 @@ class TensoShm:
         self._name = name
         return self
 
-    def _handle(self) -> Any:
+    def _handle(self) -> _tenso.Shm:
         if self._h is None:
             raise ValueError(f"TensoShm {self._name!r} is closed")
         return self._h
@@ -149,7 +150,12 @@ class TensoShm:
     def __enter__(self) -> "TensoShm":
         return self
 
-    def __exit__(self, exc_type: Any, exc_value: Any, traceback: Any) -> None:
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc_value: Optional[BaseException],
+        traceback: Optional[TracebackType],
+    ) -> None:
         # As upstream: closed, not unlinked (the other process may still need the segment).
         self.close()
 
@@ -289,7 +295,7 @@ class TensoCache:
         lock_timeout: Optional[float] = None,
         any_owner: bool = False,
     ) -> None:
-        self._h: Any = None
+        self._h: Optional[_tenso.Cache] = None
         self._owns = create
         timeout_ms = 0 if lock_timeout is None else max(1, int(round(lock_timeout * 1000)))
         if create:
@@ -308,7 +314,7 @@ class TensoCache:
                 raise _not_a_cache(name, e) from None
         self._name: str = name
 
-    def _handle(self) -> Any:
+    def _handle(self) -> _tenso.Cache:
         if self._h is None:
             raise RuntimeError("TensoCache is closed")
         return self._h
@@ -479,7 +485,12 @@ class TensoCache:
     def __enter__(self) -> "TensoCache":
         return self
 
-    def __exit__(self, exc_type: Any, exc_value: Any, traceback: Any) -> None:
+    def __exit__(
+        self,
+        exc_type: Optional[Type[BaseException]],
+        exc_value: Optional[BaseException],
+        traceback: Optional[TracebackType],
+    ) -> None:
         self.close()
         if self._owns:
             self.unlink()
