@@ -28,7 +28,7 @@ import platform
 import statistics
 import sys
 import time
-from typing import Callable, Dict, List, Tuple
+from typing import Callable, Dict, Tuple
 
 import numpy as np
 
@@ -57,6 +57,7 @@ def drop_cache(path: str) -> None:
 def readers() -> Dict[str, Tuple[str, Callable]]:
     import bintensors
     import safetensors
+
     import tenso
 
     return {
@@ -71,6 +72,7 @@ def readers() -> Dict[str, Tuple[str, Callable]]:
 def write_files(data: Dict[str, np.ndarray], stem: str) -> Dict[str, str]:
     import bintensors.numpy
     import safetensors.numpy
+
     import tenso
 
     paths = {ext: f"{stem}.{ext}" for ext in ("tenso", "safetensors", "bt")}
@@ -152,6 +154,7 @@ def main() -> None:
     args = ap.parse_args()
     import bintensors
     import safetensors
+
     import tenso
 
     rd = readers()

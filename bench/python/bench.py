@@ -95,10 +95,10 @@ def chart(res: Dict[str, Dict], sizes: List[int], path: str) -> None:
         ax.grid(True, which="both", alpha=0.3)
     handles, labels = [], []
     for ax in axes.flat:
-        for h, l in zip(*ax.get_legend_handles_labels()):
-            if l not in labels:
+        for h, label in zip(*ax.get_legend_handles_labels()):
+            if label not in labels:
                 handles.append(h)
-                labels.append(l)
+                labels.append(label)
     fig.legend(handles, labels, loc="lower center", ncol=len(labels))
     fig.suptitle("tenso Python SDK vs upstream tenso 0.24.0 and peers (lower is better)")
     fig.tight_layout(rect=(0, 0.05, 1, 0.97))
@@ -147,11 +147,15 @@ def main() -> None:
             continue
         res[col] = worker.measure("tenso" if col == "tenso (ours)" else col, sizes)
 
-    import pyarrow, safetensors, msgpack, msgpack_numpy  # noqa: E401  (versions for the header)
+    import msgpack  # (the versions, for the header)
+    import msgpack_numpy
+    import pyarrow
+    import safetensors
 
     env = (f"Python {platform.python_version()}, numpy {np.__version__}, ours tenso {tenso.__version__} "
            f"(libtenso {tenso.library_version}), upstream tenso {up['version']} (Python {up['python']}), "
-           f"safetensors {safetensors.__version__}, pyarrow {pyarrow.__version__}, msgpack {'.'.join(map(str, msgpack.version))}, "
+           f"safetensors {safetensors.__version__}, pyarrow {pyarrow.__version__}, "
+           f"msgpack {'.'.join(map(str, msgpack.version))}, "
            f"msgpack-numpy {getattr(msgpack_numpy, '__version__', '0.4.8')}; {platform.machine()}, {os.cpu_count()} CPUs, "
            f"{platform.platform()}")
     md = ["Environment: " + env, "", table(res, sizes), "", *targets(res)] if not args.quick else \

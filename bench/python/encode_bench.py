@@ -19,7 +19,6 @@ import json
 import os
 import resource
 import subprocess
-import sys
 import tempfile
 import time
 

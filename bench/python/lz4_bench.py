@@ -13,6 +13,7 @@ import sys
 import time
 
 import numpy as np
+
 import tenso  # upstream's package: this runs in build/venv-upstream
 
 TENSO_DTYPE_FLOAT32 = 1
@@ -68,7 +69,8 @@ def main():
         up = best(lambda: len(tenso.dumps(a, compress=True)))
         size = ours[1][1]
         print(f"{name:10s} upstream {up[1]:>10d} B {up[0] * 1e3:7.1f} ms | ours {size:>10d} B "
-              f"({size / up[1]:.3f}x size), 1 thread {ours[1][0] * 1e3:7.1f} ms ({ours[1][0] / up[0]:.2f}x upstream's time), "
+              f"({size / up[1]:.3f}x size), 1 thread {ours[1][0] * 1e3:7.1f} ms "
+              f"({ours[1][0] / up[0]:.2f}x upstream's time), "
               f"all cores {ours[0][0] * 1e3:7.1f} ms ({ours[1][0] / ours[0][0]:.2f}x one thread's speed)")
         assert tenso.loads(bytes(out[:size])).tobytes() == a.tobytes()  # upstream decodes ours
 

@@ -51,7 +51,7 @@ def socket_rows(transport: str, sizes: List[int]) -> Dict[str, Dict[str, float]]
         for size in sizes:
             a = worker.make_array(size)
             fns = {lib: worker.LIBS[lib](a, "/nonexistent", sp)["socket"] for lib in LIBS}
-            for lib, fn in fns.items():
+            for fn in fns.values():
                 worker.check_result("socket", fn(), a)
             rounds: Dict[str, List[float]] = {lib: [] for lib in LIBS}
             for _ in range(ROUNDS):

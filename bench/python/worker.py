@@ -74,7 +74,7 @@ def time_op(fn: Callable[[], Any], setup: Optional[Callable[[], Any]] = None, ma
 # ---------------------------------------------------------------------------------------------
 
 
-def tcp_pair() -> "tuple[socket.socket, socket.socket]":
+def tcp_pair() -> tuple[socket.socket, socket.socket]:
     """A connected TCP loopback pair (client, server side), Nagle off as a sender of many
     small packets would set it."""
     with socket.create_server(("127.0.0.1", 0)) as server:
@@ -93,7 +93,7 @@ class SocketPair:
         for s in (self.tx, self.rx):
             s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
             s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
-        self.jobs: "queue.Queue[Optional[Callable[[socket.socket], None]]]" = queue.Queue()
+        self.jobs: queue.Queue[Optional[Callable[[socket.socket], None]]] = queue.Queue()
         self.done = threading.Semaphore(0)
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()

@@ -31,8 +31,7 @@ ST_DTYPES = {"float32": "F32", "int32": "I32", "int64": "I64", "float64": "F64",
 
 
 def run(*args, expect=0):
-    p = subprocess.run([CLI, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                       timeout=120)
+    p = subprocess.run([CLI, *args], capture_output=True, text=True, timeout=120)
     if p.returncode != expect:
         raise AssertionError("tenso %s: exit %d, expected %d\nstdout:\n%s\nstderr:\n%s" % (
             " ".join(args), p.returncode, expect, p.stdout, p.stderr))

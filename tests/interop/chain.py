@@ -40,9 +40,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, List, Optional, Tuple
 
-import numpy as np
-
 import ml_dtypes
+import numpy as np
 import scipy.sparse as sp
 
 import tenso

@@ -43,8 +43,9 @@ import lz4.frame  # noqa: E402
 import ml_dtypes  # noqa: E402
 import numpy as np  # noqa: E402
 import scipy.sparse as sp  # noqa: E402
-import tenso  # noqa: E402
 import xxhash  # noqa: E402
+
+import tenso  # noqa: E402
 from tenso import QuantizedTensor, RaggedArray, StringTensor  # noqa: E402
 
 BF16 = np.dtype(ml_dtypes.bfloat16)

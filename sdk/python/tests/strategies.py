@@ -1,10 +1,9 @@
 """Hypothesis strategies for tenso values: arrays of every wire dtype (arbitrary bit patterns,
 NaN payloads included), nested bundles with arbitrary UTF-8 keys, encode options."""
 
+import ml_dtypes
 import numpy as np
 from hypothesis import strategies as st
-
-import ml_dtypes
 
 DTYPES = [
     np.dtype(n)

@@ -6,13 +6,12 @@ import json
 
 import numpy as np
 import pytest
-
-from web_servers import httpx, serve, upstream_client, upstream_server
-
-import tenso
 from fastapi import Depends, FastAPI
 from fastapi.responses import Response
+
+import tenso
 from tenso.fastapi import CHUNK_BYTES, TensoResponse, get_tenso_data, tenso_data
+from web_servers import httpx, serve, upstream_client, upstream_server
 
 OCTET = {"content-type": "application/octet-stream"}
 ARR = np.arange(12, dtype=np.float32).reshape(3, 4)

@@ -165,7 +165,10 @@ def test_upstream_packets_through_our_service(channel):
     python = os.environ.get("TENSO_UPSTREAM_PYTHON")
     if not python:
         pytest.skip("the upstream venv is not available")
-    code = "import sys, numpy as np, tenso; sys.stdout.write(bytes(tenso.dumps(np.arange(6.0).reshape(2, 3), check_integrity=True)).hex())"
+    code = (
+        "import sys, numpy as np, tenso; "
+        "sys.stdout.write(bytes(tenso.dumps(np.arange(6.0).reshape(2, 3), check_integrity=True)).hex())"
+    )
     packet = bytes.fromhex(subprocess.run([python, "-c", code], capture_output=True, text=True, check=True).stdout)
     stub = tenso_msg_pb2_grpc.TensorInferenceStub(channel)
     reply = stub.Predict(tenso_msg_pb2.PredictRequest(tensor_packet=packet))

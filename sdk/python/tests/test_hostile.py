@@ -11,9 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tenso
-from tenso import errors
 from conftest import CASES, golden_bytes
 from interop_codec import describe
+from tenso import errors
 
 PACKETS = [golden_bytes(c) for c in CASES]
 

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 import tenso
 from conftest import CASES, UpstreamError, golden_bytes
 from interop_codec import describe
-from test_golden import widen_sparse_indices
 from strategies import arrays, bundles, float_arrays, options
+from test_golden import widen_sparse_indices
 
 pytestmark = pytest.mark.upstream
 

@@ -10,9 +10,8 @@ import sys
 import numpy as np
 import pytest
 
-from web_servers import httpx, serve
-
 import tenso
+from web_servers import httpx, serve
 
 # Verbatim from upstream's README ("FastAPI Integration").
 README_FASTAPI = '''

@@ -11,7 +11,6 @@ import os
 import socket
 import subprocess
 import sys
-import textwrap
 import threading
 import time
 
@@ -19,9 +18,9 @@ import numpy as np
 import pytest
 
 import tenso
-from tenso import DecodeOptions, config, errors
 from conftest import CASES, golden_bytes
 from interop_codec import describe
+from tenso import DecodeOptions, config, errors
 
 GOLDEN = [(c["name"], golden_bytes(c)) for c in CASES]
 # Packets the host decodes (not the GPU IPC reference), for the streams of many packets.

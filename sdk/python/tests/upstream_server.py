@@ -28,9 +28,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
-import tenso  # noqa: E402  (upstream's)
 
 import interop_codec as codec  # noqa: E402
+import tenso  # noqa: E402  (upstream's)
 
 
 def info_json(info):

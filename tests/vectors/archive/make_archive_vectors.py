@@ -15,11 +15,11 @@ manifest, and checks that tenso's writers produce these exact bytes from the sam
 import json
 import os
 
+import bintensors
+import bintensors.numpy as btn
 import numpy as np
 import safetensors
 import safetensors.numpy as stn
-import bintensors
-import bintensors.numpy as btn
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
