@@ -1,5 +1,6 @@
-/*
- * tenso/archive.h - files of many named tensors: tenso archives (.tenso), and safetensors
+/**
+ * @file tenso/archive.h
+ * @brief files of many named tensors: tenso archives (.tenso), and safetensors
  * (.safetensors) and bintensors (.bt) files through the same reader and writer.
  *
  * Included by tenso/tenso.h; may also be included on its own.
@@ -59,6 +60,7 @@ TENSO_API const char *tenso_format_name(tenso_format format);
  * Reading
  * ========================================================================================== */
 
+/** An open archive, safetensors or bintensors file: its index, and a read-only mapping. */
 typedef struct tenso_archive tenso_archive;
 
 /** tenso_archive_options.flags: verify every stored XXH3 while opening (O(file)). */
@@ -69,15 +71,16 @@ typedef struct tenso_archive tenso_archive;
 
 /** Options for opening. Zero means "default" in every field. */
 typedef struct tenso_archive_options {
-    uint32_t version;           /* TENSO_ARCHIVE_OPTIONS_VERSION */
-    uint32_t flags;             /* TENSO_ARCHIVE_* bits */
-    tenso_format format;        /* TENSO_FORMAT_AUTO detects it */
-    uint32_t reserved0;
-    uint64_t max_index_bytes;   /* index / JSON / bincode header; 0 = 100,000,000 */
-    uint64_t max_tensors;       /* 0 = 10,000,000 */
+    uint32_t version;           /**< TENSO_ARCHIVE_OPTIONS_VERSION */
+    uint32_t flags;             /**< TENSO_ARCHIVE_* bits */
+    tenso_format format;        /**< TENSO_FORMAT_AUTO detects it */
+    uint32_t reserved0;         /**< 0 */
+    uint64_t max_index_bytes;   /**< index / JSON / bincode header; 0 = 100,000,000 */
+    uint64_t max_tensors;       /**< 0 = 10,000,000 */
 } tenso_archive_options;
 
-#define TENSO_ARCHIVE_OPTIONS_VERSION 1
+#define TENSO_ARCHIVE_OPTIONS_VERSION 1  /**< the tenso_archive_options version these headers declare */
+/** A tenso_archive_options with every default. */
 #define TENSO_ARCHIVE_OPTIONS_INIT { TENSO_ARCHIVE_OPTIONS_VERSION, 0, 0, 0, 0, 0 }
 
 /** Fills *opts with defaults for struct version `version`. @since 1.1 */
@@ -115,21 +118,21 @@ TENSO_API uint64_t tenso_archive_count(const tenso_archive *a);
 
 /** One tensor as the index describes it. */
 typedef struct tenso_archive_entry {
-    const char *name;       /* UTF-8, not NUL-terminated, owned by the archive handle */
-    size_t name_len;
-    tenso_kind kind;        /* TENSO_KIND_DENSE for safetensors and bintensors */
-    tenso_dtype dtype;
-    uint32_t ndim;
-    uint32_t flags;         /* TENSO_ENTRY_* */
-    uint64_t shape[TENSO_MAX_NDIM];
-    uint64_t offset;        /* absolute file offset of the stored bytes (a packet for archives,
+    const char *name;       /**< UTF-8, not NUL-terminated, owned by the archive handle */
+    size_t name_len;        /**< the name's length in bytes */
+    tenso_kind kind;        /**< TENSO_KIND_DENSE for safetensors and bintensors */
+    tenso_dtype dtype;      /**< the element dtype (0 for containers) */
+    uint32_t ndim;          /**< dimensions */
+    uint32_t flags;         /**< TENSO_ENTRY_* */
+    uint64_t shape[TENSO_MAX_NDIM]; /**< ndim entries are set, the rest are 0 */
+    uint64_t offset;        /**< absolute file offset of the stored bytes (a packet for archives,
                                the raw body for safetensors and bintensors) */
-    uint64_t stored_bytes;  /* length of the stored bytes */
-    uint64_t nbytes;        /* body bytes once decoded (shape x itemsize for dense) */
-    uint64_t data_offset;   /* absolute file offset of the body; 0 when not stored raw
+    uint64_t stored_bytes;  /**< length of the stored bytes */
+    uint64_t nbytes;        /**< body bytes once decoded (shape x itemsize for dense) */
+    uint64_t data_offset;   /**< absolute file offset of the body; 0 when not stored raw
                                (compressed bodies, containers) */
-    uint64_t xxh3;          /* with TENSO_ENTRY_HASHED */
-    uint64_t reserved[4];
+    uint64_t xxh3;          /**< with TENSO_ENTRY_HASHED */
+    uint64_t reserved[4];   /**< 0; room to grow */
 } tenso_archive_entry;
 
 /** Entry `index` (0 <= index < count), in file order. @since 1.1 */
@@ -183,7 +186,9 @@ typedef int (*tenso_progress_fn)(uint64_t done, uint64_t total, void *user);
 /**
  * Verifies every stored hash (and, for archives, that every packet decodes).
  * @param bad_index_out  may be NULL; receives the first failing tensor's index.
+ * @param a              the archive.
  * @param progress       may be NULL.
+ * @param user           passed to `progress`.
  * @return TENSO_E_CHECKSUM (or the decode status) for the first failing tensor. @since 1.1
  */
 TENSO_API tenso_status tenso_archive_verify(uint64_t *bad_index_out, tenso_archive *a,
@@ -193,6 +198,7 @@ TENSO_API tenso_status tenso_archive_verify(uint64_t *bad_index_out, tenso_archi
  * Writing
  * ========================================================================================== */
 
+/** An archive being written, into a temporary file renamed over the target by finish. */
 typedef struct tenso_archive_writer tenso_archive_writer;
 
 /** tenso_archive_write_options.flags: do not store XXH3 hashes in the index (archives). */
@@ -202,14 +208,15 @@ typedef struct tenso_archive_writer tenso_archive_writer;
  *  Version 2 (1.3) embeds a version 2 tenso_encode_options (with `threads`); version 1 structs,
  *  4 bytes shorter and holding a version 1 (or zeroed) encode struct, are still accepted. */
 typedef struct tenso_archive_write_options {
-    uint32_t version;           /* TENSO_ARCHIVE_WRITE_OPTIONS_VERSION */
-    uint32_t flags;             /* TENSO_ARCHIVE_NO_HASH */
-    tenso_format format;        /* TENSO_FORMAT_AUTO: from the extension, else ARCHIVE */
-    uint32_t alignment;         /* archives: packet offsets and bodies; 64 (default) or 4096 */
-    tenso_encode_options encode;/* archives: packet options (integrity footers, LZ4) */
+    uint32_t version;           /**< TENSO_ARCHIVE_WRITE_OPTIONS_VERSION */
+    uint32_t flags;             /**< TENSO_ARCHIVE_NO_HASH */
+    tenso_format format;        /**< TENSO_FORMAT_AUTO: from the extension, else ARCHIVE */
+    uint32_t alignment;         /**< archives: packet offsets and bodies; 64 (default) or 4096 */
+    tenso_encode_options encode;/**< archives: packet options (integrity footers, LZ4) */
 } tenso_archive_write_options;
 
-#define TENSO_ARCHIVE_WRITE_OPTIONS_VERSION 2
+#define TENSO_ARCHIVE_WRITE_OPTIONS_VERSION 2  /**< the tenso_archive_write_options version these headers declare */
+/** A tenso_archive_write_options with every default. */
 #define TENSO_ARCHIVE_WRITE_OPTIONS_INIT \
     { TENSO_ARCHIVE_WRITE_OPTIONS_VERSION, 0, 0, 0, TENSO_ENCODE_OPTIONS_INIT }
 

@@ -1,5 +1,6 @@
-/*
- * tenso/errors.h - status codes and the thread-local error message.
+/**
+ * @file tenso/errors.h
+ * @brief status codes and the thread-local error message.
  *
  * Every fallible function returns a tenso_status: TENSO_OK (0) on success, a negative
  * TENSO_E_* code on failure. The values are pinned: they are part of the ABI and are never
@@ -16,6 +17,7 @@ TENSO_BEGIN_DECL
 /** A status code. An int32_t, not a C enum, so its size and signedness are fixed. */
 typedef int32_t tenso_status;
 
+/** Success. Every other status is negative. */
 #define TENSO_OK                       0
 /** An argument is invalid: a NULL pointer, a bad dtype or alignment, a length mismatch. */
 #define TENSO_E_INVALID_ARGUMENT      -1
