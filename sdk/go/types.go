@@ -189,6 +189,7 @@ type Error struct {
 	Err     error  // an underlying Go error (an io.Writer's, io.EOF at end of stream), or nil
 }
 
+// Error formats the failure as "tenso: Op: message (TENSO_E_NAME)", for the error interface.
 func (e *Error) Error() string {
 	msg := e.Message
 	if msg == "" && e.Err != nil {
