@@ -263,7 +263,7 @@ private:
 
 class Staging {
 public:
-    Staging(void *stream, int32_t device, const Options &o, uint64_t total) : stream_(stream) {
+    Staging(void *stream, int32_t device, const Options &o, uint64_t total) : ops_(ops()), stream_(stream) {
         chunk_ = size_t(std::max<uint64_t>(1, std::min<uint64_t>(o.chunk_bytes, total)));
         const size_t count = std::max<uint32_t>(1, o.staging_buffers);
         slots_.reserve(count);
@@ -317,6 +317,8 @@ private:
         bool busy = false;
         size_t len = 0;
     };
+    // Looked up once here, where a failure may throw: release() runs in the destructor.
+    const tenso_gpu_backend_ops &ops_;
     void *stream_;
     size_t chunk_ = 0, cur_ = 0;
     std::vector<Slot> slots_;
@@ -337,7 +339,7 @@ private:
     }
     // Buffers go back to the pool only once no copy can touch them.
     void release() noexcept {
-        const tenso_gpu_backend_ops &o = ops();
+        const tenso_gpu_backend_ops &o = ops_;
         char msg[kMsg];
         bool clean = true;
         for (Slot &s : slots_) {
