@@ -10,6 +10,10 @@
 #   make fuzz            clang libFuzzer build in build-fuzz/, fuzz each target FUZZ_SECONDS
 #   make bench           build and run the benchmarks (build/bench/tenso_bench)
 #   make check-abi       the ABI tests only (headers, exports, install + consumers)
+#   make lint            type and lint gates: formatting, ruff, mypy, stubtest, clippy, go vet, clang-tidy
+#   make format          apply the formatters (clang-format, ruff format, rustfmt, gofmt)
+#   make docs            API reference of C/C++, Python, Rust and Go in build/docs/ (warnings fail)
+#   make bench-report    C + Python peer benchmarks on a quiet machine -> README table and chart
 #   make bootstrap       install missing Debian packages (also done by every building target)
 #   make upstream        also create the upstream tenso virtualenv (needs PyPI)
 #   make clean           clean build/ (keeps its cache and venv), remove the other build trees
@@ -47,7 +51,7 @@ CONFIGURE = $(CMAKE) -S . -B $(BUILD) $(call generator,$(BUILD)) \
 	-DCMAKE_BUILD_TYPE=RelWithDebInfo -DTENSO_WERROR=ON
 
 .PHONY: all build test demo install asan tsan fuzz bench check-abi bootstrap upstream clean \
-	distclean help
+	distclean help lint format docs bench-report
 
 all: build
 
@@ -123,6 +127,23 @@ bench: bootstrap
 check-abi: build
 	$(CTEST) --test-dir $(BUILD) --output-on-failure -j $(JOBS) -R '^abi\.'
 
+# The scripts hold the logic (tests/tools/lint.sh, format.sh, docs.sh, bench/report.sh).
+lint:
+	@$(BOOTSTRAP) --lint
+	bash tests/tools/lint.sh
+
+format:
+	@$(BOOTSTRAP) --lint
+	bash tests/tools/format.sh --fix
+
+docs:
+	@$(BOOTSTRAP) --docs
+	bash tests/tools/docs.sh
+
+# BENCH_FORCE=1 runs even when the load average is above 1 (the figures are then marked).
+bench-report: bootstrap
+	bash bench/report.sh $(if $(BENCH_FORCE),--force)
+
 bootstrap:
 	@$(BOOTSTRAP)
 
@@ -137,4 +158,4 @@ distclean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)
 
 help:
-	@sed -n '4,16s/^#   //p' Makefile
+	@sed -n '4,20s/^#   //p' Makefile

@@ -7,6 +7,8 @@
 #   tests/tools/bootstrap.sh --cuda       also create the CUDA toolchain virtualenv
 #                                         (tests/tools/cuda-toolchain.sh; needs PyPI; CMake
 #                                         configure does this itself when TENSO_CUDA is not OFF)
+#   tests/tools/bootstrap.sh --lint       also clang-format and clang-tidy (make lint)
+#   tests/tools/bootstrap.sh --docs       also doxygen (make docs)
 #
 # When everything is present this is one `dpkg -s` call: a fast no-op. apt-get runs only
 # for the packages actually missing, with sudo only when we are not root.
@@ -22,11 +24,16 @@ packages=(cmake ninja-build pkg-config g++ liblz4-dev libxxhash-dev libcppunit-d
 
 want_upstream=0
 want_cuda=0
+# make lint and make docs only: make test does not pay for these packages.
+lint_packages=(clang-format clang-tidy)
+docs_packages=(doxygen)
 for arg in "$@"; do
     case "$arg" in
         --upstream) want_upstream=1 ;;
         --cuda) want_cuda=1 ;;
-        -h|--help) sed -n '2,12p' "${BASH_SOURCE[0]}"; exit 0 ;;
+        --lint) packages+=("${lint_packages[@]}") ;;
+        --docs) packages+=("${docs_packages[@]}") ;;
+        -h|--help) sed -n '2,14p' "${BASH_SOURCE[0]}"; exit 0 ;;
         *) echo "bootstrap.sh: unknown argument '$arg'" >&2; exit 2 ;;
     esac
 done
