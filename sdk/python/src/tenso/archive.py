@@ -10,7 +10,6 @@ over the target only when complete, so a failed or interrupted save leaves the o
 
 import operator
 import os
-from types import TracebackType
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple, Type, Union
 
 import numpy as np
@@ -136,12 +135,7 @@ class ArchiveWriter:
     def __enter__(self) -> "ArchiveWriter":
         return self
 
-    def __exit__(
-        self,
-        exc_type: Optional[Type[BaseException]],
-        exc_value: Optional[BaseException],
-        traceback: Optional[TracebackType],
-    ) -> None:
+    def __exit__(self, exc_type: Optional[Type[BaseException]], *exc: object) -> None:
         if exc_type is None and self._w is not None:
             self.finish()
         else:
@@ -522,12 +516,7 @@ class safe_open:  # noqa: N801  (safetensors' name)
     def __enter__(self) -> "safe_open":
         return self
 
-    def __exit__(
-        self,
-        exc_type: Optional[Type[BaseException]],
-        exc_value: Optional[BaseException],
-        traceback: Optional[TracebackType],
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 

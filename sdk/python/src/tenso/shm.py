@@ -15,8 +15,7 @@ exceptions, over libtenso's ``tenso/shm.h``:
 """
 
 import secrets
-from types import TracebackType
-from typing import Any, Dict, List, Optional, Type, Union
+from typing import Any, Dict, List, Optional, Union
 
 import numpy as np
 
@@ -150,12 +149,7 @@ class TensoShm:
     def __enter__(self) -> "TensoShm":
         return self
 
-    def __exit__(
-        self,
-        exc_type: Optional[Type[BaseException]],
-        exc_value: Optional[BaseException],
-        traceback: Optional[TracebackType],
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         # As upstream: closed, not unlinked (the other process may still need the segment).
         self.close()
 
@@ -485,12 +479,7 @@ class TensoCache:
     def __enter__(self) -> "TensoCache":
         return self
 
-    def __exit__(
-        self,
-        exc_type: Optional[Type[BaseException]],
-        exc_value: Optional[BaseException],
-        traceback: Optional[TracebackType],
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
         if self._owns:
             self.unlink()
