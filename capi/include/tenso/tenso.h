@@ -111,7 +111,7 @@ typedef int32_t tenso_kind;
 #define TENSO_FLAG_BUNDLE       0x0010u  /**< a bundle container */
 #define TENSO_FLAG_SPARSE_CSR   0x0020u  /**< a CSR sparse container */
 #define TENSO_FLAG_SPARSE_CSC   0x0040u  /**< a CSC sparse container */
-#define TENSO_FLAG_CUST_ALIGN   0x0080u  /**< a one-byte alignment exponent follows the shape (alignment other than 64) */
+#define TENSO_FLAG_CUST_ALIGN   0x0080u  /**< an alignment exponent byte follows the shape (not 64) */
 #define TENSO_FLAG_STRING       0x0100u  /**< a string packet */
 #define TENSO_FLAG_RAGGED       0x0200u  /**< a ragged packet */
 #define TENSO_FLAG_GPU_IPC_REF  0x0400u  /**< a GPU IPC reference packet */
