@@ -9,7 +9,11 @@
 #   make tsan            clang ThreadSanitizer build in build-tsan/, run the tests
 #   make fuzz            clang libFuzzer build in build-fuzz/, fuzz each target FUZZ_SECONDS
 #   make bench           build and run the benchmarks (build/bench/tenso_bench)
+#   make bench-js        the JavaScript SDK's benchmark (bench/js: libtenso vs apache-arrow, JSON)
 #   make check-abi       the ABI tests only (headers, exports, install + consumers)
+#   make check-aarch64   cross-build for aarch64 in build-aarch64/, run the C/C++ suites under
+#                        qemu-user (tests/cross/check-aarch64.sh)
+#   make check-aarch64-sdks  then the Rust and Go SDKs, cross-built and tested under qemu-user
 #   make lint            type and lint gates: formatting, ruff, mypy, stubtest, clippy, go vet, clang-tidy
 #   make format          apply the formatters (clang-format, ruff format, rustfmt, gofmt)
 #   make docs            API reference of C/C++, Python, Rust and Go in build/docs/ (warnings fail)
@@ -17,7 +21,7 @@
 #   make bootstrap       install missing Debian packages (also done by every building target)
 #   make upstream        also create the upstream tenso virtualenv (needs PyPI)
 #   make clean           clean build/ (keeps its cache and venv), remove the other build trees
-#   make distclean       remove build/, build-asan/, build-tsan/ and build-fuzz/ entirely
+#   make distclean       remove build/ and every other build tree entirely
 
 SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
@@ -50,8 +54,8 @@ generator = $(if $(wildcard $(1)/CMakeCache.txt),,-G Ninja)
 CONFIGURE = $(CMAKE) -S . -B $(BUILD) $(call generator,$(BUILD)) \
 	-DCMAKE_BUILD_TYPE=RelWithDebInfo -DTENSO_WERROR=ON
 
-.PHONY: all build test demo install asan tsan fuzz bench check-abi bootstrap upstream clean \
-	distclean help lint format docs bench-report
+.PHONY: all build test demo install asan tsan fuzz bench bench-js check-abi check-aarch64 \
+	check-aarch64-sdks bootstrap upstream clean distclean help lint format docs bench-report
 
 all: build
 
@@ -124,8 +128,19 @@ bench: bootstrap
 	$(CMAKE) --build $(BUILD) -j $(JOBS) --target tenso_bench
 	./$(BUILD)/bench/tenso_bench
 
+bench-js: build
+	bash bench/js/run.sh
+
 check-abi: build
 	$(CTEST) --test-dir $(BUILD) --output-on-failure -j $(JOBS) -R '^abi\.'
+
+# The cross toolchain, qemu-user and the arm64 -dev packages are only installed for these.
+check-aarch64:
+	@$(BOOTSTRAP) --aarch64
+	JOBS=$(JOBS) bash tests/cross/check-aarch64.sh
+
+check-aarch64-sdks: check-aarch64
+	JOBS=$(JOBS) bash tests/cross/check-aarch64-sdks.sh
 
 # The scripts hold the logic (tests/tools/lint.sh, format.sh, docs.sh, bench/report.sh).
 lint:
@@ -152,10 +167,10 @@ upstream:
 
 clean:
 	if [[ -f $(BUILD)/CMakeCache.txt ]]; then $(CMAKE) --build $(BUILD) --target clean; fi
-	rm -rf $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)
+	rm -rf $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD) build-aarch64 build-aarch64-host
 
 distclean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD) build-aarch64 build-aarch64-host
 
 help:
-	@sed -n '4,20s/^#   //p' Makefile
+	@sed -n '4,25s/^#   //p' Makefile

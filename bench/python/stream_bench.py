@@ -4,7 +4,8 @@ float32 tensors of 1 KiB .. 64 MiB, against raw ``recv_into(np.empty)`` of the s
 pickle protocol 5 with out-of-band buffers, side by side in one run (worker.py's harness: a
 sender thread, the receiver timed from "send starts" to "receiver holds the array"). Then small
 packets: 1 KiB tensors, one sender process, one receiver, TCP loopback, packets/s, for ours and
-(in its own venv) upstream tenso 0.24.
+(in its own venv) upstream tenso 0.24; and one process that writes each packet with write_stream
+and reads it back with read_stream, against sendall + recv_into of the same bytes.
 
     python stream_bench.py [--quick] [--upstream-python PY]   ->  stream_results.md / .json
 
@@ -67,13 +68,14 @@ def socket_rows(transport: str, sizes: List[int]) -> Dict[str, Dict[str, float]]
     return out
 
 
-def run_upstream_small(python: str, count: int) -> Dict[str, float]:
+def run_upstream(python: str, *args: str) -> Dict[str, float]:
+    """worker.py with these arguments in upstream's venv: its JSON answer, or {} if it failed."""
     try:
         p = subprocess.run([python, os.path.join(os.path.dirname(os.path.abspath(__file__)), "worker.py"),
-                            "--lib", "tenso", "--small", str(count)],
+                            "--lib", "tenso", *args],
                            check=True, stdout=subprocess.PIPE, text=True, timeout=600)
     except (OSError, subprocess.SubprocessError) as e:
-        print(f"upstream small-packet run failed: {e}", file=sys.stderr)
+        print(f"upstream run {' '.join(args)} failed: {e}", file=sys.stderr)
         return {}
     return json.loads(p.stdout)
 
@@ -105,6 +107,18 @@ def report(res: Dict, sizes: List[int]) -> str:
         lines.append("")
         best = max(v for k, v in small.items() if k.startswith("ours"))
         goals.append(("small packets, ours (best reader), packets/s", best, "≥ 150,000", best >= 150_000))
+    one = res.get("one_process", {})
+    if one:
+        raw = one["ours"]["raw sendall + recv_into"]
+        lines += ["### One process: write_stream then read_stream of a 1 KiB float32 tensor, TCP loopback", "",
+                  f"Load average at the start: {res.get('loadavg', '?')}.", "",
+                  "| package | operation | packets/s | / raw |", "|---|---|---|---|"]
+        for pkg, rates in one.items():
+            for op, rate in rates.items():
+                lines.append(f"| {pkg} | {op} | {rate:,.0f} | {rate / raw:.2f} |")
+        lines.append("")
+        ours = one["ours"]["write_stream + read_stream"]
+        goals.append(("one process write_stream + read_stream, 1 KiB, packets/s", ours, "≥ 150,000", ours >= 150_000))
     lines += ["| target | measured | goal | met |", "|---|---|---|---|"]
     for what, value, goal, met in goals:
         shown = f"{value:,.0f}" if value > 100 else f"{value:.2f}x"
@@ -125,10 +139,17 @@ def main() -> None:
     res: Dict = {"version": tenso.__version__, "socket": {}}
     for transport in ("unix", "tcp"):
         res["socket"][transport] = socket_rows(transport, sizes)
+    res["loadavg"] = " ".join(open("/proc/loadavg").read().split()[:3])
+    res["one_process"] = {"ours": worker.one_process(tenso, count // 4)}
+    if args.upstream_python:
+        up = run_upstream(args.upstream_python, "--one-process", str(count // 4))
+        if up:
+            res["one_process"]["upstream 0.24"] = up
+    print(f"  one process: {res['one_process']}", file=sys.stderr, flush=True)
     packet = bytes(tenso.dumps(worker.make_array(1024)))
     res["small"] = {f"ours {k}": v for k, v in worker.small_packets(worker.small_readers(tenso), packet, count).items()}
     if args.upstream_python:
-        res["small"].update({f"upstream 0.24 {k}": v for k, v in run_upstream_small(args.upstream_python, count).items()})
+        res["small"].update({f"upstream 0.24 {k}": v for k, v in run_upstream(args.upstream_python, "--small", str(count)).items()})
     text = report(res, sizes)
     suffix = "_quick" if args.quick else ""
     with open(os.path.join(args.out, f"stream_results{suffix}.md"), "w") as f:

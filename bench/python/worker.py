@@ -424,6 +424,47 @@ def small_packets(readers: Dict[str, Callable[[socket.socket], int]], packet: by
     return out
 
 
+def one_process(tenso: Any, count: int, rounds: int = 5) -> Dict[str, float]:
+    """{name: packets/s} of one thread that writes a 1 KiB float32 tensor to a TCP loopback
+    connection and reads it back from the other end, count times: write_stream + read_stream
+    (ours, and upstream's where it runs in its own venv), against the same bytes moved with
+    sendall + recv_into a preallocated buffer (the reference). Rounds alternate the two, and
+    each gives the median of its rounds."""
+    a = make_array(1024)
+    packet = bytes(tenso.dumps(a))
+    tx, rx = tcp_pair()
+    buf = bytearray(len(packet))
+    view = memoryview(buf)
+
+    def raw() -> None:
+        for _ in range(count):
+            tx.sendall(packet)
+            got = 0
+            while got < len(packet):
+                got += rx.recv_into(view[got:])
+
+    def ours() -> None:
+        for _ in range(count):
+            tenso.write_stream(a, tx)
+            tenso.read_stream(rx)
+
+    tenso.write_stream(a, tx)
+    back = tenso.read_stream(rx)
+    if not np.array_equal(back, a):
+        raise AssertionError("write_stream/read_stream returned other values")
+    times: Dict[str, List[float]] = {"raw sendall + recv_into": [], "write_stream + read_stream": []}
+    try:
+        for _ in range(rounds):
+            for name, fn in (("raw sendall + recv_into", raw), ("write_stream + read_stream", ours)):
+                t0 = time.perf_counter()
+                fn()
+                times[name].append(time.perf_counter() - t0)
+    finally:
+        tx.close()
+        rx.close()
+    return {name: count / statistics.median(v) for name, v in times.items()}
+
+
 def small_readers(tenso: Any) -> Dict[str, Callable[[socket.socket], int]]:
     """read_stream in a loop (both packages); iter_stream where the package has it (ours)."""
 
@@ -445,7 +486,13 @@ def main() -> None:
     ap.add_argument("--sizes", default="")
     ap.add_argument("--ops", default=",".join(OPS))
     ap.add_argument("--small", type=int, default=0, help="only the small-packet run, with this many packets")
+    ap.add_argument("--one-process", type=int, default=0, help="only the one-process write/read run")
     args = ap.parse_args()
+    if args.one_process:
+        import tenso
+
+        json.dump(one_process(tenso, args.one_process), sys.stdout)
+        return
     if args.small:
         import tenso
 

@@ -28,5 +28,6 @@ void fill(tenso_packet_info *out, const PacketInfo &in);
 void fill(tenso_cache_entry_info *out, const CacheEntryInfo &in);
 void fill(tenso_cache_stats *out, const CacheStats &in);
 void fill(tenso_archive_entry *out, const ArchiveEntry &in);
+void fill(tenso_tensor_view *out, const DenseView &in);
 
 }  // namespace tenso::capi

@@ -35,7 +35,7 @@ uint32_t checked_alignment(uint64_t alignment);
 struct Tensor {
     int dtype = 0;
     uint32_t ndim = 0;
-    uint64_t shape[TENSO_MAX_NDIM] = {};
+    uint64_t shape[TENSO_MAX_NDIM];  // ndim entries are set; not zero-filled (encode is hot)
     const uint8_t *data = nullptr;
     uint64_t nbytes = 0;
 };
@@ -64,6 +64,21 @@ struct Value::Entry {
     std::string key;
     Value value;
 };
+
+// The longest header, shape and alignment byte of a dense tensor's packet.
+constexpr size_t kDenseHeaderMax = kHeaderV4 + 4 * TENSO_MAX_NDIM + 1;
+// Writes them for `t` under `o` into head (kDenseHeaderMax bytes of room); returns their length.
+// Padding to o.alignment follows them.
+size_t dense_header(uint8_t *head, const Tensor &t, const EncodeOptions &o);
+
+// The packet for a value into dst (cap bytes of room): returns its length; *needed gets it
+// too, also when cap is too small (then BUFFER_TOO_SMALL).
+size_t encode_into(const Value &v, const EncodeOptions &o, uint8_t *dst, size_t cap, size_t *needed);
+size_t encode_into(const Tensor &t, const EncodeOptions &o, uint8_t *dst, size_t cap, size_t *needed);
+// The packet for a value written to fd completely (sockets without SIGPIPE, EAGAIN waited
+// out); *written counts what went out, also when it fails.
+void encode_to_fd(const Value &v, const EncodeOptions &o, int fd, uint64_t *written);
+void encode_to_fd(const Tensor &t, const EncodeOptions &o, int fd, uint64_t *written);
 
 // The bytes of an encoded value as a list of segments: header bytes built in an arena, bodies
 // referenced where the caller keeps them (so a fd sink never copies them), and footers that a
@@ -162,8 +177,10 @@ private:
 
 
 
-// 64-byte aligned heap memory (huge-page backed when large), released with free_bytes(). Large
-// buffers come from a small pool that keeps the pages of recently freed ones.
+// 64-byte aligned memory, released with free_bytes(). Large buffers (4 MiB and up) are 2 MiB
+// aligned anonymous mappings, reserved without commitment (pages are backed as they are
+// written) and asked for huge pages; they come from a small pool that keeps the pages of
+// recently freed ones.
 uint8_t *alloc_bytes(size_t n);
 // Releases alloc_bytes() memory (a large buffer may be kept for reuse); any other malloc'd
 // pointer, and nullptr, are accepted too and go to free().
@@ -171,6 +188,8 @@ void free_bytes(void *p) noexcept;
 // What alloc_bytes(n) takes: n rounded up to its alignment (2 MiB for large buffers), which is
 // what a decode charges for it.
 size_t alloc_size(size_t n);
+// The alignment alloc_bytes(n) gives: 64, or 2 MiB for large buffers.
+size_t alloc_alignment(size_t n);
 // The same, shared by the views that point into it.
 std::shared_ptr<uint8_t> alloc_aligned(size_t n);
 
@@ -219,6 +238,17 @@ std::unique_ptr<View> decode(const uint8_t *buf, size_t len, const Limits &limit
 std::unique_ptr<View> bind_scanned(const Node &n, const uint8_t *buf, const Limits &limits,
                                    std::shared_ptr<const void> keep);
 
+// A dense, uncompressed packet whose body lies in memory the engine cannot read (sdk/js: the
+// caller's ArrayBuffer, outside WebAssembly memory). `head` holds the first `have` of its `len`
+// bytes; *out gets decode()'s own scan of it (limits; TRUNCATED when `len` is short), which
+// reads the header alone since scan() never reads a dense body. Returns false, with *out
+// untouched, for any other packet (another kind, an LZ4 body, a header `have` does not hold,
+// a header the scan refuses): decode those whole, which also gives their exact error.
+bool scan_detached(Node *out, const uint8_t *head, size_t have, size_t len, const Limits &limits);
+// The integrity check of a body hashed elsewhere: TENSO_E_CHECKSUM unless `digest` (its XXH3-64,
+// Hasher) is the value of the 8-byte footer at `footer`.
+void check_digest(const uint8_t *footer, uint64_t digest);
+
 // What a packet's header says, read from a (possibly partial) packet without decoding it.
 struct PacketInfo {
     uint32_t version = 0, flags = 0;
@@ -229,6 +259,18 @@ struct PacketInfo {
     uint64_t body_size = 0;    // as stored; 0 when unknown (a compressed body not all there)
     uint64_t packet_size = 0;  // 0 when the bytes are too few to tell
 };
+
+// A dense, uncompressed packet, checked as decode() checks it and described without a View
+// (tenso_loads_tensor). Other kinds, and compressed bodies, are UNSUPPORTED_KIND.
+struct DenseView {
+    const uint8_t *data = nullptr;
+    uint64_t nbytes = 0, packet_size = 0;
+    int dtype = 0;
+    uint32_t ndim = 0, flags = 0, version = 0, alignment = 0;
+    uint64_t shape[TENSO_MAX_NDIM];  // ndim entries are set
+};
+DenseView decode_dense(const uint8_t *buf, size_t len, const Limits &limits);
+
 PacketInfo inspect(const uint8_t *buf, size_t len);
 
 }  // namespace tenso

@@ -1,9 +1,6 @@
 // decoder.cpp - the stream decoder (see decoder.hpp).
 #include "format/decoder.hpp"
 
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -216,31 +213,22 @@ size_t packet_length(const uint8_t *buf, size_t len, const Limits &limits) {
 // Decoder
 // ------------------------------------------------------------------------------------------
 
-// A buffer of the default allocator. Large ones are anonymous mappings reserved without
-// commitment: pages are only backed as the bytes arrive, so a header's claim (within the
-// limits) costs address space, not memory, until the peer really sends that much.
+// A buffer of the default allocator: alloc_bytes() memory, so a large one comes from the
+// process's page-keeping pool (codec.hpp) when it holds a buffer of that size, and otherwise is
+// fresh memory whose pages are only backed as the bytes arrive: a header's claim (within the
+// limits) costs address space, not memory, until the peer really sends that much. A reader
+// that makes a decoder per packet (tenso_read_fd) so reuses the last packet's pages instead of
+// faulting in 64 MiB of fresh ones per packet.
 struct Block {
     uint8_t *p = nullptr;
     size_t cap = 0, align = 0;
-    bool mapped = false;
 
-    // Below this, malloc: glibc keeps and reuses freed buffers of packet size, so a reader that
-    // makes a decoder per packet (tenso_read_fd) does not fault fresh pages for every one.
-    static constexpr size_t kMapMin = size_t(64) << 20;
     static Block make(size_t size, size_t alignment) {
         Block b;
-        const size_t page = size_t(::sysconf(_SC_PAGESIZE));
-        if (size >= kMapMin && alignment <= page) {
-            b.cap = (size + page - 1) & ~(page - 1);
-            void *m = ::mmap(nullptr, b.cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-            if (m == MAP_FAILED) throw std::bad_alloc();
-            b.p = static_cast<uint8_t *>(m);
-            b.align = page;
-            b.mapped = true;
-        } else if (alignment <= TENSO_DEFAULT_ALIGNMENT) {
+        if (alignment <= alloc_alignment(size)) {
             b.p = alloc_bytes(size);
             b.cap = alloc_size(size);
-            b.align = TENSO_DEFAULT_ALIGNMENT;
+            b.align = alloc_alignment(size);
         } else {
             b.cap = (size + alignment - 1) & ~(alignment - 1);
             b.p = static_cast<uint8_t *>(std::aligned_alloc(alignment, b.cap));
@@ -250,8 +238,7 @@ struct Block {
         return b;
     }
     void drop() {
-        if (mapped) ::munmap(p, cap);
-        else free_bytes(p);
+        free_bytes(p);
         p = nullptr;
     }
 };

@@ -1,5 +1,9 @@
 // hash.hpp - XXH3-64 with seed 0 (the integrity footer's hash), run with the widest vector
-// kernel the CPU has: SSE2 always, AVX2 or AVX-512 when present (chosen once, at first use).
+// kernel the CPU has. On x86-64: SSE2 always, AVX2 or AVX-512 when present (chosen once, at
+// first use). On aarch64: NEON, which every aarch64 CPU has, so there is nothing to choose.
+// No SVE kernel: Debian 12's xxHash (0.8.1) has none, and xxHash's own measurements found its
+// SVE kernel slower than NEON on the server cores people run (Graviton 3, Neoverse V-class;
+// since 2025 xxHash prefers NEON even where SVE is present); it only won on 512-bit A64FX.
 #pragma once
 
 #include <cstddef>

@@ -95,6 +95,9 @@ namespace {
 
 std::string num(uint64_t v) { return std::to_string(v); }
 
+// max_inflation counts a packet as at least this many bytes (tenso.h).
+constexpr uint64_t kInflationFloor = uint64_t(4) << 20;
+
 // Walks bytes [0, len) of one packet tree. `bound` arguments are the absolute end a nested
 // packet must not pass (its container's length field); the top level has none.
 class Scanner {
@@ -105,6 +108,9 @@ public:
         entries_left_ = lim.max_entries ? lim.max_entries : kNone;
         decoded_left_ = lim.max_decoded_bytes ? lim.max_decoded_bytes : kNone;
         inflated_left_ = !lim.max_decoded_bytes && lim.max_packet_bytes ? lim.max_packet_bytes : kNone;
+        // A ratio says nothing useful about small packets: they count as kInflationFloor bytes.
+        const uint64_t base = std::max<uint64_t>(len, kInflationFloor);
+        ratio_left_ = lim.max_inflation && base <= kNone / lim.max_inflation ? base * lim.max_inflation : kNone;
     }
 
     Node packet(size_t start, size_t bound, int bound_status, int depth);
@@ -118,6 +124,7 @@ private:
     // (max_decoded_bytes) and decompressed bytes (max_packet_bytes when max_decoded_bytes is
     // unset: a caller who bounds the packet means to bound what it costs). Counted down.
     uint64_t entries_left_, decoded_left_, inflated_left_;
+    uint64_t ratio_left_;  // decompressed bytes: max_inflation x the bytes handed to the decode
 
     void charge(uint64_t bytes) {
         if (bytes > decoded_left_)
@@ -128,6 +135,11 @@ private:
         if (bytes > inflated_left_)
             fail(TENSO_E_LIMIT, "compressed bodies inflate past max_packet_bytes (" + num(lim_.max_packet_bytes) + ")");
         inflated_left_ -= bytes;
+        if (bytes > ratio_left_)
+            fail(TENSO_E_LIMIT, "compressed bodies inflate past max_inflation (" + num(lim_.max_inflation) +
+                                    " x the packet's " + num(len_) + " bytes, counted as at least " +
+                                    num(kInflationFloor) + ")");
+        ratio_left_ -= bytes;
         charge(alloc_size(bytes));  // the buffer as alloc_bytes rounds it (to 2 MiB when large)
     }
     bool full() const { return !header_only_; }
@@ -441,16 +453,18 @@ int kind_from_name(const std::string &name) {
 }
 
 uint64_t checked_numel(const uint64_t *shape, uint32_t ndim, uint64_t max_elements) {
+    // One pass, multiplications with an overflow flag rather than a division per dimension
+    // (this runs on every encode and decode): the product of dims that overflows, or exceeds
+    // the limit, fails; any zero dim makes an empty tensor, whatever the other dims say.
     uint64_t n = 1;
+    bool zero = false, over = false;
     for (uint32_t i = 0; i < ndim; ++i) {
-        if (shape[i] == 0) return 0;  // an empty tensor, whatever the other dims say
+        zero |= shape[i] == 0;
+        over |= __builtin_mul_overflow(n, shape[i], &n);
     }
-    for (uint32_t i = 0; i < ndim; ++i) {
-        if (shape[i] > max_elements || n > max_elements / shape[i])
-            fail(TENSO_E_TOO_MANY_ELEMENTS,
-                 "shape has more than " + num(max_elements) + " elements");
-        n *= shape[i];
-    }
+    if (zero) return 0;
+    if (over || n > max_elements)
+        fail(TENSO_E_TOO_MANY_ELEMENTS, "shape has more than " + num(max_elements) + " elements");
     return n;
 }
 

@@ -109,6 +109,7 @@ struct Limits {
     bool validate_utf8 = false;
     uint64_t timeout_ms = 0;         // fd reads; 0 = none (decode options v3)
     unsigned threads = 0;            // LZ4 blocks decompressed on this many threads; 0 = every core
+    uint32_t max_inflation = 0;      // decompressed bytes per byte decoded; 0 = none (decode options v4)
 };
 
 // A shape sized by its ndim: a few dims in place, more on the heap, so a tree of small packets

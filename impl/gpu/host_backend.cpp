@@ -63,6 +63,7 @@ std::map<uintptr_t, size_t> &opened() {  // ipc_open mappings
 constexpr char kMagic[16] = "tenso-host-ipc1";
 constexpr char kMemfdName[] = "tenso-gpu";
 constexpr char kMemfdLink[] = "/memfd:tenso-gpu ";  // what /proc/<pid>/fd/<n> links to
+constexpr int kSeals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;  // the size is fixed for good
 struct Handle {
     char magic[16];
     uint64_t pid;
@@ -107,12 +108,20 @@ tenso_status h_device_info(tenso_gpu_device_info *out, int32_t device, char *msg
 tenso_status h_malloc_device(void **ptr, size_t n, int32_t device, char *msg, size_t cap) {
     if (tenso_status st = check_device(device, msg, cap)) return st;
     const size_t size = page_round(n);
-    const int fd = ::memfd_create(kMemfdName, MFD_CLOEXEC);
+    const int fd = ::memfd_create(kMemfdName, MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (fd < 0) return sys_error(msg, cap, "memfd_create");
     if (::ftruncate(fd, off_t(size)) != 0) {
         const tenso_status st = errno == ENOSPC || errno == EFBIG
                                     ? report(msg, cap, TENSO_E_NO_MEMORY, "out of device memory (" + std::to_string(n) + " bytes)")
                                     : sys_error(msg, cap, "ftruncate");
+        ::close(fd);
+        return st;
+    }
+    // Any process of the user can open the segment through /proc (that is how IPC works here):
+    // sealed at its size, it cannot be shrunk under a mapping, which would fault (SIGBUS) on the
+    // next access in every process that maps it.
+    if (::fcntl(fd, F_ADD_SEALS, kSeals) != 0) {
+        const tenso_status st = sys_error(msg, cap, "fcntl(F_ADD_SEALS)");
         ::close(fd);
         return st;
     }
@@ -155,7 +164,7 @@ tenso_status h_free_device(void *ptr, int32_t, char *msg, size_t cap) {
 
 tenso_status h_malloc_pinned(void **ptr, size_t n, char *msg, size_t cap) {
     void *p = nullptr;
-    if (::posix_memalign(&p, 4096, page_round(n)) != 0)
+    if (::posix_memalign(&p, size_t(::sysconf(_SC_PAGESIZE)), page_round(n)) != 0)  // whole pages, as CUDA's
         return report(msg, cap, TENSO_E_NO_MEMORY, "out of pinned memory (" + std::to_string(n) + " bytes)");
     *ptr = p;
     return TENSO_OK;
@@ -353,10 +362,17 @@ tenso_status h_ipc_open(void **ptr, uint64_t *size, const uint8_t handle[64], in
     const int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
     if (fd < 0) return sys_error(msg, cap, ("ipc_open " + path).c_str());
     struct stat st;
-    // The size the exporter recorded must be there: a shorter segment would fault on access.
+    // The size the exporter recorded must be there, and stay there: a shorter segment, or one
+    // that could still be shrunk (not sealed as malloc_device seals it: a segment some other
+    // process made and named like ours), would fault on access.
+    const int seals = ::fcntl(fd, F_GET_SEALS);
     if (::fstat(fd, &st) != 0 || !h.size || uint64_t(st.st_size) < h.size || h.size > SIZE_MAX) {
         ::close(fd);
         return report(msg, cap, TENSO_E_INVALID_ARGUMENT, "ipc_open: the segment is not the one the handle names");
+    }
+    if (seals < 0 || (seals & kSeals) != kSeals) {
+        ::close(fd);
+        return report(msg, cap, TENSO_E_INVALID_ARGUMENT, "ipc_open: " + path + " is not sealed against shrinking, so it is not a host backend segment");
     }
     void *p = ::mmap(nullptr, size_t(h.size), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     ::close(fd);

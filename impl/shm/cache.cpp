@@ -50,7 +50,6 @@ constexpr uint32_t kLayoutVersion = 1;
 constexpr uint64_t kHeaderBytes = 4096;
 constexpr uint64_t kSharedOff = 256;  // the mutable part of the header
 constexpr uint64_t kAlign = 64;       // every packet, and every table, starts on a cache line
-constexpr uint64_t kDataAlign = 4096;
 // The smallest data region: one packet of a header line and a body line (e.g. 16 float32).
 constexpr uint64_t kMinData = 2 * kAlign;
 // The smallest pool with derived tables (1 entry, 2 clients, 2 pins): header, tables and
@@ -169,10 +168,21 @@ uint32_t pow2_at_least(uint64_t v) {
 }
 
 // Stops the compiler from moving the stores of a state transition across each other: a
-// process can die between any two instructions, and recovery reads what it left.
+// process can die between any two instructions, and recovery reads what it left. A compiler
+// barrier is enough on weakly ordered CPUs (aarch64) too: the pool's tables are only touched
+// under the robust mutex, whose unlock releases and lock acquires, and a dead holder's lock is
+// handed on by the kernel (robust futex list, under its own barriers) once the dead thread's
+// every executed store is visible.
 inline void order() { std::atomic_signal_fence(std::memory_order_seq_cst); }
 
 uint64_t geometry_hash(const Geometry &g) { return xxh3(&g, offsetof(Geometry, checksum)); }
+
+// The magic as the 8-byte word create publishes it with (the mapping is page-aligned).
+uint64_t magic_word() {
+    uint64_t w;
+    std::memcpy(&w, kPoolMagic, sizeof w);
+    return w;
+}
 
 // Process identity for pin ownership: start time (field 22 of /proc/<pid>/stat) and whether
 // the process is a zombie (dead, not yet reaped: its pins are garbage too).
@@ -324,9 +334,11 @@ std::shared_ptr<Cache> Cache::create(const char *name, const CacheOptions &o) {
     g.extent_capacity = uint32_t(entries + 1);  // n allocations leave at most n + 1 gaps
     g.extent_bytes = sizeof(Extent);
     off = off + (entries + 1) * sizeof(Extent);
-    // The data region starts on a page from 1 MiB up; below, a page of padding would be most of
-    // the pool, and a cache line is all the packets need.
-    off = align_up(off, size >= (uint64_t(1) << 20) ? kDataAlign : kAlign);
+    // The data region starts on a page from 1 MiB up (this host's page: 4 KiB, or 16 or 64 KiB
+    // on some aarch64 kernels; readers follow data_off, never recompute it); below, a page of
+    // padding would be most of the pool, and a cache line is all the packets need.
+    const uint64_t page = std::max<uint64_t>(uint64_t(::sysconf(_SC_PAGESIZE)), kAlign);
+    off = align_up(off, size >= (uint64_t(1) << 20) ? page : kAlign);
     g.data_off = off;
     if (size < off + kMinData)
         fail(TENSO_E_INVALID_ARGUMENT, "a cache of " + num(size) + " bytes cannot hold its header and tables (" +
@@ -356,12 +368,12 @@ std::shared_ptr<Cache> Cache::create(const char *name, const CacheOptions &o) {
         ::pthread_mutexattr_destroy(&a);
         if (r != 0) fail(TENSO_E_IO, "pthread_mutex_init: " + std::string(std::strerror(r)));
         c->rebuild();  // every table is zero (all FREE): chains the slots, one extent of everything
-        // The magic goes last: a pool is not a cache until it is complete.
+        // The magic goes last, with a release store: a pool is not a cache until it is
+        // complete, and an opener that sees the magic sees all that was written before it.
         Geometry tmp = g;
         std::memset(tmp.magic, 0, sizeof tmp.magic);
         std::memcpy(base, &tmp, sizeof tmp);
-        std::atomic_thread_fence(std::memory_order_release);
-        std::memcpy(base, kPoolMagic, sizeof kPoolMagic);
+        __atomic_store_n(reinterpret_cast<uint64_t *>(base), magic_word(), __ATOMIC_RELEASE);
         c->attach();
     } catch (...) {
         ::shm_unlink(n.c_str());
@@ -381,9 +393,13 @@ std::shared_ptr<Cache> Cache::open(const char *name, uint32_t lock_timeout_ms, b
     for (const int64_t deadline = now_ns() + c->timeout_ns_; shm_unfinished(n, sizeof kPoolMagic, any_owner) && now_ns() < deadline;)
         ::usleep(1000);
     c->map_ = shm_open_existing(n, true, false, kHeaderBytes, TENSO_E_CORRUPT, any_owner);
+    // The magic first, with an acquire load (pairs with create's release store): on weakly
+    // ordered CPUs (aarch64) a plain copy could read the geometry before the magic, and see a
+    // half-written header under a complete magic.
+    const uint64_t magic = __atomic_load_n(reinterpret_cast<const uint64_t *>(c->map_->addr), __ATOMIC_ACQUIRE);
     Geometry g;
     std::memcpy(&g, c->map_->addr, sizeof g);  // checked and used from this private copy only
-    std::atomic_thread_fence(std::memory_order_acquire);
+    std::memcpy(g.magic, &magic, sizeof g.magic);
     const std::string who = "'" + n + "' ";
     if (std::memcmp(g.magic, kPoolMagic, sizeof kPoolMagic) != 0) fail(TENSO_E_CORRUPT, who + "is not a tenso cache (bad magic)");
     if (g.layout_version != kLayoutVersion)

@@ -130,6 +130,28 @@ static inline tgo_info tgo_loads_fast(const void *data, size_t len, tenso_decode
         i.slow = 1;
         return i;
     }
+    /* A plain dense packet: decoded into a struct, no view to allocate or free (1.5). */
+    {
+        tenso_tensor_view tv;
+        uint32_t d;
+        st = tenso_loads_tensor(&tv, data, len, &o);
+        if (st == TENSO_OK) {
+            i.kind = TENSO_KIND_DENSE;
+            i.dtype = tv.dtype;
+            i.ndim = tv.ndim;
+            i.flags = tv.flags;
+            i.version = tv.version;
+            i.alignment = tv.alignment;
+            i.packet_size = tv.packet_size;
+            i.data = tgo_ref_of(tv.data, tv.nbytes, data, len);
+            for (d = 0; d < tv.ndim && d < TENSO_MAX_NDIM; ++d) i.shape[d] = tv.shape[d];
+            return i;
+        }
+        if (st != TENSO_E_UNSUPPORTED_KIND) {
+            i.res = tgo_res_of(st, 0);
+            return i;
+        }
+    }
     st = tenso_loads(&v, data, len, &o);
     if (st != TENSO_OK) {
         i.res = tgo_res_of(st, 0);
@@ -185,10 +207,9 @@ static inline tgo_info tgo_view_entry(const tenso_view *v, uint32_t index, const
     return i;
 }
 
-static inline tgo_info tgo_view_component(const tenso_view *v, uint32_t index, const void *base, size_t len) {
+/* A child view (component, found entry) as info, or the failure that gave none. */
+static inline tgo_info tgo_child_info(tenso_status st, const tenso_view *child, const void *base, size_t len) {
     tgo_info i;
-    const tenso_view *child = NULL;
-    tenso_status st = tenso_view_component(&child, v, index);
     memset(&i, 0, sizeof i);
     if (st != TENSO_OK) {
         i.res = tgo_res_of(st, 0);
@@ -196,6 +217,20 @@ static inline tgo_info tgo_view_component(const tenso_view *v, uint32_t index, c
     }
     tgo_fill(&i, child, base, len);
     return i;
+}
+
+static inline tgo_info tgo_view_component(const tenso_view *v, uint32_t index, const void *base, size_t len) {
+    const tenso_view *child = NULL;
+    tenso_status st = tenso_view_component(&child, v, index);
+    return tgo_child_info(st, child, base, len);
+}
+
+/* The entry of bundle view v named key (INVALID_ARGUMENT "key not found" when none). */
+static inline tgo_info tgo_view_find(const tenso_view *v, const char *key, size_t key_len, const void *base,
+                                     size_t len) {
+    const tenso_view *child = NULL;
+    tenso_status st = tenso_view_bundle_find(&child, v, key, key_len);
+    return tgo_child_info(st, child, base, len);
 }
 
 /* Which entries of a bundle form a ragged array: res.status TENSO_OK and the indices, or the

@@ -85,7 +85,7 @@ cd "$here"
 log "cargo test"
 "$cargo" test --workspace --locked
 log "cargo test --features ndarray"
-"$cargo" test -p tenso --features ndarray --locked
+"$cargo" test --manifest-path tenso/Cargo.toml --features ndarray --locked  # not -p: crates.io tenso (the bench's upstream) shares the name
 log "cargo clippy"
 "$cargo" clippy --workspace --all-targets --locked -- -D warnings
 "$cargo" clippy --workspace --all-targets --all-features --locked -- -D warnings
@@ -112,6 +112,6 @@ log "consumer: TENSO_SYS_NO_RPATH=1 embeds no run path"
 
 if ((run_bench)); then
     log "cargo bench"
-    "$cargo" bench -p tenso --locked
+    "$cargo" bench --manifest-path tenso/Cargo.toml --locked
 fi
 log "all Rust SDK checks passed"

@@ -1,7 +1,8 @@
 # cmake -P, the abi.install_setup fixture: configure a separate build of the project with
 # CMAKE_INSTALL_PREFIX=PREFIX (so the generated tenso.pc names PREFIX), build only what is
 # installed, and install it into a freshly emptied PREFIX.
-#   SOURCE_DIR, BUILD_DIR, PREFIX, GENERATOR, BUILD_TYPE, C_COMPILER, CXX_COMPILER, WERROR
+#   SOURCE_DIR, BUILD_DIR, PREFIX, GENERATOR, BUILD_TYPE, C_COMPILER, CXX_COMPILER, WERROR;
+#   optional TOOLCHAIN_FILE (a cross build passes its own: tests/cross/)
 cmake_minimum_required(VERSION 3.16)
 foreach(_v SOURCE_DIR BUILD_DIR PREFIX GENERATOR BUILD_TYPE C_COMPILER CXX_COMPILER WERROR)
   if(NOT DEFINED ${_v})
@@ -18,7 +19,11 @@ function(run)
 endfunction()
 
 # A cache left by a different prefix or compiler would be silently kept: start over then.
-set(_want "${PREFIX}|${C_COMPILER}|${CXX_COMPILER}|${GENERATOR}|${BUILD_TYPE}")
+set(_toolchain)
+if(TOOLCHAIN_FILE)
+  set(_toolchain -DCMAKE_TOOLCHAIN_FILE=${TOOLCHAIN_FILE})
+endif()
+set(_want "${PREFIX}|${C_COMPILER}|${CXX_COMPILER}|${GENERATOR}|${BUILD_TYPE}|${TOOLCHAIN_FILE}")
 set(_stamp ${BUILD_DIR}/.abi-install-setup)
 if(EXISTS ${_stamp})
   file(READ ${_stamp} _have)
@@ -27,7 +32,7 @@ if(EXISTS ${_stamp})
   endif()
 endif()
 
-run(${CMAKE_COMMAND} -S ${SOURCE_DIR} -B ${BUILD_DIR} -G ${GENERATOR}
+run(${CMAKE_COMMAND} -S ${SOURCE_DIR} -B ${BUILD_DIR} -G ${GENERATOR} ${_toolchain}
   -DCMAKE_BUILD_TYPE=${BUILD_TYPE}
   -DCMAKE_C_COMPILER=${C_COMPILER} -DCMAKE_CXX_COMPILER=${CXX_COMPILER}
   -DCMAKE_INSTALL_PREFIX=${PREFIX}

@@ -3,7 +3,9 @@
 # gives for PREFIX - as strict C11 (or C++17), check with ldd that the scratch libtenso is the
 # one loaded, and run it.
 #   PREFIX, PKG_CONFIG, CC, SOURCE, WORK_DIR, SOVERSION; optional STD (-std=c11) and FLAGS
-#   (-Wall -Wextra -pedantic -Werror), for the C++ consumer
+#   (-Wall -Wextra -pedantic -Werror), for the C++ consumer; a cross build also passes
+#   EMULATOR (runs the consumer, and its loader for the ldd check) and PKG_CONFIG_LIBDIR (the
+#   target's .pc directories, for liblz4)
 cmake_minimum_required(VERSION 3.16)
 foreach(_v PREFIX PKG_CONFIG CC SOURCE WORK_DIR SOVERSION)
   if(NOT DEFINED ${_v})
@@ -18,12 +20,17 @@ if(NOT DEFINED FLAGS)
   set(FLAGS -Wall -Wextra -pedantic -Werror)
 endif()
 
+separate_arguments(EMULATOR UNIX_COMMAND "${EMULATOR}")  # empty: run natively
 file(REMOVE_RECURSE ${WORK_DIR})
 file(MAKE_DIRECTORY ${WORK_DIR})
 
 # Only the scratch prefix is searched; the system's own .pc dirs stay (liblz4 lives there).
 set(ENV{PKG_CONFIG_PATH} "${PREFIX}/lib/pkgconfig")
-unset(ENV{PKG_CONFIG_LIBDIR})
+if(PKG_CONFIG_LIBDIR)
+  set(ENV{PKG_CONFIG_LIBDIR} "${PKG_CONFIG_LIBDIR}")
+else()
+  unset(ENV{PKG_CONFIG_LIBDIR})
+endif()
 execute_process(COMMAND ${PKG_CONFIG} --cflags --libs tenso
   RESULT_VARIABLE _rc OUTPUT_VARIABLE _flags ERROR_VARIABLE _err
   OUTPUT_STRIP_TRAILING_WHITESPACE)
@@ -57,12 +64,20 @@ endif()
 # No rpath was given, as a user would not: point the loader at the scratch lib explicitly,
 # and make sure that is the libtenso it resolves (not one in /usr/local or the build tree).
 set(ENV{LD_LIBRARY_PATH} "${PREFIX}/lib")
-execute_process(COMMAND ldd ${_exe} RESULT_VARIABLE _rc OUTPUT_VARIABLE _ldd ERROR_VARIABLE _ldd)
+if(EMULATOR)
+  # ldd is the loader in trace mode; the host's ldd cannot load a foreign binary. The variable
+  # goes to the emulated program only (QEMU_SET_ENV): the host's loader would trace qemu.
+  set(ENV{QEMU_SET_ENV} LD_TRACE_LOADED_OBJECTS=1)
+  execute_process(COMMAND ${EMULATOR} ${_exe} RESULT_VARIABLE _rc OUTPUT_VARIABLE _ldd ERROR_VARIABLE _ldd)
+  unset(ENV{QEMU_SET_ENV})
+else()
+  execute_process(COMMAND ldd ${_exe} RESULT_VARIABLE _rc OUTPUT_VARIABLE _ldd ERROR_VARIABLE _ldd)
+endif()
 if(NOT _ldd MATCHES "libtenso\\.so\\.${SOVERSION} => ${PREFIX}/lib/libtenso\\.so\\.${SOVERSION}")
   message(FATAL_ERROR "the consumer does not load ${PREFIX}/lib/libtenso.so.${SOVERSION}:\n${_ldd}")
 endif()
 
-execute_process(COMMAND ${_exe} RESULT_VARIABLE _rc OUTPUT_VARIABLE _out ERROR_VARIABLE _out)
+execute_process(COMMAND ${EMULATOR} ${_exe} RESULT_VARIABLE _rc OUTPUT_VARIABLE _out ERROR_VARIABLE _out)
 message(STATUS "consumer output:\n${_out}")
 if(NOT _rc EQUAL 0)
   message(FATAL_ERROR "the pkg-config consumer failed (${_rc})")

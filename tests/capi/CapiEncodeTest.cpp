@@ -113,6 +113,7 @@ class CapiEncodeTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(testLz4InPlaceSameBytesAsCompressedAside);
     CPPUNIT_TEST(testLz4HostileFrames);
     CPPUNIT_TEST(testEncodeOptionsVersion1);
+    CPPUNIT_TEST(testDirectTensorPathMatchesPlan);
     CPPUNIT_TEST_SUITE_END();
 
 public:
@@ -910,6 +911,57 @@ public:
     }
 
     // A version 1 struct (no threads field) is still read, and init writes only its 16 bytes.
+    // tenso_dumps_into writes an uncompressed tensor without a plan (1.5): its bytes, sizes and
+    // BUFFER_TOO_SMALL answers are those of the plan path (tenso_value_dumps_into of the same
+    // tensor), for every ndim up to 32, alignments from 1 to 4096, with and without integrity,
+    // empty tensors and bodies past the one-pass hashing threshold.
+    void testDirectTensorPathMatchesPlan() {
+        std::mt19937 rng(25);
+        for (uint32_t ndim : {0u, 1u, 2u, 5u, 32u}) {
+            for (uint64_t n : {uint64_t(0), uint64_t(1), uint64_t(3), uint64_t(5000)}) {
+                std::vector<uint64_t> shape(ndim, 1);
+                if (ndim) shape[0] = n;
+                const uint64_t count = ndim ? n : 1;
+                std::vector<uint16_t> data(count + 1);
+                for (auto &x : data) x = uint16_t(rng());
+                const tenso_tensor t = {data.data(), count * 2, ndim ? shape.data() : nullptr, ndim, TENSO_DTYPE_UINT16};
+                tenso_value *v = nullptr;
+                TENSO_CHECK_OK(tenso_value_new_tensor(&v, &t));
+                for (uint32_t flags : {0u, uint32_t(TENSO_ENCODE_INTEGRITY)}) {
+                    for (uint32_t align : {0u, 1u, 8u, 64u, 4096u}) {
+                        tenso_encode_options o = TENSO_ENCODE_OPTIONS_INIT;
+                        o.flags = flags;
+                        o.alignment = align;
+                        const std::string what = "ndim " + std::to_string(ndim) + " n " + std::to_string(n) +
+                                                 " flags " + std::to_string(flags) + " align " + std::to_string(align);
+                        Bytes a(count * 2 + 8192, 0xEE), b(a.size(), 0xEE);
+                        size_t wa = 0, wb = 0;
+                        TENSO_CHECK_OK(tenso_dumps_into(a.data(), a.size(), &wa, &t, &o));
+                        TENSO_CHECK_OK(tenso_value_dumps_into(b.data(), b.size(), &wb, v, &o));
+                        CPPUNIT_ASSERT_EQUAL_MESSAGE(what, wb, wa);
+                        CPPUNIT_ASSERT_MESSAGE(what, a == b);  // the bytes past the packet untouched too
+                        size_t need = 0;
+                        TENSO_CHECK_STATUS(TENSO_E_BUFFER_TOO_SMALL, tenso_dumps_into(a.data(), wa - 1, &need, &t, &o));
+                        CPPUNIT_ASSERT_EQUAL_MESSAGE(what, wa, need);
+                    }
+                }
+                tenso_value_free(v);
+            }
+        }
+        // A body above the 16 KiB hashing chunk, hashed while copied: the footer still matches.
+        std::vector<float> big(100000, 0.25f);
+        const uint64_t bs[1] = {big.size()};
+        const tenso_tensor t = {big.data(), big.size() * 4, bs, 1, TENSO_DTYPE_FLOAT32};
+        tenso_encode_options o = TENSO_ENCODE_OPTIONS_INIT;
+        o.flags = TENSO_ENCODE_INTEGRITY;
+        Bytes p(big.size() * 4 + 128);
+        size_t w = 0;
+        TENSO_CHECK_OK(tenso_dumps_into(p.data(), p.size(), &w, &t, &o));
+        tenso_view *v = nullptr;
+        TENSO_CHECK_OK(tenso_loads(&v, p.data(), w, nullptr));
+        tenso_view_free(v);
+    }
+
     void testEncodeOptionsVersion1() {
         struct V1 {
             uint32_t version, flags, alignment;

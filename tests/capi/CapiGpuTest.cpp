@@ -946,6 +946,15 @@ public:
         TENSO_CHECK_STATUS(TENSO_E_GPU_UNAVAILABLE, st);
         const std::string why = tenso_last_error();
         std::fprintf(stderr, "CUDA backend: %s\n", why.c_str());
+        // What happened and what to do first (no driver or device, or no plugin; the host
+        // backend), then the runtime's or the loader's own words in parentheses.
+        CPPUNIT_ASSERT_MESSAGE(why, why.rfind("no CUDA driver or GPU device was found. ", 0) == 0 ||
+                                        why.rfind("the CUDA backend cannot be loaded. ", 0) == 0);
+        CPPUNIT_ASSERT_MESSAGE(why, why.find("TENSO_GPU_BACKEND=host") != std::string::npos);
+        CPPUNIT_ASSERT_MESSAGE(why, why.find("tenso_gpu_select_backend(TENSO_GPU_BACKEND_HOST)") != std::string::npos);
+        const size_t open = why.find(" (");
+        CPPUNIT_ASSERT_MESSAGE(why, open != std::string::npos && why.size() > open + 3 && why.back() == ')');
+        CPPUNIT_ASSERT_MESSAGE(why, why.rfind("the CUDA backend", 0) == 0 || why.find("cudaGetDeviceCount: ") == open + 2);
         // Every call answers the same, the reason repeated; nothing crashes.
         int32_t count = 5;
         TENSO_CHECK_STATUS(TENSO_E_GPU_UNAVAILABLE, tenso_gpu_device_count(&count));

@@ -9,12 +9,15 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <fstream>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "check.hpp"
 #include "hostile_util.hpp"
@@ -98,6 +101,30 @@ std::string hex_prefix(const Bytes &b) {
         s += tmp;
     }
     return s;
+}
+
+void write_cases(const char *path, const std::vector<Case> &cases) {
+    nlohmann::json all = nlohmann::json::array();
+    for (const Case &k : cases) {
+        std::string hex;
+        char tmp[3];
+        for (uint8_t b : k.bytes) {
+            std::snprintf(tmp, sizeof tmp, "%02x", b);
+            hex += tmp;
+        }
+        nlohmann::json opts = nullptr;
+        if (k.use_opts)
+            opts = {{"skip_checksum", bool(k.opts.flags & TENSO_DECODE_SKIP_CHECKSUM)},
+                    {"validate_utf8", bool(k.opts.flags & TENSO_DECODE_VALIDATE_UTF8)},
+                    {"max_ndim", k.opts.max_ndim},
+                    {"max_depth", k.opts.max_depth},
+                    {"max_elements", k.opts.max_elements},
+                    {"max_packet_bytes", k.opts.max_packet_bytes},
+                    {"max_decoded_bytes", k.opts.max_decoded_bytes},
+                    {"max_entries", k.opts.max_entries}};
+        all.push_back({{"name", k.name}, {"hex", hex}, {"loads", tenso_status_name(k.loads)}, {"options", opts}});
+    }
+    std::ofstream(path) << all.dump(1) << "\n";
 }
 
 std::vector<Case> hostile_cases() {
@@ -436,6 +463,9 @@ class CapiHostileTest : public CppUnit::TestFixture {
 public:
     void testCraftedPackets() {
         const std::vector<Case> cases = hostile_cases();
+        // The same table for the SDKs that run the engine elsewhere (sdk/js: WebAssembly), so
+        // each checks these cases, not a copy of them: TENSO_HOSTILE_CASES_OUT=<file.json>.
+        if (const char *out = std::getenv("TENSO_HOSTILE_CASES_OUT")) write_cases(out, cases);
         size_t cap = 0;
         for (const Case &k : cases) cap = std::max(cap, k.bytes.size());
         GuardedBuffer g(cap);

@@ -5,10 +5,12 @@ The binary is driven as a user would drive it. Inputs come from make_inputs (pac
 through the C API), from safetensors files written here by hand, and from the CLI's own
 convert; tensor bytes are checked against values recomputed here and, for safetensors, against
 an independent parse of the file. Environment: TENSO_CLI, TENSO_CLI_MAKE_INPUTS,
-TENSO_TEST_TMPDIR.
+TENSO_TEST_TMPDIR, and TENSO_TEST_EMULATOR in a cross build (the command that runs its
+programs, e.g. qemu-aarch64: tests/cross/).
 """
 import json
 import os
+import shlex
 import shutil
 import struct
 import subprocess
@@ -16,8 +18,9 @@ import sys
 import tempfile
 import unittest
 
-CLI = os.environ.get("TENSO_CLI", "tenso")
-MAKE_INPUTS = os.environ.get("TENSO_CLI_MAKE_INPUTS", "")
+EMULATOR = shlex.split(os.environ.get("TENSO_TEST_EMULATOR", ""))
+CLI = [*EMULATOR, os.environ.get("TENSO_CLI", "tenso")]
+MAKE_INPUTS = [*EMULATOR, os.environ.get("TENSO_CLI_MAKE_INPUTS", "")]
 
 # The tensors of bundle.tnso (see make_inputs.c), as little-endian bytes.
 BUNDLE = {
@@ -31,7 +34,7 @@ ST_DTYPES = {"float32": "F32", "int32": "I32", "int64": "I64", "float64": "F64",
 
 
 def run(*args, expect=0):
-    p = subprocess.run([CLI, *args], capture_output=True, text=True, timeout=120)
+    p = subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=120)
     if p.returncode != expect:
         raise AssertionError("tenso %s: exit %d, expected %d\nstdout:\n%s\nstderr:\n%s" % (
             " ".join(args), p.returncode, expect, p.stdout, p.stderr))
@@ -78,7 +81,7 @@ class CliTest(unittest.TestCase):
         root = os.environ.get("TENSO_TEST_TMPDIR") or tempfile.gettempdir()
         os.makedirs(root, exist_ok=True)
         cls.dir = tempfile.mkdtemp(prefix="cli-", dir=root)
-        subprocess.run([MAKE_INPUTS, cls.dir], check=True)
+        subprocess.run([*MAKE_INPUTS, cls.dir], check=True)
 
     @classmethod
     def tearDownClass(cls):
@@ -408,7 +411,7 @@ class CliTest(unittest.TestCase):
         a = self.path("progress.tenso")
         run("convert", "-q", self.path("bundle.tnso"), a)
         master, slave = pty.openpty()
-        p = subprocess.Popen([CLI, "verify", a], stdout=slave, stderr=slave, close_fds=True)
+        p = subprocess.Popen([*CLI, "verify", a], stdout=slave, stderr=slave, close_fds=True)
         os.close(slave)
         seen = b""
         while True:

@@ -126,6 +126,14 @@ public:
         expect_error(TENSO_E_BUFFER_TOO_SMALL,
                      [&] { tenso::dumps_into(tenso::span<std::uint8_t>(buf, 10), t); });
 
+        // The struct decode (1.5): the same facts, no view; other kinds throw.
+        const tenso_tensor_view tv = tenso::loads_tensor(packet.bytes());
+        CPPUNIT_ASSERT(tv.data == packet.data() + 64 && tv.ndim == 2 && tv.shape[0] == 2 && tv.shape[1] == 3 &&
+                       tv.dtype == TENSO_DTYPE_FLOAT32 && tv.nbytes == 24 && tv.packet_size == want.size());
+        const Bytes bundle = golden("bundle_mixed");
+        expect_error(TENSO_E_UNSUPPORTED_KIND,
+                     [&] { tenso::loads_tensor(tenso::bytes_view(bundle.data(), bundle.size())); });
+
         // Decoding is zero copy: the span points into the packet, at its 64-byte boundary.
         const tenso::view v = tenso::loads(packet.bytes());
         CPPUNIT_ASSERT_EQUAL(TENSO_KIND_DENSE, v.kind());

@@ -4,8 +4,11 @@
 // runtime's own message, naming the call, never crash; argument checks still come first. On a
 // machine with a driver and a device the same suite checks discovery answers instead.
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -76,6 +79,7 @@ class CudaPluginTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(testDeviceCopiesStreamsEvents);
     CPPUNIT_TEST(testDeviceDequantizeMatchesHost);
     CPPUNIT_TEST(testDeviceIpcExportOffset);
+    CPPUNIT_TEST(testDeviceGdsLeavesNoLog);
     CPPUNIT_TEST_SUITE_END();
 
     std::mt19937 rng{15};
@@ -208,6 +212,33 @@ public:
     }
 
     // ---- with a device (tests/gpu/run-device-suite.sh); nothing to do without one ----
+
+    // Loading cuFile (the first GDS question) writes no cufile.log into the working directory
+    // and leaves the environment as it was (cuda_backend.cpp's QuietCuFileLog).
+    void testDeviceGdsLeavesNoLog() {
+        const tenso_gpu_backend_ops *ops = load_plugin();
+        if (!devices(ops) || std::getenv("CUFILE_LOGFILE_PATH") || std::getenv("CUFILE_ENV_PATH_JSON")) return;
+        char dir[] = "/tmp/tenso-cufile-XXXXXX";
+        CPPUNIT_ASSERT(::mkdtemp(dir));
+        char here[4096];
+        CPPUNIT_ASSERT(::getcwd(here, sizeof here));
+        CPPUNIT_ASSERT_EQUAL(0, ::chdir(dir));
+        const int fd = ::open("probe", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+        CPPUNIT_ASSERT(fd >= 0);
+        CPPUNIT_ASSERT_EQUAL(ssize_t(4096), ::write(fd, std::string(4096, 'x').data(), 4096));
+        char msg[512] = "";
+        uint32_t mode = 0;
+        const tenso_status st = ops->gds_probe(&mode, fd, 0, msg, sizeof msg);
+        ::close(fd);
+        const bool log_written = ::access("cufile.log", F_OK) == 0;
+        ::unlink("cufile.log");
+        ::unlink("probe");
+        CPPUNIT_ASSERT_EQUAL(0, ::chdir(here));
+        ::rmdir(dir);
+        CPPUNIT_ASSERT_MESSAGE(std::string("gds_probe: ") + msg, st == TENSO_OK || st == TENSO_E_NOT_AVAILABLE);
+        CPPUNIT_ASSERT_MESSAGE("cuFile wrote cufile.log into the working directory", !log_written);
+        CPPUNIT_ASSERT(std::getenv("CUFILE_LOGFILE_PATH") == nullptr);
+    }
 
     void testDeviceCopiesStreamsEvents() {
         const tenso_gpu_backend_ops *ops = load_plugin();

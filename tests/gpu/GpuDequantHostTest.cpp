@@ -8,7 +8,6 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <immintrin.h>
 #include <limits>
 #include <random>
 #include <string>
@@ -18,6 +17,10 @@
 
 #include "check.hpp"
 #include "gpu/kernels/dequant.hpp"
+
+#if !defined(__aarch64__) && !defined(__FLT16_MAX__)
+#include <immintrin.h>  // F16C, the reference where the compiler has no _Float16 (below)
+#endif
 #include "tenso/tenso.h"
 
 namespace {
@@ -34,7 +37,17 @@ float float_of(uint32_t u) {
     return f;
 }
 
-#if defined(__FLT16_MAX__)
+#if defined(__aarch64__)
+// aarch64: the ISA's own half type (IEEE binary16 there; g++ before 13 has no C++ _Float16),
+// converted by FCVT, round to nearest even; NaN as the library documents it (sign | 0x7E00).
+uint16_t ref_f16(float f) {
+    if (std::isnan(f)) return uint16_t(((bits_of(f) >> 16) & 0x8000u) | 0x7E00u);
+    const __fp16 h = static_cast<__fp16>(f);
+    uint16_t u;
+    std::memcpy(&u, &h, 2);
+    return u;
+}
+#elif defined(__FLT16_MAX__)
 uint16_t ref_f16(float f) {
     const _Float16 h = static_cast<_Float16>(f);
     uint16_t u;

@@ -6,8 +6,10 @@
  * libtenso does not link against CUDA. The CUDA backend lives in a plugin, libtenso_cuda.so
  * (installed beside libtenso, built with nvcc; it links libcudart), which libtenso dlopen()s at
  * the first GPU call. Where the plugin, the CUDA runtime, a driver or a device is missing, every
- * call answers TENSO_E_GPU_UNAVAILABLE with the reason (the CUDA runtime's own message where it
- * got that far) - never a crash.
+ * call answers TENSO_E_GPU_UNAVAILABLE with what was missing and how to run without a GPU (the
+ * host backend), then the CUDA runtime's or the loader's own message - never a crash. Loading
+ * cuFile (GPUDirect Storage) writes no cufile.log unless CUFILE_LOGFILE_PATH or
+ * CUFILE_ENV_PATH_JSON says where.
  *
  * Backends. Two implement the same device interface:
  *   - TENSO_GPU_BACKEND_CUDA: real devices through the CUDA runtime (the default).
@@ -15,7 +17,8 @@
  *     for asynchronous copies and events. It runs every transfer path (chunking, double
  *     buffering, the pinned pool, stream ordering, IPC, bundles, dequantize) on machines without
  *     a GPU, so tests and CI exercise the same public calls. Its "device memory" is host memory
- *     in shared segments, so its IPC references open in other processes too.
+ *     in shared segments, so its IPC references open in other processes too (of the same user;
+ *     segments are sealed at their size, so no process can shrink one under a mapping).
  * The backend is chosen once per process: by tenso_gpu_select_backend() before the first GPU
  * call, else by the environment variable TENSO_GPU_BACKEND ("cuda" or "host"), else CUDA.
  *
@@ -192,7 +195,10 @@ TENSO_API tenso_status tenso_gpu_loads(tenso_gpu_value **out, const void *packet
                                        const tenso_gpu_options *opts);
 
 /** As tenso_gpu_loads, reading one packet from `fd` (socket, pipe or file), so reading the
- *  source overlaps the host -> device copies. */
+ *  source overlaps the host -> device copies. Device memory follows the bytes received, not
+ *  the header's claim: a dense body of at most 64 MiB is allocated when its header arrives, a
+ *  larger one once half of it has arrived (at once when `fd` is a regular file holding the whole
+ *  packet), so a peer holds at most max(64 MiB, 2 x what it sent) of device memory. */
 TENSO_API tenso_status tenso_gpu_read_fd(tenso_gpu_value **out, int fd, const tenso_gpu_options *opts);
 
 /** Reads the packet file at `path` into device memory: GPUDirect Storage where cuFile is

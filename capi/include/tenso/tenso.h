@@ -252,12 +252,12 @@ TENSO_API tenso_status tenso_encode_options_init(tenso_encode_options *opts, uin
  * at 16 bytes a packet, measured 23.5 x and 10.5 x; a dense tensor costs one small view), plus
  * the decompressed size of LZ4 bodies. Decompressed bytes
  * are bounded by max_decoded_bytes when set, else by max_packet_bytes when set; with neither,
- * only by max_elements per tensor. max_decoded_bytes bounds the sum of both parts as the
+ * only by max_elements per tensor; max_inflation bounds them as a multiple of the packet's size. max_decoded_bytes bounds the sum of both parts as the
  * decoder counts it (tree, copied string offsets and quantization scales, decompressed bodies)
  * before it allocates any of it.
  *
- * Version 1 structs (ending before max_decoded_bytes) and version 2 (before timeout_ms) are still
- * accepted everywhere.
+ * Version 1 structs (ending before max_decoded_bytes), version 2 (before timeout_ms) and version 3
+ * (before max_inflation) are still accepted everywhere.
  */
 typedef struct tenso_decode_options {
     uint32_t version;           /**< TENSO_DECODE_OPTIONS_VERSION */
@@ -280,11 +280,18 @@ typedef struct tenso_decode_options {
     uint32_t threads;           /**< @since version 3 (1.3): threads that decompress the
                                    independent LZ4 blocks of a large compressed body; 0 = every
                                    core, 1 = the calling thread only. */
+    uint32_t max_inflation;     /**< @since version 4 (1.5): what LZ4 bodies may decompress to, in
+                                   all, as a multiple of the bytes handed to the decode (the
+                                   packet, for a stream decoder), counted as at least 4 MiB (a
+                                   ratio says nothing useful about small packets); 0 = no such
+                                   bound. With it, a packet of N bytes costs at most
+                                   max(N, 4 MiB) x max_inflation in bodies, whatever its header
+                                   claims. */
 } tenso_decode_options;
 
-#define TENSO_DECODE_OPTIONS_VERSION 3  /**< the tenso_decode_options version these headers declare */
+#define TENSO_DECODE_OPTIONS_VERSION 4  /**< the tenso_decode_options version these headers declare */
 /** A tenso_decode_options with every default. */
-#define TENSO_DECODE_OPTIONS_INIT { TENSO_DECODE_OPTIONS_VERSION, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
+#define TENSO_DECODE_OPTIONS_INIT { TENSO_DECODE_OPTIONS_VERSION, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
 
 /** Fills *opts with defaults for struct version `version` (1, 2 or 3), writing only the fields
  *  that version has. @since 1.0 (version 3 @since 1.3) */
@@ -705,6 +712,38 @@ TENSO_API tenso_status tenso_loads(tenso_view **out, const void *data, size_t le
 
 /** Frees a view and its children; NULL is accepted. Child views must not be freed. @since 1.0 */
 TENSO_API void tenso_view_free(tenso_view *v);
+
+/**
+ * A dense tensor decoded into memory the caller provides (tenso_loads_tensor): a plain struct,
+ * nothing to free. `data` points into the packet bytes given to the call and is valid exactly as
+ * long as they are, unchanged; the shape is held in the struct.
+ * @since 1.5
+ */
+typedef struct tenso_tensor_view {
+    const void *data;       /* the body, C-contiguous, in the caller's bytes; NULL when empty */
+    uint64_t nbytes;        /* body bytes: shape x itemsize */
+    uint64_t packet_size;   /* the packet's exact length, integrity footer included */
+    tenso_dtype dtype;
+    uint32_t ndim;
+    uint32_t flags;         /* header flags as on the wire (TENSO_FLAG_*) */
+    uint32_t version;       /* wire version the packet was written with (1 to 4) */
+    uint32_t alignment;     /* declared body alignment, relative to the packet start */
+    uint32_t reserved;      /* 0 */
+    uint64_t shape[TENSO_MAX_NDIM];  /* ndim entries are set */
+} tenso_tensor_view;
+
+/**
+ * tenso_loads for a dense tensor, into the caller's struct instead of an allocated view: the
+ * small-packet path (no allocation, no free call, the fields read in place). Checks exactly
+ * what tenso_loads checks, the integrity footer included (unless TENSO_DECODE_SKIP_CHECKSUM),
+ * with the same statuses. A packet of any other kind, or a compressed dense packet (whose body
+ * needs memory to decompress into), is TENSO_E_UNSUPPORTED_KIND: decode those with tenso_loads.
+ * *out is written only on success.
+ * @param opts  NULL for defaults.
+ * @since 1.5
+ */
+TENSO_API tenso_status tenso_loads_tensor(tenso_tensor_view *out, const void *data, size_t len,
+                                          const tenso_decode_options *opts);
 
 /* Accessors. They accept NULL and then return 0 / NULL. Pointers are borrowed from the view. */
 /** @since 1.0 */ TENSO_API tenso_kind tenso_view_kind(const tenso_view *v);

@@ -957,6 +957,14 @@ inline view loads(bytes_view bytes, const decode_options &opts = {}) {
     detail::check(tenso_loads(&v, bytes.data(), bytes.size(), detail::c(opts)));
     return view(v);
 }
+/** Decodes a dense tensor packet into a plain struct (tenso_loads_tensor): no allocation,
+ *  nothing to free; its data and the struct's shape borrow `bytes`. Other kinds and
+ *  compressed bodies throw error(TENSO_E_UNSUPPORTED_KIND): use loads. @since 1.5 */
+inline tenso_tensor_view loads_tensor(bytes_view bytes, const decode_options &opts = {}) {
+    tenso_tensor_view t;
+    detail::check(tenso_loads_tensor(&t, bytes.data(), bytes.size(), detail::c(opts)));
+    return t;
+}
 /** Loads the first packet of a file: TENSO_LOAD_READ or TENSO_LOAD_MMAP. @since 1.3 */
 inline view load_file(const std::string &path, std::uint32_t mode = TENSO_LOAD_READ,
                       const decode_options &opts = {}) {

@@ -16,6 +16,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "gpu/backend.h"
@@ -277,6 +278,38 @@ struct CUfileDescr {
 using CUfileHandle = void *;
 constexpr int kCuFileHandleTypeFd = 1;
 constexpr int kCuFileParamForceCompatMode = 2;  // CUFileBoolConfigParameter_t
+constexpr int kCuFileParamEnvLogfilePath = 1;   // CUFileStringConfigParameter_t
+
+// cuFile writes cufile.log into the working directory unless its configuration names another
+// place (logging.dir in the cufile.json that CUFILE_ENV_PATH_JSON names, or CUFILE_LOGFILE_PATH):
+// a library must leave no file where its user runs. Unless the user set one of those two, the
+// log goes to /dev/null, in the two ways cuFile takes it: cuFileSetParameterString(
+// CUFILE_PARAM_ENV_LOGFILE_PATH) (cuFile >= 1.14; it outranks the environment and cufile.json)
+// for what cuFile logs once configured, and CUFILE_LOGFILE_PATH while the library loads and
+// cuFileDriverOpen runs, for what it logs before it has read its configuration (libcufile 1.15
+// logs a failed start to ./cufile.log whatever the parameter says). The variable is removed
+// right after, so the process's environment is left as it was.
+class QuietCuFileLog {
+public:
+    QuietCuFileLog() : quiet_(!std::getenv("CUFILE_LOGFILE_PATH") && !std::getenv("CUFILE_ENV_PATH_JSON")) {
+        if (quiet_) setenv("CUFILE_LOGFILE_PATH", kNowhere, 0);
+    }
+    ~QuietCuFileLog() {
+        if (quiet_) unsetenv("CUFILE_LOGFILE_PATH");
+    }
+    QuietCuFileLog(const QuietCuFileLog &) = delete;
+    QuietCuFileLog &operator=(const QuietCuFileLog &) = delete;
+    // Before cuFileDriverOpen (the parameter is staged until then).
+    void configure(void *lib) const {
+        using SetString = CUfileError (*)(int, const char *);
+        auto set = reinterpret_cast<SetString>(dlsym(lib, "cuFileSetParameterString"));
+        if (quiet_ && set) (void)set(kCuFileParamEnvLogfilePath, kNowhere);  // best effort: the variable covers it
+    }
+
+private:
+    static constexpr const char *kNowhere = "/dev/null";
+    bool quiet_;
+};
 
 struct CuFile {
     void *lib = nullptr;
@@ -304,6 +337,7 @@ const CuFile &cufile() {
             (void)cudaGetLastError();
             return c;
         }
+        const QuietCuFileLog quiet;
         c.lib = dlopen("libcufile.so.0", RTLD_NOW | RTLD_LOCAL);
         if (!c.lib) c.lib = dlopen("libcufile.so", RTLD_NOW | RTLD_LOCAL);
         if (!c.lib) {
@@ -320,6 +354,7 @@ const CuFile &cufile() {
             std::snprintf(c.why, sizeof c.why, "GPUDirect Storage: libcufile lacks cuFileDriverOpen/HandleRegister/Read");
             return c;
         }
+        quiet.configure(c.lib);
         const CUfileError e = c.driver_open();
         if (e.err != 0) {
             std::snprintf(c.why, sizeof c.why, "GPUDirect Storage: cuFileDriverOpen failed (cuFile error %d, CUresult %d)",

@@ -225,6 +225,18 @@ def test_threads_do_not_change_the_bytes():
         tenso.DecodeOptions(threads=1 << 32)
 
 
+def test_max_inflation_bounds_lz4_bodies_by_the_packet():
+    # 16 MiB of zeros pack to ~64 KiB, which max_inflation counts as 4 MiB: refused at 3 x by
+    # libtenso before it inflates anything, allowed at 4 x; plain loads (0) has no such bound.
+    packet = bytes(tenso.dumps(np.zeros(16 << 20, np.uint8), compress=True))
+    assert tenso.loads(packet, options=tenso.DecodeOptions(max_inflation=4)).size == 16 << 20
+    with pytest.raises(tenso.TensoLimitError, match="max_inflation"):
+        tenso.loads(packet, options=tenso.DecodeOptions(max_inflation=3))
+    assert tenso.loads(packet).size == 16 << 20
+    with pytest.raises(ValueError):
+        tenso.DecodeOptions(max_inflation=1 << 32)
+
+
 def test_checksum_error():
     a = np.arange(100, dtype=np.int32)
     p = bytearray(tenso.dumps(a, check_integrity=True))

@@ -43,11 +43,11 @@ py::array array_over(const py::dtype &dt, const std::vector<py::ssize_t> &shape,
     try {
         if (mode.copy) return aligned_copy(dt, shape, data, nbytes, copy_align, true);
         if (mode.align && align > 1 && nbytes && (reinterpret_cast<uintptr_t>(data) % align) != 0)
-            return aligned_copy(dt, shape, data, nbytes, copy_align, false);
+            return aligned_copy(dt, shape, data, nbytes, copy_align, mode.writeable);
         // Empty tensors have no data pointer: numpy allocates the (empty) array itself.
         py::array out = nbytes ? py::array(dt, shape, std::vector<py::ssize_t>{}, data, owner)
                                : py::array(dt, shape, std::vector<py::ssize_t>{});
-        set_readonly(out);
+        if (!mode.writeable) set_readonly(out);
         return out;
     } catch (py::error_already_set &e) {
         // A valid packet numpy cannot represent: e.g. zero elements, but other dimensions whose
@@ -105,7 +105,7 @@ py::object to_python(const tenso_view *v, py::handle owner, const DecodeMode &mo
     case TENSO_KIND_SPARSE_CSC: {
         // mode.align is for dense tensors (top level and bundle members), as upstream aligns
         // those only; composite parts stay views.
-        const DecodeMode parts_mode{mode.copy, false};
+        const DecodeMode parts_mode{mode.copy, false, mode.writeable};
         py::object parts[3];
         for (uint32_t i = 0; i < 3; ++i) {
             const tenso_view *c = nullptr;
@@ -121,7 +121,7 @@ py::object to_python(const tenso_view *v, py::handle owner, const DecodeMode &mo
         // The packed body is aligned as the packet says; scales and zero points are the view's own
         // aligned float copies.
         py::array data = array_over(py::dtype::of<uint8_t>(), {py::ssize_t(q.nbytes)}, q.data, size_t(q.nbytes),
-                                    tenso_view_alignment(v), owner, DecodeMode{mode.copy, false});
+                                    tenso_view_alignment(v), owner, DecodeMode{mode.copy, false, mode.writeable});
         const size_t sbytes = size_t(q.num_scales) * sizeof(float);
         py::array scales = array_over(py::dtype::of<float>(), {py::ssize_t(q.num_scales)}, q.scales, sbytes, 1, owner, mode);
         py::array zps = array_over(py::dtype::of<float>(), {py::ssize_t(q.num_scales)}, q.zero_points, sbytes, 1, owner, mode);
@@ -167,7 +167,7 @@ tenso_status loads_view(tenso_view **out, const BufferHold &b, const tenso_decod
 bool decode_options_from(py::handle fields, tenso_decode_options &o) {
     if (fields.is_none()) return false;
     const auto t = fields.cast<py::tuple>();
-    if (t.size() != 9) raise_type_error("decode options: expected DecodeOptions._fields(), a 9-tuple");
+    if (t.size() != 10) raise_type_error("decode options: expected DecodeOptions._fields(), a 10-tuple");
     o.flags = t[0].cast<uint32_t>();
     o.max_ndim = t[1].cast<uint32_t>();
     o.max_depth = t[2].cast<uint32_t>();
@@ -177,6 +177,7 @@ bool decode_options_from(py::handle fields, tenso_decode_options &o) {
     o.max_entries = t[6].cast<uint64_t>();
     o.timeout_ms = t[7].cast<uint64_t>();
     o.threads = t[8].cast<uint32_t>();
+    o.max_inflation = t[9].cast<uint32_t>();
     return true;
 }
 
@@ -222,9 +223,11 @@ py::object packet_from_view(tenso_view *v) {
 
 }  // namespace
 
-py::object view_to_python(tenso_view *v, bool copy, bool align) {
+py::object view_to_python(tenso_view *v, bool copy, bool align) { return view_to_python(v, DecodeMode{copy, align}); }
+
+py::object view_to_python(tenso_view *v, const DecodeMode &mode) {
     py::object owner = packet_from_view(v);
-    return to_python(v, owner, DecodeMode{copy, align});
+    return to_python(v, owner, mode);
 }
 
 namespace {

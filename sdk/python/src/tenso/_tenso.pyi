@@ -160,7 +160,7 @@ class Packet(metaclass=_pybind11_type):
     @property
     def flags(self) -> int: ...
 
-_OptionFields: TypeAlias = Optional[Tuple[int, int, int, int, int, int, int, int, int]]
+_OptionFields: TypeAlias = Optional[Tuple[int, int, int, int, int, int, int, int, int, int]]
 
 def loads(data: _Buffer, copy: bool = False, align: bool = False, options: _OptionFields = None) -> Any: ...
 def read_fd(fd: _Fd, copy: bool = False, options: _OptionFields = None, align: bool = False) -> Optional[Any]: ...
@@ -169,7 +169,12 @@ class Decoder(metaclass=_pybind11_type):
     """libtenso's stream decoder (tenso_decoder)."""
 
     def __init__(
-        self, options: _OptionFields = None, read_ahead: bool = False, copy: bool = False, align: bool = False
+        self,
+        options: _OptionFields = None,
+        read_ahead: bool = False,
+        copy: bool = False,
+        align: bool = False,
+        writeable: bool = False,
     ) -> None: ...
     def buffer(self) -> memoryview: ...
     def commit(self, n: int) -> Optional[Any]: ...

@@ -424,6 +424,20 @@ def read_stream(source: Any, *, options: Optional[DecodeOptions] = None) -> Opti
     TimeoutError
         The socket's timeout or ``options.timeout`` expired (TensoTimeoutError).
     """
+    if options is None and type(source) is socket.socket and source.gettimeout() is None:
+        # The common case in one step (a blocking socket, default limits): what _read_packet
+        # does for it, without its checks of every other kind of source.
+        fd = source.fileno()
+        if fd >= 0:
+            decoder = _thread_decoder(False, True)
+            try:
+                return decoder.read_fd(fd)
+            except TensoError as e:
+                decoder.reset()
+                raise _in_upstream_words(e) from None
+            except BaseException:
+                decoder.reset()
+                raise
     return _read_one(source, options, False, True)
 
 
@@ -434,13 +448,14 @@ _local = threading.local()
 
 
 def _thread_decoder(copy: bool, align: bool) -> Any:
-    decoders = getattr(_local, "decoders", None)
-    if decoders is None:
-        decoders = _local.decoders = {}
-    decoder = decoders.get((copy, align))
-    if decoder is None:
+    try:
+        return _local.decoders[(copy, align)]
+    except (AttributeError, KeyError):
+        decoders = getattr(_local, "decoders", None)
+        if decoders is None:
+            decoders = _local.decoders = {}
         decoder = decoders[(copy, align)] = _tenso.Decoder(None, False, copy, align)
-    return decoder
+        return decoder
 
 
 def _read_one(source: Any, options: Optional[DecodeOptions], copy: bool, align: bool) -> Optional[Any]:
@@ -540,6 +555,11 @@ def write_stream(tensor: Any, dest: Any, strict: bool = False, check_integrity: 
     int
         The number of bytes written.
     """
+    if type(dest) is socket.socket and type(tensor) is np.ndarray and dest.gettimeout() is None:
+        # The common case in one step: one array to a blocking socket.
+        fd = dest.fileno()
+        if fd >= 0:
+            return _tenso.write_array_fd(tensor, fd, strict, check_integrity)
     fd = _write_fd_of(dest)
     if fd is not None:
         if isinstance(tensor, np.ndarray):

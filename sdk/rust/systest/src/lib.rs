@@ -84,6 +84,7 @@ mod tests {
             "tenso_encode_options",
             "tenso_decode_options",
             "tenso_tensor",
+            "tenso_tensor_view",
             "tenso_packet_info",
             "tenso_quantized",
             "tenso_ipc_ref",

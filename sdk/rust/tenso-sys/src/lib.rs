@@ -353,6 +353,22 @@ pub struct tenso_ipc_ref {
     pub device_uuid: [u8; 16],
 }
 
+/// A dense tensor decoded into the caller's struct by `tenso_loads_tensor` (since 1.5).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct tenso_tensor_view {
+    pub data: *const c_void,
+    pub nbytes: u64,
+    pub packet_size: u64,
+    pub dtype: tenso_dtype,
+    pub ndim: u32,
+    pub flags: u32,
+    pub version: u32,
+    pub alignment: u32,
+    pub reserved: u32,
+    pub shape: [u64; TENSO_MAX_NDIM as usize],
+}
+
 /// What the header of a packet says, read without touching the body.
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
@@ -921,6 +937,13 @@ extern "C" {
     // ---- views
     pub fn tenso_loads(
         out: *mut *mut tenso_view,
+        data: *const c_void,
+        len: usize,
+        opts: *const tenso_decode_options,
+    ) -> tenso_status;
+    /// Since 1.5.
+    pub fn tenso_loads_tensor(
+        out: *mut tenso_tensor_view,
         data: *const c_void,
         len: usize,
         opts: *const tenso_decode_options,

@@ -1,0 +1,45 @@
+# cmake -P, golden.same_bytes_as_native: the packets this (cross) build's golden.write_ours
+# wrote in OURS must be byte for byte the ones the native build wrote in NATIVE, file for file.
+# The uncompressed ones also equal upstream's golden files (GoldenTest checks that); this adds
+# the LZ4-compressed ones, whose bytes no golden file pins: same liblz4, same settings, so the
+# same frames on every architecture.
+#   NATIVE, OURS: directories of <case>.tenso files
+cmake_minimum_required(VERSION 3.16)
+foreach(_v NATIVE OURS)
+  if(NOT IS_DIRECTORY "${${_v}}")
+    message(FATAL_ERROR "same_bytes.cmake: ${_v}=${${_v}} is not a directory")
+  endif()
+endforeach()
+
+file(GLOB _native RELATIVE ${NATIVE} ${NATIVE}/*.tenso)
+file(GLOB _ours RELATIVE ${OURS} ${OURS}/*.tenso)
+list(SORT _native)
+list(SORT _ours)
+if(NOT _native)
+  message(FATAL_ERROR "no packets in ${NATIVE}: run the native build's golden.write_ours first")
+endif()
+if(NOT _native STREQUAL _ours)
+  set(_only_native ${_native})
+  list(REMOVE_ITEM _only_native ${_ours})
+  set(_only_ours ${_ours})
+  list(REMOVE_ITEM _only_ours ${_native})
+  message(FATAL_ERROR "different packet sets: only native: [${_only_native}], only here: [${_only_ours}]")
+endif()
+
+set(_differ)
+foreach(_f IN LISTS _native)
+  file(SHA256 ${NATIVE}/${_f} _a)
+  file(SHA256 ${OURS}/${_f} _b)
+  if(NOT _a STREQUAL _b)
+    file(SIZE ${NATIVE}/${_f} _sa)
+    file(SIZE ${OURS}/${_f} _sb)
+    list(APPEND _differ "${_f} (native ${_sa} bytes, here ${_sb})")
+  endif()
+endforeach()
+list(LENGTH _native _n)
+list(LENGTH _differ _bad)
+if(_bad)
+  string(REPLACE ";" "\n  " _list "${_differ}")
+  message(FATAL_ERROR "${_bad} of ${_n} packets differ from the native build's:\n  ${_list}")
+endif()
+message(STATUS "${_n} packets identical to the native build's (${NATIVE})")
