@@ -9,7 +9,8 @@ Checked, in every Markdown file git tracks (CHANGELOG.md aside: it names what wa
     bench/, docs/, pkgconfig/, .ci/), top-level files, and public headers named `tenso/x.h`:
     each must exist, relative to the repository or to the Markdown file (globs allowed);
   - relative link targets, [text](path): each must exist;
-  - versions: `libtenso X.Y` and `since X.Y` no newer than capi/include/tenso/version.h; a
+  - versions: `libtenso X.Y` and `since X.Y` at most one minor past capi/include/tenso/version.h
+    (the release in the making); a
     Rust dependency line `tenso = "A.B"` / `tenso-sys = "A.B"` must accept the version in
     sdk/rust's Cargo.toml; `tenso 0.24` / `tenso==0.24.0` (upstream) must be the version pinned
     in tests/upstream/venv.sh; a Go module path must be sdk/go's module or a package in it.
@@ -117,10 +118,12 @@ def check_file(rel: str, lib: Tuple[int, int, int], crates: dict, pin: str, modu
 
     # Versions and Go paths are checked in code blocks too: dependency lines and imports.
     text = raw
-    newest = lib[:2]
-    for m in re.finditer(r"(?:libtenso|[Ss]ince|@since) (\d+\.\d+)(?:\.\d+)?\b", text):
+    # Work for the next minor release is documented with its number before version.h is bumped
+    # to it, so one minor ahead is allowed; anything further is a typo or a stale plan.
+    newest = (lib[0], lib[1] + 1)
+    for m in re.finditer(r"(?:libtenso|[Ss]ince|@since) (\d+\.\d+)(?:\.\d+)?\b(?!\s*[×x])", text):
         if version_tuple(m.group(1)) > newest:
-            bad(m.start(), f"names version {m.group(1)}, newer than the library ({'.'.join(map(str, lib))})")
+            bad(m.start(), f"names version {m.group(1)}, beyond the library ({'.'.join(map(str, lib))}) and its next minor")
     for m in re.finditer(r'^\s*(tenso(?:-sys)?)\s*=\s*(?:\{[^}\n]*version\s*=\s*)?"([0-9.]+)"', text, re.M):
         name, req = m.group(1), m.group(2)
         if name in crates and not caret_accepts(req, crates[name]):

@@ -221,13 +221,16 @@ pub struct tenso_decode_options {
     /// Since version 3 (1.3): threads that decompress the LZ4 blocks of a large body;
     /// 0 = every core, 1 = the calling thread.
     pub threads: u32,
+    /// Since version 4 (1.5): what LZ4 bodies may decompress to, in all, as a multiple of the
+    /// bytes handed to the decode, counted as at least 4 MiB; 0 = no such bound.
+    pub max_inflation: u32,
 }
 // The C layout (tenso.h): a field out of place would hand libtenso the wrong limits.
 const _: () = assert!(core::mem::size_of::<tenso_decode_options>() == 64);
 const _: () = assert!(core::mem::offset_of!(tenso_decode_options, max_decoded_bytes) == 32);
 const _: () = assert!(core::mem::offset_of!(tenso_decode_options, threads) == 56);
 
-pub const TENSO_DECODE_OPTIONS_VERSION: u32 = 3;
+pub const TENSO_DECODE_OPTIONS_VERSION: u32 = 4;
 /// `TENSO_DECODE_OPTIONS_INIT`.
 pub const TENSO_DECODE_OPTIONS_INIT: tenso_decode_options = tenso_decode_options {
     version: TENSO_DECODE_OPTIONS_VERSION,
@@ -240,6 +243,7 @@ pub const TENSO_DECODE_OPTIONS_INIT: tenso_decode_options = tenso_decode_options
     max_entries: 0,
     timeout_ms: 0,
     threads: 0,
+    max_inflation: 0,
 };
 
 /// A dense tensor to encode (all memory borrowed for the duration of the call).
