@@ -720,16 +720,16 @@ TENSO_API void tenso_view_free(tenso_view *v);
  * @since 1.5
  */
 typedef struct tenso_tensor_view {
-    const void *data;       /* the body, C-contiguous, in the caller's bytes; NULL when empty */
-    uint64_t nbytes;        /* body bytes: shape x itemsize */
-    uint64_t packet_size;   /* the packet's exact length, integrity footer included */
-    tenso_dtype dtype;
-    uint32_t ndim;
-    uint32_t flags;         /* header flags as on the wire (TENSO_FLAG_*) */
-    uint32_t version;       /* wire version the packet was written with (1 to 4) */
-    uint32_t alignment;     /* declared body alignment, relative to the packet start */
-    uint32_t reserved;      /* 0 */
-    uint64_t shape[TENSO_MAX_NDIM];  /* ndim entries are set */
+    const void *data;       /**< the body, C-contiguous, in the caller's bytes; NULL when empty */
+    uint64_t nbytes;        /**< body bytes: shape x itemsize */
+    uint64_t packet_size;   /**< the packet's exact length, integrity footer included */
+    tenso_dtype dtype;      /**< a dense dtype */
+    uint32_t ndim;          /**< dimensions */
+    uint32_t flags;         /**< header flags as on the wire (TENSO_FLAG_*) */
+    uint32_t version;       /**< wire version the packet was written with (1 to 4) */
+    uint32_t alignment;     /**< declared body alignment, relative to the packet start */
+    uint32_t reserved;      /**< 0 */
+    uint64_t shape[TENSO_MAX_NDIM];  /**< ndim entries are set */
 } tenso_tensor_view;
 
 /**
@@ -739,6 +739,8 @@ typedef struct tenso_tensor_view {
  * with the same statuses. A packet of any other kind, or a compressed dense packet (whose body
  * needs memory to decompress into), is TENSO_E_UNSUPPORTED_KIND: decode those with tenso_loads.
  * *out is written only on success.
+ * @param out   receives the tensor (nothing to free).
+ * @param data, len  the packet bytes, which `out->data` points into.
  * @param opts  NULL for defaults.
  * @since 1.5
  */
