@@ -23,9 +23,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from web_servers import httpx
-
 import tenso
+from web_servers import httpx
 
 grpc = pytest.importorskip("grpc", reason="the grpc extra is not installed")
 from tenso.grpc import tenso_msg_pb2, tenso_msg_pb2_grpc  # noqa: E402

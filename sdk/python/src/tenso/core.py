@@ -557,9 +557,9 @@ def write_stream(tensor: Any, dest: Any, strict: bool = False, check_integrity: 
     """
     if type(dest) is socket.socket and type(tensor) is np.ndarray and dest.gettimeout() is None:
         # The common case in one step: one array to a blocking socket.
-        fd = dest.fileno()
-        if fd >= 0:
-            return _tenso.write_array_fd(tensor, fd, strict, check_integrity)
+        sock_fd = dest.fileno()
+        if sock_fd >= 0:
+            return _tenso.write_array_fd(tensor, sock_fd, strict, check_integrity)
     fd = _write_fd_of(dest)
     if fd is not None:
         if isinstance(tensor, np.ndarray):
