@@ -4,9 +4,9 @@ Inputs (all written by bench/report.sh into one directory):
   c.json             tenso_bench --json: the C ABI against memcpy / write() / read() references
   python/results.json  bench/python/bench.py: ours, upstream tenso, pickle-5, safetensors,
                      pyarrow, npy, msgpack-numpy and np.copy, same arrays, same timing loop
-  rust.json          optional, the Rust side-by-side bench (ours vs upstream's pure-Rust crate):
-                     {"rows": [{"library": str, "op": "encode"|"decode", "size_bytes": int,
-                     "median_ns": float}, ...]}
+  rust.txt           sdk/rust's vs_upstream bench: the Rust SDK against upstream's pure-Rust
+                     engine (crates.io tenso 0.24.0), a table of size, operation, ours,
+                     upstream and ratio
   run.json           the machine, the commit and the load average before and after
 
 Outputs: the text between the bench-report markers of README.md, bench/performance.png and
@@ -129,20 +129,31 @@ def py_table(py: Dict[str, Any]) -> List[str]:
     return lines
 
 
-def rust_table(rust: Optional[Dict[str, Any]]) -> List[str]:
-    if rust is None:
-        return ["Rust against upstream's pure-Rust crate (crates.io `tenso`): not measured. This tree has no "
-                "side-by-side Rust bench yet; `bench/report.sh` runs `sdk/rust/bench-peers.sh OUT.json` when it "
-                "exists (the format is in bench/report.py)."]
-    libs = sorted({r["library"] for r in rust["rows"]})
-    lines = ["| operation | size | " + " | ".join(libs) + " |", "|---|---|" + "---|" * len(libs)]
-    keys = sorted({(r["op"], r["size_bytes"]) for r in rust["rows"]})
-    for op, size in keys:
-        cells = []
-        for lib in libs:
-            r = [x for x in rust["rows"] if x["library"] == lib and x["op"] == op and x["size_bytes"] == size]
-            cells.append(fmt_ns(r[0]["median_ns"]) if r else "—")
-        lines.append(f"| {op} | {size_label(size)} | " + " | ".join(cells) + " |")
+RUST_ROW = re.compile(r"^\s*(\d+ [KMG]iB)\s+(\S.*?)\s+([\d.]+ (?:ns|us|ms))\s+([\d.]+ (?:ns|us|ms))\s+([\d.]+)x\s*$")
+UNIT_NS = {"ns": 1.0, "us": 1e3, "ms": 1e6}
+
+
+def rust_rows(text: Optional[str]) -> List[Dict[str, Any]]:
+    """The rows of the vs_upstream bench's table."""
+    rows = []
+    for line in (text or "").splitlines():
+        m = RUST_ROW.match(line)
+        if m:
+            ns = [float(v.split()[0]) * UNIT_NS[v.split()[1]] for v in (m.group(3), m.group(4))]
+            rows.append({"size": m.group(1), "op": m.group(2), "ours_ns": ns[0], "upstream_ns": ns[1],
+                         "ratio": float(m.group(5))})
+    return rows
+
+
+def rust_table(rows: List[Dict[str, Any]]) -> List[str]:
+    if not rows:
+        return ["Rust against upstream's pure-Rust engine: not measured in this run (see build/bench-report/rust.txt)."]
+    lines = ["**From Rust, against upstream's pure-Rust engine** (crates.io `tenso` 0.24.0; `cargo bench --bench "
+             "vs_upstream`, interleaved rounds, the same packets checked equal first):", "",
+             "| operation | size | tenso (ours) | upstream crate | ours / upstream |", "|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| `{r['op']}` | {r['size']} | {fmt_ns(r['ours_ns'])} | {fmt_ns(r['upstream_ns'])} | "
+                     f"{r['ratio']:.2f}× |")
     return lines
 
 
@@ -190,7 +201,9 @@ def main() -> int:
         with open(path) as f:
             return json.load(f)
 
-    run, c, py, rust = load("run.json"), load("c.json"), load("python/results.json"), load("rust.json")
+    run, c, py = load("run.json"), load("c.json"), load("python/results.json")
+    rust_txt = os.path.join(args.run_dir, "rust.txt")
+    rust = rust_rows(open(rust_txt).read() if os.path.exists(rust_txt) else None)
     if run is None or c is None or py is None:
         print("report.py: run.json, c.json and python/results.json are needed", file=sys.stderr)
         return 1

@@ -10,8 +10,8 @@
 #    shows (encode, decode, lz4, stream, file, quant, sparse) with --json.
 # 3. Runs bench/python/run.sh: ours against upstream tenso 0.24 (its own venv), pickle-5,
 #    safetensors, pyarrow, npy and msgpack-numpy, with np.copy / sendall as the references.
-# 4. Runs the Rust side-by-side bench (ours against upstream's pure-Rust crate) when the tree
-#    has one: sdk/rust/bench-peers.sh OUT.json (format: bench/report.py).
+# 4. Runs sdk/rust's vs_upstream bench: the Rust SDK against upstream's pure-Rust engine
+#    (crates.io tenso 0.24.0), on the same Release libtenso.
 # 5. Records the load average again, then bench/report.py writes the README's performance
 #    section (between its bench-report markers), bench/performance.png and
 #    bench/performance.json. Raw outputs stay in build/bench-report/.
@@ -73,12 +73,16 @@ log "C ABI: tenso_bench"
 log "Python: ours against upstream tenso and the peers (bench/python/run.sh)"
 bash bench/python/run.sh "${quick[@]}" --out "$out/python" >"$out/python.txt"
 
-if [[ -f sdk/rust/bench-peers.sh ]]; then
-    log "Rust: ours against upstream's crate (sdk/rust/bench-peers.sh)"
-    bash sdk/rust/bench-peers.sh "$out/rust.json" >"$out/rust.txt"
-else
-    log "Rust: no side-by-side bench in this tree (sdk/rust/bench-peers.sh): the README says so"
-fi
+log "Rust: ours against upstream's pure-Rust crate (cargo bench vs_upstream)"
+(
+    # The Release libtenso of build-bench/, found without pkg-config (and embedded as a run path).
+    cd sdk/rust
+    export TENSO_NO_PKG_CONFIG=1 TENSO_LIB_DIR="$repo/build-bench" TENSO_INCLUDE_DIR="$repo/capi/include"
+    export CARGO_TARGET_DIR="$repo/build-bench/cargo"
+    if ((${#quick[@]})); then export TENSO_BENCH_QUICK=1; fi
+    export PATH="$PATH:${CARGO_HOME:-${HOME:-/root}/.cargo}/bin"
+    cargo bench --manifest-path tenso/Cargo.toml --bench vs_upstream --locked
+) < <(:) >"$out/rust.txt"
 
 load_after="$(loadavg)"
 if over "$load_after"; then
