@@ -117,7 +117,9 @@ pub use options::{DecodeOptions, Options};
 pub use shm::{Cache, CacheEntryInfo, CacheOptions, CacheStats, CacheView, IfExists, Shm, ShmOpenOptions};
 pub use tensor::Tensor;
 pub use value::{quantize, Bundle, Value};
-pub use view::{inspect, loads, loads_tensor, packet_length, Entries, PacketInfo, PacketLength, TensorView, View, ViewRef};
+pub use view::{
+    inspect, loads, loads_tensor, packet_length, Entries, PacketInfo, PacketLength, TensorView, View, ViewRef,
+};
 
 /// The raw declarations this crate is built on.
 pub use tenso_sys as sys;
