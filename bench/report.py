@@ -47,8 +47,16 @@ C_ROWS: List[Tuple[str, str, int, str]] = [
 # The Python peers, as bench.py names its columns.
 PEERS = ["tenso (ours)", "tenso 0.24.0", "pickle", "safetensors", "pyarrow", "npy", "msgpack-numpy", "raw"]
 PEER_TITLES = {"pickle": "pickle-5", "raw": "np.copy / sendall (reference)"}
-COLORS = {"tenso (ours)": "C3", "tenso 0.24.0": "C0", "pickle": "C1", "safetensors": "C2", "pyarrow": "C4",
-          "npy": "C5", "msgpack-numpy": "C6", "raw": "0.35"}
+COLORS = {
+    "tenso (ours)": "C3",
+    "tenso 0.24.0": "C0",
+    "pickle": "C1",
+    "safetensors": "C2",
+    "pyarrow": "C4",
+    "npy": "C5",
+    "msgpack-numpy": "C6",
+    "raw": "0.35",
+}
 PY_OPS = [("dumps", "dumps"), ("loads", "loads"), ("file_load_sum", "file load + read all"), ("socket", "socket")]
 
 
@@ -97,13 +105,17 @@ def c_table(c: Dict[str, Any]) -> Tuple[List[str], List[Dict[str, Any]]]:
         else:
             against, ratio_s = "-", "-"
         note = f" ({r['note']})" if r.get("note") else ""
-        lines.append(f"| {what}{note} | {size_label(r['size_bytes'])} | {fmt_ns(r['median_ns'])} | {gbps} | "
-                     f"{against} | {ratio_s} |")
+        lines.append(
+            f"| {what}{note} | {size_label(r['size_bytes'])} | {fmt_ns(r['median_ns'])} | {gbps} | "
+            f"{against} | {ratio_s} |"
+        )
     if c.get("targets"):
         lines += ["", "| target | measured | limit | |", "| --- | --- | --- | --- |"]
         for t in c["targets"]:
-            lines.append(f"| {t['name']} | {t['value']:.3g} {t['unit']} | {t['limit']:.3g} {t['unit']} | "
-                         f"{'met' if t['pass'] else '**missed**'} |")
+            lines.append(
+                f"| {t['name']} | {t['value']:.3g} {t['unit']} | {t['limit']:.3g} {t['unit']} | "
+                f"{'met' if t['pass'] else '**missed**'} |"
+            )
     return lines, shown
 
 
@@ -140,20 +152,32 @@ def rust_rows(text: Optional[str]) -> List[Dict[str, Any]]:
         m = RUST_ROW.match(line)
         if m:
             ns = [float(v.split()[0]) * UNIT_NS[v.split()[1]] for v in (m.group(3), m.group(4))]
-            rows.append({"size": m.group(1), "op": m.group(2), "ours_ns": ns[0], "upstream_ns": ns[1],
-                         "ratio": float(m.group(5))})
+            rows.append(
+                {
+                    "size": m.group(1),
+                    "op": m.group(2),
+                    "ours_ns": ns[0],
+                    "upstream_ns": ns[1],
+                    "ratio": float(m.group(5)),
+                }
+            )
     return rows
 
 
 def rust_table(rows: List[Dict[str, Any]]) -> List[str]:
     if not rows:
         return ["Rust against upstream's pure-Rust engine: not measured in this run (see build/bench-report/rust.txt)."]
-    lines = ["**From Rust, against upstream's pure-Rust engine** (crates.io `tenso` 0.24.0; `cargo bench --bench "
-             "vs_upstream`, interleaved rounds, the same packets checked equal first):", "",
-             "| operation | size | tenso (ours) | upstream crate | ours / upstream |", "|---|---|---|---|---|"]
+    lines = [
+        "**From Rust, against upstream's pure-Rust engine** (crates.io `tenso` 0.24.0; `cargo bench --bench "
+        "vs_upstream`, interleaved rounds, the same packets checked equal first):",
+        "",
+        "| operation | size | tenso (ours) | upstream crate | ours / upstream |",
+        "|---|---|---|---|---|",
+    ]
     for r in rows:
-        lines.append(f"| `{r['op']}` | {r['size']} | {fmt_ns(r['ours_ns'])} | {fmt_ns(r['upstream_ns'])} | "
-                     f"{r['ratio']:.2f}× |")
+        lines.append(
+            f"| `{r['op']}` | {r['size']} | {fmt_ns(r['ours_ns'])} | {fmt_ns(r['upstream_ns'])} | {r['ratio']:.2f}× |"
+        )
     return lines
 
 
@@ -172,8 +196,13 @@ def chart(py: Dict[str, Any], path: str, title_note: str) -> None:
     for ax, size in zip(axes[0], shown):
         for i, col in enumerate(cols):
             vals = [py[col].get(op, {}).get(str(size), {}).get("median", float("nan")) * 1e6 for op in ops]
-            ax.bar([j + (i - (len(cols) - 1) / 2) * width for j in range(len(ops))], vals, width,
-                   label=PEER_TITLES.get(col, col), color=COLORS.get(col, "C7"))
+            ax.bar(
+                [j + (i - (len(cols) - 1) / 2) * width for j in range(len(ops))],
+                vals,
+                width,
+                label=PEER_TITLES.get(col, col),
+                color=COLORS.get(col, "C7"),
+            )
         ax.set_xticks(range(len(ops)), ops)
         ax.set_yscale("log")
         ax.set_ylabel("median time per call (µs, log scale)")
@@ -208,9 +237,14 @@ def main() -> int:
         print("report.py: run.json, c.json and python/results.json are needed", file=sys.stderr)
         return 1
     quiet = run["load_before"] <= run["max_load"] and run["load_after"] <= run["max_load"]
-    warning = "" if quiet else (
-        f"\n**Not a quiet run: load average {run['load_before']:.2f} before and {run['load_after']:.2f} after "
-        f"(above {run['max_load']:g}); these figures overstate every time and must not be published.**\n")
+    warning = (
+        ""
+        if quiet
+        else (
+            f"\n**Not a quiet run: load average {run['load_before']:.2f} before and {run['load_after']:.2f} after "
+            f"(above {run['max_load']:g}); these figures overstate every time and must not be published.**\n"
+        )
+    )
 
     c_lines, c_shown = c_table(c)
     section = [
@@ -245,8 +279,9 @@ def main() -> int:
         f.write(text)
     chart(py, args.chart, "" if quiet else f" — NOT QUIET: load {run['load_before']:.1f}")
     with open(args.json, "w") as f:
-        json.dump({"run": run, "c_rows": c_shown, "c_targets": c.get("targets", []), "python": py, "rust": rust},
-                  f, indent=1)
+        json.dump(
+            {"run": run, "c_rows": c_shown, "c_targets": c.get("targets", []), "python": py, "rust": rust}, f, indent=1
+        )
     print("\n".join(section))
     return 0
 

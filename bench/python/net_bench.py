@@ -40,9 +40,10 @@ BIG = np.random.default_rng(0).integers(0, 255, 64 << 20, dtype=np.uint8)
 def pushes_per_second(listen: str, plaintext: bool, n: int, post: bool = False, many: bool = False) -> float:
     """send_tensor_sync per push, or (post) pipelined post_tensor_sync and one flush_sync, or
     (many) post_many_sync of 1000 pairs per call and one flush_sync."""
-    with TensorNode(listen, allow_plaintext=plaintext) as rx, TensorNode(
-        listen_enabled=False, allow_plaintext=plaintext
-    ) as tx:
+    with (
+        TensorNode(listen, allow_plaintext=plaintext) as rx,
+        TensorNode(listen_enabled=False, allow_plaintext=plaintext) as tx,
+    ):
         addr = rx.get_node_addr_sync()
         tx.send_tensor_sync(addr, "warm", KIB)
         rx.receive_tensor_sync(timeout=30)
@@ -72,9 +73,10 @@ def pushes_per_second(listen: str, plaintext: bool, n: int, post: bool = False, 
 
 def node_push_seconds(listen: str, plaintext: bool, rounds: int) -> List[float]:
     out = []
-    with TensorNode(listen, allow_plaintext=plaintext) as rx, TensorNode(
-        listen_enabled=False, allow_plaintext=plaintext
-    ) as tx:
+    with (
+        TensorNode(listen, allow_plaintext=plaintext) as rx,
+        TensorNode(listen_enabled=False, allow_plaintext=plaintext) as tx,
+    ):
         addr = rx.get_node_addr_sync()
         for _ in range(rounds):
             start = time.perf_counter()
@@ -229,9 +231,7 @@ def main() -> None:
         f"| 64 MiB raw sendall/recv_into (TCP loopback) | {med['raw'] * 1e3:.1f} ms |",
     ]
     for k in ("tcp", "tls", "unix"):
-        lines.append(
-            f"| 64 MiB push, {k} | {med[k] * 1e3:.1f} ms ({res['push_64mib_ratio_vs_raw'][k]:.2f}x raw) |"
-        )
+        lines.append(f"| 64 MiB push, {k} | {med[k] * 1e3:.1f} ms ({res['push_64mib_ratio_vs_raw'][k]:.2f}x raw) |")
     lines.append(
         f"| 1 KiB pull round trip (TLS) | median {res['pull_1kib']['median_us']:.0f} us, "
         f"p99 {res['pull_1kib']['p99_us']:.0f} us |"

@@ -6,6 +6,7 @@ post_many_sync of 1000 pairs per call; each ends with the flush that sees them a
 
     python net_post_bench.py [N]   (run with the SDK venv, e.g. build/venv-sdk/bin/python)
 """
+
 import multiprocessing as mp
 import sys
 import time
@@ -16,6 +17,7 @@ from tenso.net import TensorNode
 
 KIB = np.ones(256, np.float32)
 
+
 def receiver(listen, q, n):
     with TensorNode(listen, allow_plaintext=True, max_queued=1 << 21, max_queued_bytes=1 << 32) as rx:
         q.put(rx.get_node_addr_sync())
@@ -23,6 +25,7 @@ def receiver(listen, q, n):
         for _ in range(n + 1):
             rx.receive_tensor_sync(timeout=60)
         q.put("done")
+
 
 def run(listen, n, many):
     q = mp.Queue()
@@ -48,10 +51,14 @@ def run(listen, n, many):
     p.join()
     return n / dt
 
+
 if __name__ == "__main__":
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 200000
     for listen in ("tcp://127.0.0.1:0", "tls://127.0.0.1:0"):
         s = listen.split(":")[0]
-        print(f"python post_tensor_sync 1 KiB + flush, {s}, receiver queues only: {run(listen, n, False):,.0f}/s", flush=True)
+        print(
+            f"python post_tensor_sync 1 KiB + flush, {s}, receiver queues only: {run(listen, n, False):,.0f}/s",
+            flush=True,
+        )
         rate = run(listen, n, True)
         print(f"python post_many_sync (1000/call) 1 KiB + flush, {s}, receiver queues only: {rate:,.0f}/s", flush=True)

@@ -67,8 +67,9 @@ def run(quick: bool) -> Dict[str, Any]:
 
     import tenso.ray
 
-    ray.init(num_cpus=2, object_store_memory=3 << 30, include_dashboard=False, log_to_driver=False,
-             configure_logging=False)
+    ray.init(
+        num_cpus=2, object_store_memory=3 << 30, include_dashboard=False, log_to_driver=False, configure_logging=False
+    )
     remote_count = ray.remote(count)
     reps = 3 if quick else 7
     results: Dict[str, Dict[str, Dict[str, float]]] = {}

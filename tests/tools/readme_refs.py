@@ -45,7 +45,9 @@ def version_tuple(v: str) -> Tuple[int, ...]:
 
 def library_version() -> Tuple[int, int, int]:
     h = read("capi/include/tenso/version.h")
-    parts = [int(re.search(rf"^#define TENSO_VERSION_{k} (\d+)$", h, re.M).group(1)) for k in ("MAJOR", "MINOR", "PATCH")]
+    parts = [
+        int(re.search(rf"^#define TENSO_VERSION_{k} (\d+)$", h, re.M).group(1)) for k in ("MAJOR", "MINOR", "PATCH")
+    ]
     return parts[0], parts[1], parts[2]
 
 
@@ -123,12 +125,17 @@ def check_file(rel: str, lib: Tuple[int, int, int], crates: dict, pin: str, modu
     newest = (lib[0], lib[1] + 1)
     for m in re.finditer(r"(?:libtenso|[Ss]ince|@since) (\d+\.\d+)(?:\.\d+)?\b(?!\s*[×x])", text):
         if version_tuple(m.group(1)) > newest:
-            bad(m.start(), f"names version {m.group(1)}, beyond the library ({'.'.join(map(str, lib))}) and its next minor")
+            bad(
+                m.start(),
+                f"names version {m.group(1)}, beyond the library ({'.'.join(map(str, lib))}) and its next minor",
+            )
     for m in re.finditer(r'^\s*(tenso(?:-sys)?)\s*=\s*(?:\{[^}\n]*version\s*=\s*)?"([0-9.]+)"', text, re.M):
         name, req = m.group(1), m.group(2)
         if name in crates and not caret_accepts(req, crates[name]):
             bad(m.start(), f'`{name} = "{req}"` does not accept the crate in the tree ({crates[name]})')
-    for m in re.finditer(r"(?:PyPI(?: package)?|upstream) `?tenso`?,? (\d+\.\d+(?:\.\d+)?)|tenso==(\d+\.\d+\.\d+)", text):
+    for m in re.finditer(
+        r"(?:PyPI(?: package)?|upstream) `?tenso`?,? (\d+\.\d+(?:\.\d+)?)|tenso==(\d+\.\d+\.\d+)", text
+    ):
         v = m.group(1) or m.group(2)
         if pin and not pin.startswith(v):
             bad(m.start(), f"names upstream tenso {v}; the tree pins {pin} (tests/upstream/venv.sh)")
@@ -138,14 +145,16 @@ def check_file(rel: str, lib: Tuple[int, int, int], crates: dict, pin: str, modu
         if path != module and not path.startswith(module + "/"):
             bad(m.start(), f"names the Go path {path}; the module is {module}")
         elif path.startswith(module + "/") and not os.path.isdir(
-                os.path.join(REPO, "sdk/go", path[len(module) + 1:].split("@", 1)[0])):
+            os.path.join(REPO, "sdk/go", path[len(module) + 1 :].split("@", 1)[0])
+        ):
             bad(m.start(), f"names the Go package {path}, which sdk/go does not have")
     return problems
 
 
 def main() -> int:
-    files = subprocess.run(["git", "ls-files", "*.md"], cwd=REPO, check=True, capture_output=True,
-                           text=True).stdout.split()
+    files = subprocess.run(
+        ["git", "ls-files", "*.md"], cwd=REPO, check=True, capture_output=True, text=True
+    ).stdout.split()
     files = [f for f in files if os.path.basename(f) != "CHANGELOG.md"]
     lib, crates, pin, module = library_version(), crate_versions(), upstream_pin(), go_module()
     problems = [p for f in files for p in check_file(f, lib, crates, pin, module)]

@@ -8,8 +8,20 @@ from hypothesis import strategies as st
 DTYPES = [
     np.dtype(n)
     for n in (
-        "float32", "int32", "float64", "int64", "uint8", "uint16", "bool", "float16",
-        "int8", "int16", "uint32", "uint64", "complex64", "complex128",
+        "float32",
+        "int32",
+        "float64",
+        "int64",
+        "uint8",
+        "uint16",
+        "bool",
+        "float16",
+        "int8",
+        "int16",
+        "uint32",
+        "uint64",
+        "complex64",
+        "complex128",
     )
 ] + [np.dtype(ml_dtypes.bfloat16)]
 

@@ -489,9 +489,10 @@ def test_plaintext_tcp_ipv6_and_unix():
             listen = ["tcp://127.0.0.1:0", f"unix://{path}"]
             if socket.has_ipv6:
                 listen.append("tcp://[::1]:0")
-            async with TensorNode(listen, allow_plaintext=True) as rx, TensorNode(
-                listen_enabled=False, allow_plaintext=True
-            ) as tx:
+            async with (
+                TensorNode(listen, allow_plaintext=True) as rx,
+                TensorNode(listen_enabled=False, allow_plaintext=True) as tx,
+            ):
                 addrs = rx.addrs()
                 assert addrs[0].startswith("tcp://127.0.0.1:") and addrs[1] == f"unix://{path}"
                 for i, a in enumerate(addrs):
@@ -599,9 +600,7 @@ def test_blocking_forms_from_threads():
     tx.start_sync()
     addr = rx.get_node_addr_sync()
     try:
-        threads = [
-            threading.Thread(target=tx.send_tensor_sync, args=(addr, f"t{i}", np.full(4, i))) for i in range(8)
-        ]
+        threads = [threading.Thread(target=tx.send_tensor_sync, args=(addr, f"t{i}", np.full(4, i))) for i in range(8)]
         for t in threads:
             t.start()
         got = sorted(rx.receive_tensor_sync(timeout=30)[0] for _ in range(8))

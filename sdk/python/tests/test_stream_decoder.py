@@ -371,7 +371,9 @@ def test_decode_options_limits_everywhere():
     ]
     accepting = [
         DecodeOptions(),
-        DecodeOptions(max_packet_bytes=len(packet), max_entries=3, max_ndim=3, max_elements=24, max_decoded_bytes=1 << 20),
+        DecodeOptions(
+            max_packet_bytes=len(packet), max_entries=3, max_ndim=3, max_elements=24, max_decoded_bytes=1 << 20
+        ),
     ]
     readers = [
         lambda o: tenso.loads(packet, options=o),
@@ -408,8 +410,14 @@ def test_decode_options_checksum_and_validation_switches():
 
 @pytest.mark.parametrize(
     "kw",
-    [{"max_packet_bytes": -1}, {"max_ndim": 1 << 32}, {"max_elements": 1.5}, {"timeout": -1.0},
-     {"timeout": float("nan")}, {"max_entries": True}],
+    [
+        {"max_packet_bytes": -1},
+        {"max_ndim": 1 << 32},
+        {"max_elements": 1.5},
+        {"timeout": -1.0},
+        {"timeout": float("nan")},
+        {"max_entries": True},
+    ],
 )
 def test_decode_options_refuse_bad_values(kw):
     with pytest.raises(ValueError):
@@ -447,7 +455,11 @@ def test_dtype_tables_are_the_abis():
     assert config._QDTYPE_NAMES == {16: "qint8", 17: "quint8", 18: "qint4", 19: "quint4"}
     with pytest.raises(tenso.TensoUnsupportedError):
         tenso._tenso.dtype_from_name("float128")
-    for bad in (np.dtype("float128") if hasattr(np, "float128") else np.dtype("U3"), np.dtype("U3"), np.dtype("M8[ns]")):
+    for bad in (
+        np.dtype("float128") if hasattr(np, "float128") else np.dtype("U3"),
+        np.dtype("U3"),
+        np.dtype("M8[ns]"),
+    ):
         with pytest.raises(ValueError, match="Unsupported dtype"):
             tenso._tenso.dtype_code(bad)
 

@@ -210,7 +210,9 @@ def test_http_heavy_body_decoded_once_off_the_loop(http_server, heavy, heavy_fil
     budget = len(packet) + (1 << 30) + 96 * MIB
     assert grew <= budget, f"peak RSS grew by {grew / MIB:.0f} MiB, budget {budget / MIB:.0f} MiB"
     assert p.count >= 2
-    assert p.worst < budget_s, f"/ping took {p.worst * 1000:.0f} ms during the request (budget {budget_s * 1000:.0f} ms)"
+    assert p.worst < budget_s, (
+        f"/ping took {p.worst * 1000:.0f} ms during the request (budget {budget_s * 1000:.0f} ms)"
+    )
 
 
 def _stub(server):
@@ -253,4 +255,6 @@ def test_grpc_heavy_message_does_not_stall_others(grpc_server, heavy, heavy_file
     budget = 4 * len(packet) + (1 << 30) + 96 * MIB
     assert grew <= budget, f"peak RSS grew by {grew / MIB:.0f} MiB, budget {budget / MIB:.0f} MiB"
     assert p.count >= 2
-    assert p.worst < budget_s, f"a small Predict took {p.worst * 1000:.0f} ms during the request (budget {budget_s * 1000:.0f} ms)"
+    assert p.worst < budget_s, (
+        f"a small Predict took {p.worst * 1000:.0f} ms during the request (budget {budget_s * 1000:.0f} ms)"
+    )

@@ -14,6 +14,7 @@ _Buffer: TypeAlias = Any  # any object with the buffer protocol (bytes, bytearra
 
 class _pybind11_type(type):
     """pybind11's metaclass of every class below (``pybind11_builtins.pybind11_type`` at run time)."""
+
 _Fd = int
 
 library_path: str
@@ -141,7 +142,9 @@ class Value(metaclass=_pybind11_type):
     def pieces(
         self, check_integrity: bool = False, compress: bool = False, alignment: int = 64
     ) -> List[Union[bytes, memoryview]]: ...
-    def save_file(self, path: Union[str, bytes], check_integrity: bool = False, compress: bool = False, alignment: int = 64) -> None: ...
+    def save_file(
+        self, path: Union[str, bytes], check_integrity: bool = False, compress: bool = False, alignment: int = 64
+    ) -> None: ...
 
 # ---- decoding ----
 class Packet(metaclass=_pybind11_type):
@@ -186,6 +189,7 @@ class Decoder(metaclass=_pybind11_type):
     def needed(self) -> int: ...
     @property
     def idle(self) -> bool: ...
+
 def load_file(path: Union[str, bytes], mmap: bool = True, copy: bool = False) -> Any: ...
 def loads_ragged(data: _Buffer, copy: bool = False) -> Tuple[NDArray[Any], NDArray[np.uint64]]: ...
 def inspect(data: _Buffer) -> Dict[str, Any]: ...
@@ -237,7 +241,11 @@ class Shm(metaclass=_pybind11_type):
     def open(name: str, writable: bool = True, any_owner: bool = False) -> Shm: ...
     @staticmethod
     def create_for(
-        name: str, value: Value, check_integrity: bool = False, compress: bool = False, alignment: int = 64,
+        name: str,
+        value: Value,
+        check_integrity: bool = False,
+        compress: bool = False,
+        alignment: int = 64,
         replace: bool = False,
     ) -> Tuple[Shm, int]: ...
     @staticmethod
@@ -259,8 +267,13 @@ class Cache(metaclass=_pybind11_type):
 
     @staticmethod
     def create(
-        name: str, size: int = 0, max_entries: int = 0, max_clients: int = 0, max_pins: int = 0,
-        lock_timeout_ms: int = 0, replace: bool = False,
+        name: str,
+        size: int = 0,
+        max_entries: int = 0,
+        max_clients: int = 0,
+        max_pins: int = 0,
+        lock_timeout_ms: int = 0,
+        replace: bool = False,
     ) -> Cache: ...
     @staticmethod
     def open(name: str, lock_timeout_ms: int = 0, any_owner: bool = False) -> Cache: ...
@@ -269,7 +282,12 @@ class Cache(metaclass=_pybind11_type):
     @property
     def name(self) -> str: ...
     def put(
-        self, key: str, value: Value, ttl: float = 0.0, check_integrity: bool = False, compress: bool = False,
+        self,
+        key: str,
+        value: Value,
+        ttl: float = 0.0,
+        check_integrity: bool = False,
+        compress: bool = False,
         alignment: int = 64,
     ) -> int: ...
     def get(self, key: str, copy: bool = False) -> Optional[Any]: ...
@@ -290,7 +308,9 @@ class Archive(metaclass=_pybind11_type):
     """An open tenso archive, safetensors or bintensors file (read-only mapping)."""
 
     @staticmethod
-    def open(path: Union[str, bytes], format: int = 0, verify_all: bool = False, no_verify: bool = False) -> Archive: ...
+    def open(
+        path: Union[str, bytes], format: int = 0, verify_all: bool = False, no_verify: bool = False
+    ) -> Archive: ...
     @property
     def format(self) -> int: ...
     @property
@@ -311,8 +331,12 @@ class ArchiveWriter(metaclass=_pybind11_type):
 
     @staticmethod
     def open(
-        path: Union[str, bytes], format: int = 0, alignment: int = 64, hash: bool = True,
-        check_integrity: bool = False, compress: bool = False,
+        path: Union[str, bytes],
+        format: int = 0,
+        alignment: int = 64,
+        hash: bool = True,
+        check_integrity: bool = False,
+        compress: bool = False,
     ) -> ArchiveWriter: ...
     def add(self, name: str, value: Value) -> None: ...
     def set_metadata(self, key: str, value: str) -> None: ...
@@ -339,18 +363,41 @@ def gpu_check() -> None: ...
 def gpu_device_count() -> int: ...
 def gpu_device_info(device: int = 0) -> Dict[str, Any]: ...
 def gpu_loads(
-    data: _Buffer, *, device: int = 0, dequantize_to: int = 0, no_gds: bool = False, chunk_bytes: int = 0,
-    staging_buffers: int = 0, stream: int = 0, options: _OptionFields = None,
+    data: _Buffer,
+    *,
+    device: int = 0,
+    dequantize_to: int = 0,
+    no_gds: bool = False,
+    chunk_bytes: int = 0,
+    staging_buffers: int = 0,
+    stream: int = 0,
+    options: _OptionFields = None,
 ) -> _DeviceValue: ...
 def gpu_read_fd(
-    fd: _Fd, *, device: int = 0, dequantize_to: int = 0, no_gds: bool = False, chunk_bytes: int = 0,
-    staging_buffers: int = 0, stream: int = 0, options: _OptionFields = None,
+    fd: _Fd,
+    *,
+    device: int = 0,
+    dequantize_to: int = 0,
+    no_gds: bool = False,
+    chunk_bytes: int = 0,
+    staging_buffers: int = 0,
+    stream: int = 0,
+    options: _OptionFields = None,
 ) -> Optional[_DeviceValue]: ...
 def gpu_load_file(
-    path: str, *, device: int = 0, dequantize_to: int = 0, no_gds: bool = False, chunk_bytes: int = 0,
-    staging_buffers: int = 0, stream: int = 0, options: _OptionFields = None,
+    path: str,
+    *,
+    device: int = 0,
+    dequantize_to: int = 0,
+    no_gds: bool = False,
+    chunk_bytes: int = 0,
+    staging_buffers: int = 0,
+    stream: int = 0,
+    options: _OptionFields = None,
 ) -> _DeviceValue: ...
-def gpu_dumps(tensor: DeviceTensor, check_integrity: bool = False, compress: bool = False, alignment: int = 64) -> bytes: ...
+def gpu_dumps(
+    tensor: DeviceTensor, check_integrity: bool = False, compress: bool = False, alignment: int = 64
+) -> bytes: ...
 def gpu_write_fd(
     tensor: DeviceTensor, fd: _Fd, check_integrity: bool = False, compress: bool = False, alignment: int = 64
 ) -> int: ...
@@ -361,6 +408,7 @@ def gpu_ipc_open(packet: _Buffer, dtype: Any, shape: Sequence[int]) -> DeviceTen
 def gpu_dequantize(packet: _Buffer, dtype: Any, device: int = 0) -> DeviceTensor: ...
 def gpu_pool_stats() -> Dict[str, int]: ...
 def gpu_pool_set_limit(limit_bytes: int) -> None: ...
+
 # ---- nodes (tenso/net.h, 1.4) ----
 NODE_ALLOW_PLAINTEXT: int
 NODE_NO_FD_PASSING: int
@@ -426,11 +474,15 @@ class Node(metaclass=_pybind11_type):
     def send_packet(
         self, addr: str, name: str, packet: _Buffer, timeout: Optional[float] = None, cancel: Optional[Cancel] = None
     ) -> None: ...
-    def receive(self, timeout: Optional[float] = None, cancel: Optional[Cancel] = None) -> Optional[Tuple[str, str, Any]]: ...
+    def receive(
+        self, timeout: Optional[float] = None, cancel: Optional[Cancel] = None
+    ) -> Optional[Tuple[str, str, Any]]: ...
     def receive_fd(self) -> int: ...
     def publish(self, name: str, value: Value) -> None: ...
     def unpublish(self, name: str) -> None: ...
-    def request(self, addr: str, name: str, timeout: Optional[float] = None, cancel: Optional[Cancel] = None) -> Any: ...
+    def request(
+        self, addr: str, name: str, timeout: Optional[float] = None, cancel: Optional[Cancel] = None
+    ) -> Any: ...
     def stats(self) -> Dict[str, int]: ...
     def shutdown(self) -> None: ...
     def close(self) -> None: ...

@@ -283,8 +283,10 @@ def _read_selection(archive: Any, entry_index: int, shape: Tuple[int, ...], dtyp
     if split is not None:
         # x[:, :16] of a wide matrix: each selected row is read on its own, not the whole span.
         pos, out_dim, rows = split
-        parts = [_read_selection(archive, entry_index, shape, dtype, tuple(items[:pos] + [i] + items[pos + 1 :]))
-                 for i in rows]
+        parts = [
+            _read_selection(archive, entry_index, shape, dtype, tuple(items[:pos] + [i] + items[pos + 1 :]))
+            for i in rows
+        ]
         return np.stack(parts, axis=out_dim)
     out_shape: List[int] = []
     out_strides: List[int] = []
@@ -327,7 +329,9 @@ def _read_selection(archive: Any, entry_index: int, shape: Tuple[int, ...], dtyp
     return view if view.flags.c_contiguous else view.copy()
 
 
-def _split_rows(items: List[Any], shape: Tuple[int, ...], strides: List[int], itemsize: int) -> Optional[Tuple[int, int, range]]:
+def _split_rows(
+    items: List[Any], shape: Tuple[int, ...], strides: List[int], itemsize: int
+) -> Optional[Tuple[int, int, range]]:
     """(item position, output axis, selected indices) of the outermost dimension with several
     selected rows when the bytes between one row's selection and the next are many; None to
     read the selection's whole span at once."""
@@ -419,7 +423,9 @@ class safe_open:  # noqa: N801  (safetensors' name)
         if verify not in ("lazy", "all", "never"):
             raise ValueError(f"verify must be 'lazy', 'all' or 'never', not {verify!r}")
         self._device = device
-        self._a: Optional[_tenso.Archive] = _open(filename, format, verify_all=verify == "all", no_verify=verify == "never")
+        self._a: Optional[_tenso.Archive] = _open(
+            filename, format, verify_all=verify == "all", no_verify=verify == "never"
+        )
         self._entries: Optional[List[Dict[str, Any]]] = None
 
     def _archive(self) -> _tenso.Archive:

@@ -66,7 +66,9 @@ class TensoFastAPIClient:
         if self._sync_client is None:
             import httpx
 
-            self._sync_client = httpx.Client(base_url=self._base_url, timeout=self._timeout, headers=self._extra_headers)
+            self._sync_client = httpx.Client(
+                base_url=self._base_url, timeout=self._timeout, headers=self._extra_headers
+            )
         return self._sync_client
 
     def _get_async_client(self) -> Any:
@@ -137,7 +139,9 @@ class TensoFastAPIClient:
         obj = None
         got = 0
         pieces, headers = self._request(tensor, False)
-        with self._get_sync_client().stream("POST", endpoint, content=_slices(pieces, _CHUNK), headers=headers) as response:
+        with self._get_sync_client().stream(
+            "POST", endpoint, content=_slices(pieces, _CHUNK), headers=headers
+        ) as response:
             response.raise_for_status()
             for chunk in response.iter_raw() if _identity(response) else response.iter_bytes():
                 data = memoryview(chunk)

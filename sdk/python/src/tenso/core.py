@@ -169,7 +169,9 @@ def dumps(
     return _to_value(tensor, strict).dumps(check_integrity, compress, alignment, True, threads)
 
 
-def _dumps_bytes(tensor: Any, strict: bool, check_integrity: bool, compress: bool = False, alignment: int = 64) -> bytes:
+def _dumps_bytes(
+    tensor: Any, strict: bool, check_integrity: bool, compress: bool = False, alignment: int = 64
+) -> bytes:
     """As dumps(), as a bytes object holding exactly the packet."""
     if isinstance(tensor, np.ndarray):
         return _tenso.dumps_array(tensor, strict, check_integrity, compress, alignment, False)
@@ -592,7 +594,12 @@ def dump(tensor: Any, fp: BinaryIO, strict: bool = False, check_integrity: bool 
 
 
 def load(
-    fp: BinaryIO, mmap_mode: bool = False, copy: bool = False, align: bool = True, *, options: Optional[DecodeOptions] = None
+    fp: BinaryIO,
+    mmap_mode: bool = False,
+    copy: bool = False,
+    align: bool = True,
+    *,
+    options: Optional[DecodeOptions] = None,
 ) -> Any:
     """
     Deserialize an object from an open binary file.

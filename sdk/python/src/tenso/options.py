@@ -104,7 +104,9 @@ class DecodeOptions:
     def _fields(self) -> "_DecodeFields":
         """The C struct's fields, for the extension: (flags, max_ndim, max_depth, max_elements,
         max_packet_bytes, max_decoded_bytes, max_entries, timeout_ms, threads, max_inflation)."""
-        flags = (_DECODE_SKIP_CHECKSUM if self.skip_checksum else 0) | (_DECODE_VALIDATE_UTF8 if self.validate_utf8 else 0)
+        flags = (_DECODE_SKIP_CHECKSUM if self.skip_checksum else 0) | (
+            _DECODE_VALIDATE_UTF8 if self.validate_utf8 else 0
+        )
         # A deadline shorter than a millisecond still is one: never round it down to "none" (0).
         timeout_ms = 0 if self.timeout is None else max(1, int(-(-self.timeout * 1000 // 1)))
         return (

@@ -65,7 +65,7 @@ class QuantizedTensor:
 
     @property
     def dtype_name(self) -> str:
-        """"qint8", "quint8", "qint4" or "quint4"."""
+        """ "qint8", "quint8", "qint4" or "quint4"."""
         return _QDTYPE_NAMES[self.dtype_code]
 
     @property

@@ -103,8 +103,10 @@ class StringTensor:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, StringTensor):
             return NotImplemented
-        return self._count == other._count and bytes(self._data) == bytes(other._data) and bool(
-            np.array_equal(self._offsets, other._offsets)
+        return (
+            self._count == other._count
+            and bytes(self._data) == bytes(other._data)
+            and bool(np.array_equal(self._offsets, other._offsets))
         )
 
     __hash__ = None  # type: ignore[assignment]  # mutable-ish container: not hashable

@@ -177,7 +177,9 @@ def register(include_torch: bool = False, include_jax: bool = False, *, zero_cop
         try:
             import torch
         except ImportError:
-            raise ImportError("PyTorch is required for torch tensor serialization. Install it with: pip install torch") from None
+            raise ImportError(
+                "PyTorch is required for torch tensor serialization. Install it with: pip install torch"
+            ) from None
         serializers.append((torch.Tensor, _serialize_torch, _deserialize_torch))
     if include_jax:
         try:
@@ -206,4 +208,3 @@ def unregister() -> None:
 def registered_types() -> Tuple[type, ...]:
     """The classes tenso serializes for Ray in this process now. Not in upstream."""
     return tuple(_registered_types)
-

@@ -171,7 +171,9 @@ class TensoShm:
         and encode ``obj`` into it. A leftover segment of that name (a crashed run's) is
         replaced, as upstream does.
         """
-        handle, _written = _tenso.Shm.create_for(name, _to_value(obj, False), check_integrity, compress, alignment, True)
+        handle, _written = _tenso.Shm.create_for(
+            name, _to_value(obj, False), check_integrity, compress, alignment, True
+        )
         return cls._wrap(handle, name)
 
 
@@ -495,6 +497,5 @@ class TensoCache:
             return f"TensoCache(name={self._name!r}, status=closed)"
         s = self._h.stats()
         return (
-            f"TensoCache(name={self._name!r}, status=open, pool_size={s['pool_bytes']}, "
-            f"max_entries={s['max_entries']})"
+            f"TensoCache(name={self._name!r}, status=open, pool_size={s['pool_bytes']}, max_entries={s['max_entries']})"
         )
