@@ -107,7 +107,8 @@ struct Address {
     enum Scheme { kTls, kTcp, kUnix } scheme = kTls;
     std::string host, port, path, fingerprint;
     std::string key() const {
-        return scheme == kUnix ? "unix://" + path : (scheme == kTls ? "tls://" + fingerprint + "@" : "tcp://") + host + ":" + port;
+        return scheme == kUnix ? "unix://" + path
+                               : (scheme == kTls ? "tls://" + fingerprint + "@" : "tcp://") + host + ":" + port;
     }
 };
 
@@ -134,16 +135,17 @@ Address parse_address(const std::string &s, bool listen) {
         if (at != std::string::npos) {
             a.fingerprint = rest.substr(0, at);
             rest = rest.substr(at + 1);
-            if (a.fingerprint.size() != 64 ||
-                a.fingerprint.find_first_not_of("0123456789abcdef") != std::string::npos)
+            if (a.fingerprint.size() != 64 || a.fingerprint.find_first_not_of("0123456789abcdef") != std::string::npos)
                 return bad("the key fingerprint is not 64 lower-case hex digits");
         }
-        if (listen != a.fingerprint.empty()) return bad(listen ? "a listen address takes no fingerprint" : "no key fingerprint");
+        if (listen != a.fingerprint.empty())
+            return bad(listen ? "a listen address takes no fingerprint" : "no key fingerprint");
     }
     size_t colon;
     if (!rest.empty() && rest[0] == '[') {
         const size_t close = rest.find(']');
-        if (close == std::string::npos || close + 1 >= rest.size() || rest[close + 1] != ':') return bad("bad IPv6 literal");
+        if (close == std::string::npos || close + 1 >= rest.size() || rest[close + 1] != ':')
+            return bad("bad IPv6 literal");
         a.host = rest.substr(1, close - 1);
         colon = close + 1;
     } else {
@@ -152,8 +154,8 @@ Address parse_address(const std::string &s, bool listen) {
         a.host = rest.substr(0, colon);
     }
     a.port = rest.substr(colon + 1);
-    if (a.host.empty() || a.port.empty() || a.port.size() > 5 || a.port.find_first_not_of("0123456789") != std::string::npos ||
-        std::stoul(a.port) > 65535)
+    if (a.host.empty() || a.port.empty() || a.port.size() > 5 ||
+        a.port.find_first_not_of("0123456789") != std::string::npos || std::stoul(a.port) > 65535)
         return bad("bad host or port");
     if (!listen && a.port == "0") return bad("port 0");
     return a;
@@ -222,7 +224,8 @@ struct Sock {
             m.msg_iovlen = 1;
             m.msg_control = cbuf;
             m.msg_controllen = sizeof cbuf;
-            do r = ::recvmsg(fd, &m, MSG_CMSG_CLOEXEC); while (r < 0 && errno == EINTR);
+            do r = ::recvmsg(fd, &m, MSG_CMSG_CLOEXEC);
+            while (r < 0 && errno == EINTR);
             if (r >= 0) {
                 for (cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c))
                     if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
@@ -236,7 +239,8 @@ struct Sock {
                 if (fds.size() > 16) fail(TENSO_E_LIMIT, "the peer passed too many descriptors");
             }
         } else {
-            do r = ::read(fd, p, cap); while (r < 0 && errno == EINTR);
+            do r = ::read(fd, p, cap);
+            while (r < 0 && errno == EINTR);
         }
         if (r < 0) {
             if (errno == EAGAIN || errno == EWOULDBLOCK) return Io::kWantRead;
@@ -256,7 +260,7 @@ struct Sock {
     // After WANT_WRITE the caller retries with the same segments, so the packed record is the
     // same bytes again, at the same address, as OpenSSL requires.
     static constexpr size_t kRecord = 16384;  // TLS's largest plaintext record
-    std::unique_ptr<uint8_t[]> stage;          // a packed record
+    std::unique_ptr<uint8_t[]> stage;         // a packed record
     Io tls_write(const iovec *iov, size_t cnt, size_t *n) {
         const void *p = iov[0].iov_base;
         size_t len = iov[0].iov_len;
@@ -300,7 +304,8 @@ struct Sock {
             std::memcpy(CMSG_DATA(c), &pass_fd, sizeof pass_fd);
         }
         ssize_t r;
-        do r = ::sendmsg(fd, &m, MSG_NOSIGNAL); while (r < 0 && errno == EINTR);
+        do r = ::sendmsg(fd, &m, MSG_NOSIGNAL);
+        while (r < 0 && errno == EINTR);
         if (r < 0) {
             if (errno == EAGAIN || errno == EWOULDBLOCK) return Io::kWantWrite;
             sys_fail(TENSO_E_CONNECTION, "write");
@@ -313,10 +318,10 @@ struct Sock {
 
 // A list of segments being written, front first.
 struct Outgoing {
-    std::vector<uint8_t> head;       // the control frame
-    std::vector<iovec> iov;          // head, then the value's segments
-    size_t at = 0;                   // first segment not fully written
-    int pass_fd = -1;                // sent with the first byte (not owned)
+    std::vector<uint8_t> head;         // the control frame
+    std::vector<iovec> iov;            // head, then the value's segments
+    size_t at = 0;                     // first segment not fully written
+    int pass_fd = -1;                  // sent with the first byte (not owned)
     std::shared_ptr<const void> keep;  // what the segments point into
     void start() { iov.insert(iov.begin(), iovec{head.data(), head.size()}); }
     bool done() const { return at == iov.size(); }
@@ -381,7 +386,8 @@ struct Reader {
                     continue;
                 }
             }
-            if (r == Io::kEof && !d.idle()) fail(TENSO_E_CONNECTION, "the peer closed the connection in the middle of a packet");
+            if (r == Io::kEof && !d.idle())
+                fail(TENSO_E_CONNECTION, "the peer closed the connection in the middle of a packet");
             return r;
         }
     }
@@ -422,7 +428,8 @@ std::unique_ptr<View> view_from_fd(int fd, uint64_t offset, uint64_t len, const 
         if (m == MAP_FAILED) sys_fail(TENSO_E_IO, "mmap of a passed descriptor");
         std::shared_ptr<const void> keep(m, [maplen](const void *p) { munmap(const_cast<void *>(p), maplen); });
         const uint8_t *p = static_cast<const uint8_t *>(m) + (offset - base);
-        if (frame_length(p, size_t(len), lim) != len) fail(TENSO_E_MALFORMED, "the passed packet's length is not the one announced");
+        if (frame_length(p, size_t(len), lim) != len)
+            fail(TENSO_E_MALFORMED, "the passed packet's length is not the one announced");
         return decode(p, size_t(len), lim, keep);
     }
     std::shared_ptr<uint8_t> buf = alloc_aligned(size_t(len));
@@ -433,7 +440,8 @@ std::unique_ptr<View> view_from_fd(int fd, uint64_t offset, uint64_t len, const 
         if (r <= 0) sys_fail(TENSO_E_IO, "pread of a passed descriptor", r == 0 ? EIO : errno);
         got += size_t(r);
     }
-    if (frame_length(buf.get(), size_t(len), lim) != len) fail(TENSO_E_MALFORMED, "the passed packet's length is not the one announced");
+    if (frame_length(buf.get(), size_t(len), lim) != len)
+        fail(TENSO_E_MALFORMED, "the passed packet's length is not the one announced");
     return decode(buf.get(), size_t(len), lim, buf);
 }
 
@@ -450,7 +458,8 @@ int packet_memfd(const std::vector<iovec> &iov, uint64_t total) {
     for (const iovec &v : iov) {
         size_t done = 0;
         while (done < v.iov_len) {
-            const ssize_t r = ::pwrite(fd, static_cast<const uint8_t *>(v.iov_base) + done, v.iov_len - done, off_t(off + done));
+            const ssize_t r =
+                ::pwrite(fd, static_cast<const uint8_t *>(v.iov_base) + done, v.iov_len - done, off_t(off + done));
             if (r < 0 && errno == EINTR) continue;
             if (r <= 0) {
                 const int e = errno;
@@ -775,7 +784,8 @@ private:
     void on_control(std::unique_ptr<View> v) {
         req_ = parse_control(*v, n_.opts.max_name_bytes);
         if (req_.op == Op::kGet) return serve_get();
-        if (req_.op != Op::kPush && req_.op != Op::kPushFd) fail(TENSO_E_MALFORMED, "unexpected control frame from a dialer");
+        if (req_.op != Op::kPush && req_.op != Op::kPushFd)
+            fail(TENSO_E_MALFORMED, "unexpected control frame from a dialer");
         if (req_.message == kCountedOk) counted_ = true;
         msg_.reset(new Message);
         msg_->name = req_.name;
@@ -856,7 +866,8 @@ private:
                     std::unique_ptr<View> v;
                     io = reader_.frame(sock_, val_, &v);
                     if (io == Io::kDone) {
-                        if (v->packet_size != req_.length) fail(TENSO_E_MALFORMED, "the value's length is not the one announced");
+                        if (v->packet_size != req_.length)
+                            fail(TENSO_E_MALFORMED, "the value's length is not the one announced");
                         msg_->view = std::move(v);
                         deliver();
                         continue;
@@ -899,7 +910,8 @@ private:
                 }
                 if (io == Io::kEof) return finish();
                 // Never wait for input while owing acknowledgements (the dialer may be waiting for them).
-                if (io == Io::kWantRead && acks_ && (state_ == kReadControl || state_ == kReadValue || state_ == kSkip)) {
+                if (io == Io::kWantRead && acks_ &&
+                    (state_ == kReadControl || state_ == kReadValue || state_ == kSkip)) {
                     ack_now(state_);
                     continue;
                 }
@@ -951,7 +963,8 @@ void Node::Impl::start() {
             sockaddr_un sa{};
             sa.sun_family = AF_UNIX;
             std::memcpy(sa.sun_path, a.path.data(), a.path.size());
-            if (l.fd < 0 || ::bind(l.fd, reinterpret_cast<sockaddr *>(&sa), sizeof sa) != 0 || ::listen(l.fd, 128) != 0) {
+            if (l.fd < 0 || ::bind(l.fd, reinterpret_cast<sockaddr *>(&sa), sizeof sa) != 0 ||
+                ::listen(l.fd, 128) != 0) {
                 const int e = errno;
                 if (l.fd >= 0) ::close(l.fd);
                 sys_fail(TENSO_E_IO, "listen on unix://" + a.path, e);
@@ -1029,7 +1042,8 @@ void Node::Impl::on_accept(Listener &l) {
             peer = "tcp://" + host_text(host) + ":" + std::to_string(port);
         }
         try {
-            auto c = std::make_shared<Inbound>(*this, fd, l.addr.scheme == Address::kUnix, l.addr.scheme == Address::kTls, peer);
+            auto c = std::make_shared<Inbound>(*this, fd, l.addr.scheme == Address::kUnix,
+                                               l.addr.scheme == Address::kTls, peer);
             inbound.insert(c);
             asio::post(*io, [c] { c->run(); });
         } catch (...) {
@@ -1056,8 +1070,7 @@ void Node::Impl::refuse_over_limit(int fd) {
     }
     ::shutdown(fd, SHUT_WR);
     uint8_t sink[4096];
-    while (::recv(fd, sink, sizeof sink, MSG_DONTWAIT) > 0) {
-    }
+    while (::recv(fd, sink, sizeof sink, MSG_DONTWAIT) > 0) {}
 }
 
 void Node::Impl::reap() {
@@ -1289,7 +1302,8 @@ Control Node::Impl::call(Outbound &c, Outgoing &out, const Waker &w, const Deadl
             Control reply = parse_control(*v, opts.max_name_bytes);
             if (reply.op == Op::kError) fail(reply.status, "the peer refused: " + reply.message);
             // One request is outstanding: an `ok` for more is out of step.
-            if (reply.op == Op::kOk && reply.length > 1) fail(TENSO_E_MALFORMED, "the peer acknowledged more pushes than were sent");
+            if (reply.op == Op::kOk && reply.length > 1)
+                fail(TENSO_E_MALFORMED, "the peer acknowledged more pushes than were sent");
             return reply;
         }
         if (r == Io::kEof) fail(TENSO_E_CONNECTION, "the peer closed the connection");
@@ -1446,7 +1460,8 @@ void prepare_push(PreparedPush &pp, const Address &a, const std::string &name, c
 }
 }  // namespace
 
-void Node::send(const std::string &addr, const std::string &name, const Payload &p, uint64_t timeout_ms, Cancel *cancel) {
+void Node::send(const std::string &addr, const std::string &name, const Payload &p, uint64_t timeout_ms,
+                Cancel *cancel) {
     Impl &n = *impl_;
     const Call call(n, addr, name, timeout_ms, cancel);
     PreparedPush pp;
@@ -1683,7 +1698,8 @@ void Node::Impl::stop_streams() {
     }
 }
 
-void Node::post(const std::string &addr, const std::string &name, const Payload &p, uint64_t timeout_ms, Cancel *cancel) {
+void Node::post(const std::string &addr, const std::string &name, const Payload &p, uint64_t timeout_ms,
+                Cancel *cancel) {
     Impl &n = *impl_;
     const CallScope scope(n);
     check_name(name, n.opts);
@@ -1730,7 +1746,8 @@ void Node::post(const std::string &addr, const std::string &name, const Payload 
             // Grown by doubling, but never past what it may hold (kPostBuffer + kSmallPost).
             const size_t need = at + head->size() + size_t(size);
             if (need > s.buf.capacity())
-                s.buf.reserve(std::min(std::max(need, 2 * s.buf.capacity()), Impl::PostStream::kPostBuffer + Impl::PostStream::kSmallPost));
+                s.buf.reserve(std::min(std::max(need, 2 * s.buf.capacity()),
+                                       Impl::PostStream::kPostBuffer + Impl::PostStream::kSmallPost));
             s.buf.resize(need);
             std::memcpy(s.buf.data() + at, head->data(), head->size());
             at += head->size();
@@ -1793,7 +1810,8 @@ void Node::flush(const std::string &addr, uint64_t timeout_ms, Cancel *cancel) {
     if (st != 0) fail(st, m);
 }
 
-std::unique_ptr<View> Node::request(const std::string &addr, const std::string &name, uint64_t timeout_ms, Cancel *cancel) {
+std::unique_ptr<View> Node::request(const std::string &addr, const std::string &name, uint64_t timeout_ms,
+                                    Cancel *cancel) {
     Impl &n = *impl_;
     const Call call(n, addr, name, timeout_ms, cancel);
     const Address &a = call.addr;

@@ -65,7 +65,7 @@ struct Payload {
     std::shared_ptr<const Value> value;  // encoded on send
     const uint8_t *packet = nullptr;     // or these bytes
     size_t len = 0;
-    int fd = -1;                         // or this descriptor's [offset, offset + len)
+    int fd = -1;  // or this descriptor's [offset, offset + len)
     uint64_t offset = 0;
 };
 
@@ -82,12 +82,10 @@ public:
     std::string id() const;
 
     // timeout_ms as in net.h (0 = io_timeout_ms, UINT64_MAX = none).
-    void send(const std::string &addr, const std::string &name, const Payload &p, uint64_t timeout_ms,
-              Cancel *cancel);
+    void send(const std::string &addr, const std::string &name, const Payload &p, uint64_t timeout_ms, Cancel *cancel);
     // A pipelined push: returns once the packet is written to the peer's connection (the
     // payload's memory is no longer used), without waiting for the acknowledgement.
-    void post(const std::string &addr, const std::string &name, const Payload &p, uint64_t timeout_ms,
-              Cancel *cancel);
+    void post(const std::string &addr, const std::string &name, const Payload &p, uint64_t timeout_ms, Cancel *cancel);
     // Waits for every post to addr to be acknowledged; throws the first failure among them.
     void flush(const std::string &addr, uint64_t timeout_ms, Cancel *cancel);
     std::unique_ptr<View> request(const std::string &addr, const std::string &name, uint64_t timeout_ms,

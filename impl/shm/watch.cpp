@@ -118,14 +118,13 @@ struct SizeWatch::Ring {
             struct pollfd pf = {ring, POLLIN, 0};
             if (::poll(&pf, 1, -1) < 0 && errno != EINTR) return;
             char buf[4096] __attribute__((aligned(alignof(inotify_event))));
-            while (::read(inotify, buf, sizeof buf) > 0) {
-            }
+            while (::read(inotify, buf, sizeof buf) > 0) {}
             bool rearm = false;
             uint32_t head = *cq_head;
             for (const uint32_t tail = __atomic_load_n(cq_tail, __ATOMIC_ACQUIRE); head != tail; ++head) {
                 const io_uring_cqe &c = cqes[head & *cq_mask];
                 if (!(c.flags & IORING_CQE_F_MORE)) rearm = true;
-                if (c.res == -EINVAL && multishot) multishot = false;  // before 5.13: one-shot polls
+                if (c.res == -EINVAL && multishot) multishot = false;                  // before 5.13: one-shot polls
                 else if (c.res < 0 && c.res != -ECANCELED && c.res != -EINTR) return;  // cannot poll: stop
             }
             __atomic_store_n(cq_head, head, __ATOMIC_RELEASE);
@@ -139,7 +138,7 @@ namespace {
 std::mutex g_mu;
 std::atomic<SizeWatch *> g_watch{nullptr};
 std::atomic<bool> g_dead{false};  // the watcher thread stopped: nothing is reported any more
-bool g_child = false;              // a forked child: no watcher thread (under g_mu)
+bool g_child = false;             // a forked child: no watcher thread (under g_mu)
 
 void *watcher(void *arg) {
     static_cast<SizeWatch::Ring *>(arg)->run();
@@ -236,9 +235,7 @@ uint64_t SizeWatch::stamp() const { return 0; }
 
 #endif
 
-SizeCheck::SizeCheck(int fd) : watch_(&SizeWatch::get()), forks_(size_watch_forks.load()) {
-    id_ = watch_->add(fd);
-}
+SizeCheck::SizeCheck(int fd) : watch_(&SizeWatch::get()), forks_(size_watch_forks.load()) { id_ = watch_->add(fd); }
 
 SizeCheck::~SizeCheck() {
     if (live()) watch_->remove(id_);

@@ -68,11 +68,11 @@ TENSO_API void tenso_cancel_free(tenso_cancel *c);
  * ========================================================================================== */
 
 /** tenso_node_options.flags: allow tcp:// and unix:// listeners and peers (no TLS). */
-#define TENSO_NODE_ALLOW_PLAINTEXT   0x1u
+#define TENSO_NODE_ALLOW_PLAINTEXT 0x1u
 /** tenso_node_options.flags: never pass descriptors over Unix sockets (always send bytes). */
-#define TENSO_NODE_NO_FD_PASSING     0x2u
+#define TENSO_NODE_NO_FD_PASSING 0x2u
 /** tenso_node_options.flags: do not listen at all (a node that only dials). */
-#define TENSO_NODE_NO_LISTEN         0x4u
+#define TENSO_NODE_NO_LISTEN 0x4u
 
 /** Zero means "default" in every field. */
 typedef struct tenso_node_options {
@@ -100,7 +100,7 @@ typedef struct tenso_node_options {
                                        (SCM_RIGHTS of a memfd) instead of bytes; 0 = 1 MiB */
 } tenso_node_options;
 
-#define TENSO_NODE_OPTIONS_VERSION 1  /**< the tenso_node_options version these headers declare */
+#define TENSO_NODE_OPTIONS_VERSION 1 /**< the tenso_node_options version these headers declare */
 
 /** Fills *opts with defaults for struct version `version` (1).
  *  @return TENSO_E_INVALID_ARGUMENT for a NULL opts or an unknown version. */
@@ -123,8 +123,7 @@ TENSO_API void tenso_node_free(tenso_node *n);
  *  @param n       the node.
  *  @param index   0 for the first listener.
  *  @return TENSO_E_NOT_FOUND past the last one; TENSO_E_BUFFER_TOO_SMALL. */
-TENSO_API tenso_status tenso_node_addr(char *buf, size_t cap, size_t *len_out, const tenso_node *n,
-                                       uint32_t index);
+TENSO_API tenso_status tenso_node_addr(char *buf, size_t cap, size_t *len_out, const tenso_node *n, uint32_t index);
 
 /** This node's key fingerprint (64 hex + NUL into buf[65]). */
 TENSO_API tenso_status tenso_node_id(char buf[65], const tenso_node *n);
@@ -173,16 +172,15 @@ TENSO_API tenso_status tenso_node_flush(tenso_node *n, const char *addr, uint64_
 
 /** As tenso_node_send, for a packet the caller already encoded (`len` bytes, checked with
  *  tenso_packet_length before anything is sent). */
-TENSO_API tenso_status tenso_node_send_packet(tenso_node *n, const char *addr, const char *name,
-                                              size_t name_len, const void *packet, size_t len,
-                                              uint64_t timeout_ms, tenso_cancel *cancel);
+TENSO_API tenso_status tenso_node_send_packet(tenso_node *n, const char *addr, const char *name, size_t name_len,
+                                              const void *packet, size_t len, uint64_t timeout_ms,
+                                              tenso_cancel *cancel);
 
 /** As tenso_node_send_packet, for a packet stored in `fd` at [offset, offset + len) (a memfd, a
  *  tenso_shm segment's descriptor or a file). To a unix:// peer the descriptor itself travels
  *  (SCM_RIGHTS): O(1) in the packet's size. To others the bytes are sent (sendfile). */
-TENSO_API tenso_status tenso_node_send_fd(tenso_node *n, const char *addr, const char *name,
-                                          size_t name_len, int fd, uint64_t offset, uint64_t len,
-                                          uint64_t timeout_ms, tenso_cancel *cancel);
+TENSO_API tenso_status tenso_node_send_fd(tenso_node *n, const char *addr, const char *name, size_t name_len, int fd,
+                                          uint64_t offset, uint64_t len, uint64_t timeout_ms, tenso_cancel *cancel);
 
 /** A received push: its name, its sender and the decoded value. */
 typedef struct tenso_node_message tenso_node_message;
@@ -230,9 +228,8 @@ TENSO_API tenso_status tenso_node_unpublish(tenso_node *n, const char *name, siz
 /** Requests `name` from the peer at `addr`.
  *  @return TENSO_E_NOT_FOUND when the peer publishes nothing of that name; the statuses of
  *  tenso_node_send otherwise. */
-TENSO_API tenso_status tenso_node_request(tenso_view **out, tenso_node *n, const char *addr,
-                                          const char *name, size_t name_len, uint64_t timeout_ms,
-                                          tenso_cancel *cancel);
+TENSO_API tenso_status tenso_node_request(tenso_view **out, tenso_node *n, const char *addr, const char *name,
+                                          size_t name_len, uint64_t timeout_ms, tenso_cancel *cancel);
 
 /* ============================================================================================
  * Statistics
@@ -240,20 +237,20 @@ TENSO_API tenso_status tenso_node_request(tenso_view **out, tenso_node *n, const
 
 /** A node's counters, for tenso_node_stats_get(). */
 typedef struct tenso_node_stats {
-    uint32_t version;               /**< TENSO_NODE_STATS_VERSION, set by the caller */
-    uint32_t pool_size;             /**< outbound connections held in the pool (idle or busy) */
-    uint32_t inbound_connections;   /**< connections peers opened to this node, open now */
-    uint32_t queued;                /**< received pushes waiting */
-    uint64_t queued_bytes;          /**< their packet bytes */
-    uint64_t bytes_sent;            /**< bytes written to peers so far */
-    uint64_t bytes_received;        /**< bytes read from peers so far */
-    uint64_t connections_opened;    /**< outbound dials so far (pool misses) */
-    uint64_t connections_reused;    /**< outbound calls served by a pooled connection */
-    uint64_t refused;               /**< inbound peers refused (auth, limits, hostile frames) */
-    uint64_t reserved[4];           /**< 0; room to grow */
+    uint32_t version;             /**< TENSO_NODE_STATS_VERSION, set by the caller */
+    uint32_t pool_size;           /**< outbound connections held in the pool (idle or busy) */
+    uint32_t inbound_connections; /**< connections peers opened to this node, open now */
+    uint32_t queued;              /**< received pushes waiting */
+    uint64_t queued_bytes;        /**< their packet bytes */
+    uint64_t bytes_sent;          /**< bytes written to peers so far */
+    uint64_t bytes_received;      /**< bytes read from peers so far */
+    uint64_t connections_opened;  /**< outbound dials so far (pool misses) */
+    uint64_t connections_reused;  /**< outbound calls served by a pooled connection */
+    uint64_t refused;             /**< inbound peers refused (auth, limits, hostile frames) */
+    uint64_t reserved[4];         /**< 0; room to grow */
 } tenso_node_stats;
 
-#define TENSO_NODE_STATS_VERSION 1  /**< the tenso_node_stats version these headers declare */
+#define TENSO_NODE_STATS_VERSION 1 /**< the tenso_node_stats version these headers declare */
 
 /** Fills *out (whose version the caller sets) with the node's counters now.
  *  @return TENSO_E_INVALID_ARGUMENT for an unknown version. */

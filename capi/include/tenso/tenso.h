@@ -68,64 +68,64 @@ TENSO_API uint32_t tenso_protocol_version(void);
 /** A dtype code as stored in the packet header. */
 typedef int32_t tenso_dtype;
 
-#define TENSO_DTYPE_FLOAT32     1  /**< float32, 4 bytes */
-#define TENSO_DTYPE_INT32       2  /**< int32 */
-#define TENSO_DTYPE_FLOAT64     3  /**< float64 */
-#define TENSO_DTYPE_INT64       4  /**< int64 */
-#define TENSO_DTYPE_UINT8       5  /**< uint8 */
-#define TENSO_DTYPE_UINT16      6  /**< uint16 */
-#define TENSO_DTYPE_BOOL        7  /**< bool: one byte per element, 0 or 1 */
-#define TENSO_DTYPE_FLOAT16     8  /**< IEEE half precision */
-#define TENSO_DTYPE_INT8        9  /**< int8 */
-#define TENSO_DTYPE_INT16      10  /**< int16 */
-#define TENSO_DTYPE_UINT32     11  /**< uint32 */
-#define TENSO_DTYPE_UINT64     12  /**< uint64 */
-#define TENSO_DTYPE_COMPLEX64  13  /**< complex64: interleaved (re, im) float32 */
-#define TENSO_DTYPE_COMPLEX128 14  /**< complex128: interleaved (re, im) float64 */
-#define TENSO_DTYPE_BFLOAT16   15  /**< bfloat16: the upper 16 bits of a float32 */
-#define TENSO_DTYPE_QINT8      16  /**< signed 8-bit codes; quantized packets only */
-#define TENSO_DTYPE_QUINT8     17  /**< unsigned 8-bit codes; quantized packets only */
-#define TENSO_DTYPE_QINT4      18  /**< signed 4-bit codes, two a byte; quantized packets only */
-#define TENSO_DTYPE_QUINT4     19  /**< unsigned 4-bit codes, two a byte; quantized packets only */
-#define TENSO_DTYPE_STRING     20  /**< UTF-8 strings; string packets only */
-#define TENSO_DTYPE_BYTES      21  /**< byte strings; defined by the protocol, written by no encoder */
+#define TENSO_DTYPE_FLOAT32    1  /**< float32, 4 bytes */
+#define TENSO_DTYPE_INT32      2  /**< int32 */
+#define TENSO_DTYPE_FLOAT64    3  /**< float64 */
+#define TENSO_DTYPE_INT64      4  /**< int64 */
+#define TENSO_DTYPE_UINT8      5  /**< uint8 */
+#define TENSO_DTYPE_UINT16     6  /**< uint16 */
+#define TENSO_DTYPE_BOOL       7  /**< bool: one byte per element, 0 or 1 */
+#define TENSO_DTYPE_FLOAT16    8  /**< IEEE half precision */
+#define TENSO_DTYPE_INT8       9  /**< int8 */
+#define TENSO_DTYPE_INT16      10 /**< int16 */
+#define TENSO_DTYPE_UINT32     11 /**< uint32 */
+#define TENSO_DTYPE_UINT64     12 /**< uint64 */
+#define TENSO_DTYPE_COMPLEX64  13 /**< complex64: interleaved (re, im) float32 */
+#define TENSO_DTYPE_COMPLEX128 14 /**< complex128: interleaved (re, im) float64 */
+#define TENSO_DTYPE_BFLOAT16   15 /**< bfloat16: the upper 16 bits of a float32 */
+#define TENSO_DTYPE_QINT8      16 /**< signed 8-bit codes; quantized packets only */
+#define TENSO_DTYPE_QUINT8     17 /**< unsigned 8-bit codes; quantized packets only */
+#define TENSO_DTYPE_QINT4      18 /**< signed 4-bit codes, two a byte; quantized packets only */
+#define TENSO_DTYPE_QUINT4     19 /**< unsigned 4-bit codes, two a byte; quantized packets only */
+#define TENSO_DTYPE_STRING     20 /**< UTF-8 strings; string packets only */
+#define TENSO_DTYPE_BYTES      21 /**< byte strings; defined by the protocol, written by no encoder */
 
 /** What a packet holds. */
 typedef int32_t tenso_kind;
 
-#define TENSO_KIND_DENSE        1  /**< one C-contiguous tensor */
-#define TENSO_KIND_BUNDLE       2  /**< string key -> packet, nested */
-#define TENSO_KIND_SPARSE_COO   3  /**< sparse, coordinates (values, row, col) */
-#define TENSO_KIND_SPARSE_CSR   4  /**< sparse, compressed rows (values, indices, indptr) */
-#define TENSO_KIND_SPARSE_CSC   5  /**< sparse, compressed columns (values, indices, indptr) */
-#define TENSO_KIND_QUANTIZED    6  /**< 8- or 4-bit codes with scales and zero points */
-#define TENSO_KIND_STRING       7  /**< an array of strings (offsets + payload) */
-#define TENSO_KIND_RAGGED       8  /**< a ragged array (a flat tensor + row offsets) */
-#define TENSO_KIND_GPU_IPC_REF  9  /**< a reference to device memory of another process */
+#define TENSO_KIND_DENSE       1 /**< one C-contiguous tensor */
+#define TENSO_KIND_BUNDLE      2 /**< string key -> packet, nested */
+#define TENSO_KIND_SPARSE_COO  3 /**< sparse, coordinates (values, row, col) */
+#define TENSO_KIND_SPARSE_CSR  4 /**< sparse, compressed rows (values, indices, indptr) */
+#define TENSO_KIND_SPARSE_CSC  5 /**< sparse, compressed columns (values, indices, indptr) */
+#define TENSO_KIND_QUANTIZED   6 /**< 8- or 4-bit codes with scales and zero points */
+#define TENSO_KIND_STRING      7 /**< an array of strings (offsets + payload) */
+#define TENSO_KIND_RAGGED      8 /**< a ragged array (a flat tensor + row offsets) */
+#define TENSO_KIND_GPU_IPC_REF 9 /**< a reference to device memory of another process */
 
 /* Header flag bits (tenso_packet_info.flags, tenso_view_flags). */
-#define TENSO_FLAG_ALIGNED      0x0001u  /**< the body is padded to 64 bytes */
-#define TENSO_FLAG_INTEGRITY    0x0002u  /**< an XXH3-64 footer follows the body */
-#define TENSO_FLAG_COMPRESSION  0x0004u  /**< the body is an LZ4 frame */
-#define TENSO_FLAG_SPARSE_COO   0x0008u  /**< a COO sparse container */
-#define TENSO_FLAG_BUNDLE       0x0010u  /**< a bundle container */
-#define TENSO_FLAG_SPARSE_CSR   0x0020u  /**< a CSR sparse container */
-#define TENSO_FLAG_SPARSE_CSC   0x0040u  /**< a CSC sparse container */
-#define TENSO_FLAG_CUST_ALIGN   0x0080u  /**< an alignment exponent byte follows the shape (not 64) */
-#define TENSO_FLAG_STRING       0x0100u  /**< a string packet */
-#define TENSO_FLAG_RAGGED       0x0200u  /**< a ragged packet */
-#define TENSO_FLAG_GPU_IPC_REF  0x0400u  /**< a GPU IPC reference packet */
+#define TENSO_FLAG_ALIGNED     0x0001u /**< the body is padded to 64 bytes */
+#define TENSO_FLAG_INTEGRITY   0x0002u /**< an XXH3-64 footer follows the body */
+#define TENSO_FLAG_COMPRESSION 0x0004u /**< the body is an LZ4 frame */
+#define TENSO_FLAG_SPARSE_COO  0x0008u /**< a COO sparse container */
+#define TENSO_FLAG_BUNDLE      0x0010u /**< a bundle container */
+#define TENSO_FLAG_SPARSE_CSR  0x0020u /**< a CSR sparse container */
+#define TENSO_FLAG_SPARSE_CSC  0x0040u /**< a CSC sparse container */
+#define TENSO_FLAG_CUST_ALIGN  0x0080u /**< an alignment exponent byte follows the shape (not 64) */
+#define TENSO_FLAG_STRING      0x0100u /**< a string packet */
+#define TENSO_FLAG_RAGGED      0x0200u /**< a ragged packet */
+#define TENSO_FLAG_GPU_IPC_REF 0x0400u /**< a GPU IPC reference packet */
 
-#define TENSO_MAX_NDIM            32  /**< the most dimensions a tensor may have */
-#define TENSO_MAX_ELEMENTS        1000000000ULL  /**< the most elements a tensor may have */
-#define TENSO_MAX_DEPTH           64  /**< the deepest nesting of bundles and sparse components */
-#define TENSO_MAX_BUNDLE_ENTRIES  255  /**< the most entries a bundle may have (the wire's count is one byte) */
+#define TENSO_MAX_NDIM           32            /**< the most dimensions a tensor may have */
+#define TENSO_MAX_ELEMENTS       1000000000ULL /**< the most elements a tensor may have */
+#define TENSO_MAX_DEPTH          64            /**< the deepest nesting of bundles and sparse components */
+#define TENSO_MAX_BUNDLE_ENTRIES 255           /**< the most entries a bundle may have (the wire's count is one byte) */
 /** The longest bundle key, in bytes, read or written (the wire allows 2^32-1; no real key
  *  needs more, and a stream reader must not reserve gigabytes for a claimed one). */
-#define TENSO_MAX_KEY_BYTES       65536
-#define TENSO_DEFAULT_ALIGNMENT   64  /**< the body alignment used when the options give none */
+#define TENSO_MAX_KEY_BYTES     65536
+#define TENSO_DEFAULT_ALIGNMENT 64 /**< the body alignment used when the options give none */
 /** The largest alignment the encoder accepts (a page is the useful maximum). */
-#define TENSO_MAX_ALIGNMENT       (1u << 20)
+#define TENSO_MAX_ALIGNMENT (1u << 20)
 
 /** Bytes per element of a dense dtype; 0 for codes that are not dense (0, 16 to 21, unknown).
  *  @since 1.0 */
@@ -196,7 +196,8 @@ typedef struct tenso_buffer {
 } tenso_buffer;
 
 /** An empty tenso_buffer. */
-#define TENSO_BUFFER_INIT { NULL, 0, 0 }
+#define TENSO_BUFFER_INIT \
+    { NULL, 0, 0 }
 
 /** Frees the buffer's contents and resets it to TENSO_BUFFER_INIT. NULL is accepted.
  *  Since 1.4 the pages of a large buffer (4 MiB and up) may be kept instead, for the next
@@ -210,26 +211,27 @@ TENSO_API void tenso_buffer_dispose(tenso_buffer *buf);
  * ========================================================================================== */
 
 /** tenso_encode_options.flags: append an XXH3-64 footer to every body. */
-#define TENSO_ENCODE_INTEGRITY  0x1u
+#define TENSO_ENCODE_INTEGRITY 0x1u
 /** tenso_encode_options.flags: LZ4-frame-compress dense bodies (ignored for other kinds). */
-#define TENSO_ENCODE_COMPRESS   0x2u
+#define TENSO_ENCODE_COMPRESS 0x2u
 
 /**
  * How to encode. Zero means "default" in every field.
  */
 typedef struct tenso_encode_options {
-    uint32_t version;           /**< TENSO_ENCODE_OPTIONS_VERSION */
-    uint32_t flags;             /**< TENSO_ENCODE_* bits */
-    uint32_t alignment;         /**< body alignment, a power of two; 0 = 64 */
-    int32_t compression_level;  /**< LZ4 frame level; 0 = fast (the default) */
-    uint32_t threads;           /**< @since version 2 (1.3): threads that compress the 4 MiB LZ4
-                                   blocks of a large body; 0 = every core, 1 = the calling
-                                   thread only. The bytes written do not depend on it. */
+    uint32_t version;          /**< TENSO_ENCODE_OPTIONS_VERSION */
+    uint32_t flags;            /**< TENSO_ENCODE_* bits */
+    uint32_t alignment;        /**< body alignment, a power of two; 0 = 64 */
+    int32_t compression_level; /**< LZ4 frame level; 0 = fast (the default) */
+    uint32_t threads;          /**< @since version 2 (1.3): threads that compress the 4 MiB LZ4
+                                  blocks of a large body; 0 = every core, 1 = the calling
+                                  thread only. The bytes written do not depend on it. */
 } tenso_encode_options;
 
-#define TENSO_ENCODE_OPTIONS_VERSION 2  /**< the tenso_encode_options version these headers declare */
+#define TENSO_ENCODE_OPTIONS_VERSION 2 /**< the tenso_encode_options version these headers declare */
 /** A tenso_encode_options with every default. */
-#define TENSO_ENCODE_OPTIONS_INIT { TENSO_ENCODE_OPTIONS_VERSION, 0, 0, 0, 0 }
+#define TENSO_ENCODE_OPTIONS_INIT \
+    { TENSO_ENCODE_OPTIONS_VERSION, 0, 0, 0, 0 }
 
 /** Fills *opts with defaults for struct version `version` (1 or 2), writing only the fields
  *  that version has; version 1 structs (without threads) are still accepted everywhere.
@@ -238,9 +240,9 @@ typedef struct tenso_encode_options {
 TENSO_API tenso_status tenso_encode_options_init(tenso_encode_options *opts, uint32_t version);
 
 /** tenso_decode_options.flags: do not verify integrity footers (they are still framed). */
-#define TENSO_DECODE_SKIP_CHECKSUM  0x1u
+#define TENSO_DECODE_SKIP_CHECKSUM 0x1u
 /** tenso_decode_options.flags: check that string payloads are UTF-8 (O(payload)). */
-#define TENSO_DECODE_VALIDATE_UTF8  0x2u
+#define TENSO_DECODE_VALIDATE_UTF8 0x2u
 
 /**
  * Limits and switches for decoding. Zero means "default" in every field; a limit can only be
@@ -252,9 +254,9 @@ TENSO_API tenso_status tenso_encode_options_init(tenso_encode_options *opts, uin
  * at 16 bytes a packet, measured 23.5 x and 10.5 x; a dense tensor costs one small view), plus
  * the decompressed size of LZ4 bodies. Decompressed bytes
  * are bounded by max_decoded_bytes when set, else by max_packet_bytes when set; with neither,
- * only by max_elements per tensor; max_inflation bounds them as a multiple of the packet's size. max_decoded_bytes bounds the sum of both parts as the
- * decoder counts it (tree, copied string offsets and quantization scales, decompressed bodies)
- * before it allocates any of it.
+ * only by max_elements per tensor; max_inflation bounds them as a multiple of the packet's size. max_decoded_bytes
+ * bounds the sum of both parts as the decoder counts it (tree, copied string offsets and quantization scales,
+ * decompressed bodies) before it allocates any of it.
  *
  * Version 1 structs (ending before max_decoded_bytes), version 2 (before timeout_ms) and version 3
  * (before max_inflation) are still accepted everywhere.
@@ -289,9 +291,10 @@ typedef struct tenso_decode_options {
                                    claims. */
 } tenso_decode_options;
 
-#define TENSO_DECODE_OPTIONS_VERSION 4  /**< the tenso_decode_options version these headers declare */
+#define TENSO_DECODE_OPTIONS_VERSION 4 /**< the tenso_decode_options version these headers declare */
 /** A tenso_decode_options with every default. */
-#define TENSO_DECODE_OPTIONS_INIT { TENSO_DECODE_OPTIONS_VERSION, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
+#define TENSO_DECODE_OPTIONS_INIT \
+    { TENSO_DECODE_OPTIONS_VERSION, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
 
 /** Fills *opts with defaults for struct version `version` (1, 2 or 3), writing only the fields
  *  that version has. @since 1.0 (version 3 @since 1.3) */
@@ -310,11 +313,11 @@ TENSO_API tenso_status tenso_decode_options_init(tenso_decode_options *opts, uin
  * the memory must stay valid and unchanged while tenso uses it.
  */
 typedef struct tenso_tensor {
-    const void *data;       /**< C-contiguous little-endian elements; may be NULL if nbytes is 0 */
-    uint64_t nbytes;        /**< must equal product(shape) * itemsize */
-    const uint64_t *shape;  /**< ndim entries, each < 2^32; may be NULL if ndim is 0 */
-    uint32_t ndim;          /**< 0 (a scalar) to 32 */
-    tenso_dtype dtype;      /**< a dense dtype, 1 to 15 */
+    const void *data;      /**< C-contiguous little-endian elements; may be NULL if nbytes is 0 */
+    uint64_t nbytes;       /**< must equal product(shape) * itemsize */
+    const uint64_t *shape; /**< ndim entries, each < 2^32; may be NULL if ndim is 0 */
+    uint32_t ndim;         /**< 0 (a scalar) to 32 */
+    tenso_dtype dtype;     /**< a dense dtype, 1 to 15 */
 } tenso_tensor;
 
 /**
@@ -327,8 +330,7 @@ typedef struct tenso_tensor {
  *         dims, TENSO_E_TOO_MANY_ELEMENTS beyond 1e9 elements, TENSO_E_INVALID_ARGUMENT for
  *         anything else wrong (nbytes, a dimension >= 2^32, NULL pointers, options). @since 1.0
  */
-TENSO_API tenso_status tenso_dumps_bound(size_t *bound_out, const tenso_tensor *t,
-                                         const tenso_encode_options *opts);
+TENSO_API tenso_status tenso_dumps_bound(size_t *bound_out, const tenso_tensor *t, const tenso_encode_options *opts);
 
 /**
  * Encodes `t` into the caller's buffer: one pass over the body (copy, hashing each chunk while
@@ -343,8 +345,8 @@ TENSO_API tenso_status tenso_dumps_bound(size_t *bound_out, const tenso_tensor *
  * @param opts         NULL for defaults.
  * @since 1.0
  */
-TENSO_API tenso_status tenso_dumps_into(void *dst, size_t dst_capacity, size_t *written_out,
-                                        const tenso_tensor *t, const tenso_encode_options *opts);
+TENSO_API tenso_status tenso_dumps_into(void *dst, size_t dst_capacity, size_t *written_out, const tenso_tensor *t,
+                                        const tenso_encode_options *opts);
 
 /**
  * Encodes `t` into a buffer the library allocates (64-byte aligned).
@@ -354,8 +356,7 @@ TENSO_API tenso_status tenso_dumps_into(void *dst, size_t dst_capacity, size_t *
  * @param opts NULL for defaults.
  * @since 1.0
  */
-TENSO_API tenso_status tenso_dumps(tenso_buffer *out, const tenso_tensor *t,
-                                   const tenso_encode_options *opts);
+TENSO_API tenso_status tenso_dumps(tenso_buffer *out, const tenso_tensor *t, const tenso_encode_options *opts);
 
 /**
  * Writes the packet for `t` to a file descriptor (file, pipe or socket) with vectored I/O:
@@ -382,16 +383,15 @@ TENSO_API tenso_status tenso_write_fd(uint64_t *written_out, int fd, const tenso
  * followed).
  * @since 1.0
  */
-TENSO_API tenso_status tenso_save_file(const char *path, const tenso_tensor *t,
-                                       const tenso_encode_options *opts);
+TENSO_API tenso_status tenso_save_file(const char *path, const tenso_tensor *t, const tenso_encode_options *opts);
 
 /* ============================================================================================
  * Values: bundles and pre-encoded packets
  *
  * A tenso_value describes something to encode: a dense tensor, a bundle (string key -> value,
  * insertion order kept, at most 255 entries, nesting at most 64 deep), an already encoded
- * packet inserted verbatim, or one of the composite kinds below. Values borrow tensor and packet memory; it must outlive the encode
- * calls. A value is used from one thread at a time.
+ * packet inserted verbatim, or one of the composite kinds below. Values borrow tensor and packet memory; it must
+ * outlive the encode calls. A value is used from one thread at a time.
  * ========================================================================================== */
 
 /** Something to encode: a tensor, a bundle, a packet or a composite (see above). */
@@ -437,12 +437,10 @@ TENSO_API void tenso_value_free(tenso_value *v);
 TENSO_API tenso_status tenso_value_dumps_bound(size_t *bound_out, const tenso_value *v,
                                                const tenso_encode_options *opts);
 /** As tenso_dumps_into(), for a value. @since 1.0 */
-TENSO_API tenso_status tenso_value_dumps_into(void *dst, size_t dst_capacity, size_t *written_out,
-                                              const tenso_value *v,
+TENSO_API tenso_status tenso_value_dumps_into(void *dst, size_t dst_capacity, size_t *written_out, const tenso_value *v,
                                               const tenso_encode_options *opts);
 /** As tenso_dumps(), for a value. @since 1.0 */
-TENSO_API tenso_status tenso_value_dumps(tenso_buffer *out, const tenso_value *v,
-                                         const tenso_encode_options *opts);
+TENSO_API tenso_status tenso_value_dumps(tenso_buffer *out, const tenso_value *v, const tenso_encode_options *opts);
 /** As tenso_write_fd(), for a value: every tensor body goes to the fd uncopied. @since 1.0 */
 TENSO_API tenso_status tenso_value_write_fd(uint64_t *written_out, int fd, const tenso_value *v,
                                             const tenso_encode_options *opts);
@@ -479,11 +477,9 @@ typedef int (*tenso_write_fn)(const void *data, size_t len, int borrowed, void *
  * Thread-safety: as tenso_value_write_fd(); `write` runs on the calling thread. @since 1.4
  */
 TENSO_API tenso_status tenso_value_write_cb(uint64_t *written_out, const tenso_value *v,
-                                            const tenso_encode_options *opts, tenso_write_fn write,
-                                            void *user);
+                                            const tenso_encode_options *opts, tenso_write_fn write, void *user);
 /** As tenso_save_file(), for a value. @since 1.0 */
-TENSO_API tenso_status tenso_value_save_file(const char *path, const tenso_value *v,
-                                             const tenso_encode_options *opts);
+TENSO_API tenso_status tenso_value_save_file(const char *path, const tenso_value *v, const tenso_encode_options *opts);
 
 /* ============================================================================================
  * Composite kinds: sparse matrices, quantized tensors, strings, ragged arrays, GPU references
@@ -508,20 +504,19 @@ TENSO_API tenso_status tenso_value_save_file(const char *path, const tenso_value
  * @return TENSO_E_INVALID_ARGUMENT for a structure that fails the checks. @since 1.0
  */
 TENSO_API tenso_status tenso_value_new_sparse(tenso_value **out, tenso_kind format, uint32_t ndim,
-                                              const uint64_t *shape, const tenso_tensor *a,
-                                              const tenso_tensor *b, const tenso_tensor *c);
+                                              const uint64_t *shape, const tenso_tensor *a, const tenso_tensor *b,
+                                              const tenso_tensor *c);
 
 /**
  * Component `index` (0, 1, 2 as in tenso_value_new_sparse) of a sparse view: a dense view
  * owned by `v`. tenso_loads has already checked the structure as tenso_value_new_sparse does.
  * @return TENSO_E_UNSUPPORTED_KIND when v is not sparse. @since 1.0
  */
-TENSO_API tenso_status tenso_view_component(const tenso_view **child_out, const tenso_view *v,
-                                            uint32_t index);
+TENSO_API tenso_status tenso_view_component(const tenso_view **child_out, const tenso_view *v, uint32_t index);
 
-#define TENSO_QUANT_PER_TENSOR   0  /**< one scale and zero point for the whole tensor */
-#define TENSO_QUANT_PER_CHANNEL  1  /**< one scale and zero point per index along an axis */
-#define TENSO_QUANT_PER_GROUP    2  /**< one scale and zero point per group_size consecutive elements */
+#define TENSO_QUANT_PER_TENSOR  0 /**< one scale and zero point for the whole tensor */
+#define TENSO_QUANT_PER_CHANNEL 1 /**< one scale and zero point per index along an axis */
+#define TENSO_QUANT_PER_GROUP   2 /**< one scale and zero point per group_size consecutive elements */
 
 /**
  * A quantized tensor, in parts. As an input (tenso_value_new_quantized) every pointer is
@@ -531,20 +526,20 @@ TENSO_API tenso_status tenso_view_component(const tenso_view **child_out, const 
  * the index along `axis` (per channel) or i / group_size over the C-order elements (per group).
  */
 typedef struct tenso_quantized {
-    const void *data;          /**< packed: 1 byte per element, or for 4-bit dtypes 2 per byte
-                                  (element 2k in the low nibble, 2k+1 in the high nibble) */
-    uint64_t nbytes;           /**< numel, or ceil(numel / 2) for 4-bit dtypes */
-    const uint64_t *shape;     /**< ndim entries */
-    const float *scales;       /**< num_scales entries */
-    const float *zero_points;  /**< num_scales entries; floats, neither rounded nor clamped */
-    uint32_t ndim;             /**< dimensions of the dequantized tensor */
-    tenso_dtype dtype;         /**< TENSO_DTYPE_QINT8, QUINT8, QINT4 or QUINT4 */
-    int32_t scheme;            /**< TENSO_QUANT_* */
-    int32_t axis;              /**< per channel: the channel axis (as an input a negative axis
-                                  counts from the end; outputs are always 0 <= axis < ndim);
-                                  otherwise 0 */
-    uint32_t group_size;       /**< per group: > 0; otherwise 0 */
-    uint32_t num_scales;       /**< 1, shape[axis], or ceil(numel / group_size) */
+    const void *data;         /**< packed: 1 byte per element, or for 4-bit dtypes 2 per byte
+                                 (element 2k in the low nibble, 2k+1 in the high nibble) */
+    uint64_t nbytes;          /**< numel, or ceil(numel / 2) for 4-bit dtypes */
+    const uint64_t *shape;    /**< ndim entries */
+    const float *scales;      /**< num_scales entries */
+    const float *zero_points; /**< num_scales entries; floats, neither rounded nor clamped */
+    uint32_t ndim;            /**< dimensions of the dequantized tensor */
+    tenso_dtype dtype;        /**< TENSO_DTYPE_QINT8, QUINT8, QINT4 or QUINT4 */
+    int32_t scheme;           /**< TENSO_QUANT_* */
+    int32_t axis;             /**< per channel: the channel axis (as an input a negative axis
+                                 counts from the end; outputs are always 0 <= axis < ndim);
+                                 otherwise 0 */
+    uint32_t group_size;      /**< per group: > 0; otherwise 0 */
+    uint32_t num_scales;      /**< 1, shape[axis], or ceil(numel / group_size) */
 } tenso_quantized;
 
 /**
@@ -560,8 +555,8 @@ typedef struct tenso_quantized {
  * @param group_size  per group: elements per group (> 0); otherwise ignored.
  * @since 1.0
  */
-TENSO_API tenso_status tenso_quantize(tenso_value **out, const tenso_tensor *input, tenso_dtype qdtype,
-                                      int32_t scheme, int32_t axis, uint32_t group_size);
+TENSO_API tenso_status tenso_quantize(tenso_value **out, const tenso_tensor *input, tenso_dtype qdtype, int32_t scheme,
+                                      int32_t axis, uint32_t group_size);
 
 /** A quantized value from parts (borrowed); they are checked for consistency. @since 1.0 */
 TENSO_API tenso_status tenso_value_new_quantized(tenso_value **out, const tenso_quantized *q);
@@ -590,9 +585,8 @@ TENSO_API tenso_status tenso_dequantize(float *dst, uint64_t dst_count, const te
  * bundles and streams.
  * @since 1.0
  */
-TENSO_API tenso_status tenso_value_new_strings(tenso_value **out, uint64_t count,
-                                               const uint64_t *offsets, const void *payload,
-                                               uint64_t payload_len);
+TENSO_API tenso_status tenso_value_new_strings(tenso_value **out, uint64_t count, const uint64_t *offsets,
+                                               const void *payload, uint64_t payload_len);
 
 /**
  * The strings of a string view (or the rows of a direct ragged packet): string i is
@@ -644,19 +638,19 @@ TENSO_API tenso_status tenso_view_ipc_ref(tenso_ipc_ref *out, const tenso_view *
 
 /** What the header of a packet says, read without touching the body. */
 typedef struct tenso_packet_info {
-    uint32_t version;        /**< wire version, 1 to 4 */
-    uint32_t flags;          /**< TENSO_FLAG_* bits */
-    tenso_kind kind;         /**< TENSO_KIND_* */
-    tenso_dtype dtype;       /**< 0 for bundles, sparse containers and IPC references */
-    uint32_t ndim;           /**< dimensions; 0 for bundles */
-    uint32_t entry_count;    /**< bundles: number of entries; otherwise 0 */
-    uint32_t alignment;      /**< body alignment relative to the packet start (1 if unpadded) */
-    uint32_t reserved0;      /**< 0 */
+    uint32_t version;               /**< wire version, 1 to 4 */
+    uint32_t flags;                 /**< TENSO_FLAG_* bits */
+    tenso_kind kind;                /**< TENSO_KIND_* */
+    tenso_dtype dtype;              /**< 0 for bundles, sparse containers and IPC references */
+    uint32_t ndim;                  /**< dimensions; 0 for bundles */
+    uint32_t entry_count;           /**< bundles: number of entries; otherwise 0 */
+    uint32_t alignment;             /**< body alignment relative to the packet start (1 if unpadded) */
+    uint32_t reserved0;             /**< 0 */
     uint64_t shape[TENSO_MAX_NDIM]; /**< ndim entries are set, the rest are 0 */
-    uint64_t body_offset;    /**< where the body starts, from the packet start; 0 for containers */
-    uint64_t body_size;      /**< body bytes as stored (compressed size with LZ4); 0 if unknown */
-    uint64_t packet_size;    /**< exact packet length; 0 when `len` is too short to tell */
-    uint64_t reserved[4];    /**< 0; room to grow */
+    uint64_t body_offset;           /**< where the body starts, from the packet start; 0 for containers */
+    uint64_t body_size;             /**< body bytes as stored (compressed size with LZ4); 0 if unknown */
+    uint64_t packet_size;           /**< exact packet length; 0 when `len` is too short to tell */
+    uint64_t reserved[4];           /**< 0; room to grow */
 } tenso_packet_info;
 
 /**
@@ -707,8 +701,7 @@ TENSO_API tenso_status tenso_packet_length(size_t *length_out, const void *data,
  * @param data, len  the bytes; the view borrows them unless it owns its data.
  * @since 1.0
  */
-TENSO_API tenso_status tenso_loads(tenso_view **out, const void *data, size_t len,
-                                   const tenso_decode_options *opts);
+TENSO_API tenso_status tenso_loads(tenso_view **out, const void *data, size_t len, const tenso_decode_options *opts);
 
 /** Frees a view and its children; NULL is accepted. Child views must not be freed. @since 1.0 */
 TENSO_API void tenso_view_free(tenso_view *v);
@@ -720,16 +713,16 @@ TENSO_API void tenso_view_free(tenso_view *v);
  * @since 1.5
  */
 typedef struct tenso_tensor_view {
-    const void *data;       /**< the body, C-contiguous, in the caller's bytes; NULL when empty */
-    uint64_t nbytes;        /**< body bytes: shape x itemsize */
-    uint64_t packet_size;   /**< the packet's exact length, integrity footer included */
-    tenso_dtype dtype;      /**< a dense dtype */
-    uint32_t ndim;          /**< dimensions */
-    uint32_t flags;         /**< header flags as on the wire (TENSO_FLAG_*) */
-    uint32_t version;       /**< wire version the packet was written with (1 to 4) */
-    uint32_t alignment;     /**< declared body alignment, relative to the packet start */
-    uint32_t reserved;      /**< 0 */
-    uint64_t shape[TENSO_MAX_NDIM];  /**< ndim entries are set */
+    const void *data;               /**< the body, C-contiguous, in the caller's bytes; NULL when empty */
+    uint64_t nbytes;                /**< body bytes: shape x itemsize */
+    uint64_t packet_size;           /**< the packet's exact length, integrity footer included */
+    tenso_dtype dtype;              /**< a dense dtype */
+    uint32_t ndim;                  /**< dimensions */
+    uint32_t flags;                 /**< header flags as on the wire (TENSO_FLAG_*) */
+    uint32_t version;               /**< wire version the packet was written with (1 to 4) */
+    uint32_t alignment;             /**< declared body alignment, relative to the packet start */
+    uint32_t reserved;              /**< 0 */
+    uint64_t shape[TENSO_MAX_NDIM]; /**< ndim entries are set */
 } tenso_tensor_view;
 
 /**
@@ -781,16 +774,15 @@ TENSO_API uint32_t tenso_view_bundle_count(const tenso_view *v);
  * @return TENSO_E_UNSUPPORTED_KIND when v is not a bundle; TENSO_E_INVALID_ARGUMENT for an
  *         index out of range. @since 1.0
  */
-TENSO_API tenso_status tenso_view_bundle_entry(const char **key_out, size_t *key_len_out,
-                                               const tenso_view **child_out, const tenso_view *v,
-                                               uint32_t index);
+TENSO_API tenso_status tenso_view_bundle_entry(const char **key_out, size_t *key_len_out, const tenso_view **child_out,
+                                               const tenso_view *v, uint32_t index);
 
 /**
  * The first entry of a bundle view with the given key.
  * @return TENSO_E_INVALID_ARGUMENT (message "key not found") when there is none. @since 1.0
  */
-TENSO_API tenso_status tenso_view_bundle_find(const tenso_view **child_out, const tenso_view *v,
-                                              const char *key, size_t key_len);
+TENSO_API tenso_status tenso_view_bundle_find(const tenso_view **child_out, const tenso_view *v, const char *key,
+                                              size_t key_len);
 
 /* ============================================================================================
  * Streams and files
@@ -877,18 +869,19 @@ typedef void (*tenso_release_fn)(void *user, void *ptr, size_t size);
 
 /** Options for tenso_decoder_new. @since 1.3 */
 typedef struct tenso_decoder_options {
-    uint32_t version;                    /**< TENSO_DECODER_OPTIONS_VERSION (1) */
-    uint32_t flags;                      /**< TENSO_DECODER_* */
-    const tenso_decode_options *decode;  /**< limits, flags, timeout; copied by _new; NULL = defaults */
-    tenso_alloc_fn alloc;                /**< NULL: tenso allocates (64-byte aligned) and reuses the
-                                            previous packet's buffer once its views are freed */
-    tenso_release_fn release;            /**< required with alloc */
-    void *alloc_user;                    /**< passed to alloc and release */
+    uint32_t version;                   /**< TENSO_DECODER_OPTIONS_VERSION (1) */
+    uint32_t flags;                     /**< TENSO_DECODER_* */
+    const tenso_decode_options *decode; /**< limits, flags, timeout; copied by _new; NULL = defaults */
+    tenso_alloc_fn alloc;               /**< NULL: tenso allocates (64-byte aligned) and reuses the
+                                           previous packet's buffer once its views are freed */
+    tenso_release_fn release;           /**< required with alloc */
+    void *alloc_user;                   /**< passed to alloc and release */
 } tenso_decoder_options;
 
-#define TENSO_DECODER_OPTIONS_VERSION 1  /**< the tenso_decoder_options version these headers declare */
+#define TENSO_DECODER_OPTIONS_VERSION 1 /**< the tenso_decoder_options version these headers declare */
 /** A tenso_decoder_options with every default. */
-#define TENSO_DECODER_OPTIONS_INIT { TENSO_DECODER_OPTIONS_VERSION, 0, NULL, NULL, NULL, NULL }
+#define TENSO_DECODER_OPTIONS_INIT \
+    { TENSO_DECODER_OPTIONS_VERSION, 0, NULL, NULL, NULL, NULL }
 
 /**
  * Creates a decoder.
@@ -915,8 +908,8 @@ TENSO_API void tenso_decoder_reset(tenso_decoder *d);
  *         decoder must be reset (until then every call returns TENSO_E_INVALID_ARGUMENT).
  * @since 1.3
  */
-TENSO_API tenso_status tenso_decoder_feed(tenso_decoder *d, const void *src, size_t len,
-                                          size_t *consumed_out, tenso_view **out);
+TENSO_API tenso_status tenso_decoder_feed(tenso_decoder *d, const void *src, size_t len, size_t *consumed_out,
+                                          tenso_view **out);
 
 /**
  * Receive in place (no copy): where the next bytes go - a small header area first, then inside

@@ -31,7 +31,7 @@
 #define TENSO_TENSO_HPP
 
 #if !defined(__cplusplus) || __cplusplus < 201703L
-#  error "tenso/tenso.hpp needs C++17; C programs include tenso/tenso.h"
+#error "tenso/tenso.hpp needs C++17; C programs include tenso/tenso.h"
 #endif
 
 #include "tenso/tenso.h"
@@ -63,8 +63,7 @@ namespace tenso {
 class error : public std::runtime_error {
 public:
     /** An error carrying `status` (a TENSO_E_* code) and `message`. */
-    error(tenso_status status, const std::string &message)
-        : std::runtime_error(message), status_(status) {}
+    error(tenso_status status, const std::string &message) : std::runtime_error(message), status_(status) {}
     /** The TENSO_E_* code. */
     tenso_status status() const noexcept { return status_; }
     /** Its symbolic name, "TENSO_E_CHECKSUM". */
@@ -95,10 +94,8 @@ inline bool found(tenso_status st) {
     return true;
 }
 /* Names the C API returns, NULL for an empty handle. */
-inline std::string_view string_or_empty(const char *s) noexcept {
-    return s ? std::string_view(s) : std::string_view();
-}
-} // namespace detail
+inline std::string_view string_or_empty(const char *s) noexcept { return s ? std::string_view(s) : std::string_view(); }
+}  // namespace detail
 /// @endcond
 
 /* ============================================================================================
@@ -109,9 +106,9 @@ inline std::string_view string_or_empty(const char *s) noexcept {
 template <class T>
 class span {
 public:
-    using element_type = T;                  /**< T, as given (const or not) */
-    using value_type = std::remove_cv_t<T>;  /**< T without const */
-    using iterator = T *;                    /**< a pointer */
+    using element_type = T;                 /**< T, as given (const or not) */
+    using value_type = std::remove_cv_t<T>; /**< T without const */
+    using iterator = T *;                   /**< a pointer */
 
     /** An empty span. */
     constexpr span() noexcept = default;
@@ -123,8 +120,7 @@ public:
     /** The elements of a container with data() and size() (std::vector, std::array,
      *  std::string). */
     template <class C, class = std::enable_if_t<std::is_convertible_v<
-                           std::remove_pointer_t<decltype(std::declval<C &>().data())> (*)[],
-                           T (*)[]>>>
+                           std::remove_pointer_t<decltype(std::declval<C &>().data())> (*)[], T (*)[]>>>
     constexpr span(C &c) noexcept(noexcept(c.data())) : data_(c.data()), size_(c.size()) {}
 
     /** The first element. */
@@ -153,8 +149,7 @@ using bytes_view = span<const std::uint8_t>;
 /** The bytes of any contiguous object: as_bytes(vec), as_bytes(str). */
 template <class C>
 inline bytes_view as_bytes(const C &c) noexcept {
-    return bytes_view(reinterpret_cast<const std::uint8_t *>(c.data()),
-                      c.size() * sizeof(*c.data()));
+    return bytes_view(reinterpret_cast<const std::uint8_t *>(c.data()), c.size() * sizeof(*c.data()));
 }
 /* Not of a temporary: the bytes would be gone at the end of the statement, under any view
  * decoded from them. */
@@ -168,17 +163,17 @@ bytes_view as_bytes(const C &&) = delete;
 /** One bool element as stored (a byte that should be 0 or 1). Read bool tensors through this
  *  type: a byte of any other value, which hostile input can hold, is not a valid C++ bool. */
 struct bool8 {
-    std::uint8_t value;  /**< the stored byte */
+    std::uint8_t value; /**< the stored byte */
     /** True for any non-zero byte. */
     explicit constexpr operator bool() const noexcept { return value != 0; }
 };
 /** IEEE binary16, as its bits. */
 struct float16 {
-    std::uint16_t bits;  /**< sign, 5 exponent bits, 10 mantissa bits */
+    std::uint16_t bits; /**< sign, 5 exponent bits, 10 mantissa bits */
 };
 /** bfloat16 (the upper half of a float32), as its bits. */
 struct bfloat16 {
-    std::uint16_t bits;  /**< sign, 8 exponent bits, 7 mantissa bits */
+    std::uint16_t bits; /**< sign, 8 exponent bits, 7 mantissa bits */
 };
 static_assert(sizeof(bool8) == 1 && sizeof(float16) == 2 && sizeof(bfloat16) == 2,
               "element types must have the wire's sizes");
@@ -189,8 +184,11 @@ static_assert(sizeof(bool8) == 1 && sizeof(float16) == 2 && sizeof(bfloat16) == 
 template <class T>
 struct dtype_of; /* undefined: T is no tenso element type */
 /// @cond TENSO_INTERNAL
-#define TENSO_HPP_DTYPE_(type, code) \
-    template <> struct dtype_of<type> { static constexpr tenso_dtype value = code; }
+#define TENSO_HPP_DTYPE_(type, code)               \
+    template <>                                    \
+    struct dtype_of<type> {                        \
+        static constexpr tenso_dtype value = code; \
+    }
 TENSO_HPP_DTYPE_(float, TENSO_DTYPE_FLOAT32);
 TENSO_HPP_DTYPE_(double, TENSO_DTYPE_FLOAT64);
 TENSO_HPP_DTYPE_(std::int8_t, TENSO_DTYPE_INT8);
@@ -234,25 +232,21 @@ Self &flag(Self &self, std::uint32_t bit, bool on) noexcept {
     self.flags = on ? (self.flags | bit) : (self.flags & ~bit);
     return self;
 }
-} // namespace detail
+}  // namespace detail
 /// @endcond
 
 /** tenso_encode_options with its defaults. @since 1.3 */
 struct encode_options : tenso_encode_options {
     encode_options() noexcept : tenso_encode_options(TENSO_ENCODE_OPTIONS_INIT) {}
     /** An XXH3-64 footer on every body. */
-    encode_options &integrity(bool on = true) noexcept {
-        return detail::flag(*this, TENSO_ENCODE_INTEGRITY, on);
-    }
+    encode_options &integrity(bool on = true) noexcept { return detail::flag(*this, TENSO_ENCODE_INTEGRITY, on); }
     /** LZ4-frame-compress dense bodies at `level` (0: fast). */
     encode_options &compress(bool on = true, std::int32_t level = 0) noexcept {
         compression_level = level;
         return detail::flag(*this, TENSO_ENCODE_COMPRESS, on);
     }
     /** Body alignment, a power of two (0: 64). */
-    encode_options &align(std::uint32_t bytes) noexcept {
-        return detail::assign(*this, alignment, bytes);
-    }
+    encode_options &align(std::uint32_t bytes) noexcept { return detail::assign(*this, alignment, bytes); }
 };
 
 /** tenso_decode_options with its defaults (zero: the protocol's limits). @since 1.3 */
@@ -267,18 +261,12 @@ struct decode_options : tenso_decode_options {
         return detail::flag(*this, TENSO_DECODE_VALIDATE_UTF8, on);
     }
     /** The largest packet accepted, in bytes (0: no limit). */
-    decode_options &packet_bytes(std::uint64_t n) noexcept {
-        return detail::assign(*this, max_packet_bytes, n);
-    }
+    decode_options &packet_bytes(std::uint64_t n) noexcept { return detail::assign(*this, max_packet_bytes, n); }
     /** The most a decode may allocate, in bytes (0: no limit). */
-    decode_options &decoded_bytes(std::uint64_t n) noexcept {
-        return detail::assign(*this, max_decoded_bytes, n);
-    }
+    decode_options &decoded_bytes(std::uint64_t n) noexcept { return detail::assign(*this, max_decoded_bytes, n); }
     /** fd reads and writes wait at most this long per packet (0: no deadline of ours);
      *  expiry throws TENSO_E_TIMEOUT. */
-    decode_options &timeout(std::uint64_t ms) noexcept {
-        return detail::assign(*this, timeout_ms, ms);
-    }
+    decode_options &timeout(std::uint64_t ms) noexcept { return detail::assign(*this, timeout_ms, ms); }
 };
 
 static_assert(sizeof(encode_options) == sizeof(tenso_encode_options) &&
@@ -301,27 +289,22 @@ public:
         const std::uint64_t n = elements(shape_);
         if (n != count) {
             detail::fail(TENSO_E_INVALID_ARGUMENT,
-                         "the shape holds " + std::to_string(n) + " elements, the data " +
-                             std::to_string(count));
+                         "the shape holds " + std::to_string(n) + " elements, the data " + std::to_string(count));
         }
         nbytes_ = count * sizeof(T);
     }
     /** A contiguous container (std::vector<float>, std::array, span) of the given shape. */
-    template <class C, class T = std::remove_cv_t<std::remove_pointer_t<
-                           decltype(std::declval<const C &>().data())>>>
+    template <class C, class T = std::remove_cv_t<std::remove_pointer_t<decltype(std::declval<const C &>().data())>>>
     tensor(const C &elements_in, std::vector<std::uint64_t> shape)
-        : tensor(static_cast<const T *>(elements_in.data()), elements_in.size(),
-                 std::move(shape)) {}
+        : tensor(static_cast<const T *>(elements_in.data()), elements_in.size(), std::move(shape)) {}
     /** A 1-D tensor of a contiguous container. */
-    template <class C, class T = std::remove_cv_t<std::remove_pointer_t<
-                           decltype(std::declval<const C &>().data())>>>
+    template <class C, class T = std::remove_cv_t<std::remove_pointer_t<decltype(std::declval<const C &>().data())>>>
     explicit tensor(const C &elements_in)
         : tensor(static_cast<const T *>(elements_in.data()), elements_in.size(),
                  {static_cast<std::uint64_t>(elements_in.size())}) {}
     /** Raw: `nbytes` bytes of dtype `dtype`, for element types C++ has no name for. The C
      *  library checks nbytes against the shape at encode time. */
-    tensor(const void *data, std::uint64_t nbytes, std::vector<std::uint64_t> shape,
-           tenso_dtype dtype)
+    tensor(const void *data, std::uint64_t nbytes, std::vector<std::uint64_t> shape, tenso_dtype dtype)
         : data_(data), nbytes_(nbytes), shape_(std::move(shape)), dtype_(dtype) {}
 
     /** The C description; valid while this tensor is alive and unchanged. */
@@ -399,7 +382,7 @@ public:
 private:
     H *h_ = nullptr;
 };
-} // namespace detail
+}  // namespace detail
 
 class view_ref;
 struct bundle_entry;
@@ -432,8 +415,7 @@ public:
     std::uint64_t nbytes() const noexcept { return tenso_view_nbytes(h()); }
     /** The body's bytes, whatever the dtype. */
     bytes_view bytes() const noexcept {
-        return bytes_view(static_cast<const std::uint8_t *>(data()),
-                          static_cast<std::size_t>(nbytes()));
+        return bytes_view(static_cast<const std::uint8_t *>(data()), static_cast<std::size_t>(nbytes()));
     }
     /** The header's TENSO_FLAG_* bits. */
     std::uint32_t flags() const noexcept { return tenso_view_flags(h()); }
@@ -456,12 +438,10 @@ public:
         check_elements<T>();
         const void *p = data();
         if (reinterpret_cast<std::uintptr_t>(p) % alignof(T) != 0) {
-            fail(TENSO_E_INVALID_ARGUMENT,
-                 "the body is not aligned for " + std::string(tenso_dtype_name(dtype())) +
-                     " (a tensor nested in a bundle); read it with copy_to or to_vector");
+            fail(TENSO_E_INVALID_ARGUMENT, "the body is not aligned for " + std::string(tenso_dtype_name(dtype())) +
+                                               " (a tensor nested in a bundle); read it with copy_to or to_vector");
         }
-        return span<const T>(static_cast<const T *>(p),
-                             static_cast<std::size_t>(nbytes() / sizeof(T)));
+        return span<const T>(static_cast<const T *>(p), static_cast<std::size_t>(nbytes() / sizeof(T)));
     }
     /** Copies the elements into dst (exactly size() of them), at any alignment; the dtype
      *  checks are those of as<T>(). */
@@ -550,12 +530,12 @@ private:
             fail(TENSO_E_UNSUPPORTED_KIND, "typed access needs a dense view");
         }
         if (dtype() != dtype_of_v<T>) {
-            fail(TENSO_E_BAD_DTYPE, "the view holds " + std::string(tenso_dtype_name(dtype())) +
-                                        ", not " + tenso_dtype_name(dtype_of_v<T>));
+            fail(TENSO_E_BAD_DTYPE, "the view holds " + std::string(tenso_dtype_name(dtype())) + ", not " +
+                                        tenso_dtype_name(dtype_of_v<T>));
         }
     }
 };
-} // namespace detail
+}  // namespace detail
 
 /** A view owned by something else (a bundle's entry, a sparse component): valid as long as
  *  its owner. Copyable; empty (operator bool false) when default-constructed. @since 1.3 */
@@ -576,8 +556,8 @@ private:
 
 /** A bundle entry: its key and its value (both owned by the bundle view). @since 1.3 */
 struct bundle_entry {
-    std::string_view key;  /**< UTF-8, as the packet holds it */
-    view_ref value;        /**< the entry's view */
+    std::string_view key; /**< UTF-8, as the packet holds it */
+    view_ref value;       /**< the entry's view */
 };
 
 /** A decoded packet, owned: tenso_view_free when destroyed. Move-only. @since 1.3 */
@@ -601,11 +581,11 @@ namespace detail {
 template <class Source, class Value, class Index>
 class index_iterator {
 public:
-    using iterator_category = std::input_iterator_tag;  /**< single pass */
-    using value_type = Value;                           /**< what it yields */
-    using difference_type = std::ptrdiff_t;             /**< for the iterator traits */
-    using pointer = void;                               /**< no operator-> */
-    using reference = Value;                            /**< yields values */
+    using iterator_category = std::input_iterator_tag; /**< single pass */
+    using value_type = Value;                          /**< what it yields */
+    using difference_type = std::ptrdiff_t;            /**< for the iterator traits */
+    using pointer = void;                              /**< no operator-> */
+    using reference = Value;                           /**< yields values */
     /** Position `i` of `s`. */
     index_iterator(const Source *s, Index i) noexcept : s_(s), i_(i) {}
     /** The element here, made on demand. */
@@ -635,7 +615,7 @@ private:
  *  bundle view. */
 class bundle_range {
 public:
-    using iterator = index_iterator<bundle_range, bundle_entry, std::uint32_t>;  /**< yields entries */
+    using iterator = index_iterator<bundle_range, bundle_entry, std::uint32_t>; /**< yields entries */
     /** The entries of bundle view `v`. */
     explicit bundle_range(const tenso_view *v) noexcept : v_(v) {}
     /** Entry `i`. */
@@ -655,7 +635,7 @@ private:
  *  payload), borrowed from it. */
 class string_list {
 public:
-    using iterator = index_iterator<string_list, std::string_view, std::size_t>;  /**< yields strings */
+    using iterator = index_iterator<string_list, std::string_view, std::size_t>; /**< yields strings */
     /** `count` strings: string i is payload[offsets[i], offsets[i + 1]). */
     string_list(const std::uint64_t *offsets, const char *payload, std::size_t count) noexcept
         : offsets_(offsets), payload_(payload), count_(count) {}
@@ -664,8 +644,7 @@ public:
     /** String `i` (the offsets were checked at decode time: they start at 0, never decrease
      *  and end in bounds). */
     std::string_view operator[](std::size_t i) const noexcept {
-        return std::string_view(payload_ + offsets_[i],
-                                static_cast<std::size_t>(offsets_[i + 1] - offsets_[i]));
+        return std::string_view(payload_ + offsets_[i], static_cast<std::size_t>(offsets_[i + 1] - offsets_[i]));
     }
     /** The first string. */
     iterator begin() const noexcept { return iterator(this, 0); }
@@ -729,7 +708,7 @@ inline std::pair<view_ref, view_ref> view_reader<D>::ragged() const {
     check(tenso_view_ragged(&flat, &offsets, h()));
     return {view_ref(flat), view_ref(offsets)};
 }
-} // namespace detail
+}  // namespace detail
 
 /* ============================================================================================
  * buffer: bytes tenso allocated (64-byte aligned)
@@ -788,10 +767,11 @@ public:
     using handle::handle;
     value() noexcept = default;
     /** A dense tensor (the data borrowed, the shape copied). */
-    value(const tensor &t) : handle(make([&](tenso_value **o) {
-                                  const tenso_tensor c = t.c();
-                                  return tenso_value_new_tensor(o, &c);
-                              })) {}
+    value(const tensor &t)
+        : handle(make([&](tenso_value **o) {
+              const tenso_tensor c = t.c();
+              return tenso_value_new_tensor(o, &c);
+          })) {}
 
     /** An empty bundle; add entries with insert(). */
     static value bundle() {
@@ -799,34 +779,27 @@ public:
     }
     /** An encoded packet inserted verbatim (exactly one packet; borrowed). */
     static value packet(bytes_view bytes) {
-        return value(make([&](tenso_value **o) {
-            return tenso_value_new_packet(o, bytes.data(), bytes.size());
-        }));
+        return value(make([&](tenso_value **o) { return tenso_value_new_packet(o, bytes.data(), bytes.size()); }));
     }
     /** A string tensor from count + 1 offsets into a UTF-8 payload (borrowed). */
     static value strings(span<const std::uint64_t> offsets, std::string_view payload) {
         if (offsets.empty()) fail_offsets();
         return value(make([&](tenso_value **o) {
-            return tenso_value_new_strings(o, offsets.size() - 1, offsets.data(), payload.data(),
-                                           payload.size());
+            return tenso_value_new_strings(o, offsets.size() - 1, offsets.data(), payload.data(), payload.size());
         }));
     }
     /** A sparse matrix (TENSO_KIND_SPARSE_COO / CSR / CSC) from its three components. */
-    static value sparse(tenso_kind format, std::uint64_t rows, std::uint64_t cols,
-                        const tensor &a, const tensor &b, const tensor &c) {
+    static value sparse(tenso_kind format, std::uint64_t rows, std::uint64_t cols, const tensor &a, const tensor &b,
+                        const tensor &c) {
         const std::uint64_t shape[2] = {rows, cols};
         const tenso_tensor ca = a.c(), cb = b.c(), cc = c.c();
-        return value(make([&](tenso_value **o) {
-            return tenso_value_new_sparse(o, format, 2, shape, &ca, &cb, &cc);
-        }));
+        return value(make([&](tenso_value **o) { return tenso_value_new_sparse(o, format, 2, shape, &ca, &cb, &cc); }));
     }
     /** Quantizes a float32, float16 or bfloat16 tensor (the value owns the result). */
-    static value quantize(const tensor &input, tenso_dtype qdtype, std::int32_t scheme,
-                          std::int32_t axis = 0, std::uint32_t group_size = 0) {
+    static value quantize(const tensor &input, tenso_dtype qdtype, std::int32_t scheme, std::int32_t axis = 0,
+                          std::uint32_t group_size = 0) {
         const tenso_tensor c = input.c();
-        return value(make([&](tenso_value **o) {
-            return tenso_quantize(o, &c, qdtype, scheme, axis, group_size);
-        }));
+        return value(make([&](tenso_value **o) { return tenso_quantize(o, &c, qdtype, scheme, axis, group_size); }));
     }
     /** A ragged array: rows of `flat` split at count + 1 element offsets (borrowed). */
     static value ragged(const tensor &flat, span<const std::uint64_t> row_offsets) {
@@ -840,7 +813,6 @@ public:
     static value ipc_ref(const tenso_ipc_ref &ref) {
         return value(make([&](tenso_value **o) { return tenso_value_new_ipc_ref(o, &ref); }));
     }
-
 
     /** Appends key -> child to this bundle (the child's description is copied; the memory it
      *  borrows stays borrowed). Chainable. */
@@ -880,7 +852,7 @@ namespace detail {
 /* The wrappers add no members, so the C calls take them as their base struct. */
 inline const tenso_encode_options *c(const encode_options &o) noexcept { return &o; }
 inline const tenso_decode_options *c(const decode_options &o) noexcept { return &o; }
-} // namespace detail
+}  // namespace detail
 /// @endcond
 
 /** An upper bound of the packet size (exact without compression). @since 1.3 */
@@ -910,8 +882,7 @@ inline buffer dumps(const value &v, const encode_options &opts = {}) {
     return out;
 }
 /** Encodes into `dst`; returns the packet length. Throws TENSO_E_BUFFER_TOO_SMALL. @since 1.3 */
-inline std::size_t dumps_into(span<std::uint8_t> dst, const tensor &t,
-                              const encode_options &opts = {}) {
+inline std::size_t dumps_into(span<std::uint8_t> dst, const tensor &t, const encode_options &opts = {}) {
     std::size_t n = 0;
     const tenso_tensor c = t.c();
     detail::check(tenso_dumps_into(dst.data(), dst.size(), &n, &c, detail::c(opts)));
@@ -919,8 +890,7 @@ inline std::size_t dumps_into(span<std::uint8_t> dst, const tensor &t,
 }
 /** As dumps_into(span<std::uint8_t>, const tensor &, const encode_options &), for a value.
  *  @since 1.3 */
-inline std::size_t dumps_into(span<std::uint8_t> dst, const value &v,
-                              const encode_options &opts = {}) {
+inline std::size_t dumps_into(span<std::uint8_t> dst, const value &v, const encode_options &opts = {}) {
     std::size_t n = 0;
     detail::check(tenso_value_dumps_into(dst.data(), dst.size(), &n, v.get(), detail::c(opts)));
     return n;
@@ -966,8 +936,7 @@ inline tenso_tensor_view loads_tensor(bytes_view bytes, const decode_options &op
     return t;
 }
 /** Loads the first packet of a file: TENSO_LOAD_READ or TENSO_LOAD_MMAP. @since 1.3 */
-inline view load_file(const std::string &path, std::uint32_t mode = TENSO_LOAD_READ,
-                      const decode_options &opts = {}) {
+inline view load_file(const std::string &path, std::uint32_t mode = TENSO_LOAD_READ, const decode_options &opts = {}) {
     tenso_view *v = nullptr;
     detail::check(tenso_load_file(&v, path.c_str(), mode, detail::c(opts)));
     return view(v);
@@ -1002,11 +971,11 @@ public:
     /** Walks the packets; reading the next one happens on ++. */
     class iterator {
     public:
-        using iterator_category = std::input_iterator_tag;  /**< single pass */
-        using value_type = view;                            /**< yields views */
-        using difference_type = std::ptrdiff_t;             /**< for the iterator traits */
-        using pointer = view *;                             /**< operator-> */
-        using reference = view &;                           /**< operator* */
+        using iterator_category = std::input_iterator_tag; /**< single pass */
+        using value_type = view;                           /**< yields views */
+        using difference_type = std::ptrdiff_t;            /**< for the iterator traits */
+        using pointer = view *;                            /**< operator-> */
+        using reference = view &;                          /**< operator* */
         /** The end: past the last packet. */
         iterator() noexcept = default;
         /** At the first packet of `r` (read now). */
@@ -1041,7 +1010,7 @@ private:
     int fd_;
     std::optional<view> cur_;
 };
-} // namespace detail
+}  // namespace detail
 
 /**
  * A stream decoder (tenso_decoder), owned. Packets can be pushed in pieces of any size
@@ -1056,8 +1025,7 @@ public:
     /** Defaults: the protocol's limits, tenso's allocator, no read-ahead. */
     decoder() : decoder(tenso_decoder_options(TENSO_DECODER_OPTIONS_INIT)) {}
     /** With decode limits (and timeout), and TENSO_DECODER_* flags. */
-    explicit decoder(const decode_options &limits, std::uint32_t flags = 0)
-        : decoder(with(limits, flags)) {}
+    explicit decoder(const decode_options &limits, std::uint32_t flags = 0) : decoder(with(limits, flags)) {}
     /** With the full C options (a caller allocator). */
     explicit decoder(const tenso_decoder_options &opts) {
         tenso_decoder *d = nullptr;
@@ -1162,8 +1130,8 @@ public:
         return shm(s);
     }
     /** A new segment sized for `v`, with `v` encoded into it. */
-    static shm create_for(const std::string &name, const value &v,
-                          const encode_options &opts = {}, std::uint32_t flags = 0) {
+    static shm create_for(const std::string &name, const value &v, const encode_options &opts = {},
+                          std::uint32_t flags = 0) {
         tenso_shm *s = nullptr;
         detail::check(tenso_shm_create_for(&s, nullptr, name.c_str(), v.get(), &opts, flags));
         return shm(s);
@@ -1175,9 +1143,7 @@ public:
         return shm(s);
     }
     /** Removes a segment's name; returns false when there was none. */
-    static bool unlink(const std::string &name) {
-        return detail::found(tenso_shm_unlink(name.c_str()));
-    }
+    static bool unlink(const std::string &name) { return detail::found(tenso_shm_unlink(name.c_str())); }
 
     /** Encodes `v` at the start of the segment; returns the packet length. */
     std::uint64_t put(const value &v, const encode_options &opts = {}) {
@@ -1197,10 +1163,7 @@ public:
     /** The segment's size in bytes. */
     std::uint64_t size() const noexcept { return tenso_shm_size(get()); }
     /** The segment's name. */
-    std::string_view name() const noexcept {
-        return detail::string_or_empty(tenso_shm_name(get()));
-    }
-
+    std::string_view name() const noexcept { return detail::string_or_empty(tenso_shm_name(get())); }
 };
 
 /** tenso_cache_options with its defaults. @since 1.3 */
@@ -1209,17 +1172,15 @@ struct cache_options : tenso_cache_options {
     /** create: pool bytes (0: 256 MiB). */
     cache_options &bytes(std::uint64_t n) noexcept { return detail::assign(*this, size, n); }
     /** create: replace a pool left under the name. */
-    cache_options &replace(bool on = true) noexcept {
-        return detail::flag(*this, TENSO_SHM_REPLACE, on);
-    }
+    cache_options &replace(bool on = true) noexcept { return detail::flag(*this, TENSO_SHM_REPLACE, on); }
 };
 
 /** A handle on a multi-process tensor cache (tenso_cache), owned. Move-only; a handle may be
  *  used from several threads at once (as the C API's). @since 1.3 */
 class cache : public detail::handle<tenso_cache, &tenso_cache_close> {
 public:
-    using handle::handle;
     using handle::get;
+    using handle::handle;
     cache() noexcept = default;
     /** Creates a pool named `name` and attaches to it. */
     static cache create(const std::string &name, const cache_options &opts = {}) {
@@ -1234,16 +1195,12 @@ public:
         return cache(c);
     }
     /** Removes a pool's name; returns false when there was none. */
-    static bool unlink(const std::string &name) {
-        return detail::found(tenso_cache_unlink(name.c_str()));
-    }
+    static bool unlink(const std::string &name) { return detail::found(tenso_cache_unlink(name.c_str())); }
 
     /** Stores `v` under `key` (ttl_seconds 0: never expires); returns the packet length. */
-    std::uint64_t put(std::string_view key, const value &v, double ttl_seconds = 0,
-                      const encode_options &opts = {}) {
+    std::uint64_t put(std::string_view key, const value &v, double ttl_seconds = 0, const encode_options &opts = {}) {
         std::uint64_t n = 0;
-        detail::check(tenso_cache_put(&n, get(), key.data(), key.size(), v.get(), &opts,
-                                      ttl_seconds));
+        detail::check(tenso_cache_put(&n, get(), key.data(), key.size(), v.get(), &opts, ttl_seconds));
         return n;
     }
     /** The entry as a zero-copy view, pinned until the view is destroyed; throws
@@ -1256,14 +1213,11 @@ public:
     /** As get(), std::nullopt on a miss. */
     std::optional<view> try_get(std::string_view key, const decode_options &opts = {}) {
         tenso_view *v = nullptr;
-        if (!detail::found(tenso_cache_get(&v, get(), key.data(), key.size(), &opts)))
-            return std::nullopt;
+        if (!detail::found(tenso_cache_get(&v, get(), key.data(), key.size(), &opts))) return std::nullopt;
         return view(v);
     }
     /** Removes `key`; returns false when it was absent. */
-    bool erase(std::string_view key) {
-        return detail::found(tenso_cache_delete(get(), key.data(), key.size()));
-    }
+    bool erase(std::string_view key) { return detail::found(tenso_cache_delete(get(), key.data(), key.size())); }
     /** True when `key` is present and not expired (neither a hit nor a miss). */
     bool contains(std::string_view key) {
         int found = 0;
@@ -1309,10 +1263,7 @@ public:
     /** Checks every invariant of the pool; throws TENSO_E_CORRUPT. */
     void check() { detail::check(tenso_cache_check(get())); }
     /** The pool's name. */
-    std::string_view name() const noexcept {
-        return detail::string_or_empty(tenso_cache_name(get()));
-    }
-
+    std::string_view name() const noexcept { return detail::string_or_empty(tenso_cache_name(get())); }
 };
 
 /* ============================================================================================
@@ -1322,21 +1273,17 @@ public:
 /** One tensor as an archive's index describes it. @since 1.3 */
 struct archive_entry : tenso_archive_entry {
     /** The name (UTF-8, borrowed from the archive handle). */
-    std::string_view name() const noexcept {
-        return std::string_view(tenso_archive_entry::name, name_len);
-    }
+    std::string_view name() const noexcept { return std::string_view(tenso_archive_entry::name, name_len); }
     /** The shape, ndim entries. */
-    span<const std::uint64_t> dims() const noexcept {
-        return span<const std::uint64_t>(shape, ndim);
-    }
+    span<const std::uint64_t> dims() const noexcept { return span<const std::uint64_t>(shape, ndim); }
 };
 
 /** An archive opened for reading (tenso_archive), owned. Views from it keep the mapping alive
  *  after it is closed. Move-only. @since 1.3 */
 class archive : public detail::handle<tenso_archive, &tenso_archive_close> {
 public:
-    using handle::handle;
     using handle::get;
+    using handle::handle;
     archive() noexcept = default;
     /** Opens and checks the header and index (format from the first bytes by default). */
     static archive open(const std::string &path, const tenso_archive_options *opts = nullptr) {
@@ -1360,8 +1307,7 @@ public:
     /** The index of `name`, or std::nullopt. */
     std::optional<std::uint64_t> find(std::string_view name) const {
         std::uint64_t i = 0;
-        if (!detail::found(tenso_archive_find(&i, get(), name.data(), name.size())))
-            return std::nullopt;
+        if (!detail::found(tenso_archive_find(&i, get(), name.data(), name.size()))) return std::nullopt;
         return i;
     }
     /** Tensor `index`, zero copy (its stored hash verified on first use). */
@@ -1384,9 +1330,7 @@ public:
     std::optional<std::string_view> metadata(std::string_view key) const {
         const char *v = nullptr;
         std::size_t len = 0;
-        if (!detail::found(
-                tenso_archive_metadata_find(&v, &len, get(), key.data(), key.size())))
-            return std::nullopt;
+        if (!detail::found(tenso_archive_metadata_find(&v, &len, get(), key.data(), key.size()))) return std::nullopt;
         return std::string_view(v, len);
     }
     /** Every metadata pair, in the order stored. */
@@ -1421,8 +1365,6 @@ public:
     iterator begin() const noexcept { return iterator(this, 0); }
     /** Past the last entry. */
     iterator end() const noexcept { return iterator(this, size()); }
-
-
 };
 
 /** Writes an archive (tenso_archive_writer), owned: destroying it unfinished discards the
@@ -1432,8 +1374,7 @@ public:
     using handle::handle;
     archive_writer() noexcept = default;
     /** Starts writing `path` (format from the extension by default). */
-    static archive_writer open(const std::string &path,
-                               const tenso_archive_write_options *opts = nullptr) {
+    static archive_writer open(const std::string &path, const tenso_archive_write_options *opts = nullptr) {
         tenso_archive_writer *w = nullptr;
         detail::check(tenso_archive_writer_open(&w, path.c_str(), opts));
         return archive_writer(w);
@@ -1447,14 +1388,11 @@ public:
     archive_writer &add(std::string_view name, const tensor &t) { return add(name, value(t)); }
     /** Sets a metadata string (written with the index). Chainable. */
     archive_writer &set_metadata(std::string_view key, std::string_view val) {
-        detail::check(tenso_archive_writer_set_metadata(get(), key.data(), key.size(),
-                                                        val.data(), val.size()));
+        detail::check(tenso_archive_writer_set_metadata(get(), key.data(), key.size(), val.data(), val.size()));
         return *this;
     }
     /** Writes the index and renames the file over the target. */
     void finish() { detail::check(tenso_archive_writer_finish(get())); }
-
-
 };
 
 /** The library's version string; compare version_number() with TENSO_VERSION_NUMBER. */
@@ -1462,6 +1400,6 @@ inline std::string_view version_string() noexcept { return tenso_version_string(
 /** The library's TENSO_VERSION_NUMBER, to compare with the headers' at run time. */
 inline std::uint32_t version_number() noexcept { return tenso_version_number(); }
 
-} // namespace tenso
+}  // namespace tenso
 
 #endif /* TENSO_TENSO_HPP */

@@ -28,17 +28,16 @@
 
 /** The version as one number, major x 10000 + minor x 100 + patch (1.4.0 is 10400); what
  *  tenso_version_number() returns for the library these headers belong to. */
-#define TENSO_VERSION_NUMBER \
-    (TENSO_VERSION_MAJOR * 10000 + TENSO_VERSION_MINOR * 100 + TENSO_VERSION_PATCH)
+#define TENSO_VERSION_NUMBER (TENSO_VERSION_MAJOR * 10000 + TENSO_VERSION_MINOR * 100 + TENSO_VERSION_PATCH)
 
 /** @cond TENSO_INTERNAL */
 #define TENSO_STRINGIFY_(x) #x
-#define TENSO_STRINGIFY(x) TENSO_STRINGIFY_(x)
+#define TENSO_STRINGIFY(x)  TENSO_STRINGIFY_(x)
 /** @endcond */
 /** The version as a string ("1.4.0"); what tenso_version_string() returns for the library
  *  these headers belong to. */
-#define TENSO_VERSION_STRING \
-    TENSO_STRINGIFY(TENSO_VERSION_MAJOR) "." TENSO_STRINGIFY(TENSO_VERSION_MINOR) "." \
-    TENSO_STRINGIFY(TENSO_VERSION_PATCH)
+#define TENSO_VERSION_STRING             \
+    TENSO_STRINGIFY(TENSO_VERSION_MAJOR) \
+    "." TENSO_STRINGIFY(TENSO_VERSION_MINOR) "." TENSO_STRINGIFY(TENSO_VERSION_PATCH)
 
 #endif /* TENSO_VERSION_H */
