@@ -55,6 +55,8 @@ size_t add(size_t a, uint64_t b) {
 void Framer::reset() {
     stage_ = Stage::kHeader;
     need_ = end_ = 0;
+    expect_ = 0;
+    mismatch_ = false;
     align_ = TENSO_DEFAULT_ALIGNMENT;
     left_ = 0;
     checked_ = false;
@@ -76,6 +78,10 @@ void Framer::count(const Node &n, int depth) {
 }
 
 size_t Framer::checked(size_t n) const {
+    if (expect_ && n > expect_) {
+        mismatch_ = true;
+        fail(TENSO_E_MALFORMED, "the packet is longer than the " + num(expect_) + " bytes announced for it");
+    }
     if (lim_.max_packet_bytes && n > lim_.max_packet_bytes)
         fail(TENSO_E_LIMIT, "packet of at least " + num(n) + " bytes is larger than max_packet_bytes (" +
                                 num(lim_.max_packet_bytes) + ")");
@@ -88,6 +94,10 @@ size_t Framer::checked(size_t n) const {
 
 size_t Framer::known(size_t end) {
     end_ = checked(end);
+    if (expect_ && end_ != expect_) {
+        mismatch_ = true;
+        fail(TENSO_E_MALFORMED, "the packet is " + num(end_) + " bytes, not the " + num(expect_) + " announced for it");
+    }
     stage_ = Stage::kDone;
     return 0;
 }
@@ -95,10 +105,10 @@ size_t Framer::known(size_t end) {
 size_t Framer::run(const uint8_t *b, size_t have) {
     switch (stage_) {
     case Stage::kHeader: {
-        if (const size_t more = v4_header_short(b, have, 0, lim_)) return checked(more);
+        if (const size_t more = v4_header_short(b, have, 0, scan_lim())) return checked(more);
         Node n;
         try {
-            n = scan_header_at(b, have, 0, kNoBound, TENSO_E_MALFORMED, 0, lim_);
+            n = scan_header_at(b, have, 0, kNoBound, TENSO_E_MALFORMED, 0, scan_lim());
         } catch (const NeedMore &m) {
             return checked(m.need);
         }
@@ -158,10 +168,10 @@ size_t Framer::entries(const uint8_t *b, size_t have) {
         }
         const size_t start = p + 4, end = add(start, rd32(b + p));
         if (!checked_) {
-            const size_t more = v4_header_short(b, have, start, lim_);
+            const size_t more = v4_header_short(b, have, start, scan_lim());
             if (more && more <= end) return checked(more);  // past its end: the scanner says why
             try {
-                count(scan_header_at(b, have, start, end, status, 1, lim_), 1);
+                count(scan_header_at(b, have, start, end, status, 1, scan_lim()), 1);
             } catch (const NeedMore &m) {
                 return checked(m.need);
             }
@@ -373,7 +383,20 @@ std::unique_ptr<View> Decoder::complete() {
     framer_.reset();
     have_ = 0;
     want_ = kFirstNeed;
+    if (cfg_.frame_only) {
+        std::unique_ptr<View> v(new View);
+        v->data = bytes;
+        v->nbytes = v->packet_size = len;
+        v->keep = std::move(buf);
+        v->owns_data = true;
+        return v;
+    }
     return decode(bytes, len, cfg_.limits, std::move(buf));
+}
+
+void Decoder::expect(size_t n) {
+    if (!idle() || have_) fail(TENSO_E_INVALID_ARGUMENT, "expect() in the middle of a packet");
+    framer_.expect(n);
 }
 
 size_t Decoder::frame(const uint8_t *b, size_t n) {
@@ -382,7 +405,8 @@ size_t Decoder::frame(const uint8_t *b, size_t n) {
     } catch (const Error &) {
         // Framing checks headers only and skips nested packets whole, so its fault may be a
         // symptom of an earlier one: the full scan of the bytes at hand names it as loads does.
-        as_loads_says(b, n, cfg_.limits);
+        // Not a length other than the one expected: that is the fault whatever else the bytes hold.
+        if (!framer_.mismatch()) as_loads_says(b, n, cfg_.limits);
         throw;
     }
 }

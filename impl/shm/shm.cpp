@@ -11,7 +11,6 @@
 
 #include "error.hpp"
 #include "io/io.hpp"
-#include "shm/watch.hpp"
 
 namespace tenso {
 
@@ -37,26 +36,21 @@ std::shared_ptr<ShmMapping> map_fd(Fd &f, size_t len, bool writable, bool popula
     m->writable = writable;
     m->fd = f.fd;
     f.fd = -1;
-    m->watch.reset(new SizeCheck(m->fd));
     return m;
 }
 
 }  // namespace
 
 ShmMapping::~ShmMapping() {
-    watch.reset();
     if (addr) ::munmap(addr, len);
     if (fd >= 0) ::close(fd);
 }
 
 void ShmMapping::check_size(const std::string &name) const {
-    if (watch && watch->unchanged()) return;
-    const uint64_t before = watch ? watch->before() : 0;
     const uint64_t size = fd_size(fd);
     if (size < len)
         fail(TENSO_E_TRUNCATED, "shared-memory object '" + name + "' was truncated to " + std::to_string(size) +
                                     " bytes under a mapping of " + std::to_string(len));
-    if (watch) watch->passed(before);
 }
 
 std::string shm_name(const char *name) {

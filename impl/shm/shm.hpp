@@ -12,8 +12,6 @@
 
 namespace tenso {
 
-class SizeCheck;
-
 // "x" -> "/x", as Python's multiprocessing.shared_memory does. Fails with INVALID_ARGUMENT for
 // an empty name, one over 255 bytes, a '/' after the leading one, or "." and "..".
 std::string shm_name(const char *name);
@@ -25,10 +23,8 @@ struct ShmMapping {
     bool writable = false;
     int fd = -1;  // kept to see truncation by others
     // TRUNCATED when the object is now shorter than the mapping: touching the lost pages would
-    // raise SIGBUS. (A truncation after this check still can: the residual race.) No system
-    // call while the kernel reports no change to the object (watch.hpp).
+    // raise SIGBUS. (A truncation after this check still can: the residual race.)
     void check_size(const std::string &name) const;
-    std::unique_ptr<SizeCheck> watch;  // null: ask the kernel every time
     ShmMapping() = default;
     ShmMapping(const ShmMapping &) = delete;  // exactly one owner unmaps
     ShmMapping &operator=(const ShmMapping &) = delete;

@@ -23,7 +23,8 @@
  * The listener accepts a dialer whose certificate chains to ca_pem, or whose key is among
  * pinned_keys; with neither set it accepts any dialer that proves a key (its fingerprint is
  * the message's sender). Refusals: TENSO_E_AUTH. Plain TCP and Unix sockets are used only with
- * TENSO_NODE_ALLOW_PLAINTEXT.
+ * TENSO_NODE_ALLOW_PLAINTEXT. Without an access hook (tenso_node_set_access, @since 1.5) every
+ * trusted dialer may get every published value and push under any name.
  *
  * Threads and lifetimes. A node runs its own event loop (standalone Asio) on `threads` threads.
  * Every call is thread-safe; blocking calls may run on many threads at once. tenso_node_shutdown
@@ -34,6 +35,23 @@
  * Timeouts and cancellation. Blocking calls take timeout_ms (0 = do not wait at all for
  * receive, and the node's io_timeout_ms for the others; UINT64_MAX = no deadline) and a cancel
  * token (may be NULL); expiry is TENSO_E_TIMEOUT, a triggered token TENSO_E_CANCELLED.
+ * A push (send, send_packet, send_fd) is stopped by a cancel or its deadline only until it is
+ * handed over: while its bytes are still being written, or, to a unix:// peer, before its
+ * descriptor is passed (a cancel that came while the value was being prepared is honoured
+ * then). After that the peer has it: the call still ends at once with TENSO_E_CANCELLED or
+ * TENSO_E_TIMEOUT if the acknowledgement has not come, but the value may still be received. So
+ * TENSO_E_CANCELLED does not guarantee non-delivery; TENSO_OK guarantees delivery.
+ *
+ * Hostile peers. A node bounds what any peer can make it hold (docs/threat-model.md,
+ * docs/net-protocol.md): inbound connections are unauthenticated until the TLS handshake has
+ * shown a trusted key (plaintext listeners: until their first frame), and meanwhile hold one of
+ * max(4, max_connections / 4) pre-authentication slots for at most min(io_timeout_ms, 10 s)
+ * (a newcomer finding them full closes the oldest once that one had a tenth of that time);
+ * authenticated connections are at most
+ * max_connections and are closed after 2 * idle_timeout_ms with no request, or when a request
+ * takes longer than io_timeout_ms plus its bytes at 1 MiB/s; received pushes hold at most
+ * max_queued_bytes, counted as decoded (inflated) bytes and reserved before their bytes are
+ * read; at most 64 passed descriptors wait for their frames.
  *
  * @since 1.4 for everything in this header.
  */
@@ -90,12 +108,18 @@ typedef struct tenso_node_options {
     uint64_t max_packet_bytes;      /**< largest packet accepted from a peer; 0 = 16 GiB */
     uint32_t max_name_bytes;        /**< longest value name; 0 = 4096 */
     uint32_t max_queued;            /**< received pushes waiting for tenso_node_receive; 0 = 1024 */
-    uint64_t max_queued_bytes;      /**< their total packet bytes; 0 = 1 GiB. A full queue stops
-                                       reading from the pushing peers (backpressure) */
-    uint32_t max_connections;       /**< inbound connections, and pooled ones per peer; 0 = 64 */
+    uint64_t max_queued_bytes;      /**< the bytes they hold, decoded (compressed bodies count
+                                       inflated), with those of the pushes being read; 0 = 1 GiB.
+                                       A full queue stops reading from the pushing peers
+                                       (backpressure); a push larger than this is refused */
+    uint32_t max_connections;       /**< authenticated inbound connections, and pooled ones per
+                                       peer; 0 = 64 (a quarter of it, at least 4, more for
+                                       connections not yet authenticated) */
     uint32_t max_pool_per_peer;     /**< idle pooled connections kept per peer; 0 = 4 */
-    uint64_t idle_timeout_ms;       /**< a pooled connection idle this long is closed; 0 = 300000 */
-    uint64_t io_timeout_ms;         /**< default deadline of blocking calls; 0 = 60000 */
+    uint64_t idle_timeout_ms;       /**< a pooled connection idle this long is closed (an inbound
+                                       one after twice this); 0 = 300000 */
+    uint64_t io_timeout_ms;         /**< default deadline of blocking calls, and of an inbound
+                                       request (plus 1 ms per KiB); 0 = 60000 */
     uint64_t fd_passing_min_bytes;  /**< Unix peers: packets this large travel as a descriptor
                                        (SCM_RIGHTS of a memfd) instead of bytes; 0 = 1 MiB */
 } tenso_node_options;
@@ -107,9 +131,13 @@ typedef struct tenso_node_options {
 TENSO_API tenso_status tenso_node_options_init(tenso_node_options *opts, uint32_t version);
 
 /** Starts a node: binds its listeners (port 0 picks a free one) and starts its event loop.
+ *  The node does not keep key_pem's text (its copies are wiped once read); the caller's is the
+ *  caller's to wipe.
  *  @return TENSO_E_BAD_ADDRESS for an unparsable listen address; TENSO_E_IO when binding
- *  fails; TENSO_E_AUTH for an unusable certificate or key; TENSO_E_INVALID_ARGUMENT for a
- *  plaintext listener without TENSO_NODE_ALLOW_PLAINTEXT. */
+ *  fails; TENSO_E_AUTH for an unusable certificate or key (an encrypted key_pem, a certificate
+ *  for another key, or cert_pem, key_pem or ca_pem given as empty or certificate-less text:
+ *  pass NULL for "not set"); TENSO_E_INVALID_ARGUMENT for a plaintext listener without
+ *  TENSO_NODE_ALLOW_PLAINTEXT. */
 TENSO_API tenso_status tenso_node_new(tenso_node **out, const tenso_node_options *opts);
 
 /** Stops the node (see above). Idempotent. */
@@ -221,6 +249,26 @@ typedef void (*tenso_node_release_fn)(void *user);
  *  (Until 1.4's fix-up a failure took the value; the rule is now the one above.) @since 1.4 */
 TENSO_API tenso_status tenso_node_publish(tenso_node *n, const char *name, size_t name_len, tenso_value *v,
                                           tenso_node_release_fn release, void *user);
+
+/** tenso_node_access_fn's `op`: a peer asks for a published value (get). @since 1.5 */
+#define TENSO_NODE_ACCESS_GET   1
+/** tenso_node_access_fn's `op`: a peer pushes a value (push, send_fd). @since 1.5 */
+#define TENSO_NODE_ACCESS_PUSH  2
+
+/** Decides whether the peer may get or push `name` (not NUL-terminated, name_len bytes): nonzero
+ *  allows. `peer` is the sender name of its messages: its key fingerprint over TLS, else
+ *  "tcp://host:port" or "unix:". Called on the node's event loop threads for every get and push,
+ *  before the value is read or served, one call at a time: it must be quick and must not call
+ *  tenso_node_* functions of this node. @since 1.5 */
+typedef int (*tenso_node_access_fn)(void *user, int op, const char *peer, const char *name, size_t name_len);
+
+/** Sets the node's access hook (NULL: every trusted peer may get every published value and push
+ *  any name, the default). A refused get or push is answered with TENSO_E_AUTH (the pusher's
+ *  send returns it; a refused push's bytes are read and dropped) and counts in `refused`; the
+ *  connection stays usable. Takes effect for the requests read after it returns; when it
+ *  returns, no call of the previous hook is running, so its `user` may be freed.
+ *  @since 1.5 */
+TENSO_API tenso_status tenso_node_set_access(tenso_node *n, tenso_node_access_fn fn, void *user);
 
 /** @return TENSO_E_NOT_FOUND when nothing of that name is published. */
 TENSO_API tenso_status tenso_node_unpublish(tenso_node *n, const char *name, size_t name_len);

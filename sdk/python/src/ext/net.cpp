@@ -13,6 +13,33 @@ namespace tpy {
 
 namespace {
 
+// Overwrites secret bytes in a way the compiler may not drop (libtenso wipes its own copies).
+void OPENSSL_cleanse_like(char *p, size_t n) {
+    volatile char *v = p;
+    while (n--) *v++ = 0;
+}
+
+// The access hook's Python callable, called on the node's event loop threads with the GIL
+// taken there: fn("get" | "push", peer, name) -> truthy allows. An exception refuses (and is
+// reported as unraisable). Freed under the GIL once tenso_node_set_access has replaced it.
+struct AccessHook {
+    py::object fn;
+    static int call(void *user, int op, const char *peer, const char *name, size_t name_len) {
+        py::gil_scoped_acquire gil;
+        try {
+            py::object nm = py::reinterpret_steal<py::object>(
+                PyUnicode_DecodeUTF8(name, Py_ssize_t(name_len), "surrogateescape"));
+            if (!nm) throw py::error_already_set();
+            const py::object r = static_cast<AccessHook *>(user)->fn(op == TENSO_NODE_ACCESS_GET ? "get" : "push", peer, nm);
+            return r.cast<bool>() ? 1 : 0;
+        } catch (py::error_already_set &e) {
+            e.discard_as_unraisable("tenso node access hook");
+        } catch (const std::exception &) {
+        }
+        return 0;
+    }
+};
+
 // The Python objects a published value borrows, handed back by the node's release callback.
 // That callback may run on the node's event-loop thread, without the GIL: it only parks the
 // object here, and the next Node call (under the GIL) drops it. Taking the GIL in the callback
@@ -116,11 +143,14 @@ public:
             py::gil_scoped_release nogil;  // binding and key generation
             st = tenso_node_new(&n, &o);
         }
+        // The node keeps no copy of the key's text; neither do we (Python's str is the caller's).
+        if (!k.empty()) OPENSSL_cleanse_like(&k[0], k.size());
         check(st);
         h_ = std::make_unique<NodeHandle>(n, "tenso node: closed");
     }
 
     ~Node() {
+        if (h_) drop_access();
         if (h_ && !h_->closed()) h_->close();
         bury_published();
     }
@@ -405,14 +435,46 @@ public:
     }
 
     void close() {
+        drop_access();
         if (!h_->closed()) h_->close();  // frees once no call holds a lease
         bury_published();
+    }
+
+    // Sets (or, with None, removes) the access hook. The GIL is released while the node swaps
+    // it: a call of the old one may be waiting for the GIL on an event loop thread.
+    void set_access(py::handle fn) {
+        auto n = h_->lease();
+        std::unique_ptr<AccessHook> hook;
+        if (!fn.is_none()) {
+            if (!PyCallable_Check(fn.ptr())) raise_type_error("the access hook must be callable or None");
+            hook.reset(new AccessHook{py::reinterpret_borrow<py::object>(fn)});
+        }
+        tenso_status st;
+        {
+            py::gil_scoped_release nogil;
+            st = tenso_node_set_access(n.get(), hook ? &AccessHook::call : nullptr, hook.get());
+        }
+        check(st);
+        access_ = std::move(hook);  // the old one goes: no call of it is running
     }
 
     bool closed() const { return h_->closed(); }
 
 private:
     std::unique_ptr<NodeHandle> h_;
+    std::unique_ptr<AccessHook> access_;
+
+    // Removes the access hook from the node before its Python callable goes: a call in flight
+    // on an event loop thread finishes first (the GIL released meanwhile).
+    void drop_access() {
+        if (!access_) return;
+        if (!h_->closed()) {
+            auto n = h_->lease();
+            py::gil_scoped_release nogil;
+            tenso_node_set_access(n.get(), nullptr, nullptr);
+        }
+        access_.reset();
+    }
 };
 
 }  // namespace
@@ -456,6 +518,7 @@ void init_net(py::module_ &m) {
         .def("request", &Node::request, py::arg("addr"), py::arg("name"), py::arg("timeout") = py::none(),
              py::arg("cancel") = py::none())
         .def("stats", &Node::stats)
+        .def("set_access", &Node::set_access, py::arg("fn"))
         .def("shutdown", &Node::shutdown)
         .def("close", &Node::close)
         .def_property_readonly("closed", &Node::closed);

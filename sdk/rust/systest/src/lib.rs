@@ -144,7 +144,8 @@ mod tests {
                 "tenso_cache_key_fn",
                 "tenso_progress_fn",
                 "tenso_gpu_release_fn",
-                "tenso_node_release_fn"
+                "tenso_node_release_fn",
+                "tenso_node_access_fn"
             ]
         );
     }

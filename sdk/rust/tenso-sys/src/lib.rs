@@ -746,6 +746,15 @@ pub const TENSO_NODE_OPTIONS_VERSION: u32 = 1;
 /// Called once when the node no longer uses a published value.
 pub type tenso_node_release_fn = Option<unsafe extern "C" fn(user: *mut c_void)>;
 
+/// `tenso_node_access_fn`'s `op`: a peer pulls a published value. @since 1.5
+pub const TENSO_NODE_ACCESS_GET: c_int = 1;
+/// `tenso_node_access_fn`'s `op`: a peer pushes a value. @since 1.5
+pub const TENSO_NODE_ACCESS_PUSH: c_int = 2;
+/// A node's access hook: nonzero allows the peer's get or push of `name`. @since 1.5
+pub type tenso_node_access_fn = Option<
+    unsafe extern "C" fn(user: *mut c_void, op: c_int, peer: *const c_char, name: *const c_char, name_len: usize) -> c_int,
+>;
+
 /// A node's counters.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -1250,6 +1259,8 @@ extern "C" {
         user: *mut c_void,
     ) -> tenso_status;
     pub fn tenso_node_unpublish(n: *mut tenso_node, name: *const c_char, name_len: usize) -> tenso_status;
+    /// @since 1.5
+    pub fn tenso_node_set_access(n: *mut tenso_node, f: tenso_node_access_fn, user: *mut c_void) -> tenso_status;
     pub fn tenso_node_request(
         out: *mut *mut tenso_view,
         n: *mut tenso_node,

@@ -112,7 +112,7 @@ pub use error::{Error, ErrorKind, Result};
 #[cfg(unix)]
 pub use io::read_fd;
 pub use io::{load, load_with, read_from, LoadMode, Packet, Packets};
-pub use net::{CancelToken, Message, Node, NodeOptions, NodeStats};
+pub use net::{AccessOp, CancelToken, Message, Node, NodeOptions, NodeStats};
 pub use options::{DecodeOptions, Options};
 pub use shm::{Cache, CacheEntryInfo, CacheOptions, CacheStats, CacheView, IfExists, Shm, ShmOpenOptions};
 pub use tensor::Tensor;
