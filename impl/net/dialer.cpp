@@ -117,10 +117,12 @@ Control Node::Impl::call(Outbound &c, Outgoing &out, bool get, const Waker &w, c
             if (reply.op == Op::kError) fail(reply.status, "the peer refused: " + reply.message);
             // Only the answer the request expects: anything else is a peer out of step (the
             // caller drops the connection). One request is outstanding: an `ok` for more is too.
-            const bool expected = get ? (reply.op == Op::kValue || reply.op == Op::kValueFd)
-                                      : (reply.op == Op::kOk && reply.length <= 1);
-            if (reply.op == Op::kOk && reply.length > 1) fail(TENSO_E_MALFORMED, "the peer acknowledged more pushes than were sent");
-            if (!expected) fail(TENSO_E_MALFORMED, std::string("the peer answered a ") + (get ? "get" : "push") + " out of step");
+            const bool expected =
+                get ? (reply.op == Op::kValue || reply.op == Op::kValueFd) : (reply.op == Op::kOk && reply.length <= 1);
+            if (reply.op == Op::kOk && reply.length > 1)
+                fail(TENSO_E_MALFORMED, "the peer acknowledged more pushes than were sent");
+            if (!expected)
+                fail(TENSO_E_MALFORMED, std::string("the peer answered a ") + (get ? "get" : "push") + " out of step");
             return reply;
         }
         if (r == Io::kEof) fail(TENSO_E_CONNECTION, "the peer closed the connection");
@@ -203,7 +205,8 @@ void prepare_push(PreparedPush &pp, const Address &a, const std::string &name, c
 
 // ---- Node: send and request --------------------------------------------------------------
 
-void Node::send(const std::string &addr, const std::string &name, const Payload &p, uint64_t timeout_ms, Cancel *cancel) {
+void Node::send(const std::string &addr, const std::string &name, const Payload &p, uint64_t timeout_ms,
+                Cancel *cancel) {
     Impl &n = *impl_;
     const Call call(n, addr, name, timeout_ms, cancel);
     PreparedPush pp;
@@ -218,7 +221,8 @@ void Node::send(const std::string &addr, const std::string &name, const Payload 
     n.checkin(std::move(conn));
 }
 
-std::unique_ptr<View> Node::request(const std::string &addr, const std::string &name, uint64_t timeout_ms, Cancel *cancel) {
+std::unique_ptr<View> Node::request(const std::string &addr, const std::string &name, uint64_t timeout_ms,
+                                    Cancel *cancel) {
     Impl &n = *impl_;
     const Call call(n, addr, name, timeout_ms, cancel);
     const Address &a = call.addr;

@@ -49,8 +49,7 @@ void Node::Impl::start() {
                 try {
                     io->run();
                     return;
-                } catch (...) {
-                }
+                } catch (...) {}
             }
         });
 }

@@ -35,7 +35,7 @@ struct NodeOptions {
     bool plaintext = false, no_fd_passing = false, no_listen = false;
     std::string listen = "tls://127.0.0.1:0";
     std::string cert_pem, key_pem, ca_pem;
-    bool ca_set = false;  // ca_pem was given (empty text is then an error, not "no CA")
+    bool ca_set = false;                   // ca_pem was given (empty text is then an error, not "no CA")
     std::vector<std::string> pinned_keys;  // lower-case hex
     uint32_t threads = 1;
     uint64_t max_packet_bytes = uint64_t(16) << 30;

@@ -97,8 +97,8 @@ void Node::Impl::checkin(std::unique_ptr<Outbound> c) {
     --p.busy;
     pool_cv.notify_all();
     // Out of step (bytes or descriptors left over from the peer): not reused.
-    if (stopped || p.idle.size() >= opts.max_pool_per_peer || !c->val.idle() || !c->ctl.idle() || !c->sock.fds.empty() ||
-        c->reader.pos != c->reader.end) {
+    if (stopped || p.idle.size() >= opts.max_pool_per_peer || !c->val.idle() || !c->ctl.idle() ||
+        !c->sock.fds.empty() || c->reader.pos != c->reader.end) {
         drop = std::move(c);
         return;
     }

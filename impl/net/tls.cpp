@@ -289,7 +289,9 @@ std::string key_fingerprint(EVP_PKEY *key) {
     return s;
 }
 
-void pin_peer(SSL *ssl, const std::string *fingerprint) { SSL_set_ex_data(ssl, pin_index(), const_cast<std::string *>(fingerprint)); }
+void pin_peer(SSL *ssl, const std::string *fingerprint) {
+    SSL_set_ex_data(ssl, pin_index(), const_cast<std::string *>(fingerprint));
+}
 
 Tls::Tls(const std::string &cert_pem, const std::string &key_pem, const std::string &ca_pem, bool ca_set,
          std::vector<std::string> pinned)
@@ -311,8 +313,9 @@ Tls::Tls(const std::string &cert_pem, const std::string &key_pem, const std::str
         key.reset(PEM_read_bio_PrivateKey(b.get(), nullptr, no_passphrase, nullptr));
         if (!key && (key_pem.find("ENCRYPTED") != std::string::npos)) {
             ERR_clear_error();
-            fail(TENSO_E_AUTH, "key_pem is encrypted (passphrase-protected): give the key decrypted, e.g. "
-                               "`openssl pkey -in key.pem -out key-plain.pem`, and keep that file private");
+            fail(TENSO_E_AUTH,
+                 "key_pem is encrypted (passphrase-protected): give the key decrypted, e.g. "
+                 "`openssl pkey -in key.pem -out key-plain.pem`, and keep that file private");
         }
         if (!key) auth_fail("key_pem: no private key");
         // The node's id is the certificate's key, the one peers see: it must be key_pem's.

@@ -104,7 +104,7 @@ int make_fd(int kind, const uint8_t *data, size_t size) {
 
 struct Conn {
     int fd = -1;
-    std::vector<uint8_t> out;  // bytes still to write
+    std::vector<uint8_t> out;            // bytes still to write
     std::vector<std::vector<int>> pass;  // descriptors to pass, with out's first byte
     std::vector<size_t> pass_at;         // ... at these offsets of what is written in all
     size_t written = 0;

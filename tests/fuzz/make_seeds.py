@@ -356,7 +356,14 @@ def mutate_seeds():
 
 def control(op, name="", length=0, offset=0, message="", status=0):
     """A node control frame: a string packet of six strings (docs/net-protocol.md)."""
-    fields = [op.encode(), name.encode(), str(status).encode(), str(length).encode(), str(offset).encode(), message.encode()]
+    fields = [
+        op.encode(),
+        name.encode(),
+        str(status).encode(),
+        str(length).encode(),
+        str(offset).encode(),
+        message.encode(),
+    ]
     offs = [0]
     for f in fields:
         offs.append(offs[-1] + len(f))
@@ -374,6 +381,7 @@ def net_seeds():
     connections (ctl bits 0-1), passing descriptors (bit 2; kind in bits 3-4: sealed memfd with
     a 4-float packet, memfd of the record's bytes, pipe, directory; bit 5: three of them), bit 6
     ending the connection's writes. The plain-bytes seeds (one connection) are hand-made."""
+
     def script(*records):
         out = b"\xfd"
         for ctl, data in records:
@@ -383,15 +391,50 @@ def net_seeds():
     v = f32x4()
     push = lambda name: control("push", name, len(v), message="ok-count") + v
     a, b = push("a"), push("b")
-    write("net", "script-interleaved-pushes", script((0, a[:50]), (1, b[:70]), (0, a[50:]), (1, b[70:]), (2, control("get", "p")),
-                                                     (0, push("c")), (1, control("get", "missing"))))
+    write(
+        "net",
+        "script-interleaved-pushes",
+        script(
+            (0, a[:50]),
+            (1, b[:70]),
+            (0, a[50:]),
+            (1, b[70:]),
+            (2, control("get", "p")),
+            (0, push("c")),
+            (1, control("get", "missing")),
+        ),
+    )
     fd = lambda kind, extra=False: 4 | (kind << 3) | (32 if extra else 0)
-    write("net", "script-push-fd-short", script((fd(0), control("push-fd", "s", 40)), (1 | fd(0), control("push-fd", "t", len(v))),
-                                                (2 | fd(0), control("push-fd", "u", len(v) + 64))))
-    write("net", "script-push-fd-kinds", script((fd(1), control("push-fd", "m", 64)), (1 | fd(2), control("push-fd", "pipe", 80)),
-                                                (2 | fd(3), control("push-fd", "dir", 80)), (3 | fd(0), control("push-fd", "off", 16, offset=64))))
-    write("net", "script-descriptors-without-frames", script((fd(0, True), b"T"), (1 | fd(1, True), b"TN"), (2 | fd(2), control("get", "p")),
-                                                            (3 | fd(0, True), b""), (0 | fd(0, True), b"SO")))
+    write(
+        "net",
+        "script-push-fd-short",
+        script(
+            (fd(0), control("push-fd", "s", 40)),
+            (1 | fd(0), control("push-fd", "t", len(v))),
+            (2 | fd(0), control("push-fd", "u", len(v) + 64)),
+        ),
+    )
+    write(
+        "net",
+        "script-push-fd-kinds",
+        script(
+            (fd(1), control("push-fd", "m", 64)),
+            (1 | fd(2), control("push-fd", "pipe", 80)),
+            (2 | fd(3), control("push-fd", "dir", 80)),
+            (3 | fd(0), control("push-fd", "off", 16, offset=64)),
+        ),
+    )
+    write(
+        "net",
+        "script-descriptors-without-frames",
+        script(
+            (fd(0, True), b"T"),
+            (1 | fd(1, True), b"TN"),
+            (2 | fd(2), control("get", "p")),
+            (3 | fd(0, True), b""),
+            (0 | fd(0, True), b"SO"),
+        ),
+    )
     write("net", "script-end-mid-frame", script((64, a[:30]), (1, a), (1 | 64, control("get", "p")), (2 | 64, b"")))
 
 

@@ -251,9 +251,9 @@ TENSO_API tenso_status tenso_node_publish(tenso_node *n, const char *name, size_
                                           tenso_node_release_fn release, void *user);
 
 /** tenso_node_access_fn's `op`: a peer asks for a published value (get). @since 1.5 */
-#define TENSO_NODE_ACCESS_GET   1
+#define TENSO_NODE_ACCESS_GET 1
 /** tenso_node_access_fn's `op`: a peer pushes a value (push, send_fd). @since 1.5 */
-#define TENSO_NODE_ACCESS_PUSH  2
+#define TENSO_NODE_ACCESS_PUSH 2
 
 /** Decides whether the peer may get or push `name` (not NUL-terminated, name_len bytes): nonzero
  *  allows. `peer` is the sender name of its messages: its key fingerprint over TLS, else

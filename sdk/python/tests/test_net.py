@@ -456,9 +456,27 @@ def test_access_hook_and_key_text_not_kept():
     run(main())
     with tempfile.TemporaryDirectory() as d:
         subprocess.run(
-            ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-             "-keyout", os.path.join(d, "k.pem"), "-out", os.path.join(d, "c.pem"), "-days", "2", "-subj", "/CN=t"],
-            check=True, capture_output=True)
+            [
+                "openssl",
+                "req",
+                "-x509",
+                "-newkey",
+                "ec",
+                "-pkeyopt",
+                "ec_paramgen_curve:P-256",
+                "-nodes",
+                "-keyout",
+                os.path.join(d, "k.pem"),
+                "-out",
+                os.path.join(d, "c.pem"),
+                "-days",
+                "2",
+                "-subj",
+                "/CN=t",
+            ],
+            check=True,
+            capture_output=True,
+        )
         with open(os.path.join(d, "c.pem")) as f, open(os.path.join(d, "k.pem")) as g:
             cert, key = f.read(), g.read()
     node = TensorNode(cert_pem=cert, key_pem=key)

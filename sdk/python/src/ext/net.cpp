@@ -27,15 +27,15 @@ struct AccessHook {
     static int call(void *user, int op, const char *peer, const char *name, size_t name_len) {
         py::gil_scoped_acquire gil;
         try {
-            py::object nm = py::reinterpret_steal<py::object>(
-                PyUnicode_DecodeUTF8(name, Py_ssize_t(name_len), "surrogateescape"));
+            py::object nm =
+                py::reinterpret_steal<py::object>(PyUnicode_DecodeUTF8(name, Py_ssize_t(name_len), "surrogateescape"));
             if (!nm) throw py::error_already_set();
-            const py::object r = static_cast<AccessHook *>(user)->fn(op == TENSO_NODE_ACCESS_GET ? "get" : "push", peer, nm);
+            const py::object r =
+                static_cast<AccessHook *>(user)->fn(op == TENSO_NODE_ACCESS_GET ? "get" : "push", peer, nm);
             return r.cast<bool>() ? 1 : 0;
         } catch (py::error_already_set &e) {
             e.discard_as_unraisable("tenso node access hook");
-        } catch (const std::exception &) {
-        }
+        } catch (const std::exception &) {}
         return 0;
     }
 };
