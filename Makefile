@@ -21,6 +21,10 @@
 #   make check-aarch64   cross-build for aarch64 in build-aarch64/, run the C/C++ suites under
 #                        qemu-user (tests/cross/check-aarch64.sh)
 #   make check-aarch64-sdks  then the Rust and Go SDKs, cross-built and tested under qemu-user
+#   make lint            type and lint gates: formatting, ruff, mypy, stubtest, clippy, go vet, clang-tidy
+#   make format          apply the formatters (clang-format, ruff format, rustfmt, gofmt)
+#   make docs            API reference of C/C++, Python, Rust and Go in build/docs/ (warnings fail)
+#   make bench-report    C + Python peer benchmarks on a quiet machine -> README table and chart
 #   make bootstrap       install missing Debian packages (also done by every building target)
 #   make upstream        also create the upstream tenso virtualenv (needs PyPI)
 #   make clean           clean build/ (keeps its cache and venv), remove the other build trees
@@ -68,7 +72,8 @@ RELEASE_CONFIGURE = $(CMAKE) -S . -B $(RELEASE_BUILD) $(call generator,$(RELEASE
 	-DCMAKE_INSTALL_PREFIX=$(PREFIX)
 
 .PHONY: all build test demo lib install dist distcheck asan tsan fuzz bench bench-js check-abi \
-	check-aarch64 check-aarch64-sdks bootstrap upstream clean distclean help
+	check-aarch64 check-aarch64-sdks bootstrap upstream clean distclean help lint format docs \
+	bench-report
 
 all: build
 
@@ -166,6 +171,23 @@ check-aarch64:
 check-aarch64-sdks: check-aarch64
 	JOBS=$(JOBS) bash tests/cross/check-aarch64-sdks.sh
 
+# The scripts hold the logic (tests/tools/lint.sh, format.sh, docs.sh, bench/report.sh).
+lint:
+	@$(BOOTSTRAP) --lint
+	bash tests/tools/lint.sh
+
+format:
+	@$(BOOTSTRAP) --lint
+	bash tests/tools/format.sh --fix
+
+docs:
+	@$(BOOTSTRAP) --docs
+	bash tests/tools/docs.sh
+
+# BENCH_FORCE=1 runs even when the load average is above 1 (the figures are then marked).
+bench-report: bootstrap
+	bash bench/report.sh $(if $(BENCH_FORCE),--force)
+
 bootstrap:
 	@$(BOOTSTRAP)
 
@@ -181,4 +203,4 @@ distclean:
 		$(RELEASE_BUILD) build-dist dist
 
 help:
-	@sed -n '4,27s/^#   //p' Makefile
+	@sed -n '1,/^$$/s/^#   //p' Makefile

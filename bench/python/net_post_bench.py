@@ -6,13 +6,17 @@ post_many_sync of 1000 pairs per call; each ends with the flush that sees them a
 
     python net_post_bench.py [N]   (run with the SDK venv, e.g. build/venv-sdk/bin/python)
 """
+
 import multiprocessing as mp
 import sys
 import time
 
 import numpy as np
+
 from tenso.net import TensorNode
+
 KIB = np.ones(256, np.float32)
+
 
 def receiver(listen, q, n):
     with TensorNode(listen, allow_plaintext=True, max_queued=1 << 21, max_queued_bytes=1 << 32) as rx:
@@ -22,12 +26,15 @@ def receiver(listen, q, n):
             rx.receive_tensor_sync(timeout=60)
         q.put("done")
 
+
 def run(listen, n, many):
     q = mp.Queue()
-    p = mp.Process(target=receiver, args=(listen, q, n)); p.start()
+    p = mp.Process(target=receiver, args=(listen, q, n))
+    p.start()
     addr = q.get()
     with TensorNode(listen_enabled=False, allow_plaintext=True, max_queued=1 << 16) as tx:
-        tx.post_tensor_sync(addr, "warm", KIB); tx.flush_sync(addr)
+        tx.post_tensor_sync(addr, "warm", KIB)
+        tx.flush_sync(addr)
         t0 = time.perf_counter()
         if many:
             batch = [("k", KIB)] * 1000
@@ -38,13 +45,20 @@ def run(listen, n, many):
                 tx.post_tensor_sync(addr, "k", KIB)
         tx.flush_sync(addr)
         dt = time.perf_counter() - t0
-    q.put("go"); time.sleep(0.1)
-    assert q.get(timeout=120) == "done"; p.join()
+    q.put("go")
+    time.sleep(0.1)
+    assert q.get(timeout=120) == "done"
+    p.join()
     return n / dt
+
 
 if __name__ == "__main__":
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 200000
     for listen in ("tcp://127.0.0.1:0", "tls://127.0.0.1:0"):
         s = listen.split(":")[0]
-        print(f"python post_tensor_sync 1 KiB + flush, {s}, receiver queues only: {run(listen, n, False):,.0f}/s", flush=True)
-        print(f"python post_many_sync (1000/call) 1 KiB + flush, {s}, receiver queues only: {run(listen, n, True):,.0f}/s", flush=True)
+        print(
+            f"python post_tensor_sync 1 KiB + flush, {s}, receiver queues only: {run(listen, n, False):,.0f}/s",
+            flush=True,
+        )
+        rate = run(listen, n, True)
+        print(f"python post_many_sync (1000/call) 1 KiB + flush, {s}, receiver queues only: {rate:,.0f}/s", flush=True)

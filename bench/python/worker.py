@@ -46,7 +46,9 @@ def make_array(nbytes: int) -> np.ndarray:
     return a.reshape(-1, 256) if n % 256 == 0 and n >= 256 else a
 
 
-def time_op(fn: Callable[[], Any], setup: Optional[Callable[[], Any]] = None, max_reps: int = MAX_REPS) -> Dict[str, float]:
+def time_op(
+    fn: Callable[[], Any], setup: Optional[Callable[[], Any]] = None, max_reps: int = MAX_REPS
+) -> Dict[str, float]:
     """Median per-call seconds of fn() (setup(), if given, runs untimed before each call)."""
     if setup:
         setup()
@@ -74,7 +76,7 @@ def time_op(fn: Callable[[], Any], setup: Optional[Callable[[], Any]] = None, ma
 # ---------------------------------------------------------------------------------------------
 
 
-def tcp_pair() -> "tuple[socket.socket, socket.socket]":
+def tcp_pair() -> tuple[socket.socket, socket.socket]:
     """A connected TCP loopback pair (client, server side), Nagle off as a sender of many
     small packets would set it."""
     with socket.create_server(("127.0.0.1", 0)) as server:
@@ -93,7 +95,7 @@ class SocketPair:
         for s in (self.tx, self.rx):
             s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
             s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
-        self.jobs: "queue.Queue[Optional[Callable[[socket.socket], None]]]" = queue.Queue()
+        self.jobs: queue.Queue[Optional[Callable[[socket.socket], None]]] = queue.Queue()
         self.done = threading.Semaphore(0)
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
@@ -374,8 +376,11 @@ def measure(lib: str, sizes: List[int], ops: List[str] = OPS) -> Dict[str, Dict[
                 # would exhaust the descriptor limit.
                 cap = FILE_MAX_REPS if op.startswith("file") else MAX_REPS
                 results.setdefault(op, {})[str(size)] = time_op(fns[op], setup, cap)
-                print(f"  {lib:14s} {op:14s} {size:>9d} B  {results[op][str(size)]['median'] * 1e6:12.2f} us",
-                      file=sys.stderr, flush=True)
+                print(
+                    f"  {lib:14s} {op:14s} {size:>9d} B  {results[op][str(size)]['median'] * 1e6:12.2f} us",
+                    file=sys.stderr,
+                    flush=True,
+                )
     finally:
         sp.close()
         if os.path.exists(path):
@@ -424,6 +429,47 @@ def small_packets(readers: Dict[str, Callable[[socket.socket], int]], packet: by
     return out
 
 
+def one_process(tenso: Any, count: int, rounds: int = 5) -> Dict[str, float]:
+    """{name: packets/s} of one thread that writes a 1 KiB float32 tensor to a TCP loopback
+    connection and reads it back from the other end, count times: write_stream + read_stream
+    (ours, and upstream's where it runs in its own venv), against the same bytes moved with
+    sendall + recv_into a preallocated buffer (the reference). Rounds alternate the two, and
+    each gives the median of its rounds."""
+    a = make_array(1024)
+    packet = bytes(tenso.dumps(a))
+    tx, rx = tcp_pair()
+    buf = bytearray(len(packet))
+    view = memoryview(buf)
+
+    def raw() -> None:
+        for _ in range(count):
+            tx.sendall(packet)
+            got = 0
+            while got < len(packet):
+                got += rx.recv_into(view[got:])
+
+    def ours() -> None:
+        for _ in range(count):
+            tenso.write_stream(a, tx)
+            tenso.read_stream(rx)
+
+    tenso.write_stream(a, tx)
+    back = tenso.read_stream(rx)
+    if not np.array_equal(back, a):
+        raise AssertionError("write_stream/read_stream returned other values")
+    times: Dict[str, List[float]] = {"raw sendall + recv_into": [], "write_stream + read_stream": []}
+    try:
+        for _ in range(rounds):
+            for name, fn in (("raw sendall + recv_into", raw), ("write_stream + read_stream", ours)):
+                t0 = time.perf_counter()
+                fn()
+                times[name].append(time.perf_counter() - t0)
+    finally:
+        tx.close()
+        rx.close()
+    return {name: count / statistics.median(v) for name, v in times.items()}
+
+
 def small_readers(tenso: Any) -> Dict[str, Callable[[socket.socket], int]]:
     """read_stream in a loop (both packages); iter_stream where the package has it (ours)."""
 
@@ -445,7 +491,13 @@ def main() -> None:
     ap.add_argument("--sizes", default="")
     ap.add_argument("--ops", default=",".join(OPS))
     ap.add_argument("--small", type=int, default=0, help="only the small-packet run, with this many packets")
+    ap.add_argument("--one-process", type=int, default=0, help="only the one-process write/read run")
     args = ap.parse_args()
+    if args.one_process:
+        import tenso
+
+        json.dump(one_process(tenso, args.one_process), sys.stdout)
+        return
     if args.small:
         import tenso
 
@@ -455,8 +507,9 @@ def main() -> None:
     res = measure(args.lib, [int(s) for s in args.sizes.split(",")], args.ops.split(","))
     import tenso
 
-    json.dump({"results": res, "version": getattr(tenso, "__version__", "?"), "python": sys.version.split()[0]},
-              sys.stdout)
+    json.dump(
+        {"results": res, "version": getattr(tenso, "__version__", "?"), "python": sys.version.split()[0]}, sys.stdout
+    )
 
 
 if __name__ == "__main__":

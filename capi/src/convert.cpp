@@ -30,7 +30,8 @@ Limits limits(const tenso_decode_options *opts) {
     if (!opts) return l;
     // The caller's struct is read once, as far as its version reaches; the copy is checked and used.
     static const size_t ends[] = {offsetof(tenso_decode_options, max_decoded_bytes),
-                                  offsetof(tenso_decode_options, timeout_ms), sizeof(tenso_decode_options)};
+                                  offsetof(tenso_decode_options, timeout_ms),
+                                  offsetof(tenso_decode_options, max_inflation), sizeof(tenso_decode_options)};
     static_assert(sizeof ends / sizeof *ends == TENSO_DECODE_OPTIONS_VERSION, "one end per version");
     const tenso_decode_options o =
         read_options(opts, tenso_decode_options TENSO_DECODE_OPTIONS_INIT, "tenso_decode_options", ends);
@@ -41,6 +42,7 @@ Limits limits(const tenso_decode_options *opts) {
     l.threads = o.threads;
     l.max_decoded_bytes = o.max_decoded_bytes;
     l.max_entries = o.max_entries;
+    l.max_inflation = o.max_inflation;
     if (o.max_ndim && o.max_ndim < l.max_ndim) l.max_ndim = o.max_ndim;
     if (o.max_depth && o.max_depth < l.max_depth) l.max_depth = o.max_depth;
     if (o.max_elements && o.max_elements < l.max_elements) l.max_elements = o.max_elements;
@@ -58,8 +60,7 @@ DecoderConfig decoder_config(const tenso_decoder_options *opts) {
     if (o.version != TENSO_DECODER_OPTIONS_VERSION)
         fail(TENSO_E_INVALID_ARGUMENT, "unknown tenso_decoder_options version " + num(o.version));
     if (o.flags & ~uint32_t(TENSO_DECODER_READ_AHEAD)) fail(TENSO_E_INVALID_ARGUMENT, "unknown decoder flags");
-    if (bool(o.alloc) != bool(o.release))
-        fail(TENSO_E_INVALID_ARGUMENT, "alloc and release must be given together");
+    if (bool(o.alloc) != bool(o.release)) fail(TENSO_E_INVALID_ARGUMENT, "alloc and release must be given together");
     cfg.limits = limits(o.decode);
     cfg.read_ahead = o.flags & TENSO_DECODER_READ_AHEAD;
     cfg.alloc = o.alloc;
@@ -119,7 +120,8 @@ CacheOptions cache_options(const tenso_cache_options *opts) {
     const tenso_cache_options o = *opts;
     if (o.version != TENSO_CACHE_OPTIONS_VERSION)
         fail(TENSO_E_INVALID_ARGUMENT, "unknown tenso_cache_options version " + num(o.version));
-    if (o.flags & ~uint32_t(TENSO_SHM_REPLACE | TENSO_SHM_ANY_OWNER)) fail(TENSO_E_INVALID_ARGUMENT, "unknown cache flags");
+    if (o.flags & ~uint32_t(TENSO_SHM_REPLACE | TENSO_SHM_ANY_OWNER))
+        fail(TENSO_E_INVALID_ARGUMENT, "unknown cache flags");
     c.size = o.size;
     c.max_entries = o.max_entries;
     c.max_clients = o.max_clients;
@@ -161,7 +163,8 @@ ArchiveWriteOptions archive_write_options(const tenso_archive_write_options *opt
         o = read_options(opts, o, "tenso_archive_write_options", ends);
         if (o.version == 1) {  // the copy: the caller's struct is read once
             if (o.encode.version > 1)
-                fail(TENSO_E_INVALID_ARGUMENT, "tenso_archive_write_options version 1 holds encode options version 0 or 1");
+                fail(TENSO_E_INVALID_ARGUMENT,
+                     "tenso_archive_write_options version 1 holds encode options version 0 or 1");
             o.encode.threads = 0;
         }
     }
@@ -230,6 +233,19 @@ void fill(tenso_archive_entry *out, const ArchiveEntry &in) {
     out->nbytes = in.nbytes;
     out->data_offset = in.data_offset;
     out->xxh3 = in.xxh3;
+}
+
+void fill(tenso_tensor_view *out, const DenseView &in) {
+    out->data = in.data;
+    out->nbytes = in.nbytes;
+    out->packet_size = in.packet_size;
+    out->dtype = in.dtype;
+    out->ndim = in.ndim;
+    out->flags = in.flags;
+    out->version = in.version;
+    out->alignment = in.alignment;
+    out->reserved = 0;
+    std::memcpy(out->shape, in.shape, sizeof(uint64_t) * in.ndim);
 }
 
 }  // namespace tenso::capi

@@ -34,9 +34,14 @@ tenso::net::NodeOptions node_options(const tenso_node_options *o) {
     r.no_fd_passing = o->flags & TENSO_NODE_NO_FD_PASSING;
     r.no_listen = o->flags & TENSO_NODE_NO_LISTEN;
     if (o->listen) r.listen = o->listen;
+    // Given but empty is an error, not "unset" (an empty key or CA file must not pass silently).
+    if (o->cert_pem && !*o->cert_pem)
+        tenso::fail(TENSO_E_AUTH, "cert_pem is empty; pass NULL for an ephemeral identity");
+    if (o->key_pem && !*o->key_pem) tenso::fail(TENSO_E_AUTH, "key_pem is empty; pass NULL for an ephemeral identity");
     if (o->cert_pem) r.cert_pem = o->cert_pem;
     if (o->key_pem) r.key_pem = o->key_pem;
     if (o->ca_pem) r.ca_pem = o->ca_pem;
+    r.ca_set = o->ca_pem != nullptr;
     if (o->pinned_key_count && !o->pinned_keys) tenso::fail(TENSO_E_INVALID_ARGUMENT, "pinned_keys is NULL");
     for (uint32_t i = 0; i < o->pinned_key_count; ++i) {
         const char *k = o->pinned_keys[i];
@@ -90,7 +95,12 @@ tenso_status tenso_node_new(tenso_node **out, const tenso_node_options *opts) {
     CHECK_ARG(out);
     *out = nullptr;
     TENSO_API_BEGIN
-    *out = new tenso_node(node_options(opts));
+    // The key's text is wiped once the node has read it, also when starting fails.
+    struct Options {
+        tenso::net::NodeOptions o;
+        ~Options() { tenso::net::wipe(o.key_pem); }
+    } o{node_options(opts)};
+    *out = new tenso_node(o.o);
     TENSO_API_END
 }
 
@@ -241,6 +251,13 @@ tenso_status tenso_node_publish(tenso_node *n, const char *name, size_t name_len
         throw;
     }
     delete v;  // the node owns the value now
+    TENSO_API_END
+}
+
+tenso_status tenso_node_set_access(tenso_node *n, tenso_node_access_fn fn, void *user) {
+    CHECK_ARG(n);
+    TENSO_API_BEGIN
+    n->n.set_access(fn, user);
     TENSO_API_END
 }
 

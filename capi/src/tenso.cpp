@@ -21,8 +21,10 @@
 namespace tenso::capi {
 
 namespace {
-thread_local std::string t_error;
-}
+// Initial-exec: every call clears it, and the general TLS model would cost each call a
+// __tls_get_addr call (a 32-byte slot fits the static TLS reserve a dlopen()ed library gets).
+thread_local std::string t_error __attribute__((tls_model("initial-exec")));
+}  // namespace
 
 tenso_status set_error(tenso_status st, const char *msg) noexcept {
     try {
@@ -155,9 +157,11 @@ tenso_status tenso_decode_options_init(tenso_decode_options *opts, uint32_t vers
     // An older caller's struct ends before the fields its version lacks: write only what it has.
     tenso_decode_options d = TENSO_DECODE_OPTIONS_INIT;
     d.version = version;
-    std::memcpy(opts, &d, version == 1   ? offsetof(tenso_decode_options, max_decoded_bytes)
-                          : version == 2 ? offsetof(tenso_decode_options, timeout_ms)
-                                         : sizeof d);
+    std::memcpy(opts, &d,
+                version == 1   ? offsetof(tenso_decode_options, max_decoded_bytes)
+                : version == 2 ? offsetof(tenso_decode_options, timeout_ms)
+                : version == 3 ? offsetof(tenso_decode_options, max_inflation)
+                               : sizeof d);
     return TENSO_OK;
 }
 
@@ -185,21 +189,9 @@ tenso_status bound_of(size_t *bound_out, const Input &in, const tenso_encode_opt
     return TENSO_OK;
 }
 
-// Compressed bodies go straight into dst when it holds their bound; a smaller dst gets them
-// compressed aside first, so any room for the real packet is enough.
 template <class Input>
 void into(void *dst, size_t cap, size_t *written_out, const Input &in, const tenso_encode_options *opts) {
-    tenso::Plan direct = plan_for(in, opts, tenso::Plan::Mode::kInPlace);
-    if (direct.size() <= cap) {
-        *written_out = direct.write_to(static_cast<uint8_t *>(dst));
-        return;
-    }
-    tenso::Plan p = plan_for(in, opts, false);
-    *written_out = p.size();
-    if (p.size() > cap)
-        tenso::fail(TENSO_E_BUFFER_TOO_SMALL, "destination holds " + std::to_string(cap) +
-                                                  " bytes, the packet needs " + std::to_string(p.size()));
-    p.write_to(static_cast<uint8_t *>(dst));
+    tenso::encode_into(in, encode_options(opts), static_cast<uint8_t *>(dst), cap, written_out);
 }
 
 // Written at its bound; a packet that came out under half of it moves to memory of its own size
@@ -227,9 +219,11 @@ void to_fd(uint64_t *written_out, int fd, const Input &in, const tenso_encode_op
     uint64_t w = 0;
     struct Report {
         uint64_t *out, &w;
-        ~Report() { if (out) *out = w; }
+        ~Report() {
+            if (out) *out = w;
+        }
     } report{written_out, w};
-    plan_for(in, opts, false).write_fd(fd, &w);
+    tenso::encode_to_fd(in, encode_options(opts), fd, &w);
 }
 
 template <class Input>
@@ -270,8 +264,7 @@ tenso_status tenso_dumps(tenso_buffer *out, const tenso_tensor *t, const tenso_e
     TENSO_API_END
 }
 
-tenso_status tenso_write_fd(uint64_t *written_out, int fd, const tenso_tensor *t,
-                            const tenso_encode_options *opts) {
+tenso_status tenso_write_fd(uint64_t *written_out, int fd, const tenso_tensor *t, const tenso_encode_options *opts) {
     if (written_out) *written_out = 0;
     CHECK_ARG(t);
     TENSO_API_BEGIN
@@ -615,8 +608,7 @@ tenso_status tenso_inspect(tenso_packet_info *out, const void *data, size_t len)
     TENSO_API_END
 }
 
-tenso_status tenso_packet_length(size_t *length_out, const void *data, size_t len,
-                                 const tenso_decode_options *opts) {
+tenso_status tenso_packet_length(size_t *length_out, const void *data, size_t len, const tenso_decode_options *opts) {
     CHECK_ARG(length_out);
     *length_out = 0;
     CHECK_ARG(data || !len);
@@ -626,8 +618,8 @@ tenso_status tenso_packet_length(size_t *length_out, const void *data, size_t le
         *length_out = tenso::packet_length(static_cast<const uint8_t *>(data), len, lim);
     } catch (const tenso::NeedMore &m) {
         *length_out = m.need;
-        tenso::fail(TENSO_E_TRUNCATED, "packet continues past the given bytes: " + std::to_string(m.need) +
-                                           " bytes needed to go on");
+        tenso::fail(TENSO_E_TRUNCATED,
+                    "packet continues past the given bytes: " + std::to_string(m.need) + " bytes needed to go on");
     }
     TENSO_API_END
 }
@@ -641,6 +633,15 @@ tenso_status tenso_loads(tenso_view **out, const void *data, size_t len, const t
     TENSO_API_BEGIN
     auto v = tenso::decode(static_cast<const uint8_t *>(data), len, limits(opts), nullptr);
     *out = release_view(std::move(v));
+    TENSO_API_END
+}
+
+tenso_status tenso_loads_tensor(tenso_tensor_view *out, const void *data, size_t len,
+                                const tenso_decode_options *opts) {
+    CHECK_ARG(out);
+    CHECK_ARG(data || !len);
+    TENSO_API_BEGIN
+    fill(out, tenso::decode_dense(static_cast<const uint8_t *>(data), len, limits(opts)));
     TENSO_API_END
 }
 

@@ -50,10 +50,10 @@ uint32_t checked_alignment(uint64_t alignment) {
 Tensor make_tensor(int dtype, uint32_t ndim, const uint64_t *shape, const void *data, uint64_t nbytes) {
     Tensor r;
     size_t item = dtype_itemsize(dtype);
-    if (!item) fail(TENSO_E_BAD_DTYPE, std::string("dtype ") + num(uint32_t(dtype)) +
-                                           " (" + dtype_name(dtype) + ") is not a dense dtype");
-    if (ndim > TENSO_MAX_NDIM)
-        fail(TENSO_E_TOO_MANY_DIMS, "ndim " + num(ndim) + " exceeds 32");
+    if (!item)
+        fail(TENSO_E_BAD_DTYPE,
+             std::string("dtype ") + num(uint32_t(dtype)) + " (" + dtype_name(dtype) + ") is not a dense dtype");
+    if (ndim > TENSO_MAX_NDIM) fail(TENSO_E_TOO_MANY_DIMS, "ndim " + num(ndim) + " exceeds 32");
     if (ndim && !shape) fail(TENSO_E_INVALID_ARGUMENT, "shape is NULL");
     for (uint32_t i = 0; i < ndim; ++i) {
         const uint64_t d = r.shape[i] = shape[i];
@@ -64,8 +64,7 @@ Tensor make_tensor(int dtype, uint32_t ndim, const uint64_t *shape, const void *
     r.ndim = ndim;
     uint64_t expect = checked_numel(r.shape, r.ndim, TENSO_MAX_ELEMENTS) * item;
     if (nbytes != expect)
-        fail(TENSO_E_INVALID_ARGUMENT, "data length " + num(nbytes) + " is not shape x itemsize (" +
-                                           num(expect) + ")");
+        fail(TENSO_E_INVALID_ARGUMENT, "data length " + num(nbytes) + " is not shape x itemsize (" + num(expect) + ")");
     if (expect && !data) fail(TENSO_E_INVALID_ARGUMENT, "data is NULL");
     r.data = static_cast<const uint8_t *>(data);
     r.nbytes = nbytes;
@@ -93,9 +92,9 @@ static size_t huge_align() {
     static const size_t h = ::sysconf(_SC_PAGESIZE) == 4096 ? size_t(2) << 20 : 0;
     return h;
 }
-static size_t alloc_align(size_t n) { return huge_align() && n >= huge_align() ? huge_align() : 64; }
+size_t alloc_alignment(size_t n) { return huge_align() && n >= huge_align() ? huge_align() : 64; }
 
-size_t alloc_size(size_t n) { return (std::max<size_t>(n, 1) + alloc_align(n) - 1) & ~(alloc_align(n) - 1); }
+size_t alloc_size(size_t n) { return (std::max<size_t>(n, 1) + alloc_alignment(n) - 1) & ~(alloc_alignment(n) - 1); }
 
 namespace {
 
@@ -126,10 +125,27 @@ Pool &pool() {
     return *p;
 }
 
+// A large buffer: an anonymous mapping reserved without commitment, so its pages are backed
+// only as they are written (a stream header's claim, within the limits, costs address space
+// until the bytes arrive) and malloc never sees it; huge-page aligned where huge_align() says so
+// (sz is then a multiple of it) and asked for transparent huge pages, else page aligned.
+uint8_t *map_large(size_t sz) {
+    const size_t h = huge_align();
+    const size_t span = sz + h;
+    void *m = ::mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED) throw std::bad_alloc();
+    if (!h) return static_cast<uint8_t *>(m);
+    const uintptr_t a = reinterpret_cast<uintptr_t>(m), p = (a + h - 1) & ~uintptr_t(h - 1);
+    if (p > a) ::munmap(m, p - a);
+    if (a + span > p + sz) ::munmap(reinterpret_cast<void *>(p + sz), a + span - (p + sz));
+    ::madvise(reinterpret_cast<void *>(p), sz, MADV_HUGEPAGE);  // advisory: failure changes nothing
+    return reinterpret_cast<uint8_t *>(p);
+}
+
 }  // namespace
 
 uint8_t *alloc_bytes(size_t n) {
-    const size_t align = alloc_align(n), sz = alloc_size(n);
+    const size_t align = alloc_alignment(n), sz = alloc_size(n);
     if (sz >= kPoolMin) {
         Pool &pl = pool();
         std::lock_guard<std::mutex> lock(pl.mu);
@@ -143,42 +159,44 @@ uint8_t *alloc_bytes(size_t n) {
             return p;
         }
     }
-    void *p = std::aligned_alloc(align, sz);
-    if (!p) throw std::bad_alloc();
-    if (align > 64) ::madvise(p, sz, MADV_HUGEPAGE);  // advisory: failure changes nothing
-    if (sz >= kPoolMin) {
-        Pool &pl = pool();
-        std::lock_guard<std::mutex> lock(pl.mu);
-        try {
-            pl.live.emplace_back(static_cast<uint8_t *>(p), sz);
-        } catch (...) {
-            std::free(p);
-            throw;
-        }
+    if (sz < kPoolMin) {
+        void *p = std::aligned_alloc(align, sz);
+        if (!p) throw std::bad_alloc();
+        if (align > 64) ::madvise(p, sz, MADV_HUGEPAGE);  // advisory: failure changes nothing
+        return static_cast<uint8_t *>(p);
     }
-    return static_cast<uint8_t *>(p);
+    uint8_t *p = map_large(sz);
+    Pool &pl = pool();
+    std::lock_guard<std::mutex> lock(pl.mu);
+    try {
+        pl.live.emplace_back(p, sz);
+    } catch (...) {
+        ::munmap(p, sz);
+        throw;
+    }
+    return p;
 }
 
 void free_bytes(void *p) noexcept {
     if (!p) return;
     uint8_t *q = static_cast<uint8_t *>(p);
-    uint8_t *drop[kKeep + 1];  // never allocates: deleters call this
+    std::pair<uint8_t *, size_t> drop[kKeep + 1];  // never allocates: deleters call this
     size_t drops = 0;
     {
         Pool &pl = pool();
         std::lock_guard<std::mutex> lock(pl.mu);
         auto it = std::find_if(pl.live.begin(), pl.live.end(), [&](const auto &b) { return b.first == q; });
         if (it == pl.live.end()) {
-            drop[drops++] = q;  // not a pooled size (or not from alloc_bytes)
+            drop[drops++] = {q, 0};  // not a pooled size (or not from alloc_bytes): malloc's
         } else {
             const size_t sz = it->second;
             pl.live.erase(it);
             if (sz > kKeepBytes) {
-                drop[drops++] = q;
+                drop[drops++] = {q, sz};
             } else {
                 // Make room: the oldest kept buffers go back to the system.
                 while (!pl.kept.empty() && (pl.kept.size() >= kKeep || pl.kept_bytes + sz > kKeepBytes)) {
-                    drop[drops++] = pl.kept.front().first;
+                    drop[drops++] = pl.kept.front();
                     pl.kept_bytes -= pl.kept.front().second;
                     pl.kept.erase(pl.kept.begin());
                 }
@@ -187,7 +205,10 @@ void free_bytes(void *p) noexcept {
             }
         }
     }
-    for (size_t i = 0; i < drops; ++i) std::free(drop[i]);  // outside the lock
+    for (size_t i = 0; i < drops; ++i) {  // outside the lock
+        if (drop[i].second) ::munmap(drop[i].first, drop[i].second);
+        else std::free(drop[i].first);
+    }
 }
 
 std::shared_ptr<uint8_t> alloc_aligned(size_t n) {
@@ -207,8 +228,7 @@ size_t Plan::put(const void *p, size_t n) {
     if (!segs_.empty() && !segs_.back().ext && !segs_.back().footer && segs_.back().group == group_ &&
         segs_.back().off + segs_.back().len == off)
         segs_.back().len += n;
-    else
-        segs_.push_back(Seg{nullptr, off, n, group_, false, false});
+    else segs_.push_back(Seg{nullptr, off, n, group_, false, false});
     size_ += n;
     return off;
 }
@@ -234,18 +254,23 @@ void Plan::add(const Value &v) {
 
 void Plan::add(const Tensor &t) { add_tensor(t, opts_); }
 
-void Plan::add_tensor(const Tensor &t, const EncodeOptions &o) {
+size_t dense_header(uint8_t *head, const Tensor &t, const EncodeOptions &o) {
     const uint32_t a = o.alignment;
     uint16_t flags = align_flags(a);
     if (o.integrity) flags |= TENSO_FLAG_INTEGRITY;
     if (o.compress) flags |= TENSO_FLAG_COMPRESSION;
-    uint8_t head[kHeaderV4 + 4 * TENSO_MAX_NDIM + 1];
     write_header(head, flags, uint8_t(t.dtype), uint8_t(t.ndim));
     size_t h = kHeaderV4;
     for (uint32_t i = 0; i < t.ndim; ++i, h += 4) wr32(head + h, uint32_t(t.shape[i]));
     if (flags & TENSO_FLAG_CUST_ALIGN) head[h++] = uint8_t(log2_exact(a));
+    return h;
+}
+
+void Plan::add_tensor(const Tensor &t, const EncodeOptions &o) {
+    uint8_t head[kDenseHeaderMax];
+    const size_t h = dense_header(head, t, o);
     put(head, h);
-    put(nullptr, pad_to(h, a));
+    put(nullptr, pad_to(h, o.alignment));
     if (o.integrity) open_hash();
     if (!o.compress) {
         ext(t.data, t.nbytes);
@@ -406,6 +431,24 @@ constexpr size_t kStreamingCopy = size_t(4) << 20;
 
 }  // namespace
 
+namespace {
+// One pass over the source: hash a chunk (which brings it into cache), then copy it.
+void copy_hashed(uint8_t *dst, const uint8_t *src, size_t len, Hasher &h) {
+    const bool streaming = len >= kStreamingCopy;
+    for (size_t done = 0; done < len;) {
+        size_t n = std::min(kHashChunk, len - done);
+        h.update(src + done, n);
+        if (streaming) copy_streaming(dst, src + done, n);
+        else std::memcpy(dst, src + done, n);
+        dst += n;
+        done += n;
+    }
+#if defined(__SSE2__)
+    if (streaming) _mm_sfence();  // order the streaming stores before anything that follows
+#endif
+}
+}  // namespace
+
 size_t Plan::write_to(uint8_t *const out) const {
     uint8_t *dst = out;
     Hasher h;
@@ -446,19 +489,8 @@ size_t Plan::write_to(uint8_t *const out) const {
             h.reset();
             active = s.group;
         }
-        // One pass over the source: copy a chunk, then hash it while it is still in cache.
-        const bool streaming = s.len >= kStreamingCopy;
-        for (size_t done = 0; done < s.len;) {
-            size_t n = std::min(kHashChunk, s.len - done);
-            h.update(src + done, n);  // brings the chunk into cache for the copy
-            if (streaming) copy_streaming(dst, src + done, n);
-            else std::memcpy(dst, src + done, n);
-            dst += n;
-            done += n;
-        }
-#if defined(__SSE2__)
-        if (streaming) _mm_sfence();  // order the streaming stores before anything that follows
-#endif
+        copy_hashed(dst, src, s.len, h);
+        dst += s.len;
     }
     if (mode_ == Mode::kInPlace) {
         // A value's extent starts and ends between segments: it moved up by what the compressed
@@ -594,8 +626,7 @@ std::vector<struct iovec> Plan::iovecs() {
     fill_footers();
     std::vector<struct iovec> iov;
     iov.reserve(segs_.size());
-    for (const Seg &s : segs_)
-        iov.push_back({const_cast<uint8_t *>(seg_ptr(s)), s.len});
+    for (const Seg &s : segs_) iov.push_back({const_cast<uint8_t *>(seg_ptr(s)), s.len});
     return iov;
 }
 
@@ -607,7 +638,8 @@ void Plan::write_fd(int fd, uint64_t *written) {
 void Plan::write_each(Sink sink, void *ctx, uint64_t *written) {
     fill_footers();
     for (const Seg &s : segs_) {
-        if (!sink(seg_ptr(s), s.len, s.ext && s.borrowed, ctx)) fail(TENSO_E_USER, "the write callback stopped the packet");
+        if (!sink(seg_ptr(s), s.len, s.ext && s.borrowed, ctx))
+            fail(TENSO_E_USER, "the write callback stopped the packet");
         if (written) *written += s.len;
     }
 }
@@ -761,8 +793,7 @@ bool scan_detached(Node *out, const uint8_t *head, size_t have, size_t len, cons
     return true;
 }
 
-std::unique_ptr<View> decode(const uint8_t *buf, size_t len, const Limits &limits,
-                             std::shared_ptr<const void> keep) {
+std::unique_ptr<View> decode(const uint8_t *buf, size_t len, const Limits &limits, std::shared_ptr<const void> keep) {
     const Node n = scan_whole(buf, len, limits);
     std::unique_ptr<View> v(new View);
     tenso::bind(*v, n, buf, limits, keep);
@@ -774,6 +805,101 @@ std::unique_ptr<View> bind_scanned(const Node &n, const uint8_t *buf, const Limi
     std::unique_ptr<View> v(new View);
     tenso::bind(*v, n, buf, limits, keep);
     return v;
+}
+
+// ------------------------------------------------------------------------------------------
+// Encoding into a caller's buffer
+// ------------------------------------------------------------------------------------------
+
+namespace {
+
+// The general path: the plan, written at its bound straight into dst when dst holds that
+// (compressed bodies then land in place), else compressed aside first, so that any room for
+// the real packet is enough.
+template <class Input>
+size_t planned_into(const Input &in, const EncodeOptions &o, uint8_t *dst, size_t cap, size_t *needed) {
+    Plan direct(o, Plan::Mode::kInPlace);
+    direct.add(in);
+    if (direct.size() <= cap) return *needed = direct.write_to(dst);
+    Plan p(o, Plan::Mode::kCompress);
+    p.add(in);
+    *needed = p.size();
+    if (p.size() > cap)
+        fail(TENSO_E_BUFFER_TOO_SMALL, "destination holds " + num(cap) + " bytes, the packet needs " + num(p.size()));
+    return p.write_to(dst);
+}
+
+}  // namespace
+
+size_t encode_into(const Value &v, const EncodeOptions &o, uint8_t *dst, size_t cap, size_t *needed) {
+    return planned_into(v, o, dst, cap, needed);
+}
+
+// An uncompressed tensor, the small-packet case, needs no plan: header, body and footer go
+// straight to dst, with no allocation.
+size_t encode_into(const Tensor &t, const EncodeOptions &o, uint8_t *dst, size_t cap, size_t *needed) {
+    if (o.compress) return planned_into(t, o, dst, cap, needed);
+    uint8_t head[kDenseHeaderMax];
+    const size_t h = dense_header(head, t, o), pad = pad_to(h, o.alignment);
+    const size_t n = h + pad + size_t(t.nbytes) + (o.integrity ? kFooterLen : 0);
+    *needed = n;
+    if (n > cap) fail(TENSO_E_BUFFER_TOO_SMALL, "destination holds " + num(cap) + " bytes, the packet needs " + num(n));
+    std::memcpy(dst, head, h);
+    std::memset(dst + h, 0, pad);
+    uint8_t *body = dst + h + pad;
+    if (!o.integrity) {
+        if (t.nbytes) std::memcpy(body, t.data, size_t(t.nbytes));
+    } else if (t.nbytes <= kHashChunk) {
+        if (t.nbytes) std::memcpy(body, t.data, size_t(t.nbytes));
+        wr64(body + t.nbytes, xxh3(body, size_t(t.nbytes)));  // still in cache
+    } else {
+        Hasher hs;
+        copy_hashed(body, t.data, size_t(t.nbytes), hs);
+        wr64(body + t.nbytes, hs.digest());
+    }
+    return n;
+}
+
+DenseView decode_dense(const uint8_t *buf, size_t len, const Limits &limits) {
+    const Node n = scan_whole(buf, len, limits);
+    if (n.kind != TENSO_KIND_DENSE || n.compressed)
+        fail(TENSO_E_UNSUPPORTED_KIND,
+             std::string(n.compressed ? "a compressed" : "a " + std::string(kind_name(n.kind))) +
+                 " packet needs memory of its own: decode it with tenso_loads");
+    check_footer(n, buf, limits);
+    DenseView d;
+    d.data = n.nbytes ? buf + n.body_off : nullptr;
+    d.nbytes = n.nbytes;
+    d.packet_size = n.end - n.start;
+    d.dtype = n.dtype;
+    d.ndim = n.ndim;
+    d.flags = n.flags;
+    d.version = n.version;
+    d.alignment = n.alignment;
+    std::memcpy(d.shape, n.shape.data(), sizeof(uint64_t) * n.ndim);
+    return d;
+}
+
+void encode_to_fd(const Value &v, const EncodeOptions &o, int fd, uint64_t *written) {
+    Plan p(o, Plan::Mode::kCompress);
+    p.add(v);
+    p.write_fd(fd, written);
+}
+
+// A small uncompressed tensor is built on the stack and written with one write(): the plan's
+// allocations would cost more than the packet. Larger ones go out vectored, the body never copied.
+void encode_to_fd(const Tensor &t, const EncodeOptions &o, int fd, uint64_t *written) {
+    constexpr size_t kSmall = 4096;
+    if (!o.compress && t.nbytes <= kSmall && o.alignment <= TENSO_DEFAULT_ALIGNMENT) {
+        alignas(64) uint8_t buf[kDenseHeaderMax + TENSO_DEFAULT_ALIGNMENT + kSmall + kFooterLen];
+        size_t n = 0;
+        encode_into(t, o, buf, sizeof buf, &n);
+        write_all(fd, buf, n, written);
+        return;
+    }
+    Plan p(o, Plan::Mode::kCompress);
+    p.add(t);
+    p.write_fd(fd, written);
 }
 
 PacketInfo inspect(const uint8_t *buf, size_t len) {

@@ -35,7 +35,7 @@ uint32_t checked_alignment(uint64_t alignment);
 struct Tensor {
     int dtype = 0;
     uint32_t ndim = 0;
-    uint64_t shape[TENSO_MAX_NDIM] = {};
+    uint64_t shape[TENSO_MAX_NDIM];  // ndim entries are set; not zero-filled (encode is hot)
     const uint8_t *data = nullptr;
     uint64_t nbytes = 0;
 };
@@ -48,14 +48,14 @@ Tensor make_tensor(int dtype, uint32_t ndim, const uint64_t *shape, const void *
 struct Value {
     struct Entry;
     enum Type { kTensor, kBundle, kPacket, kSparse, kQuantized, kStrings } type = kTensor;
-    Tensor tensor;                 // kTensor; kSparse: the matrix shape; kStrings: shape [count]
+    Tensor tensor;  // kTensor; kSparse: the matrix shape; kStrings: shape [count]
     const uint8_t *packet = nullptr;
-    size_t packet_len = 0;         // kPacket
-    uint32_t packet_depth = 0;     // kPacket: how deep its own bundles/sparse components nest
-    std::vector<Entry> entries;    // kBundle
+    size_t packet_len = 0;       // kPacket
+    uint32_t packet_depth = 0;   // kPacket: how deep its own bundles/sparse components nest
+    std::vector<Entry> entries;  // kBundle
     int sparse_kind = 0;
-    std::vector<Tensor> parts;     // kSparse: the three components
-    QuantDesc quant;               // kQuantized (its shape points into tensor.shape)
+    std::vector<Tensor> parts;          // kSparse: the three components
+    QuantDesc quant;                    // kQuantized (its shape points into tensor.shape)
     const uint64_t *offsets = nullptr;  // kStrings: count + 1 offsets; payload in tensor.data
     std::shared_ptr<const void> owned;
     uint32_t depth() const;  // nesting levels below this value
@@ -64,6 +64,21 @@ struct Value::Entry {
     std::string key;
     Value value;
 };
+
+// The longest header, shape and alignment byte of a dense tensor's packet.
+constexpr size_t kDenseHeaderMax = kHeaderV4 + 4 * TENSO_MAX_NDIM + 1;
+// Writes them for `t` under `o` into head (kDenseHeaderMax bytes of room); returns their length.
+// Padding to o.alignment follows them.
+size_t dense_header(uint8_t *head, const Tensor &t, const EncodeOptions &o);
+
+// The packet for a value into dst (cap bytes of room): returns its length; *needed gets it
+// too, also when cap is too small (then BUFFER_TOO_SMALL).
+size_t encode_into(const Value &v, const EncodeOptions &o, uint8_t *dst, size_t cap, size_t *needed);
+size_t encode_into(const Tensor &t, const EncodeOptions &o, uint8_t *dst, size_t cap, size_t *needed);
+// The packet for a value written to fd completely (sockets without SIGPIPE, EAGAIN waited
+// out); *written counts what went out, also when it fails.
+void encode_to_fd(const Value &v, const EncodeOptions &o, int fd, uint64_t *written);
+void encode_to_fd(const Tensor &t, const EncodeOptions &o, int fd, uint64_t *written);
 
 // The bytes of an encoded value as a list of segments: header bytes built in an arena, bodies
 // referenced where the caller keeps them (so a fd sink never copies them), and footers that a
@@ -83,8 +98,7 @@ public:
     enum class Mode { kCompress, kMeasure, kInPlace };
     Plan(const EncodeOptions &opts, Mode mode) : opts_(opts), mode_(mode) {}
     // measure_only: kMeasure, else kCompress.
-    Plan(const EncodeOptions &opts, bool measure_only)
-        : Plan(opts, measure_only ? Mode::kMeasure : Mode::kCompress) {}
+    Plan(const EncodeOptions &opts, bool measure_only) : Plan(opts, measure_only ? Mode::kMeasure : Mode::kCompress) {}
 
     void add(const Value &v);
     void add(const Tensor &t);
@@ -128,10 +142,10 @@ private:
         const uint8_t *ext = nullptr;  // external bytes, or nullptr for arena bytes
         size_t off = 0;                // arena offset
         size_t len = 0;
-        int group = -1;                // hash group the bytes belong to
-        bool footer = false;           // the 8-byte digest of `group`
-        bool borrowed = false;         // ext bytes that are the caller's (not owned_)
-        bool lz4 = false;              // kInPlace: ext[0, raw) is compressed here; len is its bound
+        int group = -1;         // hash group the bytes belong to
+        bool footer = false;    // the 8-byte digest of `group`
+        bool borrowed = false;  // ext bytes that are the caller's (not owned_)
+        bool lz4 = false;       // kInPlace: ext[0, raw) is compressed here; len is its bound
         size_t raw = 0;
     };
     // kInPlace: a bundle value's planned extent, whose u32 length sits just before it.
@@ -160,10 +174,10 @@ private:
     const uint8_t *seg_ptr(const Seg &s) const { return s.ext ? s.ext : arena_.data() + s.off; }
 };
 
-
-
-// 64-byte aligned heap memory (huge-page backed when large), released with free_bytes(). Large
-// buffers come from a small pool that keeps the pages of recently freed ones.
+// 64-byte aligned memory, released with free_bytes(). Large buffers (4 MiB and up) are 2 MiB
+// aligned anonymous mappings, reserved without commitment (pages are backed as they are
+// written) and asked for huge pages; they come from a small pool that keeps the pages of
+// recently freed ones.
 uint8_t *alloc_bytes(size_t n);
 // Releases alloc_bytes() memory (a large buffer may be kept for reuse); any other malloc'd
 // pointer, and nullptr, are accepted too and go to free().
@@ -171,6 +185,8 @@ void free_bytes(void *p) noexcept;
 // What alloc_bytes(n) takes: n rounded up to its alignment (2 MiB for large buffers), which is
 // what a decode charges for it.
 size_t alloc_size(size_t n);
+// The alignment alloc_bytes(n) gives: 64, or 2 MiB for large buffers.
+size_t alloc_alignment(size_t n);
 // The same, shared by the views that point into it.
 std::shared_ptr<uint8_t> alloc_aligned(size_t n);
 
@@ -198,7 +214,7 @@ struct View {
     std::unique_ptr<Extra> extra;      // quantized, strings and direct ragged views
 };
 struct View::Extra {
-    QuantDesc quant;                // quantized: scales/zero points point into qparams
+    QuantDesc quant;  // quantized: scales/zero points point into qparams
     std::vector<float> qparams;
     std::vector<uint64_t> offsets;  // strings and direct ragged: count + 1, checked
 };
@@ -212,8 +228,7 @@ static_assert(sizeof(View::Extra) <= kViewExtraBytes, "max_decoded_bytes charges
 
 // Decodes the packet at buf[0]. `keep` owns buf when the caller hands ownership to the view
 // (stream buffers, mappings); null when the view borrows the caller's bytes.
-std::unique_ptr<View> decode(const uint8_t *buf, size_t len, const Limits &limits,
-                             std::shared_ptr<const void> keep);
+std::unique_ptr<View> decode(const uint8_t *buf, size_t len, const Limits &limits, std::shared_ptr<const void> keep);
 // Binds the Node scan() made of buf, without scanning again: what a caller checked on the Node
 // is what the view gets, even if others rewrite the bytes meanwhile.
 std::unique_ptr<View> bind_scanned(const Node &n, const uint8_t *buf, const Limits &limits,
@@ -240,6 +255,18 @@ struct PacketInfo {
     uint64_t body_size = 0;    // as stored; 0 when unknown (a compressed body not all there)
     uint64_t packet_size = 0;  // 0 when the bytes are too few to tell
 };
+
+// A dense, uncompressed packet, checked as decode() checks it and described without a View
+// (tenso_loads_tensor). Other kinds, and compressed bodies, are UNSUPPORTED_KIND.
+struct DenseView {
+    const uint8_t *data = nullptr;
+    uint64_t nbytes = 0, packet_size = 0;
+    int dtype = 0;
+    uint32_t ndim = 0, flags = 0, version = 0, alignment = 0;
+    uint64_t shape[TENSO_MAX_NDIM];  // ndim entries are set
+};
+DenseView decode_dense(const uint8_t *buf, size_t len, const Limits &limits);
+
 PacketInfo inspect(const uint8_t *buf, size_t len);
 
 }  // namespace tenso

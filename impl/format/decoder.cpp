@@ -1,9 +1,6 @@
 // decoder.cpp - the stream decoder (see decoder.hpp).
 #include "format/decoder.hpp"
 
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -31,7 +28,7 @@ constexpr size_t kStageKeep = size_t(64) << 10;  // staging capacity kept betwee
 // then decides. Asked
 // first, it spares the scanner's NeedMore exception on the common partial header.
 size_t v4_header_short(const uint8_t *b, size_t have, size_t start, const Limits &lim) {
-    if (have < start + kHeaderLegacy) {  // the magic, then any version's fixed part
+    if (have < start + kHeaderLegacy) {                      // the magic, then any version's fixed part
         const size_t n = std::min<size_t>(have - start, 4);  // 0 with no bytes yet (b may be NULL)
         if (n && std::memcmp(b + start, kMagic, n) != 0) return 0;
         return have < start + 4 ? start + 4 : start + kHeaderLegacy;
@@ -58,6 +55,8 @@ size_t add(size_t a, uint64_t b) {
 void Framer::reset() {
     stage_ = Stage::kHeader;
     need_ = end_ = 0;
+    expect_ = 0;
+    mismatch_ = false;
     align_ = TENSO_DEFAULT_ALIGNMENT;
     left_ = 0;
     checked_ = false;
@@ -79,6 +78,10 @@ void Framer::count(const Node &n, int depth) {
 }
 
 size_t Framer::checked(size_t n) const {
+    if (expect_ && n > expect_) {
+        mismatch_ = true;
+        fail(TENSO_E_MALFORMED, "the packet is longer than the " + num(expect_) + " bytes announced for it");
+    }
     if (lim_.max_packet_bytes && n > lim_.max_packet_bytes)
         fail(TENSO_E_LIMIT, "packet of at least " + num(n) + " bytes is larger than max_packet_bytes (" +
                                 num(lim_.max_packet_bytes) + ")");
@@ -91,6 +94,10 @@ size_t Framer::checked(size_t n) const {
 
 size_t Framer::known(size_t end) {
     end_ = checked(end);
+    if (expect_ && end_ != expect_) {
+        mismatch_ = true;
+        fail(TENSO_E_MALFORMED, "the packet is " + num(end_) + " bytes, not the " + num(expect_) + " announced for it");
+    }
     stage_ = Stage::kDone;
     return 0;
 }
@@ -98,10 +105,10 @@ size_t Framer::known(size_t end) {
 size_t Framer::run(const uint8_t *b, size_t have) {
     switch (stage_) {
     case Stage::kHeader: {
-        if (const size_t more = v4_header_short(b, have, 0, lim_)) return checked(more);
+        if (const size_t more = v4_header_short(b, have, 0, scan_lim())) return checked(more);
         Node n;
         try {
-            n = scan_header_at(b, have, 0, kNoBound, TENSO_E_MALFORMED, 0, lim_);
+            n = scan_header_at(b, have, 0, kNoBound, TENSO_E_MALFORMED, 0, scan_lim());
         } catch (const NeedMore &m) {
             return checked(m.need);
         }
@@ -151,8 +158,8 @@ size_t Framer::entries(const uint8_t *b, size_t have) {
             if (p + 4 > have) return checked(p + 4);
             const size_t key_len = rd32(b + p);
             if (key_len > TENSO_MAX_KEY_BYTES)
-                fail(TENSO_E_LIMIT, "bundle key of " + num(key_len) + " bytes exceeds the limit of " +
-                                        num(TENSO_MAX_KEY_BYTES));
+                fail(TENSO_E_LIMIT,
+                     "bundle key of " + num(key_len) + " bytes exceeds the limit of " + num(TENSO_MAX_KEY_BYTES));
             p += 4 + key_len;
             if (p + 4 > have) return checked(p + 4);
             if (!valid_utf8(b + pos_ + 4, key_len)) fail(TENSO_E_BAD_BUNDLE, "a bundle key is not valid UTF-8");
@@ -161,10 +168,10 @@ size_t Framer::entries(const uint8_t *b, size_t have) {
         }
         const size_t start = p + 4, end = add(start, rd32(b + p));
         if (!checked_) {
-            const size_t more = v4_header_short(b, have, start, lim_);
+            const size_t more = v4_header_short(b, have, start, scan_lim());
             if (more && more <= end) return checked(more);  // past its end: the scanner says why
             try {
-                count(scan_header_at(b, have, start, end, status, 1, lim_), 1);
+                count(scan_header_at(b, have, start, end, status, 1, scan_lim()), 1);
             } catch (const NeedMore &m) {
                 return checked(m.need);
             }
@@ -187,8 +194,7 @@ size_t frame_length(const uint8_t *buf, size_t len, const Limits &limits) {
 void as_loads_says(const uint8_t *buf, size_t len, const Limits &limits) {
     try {
         scan(buf, len, limits);
-    } catch (const NeedMore &) {
-    }
+    } catch (const NeedMore &) {}
 }
 
 size_t packet_length(const uint8_t *buf, size_t len, const Limits &limits) {
@@ -201,8 +207,7 @@ size_t packet_length(const uint8_t *buf, size_t len, const Limits &limits) {
         // bytes at hand names such a fault where it is, as loads does.
         try {
             scan(buf, len, limits);
-        } catch (const NeedMore &) {
-        }
+        } catch (const NeedMore &) {}
         throw;
     } catch (const Error &) {
         as_loads_says(buf, len, limits);
@@ -216,31 +221,22 @@ size_t packet_length(const uint8_t *buf, size_t len, const Limits &limits) {
 // Decoder
 // ------------------------------------------------------------------------------------------
 
-// A buffer of the default allocator. Large ones are anonymous mappings reserved without
-// commitment: pages are only backed as the bytes arrive, so a header's claim (within the
-// limits) costs address space, not memory, until the peer really sends that much.
+// A buffer of the default allocator: alloc_bytes() memory, so a large one comes from the
+// process's page-keeping pool (codec.hpp) when it holds a buffer of that size, and otherwise is
+// fresh memory whose pages are only backed as the bytes arrive: a header's claim (within the
+// limits) costs address space, not memory, until the peer really sends that much. A reader
+// that makes a decoder per packet (tenso_read_fd) so reuses the last packet's pages instead of
+// faulting in 64 MiB of fresh ones per packet.
 struct Block {
     uint8_t *p = nullptr;
     size_t cap = 0, align = 0;
-    bool mapped = false;
 
-    // Below this, malloc: glibc keeps and reuses freed buffers of packet size, so a reader that
-    // makes a decoder per packet (tenso_read_fd) does not fault fresh pages for every one.
-    static constexpr size_t kMapMin = size_t(64) << 20;
     static Block make(size_t size, size_t alignment) {
         Block b;
-        const size_t page = size_t(::sysconf(_SC_PAGESIZE));
-        if (size >= kMapMin && alignment <= page) {
-            b.cap = (size + page - 1) & ~(page - 1);
-            void *m = ::mmap(nullptr, b.cap, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-            if (m == MAP_FAILED) throw std::bad_alloc();
-            b.p = static_cast<uint8_t *>(m);
-            b.align = page;
-            b.mapped = true;
-        } else if (alignment <= TENSO_DEFAULT_ALIGNMENT) {
+        if (alignment <= alloc_alignment(size)) {
             b.p = alloc_bytes(size);
             b.cap = alloc_size(size);
-            b.align = TENSO_DEFAULT_ALIGNMENT;
+            b.align = alloc_alignment(size);
         } else {
             b.cap = (size + alignment - 1) & ~(alignment - 1);
             b.p = static_cast<uint8_t *>(std::aligned_alloc(alignment, b.cap));
@@ -250,8 +246,7 @@ struct Block {
         return b;
     }
     void drop() {
-        if (mapped) ::munmap(p, cap);
-        else free_bytes(p);
+        free_bytes(p);
         p = nullptr;
     }
 };
@@ -332,7 +327,8 @@ std::shared_ptr<uint8_t> Decoder::allocate(size_t size, size_t alignment) {
         std::shared_ptr<uint8_t> mem(static_cast<uint8_t *>(p),
                                      [release, user, size](uint8_t *q) { release(user, q, size); });
         if (reinterpret_cast<uintptr_t>(p) % alignment)
-            fail(TENSO_E_INVALID_ARGUMENT, "the allocator returned memory that is not " + num(alignment) + "-byte aligned");
+            fail(TENSO_E_INVALID_ARGUMENT,
+                 "the allocator returned memory that is not " + num(alignment) + "-byte aligned");
         return mem;
     }
     const Block blk = spare_->take(size, alignment);
@@ -387,7 +383,20 @@ std::unique_ptr<View> Decoder::complete() {
     framer_.reset();
     have_ = 0;
     want_ = kFirstNeed;
+    if (cfg_.frame_only) {
+        std::unique_ptr<View> v(new View);
+        v->data = bytes;
+        v->nbytes = v->packet_size = len;
+        v->keep = std::move(buf);
+        v->owns_data = true;
+        return v;
+    }
     return decode(bytes, len, cfg_.limits, std::move(buf));
+}
+
+void Decoder::expect(size_t n) {
+    if (!idle() || have_) fail(TENSO_E_INVALID_ARGUMENT, "expect() in the middle of a packet");
+    framer_.expect(n);
 }
 
 size_t Decoder::frame(const uint8_t *b, size_t n) {
@@ -396,7 +405,8 @@ size_t Decoder::frame(const uint8_t *b, size_t n) {
     } catch (const Error &) {
         // Framing checks headers only and skips nested packets whole, so its fault may be a
         // symptom of an earlier one: the full scan of the bytes at hand names it as loads does.
-        as_loads_says(b, n, cfg_.limits);
+        // Not a length other than the one expected: that is the fault whatever else the bytes hold.
+        if (!framer_.mismatch()) as_loads_says(b, n, cfg_.limits);
         throw;
     }
 }
@@ -494,7 +504,8 @@ uint8_t *Decoder::buffer(size_t *len) {
 std::unique_ptr<View> Decoder::commit(size_t n) {
     return guarded([&]() -> std::unique_ptr<View> {
         const size_t room = packet_ ? want_ - have_ : stage_.size() - have_;
-        if (n > room) fail(TENSO_E_INVALID_ARGUMENT, "commit of " + num(n) + " bytes, more than the buffer's " + num(room));
+        if (n > room)
+            fail(TENSO_E_INVALID_ARGUMENT, "commit of " + num(n) + " bytes, more than the buffer's " + num(room));
         have_ += n;
         if (!packet_) {
             if (have_ < want_) return nullptr;

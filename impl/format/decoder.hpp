@@ -31,12 +31,26 @@ public:
     size_t end() const { return end_; }
     // Alignment the packet's buffer should have for its body to be aligned in memory.
     size_t alignment() const { return align_; }
+    // The next packet must be exactly n bytes (0: any): framing fails with TENSO_E_MALFORMED as
+    // soon as its headers say otherwise (before any size limit, which then applies to the
+    // expected length). Cleared by reset().
+    void expect(size_t n) {
+        expect_ = n;
+        relaxed_ = lim_;
+        relaxed_.max_packet_bytes = relaxed_.max_decoded_bytes = 0;
+    }
+    // The last failure was a length other than the expected one.
+    bool mismatch() const { return mismatch_; }
 
 private:
     enum class Stage { kHeader, kLz4, kEntries, kDone };
     const Limits &lim_;
     Stage stage_ = Stage::kHeader;
     size_t need_ = 0, end_ = 0, align_ = 64;
+    size_t expect_ = 0;
+    mutable bool mismatch_ = false;
+    Limits relaxed_;  // lim_ without the size limits, which checked() applies after expect_
+    const Limits &scan_lim() const { return expect_ ? relaxed_ : lim_; }
     // kLz4: the frame walk; kEntries: the container walk.
     Lz4Walk lz4_{0, 0};
     size_t pos_ = 0;        // next entry's first byte
@@ -57,6 +71,10 @@ private:
 struct DecoderConfig {
     Limits limits;
     bool read_ahead = false;
+    // Complete packets are framed but not decoded: feed/commit hand out a View with only `data`
+    // (the packet's bytes), `packet_size`, `nbytes` (the same) and `keep` set, for the caller to
+    // decode where and when it chooses (bind_scanned). Nodes decode pushes off their event loop.
+    bool frame_only = false;
     tenso_alloc_fn alloc = nullptr;
     tenso_release_fn release = nullptr;
     void *alloc_user = nullptr;
@@ -81,6 +99,10 @@ public:
     Decoder &operator=(const Decoder &) = delete;
 
     void reset();
+    // The next packet must be exactly n bytes (a length announced out of band, as a node's
+    // control frame does): one whose headers say otherwise fails with TENSO_E_MALFORMED before
+    // its buffer is allocated. Only between packets (idle()); applies to that packet alone.
+    void expect(size_t n);
     // Copies in at most what the packet still needs; returns the bytes taken. *out gets the
     // packet's view when it completes.
     size_t feed(const uint8_t *src, size_t len, std::unique_ptr<View> *out);
@@ -111,12 +133,12 @@ public:
 private:
     DecoderConfig cfg_;
     Framer framer_;
-    std::vector<uint8_t> stage_;          // bytes before the packet buffer exists
-    std::shared_ptr<uint8_t> packet_;     // the packet's buffer, once its length is known
-    size_t have_ = 0;                     // bytes of the current packet received
-    size_t want_ = 0;                     // total bytes needed to go on (framer's answer)
+    std::vector<uint8_t> stage_;       // bytes before the packet buffer exists
+    std::shared_ptr<uint8_t> packet_;  // the packet's buffer, once its length is known
+    size_t have_ = 0;                  // bytes of the current packet received
+    size_t want_ = 0;                  // total bytes needed to go on (framer's answer)
     bool failed_ = false;
-    bool framed_failure_ = false;         // the failure came after the packet was framed
+    bool framed_failure_ = false;  // the failure came after the packet was framed
     size_t fed_ = 0;
     std::shared_ptr<Spare> spare_;
     std::vector<uint8_t> ahead_;

@@ -23,17 +23,28 @@ struct DtypeInfo {
 };
 
 constexpr int D = TENSO_KIND_DENSE, Q = TENSO_KIND_QUANTIZED, S = TENSO_KIND_STRING;
-constexpr DtypeInfo kDtypes[] = {  // ascending codes
-    {TENSO_DTYPE_FLOAT32, 4, 32, D, "float32"},       {TENSO_DTYPE_INT32, 4, 32, D, "int32"},
-    {TENSO_DTYPE_FLOAT64, 8, 64, D, "float64"},       {TENSO_DTYPE_INT64, 8, 64, D, "int64"},
-    {TENSO_DTYPE_UINT8, 1, 8, D, "uint8"},            {TENSO_DTYPE_UINT16, 2, 16, D, "uint16"},
-    {TENSO_DTYPE_BOOL, 1, 8, D, "bool"},              {TENSO_DTYPE_FLOAT16, 2, 16, D, "float16"},
-    {TENSO_DTYPE_INT8, 1, 8, D, "int8"},              {TENSO_DTYPE_INT16, 2, 16, D, "int16"},
-    {TENSO_DTYPE_UINT32, 4, 32, D, "uint32"},         {TENSO_DTYPE_UINT64, 8, 64, D, "uint64"},
-    {TENSO_DTYPE_COMPLEX64, 8, 64, D, "complex64"},   {TENSO_DTYPE_COMPLEX128, 16, 128, D, "complex128"},
-    {TENSO_DTYPE_BFLOAT16, 2, 16, D, "bfloat16"},     {TENSO_DTYPE_QINT8, 0, 8, Q, "qint8"},
-    {TENSO_DTYPE_QUINT8, 0, 8, Q, "quint8"},          {TENSO_DTYPE_QINT4, 0, 4, Q, "qint4"},
-    {TENSO_DTYPE_QUINT4, 0, 4, Q, "quint4"},          {TENSO_DTYPE_STRING, 0, 0, S, "string"},
+constexpr DtypeInfo kDtypes[] = {
+    // ascending codes
+    {TENSO_DTYPE_FLOAT32, 4, 32, D, "float32"},
+    {TENSO_DTYPE_INT32, 4, 32, D, "int32"},
+    {TENSO_DTYPE_FLOAT64, 8, 64, D, "float64"},
+    {TENSO_DTYPE_INT64, 8, 64, D, "int64"},
+    {TENSO_DTYPE_UINT8, 1, 8, D, "uint8"},
+    {TENSO_DTYPE_UINT16, 2, 16, D, "uint16"},
+    {TENSO_DTYPE_BOOL, 1, 8, D, "bool"},
+    {TENSO_DTYPE_FLOAT16, 2, 16, D, "float16"},
+    {TENSO_DTYPE_INT8, 1, 8, D, "int8"},
+    {TENSO_DTYPE_INT16, 2, 16, D, "int16"},
+    {TENSO_DTYPE_UINT32, 4, 32, D, "uint32"},
+    {TENSO_DTYPE_UINT64, 8, 64, D, "uint64"},
+    {TENSO_DTYPE_COMPLEX64, 8, 64, D, "complex64"},
+    {TENSO_DTYPE_COMPLEX128, 16, 128, D, "complex128"},
+    {TENSO_DTYPE_BFLOAT16, 2, 16, D, "bfloat16"},
+    {TENSO_DTYPE_QINT8, 0, 8, Q, "qint8"},
+    {TENSO_DTYPE_QUINT8, 0, 8, Q, "quint8"},
+    {TENSO_DTYPE_QINT4, 0, 4, Q, "qint4"},
+    {TENSO_DTYPE_QUINT4, 0, 4, Q, "quint4"},
+    {TENSO_DTYPE_STRING, 0, 0, S, "string"},
     {TENSO_DTYPE_BYTES, 0, 0, S, "bytes"},
 };
 constexpr uint32_t kDtypeCount = sizeof kDtypes / sizeof kDtypes[0];
@@ -42,11 +53,16 @@ struct KindInfo {
     int code;
     const char *name;
 };
-constexpr KindInfo kKinds[] = {  // ascending codes
-    {TENSO_KIND_DENSE, "dense"},           {TENSO_KIND_BUNDLE, "bundle"},
-    {TENSO_KIND_SPARSE_COO, "sparse_coo"}, {TENSO_KIND_SPARSE_CSR, "sparse_csr"},
-    {TENSO_KIND_SPARSE_CSC, "sparse_csc"}, {TENSO_KIND_QUANTIZED, "quantized"},
-    {TENSO_KIND_STRING, "string"},         {TENSO_KIND_RAGGED, "ragged"},
+constexpr KindInfo kKinds[] = {
+    // ascending codes
+    {TENSO_KIND_DENSE, "dense"},
+    {TENSO_KIND_BUNDLE, "bundle"},
+    {TENSO_KIND_SPARSE_COO, "sparse_coo"},
+    {TENSO_KIND_SPARSE_CSR, "sparse_csr"},
+    {TENSO_KIND_SPARSE_CSC, "sparse_csc"},
+    {TENSO_KIND_QUANTIZED, "quantized"},
+    {TENSO_KIND_STRING, "string"},
+    {TENSO_KIND_RAGGED, "ragged"},
     {TENSO_KIND_GPU_IPC_REF, "gpu_ipc_ref"},
 };
 constexpr uint32_t kKindCount = sizeof kKinds / sizeof kKinds[0];
@@ -72,13 +88,22 @@ bool valid_utf8(const uint8_t *s, size_t n) {
     size_t i = 0;
     while (i < n) {
         uint8_t c = s[i];
-        if (c < 0x80) { ++i; continue; }
+        if (c < 0x80) {
+            ++i;
+            continue;
+        }
         size_t len;
         uint32_t cp;
-        if ((c & 0xE0) == 0xC0) { len = 2; cp = c & 0x1F; }
-        else if ((c & 0xF0) == 0xE0) { len = 3; cp = c & 0x0F; }
-        else if ((c & 0xF8) == 0xF0) { len = 4; cp = c & 0x07; }
-        else return false;
+        if ((c & 0xE0) == 0xC0) {
+            len = 2;
+            cp = c & 0x1F;
+        } else if ((c & 0xF0) == 0xE0) {
+            len = 3;
+            cp = c & 0x0F;
+        } else if ((c & 0xF8) == 0xF0) {
+            len = 4;
+            cp = c & 0x07;
+        } else return false;
         if (i + len > n) return false;
         for (size_t k = 1; k < len; ++k) {
             if ((s[i + k] & 0xC0) != 0x80) return false;
@@ -95,6 +120,9 @@ namespace {
 
 std::string num(uint64_t v) { return std::to_string(v); }
 
+// max_inflation counts a packet as at least this many bytes (tenso.h).
+constexpr uint64_t kInflationFloor = uint64_t(4) << 20;
+
 // Walks bytes [0, len) of one packet tree. `bound` arguments are the absolute end a nested
 // packet must not pass (its container's length field); the top level has none.
 class Scanner {
@@ -105,6 +133,9 @@ public:
         entries_left_ = lim.max_entries ? lim.max_entries : kNone;
         decoded_left_ = lim.max_decoded_bytes ? lim.max_decoded_bytes : kNone;
         inflated_left_ = !lim.max_decoded_bytes && lim.max_packet_bytes ? lim.max_packet_bytes : kNone;
+        // A ratio says nothing useful about small packets: they count as kInflationFloor bytes.
+        const uint64_t base = std::max<uint64_t>(len, kInflationFloor);
+        ratio_left_ = lim.max_inflation && base <= kNone / lim.max_inflation ? base * lim.max_inflation : kNone;
     }
 
     Node packet(size_t start, size_t bound, int bound_status, int depth);
@@ -118,6 +149,7 @@ private:
     // (max_decoded_bytes) and decompressed bytes (max_packet_bytes when max_decoded_bytes is
     // unset: a caller who bounds the packet means to bound what it costs). Counted down.
     uint64_t entries_left_, decoded_left_, inflated_left_;
+    uint64_t ratio_left_;  // decompressed bytes: max_inflation x the bytes handed to the decode
 
     void charge(uint64_t bytes) {
         if (bytes > decoded_left_)
@@ -128,6 +160,11 @@ private:
         if (bytes > inflated_left_)
             fail(TENSO_E_LIMIT, "compressed bodies inflate past max_packet_bytes (" + num(lim_.max_packet_bytes) + ")");
         inflated_left_ -= bytes;
+        if (bytes > ratio_left_)
+            fail(TENSO_E_LIMIT, "compressed bodies inflate past max_inflation (" + num(lim_.max_inflation) +
+                                    " x the packet's " + num(len_) + " bytes, counted as at least " +
+                                    num(kInflationFloor) + ")");
+        ratio_left_ -= bytes;
         charge(alloc_size(bytes));  // the buffer as alloc_bytes rounds it (to 2 MiB when large)
     }
     bool full() const { return !header_only_; }
@@ -135,24 +172,20 @@ private:
     // Requires bytes up to `end`: past the container's bound is an inconsistency, past the
     // packet-size limit a LIMIT, past what we have a NeedMore.
     void need(size_t end, size_t bound, int bound_status, const char *what) {
-        if (end > bound)
-            fail(bound_status, std::string(what) + " runs past the length its container gives");
+        if (end > bound) fail(bound_status, std::string(what) + " runs past the length its container gives");
         if (lim_.max_packet_bytes && end > lim_.max_packet_bytes)
-            fail(TENSO_E_LIMIT, "packet is larger than max_packet_bytes (" +
-                                    num(lim_.max_packet_bytes) + ")");
+            fail(TENSO_E_LIMIT, "packet is larger than max_packet_bytes (" + num(lim_.max_packet_bytes) + ")");
         if (end > len_) throw NeedMore{end};
     }
 
     static size_t add(size_t a, uint64_t b) {
-        if (b > std::numeric_limits<size_t>::max() - a)
-            fail(TENSO_E_MALFORMED, "packet length overflows");
+        if (b > std::numeric_limits<size_t>::max() - a) fail(TENSO_E_MALFORMED, "packet length overflows");
         return a + size_t(b);
     }
 
     size_t read_shape(Node &n, size_t pos, size_t bound, int bst) {
         if (n.ndim > lim_.max_ndim)
-            fail(TENSO_E_TOO_MANY_DIMS,
-                 "ndim " + num(n.ndim) + " exceeds the limit of " + num(lim_.max_ndim));
+            fail(TENSO_E_TOO_MANY_DIMS, "ndim " + num(n.ndim) + " exceeds the limit of " + num(lim_.max_ndim));
         need(pos + 4 * size_t(n.ndim), bound, bst, "shape");
         uint64_t *shape = n.shape.resize(n.ndim);
         for (uint32_t i = 0; i < n.ndim; ++i) shape[i] = rd32(b_ + pos + 4 * i);
@@ -167,8 +200,7 @@ private:
             unsigned e = b_[pos++];
             if (e >= 64) fail(TENSO_E_MALFORMED, "alignment exponent " + num(e) + " is not < 64");
             if (e > kMaxAlignLog2)
-                fail(TENSO_E_LIMIT, "alignment 2^" + num(e) + " exceeds the limit of 2^" +
-                                        num(kMaxAlignLog2));
+                fail(TENSO_E_LIMIT, "alignment 2^" + num(e) + " exceeds the limit of 2^" + num(kMaxAlignLog2));
             n.alignment = 1u << e;
         } else {
             n.alignment = (n.flags & TENSO_FLAG_ALIGNED) ? TENSO_DEFAULT_ALIGNMENT : 1;
@@ -198,8 +230,7 @@ private:
 };
 
 Node Scanner::packet(size_t start, size_t bound, int bst, int depth) {
-    if (depth > int(lim_.max_depth))
-        fail(TENSO_E_LIMIT, "packets nest deeper than " + num(lim_.max_depth));
+    if (depth > int(lim_.max_depth)) fail(TENSO_E_LIMIT, "packets nest deeper than " + num(lim_.max_depth));
     if (full()) {
         if (!entries_left_--)
             fail(TENSO_E_LIMIT, "packet holds more than max_entries (" + num(lim_.max_entries) + ") packets");
@@ -286,8 +317,7 @@ void Scanner::quantized(Node &n, size_t pos, size_t bound, int bst) {
     uint32_t group = rd32(b_ + pos + 2), nscales = rd32(b_ + pos + 6);
     uint64_t expect = expected_num_scales(scheme, axis, group, n.shape.data(), n.ndim, count, TENSO_E_MALFORMED);
     if (nscales != expect)
-        fail(TENSO_E_MALFORMED, "num_scales " + num(nscales) + " does not match the scheme (" +
-                                    num(expect) + ")");
+        fail(TENSO_E_MALFORMED, "num_scales " + num(nscales) + " does not match the scheme (" + num(expect) + ")");
     n.scheme = scheme;
     n.axis = axis;
     n.group_size = group;
@@ -338,8 +368,8 @@ void Scanner::bundle(Node &n, size_t pos, size_t bound, int bst, int depth) {
         Node::Child c;
         c.key_len = rd32(b_ + pos);
         if (c.key_len > TENSO_MAX_KEY_BYTES)
-            fail(TENSO_E_LIMIT, "bundle key of " + num(c.key_len) + " bytes exceeds the limit of " +
-                                    num(TENSO_MAX_KEY_BYTES));
+            fail(TENSO_E_LIMIT,
+                 "bundle key of " + num(c.key_len) + " bytes exceeds the limit of " + num(TENSO_MAX_KEY_BYTES));
         c.key_off = pos + 4;
         pos = add(c.key_off, c.key_len);
         need(pos + 4, bound, bst, "bundle key");
@@ -386,8 +416,7 @@ void Scanner::sparse(Node &n, size_t pos, size_t bound, int bst, int depth) {
         }
         if (c.node.kind != TENSO_KIND_DENSE)
             fail(TENSO_E_MALFORMED, "sparse component " + num(i) + " is not a dense packet");
-        if (c.node.end != cend)
-            fail(TENSO_E_MALFORMED, "sparse component length disagrees with its packet");
+        if (c.node.end != cend) fail(TENSO_E_MALFORMED, "sparse component length disagrees with its packet");
         pos = cend;
         n.children.push_back(std::move(c));
     }
@@ -441,16 +470,18 @@ int kind_from_name(const std::string &name) {
 }
 
 uint64_t checked_numel(const uint64_t *shape, uint32_t ndim, uint64_t max_elements) {
+    // One pass, multiplications with an overflow flag rather than a division per dimension
+    // (this runs on every encode and decode): the product of dims that overflows, or exceeds
+    // the limit, fails; any zero dim makes an empty tensor, whatever the other dims say.
     uint64_t n = 1;
+    bool zero = false, over = false;
     for (uint32_t i = 0; i < ndim; ++i) {
-        if (shape[i] == 0) return 0;  // an empty tensor, whatever the other dims say
+        zero |= shape[i] == 0;
+        over |= __builtin_mul_overflow(n, shape[i], &n);
     }
-    for (uint32_t i = 0; i < ndim; ++i) {
-        if (shape[i] > max_elements || n > max_elements / shape[i])
-            fail(TENSO_E_TOO_MANY_ELEMENTS,
-                 "shape has more than " + num(max_elements) + " elements");
-        n *= shape[i];
-    }
+    if (zero) return 0;
+    if (over || n > max_elements)
+        fail(TENSO_E_TOO_MANY_ELEMENTS, "shape has more than " + num(max_elements) + " elements");
     return n;
 }
 
@@ -463,8 +494,8 @@ void write_header(uint8_t *p, uint16_t flags, uint8_t dtype, uint8_t ndim, uint8
     p[9] = reserved;
 }
 
-uint64_t expected_num_scales(int scheme, uint32_t axis, uint32_t group_size, const uint64_t *shape,
-                             uint32_t ndim, uint64_t numel, int32_t status) {
+uint64_t expected_num_scales(int scheme, uint32_t axis, uint32_t group_size, const uint64_t *shape, uint32_t ndim,
+                             uint64_t numel, int32_t status) {
     switch (scheme) {
     case 0: return 1;
     case 1:
@@ -529,8 +560,8 @@ size_t Lz4Walk::run(const uint8_t *b, size_t avail) {
         if (start_ + hdr > avail) return start_ + hdr;
         const uint64_t declared = content_size ? rd64(p + 6) : raw_;
         if (declared != raw_)
-            fail(TENSO_E_COMPRESSION, "LZ4 frame content size " + num(declared) + " is not the tensor's " +
-                                          num(raw_) + " bytes");
+            fail(TENSO_E_COMPRESSION,
+                 "LZ4 frame content size " + num(declared) + " is not the tensor's " + num(raw_) + " bytes");
         max_block_ = size_t(1) << (8 + 2 * bsid);
         q_ = start_ + hdr;
         in_blocks_ = true;
@@ -560,8 +591,8 @@ size_t Lz4Walk::run(const uint8_t *b, size_t avail) {
     return 0;
 }
 
-Node scan_header_at(const uint8_t *buf, size_t len, size_t start, size_t bound, int bound_status,
-                    int depth, const Limits &limits) {
+Node scan_header_at(const uint8_t *buf, size_t len, size_t start, size_t bound, int bound_status, int depth,
+                    const Limits &limits) {
     Scanner s(buf, len, limits, ScanMode::kHeader);
     return s.packet(start, bound, bound_status, depth);
 }

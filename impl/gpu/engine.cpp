@@ -5,6 +5,7 @@
 
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -27,6 +28,8 @@ std::string num(uint64_t v) { return std::to_string(v); }
 
 constexpr size_t kMsg = 512;
 constexpr uint64_t kDefaultPoolLimit = 256ull << 20;
+// The device memory read_fd allocates for a body before any of it arrived (see read_fd).
+constexpr uint64_t kDeviceUpfront = 64ull << 20;
 
 // Runs one backend op; a failure becomes an Error with the backend's own message.
 template <class F, class... A>
@@ -99,17 +102,27 @@ const tenso_gpu_backend_ops &loaded_ops() {
     }
     if (!s.loaded) {
         s.loaded = true;
-        s.ops = s.chosen == TENSO_GPU_BACKEND_HOST ? host_backend() : load_cuda(&s.why);
+        std::string detail;
+        s.ops = s.chosen == TENSO_GPU_BACKEND_HOST ? host_backend() : load_cuda(&detail);
+        const bool plugin = s.ops != nullptr;
         if (!s.ops) {
             s.status = TENSO_E_GPU_UNAVAILABLE;
         } else {
             char msg[kMsg] = "";
             s.status = s.ops->init(msg, sizeof msg);
             if (s.status != TENSO_OK) {
-                s.why = msg[0] ? msg : "the GPU backend failed to initialise";
+                detail = msg[0] ? msg : "the GPU backend failed to initialise";
                 s.ops = nullptr;
             }
         }
+        // What the user can do comes first; the loader's or the runtime's own words follow.
+        if (s.status == TENSO_E_GPU_UNAVAILABLE && s.chosen == TENSO_GPU_BACKEND_CUDA)
+            s.why =
+                std::string(plugin ? "no CUDA driver or GPU device was found" : "the CUDA backend cannot be loaded") +
+                ". To run without a GPU, use the host backend: set TENSO_GPU_BACKEND=host, or call "
+                "tenso_gpu_select_backend(TENSO_GPU_BACKEND_HOST) before the first GPU call. (" +
+                detail + ")";
+        else s.why = detail;
     }
     if (!s.ops) fail(s.status, s.why);
     return *s.ops;
@@ -118,7 +131,8 @@ const tenso_gpu_backend_ops &loaded_ops() {
 int32_t checked_device(int32_t device) {
     const int32_t n = device_count();
     if (device < 0 || device >= n)
-        fail(TENSO_E_INVALID_ARGUMENT, "device " + std::to_string(device) + " out of range (" + num(uint64_t(n)) + " devices)");
+        fail(TENSO_E_INVALID_ARGUMENT,
+             "device " + std::to_string(device) + " out of range (" + num(uint64_t(n)) + " devices)");
     return device;
 }
 
@@ -263,7 +277,7 @@ private:
 
 class Staging {
 public:
-    Staging(void *stream, int32_t device, const Options &o, uint64_t total) : stream_(stream) {
+    Staging(void *stream, int32_t device, const Options &o, uint64_t total) : ops_(ops()), stream_(stream) {
         chunk_ = size_t(std::max<uint64_t>(1, std::min<uint64_t>(o.chunk_bytes, total)));
         const size_t count = std::max<uint32_t>(1, o.staging_buffers);
         slots_.reserve(count);
@@ -294,8 +308,12 @@ public:
         s.len = 0;
         return s.buf.p;
     }
-    void h2d(void *dst, size_t len) { submit(len, [&](Slot &s) { call("copy_h2d", ops().copy_h2d, dst, s.buf.p, len, stream_); }); }
-    void d2h(const void *src, size_t len) { submit(len, [&](Slot &s) { call("copy_d2h", ops().copy_d2h, s.buf.p, src, len, stream_); }); }
+    void h2d(void *dst, size_t len) {
+        submit(len, [&](Slot &s) { call("copy_h2d", ops().copy_h2d, dst, s.buf.p, len, stream_); });
+    }
+    void d2h(const void *src, size_t len) {
+        submit(len, [&](Slot &s) { call("copy_d2h", ops().copy_d2h, s.buf.p, src, len, stream_); });
+    }
     // Downloads still held, oldest first (after every copy finished).
     template <class Sink>
     void drain(Sink sink) {
@@ -317,6 +335,8 @@ private:
         bool busy = false;
         size_t len = 0;
     };
+    // Looked up once here, where a failure may throw: release() runs in the destructor.
+    const tenso_gpu_backend_ops &ops_;
     void *stream_;
     size_t chunk_ = 0, cur_ = 0;
     std::vector<Slot> slots_;
@@ -337,7 +357,7 @@ private:
     }
     // Buffers go back to the pool only once no copy can touch them.
     void release() noexcept {
-        const tenso_gpu_backend_ops &o = ops();
+        const tenso_gpu_backend_ops &o = ops_;
         char msg[kMsg];
         bool clean = true;
         for (Slot &s : slots_) {
@@ -436,6 +456,15 @@ void describe(DeviceTensor &t, int32_t device, int dtype, uint32_t ndim, const u
 // Packets to device values
 // ------------------------------------------------------------------------------------------
 
+// The bytes from fd's offset to its end when it is a regular file, else 0 (a pipe or socket:
+// what a peer will send is only a claim).
+uint64_t regular_file_left(int fd) {
+    struct stat st;
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return 0;
+    const off_t pos = ::lseek(fd, 0, SEEK_CUR);
+    return pos >= 0 && pos <= st.st_size ? uint64_t(st.st_size - pos) : 0;
+}
+
 std::unique_ptr<DeviceValue> to_device(const View &v, const Options &o, StreamUse &s);
 
 std::unique_ptr<DeviceValue> dense_to_device(const View &v, const Options &o, StreamUse &s) {
@@ -473,8 +502,7 @@ std::unique_ptr<DeviceValue> to_device(const View &v, const Options &o, StreamUs
         out->path = TENSO_GPU_PATH_IPC;
         return out;
     }
-    default:
-        fail(TENSO_E_UNSUPPORTED_KIND, std::string("a ") + kind_name(v.kind) + " packet has no device form");
+    default: fail(TENSO_E_UNSUPPORTED_KIND, std::string("a ") + kind_name(v.kind) + " packet has no device form");
     }
 }
 
@@ -566,8 +594,8 @@ std::unique_ptr<DeviceTensor> tensor_new(int32_t device, int dtype, uint32_t ndi
     return t;
 }
 
-std::unique_ptr<DeviceTensor> tensor_wrap(void *ptr, int32_t device, int dtype, uint32_t ndim,
-                                          const uint64_t *shape, tenso_gpu_release_fn release, void *user) {
+std::unique_ptr<DeviceTensor> tensor_wrap(void *ptr, int32_t device, int dtype, uint32_t ndim, const uint64_t *shape,
+                                          tenso_gpu_release_fn release, void *user) {
     auto t = std::make_unique<DeviceTensor>();
     describe(*t, checked_device(device), dtype, ndim, shape);
     if (!ptr && t->nbytes) fail(TENSO_E_INVALID_ARGUMENT, "device_ptr is NULL");
@@ -579,7 +607,8 @@ std::unique_ptr<DeviceTensor> tensor_wrap(void *ptr, int32_t device, int dtype, 
 }
 
 void upload(DeviceTensor &dst, const void *src, size_t len, void *stream) {
-    if (len != dst.nbytes) fail(TENSO_E_INVALID_ARGUMENT, "len " + num(len) + " is not the tensor's " + num(dst.nbytes) + " bytes");
+    if (len != dst.nbytes)
+        fail(TENSO_E_INVALID_ARGUMENT, "len " + num(len) + " is not the tensor's " + num(dst.nbytes) + " bytes");
     if (len && !src) fail(TENSO_E_INVALID_ARGUMENT, "src is NULL");
     Options o;
     StreamUse s(stream, dst.device);
@@ -588,7 +617,8 @@ void upload(DeviceTensor &dst, const void *src, size_t len, void *stream) {
 }
 
 void download(void *dst, size_t len, const DeviceTensor &src, void *stream) {
-    if (len != src.nbytes) fail(TENSO_E_INVALID_ARGUMENT, "len " + num(len) + " is not the tensor's " + num(src.nbytes) + " bytes");
+    if (len != src.nbytes)
+        fail(TENSO_E_INVALID_ARGUMENT, "len " + num(len) + " is not the tensor's " + num(src.nbytes) + " bytes");
     if (len && !dst) fail(TENSO_E_INVALID_ARGUMENT, "dst is NULL");
     Options o;
     StreamUse s(stream, src.device);
@@ -617,35 +647,47 @@ std::unique_ptr<DeviceValue> read_fd(int fd, const Options &o) {
     // An uncompressed dense body goes up chunk by chunk while the rest is still being read; the
     // decode at the end checks the whole packet (footer included) before the tensor is handed
     // out, and a failure frees it.
+    //
+    // Device memory follows the bytes that arrived, as the decoder's host buffer does (it is
+    // committed page by page): the header's claim alone allocates nothing. The tensor is
+    // allocated once the body that arrived is half of it (or at once for a body of at most
+    // kDeviceUpfront, or when fd is a regular file that holds the whole packet: bytes on disk,
+    // not a peer's promise). So a peer holds at most max(kDeviceUpfront, 2 x what it sent) of
+    // device memory, and a header claiming 8 GB followed by 64 bytes costs none.
+    const uint64_t file_left = regular_file_left(fd);
     std::unique_ptr<DeviceTensor> t;
     std::unique_ptr<Uploader> up;
-    bool decided = false;
-    uint64_t body_off = 0, pushed = 0;
+    PacketInfo info;
+    bool decided = false, streamed = false;
+    uint64_t nbytes = 0, pushed = 0;
     auto progress = [&](const Decoder &dec) {
         size_t have = 0;
         const uint8_t *base = dec.received(&have);
         if (!base) return;
         if (!decided) {
             decided = true;
-            const PacketInfo info = inspect(base, have);
+            info = inspect(base, have);
             if (info.kind != TENSO_KIND_DENSE || (info.flags & TENSO_FLAG_COMPRESSION)) return;
             // The decoder sized the packet (have + needed bytes) within the limits; a body inside
             // it bounds the device allocation by what was checked.
-            const uint64_t nbytes = nbytes_of(info.dtype, info.ndim, info.shape);
+            nbytes = nbytes_of(info.dtype, info.ndim, info.shape);
             if (nbytes != info.body_size || info.body_offset + nbytes > have + dec.needed())
                 fail(TENSO_E_MALFORMED, "dense body size disagrees with its shape");
+            streamed = true;
+        }
+        if (!streamed) return;
+        const uint64_t arrived = have > info.body_offset ? std::min<uint64_t>(have - info.body_offset, nbytes) : 0;
+        if (!up) {
+            const bool backed = have + dec.needed() <= file_left;
+            if (nbytes > kDeviceUpfront && !backed && arrived < nbytes / 2) return;
             t = tensor_new(o.device, info.dtype, info.ndim, info.shape);
-            body_off = info.body_offset;
             up = std::make_unique<Uploader>(static_cast<uint8_t *>(t->data), t->nbytes, s.get(), o.device, o);
         }
-        if (up && have > body_off) {
-            const uint64_t arrived = std::min<uint64_t>(have - body_off, t->nbytes);
-            up->push(base + body_off + pushed, size_t(arrived - pushed));
-            pushed = arrived;
-        }
+        up->push(base + info.body_offset + pushed, size_t(arrived - pushed));
+        pushed = arrived;
     };
     auto v = read_packet(d, fd, size_t(o.chunk_bytes), progress);
-    if (!up) {
+    if (!up) {  // not streamed, or the body arrived before its allocation was due
         auto out = to_device(*v, o, s);
         s.finish();
         return out;
@@ -682,8 +724,8 @@ std::unique_ptr<DeviceValue> load_file(const char *path, const Options &o) {
         try {
             info = inspect(head, n);
             direct = info.kind == TENSO_KIND_DENSE && !(info.flags & TENSO_FLAG_COMPRESSION) &&
-                     (!(info.flags & TENSO_FLAG_INTEGRITY) || !o.limits.verify_checksums) &&
-                     info.packet_size == size && frame_length(head, n, o.limits) == size;
+                     (!(info.flags & TENSO_FLAG_INTEGRITY) || !o.limits.verify_checksums) && info.packet_size == size &&
+                     frame_length(head, n, o.limits) == size;
         } catch (const Error &) {
             direct = false;  // the staged path reports the packet's own error
         } catch (const NeedMore &) {
@@ -692,9 +734,11 @@ std::unique_ptr<DeviceValue> load_file(const char *path, const Options &o) {
         if (direct) {
             auto out = std::make_unique<DeviceValue>();
             out->tensor = tensor_new(o.device, info.dtype, info.ndim, info.shape);
-            if (out->tensor->nbytes != info.body_size) fail(TENSO_E_MALFORMED, "dense body size disagrees with its shape");
+            if (out->tensor->nbytes != info.body_size)
+                fail(TENSO_E_MALFORMED, "dense body size disagrees with its shape");
             if (out->tensor->nbytes)
-                call("gds_read", op.gds_read, out->tensor->data, size_t(info.body_size), f.fd, info.body_offset, o.device);
+                call("gds_read", op.gds_read, out->tensor->data, size_t(info.body_size), f.fd, info.body_offset,
+                     o.device);
             out->path = mode;
             return out;
         }
@@ -751,9 +795,12 @@ void encode_from_device(const DeviceTensor &t, const EncodeOptions &enc, const O
     Plan p(enc, false);
     p.add(make_tensor(t.dtype, t.ndim, t.shape, &kStandIn, t.nbytes));
     StreamUse s(o.stream, t.device);
-    p.write_pulled(&kStandIn, [&](const Plan::Piece &emit) {
-        download_bytes(static_cast<const uint8_t *>(t.data), t.nbytes, s.get(), t.device, o, emit);
-    }, out);
+    p.write_pulled(
+        &kStandIn,
+        [&](const Plan::Piece &emit) {
+            download_bytes(static_cast<const uint8_t *>(t.data), t.nbytes, s.get(), t.device, o, emit);
+        },
+        out);
     s.finish();
 }
 }  // namespace
@@ -799,8 +846,10 @@ std::unique_ptr<DeviceTensor> dequantize_on(const View &v, int out_dtype, const 
     auto scales = tensor_new(o.device, TENSO_DTYPE_FLOAT32, 1, params_shape);
     auto zps = tensor_new(o.device, TENSO_DTYPE_FLOAT32, 1, params_shape);
     upload_bytes(static_cast<uint8_t *>(codes->data), q.data, q.nbytes, s.get(), o.device, o);
-    upload_bytes(static_cast<uint8_t *>(scales->data), reinterpret_cast<const uint8_t *>(q.scales), 4ull * q.num_scales, s.get(), o.device, o);
-    upload_bytes(static_cast<uint8_t *>(zps->data), reinterpret_cast<const uint8_t *>(q.zero_points), 4ull * q.num_scales, s.get(), o.device, o);
+    upload_bytes(static_cast<uint8_t *>(scales->data), reinterpret_cast<const uint8_t *>(q.scales), 4ull * q.num_scales,
+                 s.get(), o.device, o);
+    upload_bytes(static_cast<uint8_t *>(zps->data), reinterpret_cast<const uint8_t *>(q.zero_points),
+                 4ull * q.num_scales, s.get(), o.device, o);
     tenso_gpu_dequant_args a;
     std::memset(&a, 0, sizeof a);
     a.codes = codes->data;
@@ -868,12 +917,14 @@ std::unique_ptr<DeviceTensor> ipc_open(const View &v, int dtype, uint32_t ndim, 
     for (int32_t i = 0; i < n && device < 0; ++i)
         if (std::memcmp(device_info(i).uuid, ref.device_uuid, sizeof ref.device_uuid) == 0) device = i;
     if (device < 0) {
-        if (o.backend != TENSO_GPU_BACKEND_HOST) fail(TENSO_E_GPU_UNAVAILABLE, "no device here has the reference's UUID");
+        if (o.backend != TENSO_GPU_BACKEND_HOST)
+            fail(TENSO_E_GPU_UNAVAILABLE, "no device here has the reference's UUID");
         device = 0;
     }
     describe(*t, device, dtype, ndim, shape);
     if (t->nbytes != ref.nbytes)
-        fail(TENSO_E_INVALID_ARGUMENT, "dtype and shape make " + num(t->nbytes) + " bytes, the reference has " + num(ref.nbytes));
+        fail(TENSO_E_INVALID_ARGUMENT,
+             "dtype and shape make " + num(t->nbytes) + " bytes, the reference has " + num(ref.nbytes));
     if (ref.byte_offset > UINT64_MAX - ref.nbytes || ref.byte_offset > UINTPTR_MAX - ref.nbytes)
         fail(TENSO_E_INVALID_ARGUMENT, "IPC reference offset + nbytes overflows");
     void *base = nullptr;
@@ -902,30 +953,43 @@ DLManagedTensorVersioned *to_dlpack(const DeviceTensor &t) {
 std::unique_ptr<DeviceTensor> from_dlpack(DLManagedTensorVersioned *m) {
     const tenso_gpu_backend_ops &o = ops();
     if (m->version.major != DLPACK_MAJOR_VERSION)
-        fail(TENSO_E_UNSUPPORTED_VERSION, "DLPack major version " + num(m->version.major) + ", expected " + num(DLPACK_MAJOR_VERSION));
-    if (m->flags & DLPACK_FLAG_BITMASK_READ_ONLY) fail(TENSO_E_INVALID_ARGUMENT, "a read-only DLPack tensor cannot be a device tensor");
+        fail(TENSO_E_UNSUPPORTED_VERSION,
+             "DLPack major version " + num(m->version.major) + ", expected " + num(DLPACK_MAJOR_VERSION));
+    if (m->flags & DLPACK_FLAG_BITMASK_READ_ONLY)
+        fail(TENSO_E_INVALID_ARGUMENT, "a read-only DLPack tensor cannot be a device tensor");
     const DLTensor &d = m->dl_tensor;
     const DLDeviceType want = o.backend == TENSO_GPU_BACKEND_HOST ? kDLCPU : kDLCUDA;
     if (d.device.device_type != want)
-        fail(TENSO_E_INVALID_ARGUMENT, std::string("DLPack tensor is not on a ") + (want == kDLCPU ? "kDLCPU" : "kDLCUDA") + " device");
+        fail(TENSO_E_INVALID_ARGUMENT,
+             std::string("DLPack tensor is not on a ") + (want == kDLCPU ? "kDLCPU" : "kDLCUDA") + " device");
     const int dtype = from_dl_dtype(d.dtype);
     if (d.ndim < 0 || d.ndim > int32_t(TENSO_MAX_NDIM)) fail(TENSO_E_TOO_MANY_DIMS, "DLPack ndim out of range");
+    if (d.ndim && !d.shape) fail(TENSO_E_INVALID_ARGUMENT, "DLPack shape is NULL");
     uint64_t shape[TENSO_MAX_NDIM];
     for (int32_t i = 0; i < d.ndim; ++i) {
         if (d.shape[i] < 0) fail(TENSO_E_INVALID_ARGUMENT, "negative DLPack dimension");
         shape[i] = uint64_t(d.shape[i]);
     }
-    if (d.strides) {
-        // Compact row-major only; dimensions of extent 1 may carry any stride.
-        int64_t expect = 1;
-        for (int32_t i = d.ndim; i-- > 0;) {
-            if (d.shape[i] != 1 && d.strides[i] != expect) fail(TENSO_E_INVALID_ARGUMENT, "DLPack tensor is not C-contiguous");
-            expect *= std::max<int64_t>(d.shape[i], 1);
-        }
-    }
+    // Every count below comes from the producer: the element count and byte size are checked
+    // (describe) before anything is multiplied, and each product after that is checked too.
     auto t = std::make_unique<DeviceTensor>();
     describe(*t, want == kDLCPU ? 0 : checked_device(d.device.device_id), dtype, uint32_t(d.ndim), shape);
+    if (d.strides) {
+        // Compact row-major only; dimensions of extent 1 may carry any stride. (An empty tensor
+        // passes describe whatever its other extents, so the running product is checked.)
+        uint64_t expect = 1;
+        for (int32_t i = d.ndim; i-- > 0;) {
+            if (shape[i] != 1 && (expect > uint64_t(INT64_MAX) || d.strides[i] != int64_t(expect)))
+                fail(TENSO_E_INVALID_ARGUMENT, "DLPack tensor is not C-contiguous");
+            if (__builtin_mul_overflow(expect, std::max<uint64_t>(shape[i], 1), &expect))
+                fail(TENSO_E_INVALID_ARGUMENT, "DLPack strides overflow");
+        }
+    }
     if (!d.data && t->nbytes) fail(TENSO_E_INVALID_ARGUMENT, "DLPack data is NULL");
+    // data + byte_offset + nbytes must not wrap the address space (pointer overflow is UB).
+    const uintptr_t base = reinterpret_cast<uintptr_t>(d.data);
+    if (d.byte_offset > UINTPTR_MAX - base || t->nbytes > UINTPTR_MAX - base - d.byte_offset)
+        fail(TENSO_E_INVALID_ARGUMENT, "DLPack data + byte_offset + size overflows the address space");
     t->data = static_cast<uint8_t *>(d.data) + d.byte_offset;
     // Owned from here on: nothing below can fail.
     t->keep = std::shared_ptr<void>(m, [](void *p) {

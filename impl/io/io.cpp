@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/socket.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -62,8 +63,9 @@ bool blocking(int fd) {
 
 // Reads what is there (at most n, at least 1 byte unless the stream ends: 0). A blocking fd
 // that gives EAGAIN has hit its SO_RCVTIMEO; a non-blocking one is polled; with a deadline
-// every wait is a poll bounded by what is left of it.
-size_t read_some(int fd, uint8_t *p, size_t n, const Deadline &dl) {
+// every wait is a poll bounded by what is left of it. peek: recv(MSG_PEEK), which leaves the
+// bytes queued; -1 (no exception) when fd is not a socket.
+ssize_t read_some(int fd, uint8_t *p, size_t n, const Deadline &dl, bool peek) {
     for (;;) {
         if (dl.on()) {
             struct pollfd pf = {fd, POLLIN, 0};
@@ -72,9 +74,10 @@ size_t read_some(int fd, uint8_t *p, size_t n, const Deadline &dl) {
             if (r == 0) fail(TENSO_E_TIMEOUT, "no data from the peer within timeout_ms");
             if (r < 0) continue;
         }
-        const ssize_t r = ::read(fd, p, n);
-        if (r >= 0) return size_t(r);
+        const ssize_t r = peek ? ::recv(fd, p, n, MSG_PEEK) : ::read(fd, p, n);
+        if (r >= 0) return r;
         if (errno == EINTR) continue;
+        if (peek && errno == ENOTSOCK) return -1;
         if (errno == EAGAIN || errno == EWOULDBLOCK) {
             if (blocking(fd)) fail(TENSO_E_TIMEOUT, "no data from the peer within the socket's SO_RCVTIMEO");
             if (!dl.on()) {
@@ -87,15 +90,48 @@ size_t read_some(int fd, uint8_t *p, size_t n, const Deadline &dl) {
     }
 }
 
+size_t read_some(int fd, uint8_t *p, size_t n, const Deadline &dl) { return size_t(read_some(fd, p, n, dl, false)); }
+
 [[noreturn]] void ended(const Decoder &d) {
     if (d.idle()) fail(TENSO_E_END_OF_STREAM, "end of stream");
     d.finish();  // throws TRUNCATED
     fail(TENSO_E_INTERNAL, "decoder neither idle nor partial at end of stream");
 }
 
+// What one look at a socket's queue may take: a small packet whole, a large one's header.
+constexpr size_t kPeek = 4096;
+
+// The start of a packet from a socket in two system calls: a look at what is queued (recv
+// MSG_PEEK), fed to the decoder, which takes only bytes of this packet, then a read that
+// consumes exactly those. Without it the header arrives in several exact reads (magic, fixed
+// part, shape) before the body. False when fd is not a socket (nothing was read); otherwise *v
+// is the packet when the look held all of it.
+bool peek_start(Decoder &d, int fd, const Deadline &dl, std::unique_ptr<View> *v) {
+    uint8_t look[kPeek];
+    const ssize_t n = read_some(fd, look, sizeof look, dl, true);
+    if (n < 0) return false;
+    if (n == 0) ended(d);
+    auto consume = [&](size_t taken) {
+        for (size_t done = 0; done < taken;) {
+            const size_t got = read_some(fd, look, taken - done, dl);
+            if (got == 0) fail(TENSO_E_IO, "socket bytes seen by MSG_PEEK vanished (another reader?)");
+            done += got;
+        }
+    };
+    try {
+        consume(d.feed(look, size_t(n), v));
+    } catch (const Error &) {
+        consume(d.fed());  // a packet that failed after framing is consumed whole: in step
+        throw;
+    }
+    return true;
+}
+
 struct Fd {
     int fd;
-    ~Fd() { if (fd >= 0) ::close(fd); }
+    ~Fd() {
+        if (fd >= 0) ::close(fd);
+    }
 };
 
 }  // namespace
@@ -110,6 +146,9 @@ std::unique_ptr<View> read_packet(Decoder &d, int fd, size_t max_read,
     const Deadline dl(d.config().limits.timeout_ms);
     std::unique_ptr<View> v;
     if (!d.config().read_ahead) {
+        // A socket at a packet's start: a look frames it (a small packet then takes two system
+        // calls); anything else goes on with exact reads.
+        if (d.idle() && !progress && peek_start(d, fd, dl, &v) && v) return v;
         // Exactly what the decoder needs, straight into its buffer: never past the packet.
         for (;;) {
             size_t want = 0;

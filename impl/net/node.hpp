@@ -35,6 +35,7 @@ struct NodeOptions {
     bool plaintext = false, no_fd_passing = false, no_listen = false;
     std::string listen = "tls://127.0.0.1:0";
     std::string cert_pem, key_pem, ca_pem;
+    bool ca_set = false;                   // ca_pem was given (empty text is then an error, not "no CA")
     std::vector<std::string> pinned_keys;  // lower-case hex
     uint32_t threads = 1;
     uint64_t max_packet_bytes = uint64_t(16) << 30;
@@ -57,17 +58,26 @@ struct NodeStats {
 struct Message {
     std::string name, sender;
     std::unique_ptr<View> view;
-    uint64_t bytes = 0;  // packet bytes charged to the queue
+    uint64_t bytes = 0;      // bytes it holds (packet and inflated bodies), charged to the queue
+    bool overshoot = false;  // its inflation was let past max_queued_bytes (one push at a time)
 };
+
+// The application's access hook (tenso_node_set_access): op is kAccessGet or kAccessPush, peer
+// the sender name (key fingerprint over TLS); nonzero allows.
+using AccessFn = int (*)(void *user, int op, const char *peer, const char *name, size_t name_len);
+inline constexpr int kAccessGet = 1, kAccessPush = 2;
 
 // What a caller hands to send: an encoded plan of a value, a packet in memory, or a descriptor.
 struct Payload {
     std::shared_ptr<const Value> value;  // encoded on send
     const uint8_t *packet = nullptr;     // or these bytes
     size_t len = 0;
-    int fd = -1;                         // or this descriptor's [offset, offset + len)
+    int fd = -1;  // or this descriptor's [offset, offset + len)
     uint64_t offset = 0;
 };
+
+// Overwrites a secret's bytes (a private key's PEM text) and empties it.
+void wipe(std::string &secret);
 
 class Node {
 public:
@@ -82,12 +92,10 @@ public:
     std::string id() const;
 
     // timeout_ms as in net.h (0 = io_timeout_ms, UINT64_MAX = none).
-    void send(const std::string &addr, const std::string &name, const Payload &p, uint64_t timeout_ms,
-              Cancel *cancel);
+    void send(const std::string &addr, const std::string &name, const Payload &p, uint64_t timeout_ms, Cancel *cancel);
     // A pipelined push: returns once the packet is written to the peer's connection (the
     // payload's memory is no longer used), without waiting for the acknowledgement.
-    void post(const std::string &addr, const std::string &name, const Payload &p, uint64_t timeout_ms,
-              Cancel *cancel);
+    void post(const std::string &addr, const std::string &name, const Payload &p, uint64_t timeout_ms, Cancel *cancel);
     // Waits for every post to addr to be acknowledged; throws the first failure among them.
     void flush(const std::string &addr, uint64_t timeout_ms, Cancel *cancel);
     std::unique_ptr<View> request(const std::string &addr, const std::string &name, uint64_t timeout_ms,
@@ -99,6 +107,9 @@ public:
     // Takes v (moves it out) only on success; on any failure v is left with the caller.
     void publish(const std::string &name, std::unique_ptr<Value> &v, void (*release)(void *), void *user);
     bool unpublish(const std::string &name);
+    // Replaces the access hook (fn null: everything allowed); returns once no call of the old
+    // one is running.
+    void set_access(AccessFn fn, void *user);
 
     NodeStats stats() const;
 

@@ -9,6 +9,7 @@
 #include <new>
 
 #include <openssl/err.h>
+#include <openssl/core_names.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/sha.h>
@@ -31,9 +32,15 @@ namespace {
     fail(TENSO_E_AUTH, what + (e ? std::string(": ") + buf : std::string()));
 }
 
-struct BioFree { void operator()(BIO *b) const { BIO_free(b); } };
-struct X509Free { void operator()(X509 *x) const { X509_free(x); } };
-struct KeyFree { void operator()(EVP_PKEY *k) const { EVP_PKEY_free(k); } };
+struct BioFree {
+    void operator()(BIO *b) const { BIO_free(b); }
+};
+struct X509Free {
+    void operator()(X509 *x) const { X509_free(x); }
+};
+struct KeyFree {
+    void operator()(EVP_PKEY *k) const { EVP_PKEY_free(k); }
+};
 using Bio = std::unique_ptr<BIO, BioFree>;
 using Cert = std::unique_ptr<X509, X509Free>;
 using Key = std::unique_ptr<EVP_PKEY, KeyFree>;
@@ -70,11 +77,33 @@ void ephemeral(Key *key, Cert *cert) {
     if (!X509_sign(x, key->get(), EVP_sha256())) auth_fail("cannot sign the node certificate");
 }
 
-// Verification happens after the handshake (check_peer), so the callback accepts every chain
-// and the result is read with SSL_get_verify_result.
-int accept_all(int, X509_STORE_CTX *) { return 1; }
+// Chain verification is judged after the handshake (check_peer), so the callback accepts every
+// chain and the result is read with SSL_get_verify_result. A dialer that knows the key it wants
+// (pin_peer) checks the leaf here, during the handshake: an impostor is refused before it sees
+// our certificate (TLS 1.3 sends the client's only after the server's is verified).
+int pin_index() {
+    static const int i = SSL_get_ex_new_index(0, nullptr, nullptr, nullptr, nullptr);
+    return i;
+}
+int verify(int, X509_STORE_CTX *ctx) {
+    if (X509_STORE_CTX_get_error_depth(ctx) != 0) return 1;
+    SSL *ssl = static_cast<SSL *>(X509_STORE_CTX_get_ex_data(ctx, SSL_get_ex_data_X509_STORE_CTX_idx()));
+    const auto *want = ssl ? static_cast<const std::string *>(SSL_get_ex_data(ssl, pin_index())) : nullptr;
+    if (!want || want->empty()) return 1;
+    X509 *leaf = X509_STORE_CTX_get_current_cert(ctx);
+    try {
+        if (leaf && key_fingerprint(X509_get0_pubkey(leaf)) == *want) return 1;
+    } catch (...) {
+        // an unencodable key: refused below
+    }
+    X509_STORE_CTX_set_error(ctx, X509_V_ERR_APPLICATION_VERIFICATION);
+    return 0;
+}
 
-SSL_CTX *make_ctx(bool server, EVP_PKEY *key, const std::vector<Cert> &chain, const std::string &ca_pem) {
+// OpenSSL's default asks the terminal for a passphrase (and blocks there): never.
+int no_passphrase(char *, int, int, void *) { return -1; }
+
+SSL_CTX *make_ctx(bool server, EVP_PKEY *key, const std::vector<Cert> &chain, bool has_ca, const std::string &ca_pem) {
     SSL_CTX *c = SSL_CTX_new(server ? TLS_server_method() : TLS_client_method());
     if (!c) auth_fail("SSL_CTX_new");
     SSL_CTX_set_min_proto_version(c, TLS1_3_VERSION);
@@ -83,7 +112,7 @@ SSL_CTX *make_ctx(bool server, EVP_PKEY *key, const std::vector<Cert> &chain, co
     if (SSL_CTX_set_ciphersuites(c, "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256") != 1)
         auth_fail("SSL_CTX_set_ciphersuites");
     SSL_CTX_set_mode(c, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
-    SSL_CTX_set_verify(c, SSL_VERIFY_PEER | (server ? SSL_VERIFY_FAIL_IF_NO_PEER_CERT : 0), accept_all);
+    SSL_CTX_set_verify(c, SSL_VERIFY_PEER | (server ? SSL_VERIFY_FAIL_IF_NO_PEER_CERT : 0), verify);
     SSL_CTX_set_session_cache_mode(c, SSL_SESS_CACHE_OFF);
     SSL_CTX_set_num_tickets(c, 0);
     // Fewer, larger reads: OpenSSL reads what the socket has (up to 64 KiB) into its buffer.
@@ -99,7 +128,7 @@ SSL_CTX *make_ctx(bool server, EVP_PKEY *key, const std::vector<Cert> &chain, co
         SSL_CTX_add1_chain_cert(c, chain[i].get());
         X509_free(chain[i].get());
     }
-    if (!ca_pem.empty()) {
+    if (has_ca) {
         std::vector<Cert> cas;
         try {
             cas = read_certs(ca_pem, "ca_pem");
@@ -125,7 +154,7 @@ SSL_CTX *make_ctx(bool server, EVP_PKEY *key, const std::vector<Cert> &chain, co
 constexpr size_t kSendBuf = 128 * 1024;
 struct BioSock {
     int fd;
-    bool more = false;             // the record being written is not the last of the write
+    bool more = false;               // the record being written is not the last of the write
     std::unique_ptr<uint8_t[]> buf;  // gathered records, [at, len) not sent yet
     size_t at = 0, len = 0;
 };
@@ -138,7 +167,8 @@ ssize_t send2(int fd, const void *p0, size_t n0, const void *p1, size_t n1) {
     m.msg_iov = n0 ? v : v + 1;
     m.msg_iovlen = n0 ? 2 : 1;
     ssize_t r;
-    do r = ::sendmsg(fd, &m, MSG_NOSIGNAL); while (r < 0 && errno == EINTR);
+    do r = ::sendmsg(fd, &m, MSG_NOSIGNAL);
+    while (r < 0 && errno == EINTR);
     return r;
 }
 
@@ -182,7 +212,8 @@ int bio_read(BIO *b, char *p, int n) {
     const int fd = bio_sock(b)->fd;
     BIO_clear_retry_flags(b);
     ssize_t r;
-    do r = ::recv(fd, p, size_t(n), 0); while (r < 0 && errno == EINTR);
+    do r = ::recv(fd, p, size_t(n), 0);
+    while (r < 0 && errno == EINTR);
     if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) BIO_set_retry_read(b);
     return int(r);
 }
@@ -226,13 +257,23 @@ SSL *new_ssl(SSL_CTX *ctx, int fd) {
         fail(TENSO_E_NO_MEMORY, "SSL_new");
     }
     BIO_set_data(b, st.release());  // freed by bio_destroy
-    SSL_set_bio(ssl, b, b);  // one reference, owned by the SSL
+    SSL_set_bio(ssl, b, b);         // one reference, owned by the SSL
     return ssl;
 }
 
 void set_send_more(SSL *ssl, bool more) { bio_sock(SSL_get_wbio(ssl))->more = more; }
 
 std::string key_fingerprint(EVP_PKEY *key) {
+    // One key, one fingerprint: an EC point is hashed uncompressed however it was encoded (a
+    // certificate may carry it compressed, its key file not).
+    Key canon;
+    if (EVP_PKEY_base_id(key) == EVP_PKEY_EC) {
+        canon.reset(EVP_PKEY_dup(key));
+        if (!canon || EVP_PKEY_set_utf8_string_param(canon.get(), OSSL_PKEY_PARAM_EC_POINT_CONVERSION_FORMAT,
+                                                     OSSL_PKEY_EC_POINT_CONVERSION_FORMAT_UNCOMPRESSED) != 1)
+            auth_fail("cannot encode the public key");
+        key = canon.get();
+    }
     unsigned char *der = nullptr;
     const int n = i2d_PUBKEY(key, &der);
     if (n <= 0) auth_fail("cannot encode the public key");
@@ -248,9 +289,17 @@ std::string key_fingerprint(EVP_PKEY *key) {
     return s;
 }
 
-Tls::Tls(const std::string &cert_pem, const std::string &key_pem, const std::string &ca_pem,
+void pin_peer(SSL *ssl, const std::string *fingerprint) {
+    SSL_set_ex_data(ssl, pin_index(), const_cast<std::string *>(fingerprint));
+}
+
+Tls::Tls(const std::string &cert_pem, const std::string &key_pem, const std::string &ca_pem, bool ca_set,
          std::vector<std::string> pinned)
-    : has_ca_(!ca_pem.empty()), pinned_(std::move(pinned)) {
+    : has_ca_(ca_set), pinned_(std::move(pinned)) {
+    // Text given but empty (an empty or unread file) is a mistake, never "not set": an empty
+    // ca_pem would otherwise turn peer authentication off.
+    if (ca_set && ca_pem.find("-----BEGIN") == std::string::npos)
+        fail(TENSO_E_AUTH, "ca_pem holds no certificate (empty or truncated PEM text); pass NULL for no CA");
     Key key;
     std::vector<Cert> chain;
     if (cert_pem.empty() != key_pem.empty()) fail(TENSO_E_AUTH, "cert_pem and key_pem go together");
@@ -261,13 +310,24 @@ Tls::Tls(const std::string &cert_pem, const std::string &key_pem, const std::str
     } else {
         chain = read_certs(cert_pem, "cert_pem");
         Bio b = mem(key_pem);
-        key.reset(PEM_read_bio_PrivateKey(b.get(), nullptr, nullptr, nullptr));
+        key.reset(PEM_read_bio_PrivateKey(b.get(), nullptr, no_passphrase, nullptr));
+        if (!key && (key_pem.find("ENCRYPTED") != std::string::npos)) {
+            ERR_clear_error();
+            fail(TENSO_E_AUTH,
+                 "key_pem is encrypted (passphrase-protected): give the key decrypted, e.g. "
+                 "`openssl pkey -in key.pem -out key-plain.pem`, and keep that file private");
+        }
         if (!key) auth_fail("key_pem: no private key");
+        // The node's id is the certificate's key, the one peers see: it must be key_pem's.
+        if (EVP_PKEY_eq(X509_get0_pubkey(chain[0].get()), key.get()) != 1) {
+            ERR_clear_error();
+            fail(TENSO_E_AUTH, "cert_pem's key is not key_pem's (the certificate is for another key)");
+        }
     }
-    id_ = key_fingerprint(key.get());
+    id_ = key_fingerprint(X509_get0_pubkey(chain[0].get()));
     try {
-        server_ = make_ctx(true, key.get(), chain, ca_pem);
-        client_ = make_ctx(false, key.get(), chain, ca_pem);
+        server_ = make_ctx(true, key.get(), chain, ca_set, ca_pem);
+        client_ = make_ctx(false, key.get(), chain, ca_set, ca_pem);
     } catch (...) {
         SSL_CTX_free(server_);
         throw;
@@ -283,14 +343,12 @@ std::string Tls::check_peer(SSL *ssl, const std::string &expect, bool server_sid
     X509 *peer = SSL_get0_peer_certificate(ssl);
     if (!peer) fail(TENSO_E_AUTH, "the peer showed no certificate");
     const std::string fp = key_fingerprint(X509_get0_pubkey(peer));
-    if (!expect.empty() && fp != expect)
-        fail(TENSO_E_AUTH, "the peer's key " + fp + " is not the one in its address");
+    if (!expect.empty() && fp != expect) fail(TENSO_E_AUTH, "the peer's key " + fp + " is not the one in its address");
     const bool chain_ok = has_ca_ && SSL_get_verify_result(ssl) == X509_V_OK;
     if (has_ca_ && !chain_ok && (!server_side || pinned_.empty()))
         fail(TENSO_E_AUTH, std::string("the peer's certificate does not chain to ca_pem: ") +
                                X509_verify_cert_error_string(SSL_get_verify_result(ssl)));
-    if (server_side && !chain_ok && !pinned_.empty() &&
-        std::find(pinned_.begin(), pinned_.end(), fp) == pinned_.end())
+    if (server_side && !chain_ok && !pinned_.empty() && std::find(pinned_.begin(), pinned_.end(), fp) == pinned_.end())
         fail(TENSO_E_AUTH, "the peer's key " + fp + " is not pinned");
     return fp;
 }

@@ -12,8 +12,9 @@ namespace tenso::net {
 
 class Tls {
 public:
-    // Throws TENSO_E_AUTH for an unusable certificate, key or CA.
-    Tls(const std::string &cert_pem, const std::string &key_pem, const std::string &ca_pem,
+    // Throws TENSO_E_AUTH for an unusable certificate, key (encrypted, or not the certificate's)
+    // or CA (ca_set with no certificate in ca_pem).
+    Tls(const std::string &cert_pem, const std::string &key_pem, const std::string &ca_pem, bool ca_set,
         std::vector<std::string> pinned);
     ~Tls();
     Tls(const Tls &) = delete;
@@ -42,7 +43,11 @@ SSL *new_ssl(SSL_CTX *ctx, int fd);
 // write only: other records (alerts, handshake) go out at once.
 void set_send_more(SSL *ssl, bool more);
 
-// The SHA-256 fingerprint of a key.
+// The SHA-256 fingerprint of a key: of its DER SubjectPublicKeyInfo, an EC point uncompressed.
 std::string key_fingerprint(EVP_PKEY *key);
+
+// A dialer's SSL: the handshake fails unless the peer's key has this fingerprint (checked as the
+// peer's certificate arrives, before ours is sent). The string must outlive the handshake.
+void pin_peer(SSL *ssl, const std::string *fingerprint);
 
 }  // namespace tenso::net

@@ -234,16 +234,26 @@ func dtypeName(d DType) string  { return C.GoString(C.tenso_dtype_name(C.tenso_d
 func dtypeItemSize(d DType) int { return int(C.tenso_dtype_itemsize(C.tenso_dtype(d))) }
 func kindName(k Kind) string    { return C.GoString(C.tenso_kind_name(C.tenso_kind(k))) }
 func dtypeFromName(name string) (DType, error) {
-	cn, keep, err := cpath(name, "ParseDType") // NUL-terminated for the call (a NUL inside is refused)
-	if err == nil {
+	code, err := codeFromName(name, "ParseDType", "dtype", ErrBadDType, func(cn *C.char) (int32, C.tenso_status) {
 		var d C.tenso_dtype
 		st := C.tenso_dtype_from_name(&d, cn)
+		return int32(d), st
+	})
+	return DType(code), err
+}
+
+// codeFromName looks a registry name up with lookup (a tenso_*_from_name call); unknown names
+// give `bad`.
+func codeFromName(name, op, what string, bad Status, lookup func(*C.char) (int32, C.tenso_status)) (int32, error) {
+	cn, keep, err := cpath(name, op) // NUL-terminated for the call (a NUL inside is refused)
+	if err == nil {
+		code, st := lookup(cn)
 		runtime.KeepAlive(keep)
 		if st == C.TENSO_OK {
-			return DType(d), nil
+			return code, nil
 		}
 	}
-	return 0, &Error{Status: ErrBadDType, Op: "ParseDType", Message: fmt.Sprintf("unknown dtype name %q", name)}
+	return 0, &Error{Status: bad, Op: op, Message: fmt.Sprintf("unknown %s name %q", what, name)}
 }
 
 // cDTypeName and friends expose the library's tables to the tests (which cannot use cgo).

@@ -17,16 +17,7 @@ const (
 )
 
 // String is libtenso's name: "cuda", "host" or "none".
-func (b GPUBackend) String() string {
-	switch b {
-	case GPUBackendCUDA:
-		return "cuda"
-	case GPUBackendHost:
-		return "host"
-	default:
-		return "none"
-	}
-}
+func (b GPUBackend) String() string { return backendName(b) }
 
 // GPUPath says how a packet reached the device.
 type GPUPath uint32

@@ -232,6 +232,7 @@ type Node struct{}
 
 func NewNode(o NodeOptions) (*Node, error)                                        { return nil, errNoCgo }
 func (n *Node) Shutdown()                                                         {}
+func (n *Node) SetAccess(fn AccessFunc) error                                     { return errNoCgo }
 func (n *Node) Close() error                                                      { return nil }
 func (n *Node) Addrs() ([]string, error)                                          { return nil, errNoCgo }
 func (n *Node) Addr() (string, error)                                             { return "", errNoCgo }

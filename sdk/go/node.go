@@ -103,6 +103,22 @@ static inline tgo_res tgo_node_id(char *buf, const tenso_node *n) {
     return tgo_res_of(tenso_node_id(buf, n), 64);
 }
 
+// The access hook: libtenso calls the trampoline, which calls the Go function the handle names.
+extern int goTensoAccess(uintptr_t h, int op, char *peer, char *name, size_t name_len);
+static int tgo_access_trampoline(void *user, int op, const char *peer, const char *name, size_t name_len) {
+    return goTensoAccess((uintptr_t)user, op, (char *)peer, (char *)name, name_len);
+}
+static inline tgo_res tgo_node_set_access(tenso_node *n, uintptr_t h) {
+    return tgo_res_of(tenso_node_set_access(n, h ? tgo_access_trampoline : NULL, (void *)h), 0);
+}
+
+// Overwrites a secret's C copy before it is freed.
+static inline void tgo_wipe(char *p) {
+    if (!p) return;
+    volatile char *v = p;
+    while (*v) *v++ = 0;
+}
+
 static inline tgo_res tgo_node_options_init(tenso_node_options *o) {
     return tgo_res_of(tenso_node_options_init(o, TENSO_NODE_OPTIONS_VERSION), 0);
 }
@@ -114,6 +130,7 @@ import (
 	"errors"
 	"math"
 	"runtime"
+	"runtime/cgo"
 	"strings"
 	"sync"
 	"time"
@@ -127,6 +144,8 @@ import (
 type Node struct {
 	h        *handle
 	shutOnce sync.Once
+	accessMu sync.Mutex
+	access   cgo.Handle // the AccessFunc set by SetAccess (0: none)
 }
 
 func freeNode(p unsafe.Pointer) { C.tenso_node_free((*C.tenso_node)(p)) }
@@ -165,6 +184,9 @@ func NewNode(o NodeOptions) (*Node, error) {
 		frees = append(frees, unsafe.Pointer(p))
 		return p
 	}
+	// The key's C copy is wiped before it is freed (libtenso keeps no copy of its own).
+	var keyCopy *C.char
+	defer func() { C.tgo_wipe(keyCopy) }()
 	for _, s := range append(append([]string{}, o.Listen...), o.CertPEM, o.KeyPEM, o.CAPEM) {
 		if strings.IndexByte(s, 0) >= 0 {
 			return nil, &Error{Status: ErrInvalidArgument, Op: op, Message: "option contains a NUL byte"}
@@ -181,7 +203,8 @@ func NewNode(o NodeOptions) (*Node, error) {
 	}
 	co.listen = cstr(strings.Join(o.Listen, ","))
 	co.cert_pem = cstr(o.CertPEM)
-	co.key_pem = cstr(o.KeyPEM)
+	keyCopy = cstr(o.KeyPEM)
+	co.key_pem = keyCopy
 	co.ca_pem = cstr(o.CAPEM)
 	if len(o.PinnedKeys) > 0 {
 		arr := (**C.char)(C.calloc(C.size_t(len(o.PinnedKeys)), C.size_t(unsafe.Sizeof(uintptr(0)))))
@@ -239,6 +262,13 @@ func (n *Node) Close() error {
 	}
 	n.shutOnce.Do(n.Shutdown)
 	n.h.close()
+	// The node is freed: no call of the access hook is left.
+	n.accessMu.Lock()
+	if n.access != 0 {
+		n.access.Delete()
+		n.access = 0
+	}
+	n.accessMu.Unlock()
 	return nil
 }
 
@@ -511,6 +541,38 @@ func (n *Node) Unpublish(name string) error {
 	err = fail(C.tgo_node_unpublish(p, nm, nl), op)
 	runtime.KeepAlive(name)
 	return err
+}
+
+// SetAccess installs a per-peer access policy (nil removes it: every trusted peer may get and
+// push everything, the default). fn is called on the node's event loop threads for every get
+// and push, before the value is read or served, with op AccessGet or AccessPush, the peer's
+// sender name (its key fingerprint over TLS) and the value's name; false refuses, and the peer
+// gets ErrAuth. fn must be quick, safe for concurrent use, and must not call this node's
+// methods; a panic in it refuses. When SetAccess returns, no call of the previous fn is running.
+func (n *Node) SetAccess(fn AccessFunc) error {
+	const op = "Node.SetAccess"
+	p, err := n.ptr(op)
+	if err != nil {
+		return err
+	}
+	defer n.h.release()
+	n.accessMu.Lock()
+	defer n.accessMu.Unlock()
+	var h cgo.Handle
+	if fn != nil {
+		h = cgo.NewHandle(fn)
+	}
+	if err := fail(C.tgo_node_set_access(p, C.uintptr_t(h)), op); err != nil {
+		if h != 0 {
+			h.Delete()
+		}
+		return err
+	}
+	if n.access != 0 {
+		n.access.Delete()
+	}
+	n.access = h
+	return nil
 }
 
 // Request pulls the value the node at addr publishes as name. The Tensor aliases C memory

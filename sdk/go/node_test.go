@@ -252,3 +252,67 @@ func TestNodePlaintextUnix(t *testing.T) {
 	_, err = NewNode(NodeOptions{Listen: []string{"tcp://127.0.0.1:0"}})
 	wantStatus(t, "plaintext without flag", err, ErrInvalidArgument)
 }
+
+// Every blocked call ends promptly with ErrShutdown when its node closes: a Receive, and a
+// Send the peer holds un-acknowledged (its queue full).
+func TestNodeCloseEndsBlockedCalls(t *testing.T) {
+	rx := newTestNode(t, NodeOptions{MaxQueued: 1})
+	addr := nodeAddr(t, rx)
+	tx := newTestNode(t, NodeOptions{NoListen: true})
+	if err := tx.Send(testCtx(t), addr, "fills", Vector([]int8{1})); err != nil {
+		t.Fatal(err)
+	}
+	w := newTestNode(t, NodeOptions{NoListen: true})
+	sent, got := make(chan error, 1), make(chan error, 1)
+	go func() { sent <- tx.Send(context.Background(), addr, "held", Vector([]int8{2})) }()
+	go func() {
+		_, err := w.Receive(context.Background())
+		got <- err
+	}()
+	time.Sleep(100 * time.Millisecond)
+	start := time.Now()
+	tx.Close()
+	w.Close()
+	wantStatus(t, "blocked send", <-sent, ErrShutdown)
+	wantStatus(t, "blocked receive", <-got, ErrShutdown)
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("the calls ended %v after Close", d)
+	}
+}
+
+// The access hook: a refused get or push is ErrAuth; nil restores the default.
+func TestNodeAccessHook(t *testing.T) {
+	rx := newTestNode(t, NodeOptions{})
+	addr := nodeAddr(t, rx)
+	a := newTestNode(t, NodeOptions{NoListen: true})
+	b := newTestNode(t, NodeOptions{NoListen: true})
+	trusted, err := b.ID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rx.SetAccess(func(op AccessOp, peer, name string) bool {
+		if op == AccessGet {
+			return name != "secret" || peer == trusted
+		}
+		return name != "forbidden"
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := rx.Publish("secret", Vector([]int8{7})); err != nil {
+		t.Fatal(err)
+	}
+	_, err = a.Request(testCtx(t), addr, "secret")
+	wantStatus(t, "untrusted get", err, ErrAuth)
+	v, err := b.Request(testCtx(t), addr, "secret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.Close()
+	wantStatus(t, "forbidden push", a.Send(testCtx(t), addr, "forbidden", Vector([]int8{1})), ErrAuth)
+	if err := rx.SetAccess(nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Send(testCtx(t), addr, "forbidden", Vector([]int8{1})); err != nil {
+		t.Fatal(err)
+	}
+}

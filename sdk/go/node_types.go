@@ -51,3 +51,15 @@ type NodeStats struct {
 	ConnectionsReused  uint64 // outbound calls served by a pooled connection
 	Refused            uint64 // inbound peers refused (auth, limits, hostile frames)
 }
+
+// AccessOp is what a peer asks of a node's access hook (Node.SetAccess).
+type AccessOp int
+
+const (
+	AccessGet  AccessOp = 1 // the peer pulls a published value (TENSO_NODE_ACCESS_GET)
+	AccessPush AccessOp = 2 // the peer pushes a value (TENSO_NODE_ACCESS_PUSH)
+)
+
+// AccessFunc decides whether peer (its key fingerprint over TLS, else "tcp://host:port" or
+// "unix:") may get or push name.
+type AccessFunc func(op AccessOp, peer, name string) bool

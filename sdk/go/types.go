@@ -45,6 +45,16 @@ func (d DType) String() string { return dtypeName(d) }
 // (tenso_dtype_itemsize).
 func (d DType) ItemSize() int { return dtypeItemSize(d) }
 
+// Kind is the kind of packet the dtype travels in: KindDense for dense dtypes, KindQuantized
+// for QInt8 to QUInt4, KindString for String and Bytes; 0 for unknown codes
+// (tenso_dtype_kind).
+func (d DType) Kind() Kind { return dtypeKind(d) }
+
+// Bits is the number of bits per element as stored: 8 x ItemSize for dense dtypes, 8 or 4 for
+// the quantized ones (4-bit elements pack two to a byte); 0 for String, Bytes and unknown
+// codes (tenso_dtype_bits).
+func (d DType) Bits() int { return dtypeBits(d) }
+
 // ParseDType returns the dtype with the given numpy name (the inverse of DType.String;
 // tenso_dtype_from_name). Unknown names give an error wrapping ErrBadDType.
 func ParseDType(name string) (DType, error) { return dtypeFromName(name) }
@@ -189,6 +199,7 @@ type Error struct {
 	Err     error  // an underlying Go error (an io.Writer's, io.EOF at end of stream), or nil
 }
 
+// Error formats the failure as "tenso: Op: message (TENSO_E_NAME)", for the error interface.
 func (e *Error) Error() string {
 	msg := e.Message
 	if msg == "" && e.Err != nil {

@@ -149,6 +149,7 @@ class CapiDecodeLimitsTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(testClaimedBundleCountsCostNothing);
     CPPUNIT_TEST(testRoundedBodiesCharged);
     CPPUNIT_TEST(testStreamBufferWithinMaxDecodedBytes);
+    CPPUNIT_TEST(testMaxInflation);
     CPPUNIT_TEST_SUITE_END();
 
 public:
@@ -161,15 +162,16 @@ public:
         TENSO_CHECK_STATUS(TENSO_E_LIMIT, loads(one, opts((4 << 20) - 1, 0, 0)));
         TENSO_CHECK_OK(loads(one, opts(4 << 20, 0, 0)));  // exactly 4 MiB inflated is fine
         TENSO_CHECK_STATUS(TENSO_E_LIMIT, loads(four, opts(8 << 20, 0, 0)));
-        TENSO_CHECK_OK(loads(four, opts(0, 0, 0)));                 // no limit asked for
-        TENSO_CHECK_OK(loads(four, opts(8 << 20, 32 << 20, 0)));    // max_decoded_bytes decides
-        size_t len = 0;  // framing checks the same limits as decoding
+        TENSO_CHECK_OK(loads(four, opts(0, 0, 0)));               // no limit asked for
+        TENSO_CHECK_OK(loads(four, opts(8 << 20, 32 << 20, 0)));  // max_decoded_bytes decides
+        size_t len = 0;                                           // framing checks the same limits as decoding
         const tenso_decode_options o = opts(8 << 20, 0, 0);
         TENSO_CHECK_STATUS(TENSO_E_LIMIT, tenso_packet_length(&len, four.data(), four.size(), &o));
     }
 
     void testMaxDecodedBytes() {
-        const Bytes four = bundle_of({compressed_zeros(4), compressed_zeros(4), compressed_zeros(4), compressed_zeros(4)});
+        const Bytes four =
+            bundle_of({compressed_zeros(4), compressed_zeros(4), compressed_zeros(4), compressed_zeros(4)});
         TENSO_CHECK_STATUS(TENSO_E_LIMIT, loads(four, opts(0, 16 << 20, 0)));  // bodies alone are 16 MiB
         TENSO_CHECK_OK(loads(four, opts(0, 17 << 20, 0)));
         // The tree counts too: a bundle of 255 scalars decodes in 255 x 300 bytes or so.
@@ -306,6 +308,49 @@ public:
         TENSO_CHECK_STATUS(TENSO_E_LIMIT, read(64 << 10));
         TENSO_CHECK_OK(read(2 << 20));
         ::close(fd);
+    }
+
+    // max_inflation (version 4): decompressed bodies, summed over the tree, against a multiple
+    // of the bytes decoded (counted as at least 4 MiB), whatever the header claims; the stream
+    // decoder applies it too (the bytes are then exactly the packet's), and a version 3 struct
+    // has no such field. `four` is ~66 KiB that inflate to 16 MiB; `big` ~8 MiB to 2 GiB.
+    void testMaxInflation() {
+        const Bytes one = compressed_zeros(4), four = bundle_of({one, one, one, one});
+        auto with = [](uint32_t inflation) {
+            tenso_decode_options o = opts(0, 0, 0);
+            o.max_inflation = inflation;
+            return o;
+        };
+        TENSO_CHECK_OK(loads(four, with(0)));
+        TENSO_CHECK_OK(loads(four, with(4)));                     // 4 x 4 MiB: exactly enough
+        TENSO_CHECK_STATUS(TENSO_E_LIMIT, loads(four, with(3)));  // 12 MiB
+        CPPUNIT_ASSERT(std::string(tenso_last_error()).find("max_inflation") != std::string::npos);
+        TENSO_CHECK_OK(loads(one, with(1)));
+        // Past the floor the packet's own size counts: 255 bodies of 8 MiB from a packet of about
+        // 8 MiB inflate 2 GiB, refused at 16 x (checked before anything is inflated).
+        const Bytes big = bundle_of(std::vector<Bytes>(255, compressed_zeros(8)));
+        CPPUNIT_ASSERT(big.size() > (size_t(4) << 20));
+        TENSO_CHECK_STATUS(TENSO_E_LIMIT, loads(big, with(16)));
+        tenso_decode_options v3 = with(1);
+        v3.version = 3;
+        TENSO_CHECK_OK(loads(four, v3));
+        // The stream decoder, fed the packet in one piece and then byte by byte.
+        for (size_t piece : {four.size(), size_t(1)}) {
+            const tenso_decode_options o = with(3);
+            tenso_decoder_options dopts = TENSO_DECODER_OPTIONS_INIT;
+            dopts.decode = &o;
+            tenso_decoder *d = nullptr;
+            TENSO_CHECK_OK(tenso_decoder_new(&d, &dopts));
+            tenso_status st = TENSO_OK;
+            tenso_view *v = nullptr;
+            for (size_t off = 0; off < four.size() && st == TENSO_OK && !v; off += piece) {
+                size_t used = 0;
+                st = tenso_decoder_feed(d, four.data() + off, std::min(piece, four.size() - off), &used, &v);
+            }
+            TENSO_CHECK_STATUS(TENSO_E_LIMIT, st);
+            CPPUNIT_ASSERT(!v);
+            tenso_decoder_free(d);
+        }
     }
 };
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <dirent.h>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -120,6 +121,7 @@ class CapiDecodeTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(testLegacyPackets);
     CPPUNIT_TEST(testGoldenV4Packets);
     CPPUNIT_TEST(testEmptyAndScalarViews);
+    CPPUNIT_TEST(testLoadsTensorAgreesWithLoads);
     CPPUNIT_TEST_SUITE_END();
 
 public:
@@ -253,7 +255,8 @@ public:
         struct {
             const char *name;
             int n;
-        } const frames[] = {{"compressed_f64_tile", 1024}, {"dense_f64_compressed", 1024}, {"compressed_f64_align128", 256}};
+        } const frames[] = {
+            {"compressed_f64_tile", 1024}, {"dense_f64_compressed", 1024}, {"compressed_f64_align128", 256}};
         for (const auto &f : frames) {
             const std::string name = f.name;
             Bytes g = golden(name);
@@ -517,15 +520,24 @@ public:
     void testPacketLengthFraming() {
         // Dense, integrity, custom alignment, compressed (upstream and liblz4 frames), bundles
         // (plain, nested, compressed, 255 entries), legacy.
-        const char *names[] = {"dense_f32_vec",          "dense_i32_integrity",
-                               "align_f32_4096",         "dense_f32_scalar",
-                               "dense_f32_empty_0",      "compressed_f64_tile",
-                               "dense_f64_compressed",   "compressed_f32_empty_0",
-                               "compressed_f32_random256", "compressed_f64_liblz4_frame",
-                               "bundle_mixed",           "bundle_empty",
-                               "bundle_nested3",         "bundle_compressed",
-                               "bundle_integrity",       "legacy_v1_f32",
-                               "legacy_v3_custalign16",  "legacy_v3_integrity"};
+        const char *names[] = {"dense_f32_vec",
+                               "dense_i32_integrity",
+                               "align_f32_4096",
+                               "dense_f32_scalar",
+                               "dense_f32_empty_0",
+                               "compressed_f64_tile",
+                               "dense_f64_compressed",
+                               "compressed_f32_empty_0",
+                               "compressed_f32_random256",
+                               "compressed_f64_liblz4_frame",
+                               "bundle_mixed",
+                               "bundle_empty",
+                               "bundle_nested3",
+                               "bundle_compressed",
+                               "bundle_integrity",
+                               "legacy_v1_f32",
+                               "legacy_v3_custalign16",
+                               "legacy_v3_integrity"};
         for (const char *name : names) check_framing(name, golden(name));
         check_framing("bundle_255", golden("bundle_255"), 7);
         check_framing("compressed_u8_70000_liblz4_linked", golden("compressed_u8_70000_liblz4_linked"));
@@ -535,8 +547,8 @@ public:
         for (size_t i = 0; i < d.size(); ++i) d[i] = uint16_t(i * 2654435761u >> 7);
         uint64_t shape[1] = {d.size()};
         tenso_tensor t = {d.data(), d.size() * 2, shape, 1, TENSO_DTYPE_UINT16};
-        check_framing("u16[100000] compressed+integrity",
-                      encode(t, TENSO_ENCODE_COMPRESS | TENSO_ENCODE_INTEGRITY), 97);
+        check_framing("u16[100000] compressed+integrity", encode(t, TENSO_ENCODE_COMPRESS | TENSO_ENCODE_INTEGRITY),
+                      97);
     }
 
     void testLegacyPackets() {
@@ -578,6 +590,87 @@ public:
         p[64] ^= 1;
         ViewPtr v;
         TENSO_CHECK_STATUS(TENSO_E_CHECKSUM, tenso_loads(v.out(), p.data(), p.size(), nullptr));
+    }
+
+    // tenso_loads_tensor (1.5) on every golden vector, whole and cut, corrupted and with
+    // options: for a plain dense packet the struct says what tenso_loads' view says; every
+    // other packet tenso_loads takes is UNSUPPORTED_KIND; every packet tenso_loads refuses is
+    // refused with the same status. *out is untouched on failure.
+    void testLoadsTensorAgreesWithLoads() {
+        std::vector<std::string> names;
+        if (DIR *d = ::opendir(TENSO_VECTORS_DIR)) {
+            while (const dirent *e = ::readdir(d)) {
+                const std::string n = e->d_name;
+                if (n.size() > 6 && n.compare(n.size() - 6, 6, ".tenso") == 0)
+                    names.push_back(n.substr(0, n.size() - 6));
+            }
+            ::closedir(d);
+        }
+        CPPUNIT_ASSERT(names.size() > 50);
+        size_t dense = 0, other = 0, refused = 0;
+        tenso_decode_options skip = dopts();
+        skip.flags = TENSO_DECODE_SKIP_CHECKSUM;
+        for (const std::string &name : names) {
+            const Bytes whole = golden(name);
+            Bytes flipped = whole;
+            if (!flipped.empty()) flipped[flipped.size() - 9] ^= 0x40;  // last body byte of a footed packet
+            for (const Bytes *pkt : {&whole, static_cast<const Bytes *>(&flipped)}) {
+                for (size_t len : {pkt->size(), pkt->size() / 2, size_t(9)}) {
+                    if (len > pkt->size()) continue;
+                    for (const tenso_decode_options *o : {static_cast<const tenso_decode_options *>(nullptr),
+                                                          static_cast<const tenso_decode_options *>(&skip)}) {
+                        const std::string what = name + " (" + std::to_string(len) + " bytes" +
+                                                 (pkt == &flipped ? ", flipped" : "") + (o ? ", skip checksum)" : ")");
+                        ViewPtr v;
+                        const tenso_status a = tenso_loads(v.out(), pkt->data(), len, o);
+                        tenso_tensor_view t;
+                        std::memset(&t, 0xAB, sizeof t);
+                        tenso_status b = tenso_loads_tensor(&t, pkt->data(), len, o);
+                        // What the header says: a packet that is not plain dense may be
+                        // refused for its kind before the checks that come after the scan
+                        // (checksums, decompression, sparse and string structure).
+                        tenso_packet_info pi;
+                        const bool plain = tenso_inspect(&pi, pkt->data(), len) != TENSO_OK ||
+                                           (pi.kind == TENSO_KIND_DENSE && !(pi.flags & TENSO_FLAG_COMPRESSION));
+                        if (a != TENSO_OK) {
+                            if (!plain && b == TENSO_E_UNSUPPORTED_KIND) b = a;
+                            CPPUNIT_ASSERT_EQUAL_MESSAGE(what, std::string(tenso_status_name(a)),
+                                                         std::string(tenso_status_name(b)));
+                            CPPUNIT_ASSERT_EQUAL_MESSAGE(what + ": untouched", uint8_t(0xAB),
+                                                         reinterpret_cast<uint8_t *>(&t)[0]);
+                            ++refused;
+                            continue;
+                        }
+                        if (tenso_view_kind(v.v) != TENSO_KIND_DENSE ||
+                            (tenso_view_flags(v.v) & TENSO_FLAG_COMPRESSION)) {
+                            CPPUNIT_ASSERT_EQUAL_MESSAGE(what, std::string("TENSO_E_UNSUPPORTED_KIND"),
+                                                         std::string(tenso_status_name(b)));
+                            ++other;
+                            continue;
+                        }
+                        TENSO_CHECK_OK(b);
+                        CPPUNIT_ASSERT_MESSAGE(what, t.data == tenso_view_data(v.v));
+                        CPPUNIT_ASSERT_EQUAL_MESSAGE(what, tenso_view_nbytes(v.v), t.nbytes);
+                        CPPUNIT_ASSERT_EQUAL_MESSAGE(what, tenso_view_packet_size(v.v), t.packet_size);
+                        CPPUNIT_ASSERT_EQUAL_MESSAGE(what, tenso_view_dtype(v.v), t.dtype);
+                        CPPUNIT_ASSERT_EQUAL_MESSAGE(what, tenso_view_ndim(v.v), t.ndim);
+                        CPPUNIT_ASSERT_EQUAL_MESSAGE(what, tenso_view_flags(v.v), t.flags);
+                        CPPUNIT_ASSERT_EQUAL_MESSAGE(what, tenso_view_version(v.v), t.version);
+                        CPPUNIT_ASSERT_EQUAL_MESSAGE(what, tenso_view_alignment(v.v), t.alignment);
+                        CPPUNIT_ASSERT_EQUAL_MESSAGE(what, uint32_t(0), t.reserved);
+                        for (uint32_t i = 0; i < t.ndim; ++i)
+                            CPPUNIT_ASSERT_EQUAL_MESSAGE(what, tenso_view_shape(v.v)[i], t.shape[i]);
+                        ++dense;
+                    }
+                }
+            }
+        }
+        CPPUNIT_ASSERT(dense > 20 && other > 20 && refused > 20);
+        tenso_tensor_view t;
+        const Bytes p = golden("dense_complex128_2x3");
+        TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, tenso_loads_tensor(nullptr, p.data(), p.size(), nullptr));
+        TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, tenso_loads_tensor(&t, nullptr, 5, nullptr));
+        TENSO_CHECK_STATUS(TENSO_E_TRUNCATED, tenso_loads_tensor(&t, nullptr, 0, nullptr));
     }
 
     void testGoldenV4Packets() {

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "check.hpp"
+#include "net_util.hpp"
 #include "tenso/tenso.h"
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
@@ -37,216 +38,9 @@
 #endif
 #endif
 
+using namespace nettest;
+
 namespace {
-
-struct NodeFree {
-    void operator()(tenso_node *n) const { tenso_node_free(n); }
-};
-using NodePtr = std::unique_ptr<tenso_node, NodeFree>;
-struct MsgFree {
-    void operator()(tenso_node_message *m) const { tenso_node_message_free(m); }
-};
-using MsgPtr = std::unique_ptr<tenso_node_message, MsgFree>;
-struct ViewFree {
-    void operator()(tenso_view *v) const { tenso_view_free(v); }
-};
-using ViewPtr = std::unique_ptr<tenso_view, ViewFree>;
-struct ValueFree {
-    void operator()(tenso_value *v) const { tenso_value_free(v); }
-};
-using ValuePtr = std::unique_ptr<tenso_value, ValueFree>;
-
-tenso_node_options opts_for(const char *listen, uint32_t flags = 0) {
-    tenso_node_options o;
-    tenso_node_options_init(&o, TENSO_NODE_OPTIONS_VERSION);
-    o.listen = listen;
-    o.flags = flags;
-    return o;
-}
-
-NodePtr make_node(const tenso_node_options &o) {
-    tenso_node *n = nullptr;
-    TENSO_CHECK_OK(tenso_node_new(&n, &o));
-    return NodePtr(n);
-}
-NodePtr make_node(const char *listen = nullptr, uint32_t flags = 0) { return make_node(opts_for(listen, flags)); }
-
-std::string addr_of(const tenso_node *n, uint32_t i = 0) {
-    char buf[512];
-    size_t len = 0;
-    TENSO_CHECK_OK(tenso_node_addr(buf, sizeof buf, &len, n, i));
-    return std::string(buf, len);
-}
-
-tenso_node_stats stats_of(const tenso_node *n) {
-    tenso_node_stats s{};
-    s.version = TENSO_NODE_STATS_VERSION;
-    TENSO_CHECK_OK(tenso_node_stats_get(&s, n));
-    return s;
-}
-
-// A float32 tensor whose element i is i * scale + seed (every byte checked on arrival).
-struct Floats {
-    std::vector<float> data;
-    uint64_t shape[2];
-    tenso_tensor t{};
-    Floats(uint64_t rows, uint64_t cols, float seed) : data(rows * cols), shape{rows, cols} {
-        for (size_t i = 0; i < data.size(); ++i) data[i] = float(i % 100003) * 0.5f + seed;
-        t.dtype = TENSO_DTYPE_FLOAT32;
-        t.ndim = 2;
-        t.shape = shape;
-        t.data = data.data();
-        t.nbytes = data.size() * sizeof(float);
-    }
-    ValuePtr value() const {
-        tenso_value *v = nullptr;
-        TENSO_CHECK_OK(tenso_value_new_tensor(&v, &t));
-        return ValuePtr(v);
-    }
-    void check(const tenso_view *v) const {
-        CPPUNIT_ASSERT(v != nullptr);
-        CPPUNIT_ASSERT_EQUAL(TENSO_KIND_DENSE, tenso_view_kind(v));
-        CPPUNIT_ASSERT_EQUAL(TENSO_DTYPE_FLOAT32, tenso_view_dtype(v));
-        CPPUNIT_ASSERT_EQUAL(2u, tenso_view_ndim(v));
-        CPPUNIT_ASSERT_EQUAL(shape[0], tenso_view_shape(v)[0]);
-        CPPUNIT_ASSERT_EQUAL(shape[1], tenso_view_shape(v)[1]);
-        CPPUNIT_ASSERT_EQUAL(uint64_t(t.nbytes), tenso_view_nbytes(v));
-        CPPUNIT_ASSERT(std::memcmp(tenso_view_data(v), data.data(), t.nbytes) == 0);
-        CPPUNIT_ASSERT_EQUAL(uintptr_t(0), reinterpret_cast<uintptr_t>(tenso_view_data(v)) % 64);
-    }
-};
-
-tenso_status send(tenso_node *n, const std::string &addr, const std::string &name, const Floats &f,
-                  uint64_t timeout_ms = 0) {
-    ValuePtr v = f.value();
-    return tenso_node_send(n, addr.c_str(), name.data(), name.size(), v.get(), timeout_ms, nullptr);
-}
-
-MsgPtr receive(tenso_node *n, uint64_t timeout_ms = 20000) {
-    tenso_node_message *m = nullptr;
-    TENSO_CHECK_OK(tenso_node_receive(&m, n, timeout_ms, nullptr));
-    return MsgPtr(m);
-}
-
-std::string name_of(const tenso_node_message *m) {
-    size_t len = 0;
-    const char *p = tenso_node_message_name(m, &len);
-    return std::string(p, len);
-}
-
-std::string id_of(const tenso_node *n) {
-    char buf[65];
-    TENSO_CHECK_OK(tenso_node_id(buf, n));
-    return buf;
-}
-
-std::string tmp_path(const std::string &leaf) {
-    return std::string(TENSO_TEST_TMPDIR) + "/" + leaf + "." + std::to_string(getpid());
-}
-std::string unix_listen(const std::string &leaf) {
-    const std::string p = "/tmp/tenso-net-" + leaf + "." + std::to_string(getpid()) + ".sock";
-    ::unlink(p.c_str());
-    return "unix://" + p;
-}
-
-std::string read_text(const std::string &path) {
-    std::ifstream f(path);
-    std::stringstream s;
-    s << f.rdbuf();
-    return s.str();
-}
-
-// A raw TCP connection to a plaintext node.
-int raw_connect(const std::string &tcp_addr) {
-    const std::string hp = tcp_addr.substr(6);
-    const size_t colon = hp.rfind(':');
-    sockaddr_in sa{};
-    sa.sin_family = AF_INET;
-    sa.sin_port = htons(uint16_t(std::stoi(hp.substr(colon + 1))));
-    inet_pton(AF_INET, hp.substr(0, colon).c_str(), &sa.sin_addr);
-    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    CPPUNIT_ASSERT(fd >= 0);
-    CPPUNIT_ASSERT_EQUAL(0, ::connect(fd, reinterpret_cast<sockaddr *>(&sa), sizeof sa));
-    timeval tv{20, 0};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    return fd;
-}
-
-// A raw TCP listener on 127.0.0.1 (playing a peer by hand); *addr gets its tcp:// address.
-int raw_listen(std::string *addr) {
-    const int l = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    CPPUNIT_ASSERT(l >= 0);
-    sockaddr_in sa{};
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t sl = sizeof sa;
-    CPPUNIT_ASSERT_EQUAL(0, ::bind(l, reinterpret_cast<sockaddr *>(&sa), sizeof sa));
-    CPPUNIT_ASSERT_EQUAL(0, ::listen(l, 4));
-    CPPUNIT_ASSERT_EQUAL(0, ::getsockname(l, reinterpret_cast<sockaddr *>(&sa), &sl));
-    *addr = "tcp://127.0.0.1:" + std::to_string(ntohs(sa.sin_port));
-    return l;
-}
-
-std::vector<uint8_t> strings_packet(const std::vector<std::string> &fields) {
-    std::string payload;
-    std::vector<uint64_t> offs{0};
-    for (const auto &f : fields) {
-        payload += f;
-        offs.push_back(payload.size());
-    }
-    tenso_value *v = nullptr;
-    TENSO_CHECK_OK(tenso_value_new_strings(&v, fields.size(), offs.data(), payload.data(), payload.size()));
-    ValuePtr hold(v);
-    tenso_buffer b{};
-    TENSO_CHECK_OK(tenso_value_dumps(&b, v, nullptr));
-    std::vector<uint8_t> out(static_cast<const uint8_t *>(b.data), static_cast<const uint8_t *>(b.data) + b.size);
-    tenso_buffer_dispose(&b);
-    return out;
-}
-
-// The node's answer on a raw connection: the strings of its control frame (empty when it closed).
-std::vector<std::string> raw_reply(int fd) {
-    tenso_view *v = nullptr;
-    if (tenso_read_fd(&v, fd, nullptr) != TENSO_OK) return {};
-    ViewPtr hold(v);
-    const uint64_t *offs;
-    const char *payload;
-    TENSO_CHECK_OK(tenso_view_string_offsets(&offs, &payload, v));
-    std::vector<std::string> out;
-    for (uint64_t i = 0; i < tenso_view_shape(v)[0]; ++i) out.emplace_back(payload + offs[i], offs[i + 1] - offs[i]);
-    return out;
-}
-
-void write_all(int fd, const std::vector<uint8_t> &b) {
-    size_t at = 0;
-    while (at < b.size()) {
-        const ssize_t r = ::send(fd, b.data() + at, b.size() - at, MSG_NOSIGNAL);
-        if (r <= 0) return;
-        at += size_t(r);
-    }
-}
-
-// A CA and certificates signed by it, made with the openssl command line.
-struct Pki {
-    std::string dir;
-    explicit Pki(const std::string &leaf) : dir(tmp_path(leaf)) {
-        std::string cmd = "set -e; mkdir -p " + dir + "; cd " + dir +
-                          "; openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout ca.key "
-                          "-out ca.pem -days 2 -subj /CN=ca >/dev/null 2>&1";
-        CPPUNIT_ASSERT_EQUAL(0, std::system(cmd.c_str()));
-    }
-    // name.pem / name.key signed by this CA.
-    void issue(const std::string &name) {
-        std::string cmd = "set -e; cd " + dir + "; openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout " +
-                          name + ".key -out " + name + ".csr -subj /CN=" + name +
-                          " >/dev/null 2>&1; openssl x509 -req -in " + name + ".csr -CA ca.pem -CAkey ca.key "
-                          "-CAcreateserial -out " + name + ".pem -days 2 >/dev/null 2>&1";
-        CPPUNIT_ASSERT_EQUAL(0, std::system(cmd.c_str()));
-    }
-    std::string cert(const std::string &n) const { return read_text(dir + "/" + n + ".pem"); }
-    std::string key(const std::string &n) const { return read_text(dir + "/" + n + ".key"); }
-    std::string ca() const { return read_text(dir + "/ca.pem"); }
-};
 
 void count_release(void *user) { ++*static_cast<std::atomic<int> *>(user); }
 // A release comes once the send in progress has let go of the value, which may be just after
@@ -367,7 +161,8 @@ public:
         TENSO_CHECK_OK(tenso_node_unpublish(b.get(), "w", 1));
         wait_released(rel, 2);
         TENSO_CHECK_STATUS(TENSO_E_NOT_FOUND, tenso_node_unpublish(b.get(), "w", 1));
-        TENSO_CHECK_STATUS(TENSO_E_NOT_FOUND, tenso_node_request(&v, a.get(), addr_of(b.get()).c_str(), "w", 1, 0, nullptr));
+        TENSO_CHECK_STATUS(TENSO_E_NOT_FOUND,
+                           tenso_node_request(&v, a.get(), addr_of(b.get()).c_str(), "w", 1, 0, nullptr));
         // Freeing the node releases what is still published.
         TENSO_CHECK_OK(tenso_node_publish(b.get(), "x", 1, f.value().release(), count_release, &rel));
         b.reset();
@@ -385,7 +180,8 @@ public:
             ts.emplace_back([&, s] {
                 for (int i = 0; i < kEach; ++i) {
                     Floats f(8, 8, float(s * 1000 + i));
-                    if (send(shared.get(), addr, std::to_string(s) + "/" + std::to_string(i), f) != TENSO_OK) ++failures;
+                    if (send(shared.get(), addr, std::to_string(s) + "/" + std::to_string(i), f) != TENSO_OK)
+                        ++failures;
                 }
             });
         std::vector<int> next(kSenders, 0);
@@ -407,7 +203,8 @@ public:
         for (int i = 0; i < count; ++i) {
             MsgPtr m = receive(b);
             CPPUNIT_ASSERT_EQUAL(std::to_string(i), name_of(m.get()));
-            CPPUNIT_ASSERT_EQUAL(float(i), static_cast<const float *>(tenso_view_data(tenso_node_message_view(m.get())))[0]);
+            CPPUNIT_ASSERT_EQUAL(float(i),
+                                 static_cast<const float *>(tenso_view_data(tenso_node_message_view(m.get())))[0]);
         }
     }
 
@@ -478,7 +275,8 @@ public:
             f.check(tenso_node_message_view(m.get()));
         });
         tenso_status st;
-        while ((st = send(a.get(), u, "early", f)) == TENSO_E_CONNECTION) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        while ((st = send(a.get(), u, "early", f)) == TENSO_E_CONNECTION)
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
         TENSO_CHECK_OK(st);
         late.join();
     }
@@ -523,7 +321,8 @@ public:
         CPPUNIT_ASSERT_EQUAL(TENSO_E_CANCELLED, got.load());
         CPPUNIT_ASSERT_EQUAL(1, tenso_cancel_triggered(c));
         ValuePtr v = f.value();
-        TENSO_CHECK_STATUS(TENSO_E_CANCELLED, tenso_node_send(a.get(), addr_of(e.get()).c_str(), "x", 1, v.get(), 0, c));
+        TENSO_CHECK_STATUS(TENSO_E_CANCELLED,
+                           tenso_node_send(a.get(), addr_of(e.get()).c_str(), "x", 1, v.get(), 0, c));
         tenso_cancel_free(c);
     }
 
@@ -531,7 +330,8 @@ public:
         NodePtr a = make_node(), b = make_node();
         tenso_view *v = nullptr;
         for (int i = 0; i < 3; ++i)
-            TENSO_CHECK_STATUS(TENSO_E_NOT_FOUND, tenso_node_request(&v, a.get(), addr_of(b.get()).c_str(), "nope", 4, 0, nullptr));
+            TENSO_CHECK_STATUS(TENSO_E_NOT_FOUND,
+                               tenso_node_request(&v, a.get(), addr_of(b.get()).c_str(), "nope", 4, 0, nullptr));
         CPPUNIT_ASSERT(v == nullptr);
         const tenso_node_stats s = stats_of(a.get());
         CPPUNIT_ASSERT_EQUAL(uint64_t(1), s.connections_opened);  // "not found" keeps the connection
@@ -542,8 +342,16 @@ public:
         NodePtr a = make_node();
         Floats f(2, 2, 0.0f);
         const std::string fp(64, 'a');
-        const char *bad[] = {"", "127.0.0.1:5", "http://x:1", "tls://127.0.0.1:5", "tls://abc@127.0.0.1:5",
-                             "tcp://127.0.0.1", "tcp://:5", "tcp://[::1:5", "tcp://127.0.0.1:99999", "tcp://127.0.0.1:0",
+        const char *bad[] = {"",
+                             "127.0.0.1:5",
+                             "http://x:1",
+                             "tls://127.0.0.1:5",
+                             "tls://abc@127.0.0.1:5",
+                             "tcp://127.0.0.1",
+                             "tcp://:5",
+                             "tcp://[::1:5",
+                             "tcp://127.0.0.1:99999",
+                             "tcp://127.0.0.1:0",
                              "unix://"};
         for (const char *b : bad) TENSO_CHECK_STATUS(TENSO_E_BAD_ADDRESS, send(a.get(), b, "x", f));
         TENSO_CHECK_STATUS(TENSO_E_BAD_ADDRESS, send(a.get(), "tls://" + fp + "@no-such-host.invalid:5", "x", f));
@@ -582,7 +390,8 @@ public:
         ValuePtr pv = f.value();
         TENSO_CHECK_STATUS(TENSO_E_SHUTDOWN, tenso_node_publish(a.get(), "x", 1, pv.get(), count_release, &rel));
         NodePtr live = make_node();
-        TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, tenso_node_publish(live.get(), "", 0, pv.get(), count_release, &rel));
+        TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT,
+                           tenso_node_publish(live.get(), "", 0, pv.get(), count_release, &rel));
         CPPUNIT_ASSERT_EQUAL(0, rel.load());
         TENSO_CHECK_OK(tenso_node_publish(live.get(), "x", 1, pv.release(), count_release, &rel));
         tenso_view *got_v = nullptr;
@@ -632,7 +441,8 @@ public:
         ob.max_queued = 1;  // holds every ack until the receiver drains, so all four are open at once
         NodePtr c = make_node(ob);
         TENSO_CHECK_OK(send(a2.get(), addr_of(c.get()), "fill", Floats(1, 1, 0.0f)));
-        for (int i = 0; i < 4; ++i) ts.emplace_back([&] { TENSO_CHECK_OK(send(a2.get(), addr_of(c.get()), "q", Floats(1, 1, 0.0f))); });
+        for (int i = 0; i < 4; ++i)
+            ts.emplace_back([&] { TENSO_CHECK_OK(send(a2.get(), addr_of(c.get()), "q", Floats(1, 1, 0.0f))); });
         while (stats_of(c.get()).inbound_connections < 4) std::this_thread::sleep_for(std::chrono::milliseconds(1));
         CPPUNIT_ASSERT_EQUAL(4u, stats_of(a2.get()).pool_size);  // four busy (the first one's reused)
         for (int i = 0; i < 5; ++i) receive(c.get());
@@ -655,21 +465,32 @@ public:
         TENSO_CHECK_OK(tenso_cancel_new(&cc));
         const Floats onef(1, 1, 0.0f);  // the value points into it
         const ValuePtr one = onef.value();
-        std::thread cancelled([&] { TENSO_CHECK_STATUS(TENSO_E_CANCELLED, tenso_node_send(d.get(), addr_of(e.get()).c_str(), "c", 1, one.get(), UINT64_MAX, cc)); });
+        std::thread cancelled([&] {
+            TENSO_CHECK_STATUS(TENSO_E_CANCELLED,
+                               tenso_node_send(d.get(), addr_of(e.get()).c_str(), "c", 1, one.get(), UINT64_MAX, cc));
+        });
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
         tenso_cancel_trigger(cc);
         cancelled.join();
         tenso_cancel_free(cc);
-        std::thread waiter([&] { TENSO_CHECK_OK(tenso_node_send(d.get(), addr_of(e.get()).c_str(), "w", 1, one.get(), UINT64_MAX, nullptr)); });
+        std::thread waiter([&] {
+            TENSO_CHECK_OK(tenso_node_send(d.get(), addr_of(e.get()).c_str(), "w", 1, one.get(), UINT64_MAX, nullptr));
+        });
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
         CPPUNIT_ASSERT_EQUAL(std::string("fill"), name_of(receive(e.get()).get()));
         held.join();
         CPPUNIT_ASSERT_EQUAL(std::string("held"), name_of(receive(e.get()).get()));
         waiter.join();
         // e's queue holds "w": the next send holds the connection; one more waits for it.
-        std::thread held2([&] { TENSO_CHECK_STATUS(TENSO_E_SHUTDOWN, tenso_node_send(d.get(), addr_of(e.get()).c_str(), "h", 1, one.get(), UINT64_MAX, nullptr)); });
+        std::thread held2([&] {
+            TENSO_CHECK_STATUS(TENSO_E_SHUTDOWN, tenso_node_send(d.get(), addr_of(e.get()).c_str(), "h", 1, one.get(),
+                                                                 UINT64_MAX, nullptr));
+        });
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
-        std::thread stopped([&] { TENSO_CHECK_STATUS(TENSO_E_SHUTDOWN, tenso_node_send(d.get(), addr_of(e.get()).c_str(), "s", 1, one.get(), UINT64_MAX, nullptr)); });
+        std::thread stopped([&] {
+            TENSO_CHECK_STATUS(TENSO_E_SHUTDOWN, tenso_node_send(d.get(), addr_of(e.get()).c_str(), "s", 1, one.get(),
+                                                                 UINT64_MAX, nullptr));
+        });
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
         tenso_node_shutdown(d.get());
         stopped.join();
@@ -709,7 +530,8 @@ public:
         ::kill(child, SIGSTOP);
         const uint64_t before = stats_of(a.get()).bytes_sent;
         std::thread t([&] { got = send(a.get(), addr, "big", f); });
-        while (stats_of(a.get()).bytes_sent < before + (1u << 20)) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        while (stats_of(a.get()).bytes_sent < before + (1u << 20))
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
         ::kill(child, SIGKILL);
         int status = 0;
         ::waitpid(child, &status, 0);
@@ -725,7 +547,8 @@ public:
         Floats f(2, 2, 1.0f);
         tenso_buffer vb{};
         TENSO_CHECK_OK(tenso_value_dumps(&vb, f.value().get(), nullptr));
-        const std::vector<uint8_t> value(static_cast<const uint8_t *>(vb.data), static_cast<const uint8_t *>(vb.data) + vb.size);
+        const std::vector<uint8_t> value(static_cast<const uint8_t *>(vb.data),
+                                         static_cast<const uint8_t *>(vb.data) + vb.size);
         tenso_buffer_dispose(&vb);
         auto cat = [](std::vector<uint8_t> a, const std::vector<uint8_t> &b2) {
             a.insert(a.end(), b2.begin(), b2.end());
@@ -817,7 +640,8 @@ public:
                 most = std::max(most, stats_of(b.get()).queued);
                 MsgPtr m = receive(b.get());
                 CPPUNIT_ASSERT_EQUAL(std::to_string(i), name_of(m.get()));
-                CPPUNIT_ASSERT_EQUAL(float(i), static_cast<const float *>(tenso_view_data(tenso_node_message_view(m.get())))[0]);
+                CPPUNIT_ASSERT_EQUAL(float(i),
+                                     static_cast<const float *>(tenso_view_data(tenso_node_message_view(m.get())))[0]);
             }
         });
         std::vector<float> x(256);
@@ -893,14 +717,16 @@ public:
         auto packet = [](const Floats &f) {
             tenso_buffer vb{};
             TENSO_CHECK_OK(tenso_value_dumps(&vb, f.value().get(), nullptr));
-            std::vector<uint8_t> out(static_cast<const uint8_t *>(vb.data), static_cast<const uint8_t *>(vb.data) + vb.size);
+            std::vector<uint8_t> out(static_cast<const uint8_t *>(vb.data),
+                                     static_cast<const uint8_t *>(vb.data) + vb.size);
             tenso_buffer_dispose(&vb);
             return out;
         };
         const std::vector<uint8_t> ps = packet(small), pb = packet(big);
         std::vector<uint8_t> wire;
         auto push = [&](const std::string &name, const std::vector<uint8_t> &value) {
-            const std::vector<uint8_t> c = strings_packet({"push", name, "0", std::to_string(value.size()), "0", "ok-count"});
+            const std::vector<uint8_t> c =
+                strings_packet({"push", name, "0", std::to_string(value.size()), "0", "ok-count"});
             wire.insert(wire.end(), c.begin(), c.end());
             wire.insert(wire.end(), value.begin(), value.end());
         };
@@ -997,7 +823,8 @@ public:
         const Floats f(16, 16, 5.0f);  // 1 KiB
         const ValuePtr v = f.value();
         const int kCount = 1000;
-        for (int i = 0; i < kCount; ++i) TENSO_CHECK_OK(tenso_node_post(a.get(), addr.c_str(), "k", 1, v.get(), 0, nullptr));
+        for (int i = 0; i < kCount; ++i)
+            TENSO_CHECK_OK(tenso_node_post(a.get(), addr.c_str(), "k", 1, v.get(), 0, nullptr));
         const uint64_t before = stats_of(a.get()).bytes_sent;
         TENSO_CHECK_OK(tenso_node_flush(a.get(), addr.c_str(), 0, nullptr));
         const uint64_t after = stats_of(a.get()).bytes_sent;
@@ -1067,7 +894,8 @@ public:
         const ValuePtr v = f.value();
         for (int round = 0; round < 40; ++round) {
             NodePtr a = make_node(nullptr, TENSO_NODE_ALLOW_PLAINTEXT | TENSO_NODE_NO_LISTEN);
-            for (int i = 0; i < 3; ++i) TENSO_CHECK_OK(tenso_node_post(a.get(), addr.c_str(), "r", 1, v.get(), 0, nullptr));
+            for (int i = 0; i < 3; ++i)
+                TENSO_CHECK_OK(tenso_node_post(a.get(), addr.c_str(), "r", 1, v.get(), 0, nullptr));
             if (round % 4 >= 2) std::this_thread::sleep_for(std::chrono::microseconds(500 * (round % 3)));
             if (round % 2 == 0) {
                 a.reset();  // freed: the posts may or may not have left; receive what came
@@ -1119,8 +947,7 @@ public:
                 if (c < 0) return;
                 uint8_t buf[4096];
                 if (::read(c, buf, sizeof buf) > 0) write_all(c, strings_packet({"ok", "", "0", "5", "0", ""}));
-                while (::read(c, buf, sizeof buf) > 0) {
-                }
+                while (::read(c, buf, sizeof buf) > 0) {}
                 ::close(c);
             }
         });
@@ -1143,12 +970,14 @@ public:
         const Floats small(2, 2, 1.0f);
         tenso_buffer vb{};
         TENSO_CHECK_OK(tenso_value_dumps(&vb, small.value().get(), nullptr));
-        const std::vector<uint8_t> ps(static_cast<const uint8_t *>(vb.data), static_cast<const uint8_t *>(vb.data) + vb.size);
+        const std::vector<uint8_t> ps(static_cast<const uint8_t *>(vb.data),
+                                      static_cast<const uint8_t *>(vb.data) + vb.size);
         tenso_buffer_dispose(&vb);
         std::vector<uint8_t> wire;
         const int kCount = 50;
         for (int i = 0; i < kCount; ++i) {
-            const std::vector<uint8_t> c = strings_packet({"push", "p" + std::to_string(i), "0", std::to_string(ps.size()), "0", ""});
+            const std::vector<uint8_t> c =
+                strings_packet({"push", "p" + std::to_string(i), "0", std::to_string(ps.size()), "0", ""});
             wire.insert(wire.end(), c.begin(), c.end());
             wire.insert(wire.end(), ps.begin(), ps.end());
         }
@@ -1212,7 +1041,8 @@ public:
             const std::string n = name_of(m);
             const int k = std::stoi(n.substr(0, n.find('-')));
             CPPUNIT_ASSERT_EQUAL(std::to_string(k) + "-" + std::to_string(got[k]), n);
-            CPPUNIT_ASSERT_EQUAL(float(got[k]), static_cast<const float *>(tenso_view_data(tenso_node_message_view(m)))[0]);
+            CPPUNIT_ASSERT_EQUAL(float(got[k]),
+                                 static_cast<const float *>(tenso_view_data(tenso_node_message_view(m)))[0]);
             ++got[k];
             return true;
         };
@@ -1230,8 +1060,7 @@ public:
         while (done[0].load() < 200) CPPUNIT_ASSERT(take(20000));
         tenso_node_shutdown(a.get());
         for (auto &t : ts) t.join();
-        while (take(300)) {
-        }
+        while (take(300)) {}
         // What a flush answered arrived (posts after the last flush may have or not).
         for (int k = 0; k < kThreads; ++k) CPPUNIT_ASSERT(got[k] >= done[k].load() / 50 * 50);
     }
@@ -1264,7 +1093,8 @@ public:
         const Floats f(2, 2, 7.0f), g(256, 256, 1.0f);  // small (buffered) and large (written at once)
         const ValuePtr v = f.value(), w = g.value();
         for (int i = 0; i < kPosts; ++i)
-            TENSO_CHECK_OK(tenso_node_post(a.get(), addr.c_str(), "p", 1, i % 100 == 50 ? w.get() : v.get(), 0, nullptr));
+            TENSO_CHECK_OK(
+                tenso_node_post(a.get(), addr.c_str(), "p", 1, i % 100 == 50 ? w.get() : v.get(), 0, nullptr));
         TENSO_CHECK_OK(tenso_node_flush(a.get(), addr.c_str(), 20000, nullptr));
         TENSO_CHECK_OK(tenso_node_send(a.get(), addr.c_str(), "s", 1, v.get(), 20000, nullptr));
         CPPUNIT_ASSERT_EQUAL(kPosts + 1, pushes.load());
@@ -1363,7 +1193,8 @@ public:
         TENSO_CHECK_OK(send(friendly.get(), addr_of(guarded.get()), "in", Floats(2, 2, 0.0f)));
         TENSO_CHECK_STATUS(TENSO_E_AUTH, send(stranger.get(), addr_of(guarded.get()), "out", Floats(2, 2, 0.0f)));
         tenso_view *v = nullptr;
-        TENSO_CHECK_STATUS(TENSO_E_AUTH, tenso_node_request(&v, stranger.get(), addr_of(guarded.get()).c_str(), "in", 2, 0, nullptr));
+        TENSO_CHECK_STATUS(TENSO_E_AUTH,
+                           tenso_node_request(&v, stranger.get(), addr_of(guarded.get()).c_str(), "in", 2, 0, nullptr));
         CPPUNIT_ASSERT_EQUAL(std::string("in"), name_of(receive(guarded.get()).get()));
         CPPUNIT_ASSERT(stats_of(guarded.get()).refused >= 2);
         // Unusable identities.
@@ -1388,7 +1219,8 @@ public:
         const std::string addr = addr_of(b.get());
         const int kPushes = 32;
         std::thread tx([&] {
-            for (int i = 0; i < kPushes; ++i) TENSO_CHECK_OK(send(a.get(), addr, std::to_string(i), Floats(256, 1024, float(i)), UINT64_MAX));
+            for (int i = 0; i < kPushes; ++i)
+                TENSO_CHECK_OK(send(a.get(), addr, std::to_string(i), Floats(256, 1024, float(i)), UINT64_MAX));
         });
         // Until the receiver takes anything, what it holds stays within the queue's bytes, one
         // packet waiting for room and the socket buffers; the sender is held back.
@@ -1434,7 +1266,7 @@ public:
         const int kSmall = 28;
         auto floats = [&](int i) {
             if (i < kRounds * kPerRound) return Floats(1, 33281, float(i));  // 133124 bytes
-            return Floats(1, uint64_t(1) << (i % 14), float(i));            // 4 bytes to 32 KiB
+            return Floats(1, uint64_t(1) << (i % 14), float(i));             // 4 bytes to 32 KiB
         };
         const int kPosts = kRounds * kPerRound + kSmall;
         std::atomic<int> wrong{0};
@@ -1457,7 +1289,8 @@ public:
             ValuePtr v = f.value();
             const std::string name = std::to_string(i);
             posted = tenso_node_post(a.get(), addr.c_str(), name.data(), name.size(), v.get(), 20000, nullptr);
-            if (i % kPerRound == kPerRound - 1 || i == kPosts - 1) flushed = tenso_node_flush(a.get(), addr.c_str(), 20000, nullptr);
+            if (i % kPerRound == kPerRound - 1 || i == kPosts - 1)
+                flushed = tenso_node_flush(a.get(), addr.c_str(), 20000, nullptr);
         }
         if (posted != TENSO_OK || flushed != TENSO_OK) tenso_node_shutdown(b.get());  // rx stops
         rx.join();
@@ -1514,7 +1347,8 @@ public:
         f.check(tenso_node_message_view(receive(t.get()).get()));
         CPPUNIT_ASSERT(stats_of(a.get()).bytes_sent > pb.size);
         // A descriptor shorter than announced is refused.
-        TENSO_CHECK_STATUS(TENSO_E_MALFORMED, tenso_node_send_fd(a.get(), u.c_str(), "fd", 2, fd, 200, pb.size, 0, nullptr));
+        TENSO_CHECK_STATUS(TENSO_E_MALFORMED,
+                           tenso_node_send_fd(a.get(), u.c_str(), "fd", 2, fd, 200, pb.size, 0, nullptr));
         ::close(fd);
         // Pull over the Unix socket: the published value's memfd is passed.
         TENSO_CHECK_OK(tenso_node_publish(b.get(), "pub", 3, f.value().release(), nullptr, nullptr));
@@ -1549,10 +1383,11 @@ public:
         TENSO_CHECK_OK(tenso_bundle_insert(bundle, "w", 1, t.get()));
         tenso_buffer pb{};
         TENSO_CHECK_OK(tenso_value_dumps(&pb, bundle, nullptr));
-        TENSO_CHECK_OK(tenso_node_send_packet(a.get(), addr_of(b.get()).c_str(), "bundle", 6, pb.data, pb.size, 0, nullptr));
+        TENSO_CHECK_OK(
+            tenso_node_send_packet(a.get(), addr_of(b.get()).c_str(), "bundle", 6, pb.data, pb.size, 0, nullptr));
         CPPUNIT_ASSERT_EQUAL(1, ::poll(&p, 1, 20000));
-        TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT,
-                           tenso_node_send_packet(a.get(), addr_of(b.get()).c_str(), "bundle", 6, pb.data, pb.size - 1, 0, nullptr));
+        TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, tenso_node_send_packet(a.get(), addr_of(b.get()).c_str(), "bundle",
+                                                                            6, pb.data, pb.size - 1, 0, nullptr));
         MsgPtr m = receive(b.get(), 0);
         const tenso_view *v = tenso_node_message_view(m.get());
         CPPUNIT_ASSERT_EQUAL(TENSO_KIND_BUNDLE, tenso_view_kind(v));

@@ -8,10 +8,16 @@
 //     here (INVALID_ARGUMENT / GPU);
 //   - a dense result holds the view's bytes, dtype and shape; a bundle has its entries in order;
 //   - tenso_gpu_read_fd of the same bytes from a memfd answers as tenso_read_fd does, and gives
-//     the same device bytes (the dense body is streamed up while it is read).
+//     the same device bytes (the dense body is streamed up while it is read);
+//   - tenso_gpu_tensor_from_dlpack of a DLPack tensor whose ndim, dtype, shape, strides and
+//     byte_offset come from the input's bytes (any int64, as a producer may hand over): a
+//     status from the documented set, no undefined behaviour (UBSan) whatever the products;
+//     when it takes the tensor, the shape is within the element limit, the strides compact
+//     row-major, and freeing it runs the deleter once; when it refuses, the deleter never runs.
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -102,6 +108,84 @@ void check_against(tenso_status gst, const tenso_gpu_value *g, tenso_status st, 
     compare(g, v);
 }
 
+// Reads the input's bytes as fields, from the front, wrapping around (zeros when empty).
+class Fields {
+public:
+    Fields(const uint8_t *p, size_t n) : p_(p), n_(n) {}
+    uint8_t u8() { return n_ ? p_[i_++ % n_] : 0; }
+    int64_t i64() {
+        uint64_t v = 0;
+        for (int k = 0; k < 8; ++k) v |= uint64_t(u8()) << (8 * k);
+        return int64_t(v);
+    }
+
+private:
+    const uint8_t *p_;
+    size_t n_, i_ = 0;
+};
+
+int g_deleted = 0;
+void count_deleter(DLManagedTensorVersioned *) { ++g_deleted; }
+
+void dlpack_import(const uint8_t *data, size_t size) {
+    static uint8_t cells[64];
+    Fields f(data, size);
+    const uint8_t mode = f.u8();
+    int64_t shape[34], strides[34];
+    DLManagedTensorVersioned m;
+    std::memset(&m, 0, sizeof m);
+    m.version = {mode & 1 ? DLPACK_MAJOR_VERSION + 1u : DLPACK_MAJOR_VERSION, 1};
+    m.flags = mode & 2 ? DLPACK_FLAG_BITMASK_READ_ONLY : 0;
+    m.deleter = count_deleter;
+    m.dl_tensor.data = cells;
+    m.dl_tensor.device = {mode & 4 ? kDLCUDA : kDLCPU, 0};
+    m.dl_tensor.ndim = int32_t(f.u8() % 35) - 1;  // -1 .. 33
+    m.dl_tensor.dtype = {uint8_t(f.u8() % 8), uint8_t(mode & 8 ? f.u8() : 32), uint16_t(mode & 16 ? f.u8() : 1)};
+    m.dl_tensor.shape = shape;
+    m.dl_tensor.strides = mode & 32 ? strides : nullptr;
+    m.dl_tensor.byte_offset = mode & 64 ? uint64_t(f.i64()) : f.u8();
+    // Extents: small ones (so some tensors are taken) or any int64; strides: compact row-major
+    // as far as they go, or any int64.
+    const int32_t n = std::max<int32_t>(0, std::min<int32_t>(m.dl_tensor.ndim, 34));
+    for (int32_t i = 0; i < n; ++i) shape[i] = f.u8() & 1 ? f.i64() : f.u8() % 5;
+    __int128 run = 1;
+    for (int32_t i = n; i-- > 0;) {
+        strides[i] = f.u8() & 1 || run > INT64_MAX ? f.i64() : int64_t(run);
+        if (run <= INT64_MAX) run *= shape[i] > 1 ? shape[i] : 1;
+    }
+    g_deleted = 0;
+    tenso_gpu_tensor *t = nullptr;
+    const tenso_status st = tenso_gpu_tensor_from_dlpack(&t, &m);
+    FUZZ_CHECK((st == TENSO_OK) == (t != nullptr), "tensor set on failure or missing on success");
+    FUZZ_CHECK(g_deleted == 0, "deleter ran during the import");
+    if (st != TENSO_OK) {
+        FUZZ_CHECK(st == TENSO_E_INVALID_ARGUMENT || st == TENSO_E_TOO_MANY_DIMS || st == TENSO_E_TOO_MANY_ELEMENTS ||
+                       st == TENSO_E_UNSUPPORTED_KIND || st == TENSO_E_BAD_DTYPE || st == TENSO_E_UNSUPPORTED_VERSION,
+                   "from_dlpack answered %s", tenso_status_name(st));
+        return;
+    }
+    bool empty = false;
+    for (int32_t i = 0; i < n; ++i) {
+        FUZZ_CHECK(shape[i] >= 0, "a negative extent was taken");
+        empty = empty || shape[i] == 0;
+    }
+    __int128 count = 1;
+    for (int32_t i = 0; i < n && !empty; ++i) {
+        count *= shape[i];
+        FUZZ_CHECK(count <= 1000000000, "more than 10^9 elements were taken");
+    }
+    if (m.dl_tensor.strides) {
+        __int128 expect = 1;
+        for (int32_t i = n; i-- > 0;) {
+            FUZZ_CHECK(shape[i] == 1 || strides[i] == expect, "a strided tensor was taken");
+            expect *= shape[i] > 1 ? shape[i] : 1;
+        }
+    }
+    FUZZ_CHECK(uint32_t(tenso_gpu_tensor_ndim(t)) == uint32_t(n), "ndim differs");
+    tenso_gpu_tensor_free(t);
+    FUZZ_CHECK(g_deleted == 1, "the deleter ran %d times", g_deleted);
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -140,5 +224,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     tenso_gpu_value_free(g);
     tenso_view_free(v);
     ::close(fd);
+
+    dlpack_import(data, size);
     return 0;
 }

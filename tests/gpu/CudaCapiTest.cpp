@@ -24,8 +24,11 @@ bool have_driver() {
 void assert_unavailable(tenso_status st, const char *what) {
     const std::string m = tenso_last_error();
     CPPUNIT_ASSERT_EQUAL_MESSAGE(std::string(what) + ": " + m, TENSO_E_GPU_UNAVAILABLE, st);
-    // The runtime's words, from the plugin's init (not "could not be loaded").
-    CPPUNIT_ASSERT_MESSAGE(m, m.find("cudaGetDeviceCount: ") != std::string::npos);
+    // What happened and what to do first, then the runtime's words, from the plugin's init
+    // (not "cannot be loaded").
+    CPPUNIT_ASSERT_MESSAGE(m, m.rfind("no CUDA driver or GPU device was found. ", 0) == 0);
+    CPPUNIT_ASSERT_MESSAGE(m, m.find("TENSO_GPU_BACKEND=host") != std::string::npos);
+    CPPUNIT_ASSERT_MESSAGE(m, m.find("(cudaGetDeviceCount: ") != std::string::npos);
     CPPUNIT_ASSERT_MESSAGE(m, m.find("(cudaError") != std::string::npos);
 }
 

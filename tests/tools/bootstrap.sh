@@ -16,6 +16,8 @@
 #   tests/tools/bootstrap.sh --aarch64    also the aarch64 cross toolchain, qemu-user and the
 #                                         arm64 -dev packages (adds the dpkg architecture arm64;
 #                                         for make check-aarch64: tests/cross/check-aarch64.sh)
+#   tests/tools/bootstrap.sh --lint       also clang-format and clang-tidy (make lint)
+#   tests/tools/bootstrap.sh --docs       also doxygen (make docs)
 #
 # When everything is present this is one dpkg-query call: a fast no-op. apt-get runs only
 # for the packages actually missing, with sudo only when we are not root.
@@ -36,6 +38,9 @@ want_upstream=0
 want_cuda=0
 want_js=0
 want_aarch64=0
+# make lint and make docs only: make test does not pay for these packages.
+lint_packages=(clang-format clang-tidy)
+docs_packages=(doxygen)
 for arg in "$@"; do
     case "$arg" in
         --upstream) want_upstream=1 ;;
@@ -44,7 +49,9 @@ for arg in "$@"; do
         --dist) packages+=(dpkg-dev file binutils mmdebstrap python3-venv ccache) ;;
         --js) want_js=1 ;;
         --aarch64) want_aarch64=1 ;;
-        -h|--help) sed -n '2,21p' "${BASH_SOURCE[0]}"; exit 0 ;;
+        --lint) packages+=("${lint_packages[@]}") ;;
+        --docs) packages+=("${docs_packages[@]}") ;;
+        -h|--help) sed -n '2,/^set /{/^#/p}' "${BASH_SOURCE[0]}"; exit 0 ;;
         *) echo "bootstrap.sh: unknown argument '$arg'" >&2; exit 2 ;;
     esac
 done

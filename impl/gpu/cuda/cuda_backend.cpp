@@ -16,6 +16,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "gpu/backend.h"
@@ -58,17 +59,17 @@ tenso_status fail(char *msg, size_t cap, const char *call, cudaError_t e) {
     return status_of(e);
 }
 
-#define TENSO_CUDA_TRY(call)                                                                  \
-    do {                                                                                      \
-        const cudaError_t tenso_e_ = (call);                                                  \
-        if (tenso_e_ != cudaSuccess) return fail(msg, msg_cap, #call, tenso_e_);              \
+#define TENSO_CUDA_TRY(call)                                                     \
+    do {                                                                         \
+        const cudaError_t tenso_e_ = (call);                                     \
+        if (tenso_e_ != cudaSuccess) return fail(msg, msg_cap, #call, tenso_e_); \
     } while (0)
 
 // An op that is one CUDA call, its error turned into a status.
-#define TENSO_CUDA_OP(name, params, call)                                                     \
-    tenso_status name params {                                                                \
-        TENSO_CUDA_TRY(call);                                                                 \
-        return TENSO_OK;                                                                      \
+#define TENSO_CUDA_OP(name, params, call) \
+    tenso_status name params {            \
+        TENSO_CUDA_TRY(call);             \
+        return TENSO_OK;                  \
     }
 
 // ---- discovery ----
@@ -277,6 +278,38 @@ struct CUfileDescr {
 using CUfileHandle = void *;
 constexpr int kCuFileHandleTypeFd = 1;
 constexpr int kCuFileParamForceCompatMode = 2;  // CUFileBoolConfigParameter_t
+constexpr int kCuFileParamEnvLogfilePath = 1;   // CUFileStringConfigParameter_t
+
+// cuFile writes cufile.log into the working directory unless its configuration names another
+// place (logging.dir in the cufile.json that CUFILE_ENV_PATH_JSON names, or CUFILE_LOGFILE_PATH):
+// a library must leave no file where its user runs. Unless the user set one of those two, the
+// log goes to /dev/null, in the two ways cuFile takes it: cuFileSetParameterString(
+// CUFILE_PARAM_ENV_LOGFILE_PATH) (cuFile >= 1.14; it outranks the environment and cufile.json)
+// for what cuFile logs once configured, and CUFILE_LOGFILE_PATH while the library loads and
+// cuFileDriverOpen runs, for what it logs before it has read its configuration (libcufile 1.15
+// logs a failed start to ./cufile.log whatever the parameter says). The variable is removed
+// right after, so the process's environment is left as it was.
+class QuietCuFileLog {
+public:
+    QuietCuFileLog() : quiet_(!std::getenv("CUFILE_LOGFILE_PATH") && !std::getenv("CUFILE_ENV_PATH_JSON")) {
+        if (quiet_) setenv("CUFILE_LOGFILE_PATH", kNowhere, 0);
+    }
+    ~QuietCuFileLog() {
+        if (quiet_) unsetenv("CUFILE_LOGFILE_PATH");
+    }
+    QuietCuFileLog(const QuietCuFileLog &) = delete;
+    QuietCuFileLog &operator=(const QuietCuFileLog &) = delete;
+    // Before cuFileDriverOpen (the parameter is staged until then).
+    void configure(void *lib) const {
+        using SetString = CUfileError (*)(int, const char *);
+        auto set = reinterpret_cast<SetString>(dlsym(lib, "cuFileSetParameterString"));
+        if (quiet_ && set) (void)set(kCuFileParamEnvLogfilePath, kNowhere);  // best effort: the variable covers it
+    }
+
+private:
+    static constexpr const char *kNowhere = "/dev/null";
+    bool quiet_;
+};
 
 struct CuFile {
     void *lib = nullptr;
@@ -304,6 +337,7 @@ const CuFile &cufile() {
             (void)cudaGetLastError();
             return c;
         }
+        const QuietCuFileLog quiet;
         c.lib = dlopen("libcufile.so.0", RTLD_NOW | RTLD_LOCAL);
         if (!c.lib) c.lib = dlopen("libcufile.so", RTLD_NOW | RTLD_LOCAL);
         if (!c.lib) {
@@ -317,13 +351,15 @@ const CuFile &cufile() {
         c.read = reinterpret_cast<ssize_t (*)(CUfileHandle, void *, size_t, off_t, off_t)>(dlsym(c.lib, "cuFileRead"));
         c.get_bool = reinterpret_cast<CUfileError (*)(int, bool *)>(dlsym(c.lib, "cuFileGetParameterBool"));
         if (!c.driver_open || !c.handle_register || !c.handle_deregister || !c.read) {
-            std::snprintf(c.why, sizeof c.why, "GPUDirect Storage: libcufile lacks cuFileDriverOpen/HandleRegister/Read");
+            std::snprintf(c.why, sizeof c.why,
+                          "GPUDirect Storage: libcufile lacks cuFileDriverOpen/HandleRegister/Read");
             return c;
         }
+        quiet.configure(c.lib);
         const CUfileError e = c.driver_open();
         if (e.err != 0) {
-            std::snprintf(c.why, sizeof c.why, "GPUDirect Storage: cuFileDriverOpen failed (cuFile error %d, CUresult %d)",
-                          e.err, e.cu_err);
+            std::snprintf(c.why, sizeof c.why,
+                          "GPUDirect Storage: cuFileDriverOpen failed (cuFile error %d, CUresult %d)", e.err, e.cu_err);
             return c;
         }
         c.open = true;
@@ -396,15 +432,30 @@ tenso_status gds_read(void *dst, size_t n, int fd, uint64_t file_offset, int32_t
 }
 
 const tenso_gpu_backend_ops kOps = {
-    TENSO_GPU_BACKEND_ABI, TENSO_GPU_BACKEND_CUDA,
-    init, device_count, device_info,
-    malloc_device, free_device, malloc_pinned, free_pinned,
-    stream_create, stream_destroy, stream_synchronize,
-    event_create, event_destroy, event_record, event_synchronize,
-    copy_h2d, copy_d2h,
-    ipc_export, ipc_open, ipc_close,
+    TENSO_GPU_BACKEND_ABI,
+    TENSO_GPU_BACKEND_CUDA,
+    init,
+    device_count,
+    device_info,
+    malloc_device,
+    free_device,
+    malloc_pinned,
+    free_pinned,
+    stream_create,
+    stream_destroy,
+    stream_synchronize,
+    event_create,
+    event_destroy,
+    event_record,
+    event_synchronize,
+    copy_h2d,
+    copy_d2h,
+    ipc_export,
+    ipc_open,
+    ipc_close,
     dequantize,
-    gds_probe, gds_read,
+    gds_probe,
+    gds_read,
 };
 
 }  // namespace

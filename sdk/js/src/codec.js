@@ -17,9 +17,9 @@ import {
   wasm, mem, setU64s, check, malloc, free, copyIn, slot, rec, recAt, u32At, u64At, constant,
   kindTable, setPieceSink, encoder, utf8String,
 } from './engine.js';
-import { TensoLimitError, TensoTypeError, TensoValueError } from './errors.js';
+import { TensoLimitError, TensoMemoryError, TensoTypeError, TensoValueError } from './errors.js';
 import {
-  Tensor, SparseMatrix, QuantizedTensor, StringTensor, RaggedArray, GpuIpcRef, asTensor, arrayType,
+  Tensor, SparseMatrix, QuantizedTensor, StringTensor, RaggedArray, GpuIpcRef, asTensor, isTensorLike, arrayType,
   dtypeInfo, dtypeByCode, numel, describe, SCHEMES, SCHEME_NAMES,
 } from './values.js';
 
@@ -50,6 +50,9 @@ export const limits = Object.freeze({
 const HEAD = 256;
 const head = malloc(HEAD);
 const MAX_LEN = 2 ** 32 - 1;
+// How much of its input withView frames a packet from (copyPacket), and packetInfo reads first.
+const FRAME_PREFIX = 1 << 16;
+const FRAME_MIN_INPUT = 16 << 20;
 // Bodies under integrity are hashed through this window.
 const HASH_WINDOW = 1 << 20;
 let hashWindow = 0;
@@ -117,7 +120,8 @@ function shapeAt(ptr, ndim) {
 }
 
 // A dense tensor's elements: a view of the caller's bytes (src, at off) when allowed and
-// aligned for the element type, else a copy; from engine memory (src null): always a copy.
+// aligned for the element type, else a copy - of the engine's copy at wasmPtr when there is
+// one (what the engine checked, even if the caller's bytes are shared and change), else of src.
 function elements(dtype, shape, src, off, nbytes, wasmPtr, options) {
   const Ctor = arrayType(dtype);
   const count = nbytes / Ctor.BYTES_PER_ELEMENT;
@@ -132,23 +136,23 @@ function elements(dtype, shape, src, off, nbytes, wasmPtr, options) {
   }
   const data = new Ctor(count);
   const bytes = new Uint8Array(data.buffer);
-  bytes.set(src ? src.subarray(off, off + nbytes) : mem().subarray(wasmPtr, wasmPtr + nbytes));
+  bytes.set(wasmPtr == null ? src.subarray(off, off + nbytes) : mem().subarray(wasmPtr, wasmPtr + nbytes));
   return new Tensor(data, shape, dtype);
 }
 
-// Checks the XXH3 footer of src[off, off + n) (footer at src[off + n]) through the engine's
-// hasher, one window of the body at a time.
-function verifyBody(src, off, n) {
+// Checks the XXH3 of `body` against the 8-byte `footer` through the engine's hasher, one window
+// of the body at a time.
+function verifyBody(body, footer) {
   if (!hashWindow) hashWindow = malloc(HASH_WINDOW);
   const h = wasm.tenso_js_hasher_new() >>> 0;
-  if (!h) throw new TensoValueError('out of WebAssembly memory for a hasher');
+  if (!h) throw new TensoMemoryError('out of WebAssembly memory for a hasher');
   try {
-    for (let done = 0; done < n; done += HASH_WINDOW) {
-      const k = Math.min(HASH_WINDOW, n - done);
-      mem().set(src.subarray(off + done, off + done + k), hashWindow);
+    for (let done = 0; done < body.length; done += HASH_WINDOW) {
+      const k = Math.min(HASH_WINDOW, body.length - done);
+      mem().set(body.subarray(done, done + k), hashWindow);
       wasm.tenso_js_hasher_update(h, hashWindow, k);
     }
-    mem().set(src.subarray(off + n, off + n + 8), head);
+    mem().set(footer, head);
     check(wasm.tenso_js_hasher_check(h, head));
   } finally {
     wasm.tenso_js_hasher_free(h);
@@ -201,7 +205,7 @@ function convert(v, ctx, options) {
       const m = mem();
       const f32 = (p) => new Float32Array(m.slice(p, p + 4 * nscales).buffer);
       const packed = ctx.src && !options.copy ? ctx.src.subarray(mapped(data), mapped(data) + nbytes)
-        : (ctx.src ? ctx.src.slice(mapped(data), mapped(data) + nbytes) : m.slice(data, data + nbytes));
+        : m.slice(data, data + nbytes);
       return new QuantizedTensor({ data: packed, shape: shapeAt(wasm.tenso_view_shape(v) >>> 0, ndim),
         dtype: dtypeByCode.get(dtype).name, scheme: SCHEME_NAMES.get(scheme), axis, groupSize,
         scales: f32(scales), zeroPoints: f32(zps) });
@@ -225,26 +229,39 @@ function convert(v, ctx, options) {
       return new RaggedArray(flat, offsets.map((o) => o / size));
     }
     case 'gpu_ipc_ref': {
-      const handle = malloc(96);
-      try {
-        check(wasm.tenso_js_view_ipc_ref(handle, handle + 64, rec, v));
-        return new GpuIpcRef({ handle: mem().slice(handle, handle + 64), deviceUuid: mem().slice(handle + 64, handle + 80),
-          byteOffset: recAt(0), nbytes: recAt(1) });
-      } finally {
-        free(handle);
-      }
+      check(wasm.tenso_js_view_ipc_ref(rec, v));
+      const handle = rec + 32;
+      const uuid = handle + recAt(2);
+      return new GpuIpcRef({ handle: mem().slice(handle, uuid), deviceUuid: mem().slice(uuid, uuid + recAt(3)),
+        byteOffset: recAt(0), nbytes: recAt(1) });
     }
     default:
       throw new TensoTypeError(`the engine returned a packet of kind ${kind}, which this package does not know`);
   }
 }
 
+// The packet at the start of src, copied into engine memory: [address, length]; free(address).
+// An input over 16 MiB is first framed by the engine (tenso_inspect) from its first 64 KiB, so
+// a packet with many bytes after it (a slot with slack, a file read whole) costs its own length,
+// not the input's. Otherwise - a smaller input, or a packet the prefix does not hold - the input
+// is copied whole, as far as the 32-bit engine reaches (4 GiB - 1 bytes). A failed framing
+// costs ~10-25 us (exceptions in the engine): 30% of copying 1 MiB, 2% of 16 MiB.
+function copyPacket(src) {
+  const len = Math.min(src.length, MAX_LEN);
+  if (len > FRAME_MIN_INPUT) {
+    const p = copyIn(src.subarray(0, FRAME_PREFIX));
+    if (wasm.tenso_js_inspect(rec, p, FRAME_PREFIX) === 0 && recAt(9)) return [p, recAt(9)];
+    free(p); // longer than the prefix, or refused: tenso_loads of it all says why
+  }
+  return [copyIn(src.subarray(0, len)), len];
+}
+
 // Decodes the whole packet in engine memory and hands the view to fn(view, ctx).
 function withView(src, options, fn) {
   const opts = decodeOptions(options);
-  const p = copyIn(src);
+  const [p, len] = copyPacket(src);
   try {
-    check(wasm.tenso_loads(slot(0), p, src.length, opts));
+    check(wasm.tenso_loads(slot(0), p, len, opts));
     const v = u32At(slot(0));
     try {
       return fn(v, { src, base: p });
@@ -280,8 +297,11 @@ export function loads(data, options = {}) {
     const dtype = dtypeByCode.get(recAt(0)).name;
     const off = recAt(5);
     const nbytes = recAt(6);
-    if (recAt(8)) verifyBody(src, off, nbytes);
-    return elements(dtype, shape, src, off, nbytes, 0, options);
+    const footer = recAt(8) ? src.slice(recAt(8), recAt(7)) : null;
+    // The body is hashed as returned: a copy (copy: true, misaligned) is what was checked.
+    const t = elements(dtype, shape, src, off, nbytes, null, options);
+    if (footer) verifyBody(t.bytes, footer);
+    return t;
   }
   return withView(src, options, (v, ctx) => convert(v, ctx, options));
 }
@@ -289,7 +309,7 @@ export function loads(data, options = {}) {
 /** What a packet's header says, read without decoding its body. */
 export function packetInfo(data) {
   const src = bytesOf(data);
-  const prefix = src.subarray(0, Math.min(src.length, 1 << 16));
+  const prefix = src.subarray(0, Math.min(src.length, FRAME_PREFIX));
   let p = copyIn(prefix);
   try {
     check(wasm.tenso_js_inspect(rec, p, prefix.length));
@@ -297,13 +317,14 @@ export function packetInfo(data) {
     if (!r[9] && src.length > prefix.length) {
       // Not all of it in the prefix: the dense header path knows a dense packet's length, and
       // any other packet is inspected whole.
+      const len = Math.min(src.length, MAX_LEN);
       mem().set(src.subarray(0, HEAD), head);
-      check(wasm.tenso_js_loads_dense(slot(0), rec, head, HEAD, Math.min(src.length, MAX_LEN), 0));
+      check(wasm.tenso_js_loads_dense(slot(0), rec, head, HEAD, len, 0));
       if (!u32At(slot(0))) {
         free(p);
         p = 0;
-        p = copyIn(src);
-        check(wasm.tenso_js_inspect(rec, p, src.length));
+        p = copyIn(src.subarray(0, len));
+        check(wasm.tenso_js_inspect(rec, p, len));
         r = Array.from({ length: 10 }, (_, i) => recAt(i));
       } else {
         r[8] = recAt(6);
@@ -428,7 +449,7 @@ class Encoding {
     if (x instanceof RaggedArray) return this.ragged(x);
     if (x instanceof GpuIpcRef) return this.ipcRef(x);
     if (x instanceof Map || (x && typeof x === 'object' && [Object.prototype, null].includes(Object.getPrototypeOf(x)))) {
-      if (x.dtype !== undefined && x.shape !== undefined && x.data !== undefined) return this.tensor(x);
+      if (isTensorLike(x)) return this.tensor(x);
       return this.bundle(x instanceof Map ? [...x] : Object.entries(x), depth);
     }
     throw new TensoTypeError(`Cannot serialize object of type '${describe(x)}'`);
@@ -472,8 +493,8 @@ class Encoding {
       dtypeCode(t.dtype), BigInt(r.length), this.u64s(r.offsets)));
   }
   ipcRef(g) {
-    return this.take(wasm.tenso_js_value_ipc_ref(slot(0), this.copy(g.handle), this.copy(g.deviceUuid),
-      BigInt(g.byteOffset), BigInt(g.nbytes)));
+    return this.take(wasm.tenso_js_value_ipc_ref(slot(0), this.copy(g.handle), g.handle.length, this.copy(g.deviceUuid),
+      g.deviceUuid.length, BigInt(g.byteOffset), BigInt(g.nbytes)));
   }
 }
 
@@ -511,7 +532,9 @@ export function dumps(value, options = {}) {
       return 0;
     });
     check(wasm.tenso_js_write(rec, v, opts));
-    return pos === bound ? out : out.subarray(0, pos);
+    // The bound is the worst case of compression: a packet much smaller than it gets a buffer of
+    // its own size (one copy of the compressed packet) rather than keep all of the bound alive.
+    return bound - pos > pos / 8 ? out.slice(0, pos) : out.subarray(0, pos);
   } finally {
     setPieceSink(null);
     enc.release();

@@ -80,7 +80,8 @@ export function utf8String(bytes) {
 
 /** Memory the engine can read, 64-byte aligned; release with free(). */
 export function malloc(n) {
-  const p = wasm.tenso_js_malloc(n) >>> 0;
+  // A size_t is 32 bits in the module: a larger n would reach it wrapped, as a small block.
+  const p = n < 2 ** 32 ? wasm.tenso_js_malloc(n) >>> 0 : 0;
   if (!p) throw errorFor('TENSO_E_NO_MEMORY', `out of WebAssembly memory (asked for ${n} bytes)`);
   return p;
 }

@@ -2,9 +2,11 @@
 // Python SDK has them (tenso.errors). Each error carries the C status name (`statusName`, e.g.
 // "TENSO_E_TRUNCATED"), its code (`status`) and the engine's message.
 
-/** Base class of every tenso error. */
+/** Base class of every tenso error. An error raised by the JavaScript layer itself (an option,
+ *  a value it cannot take) carries its class's `defaultStatus`. */
 export class TensoError extends Error {
-  constructor(message, statusName = 'TENSO_E_INTERNAL', status = undefined) {
+  static defaultStatus = 'TENSO_E_INTERNAL';
+  constructor(message, statusName = new.target.defaultStatus, status = undefined) {
     super(message);
     this.name = new.target.name;
     /** The libtenso status name ("TENSO_E_CHECKSUM", ...). */
@@ -40,6 +42,17 @@ export class TensoHTTPError extends TensoError {
     this.httpStatus = httpStatus;
     this.detail = detail;
   }
+}
+
+// What an error of each class raised by the JavaScript layer itself names as its status.
+for (const [Cls, statusName] of [
+  [TensoValueError, 'TENSO_E_INVALID_ARGUMENT'], [TensoCorruptError, 'TENSO_E_MALFORMED'],
+  [TensoTruncatedError, 'TENSO_E_TRUNCATED'], [TensoChecksumError, 'TENSO_E_CHECKSUM'],
+  [TensoUnsupportedError, 'TENSO_E_UNSUPPORTED_KIND'], [TensoLimitError, 'TENSO_E_LIMIT'],
+  [TensoTypeError, 'TENSO_E_INVALID_ARGUMENT'], [TensoEOFError, 'TENSO_E_END_OF_STREAM'],
+  [TensoMemoryError, 'TENSO_E_NO_MEMORY'],
+]) {
+  Cls.defaultStatus = statusName;
 }
 
 const byStatus = {

@@ -4,7 +4,7 @@
 // 400 (content type), 413 (over a size limit) or 422 (malformed), with {"detail": ...}.
 import { wasm } from './engine.js';
 import { loads, dumps, decodeOptions } from './codec.js';
-import { Decoder } from './stream.js';
+import { Decoder, chunksOf } from './stream.js';
 import { TensoError, TensoHTTPError, TensoLimitError, TensoMemoryError } from './errors.js';
 import { Tensor, asTensor } from './values.js';
 
@@ -33,23 +33,53 @@ async function detailOf(response) {
   return text;
 }
 
+// A response body as one Uint8Array, refused as soon as it passes `limit` bytes (0: no limit),
+// whether or not the server declared its length: read into a buffer of the declared length
+// (within the limit), growing by doubling past it. One copy of the body, as arrayBuffer().
+async function readBody(response, limit) {
+  const tooLarge = (n) => new TensoLimitError(`response of ${n} bytes exceeds maxPacketBytes (${limit})`);
+  const declared = Number(response.headers.get('content-length') ?? NaN);
+  if (limit && declared > limit) {
+    await response.body?.cancel();
+    throw tooLarge(declared);
+  }
+  if (!response.body) return new Uint8Array(0);
+  let buf = new Uint8Array(Number.isSafeInteger(declared) && declared >= 0 ? Math.min(declared, limit || MAX_BODY_BYTES) : 1 << 16);
+  let n = 0;
+  for await (const chunk of chunksOf(response.body)) {
+    if (limit && n + chunk.length > limit) {
+      n = -1;
+      break;
+    }
+    if (n + chunk.length > buf.length) {
+      const grown = new Uint8Array(Math.max(2 * buf.length, n + chunk.length));
+      grown.set(buf.subarray(0, n));
+      buf = grown;
+    }
+    buf.set(chunk, n);
+    n += chunk.length;
+  }
+  if (n < 0) {
+    await response.body.cancel();
+    throw tooLarge(`more than ${limit}`);
+  }
+  return buf.subarray(0, n);
+}
+
 /**
  * Decodes a fetch Response whose body is a packet (loads over its bytes: zero-copy).
  * Throws TensoHTTPError for a status other than 2xx (with the server's detail), TensoLimitError
- * when Content-Length exceeds options.maxPacketBytes (before the body is read).
+ * when the body exceeds options.maxPacketBytes: at once for a larger Content-Length, else as
+ * soon as that many bytes have arrived.
  */
 export async function readTensorResponse(response, options = {}) {
   if (!response.ok) throw new TensoHTTPError(response.status, await detailOf(response));
   const type = response.headers.get('content-type');
   if (type != null && !contentTypeOk(type)) {
+    await response.body?.cancel();
     throw new TensoHTTPError(response.status, `expected ${MEDIA_TYPE}, got ${type}`);
   }
-  const declared = Number(response.headers.get('content-length'));
-  if (options.maxPacketBytes && declared > options.maxPacketBytes) {
-    await response.body?.cancel();
-    throw new TensoLimitError(`response of ${declared} bytes exceeds maxPacketBytes (${options.maxPacketBytes})`, 'TENSO_E_LIMIT');
-  }
-  return loads(await response.arrayBuffer(), options);
+  return loads(await readBody(response, options.maxPacketBytes || 0), options);
 }
 
 /**
@@ -107,24 +137,15 @@ export async function readTensorRequest(request, { maxBodyBytes = MAX_BODY_BYTES
   let value;
   let done = false;
   try {
-    if (request.body) {
-      const reader = request.body.getReader();
-      try {
-        for (;;) {
-          const { done: end, value: chunk } = await reader.read();
-          if (end) break;
-          received += chunk.length;
-          if (received > maxBodyBytes) throw tooLarge(received);
-          if (!done) {
-            const values = decoder.push(chunk);
-            if (values.length) {
-              value = values[0];
-              done = true; // bytes after the packet are ignored, as loads ignores them
-            }
-          }
+    for await (const chunk of request.body ? chunksOf(request.body) : []) {
+      received += chunk.length;
+      if (received > maxBodyBytes) throw tooLarge(received);
+      if (!done) {
+        const values = decoder.push(chunk);
+        if (values.length) {
+          value = values[0];
+          done = true; // bytes after the packet are ignored, as loads ignores them
         }
-      } finally {
-        reader.releaseLock();
       }
     }
     if (!done) {

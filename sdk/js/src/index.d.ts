@@ -140,7 +140,8 @@ export interface DecodeOptions {
 }
 
 export interface LoadOptions extends DecodeOptions {
-  /** Tensors that own their memory instead of views of the input. */
+  /** Tensors that own their memory instead of views of the input: over shared memory, the bytes
+   *  the integrity footer was checked against. */
   copy?: boolean;
   /** false: throw TensoValueError instead of copying a body a typed array cannot view
    *  (one not aligned for its element type in the input). Default true. */
@@ -233,6 +234,9 @@ export function tensorEndpoint(handler: (value: Decoded) => Value | Promise<Valu
 
 /** Base class of every tenso error: `statusName` is the C status ("TENSO_E_CHECKSUM"). */
 export class TensoError extends Error {
+  /** The status name an error of this class raised by the JavaScript layer carries
+   *  (TensoValueError: "TENSO_E_INVALID_ARGUMENT", TensoLimitError: "TENSO_E_LIMIT", ...). */
+  static readonly defaultStatus: string;
   constructor(message: string, statusName?: string, status?: number);
   readonly statusName: string;
   readonly status: number | undefined;

@@ -66,7 +66,9 @@ export class Decoder {
   }
 }
 
-async function* chunksOf(source) {
+/** The chunks of a web ReadableStream, a Node Readable or an (async) iterable, in order (the
+ *  stream's lock is released when the loop ends). */
+export async function* chunksOf(source) {
   if (source && typeof source.getReader === 'function') {
     const reader = source.getReader();
     try {

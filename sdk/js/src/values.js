@@ -106,13 +106,17 @@ export class Tensor {
   }
 }
 
+/** A plain { data: typed array, shape: number[], dtype: string } object, taken as a Tensor. */
+export function isTensorLike(x) {
+  return x != null && typeof x === 'object' && ArrayBuffer.isView(x.data) && Array.isArray(x.shape) &&
+    typeof x.dtype === 'string';
+}
+
 /** A tensor from anything dumps takes as one: a Tensor, or a bare typed array (1-D). */
 export function asTensor(x) {
   if (x instanceof Tensor) return x;
   if (ArrayBuffer.isView(x) && !(x instanceof DataView)) return new Tensor(x);
-  if (x && typeof x === 'object' && ArrayBuffer.isView(x.data) && Array.isArray(x.shape) && typeof x.dtype === 'string') {
-    return new Tensor(x.data, x.shape, x.dtype);
-  }
+  if (isTensorLike(x)) return new Tensor(x.data, x.shape, x.dtype);
   throw new TensoTypeError(`expected a tensor, got ${describe(x)}`);
 }
 
@@ -161,7 +165,7 @@ export const SCHEME_NAMES = new Map([...SCHEMES].map(([k, v]) => [v, k]));
  * A quantized tensor (upstream's QuantizedTensor): packed integers (1 byte per element, or for
  * qint4 / quint4 two per byte, low nibble first) with float32 scales and zero points.
  * Element i is (q_i - zeroPoints[k]) * scales[k]: k = 0 (per_tensor), the index along `axis`
- * (per_channel), or i / groupSize (per_group). Make one with QuantizedTensor.quantize.
+ * (per_channel), or i / groupSize (per_group). Make one with quantize(tensor, options).
  */
 export class QuantizedTensor {
   constructor({ data, shape, dtype, scheme = 'per_tensor', axis = 0, groupSize = 0, scales, zeroPoints }) {

@@ -307,3 +307,169 @@ test('dumps of a dense body without integrity or compression never copies it int
   tenso.dumps(t, { checkIntegrity: true });
   assert.ok(engine.mem().length > before);
 });
+
+test('loads and packetInfo copy a packet into engine memory, not the bytes after it', async () => {
+  const engine = await import(new URL('./node_modules/libtenso/src/engine.js', import.meta.url));
+  const packet = tenso.dumps({ a: new Float32Array([1, 2, 3]), s: new tenso.StringTensor(['x']) });
+  // Packets one after another at the head of a buffer larger than all of engine memory: had any
+  // loads or packetInfo copied the rest of the buffer in, memory would have grown.
+  const before = engine.mem().length;
+  const buf = new Uint8Array(before + (16 << 20));
+  for (let i = 0; i < 100; i++) buf.set(packet, i * packet.length);
+  for (let o = 0, i = 0; i < 100; i++) {
+    const rest = buf.subarray(o);
+    assert.equal(tenso.packetInfo(rest).packetSize, packet.length);
+    assert.deepEqual([...tenso.loads(rest).a.data], [1, 2, 3]);
+    o += packet.length;
+  }
+  assert.equal(engine.mem().length, before);
+  // A size the module's 32-bit size_t cannot hold is out of memory, never a smaller block.
+  for (const n of [2 ** 32 - 1, 2 ** 32 + 64]) {
+    assert.throws(() => engine.malloc(n), (e) => e instanceof tenso.TensoMemoryError && e.statusName === 'TENSO_E_NO_MEMORY');
+  }
+});
+
+test('loads of a 4 GiB input: the packet at its head, as the 32-bit engine can see it', (t) => {
+  let big;
+  try {
+    big = new Uint8Array(2 ** 32); // zero pages, untouched but for the packets written
+  } catch {
+    t.skip('no 4 GiB ArrayBuffer here');
+    return;
+  }
+  big.set(tenso.dumps({ a: new Float32Array([1, 2, 3]) }));
+  assert.deepEqual([...tenso.loads(big).a.data], [1, 2, 3]);
+  assert.equal(tenso.packetInfo(big).kind, 'bundle');
+  // A packet longer than the framing prefix: all the engine can address is copied in, which
+  // does not fit beside the engine's own memory.
+  big.set(tenso.dumps({ a: new Uint8Array(1 << 20) }));
+  assert.throws(() => tenso.loads(big), tenso.TensoMemoryError);
+  assert.throws(() => tenso.packetInfo(big), tenso.TensoMemoryError);
+});
+
+test('readTensorResponse: maxPacketBytes refuses a body of undeclared length as it arrives', async () => {
+  // A server that sends no Content-Length and does not stop: refused after about the limit,
+  // not buffered to its end.
+  let sent = 0;
+  const endless = new ReadableStream({
+    pull(c) {
+      if (sent >= 256 << 20) c.close();
+      else {
+        sent += 1 << 16;
+        c.enqueue(new Uint8Array(1 << 16));
+      }
+    },
+  });
+  await assert.rejects(tenso.readTensorResponse(new Response(endless), { maxPacketBytes: 1 << 20 }),
+    (e) => e instanceof tenso.TensoLimitError && e.statusName === 'TENSO_E_LIMIT');
+  assert.ok(sent <= 2 << 20, `read ${sent} bytes of a body refused at 1 MiB`);
+  // Bodies within the limit, whatever their chunks: one byte at a time, or declared.
+  const packet = tenso.dumps({ x: sample('float64', [300]), y: new tenso.StringTensor(['a']) });
+  const drip = new ReadableStream({
+    start(c) {
+      for (const b of packet) c.enqueue(new Uint8Array([b]));
+      c.close();
+    },
+  });
+  same(tenso.loads(packet), await tenso.readTensorResponse(new Response(drip), { maxPacketBytes: packet.length }));
+  same(tenso.loads(packet), await tenso.readTensorResponse(new Response(packet, { headers: { 'content-length': String(packet.length) } })));
+});
+
+test('errors the JavaScript layer raises name the status of their class, never TENSO_E_INTERNAL', () => {
+  const cyclic = {};
+  cyclic.self = cyclic;
+  const odd = new Uint8Array(tenso.dumps(new Float32Array(4)).length + 1); // a body at an odd byte
+  odd.set(tenso.dumps(new Float32Array(4)), 1);
+  const cases = [
+    [() => tenso.loads(tenso.dumps(new Float32Array(1)), { maxNdim: -1 }), tenso.TensoValueError, 'TENSO_E_INVALID_ARGUMENT'],
+    [() => tenso.loads(odd.subarray(1), { align: false }), tenso.TensoValueError, 'TENSO_E_INVALID_ARGUMENT'],
+    [() => tenso.loads('not bytes'), tenso.TensoTypeError, 'TENSO_E_INVALID_ARGUMENT'],
+    [() => tenso.dumps(cyclic), tenso.TensoLimitError, 'TENSO_E_LIMIT'],
+    [() => new tenso.Tensor(new Float32Array(2), [3, -1]), tenso.TensoValueError, 'TENSO_E_INVALID_ARGUMENT'],
+  ];
+  for (const [f, Cls, statusName] of cases) {
+    assert.throws(f, (e) => e instanceof Cls && e.statusName === statusName, `${f}: ${statusName}`);
+  }
+});
+
+test('GpuIpcRef: a handle or device uuid of another length is refused, never read past nor cut', () => {
+  // Had a short handle been read past its end, engine memory (this key) would fill the packet.
+  tenso.dumps({ 'a key left behind in engine memory': new tenso.StringTensor(['x']) });
+  for (const [h, u] of [[3, 16], [200, 16], [64, 1]]) {
+    const ref = new tenso.GpuIpcRef({ handle: new Uint8Array(h), deviceUuid: new Uint8Array(u), byteOffset: 0, nbytes: 0 });
+    assert.throws(() => tenso.dumps(ref),
+      (e) => e instanceof tenso.TensoValueError && e.statusName === 'TENSO_E_INVALID_ARGUMENT' && /64 bytes/.test(e.message));
+  }
+  const ref = new tenso.GpuIpcRef({ handle: new Uint8Array(64).map((_, i) => i), deviceUuid: new Uint8Array(16).fill(9),
+    byteOffset: 4096, nbytes: 2 ** 40 });
+  assert.deepEqual(tenso.loads(tenso.dumps(ref)), ref);
+});
+
+test('readTensorResponse: a body it refuses by its content type is cancelled, not left open', async () => {
+  let cancelled = false;
+  const body = new ReadableStream({
+    pull(c) {
+      c.enqueue(new TextEncoder().encode('<html>'));
+    },
+    cancel() {
+      cancelled = true;
+    },
+  });
+  await assert.rejects(tenso.readTensorResponse(new Response(body, { headers: { 'content-type': 'text/html' } })),
+    (e) => e instanceof tenso.TensoHTTPError && /expected application\/octet-stream, got text\/html/.test(e.message));
+  assert.ok(cancelled);
+});
+
+test('a SharedArrayBuffer another thread rewrites: copy: true returns the bytes the checksum was checked on', async () => {
+  const { Worker } = await import('node:worker_threads');
+  const n = 1 << 18;
+  // The same packet twice: a dense one (header path) and inside a bundle (decoded in engine memory).
+  for (const value of [new Float32Array(n).fill(1), { x: new Float32Array(n).fill(1) }]) {
+    const packet = tenso.dumps(value, { checkIntegrity: true });
+    const body = Buffer.from(packet).indexOf(Buffer.from(new Float32Array(16).fill(1).buffer));
+    const shared = new Uint8Array(new SharedArrayBuffer(packet.length));
+    shared.set(packet);
+    // The other thread flips the body between ones (what the footer hashes) and twos, forever.
+    const worker = new Worker(`
+      const { workerData: [sab, at, n] } = require('node:worker_threads');
+      const body = new Uint8Array(sab, at, 4 * n);
+      const [ones, twos] = [1, 2].map((v) => new Uint8Array(new Float32Array(n).fill(v).buffer));
+      for (;;) { body.set(twos); body.set(ones); }`, { eval: true, workerData: [shared.buffer, body, n] });
+    await new Promise((resolve) => worker.once('online', resolve));
+    try {
+      let checked = 0;
+      for (let i = 0; i < 400 && checked < 20; i++) {
+        let got;
+        try {
+          got = tenso.loads(shared, { copy: true });
+        } catch (e) {
+          assert.ok(e instanceof tenso.TensoChecksumError, String(e));
+          continue;
+        }
+        const t = got instanceof tenso.Tensor ? got : got.x;
+        checked++;
+        assert.ok(t.data.every((v) => v === 1), 'a copy that passed the checksum holds what was hashed');
+      }
+    } finally {
+      await worker.terminate();
+    }
+  }
+});
+
+test('dumps with compress: the packet does not hold the worst-case bound of memory', () => {
+  const t = new Float32Array(4 << 20).map((_, i) => i % 1000);
+  const p = tenso.dumps(t, { compress: true });
+  assert.ok(p.length < t.byteLength / 8, `compressed to ${p.length}`);
+  assert.ok(p.buffer.byteLength <= p.length * 1.125, `a ${p.length}-byte packet holds ${p.buffer.byteLength} bytes`);
+  assert.equal(tenso.loads(p).data[4321], 321);
+});
+
+test('a bundle whose keys are data, shape and dtype is a bundle unless they are a tensor\'s parts', () => {
+  const bundle = { data: new Float32Array([1, 2]), shape: new Int32Array([2]), dtype: new tenso.StringTensor(['float32']) };
+  const back = tenso.loads(tenso.dumps(bundle));
+  assert.deepEqual(Object.keys(back), ['data', 'shape', 'dtype']);
+  assert.deepEqual(back.dtype.strings, ['float32']);
+  const t = tenso.loads(tenso.dumps({ data: new Float32Array([1, 2, 3, 4]), shape: [2, 2], dtype: 'float32' }));
+  assert.ok(t instanceof tenso.Tensor);
+  assert.deepEqual(t.shape, [2, 2]);
+});

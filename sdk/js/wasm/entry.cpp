@@ -9,9 +9,11 @@
 // The module is single-threaded: the option structs below are one static copy each, valid until
 // the next call that fills them.
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <string>
 
 #include "convert.hpp"
 #include "firewall.hpp"
@@ -20,9 +22,8 @@
 namespace {
 
 // The one JavaScript import: tenso_value_write_cb's pieces (sdk/js/src/engine.js, `piece`).
-extern "C" __attribute__((import_module("tenso"), import_name("piece"))) int tenso_js_piece(const void *p,
-                                                                                          size_t n,
-                                                                                          int borrowed);
+extern "C" __attribute__((import_module("tenso"), import_name("piece"))) int tenso_js_piece(const void *p, size_t n,
+                                                                                            int borrowed);
 
 int forward_piece(const void *data, size_t len, int borrowed, void *) { return tenso_js_piece(data, len, borrowed); }
 
@@ -58,7 +59,8 @@ struct Constant {
     const char *name;
     uint64_t value;
 };
-#define TENSO_JS_CONSTANT(name) {#name, uint64_t(name)}
+#define TENSO_JS_CONSTANT(name) \
+    { #name, uint64_t(name) }
 const Constant kConstants[] = {
     TENSO_JS_CONSTANT(TENSO_MAX_NDIM),
     TENSO_JS_CONSTANT(TENSO_MAX_ELEMENTS),
@@ -86,8 +88,10 @@ extern "C" {
 /* ---------------------------------------------------------------- memory and constants */
 
 /** Memory for JavaScript to write inputs into: 64-byte aligned (a packet copied here keeps its
- *  bodies aligned), released with tenso_js_free. NULL when out of memory. */
+ *  bodies aligned), released with tenso_js_free. NULL when out of memory (or when n rounded up
+ *  to 64 does not fit a size_t: it would wrap to a tiny block). */
 __attribute__((used)) void *tenso_js_malloc(size_t n) {
+    if (n > SIZE_MAX - 63) return nullptr;
     return std::aligned_alloc(64, (std::max<size_t>(n, 1) + 63) & ~size_t(63));
 }
 __attribute__((used)) void tenso_js_free(void *p) { std::free(p); }
@@ -141,8 +145,9 @@ __attribute__((used)) const tenso_encode_options *tenso_js_encode_options(uint32
 /**
  * tenso_loads for a dense packet whose body stays in JavaScript memory: `head` holds the first
  * `have` of its `len` bytes (tenso::scan_detached). rec, with *found_out = 1: dtype, ndim,
- * flags, version, alignment, body offset, nbytes, packet size, footer (1 when the caller must
- * check the body's XXH3 against the footer after the body), then ndim dims. *found_out = 0: not
+ * flags, version, alignment, body offset, nbytes, packet size, footer (where the integrity
+ * footer starts, from the packet start, when the caller must check the body's XXH3 against it
+ * - it runs to the packet's end; 0: nothing to check), then ndim dims. *found_out = 0: not
  * such a packet, decode it whole with tenso_loads.
  */
 __attribute__((used)) tenso_status tenso_js_loads_dense(int *found_out, uint64_t *rec, const void *head, size_t have,
@@ -163,7 +168,7 @@ __attribute__((used)) tenso_status tenso_js_loads_dense(int *found_out, uint64_t
     rec[5] = n.body_off;
     rec[6] = n.nbytes;
     rec[7] = n.end;
-    rec[8] = n.footer && lim.verify_checksums ? 1 : 0;
+    rec[8] = n.footer && lim.verify_checksums ? n.body_off + n.body_len : 0;
     for (uint32_t i = 0; i < n.ndim; ++i) rec[9 + i] = n.shape[i];
     *found_out = 1;
     TENSO_API_END
@@ -190,16 +195,17 @@ __attribute__((used)) tenso_status tenso_js_view_quantized(uint64_t *rec, const 
     return st;
 }
 
-/** tenso_view_ipc_ref, flat: 64 handle bytes, 16 uuid bytes, then byte_offset and nbytes. */
-__attribute__((used)) tenso_status tenso_js_view_ipc_ref(uint8_t *handle, uint8_t *uuid, uint64_t *nums,
-                                                         const tenso_view *v) {
+/** tenso_view_ipc_ref as a flat record: byte_offset, nbytes, the handle's length and the
+ *  uuid's, then the handle's bytes and the uuid's (from rec + 32). */
+__attribute__((used)) tenso_status tenso_js_view_ipc_ref(uint64_t *rec, const tenso_view *v) {
     tenso_ipc_ref r;
     const tenso_status st = tenso_view_ipc_ref(&r, v);
     if (st != TENSO_OK) return st;
-    std::memcpy(handle, r.handle, sizeof r.handle);
-    std::memcpy(uuid, r.device_uuid, sizeof r.device_uuid);
-    nums[0] = r.byte_offset;
-    nums[1] = r.nbytes;
+    const uint64_t head[] = {r.byte_offset, r.nbytes, sizeof r.handle, sizeof r.device_uuid};
+    std::memcpy(rec, head, sizeof head);
+    uint8_t *bytes = reinterpret_cast<uint8_t *>(rec + 4);
+    std::memcpy(bytes, r.handle, sizeof r.handle);
+    std::memcpy(bytes + sizeof r.handle, r.device_uuid, sizeof r.device_uuid);
     return TENSO_OK;
 }
 
@@ -209,9 +215,9 @@ __attribute__((used)) tenso_status tenso_js_inspect(uint64_t *rec, const void *d
     tenso_packet_info info;
     const tenso_status st = tenso_inspect(&info, data, len);
     if (st != TENSO_OK) return st;
-    const uint64_t head[] = {info.version,     info.flags,       uint32_t(info.kind), uint32_t(info.dtype),
-                             info.ndim,        info.entry_count, info.alignment,      info.body_offset,
-                             info.body_size,   info.packet_size};
+    const uint64_t head[] = {info.version,   info.flags,       uint32_t(info.kind), uint32_t(info.dtype),
+                             info.ndim,      info.entry_count, info.alignment,      info.body_offset,
+                             info.body_size, info.packet_size};
     std::memcpy(rec, head, sizeof head);
     for (uint32_t i = 0; i < info.ndim && i < TENSO_MAX_NDIM; ++i) rec[10 + i] = info.shape[i];
     return TENSO_OK;
@@ -237,7 +243,8 @@ __attribute__((used)) tenso_status tenso_js_value_sparse(tenso_value **out, tens
                                                          const void *a, uint64_t a_nbytes, const uint64_t *a_len,
                                                          tenso_dtype a_dtype, const void *b, uint64_t b_nbytes,
                                                          const uint64_t *b_len, tenso_dtype b_dtype, const void *c,
-                                                         uint64_t c_nbytes, const uint64_t *c_len, tenso_dtype c_dtype) {
+                                                         uint64_t c_nbytes, const uint64_t *c_len,
+                                                         tenso_dtype c_dtype) {
     const tenso_tensor ta = make(a, a_nbytes, a_len, 1, a_dtype);
     const tenso_tensor tb = make(b, b_nbytes, b_len, 1, b_dtype);
     const tenso_tensor tc = make(c, c_nbytes, c_len, 1, c_dtype);
@@ -273,9 +280,8 @@ __attribute__((used)) tenso_status tenso_js_value_quantized_record(uint64_t *rec
 
 __attribute__((used)) tenso_status tenso_js_dequantize(float *dst, uint64_t count, const void *data, uint64_t nbytes,
                                                        const uint64_t *shape, uint32_t ndim, const float *scales,
-                                                       const float *zero_points, uint32_t num_scales,
-                                                       tenso_dtype dtype, int32_t scheme, int32_t axis,
-                                                       uint32_t group_size) {
+                                                       const float *zero_points, uint32_t num_scales, tenso_dtype dtype,
+                                                       int32_t scheme, int32_t axis, uint32_t group_size) {
     const tenso_quantized q =
         parts(data, nbytes, shape, ndim, scales, zero_points, num_scales, dtype, scheme, axis, group_size);
     return tenso_dequantize(dst, count, &q);
@@ -288,12 +294,20 @@ __attribute__((used)) tenso_status tenso_js_value_ragged(tenso_value **out, cons
     return tenso_value_new_ragged(out, &t, count, row_offsets);
 }
 
-__attribute__((used)) tenso_status tenso_js_value_ipc_ref(tenso_value **out, const uint8_t *handle,
-                                                          const uint8_t *uuid, uint64_t byte_offset,
+/** tenso_value_new_ipc_ref from its parts: the handle and the uuid must have the lengths of
+ *  tenso_ipc_ref's fields (a shorter one would be read past its end, a longer one cut). */
+__attribute__((used)) tenso_status tenso_js_value_ipc_ref(tenso_value **out, const uint8_t *handle, size_t handle_len,
+                                                          const uint8_t *uuid, size_t uuid_len, uint64_t byte_offset,
                                                           uint64_t nbytes) {
+    tenso_ipc_ref r;
+    if (handle_len != sizeof r.handle || uuid_len != sizeof r.device_uuid) {
+        const std::string msg = "a GPU IPC reference has a handle of " + std::to_string(sizeof r.handle) +
+                                " bytes and a device uuid of " + std::to_string(sizeof r.device_uuid) + ", got " +
+                                std::to_string(handle_len) + " and " + std::to_string(uuid_len);
+        return tenso::capi::set_error(TENSO_E_INVALID_ARGUMENT, msg.c_str());
+    }
     CHECK_ARG(handle);
     CHECK_ARG(uuid);
-    tenso_ipc_ref r;
     std::memcpy(r.handle, handle, sizeof r.handle);
     std::memcpy(r.device_uuid, uuid, sizeof r.device_uuid);
     r.byte_offset = byte_offset;

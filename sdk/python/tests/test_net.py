@@ -7,6 +7,7 @@ import asyncio
 import gc
 import os
 import socket
+import subprocess
 import tempfile
 import threading
 import time
@@ -358,6 +359,134 @@ def test_shutdown_fails_pending_receive():
     node.close()
 
 
+@pytest.mark.parametrize("how", ["shutdown", "close", "async_with"])
+def test_awaited_receive_ends_with_shutdown(how):
+    """An awaited receive_tensor ends at once with TensoShutdownError when the node is shut
+    down, closed or left (``async with``) from another task; it used to wait for ever."""
+
+    async def main():
+        node = TensorNode()
+        await node.start()
+        waiting = asyncio.ensure_future(node.receive_tensor(timeout=None))
+        await asyncio.sleep(0.1)
+        assert not waiting.done()
+        start = time.monotonic()
+        if how == "shutdown":
+            node.shutdown()
+        elif how == "close":
+            node.close()
+        else:
+            async with node:
+                pass
+        with pytest.raises(TensoShutdownError):
+            await asyncio.wait_for(waiting, 5)
+        assert time.monotonic() - start < 2
+        node.close()
+
+    run(main())
+
+
+def test_blocked_send_ends_with_close():
+    """A send the peer holds un-acknowledged (its queue full) ends with TensoShutdownError when
+    the sending node closes, awaited or blocking."""
+
+    async def main():
+        async with TensorNode(max_queued=1) as rx:
+            addr = await rx.get_node_addr()
+            tx = TensorNode(listen_enabled=False)
+            await tx.start()
+            await tx.send_tensor(addr, "fills", np.ones(1))
+            pending = asyncio.ensure_future(tx.send_tensor(addr, "held", np.ones(1)))
+            errors = []
+
+            def blocking():
+                try:
+                    tx.send_tensor_sync(addr, "held too", np.ones(1))
+                except TensoError as e:
+                    errors.append(e)
+
+            t = threading.Thread(target=blocking)
+            t.start()
+            await asyncio.sleep(0.2)
+            tx.close()
+            with pytest.raises(TensoShutdownError):
+                await asyncio.wait_for(pending, 5)
+            t.join(5)
+            assert not t.is_alive() and len(errors) == 1 and isinstance(errors[0], TensoShutdownError)
+
+    run(main())
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # the policy that raises
+def test_access_hook_and_key_text_not_kept():
+    """set_access decides per peer and name (a refusal is TensoAuthError); the node object keeps
+    no copy of its key's text once started."""
+
+    async def main():
+        rx = TensorNode()
+        await rx.start()
+        async with TensorNode(listen_enabled=False) as a, TensorNode(listen_enabled=False) as b:
+            addr = await rx.get_node_addr()
+            seen = []
+
+            def policy(op, peer, name):
+                seen.append((op, peer, name))
+                if op == "get":
+                    return name != "secret" or peer == b.node_id
+                if name == "boom":
+                    raise RuntimeError("a broken policy refuses")
+                return name != "forbidden"
+
+            rx.set_access(policy)
+            rx.publish("secret", np.arange(3))
+            with pytest.raises(TensoAuthError):
+                await a.request_tensor(addr, "secret")
+            assert_same(np.arange(3), await b.request_tensor(addr, "secret"))
+            with pytest.raises(TensoAuthError):
+                await a.send_tensor(addr, "forbidden", np.ones(2))
+            with pytest.raises(TensoAuthError):
+                await a.send_tensor(addr, "boom", np.ones(2))
+            await a.send_tensor(addr, "fine", np.ones(2))
+            assert (await rx.receive_tensor(timeout=10))[0] == "fine"
+            assert ("get", a.node_id, "secret") in seen
+            rx.set_access(None)
+            await a.send_tensor(addr, "forbidden", np.ones(2))
+        rx.close()
+
+    run(main())
+    with tempfile.TemporaryDirectory() as d:
+        subprocess.run(
+            [
+                "openssl",
+                "req",
+                "-x509",
+                "-newkey",
+                "ec",
+                "-pkeyopt",
+                "ec_paramgen_curve:P-256",
+                "-nodes",
+                "-keyout",
+                os.path.join(d, "k.pem"),
+                "-out",
+                os.path.join(d, "c.pem"),
+                "-days",
+                "2",
+                "-subj",
+                "/CN=t",
+            ],
+            check=True,
+            capture_output=True,
+        )
+        with open(os.path.join(d, "c.pem")) as f, open(os.path.join(d, "k.pem")) as g:
+            cert, key = f.read(), g.read()
+    node = TensorNode(cert_pem=cert, key_pem=key)
+    node.start_sync()
+    assert node._options["key_pem"] is None
+    with pytest.raises(TensoAuthError):  # empty text is not "unset"
+        TensorNode(ca_pem="").start_sync()
+    node.close()
+
+
 # ---- 9. timeouts -------------------------------------------------------------------------------
 
 
@@ -489,9 +618,10 @@ def test_plaintext_tcp_ipv6_and_unix():
             listen = ["tcp://127.0.0.1:0", f"unix://{path}"]
             if socket.has_ipv6:
                 listen.append("tcp://[::1]:0")
-            async with TensorNode(listen, allow_plaintext=True) as rx, TensorNode(
-                listen_enabled=False, allow_plaintext=True
-            ) as tx:
+            async with (
+                TensorNode(listen, allow_plaintext=True) as rx,
+                TensorNode(listen_enabled=False, allow_plaintext=True) as tx,
+            ):
                 addrs = rx.addrs()
                 assert addrs[0].startswith("tcp://127.0.0.1:") and addrs[1] == f"unix://{path}"
                 for i, a in enumerate(addrs):
@@ -599,9 +729,7 @@ def test_blocking_forms_from_threads():
     tx.start_sync()
     addr = rx.get_node_addr_sync()
     try:
-        threads = [
-            threading.Thread(target=tx.send_tensor_sync, args=(addr, f"t{i}", np.full(4, i))) for i in range(8)
-        ]
+        threads = [threading.Thread(target=tx.send_tensor_sync, args=(addr, f"t{i}", np.full(4, i))) for i in range(8)]
         for t in threads:
             t.start()
         got = sorted(rx.receive_tensor_sync(timeout=30)[0] for _ in range(8))

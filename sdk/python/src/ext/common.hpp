@@ -139,7 +139,7 @@ private:
 class Value {
 public:
     ValuePtr value;
-    std::vector<py::object> keep;                     // arrays and child Values borrowed from
+    std::vector<py::object> keep;                      // arrays and child Values borrowed from
     std::vector<std::unique_ptr<BufferHold>> buffers;  // exported buffers borrowed from
 
     const tenso_value *get() const { return value.get(); }
@@ -171,17 +171,18 @@ public:
 
 // Options of a decode walk.
 struct DecodeMode {
-    bool copy = false;   // writeable copies instead of views
-    bool align = false;  // copy dense views whose data is not aligned to the packet's alignment
+    bool copy = false;       // writeable copies instead of views
+    bool align = false;      // copy dense views whose data is not aligned to the packet's alignment
+    bool writeable = false;  // writeable views: for memory no one else sees (a stream decoder's)
 };
 
 // Converts a decoded view (and its children) into Python objects; arrays are views owned by
 // `owner` (a Packet) unless mode.copy.
 py::object to_python(const tenso_view *v, py::handle owner, const DecodeMode &mode);
 
-// tenso_decode_options from tenso.DecodeOptions._fields() (a tuple of eight integers: flags,
+// tenso_decode_options from tenso.DecodeOptions._fields() (a tuple of ten integers: flags,
 // max_ndim, max_depth, max_elements, max_packet_bytes, max_decoded_bytes, max_entries,
-// timeout_ms); false (and `o` untouched) for None, the library's defaults.
+// timeout_ms, threads, max_inflation); false (and `o` untouched) for None, the library's defaults.
 bool decode_options_from(py::handle fields, tenso_decode_options &o);
 
 // Decodes the packet at the start of `data` (any C-contiguous buffer) into a new Packet object
@@ -193,6 +194,7 @@ py::object decode_packet(py::handle data, const tenso_decode_options *opts = nul
 // so the memory (and a cache pin) is released when the last array and every view of it is
 // garbage collected; with `copy` the Packet goes at once.
 py::object view_to_python(tenso_view *v, bool copy, bool align = false);
+py::object view_to_python(tenso_view *v, const DecodeMode &mode);
 
 // tenso_inspect's fields as a dict: inspect() and the cache's info() report the same keys.
 py::dict packet_info_dict(const tenso_packet_info &info);

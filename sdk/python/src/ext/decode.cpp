@@ -43,11 +43,11 @@ py::array array_over(const py::dtype &dt, const std::vector<py::ssize_t> &shape,
     try {
         if (mode.copy) return aligned_copy(dt, shape, data, nbytes, copy_align, true);
         if (mode.align && align > 1 && nbytes && (reinterpret_cast<uintptr_t>(data) % align) != 0)
-            return aligned_copy(dt, shape, data, nbytes, copy_align, false);
+            return aligned_copy(dt, shape, data, nbytes, copy_align, mode.writeable);
         // Empty tensors have no data pointer: numpy allocates the (empty) array itself.
         py::array out = nbytes ? py::array(dt, shape, std::vector<py::ssize_t>{}, data, owner)
                                : py::array(dt, shape, std::vector<py::ssize_t>{});
-        set_readonly(out);
+        if (!mode.writeable) set_readonly(out);
         return out;
     } catch (py::error_already_set &e) {
         // A valid packet numpy cannot represent: e.g. zero elements, but other dimensions whose
@@ -66,7 +66,6 @@ py::array dense_array(const tenso_view *v, py::handle owner, const DecodeMode &m
     return array_over(dt, shape, tenso_view_data(v), size_t(tenso_view_nbytes(v)), tenso_view_alignment(v), owner,
                       mode);
 }
-
 
 py::object need_factory(const py::object &f, const char *what) {
     if (!f) raise_error(TENSO_E_INTERNAL, std::string("tenso: no Python constructor registered for ") + what);
@@ -105,7 +104,7 @@ py::object to_python(const tenso_view *v, py::handle owner, const DecodeMode &mo
     case TENSO_KIND_SPARSE_CSC: {
         // mode.align is for dense tensors (top level and bundle members), as upstream aligns
         // those only; composite parts stay views.
-        const DecodeMode parts_mode{mode.copy, false};
+        const DecodeMode parts_mode{mode.copy, false, mode.writeable};
         py::object parts[3];
         for (uint32_t i = 0; i < 3; ++i) {
             const tenso_view *c = nullptr;
@@ -121,12 +120,14 @@ py::object to_python(const tenso_view *v, py::handle owner, const DecodeMode &mo
         // The packed body is aligned as the packet says; scales and zero points are the view's own
         // aligned float copies.
         py::array data = array_over(py::dtype::of<uint8_t>(), {py::ssize_t(q.nbytes)}, q.data, size_t(q.nbytes),
-                                    tenso_view_alignment(v), owner, DecodeMode{mode.copy, false});
+                                    tenso_view_alignment(v), owner, DecodeMode{mode.copy, false, mode.writeable});
         const size_t sbytes = size_t(q.num_scales) * sizeof(float);
-        py::array scales = array_over(py::dtype::of<float>(), {py::ssize_t(q.num_scales)}, q.scales, sbytes, 1, owner, mode);
-        py::array zps = array_over(py::dtype::of<float>(), {py::ssize_t(q.num_scales)}, q.zero_points, sbytes, 1, owner, mode);
-        return need_factory(factories().quantized, "quantized tensors")(
-            data, scales, zps, shape_tuple(q.shape, q.ndim), q.dtype, q.scheme, q.group_size, q.axis);
+        py::array scales =
+            array_over(py::dtype::of<float>(), {py::ssize_t(q.num_scales)}, q.scales, sbytes, 1, owner, mode);
+        py::array zps =
+            array_over(py::dtype::of<float>(), {py::ssize_t(q.num_scales)}, q.zero_points, sbytes, 1, owner, mode);
+        return need_factory(factories().quantized, "quantized tensors")(data, scales, zps, shape_tuple(q.shape, q.ndim),
+                                                                        q.dtype, q.scheme, q.group_size, q.axis);
     }
     case TENSO_KIND_STRING: {
         const uint64_t *offs = nullptr;
@@ -134,15 +135,16 @@ py::object to_python(const tenso_view *v, py::handle owner, const DecodeMode &mo
         check(tenso_view_string_offsets(&offs, &payload, v));
         const uint64_t count = tenso_view_ndim(v) ? tenso_view_shape(v)[0] : 0;
         const size_t plen = size_t(offs[count]);
-        py::array offsets = array_over(py::dtype::of<uint64_t>(), {py::ssize_t(count + 1)}, offs,
-                                       size_t(count + 1) * 8, 1, owner, mode);
+        py::array offsets = array_over(py::dtype::of<uint64_t>(), {py::ssize_t(count + 1)}, offs, size_t(count + 1) * 8,
+                                       1, owner, mode);
         py::object data;
         if (mode.copy) {
             data = py::bytes(payload, plen);
         } else {
             // A memoryview over a read-only uint8 view of the payload: str(data[a:b], "utf-8")
             // decodes a string without copying the payload first.
-            py::array bytes_view = array_over(py::dtype::of<uint8_t>(), {py::ssize_t(plen)}, payload, plen, 1, owner, mode);
+            py::array bytes_view =
+                array_over(py::dtype::of<uint8_t>(), {py::ssize_t(plen)}, payload, plen, 1, owner, mode);
             data = py::reinterpret_steal<py::object>(PyMemoryView_FromObject(bytes_view.ptr()));
             if (!data) throw py::error_already_set();
         }
@@ -167,7 +169,7 @@ tenso_status loads_view(tenso_view **out, const BufferHold &b, const tenso_decod
 bool decode_options_from(py::handle fields, tenso_decode_options &o) {
     if (fields.is_none()) return false;
     const auto t = fields.cast<py::tuple>();
-    if (t.size() != 9) raise_type_error("decode options: expected DecodeOptions._fields(), a 9-tuple");
+    if (t.size() != 10) raise_type_error("decode options: expected DecodeOptions._fields(), a 10-tuple");
     o.flags = t[0].cast<uint32_t>();
     o.max_ndim = t[1].cast<uint32_t>();
     o.max_depth = t[2].cast<uint32_t>();
@@ -177,6 +179,7 @@ bool decode_options_from(py::handle fields, tenso_decode_options &o) {
     o.max_entries = t[6].cast<uint64_t>();
     o.timeout_ms = t[7].cast<uint64_t>();
     o.threads = t[8].cast<uint32_t>();
+    o.max_inflation = t[9].cast<uint32_t>();
     return true;
 }
 
@@ -222,9 +225,11 @@ py::object packet_from_view(tenso_view *v) {
 
 }  // namespace
 
-py::object view_to_python(tenso_view *v, bool copy, bool align) {
+py::object view_to_python(tenso_view *v, bool copy, bool align) { return view_to_python(v, DecodeMode{copy, align}); }
+
+py::object view_to_python(tenso_view *v, const DecodeMode &mode) {
     py::object owner = packet_from_view(v);
-    return to_python(v, owner, DecodeMode{copy, align});
+    return to_python(v, owner, mode);
 }
 
 namespace {
@@ -299,13 +304,14 @@ void init_decode(py::module_ &m) {
     py::class_<Packet>(m, "Packet",
                        "A decoded packet: the owner (numpy base) of every array loads() returns from it. "
                        "It holds the source buffer exported while any of those arrays is alive.")
-        .def_property_readonly("source",
-                               [](const Packet &p) -> py::object {
-                                   PyObject *o = p.source.obj();
-                                   return o ? py::reinterpret_borrow<py::object>(o) : py::none();
-                               },
-                               "The object whose bytes the views point into (None when the packet owns "
-                               "its memory: streams, files, decompressed bodies).")
+        .def_property_readonly(
+            "source",
+            [](const Packet &p) -> py::object {
+                PyObject *o = p.source.obj();
+                return o ? py::reinterpret_borrow<py::object>(o) : py::none();
+            },
+            "The object whose bytes the views point into (None when the packet owns "
+            "its memory: streams, files, decompressed bodies).")
         .def_property_readonly("owns_data", [](const Packet &p) { return tenso_view_owns_data(p.root()) != 0; })
         .def_property_readonly("packet_size", [](const Packet &p) { return tenso_view_packet_size(p.root()); })
         .def_property_readonly("kind", [](const Packet &p) { return tenso_view_kind(p.root()); })
@@ -320,8 +326,7 @@ void init_decode(py::module_ &m) {
           py::arg("options") = py::none(),
           "Decodes the packet at the start of a C-contiguous buffer (options: DecodeOptions._fields() or None).");
     m.def("read_fd", &read_fd, py::arg("fd"), py::arg("copy") = false, py::arg("options") = py::none(),
-          py::arg("align") = false,
-          "Reads exactly one packet from a file descriptor; None at a clean end of stream.");
+          py::arg("align") = false, "Reads exactly one packet from a file descriptor; None at a clean end of stream.");
     m.def("load_file", &load_file, py::arg("path"), py::arg("mmap") = true, py::arg("copy") = false,
           "Loads the first packet of a file, mapped (zero-copy) or read.");
     m.def("loads_ragged", &loads_ragged, py::arg("data"), py::arg("copy") = false,

@@ -1,7 +1,8 @@
 // stream.cpp - tenso._tenso.Decoder: libtenso's push decoder (tenso_decoder), the only framing
 // code the Python SDK uses. Python's stream readers are byte movers over it: they receive into
 // the memory buffer() names (the packet's own buffer once its length is known) and commit();
-// file descriptors are read by tenso_decoder_read_fd with the GIL released.
+// file descriptors are read by tenso_decoder_read_fd with the GIL released, and so is every
+// feed or commit of a large packet (the one that completes it decodes it: LZ4, checksums).
 #include <atomic>
 
 #include "common.hpp"
@@ -16,7 +17,8 @@ struct DecoderFree {
 
 class Decoder {
 public:
-    Decoder(py::handle options, bool read_ahead, bool copy, bool align) : copy_(copy), align_(align) {
+    Decoder(py::handle options, bool read_ahead, bool copy, bool align, bool writeable)
+        : mode_{copy, align, writeable} {
         tenso_decode_options o = TENSO_DECODE_OPTIONS_INIT;
         const bool limited = decode_options_from(options, o);
         tenso_decoder_options dopts = TENSO_DECODER_OPTIONS_INIT;
@@ -43,8 +45,15 @@ public:
     py::object commit(size_t n) {
         Use use(*this);
         tenso_view *v = nullptr;
-        check(tenso_decoder_commit(d_.get(), n, &v));
-        return v ? view_to_python(v, copy_, align_) : py::none();
+        tenso_status st;
+        if (large(n)) {
+            py::gil_scoped_release nogil;
+            st = tenso_decoder_commit(d_.get(), n, &v);
+        } else {
+            st = tenso_decoder_commit(d_.get(), n, &v);
+        }
+        taken(st, n, v);
+        return v ? view_to_python(v, mode_) : py::none();
     }
 
     // Bytes from a buffer: (consumed, object or None). consumed < len(data) means the rest
@@ -56,14 +65,14 @@ public:
         size_t consumed = 0;
         tenso_view *v = nullptr;
         tenso_status st;
-        if (b.size() >= kReleaseGilBytes) {
+        if (large(b.size())) {
             py::gil_scoped_release nogil;
             st = tenso_decoder_feed(d_.get(), b.data(), b.size(), &consumed, &v);
         } else {
             st = tenso_decoder_feed(d_.get(), b.data(), b.size(), &consumed, &v);
         }
-        check(st);
-        return py::make_tuple(consumed, v ? view_to_python(v, copy_, align_) : py::none());
+        taken(st, consumed, v);
+        return py::make_tuple(consumed, v ? view_to_python(v, mode_) : py::none());
     }
 
     // One packet from a file descriptor (GIL released); None at a clean end of stream.
@@ -77,7 +86,7 @@ public:
         }
         if (st == TENSO_E_END_OF_STREAM) return py::none();
         check(st);
-        return view_to_python(v, copy_, align_);
+        return view_to_python(v, mode_);
     }
 
     void finish() {
@@ -87,6 +96,7 @@ public:
     void reset() {
         Use use(*this);
         tenso_decoder_reset(d_.get());
+        packet_bytes_ = 0;
     }
     size_t needed() {
         Use use(*this);
@@ -113,10 +123,18 @@ private:
         Decoder &d_;
     };
 
+    // The GIL goes for n new bytes of a packet that is large with them: a bulk copy, or the
+    // decode that the packet's last bytes start (sized by the packet, not by those bytes).
+    bool large(size_t n) const { return n >= kReleaseGilBytes || packet_bytes_ + n >= kReleaseGilBytes; }
+    void taken(tenso_status st, size_t n, const tenso_view *v) {
+        packet_bytes_ = st != TENSO_OK || v ? 0 : packet_bytes_ + n;
+        check(st);
+    }
+
     std::unique_ptr<tenso_decoder, DecoderFree> d_;
     std::atomic<bool> busy_{false};
-    bool copy_;
-    bool align_;
+    DecodeMode mode_;
+    size_t packet_bytes_ = 0;  // of the packet in progress, fed or committed so far
 };
 
 }  // namespace
@@ -125,11 +143,13 @@ void init_stream(py::module_ &m) {
     py::class_<Decoder>(m, "Decoder",
                         "libtenso's stream decoder (tenso_decoder): framing, limits and decoding of a "
                         "byte stream, one packet at a time.")
-        .def(py::init<py::handle, bool, bool, bool>(), py::arg("options") = py::none(), py::arg("read_ahead") = false,
-             py::arg("copy") = false, py::arg("align") = false,
+        .def(py::init<py::handle, bool, bool, bool, bool>(), py::arg("options") = py::none(),
+             py::arg("read_ahead") = false, py::arg("copy") = false, py::arg("align") = false,
+             py::arg("writeable") = false,
              "options: DecodeOptions._fields() or None; read_ahead: read_fd may read past a packet "
              "(only for a stream this decoder alone reads); copy: writeable copies; align: copy "
-             "arrays that miss their declared alignment (as loads).")
+             "arrays that miss their declared alignment (as loads); writeable: writeable views of "
+             "the decoder's own memory, which nothing else sees (no copy).")
         .def("buffer", &Decoder::buffer, "Writable memoryview of exactly the bytes needed next.")
         .def("commit", &Decoder::commit, py::arg("n"), "n bytes were written into buffer(); the object or None.")
         .def("feed", &Decoder::feed, py::arg("data"), "(consumed, object or None).")

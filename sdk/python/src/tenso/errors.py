@@ -293,6 +293,15 @@ def _in_upstream_words(e: TensoError) -> TensoError:
     return out
 
 
+def _over_size_limit(e: BaseException) -> bool:
+    """True for a refusal by a size limit the caller set (packet, decoded bytes, inflation) or
+    memory running out: what a server answers with "too large" (HTTP 413, gRPC
+    RESOURCE_EXHAUSTED), rather than "malformed"."""
+    if isinstance(e, TensoMemoryError):
+        return True
+    return isinstance(e, TensoLimitError) and getattr(e, "status", 0) == TENSO_E_LIMIT
+
+
 __all__ = [
     "TensoError",
     "TensoValueError",

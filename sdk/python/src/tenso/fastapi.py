@@ -9,28 +9,64 @@ Upstream ``tenso.fastapi`` 0.24's names and behaviour, on libtenso:
 - :func:`get_tenso_data` decodes the body with libtenso's stream decoder as it arrives (no joined
   copy of the body) and refuses what is not a packet with a 4xx status, never a 500: 400 for a
   wrong content type, 413 for a body over the limit (checked against ``Content-Length`` and the
-  packet's header before anything is allocated), 422 for a malformed or truncated packet.
+  packet's header before anything is allocated) or a packet that decodes to more than the
+  decode limits allow, 422 for a malformed or truncated packet.
+
+What a client can cost. A body of N bytes is held once, in the decoder's buffer (which grows as
+the bytes arrive, whatever the header claims), and the arrays are views of it: writeable, shared
+with nothing else, never copied. Decoding may add LZ4 bodies of at most :data:`MAX_INFLATION`
+x max(N, 4 MiB) (16 x) and at most :data:`MAX_DECODED_BYTES` in all (libtenso applies both
+before it allocates), so a request holds at most N + 16 x max(N, 4 MiB) for tensors (a bundle's
+decoded tree adds at most 24 x N more, for bundles of empty bundles). A body over
+:data:`DECODE_OFFLOAD_BYTES` is fed to the decoder on a worker thread, with the GIL released,
+so that its decode (LZ4, checksums) never stalls the event loop and other requests.
 
 Needs the ``fastapi`` extra (``pip install libtenso[fastapi]``).
 """
 
-import dataclasses
-from typing import Any, Callable, Coroutine, Optional
+import asyncio
+from typing import Any, Callable, Coroutine, List, Optional
 
 from fastapi import HTTPException, Request
 from fastapi.responses import StreamingResponse
 
 from . import _tenso
 from .core import _aslices, _ended_inside_packet, _pieces
-from .errors import TensoLimitError, TensoMemoryError
-from .options import DecodeOptions, _merge
+from .errors import TensoMemoryError, _over_size_limit
+from .options import UNTRUSTED_MAX_DECODED_BYTES, UNTRUSTED_MAX_INFLATION, DecodeOptions, _untrusted
 
-__all__ = ["TensoResponse", "get_tenso_data", "tenso_data", "MAX_BODY_BYTES", "CHUNK_BYTES"]
+__all__ = [
+    "TensoResponse",
+    "get_tenso_data",
+    "tenso_data",
+    "MAX_BODY_BYTES",
+    "MAX_DECODED_BYTES",
+    "MAX_INFLATION",
+    "DECODE_OFFLOAD_BYTES",
+    "CHUNK_BYTES",
+]
 
 #: The largest request body :func:`get_tenso_data` accepts (2 GiB); upstream has no limit, so
 #: this is sized well above any tensor upstream serves in practice. Change it here, or make a
 #: dependency with its own limit with :func:`tenso_data`.
 MAX_BODY_BYTES: int = 2 << 30
+
+#: The default decoded-size limit: all that decoding one body may allocate (2 GiB; a request's
+#: ``DecodeOptions.max_decoded_bytes`` replaces it). 413 above it. Not in upstream.
+MAX_DECODED_BYTES: int = UNTRUSTED_MAX_DECODED_BYTES
+
+#: LZ4 bodies decompress to at most this many times the body's size, counted as at least 4 MiB
+#: (16, so any body may inflate to 64 MiB; a request's ``DecodeOptions.max_inflation`` replaces
+#: it; LZ4 itself allows 255 x). 413 above it. Not in upstream.
+MAX_INFLATION: int = UNTRUSTED_MAX_INFLATION
+
+#: Bodies larger than this (16 KiB) are fed to the decoder on a worker thread of the event
+#: loop's default executor (in batches of 1 MiB), with the GIL released, so their decode never
+#: runs on the event loop; smaller ones decode in place: LZ4 inflates at most 255 x, so that is
+#: at most 4 MiB of output, about a millisecond. Not in upstream.
+DECODE_OFFLOAD_BYTES: int = 16 << 10
+
+_OFFLOAD_BATCH = 1 << 20
 
 #: Size of the slices a :class:`TensoResponse` hands to the server: large enough that the
 #: per-slice cost vanishes, small enough that a slow client does not make the server buffer
@@ -105,65 +141,82 @@ def _too_large(size: int, limit: int) -> HTTPException:
     )
 
 
+def _feed(decoder: Any, chunks: Any) -> Any:
+    """Feeds ``chunks`` until the packet completes; the object, else None. Bytes after the
+    packet are ignored, as loads() ignores them."""
+    for chunk in chunks:
+        data = memoryview(chunk)
+        while len(data):
+            consumed, obj = decoder.feed(data)
+            if obj is not None:
+                return obj
+            data = data[consumed:]
+    return None
+
+
 async def _read_packet(request: Request, limit: int, options: Optional[DecodeOptions]) -> Any:
     if not _content_type_ok(request.headers.get("content-type")):
         raise HTTPException(status_code=400, detail="Expected application/octet-stream content type.")
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > limit:
         raise _too_large(int(declared), limit)
-    # The decoder checks the packet's declared size against the limit before allocating.
-    fields = _merge(_with_packet_limit(options or DecodeOptions(), limit))
-    # copy=True: the handler gets writeable arrays that own their memory, as upstream's.
-    decoder = _tenso.Decoder(fields, False, True, False)
+    # The decoder checks the packet's declared size against the limit before allocating, and
+    # the decode limits (decoded bytes, inflation) before decoding.
+    fields = _untrusted(options, limit, MAX_DECODED_BYTES, MAX_INFLATION)._fields()
+    # Writeable views of the decoder's own buffer: the handler may modify its arrays, and the
+    # body is never copied a second time.
+    decoder = _tenso.Decoder(fields, False, False, False, True)
     received = 0
     obj = None
+    batch: List[bytes] = []
+    batched = 0
+    loop = asyncio.get_running_loop()
     try:
         async for chunk in request.stream():
             received += len(chunk)
             if received > limit:
                 raise _too_large(received, limit)
-            data = memoryview(chunk)
-            while obj is None and len(data):
-                consumed, obj = decoder.feed(data)
-                data = data[consumed:]
-            # Bytes after the packet are ignored, as loads() ignores them (still counted above).
+            if obj is not None or not chunk:
+                continue  # after the packet: still counted against the limit
+            if received <= DECODE_OFFLOAD_BYTES:
+                obj = _feed(decoder, (chunk,))
+                continue
+            batch.append(chunk)
+            batched += len(chunk)
+            if batched >= _OFFLOAD_BATCH:
+                obj = await loop.run_in_executor(None, _feed, decoder, batch)
+                batch, batched = [], 0
+        if obj is None and batch:
+            obj = await loop.run_in_executor(None, _feed, decoder, batch)
         if obj is None:
             if received == 0:
                 raise HTTPException(status_code=422, detail="Invalid Tenso packet: Packet too short (empty body).")
             _ended_inside_packet(decoder, received)  # raises TensoTruncatedError
             raise HTTPException(status_code=422, detail="Invalid Tenso packet: the body ended inside the packet.")
     except (ValueError, EOFError, TypeError, TensoMemoryError) as e:
-        # Over a size limit the server set (body, decoded bytes): 413. Past the protocol's own
-        # limits (dimensions, elements) the packet is malformed: 422, as upstream answers.
+        # Over a size limit the server set (body, decoded bytes, inflation): 413. Past the
+        # protocol's own limits (dimensions, elements) the packet is malformed: 422, as upstream
+        # answers.
         if _over_size_limit(e):
             raise HTTPException(status_code=413, detail=f"Invalid Tenso packet: {e}") from None
         raise HTTPException(status_code=422, detail=f"Invalid Tenso packet: {e}") from None
     return obj
 
 
-def _over_size_limit(e: BaseException) -> bool:
-    if isinstance(e, TensoMemoryError):
-        return True
-    return isinstance(e, TensoLimitError) and _tenso.status_name(e.status) == "TENSO_E_LIMIT"
-
-
-def _with_packet_limit(options: DecodeOptions, limit: int) -> DecodeOptions:
-    current = options.max_packet_bytes
-    return dataclasses.replace(options, max_packet_bytes=limit if not current else min(current, limit))
-
-
 async def get_tenso_data(request: Request) -> Any:
     """
     FastAPI dependency: the request body decoded as a Tenso packet.
 
-    Use it as ``data = Depends(get_tenso_data)``. Arrays are writeable and own their memory.
+    Use it as ``data = Depends(get_tenso_data)``. Arrays are writeable and share memory with
+    nothing else (views of the decoder's own buffer, not copies).
 
     Raises
     ------
     HTTPException
         400 when the content type is not ``application/octet-stream``; 413 when the body is over
-        :data:`MAX_BODY_BYTES`; 422 when the body is not a complete, valid packet (the detail
-        starts with ``Invalid Tenso packet:`` and says what is wrong).
+        :data:`MAX_BODY_BYTES` or decodes to more than :data:`MAX_DECODED_BYTES` or
+        :data:`MAX_INFLATION` times its size; 422 when the body is not a complete, valid packet
+        (the detail starts with ``Invalid Tenso packet:`` and says what is wrong).
     """
     return await _read_packet(request, MAX_BODY_BYTES, None)
 
@@ -180,7 +233,9 @@ def tenso_data(
     max_body_bytes : int, optional
         The largest body accepted (413 above it); default :data:`MAX_BODY_BYTES`.
     options : DecodeOptions, optional
-        Decode limits (dimensions, elements, entries, decoded bytes); any exceeded gives 413.
+        Decode limits (dimensions, elements, entries, decoded bytes, inflation); any exceeded
+        gives 413. ``max_decoded_bytes`` and ``max_inflation`` left at 0 take
+        :data:`MAX_DECODED_BYTES` and :data:`MAX_INFLATION`.
 
     Examples
     --------

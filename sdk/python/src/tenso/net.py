@@ -22,7 +22,15 @@ releases the GIL while it waits.
 
 Cancellation: cancelling the task awaiting ``send_tensor``/``request_tensor`` triggers the call's
 libtenso cancel token, so the call on the worker thread ends with ``TensoCancelledError`` at once.
-``receive_tensor`` waits on the node's receive descriptor inside the event loop.
+``receive_tensor`` waits on the node's receive descriptor inside the event loop. A cancel (or a
+timeout) stops a push only while it is still being handed to the connection: after that the
+peer has it, and ``TensoCancelledError`` does not mean it was not delivered (see net.h).
+
+Shutdown: ``shutdown()``, ``close()`` and leaving ``with``/``async with`` end every call waiting
+on the node, blocking or awaited (``receive_tensor`` included), with ``TensoShutdownError``.
+
+Access: by default every trusted peer may pull every published name and push any name;
+:meth:`TensorNode.set_access` installs a per-peer policy.
 """
 
 from __future__ import annotations
@@ -30,7 +38,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
-from typing import Any, Callable, Iterable, List, Optional, Sequence, Tuple, TypeVar
+from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, TypeVar
 
 import numpy as np
 
@@ -94,7 +102,7 @@ class TensorNode:
             flags |= _tenso.NODE_NO_FD_PASSING
         if not listen_enabled:
             flags |= _tenso.NODE_NO_LISTEN
-        self._options = dict(
+        self._options: Dict[str, Any] = dict(
             listen=listen,
             flags=flags,
             cert_pem=cert_pem,
@@ -116,6 +124,8 @@ class TensorNode:
         self._node: Optional[_tenso.Node] = None
         self._lock = threading.Lock()
         self._shut = False
+        # Futures of awaited receives, woken by shutdown (their descriptor may close first).
+        self._waiters: set[Tuple[asyncio.AbstractEventLoop, "asyncio.Future[None]"]] = set()
         # Blocking calls of the coroutine API run here; a node's calls are thread-safe.
         self._pool = concurrent.futures.ThreadPoolExecutor(thread_name_prefix="tenso-node")
 
@@ -128,6 +138,8 @@ class TensorNode:
                 raise _shutdown_error()
             if self._node is None:
                 self._node = _tenso.Node(**self._options)
+                # The node keeps no copy of the key's text: neither does this object.
+                self._options["key_pem"] = None
 
     async def start(self) -> None:
         """Coroutine form of :meth:`start_sync`."""
@@ -139,8 +151,14 @@ class TensorNode:
         with self._lock:
             self._shut = True
             node = self._node
+            waiters = list(self._waiters)
         if node is not None:
             node.shutdown()
+        for loop, fut in waiters:
+            try:
+                loop.call_soon_threadsafe(_wake, fut)
+            except RuntimeError:  # that loop is closed: nobody awaits there any more
+                pass
         self._pool.shutdown(wait=False)
 
     def close(self) -> None:
@@ -149,18 +167,18 @@ class TensorNode:
         if self._node is not None:
             self._node.close()
 
-    def __enter__(self) -> "TensorNode":
+    def __enter__(self) -> TensorNode:
         self.start_sync()
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
-    async def __aenter__(self) -> "TensorNode":
+    async def __aenter__(self) -> TensorNode:
         await self.start()
         return self
 
-    async def __aexit__(self, *exc: Any) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         self.close()
 
     # ---- addresses --------------------------------------------------------------------------
@@ -229,7 +247,9 @@ class TensorNode:
         many small values, the per-call cost is paid once per few hundred). Raises the first
         failure: the pairs before it were posted, those after it were not."""
         node = self._started()
-        node.post_many(addr, ((n, v if type(v) is np.ndarray else _to_value(v, strict)) for n, v in items), strict, timeout)
+        node.post_many(
+            addr, ((n, v if type(v) is np.ndarray else _to_value(v, strict)) for n, v in items), strict, timeout
+        )
 
     async def post_many(
         self, addr: str, items: Iterable[Tuple[str, Any]], timeout: Optional[float] = None, *, strict: bool = False
@@ -271,6 +291,8 @@ class TensorNode:
         deadline = None if t is None else loop.time() + t
         fd = node.receive_fd()
         while True:
+            if self._shut:
+                raise _shutdown_error()
             got = node.receive(0)
             if got is not None:
                 return got
@@ -278,18 +300,23 @@ class TensorNode:
             if remaining is not None and remaining <= 0:
                 return None
             ready: asyncio.Future[None] = loop.create_future()
-
-            def readable(f: asyncio.Future[None] = ready) -> None:
-                if not f.done():
-                    f.set_result(None)
-
-            loop.add_reader(fd, readable)
+            waiter = (loop, ready)
+            with self._lock:
+                if self._shut:
+                    raise _shutdown_error()
+                self._waiters.add(waiter)
+            loop.add_reader(fd, _wake, ready)
             try:
                 await asyncio.wait_for(ready, remaining)
             except asyncio.TimeoutError:
                 pass
             finally:
-                loop.remove_reader(fd)
+                with self._lock:
+                    self._waiters.discard(waiter)
+                if not self._shut:
+                    loop.remove_reader(fd)
+                else:
+                    _forget_reader(loop, fd)
 
     async def receive_tensor(self, timeout: Optional[float] = -1.0) -> Optional[Tuple[str, Any]]:
         """Coroutine form of :meth:`receive_tensor_sync`."""
@@ -317,6 +344,17 @@ class TensorNode:
         """Coroutine form of :meth:`request_tensor_sync`; cancelling it cancels the request."""
         node = self._started()
         return await self._cancellable(lambda c: node.request(addr, name, timeout, c))
+
+    # ---- access -----------------------------------------------------------------------------
+
+    def set_access(self, fn: Optional[Callable[[str, str, str], bool]]) -> None:
+        """Installs a per-peer access policy: ``fn(op, peer, name)`` with ``op`` ``"get"`` (a peer
+        pulls ``name``) or ``"push"`` (a peer pushes under ``name``) and ``peer`` the sender name
+        (its key fingerprint over TLS) returns whether to allow it. A refused peer gets
+        ``TensoAuthError``. ``fn`` runs on the node's event loop thread with the GIL held: keep
+        it quick, and do not call this node's methods from it; an exception refuses. None
+        removes the policy (the default: every trusted peer may get and push everything)."""
+        self._started().set_access(fn)
 
     # ---- statistics -------------------------------------------------------------------------
 
@@ -366,7 +404,20 @@ def _ms(seconds: Optional[float]) -> int:
     return 0 if seconds is None else max(1, int(seconds * 1000))
 
 
-def _consume(fut: "asyncio.Future[Any]") -> None:
+def _wake(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
+def _forget_reader(loop: asyncio.AbstractEventLoop, fd: int) -> None:
+    # The node may be closed, and its receive descriptor with it: unregistering may fail.
+    try:
+        loop.remove_reader(fd)
+    except (OSError, ValueError):
+        pass
+
+
+def _consume(fut: asyncio.Future[Any]) -> None:
     if not fut.cancelled():
         fut.exception()
 

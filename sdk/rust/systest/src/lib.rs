@@ -84,6 +84,7 @@ mod tests {
             "tenso_encode_options",
             "tenso_decode_options",
             "tenso_tensor",
+            "tenso_tensor_view",
             "tenso_packet_info",
             "tenso_quantized",
             "tenso_ipc_ref",
@@ -136,8 +137,16 @@ mod tests {
         let names = callback_types();
         assert_eq!(
             names,
-            ["tenso_write_fn", "tenso_alloc_fn", "tenso_release_fn", "tenso_cache_key_fn", "tenso_progress_fn",
-             "tenso_gpu_release_fn", "tenso_node_release_fn"]
+            [
+                "tenso_write_fn",
+                "tenso_alloc_fn",
+                "tenso_release_fn",
+                "tenso_cache_key_fn",
+                "tenso_progress_fn",
+                "tenso_gpu_release_fn",
+                "tenso_node_release_fn",
+                "tenso_node_access_fn"
+            ]
         );
     }
 

@@ -232,13 +232,16 @@ pub struct tenso_decode_options {
     /// Since version 3 (1.3): threads that decompress the LZ4 blocks of a large body;
     /// 0 = every core, 1 = the calling thread.
     pub threads: u32,
+    /// Since version 4 (1.5): what LZ4 bodies may decompress to, in all, as a multiple of the
+    /// bytes handed to the decode, counted as at least 4 MiB; 0 = no such bound.
+    pub max_inflation: u32,
 }
 // The C layout (tenso.h): a field out of place would hand libtenso the wrong limits.
 const _: () = assert!(core::mem::size_of::<tenso_decode_options>() == 64);
 const _: () = assert!(core::mem::offset_of!(tenso_decode_options, max_decoded_bytes) == 32);
 const _: () = assert!(core::mem::offset_of!(tenso_decode_options, threads) == 56);
 
-pub const TENSO_DECODE_OPTIONS_VERSION: u32 = 3;
+pub const TENSO_DECODE_OPTIONS_VERSION: u32 = 4;
 /// `TENSO_DECODE_OPTIONS_INIT`.
 pub const TENSO_DECODE_OPTIONS_INIT: tenso_decode_options = tenso_decode_options {
     version: TENSO_DECODE_OPTIONS_VERSION,
@@ -251,6 +254,7 @@ pub const TENSO_DECODE_OPTIONS_INIT: tenso_decode_options = tenso_decode_options
     max_entries: 0,
     timeout_ms: 0,
     threads: 0,
+    max_inflation: 0,
 };
 
 /// A dense tensor to encode (all memory borrowed for the duration of the call).
@@ -362,6 +366,22 @@ pub struct tenso_ipc_ref {
     pub byte_offset: u64,
     pub nbytes: u64,
     pub device_uuid: [u8; 16],
+}
+
+/// A dense tensor decoded into the caller's struct by `tenso_loads_tensor` (since 1.5).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct tenso_tensor_view {
+    pub data: *const c_void,
+    pub nbytes: u64,
+    pub packet_size: u64,
+    pub dtype: tenso_dtype,
+    pub ndim: u32,
+    pub flags: u32,
+    pub version: u32,
+    pub alignment: u32,
+    pub reserved: u32,
+    pub shape: [u64; TENSO_MAX_NDIM as usize],
 }
 
 /// What the header of a packet says, read without touching the body.
@@ -737,6 +757,15 @@ pub const TENSO_NODE_OPTIONS_VERSION: u32 = 1;
 /// Called once when the node no longer uses a published value.
 pub type tenso_node_release_fn = Option<unsafe extern "C" fn(user: *mut c_void)>;
 
+/// `tenso_node_access_fn`'s `op`: a peer pulls a published value. @since 1.5
+pub const TENSO_NODE_ACCESS_GET: c_int = 1;
+/// `tenso_node_access_fn`'s `op`: a peer pushes a value. @since 1.5
+pub const TENSO_NODE_ACCESS_PUSH: c_int = 2;
+/// A node's access hook: nonzero allows the peer's get or push of `name`. @since 1.5
+pub type tenso_node_access_fn = Option<
+    unsafe extern "C" fn(user: *mut c_void, op: c_int, peer: *const c_char, name: *const c_char, name_len: usize) -> c_int,
+>;
+
 /// A node's counters.
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -932,6 +961,13 @@ extern "C" {
     // ---- views
     pub fn tenso_loads(
         out: *mut *mut tenso_view,
+        data: *const c_void,
+        len: usize,
+        opts: *const tenso_decode_options,
+    ) -> tenso_status;
+    /// Since 1.5.
+    pub fn tenso_loads_tensor(
+        out: *mut tenso_tensor_view,
         data: *const c_void,
         len: usize,
         opts: *const tenso_decode_options,
@@ -1234,6 +1270,8 @@ extern "C" {
         user: *mut c_void,
     ) -> tenso_status;
     pub fn tenso_node_unpublish(n: *mut tenso_node, name: *const c_char, name_len: usize) -> tenso_status;
+    /// @since 1.5
+    pub fn tenso_node_set_access(n: *mut tenso_node, f: tenso_node_access_fn, user: *mut c_void) -> tenso_status;
     pub fn tenso_node_request(
         out: *mut *mut tenso_view,
         n: *mut tenso_node,

@@ -270,7 +270,7 @@ impl Options {
 
     fn encode_into<'a, E: Encode<'a> + ?Sized>(&self, value: &E, dst: *mut u8, cap: usize) -> Result<usize> {
         let mut n = 0usize;
-        let o = &self.raw;
+        let o = self.ptr();
         let dst = dst.cast::<std::ffi::c_void>();
         let st = dispatch!(value.source()?, |t| sys::tenso_dumps_into(dst, cap, &mut n, t, o), |v| {
             sys::tenso_value_dumps_into(dst, cap, &mut n, v, o)

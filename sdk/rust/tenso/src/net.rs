@@ -39,6 +39,7 @@ pub struct NodeOptions {
     pub no_listen: bool,
     /// This node's certificate chain and key (PEM); `None`: an ephemeral P-256 key.
     pub cert_pem: Option<String>,
+    /// The private key of `cert_pem` (PEM).
     pub key_pem: Option<String>,
     /// Trust dialers whose chain ends at this CA (PEM).
     pub ca_pem: Option<String>,
@@ -46,12 +47,18 @@ pub struct NodeOptions {
     pub pinned_keys: Vec<String>,
     /// Event-loop threads; 0 = 1.
     pub threads: u32,
-    /// Limits on what peers send (0 = libtenso's default; see `tenso/net.h`).
+    /// The largest packet accepted from a peer (0 = libtenso's default, 16 GiB; the limits
+    /// below also take 0 for the defaults of `tenso/net.h`).
     pub max_packet_bytes: u64,
+    /// The longest value name (0: 4096).
     pub max_name_bytes: u32,
+    /// Received pushes waiting to be taken (0: 1024).
     pub max_queued: u32,
+    /// Their total bytes; a full queue stops reading from the pushing peers (0: 1 GiB).
     pub max_queued_bytes: u64,
+    /// Inbound connections, and pooled ones per peer (0: 64).
     pub max_connections: u32,
+    /// Idle pooled connections kept per peer (0: 4).
     pub max_pool_per_peer: u32,
     /// A pooled connection idle this long is closed (`None`: 5 minutes).
     pub idle_timeout: Option<Duration>,
@@ -128,8 +135,11 @@ fn cancel_ptr(c: Option<&CancelToken>) -> *mut sys::tenso_cancel {
 /// `"tcp://host:port"` or `"unix:"`) and the value, a [`Packet`] that owns its aligned memory.
 #[derive(Debug)]
 pub struct Message {
+    /// The name it was pushed under.
     pub name: String,
+    /// Who pushed it.
     pub sender: String,
+    /// The decoded value.
     pub value: Packet,
 }
 
@@ -138,11 +148,15 @@ pub struct Message {
 pub struct NodeStats {
     /// Outbound connections held in the pool (idle or busy).
     pub pool_size: u32,
+    /// Connections peers opened to this node, open now.
     pub inbound_connections: u32,
     /// Received pushes waiting.
     pub queued: u32,
+    /// Their packet bytes.
     pub queued_bytes: u64,
+    /// Bytes written to peers so far.
     pub bytes_sent: u64,
+    /// Bytes read from peers so far.
     pub bytes_received: u64,
     /// Outbound dials so far (pool misses).
     pub connections_opened: u64,
@@ -176,6 +190,40 @@ pub struct NodeStats {
 /// ```
 pub struct Node {
     raw: NonNull<sys::tenso_node>,
+    // The access hook's closure (boxed twice: the C side holds a thin pointer). Dropped after
+    // the node is freed (fields drop after Drop::drop), so no call of it outlives it.
+    access: std::sync::Mutex<Option<Box<AccessHook>>>,
+}
+
+/// What a peer asks of a node's access hook ([`Node::set_access`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AccessOp {
+    /// The peer pulls a published value.
+    Get,
+    /// The peer pushes a value.
+    Push,
+}
+
+type AccessHook = Box<dyn Fn(AccessOp, &str, &str) -> bool + Send + Sync>;
+
+/// libtenso's side of the hook: runs the closure; a panic refuses (it must not unwind into C).
+unsafe extern "C" fn access_trampoline(
+    user: *mut c_void,
+    op: std::ffi::c_int,
+    peer: *const c_char,
+    name: *const c_char,
+    name_len: usize,
+) -> std::ffi::c_int {
+    let run = || {
+        // SAFETY: `user` is the AccessHook set_access handed over, alive while the node may
+        // call it; peer is NUL-terminated and name has name_len bytes, for the call.
+        let hook = unsafe { &*(user as *const AccessHook) };
+        let peer = unsafe { CStr::from_ptr(peer) }.to_string_lossy();
+        let name = String::from_utf8_lossy(unsafe { std::slice::from_raw_parts(name.cast::<u8>(), name_len) });
+        let op = if op == sys::TENSO_NODE_ACCESS_GET { AccessOp::Get } else { AccessOp::Push };
+        hook(op, &peer, &name)
+    };
+    std::ffi::c_int::from(std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)).unwrap_or(false))
 }
 
 // SAFETY: net.h: every call is thread-safe; the node is freed only by Drop (no borrows left).
@@ -239,8 +287,17 @@ impl Node {
         let mut out = ptr::null_mut();
         // SAFETY: every pointer in `co` lives until the call returns (the node copies them).
         check(unsafe { sys::tenso_node_new(&mut out, &co) })?;
+        // libtenso keeps no copy of the key's text; neither does this call (the caller's String
+        // is the caller's).
+        if let Some(k) = key {
+            let mut bytes = k.into_bytes();
+            for b in bytes.iter_mut() {
+                // SAFETY: a valid byte of a buffer we own; volatile so the wipe is not elided.
+                unsafe { ptr::write_volatile(b, 0) };
+            }
+        }
         let raw = NonNull::new(out).ok_or_else(|| Error::new(ErrorKind::Internal, "libtenso returned a NULL node"))?;
-        Ok(Node { raw })
+        Ok(Node { raw, access: std::sync::Mutex::new(None) })
     }
 
     fn ptr(&self) -> *mut sys::tenso_node {
@@ -466,6 +523,34 @@ impl Node {
     pub fn unpublish(&self, name: &str) -> Result<()> {
         // SAFETY: name lives for the call.
         check(unsafe { sys::tenso_node_unpublish(self.ptr(), name.as_ptr().cast(), name.len()) })
+    }
+
+    /// Installs a per-peer access policy (`None` removes it: every trusted peer may get and push
+    /// everything, the default). `f(op, peer, name)` runs on the node's event loop threads for
+    /// every get and push, before the value is read or served; `peer` is the sender name (the
+    /// key fingerprint over TLS). `false` refuses: the peer gets [`ErrorKind::Auth`]. Keep it
+    /// quick and do not call this node's methods from it; a panic refuses. When this returns no
+    /// call of the previous policy is running.
+    ///
+    /// ```
+    /// use tenso::{AccessOp, Node, NodeOptions};
+    /// let node = Node::new(&NodeOptions::default())?;
+    /// node.set_access(Some(|op: AccessOp, _peer: &str, name: &str| op == AccessOp::Push || name != "secret"))?;
+    /// # Ok::<(), tenso::Error>(())
+    /// ```
+    pub fn set_access<F>(&self, f: Option<F>) -> Result<()>
+    where
+        F: Fn(AccessOp, &str, &str) -> bool + Send + Sync + 'static,
+    {
+        let mut slot = self.access.lock().unwrap_or_else(|e| e.into_inner());
+        let hook: Option<Box<AccessHook>> = f.map(|f| Box::new(Box::new(f) as AccessHook));
+        let user = hook.as_ref().map_or(ptr::null_mut(), |h| (&**h as *const AccessHook).cast_mut().cast::<c_void>());
+        let fp: sys::tenso_node_access_fn = if hook.is_some() { Some(access_trampoline) } else { None };
+        // SAFETY: `user` stays valid until replaced here or the node is freed; the call returns
+        // once no call of the previous hook runs, so that one may be dropped after it.
+        check(unsafe { sys::tenso_node_set_access(self.ptr(), fp, user) })?;
+        *slot = hook;
+        Ok(())
     }
 
     /// Pulls the value the node at `addr` publishes as `name` ([`ErrorKind::NotFound`] when it

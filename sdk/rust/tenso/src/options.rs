@@ -32,6 +32,15 @@ impl Options {
         Options::default()
     }
 
+    /// The options for a call: NULL for the defaults (libtenso then reads no struct).
+    pub(crate) fn ptr(&self) -> *const sys::tenso_encode_options {
+        if self.raw == sys::TENSO_ENCODE_OPTIONS_INIT {
+            std::ptr::null()
+        } else {
+            &self.raw
+        }
+    }
+
     /// Appends an XXH3-64 footer to every body (verified by every reader).
     pub fn integrity(mut self, on: bool) -> Options {
         self.set(sys::TENSO_ENCODE_INTEGRITY, on);

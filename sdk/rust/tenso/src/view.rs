@@ -118,7 +118,7 @@ impl<'a> View<'a> {
     pub fn as_slice<T: Element>(&self) -> Result<&'a [T]> {
         let view: &ViewRef = self;
         view.check_dtype::<T>()?;
-        typed_slice(view, self.bytes()?)
+        typed_slice(self.bytes()?)
     }
 
     /// The elements of a dense view for `'a`: borrowed from the input when they are aligned
@@ -171,6 +171,99 @@ impl DecodeOptions {
     }
 }
 
+/// A dense tensor decoded by [`loads_tensor`]: a plain value (no libtenso allocation, nothing to
+/// free) whose data borrows the packet bytes for `'a`.
+///
+/// ```
+/// let data = [1.5f32, 2.5, 3.5, 4.5];
+/// let packet = tenso::dumps(&tenso::Tensor::new(&data, &[2, 2])?)?;
+/// let t = tenso::loads_tensor(&packet)?;
+/// assert_eq!(t.dtype(), Some(tenso::Dtype::Float32));
+/// assert_eq!(t.shape(), &[2, 2]);
+/// assert_eq!(t.as_slice::<f32>()?, &data);
+/// # Ok::<(), tenso::Error>(())
+/// ```
+#[derive(Clone, Copy)]
+pub struct TensorView<'a> {
+    raw: sys::tenso_tensor_view,
+    _bytes: PhantomData<&'a [u8]>,
+}
+
+// SAFETY: a plain description of immutable bytes borrowed for 'a.
+unsafe impl Send for TensorView<'_> {}
+unsafe impl Sync for TensorView<'_> {}
+
+impl fmt::Debug for TensorView<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TensorView")
+            .field("dtype", &self.dtype())
+            .field("shape", &self.shape())
+            .field("nbytes", &self.raw.nbytes)
+            .finish()
+    }
+}
+
+impl<'a> TensorView<'a> {
+    /// The element type.
+    pub fn dtype(&self) -> Option<Dtype> {
+        Dtype::from_code(self.raw.dtype)
+    }
+    /// The dimensions.
+    pub fn shape(&self) -> &[usize] {
+        crate::tensor::dims(&self.raw.shape[..self.raw.ndim as usize])
+    }
+    /// The body bytes, borrowed from the packet.
+    pub fn bytes(&self) -> &'a [u8] {
+        // SAFETY: libtenso checked that nbytes bytes at data lie inside the packet borrowed for 'a.
+        unsafe { slice_from(self.raw.data.cast::<u8>(), self.raw.nbytes as usize) }
+    }
+    /// The elements as `&[T]`, borrowed (errors as [`View::as_slice`]).
+    pub fn as_slice<T: Element>(&self) -> Result<&'a [T]> {
+        match self.dtype() {
+            Some(d) if d == T::DTYPE => typed_slice(self.bytes()),
+            other => Err(Error::new(
+                ErrorKind::BadDtype,
+                format!("tensor holds {}, not {}", other.map_or("unknown", |d| d.name()), T::DTYPE),
+            )),
+        }
+    }
+    /// Header flags as on the wire (`TENSO_FLAG_*`).
+    pub fn flags(&self) -> u32 {
+        self.raw.flags
+    }
+    /// Wire version the packet was written with (1 to 4).
+    pub fn version(&self) -> u32 {
+        self.raw.version
+    }
+    /// Exact length of the packet, footer included.
+    pub fn packet_size(&self) -> u64 {
+        self.raw.packet_size
+    }
+    /// A [`Tensor`] over the same data, to encode again.
+    pub fn tensor(&self) -> Result<Tensor<'a>> {
+        let dtype = self.dtype().ok_or_else(|| Error::new(ErrorKind::BadDtype, "unknown dtype"))?;
+        Tensor::from_bytes(dtype, self.bytes(), self.shape())
+    }
+}
+
+/// Decodes a dense tensor packet into a [`TensorView`] with the default limits: what
+/// [`loads`] checks, without allocating a libtenso view (the fast path for small packets).
+/// Other kinds, and compressed bodies, are [`ErrorKind::UnsupportedKind`]: use [`loads`].
+pub fn loads_tensor(bytes: &[u8]) -> Result<TensorView<'_>> {
+    DecodeOptions::default().loads_tensor(bytes)
+}
+
+impl DecodeOptions {
+    /// Decodes a dense tensor packet under these options; see [`loads_tensor`].
+    pub fn loads_tensor<'a>(&self, bytes: &'a [u8]) -> Result<TensorView<'a>> {
+        let mut raw = MaybeUninit::<sys::tenso_tensor_view>::uninit();
+        // SAFETY: valid pointers; the struct is written on success.
+        check(unsafe { sys::tenso_loads_tensor(raw.as_mut_ptr(), bytes.as_ptr().cast(), bytes.len(), self.ptr()) })?;
+        // SAFETY: written by the successful call; its data points into `bytes`, tied to 'a.
+        Ok(TensorView { raw: unsafe { raw.assume_init() }, _bytes: PhantomData })
+    }
+}
+
 /// A decoded packet or a part of one (a bundle entry, a sparse component), borrowed from the
 /// [`View`], [`Packet`](crate::Packet) or parent that owns it. Never owned by value: only
 /// `&ViewRef` exists.
@@ -216,14 +309,14 @@ pub(crate) fn copy_elements<T: Element>(v: &ViewRef, bytes: &[u8]) -> Result<Vec
     Ok(out)
 }
 
-/// `bytes` (the body of `v`, whose dtype is checked to be `T`'s) as `&[T]`, refusing
+/// `bytes` (a body whose dtype the caller checked to be `T`'s) as `&[T]`, refusing
 /// misaligned data and `bool` bodies.
 ///
 /// A `bool` is never borrowed: views of shared memory ([`Shm`](crate::Shm), the cache) and
 /// of memory another handle maps can change after a check, and a `&[bool]` holding a byte
 /// other than 0 or 1 is undefined behaviour. A view cannot tell where its memory came from,
 /// so every `bool` body is copied and validated ([`ViewRef::to_vec`], [`ViewRef::values`]).
-fn typed_slice<'x, T: Element>(v: &ViewRef, bytes: &'x [u8]) -> Result<&'x [T]> {
+fn typed_slice<T: Element>(bytes: &[u8]) -> Result<&[T]> {
     if T::DTYPE == Dtype::Bool {
         return Err(Error::new(
             ErrorKind::UnsupportedKind,
@@ -245,10 +338,9 @@ fn typed_slice<'x, T: Element>(v: &ViewRef, bytes: &'x [u8]) -> Result<&'x [T]> 
             ),
         ));
     }
-    debug_assert_eq!(v.dtype(), Some(T::DTYPE));
     // SAFETY: dtype checked by the caller (so the length is a whole number of T), aligned,
-    // not bool (every byte pattern of the other element types is valid); borrowed for 'x
-    // like `bytes`.
+    // not bool (every byte pattern of the other element types is valid); borrowed
+    // as long as `bytes`.
     Ok(unsafe { std::slice::from_raw_parts(bytes.as_ptr().cast::<T>(), bytes.len() / std::mem::size_of::<T>()) })
 }
 
@@ -256,7 +348,7 @@ fn typed_slice<'x, T: Element>(v: &ViewRef, bytes: &'x [u8]) -> Result<&'x [T]> 
 fn cow_slice<'x, T: Element>(v: &ViewRef, bytes: &'x [u8]) -> Result<Cow<'x, [T]>> {
     v.check_dtype::<T>()?;
     if T::DTYPE != Dtype::Bool && (bytes.as_ptr() as usize) % std::mem::align_of::<T>() == 0 {
-        typed_slice(v, bytes).map(Cow::Borrowed)
+        typed_slice(bytes).map(Cow::Borrowed)
     } else {
         copy_elements(v, bytes).map(Cow::Owned)
     }
@@ -356,7 +448,7 @@ impl ViewRef {
     /// byte is 0 or 1 ([`ErrorKind::Malformed`] otherwise).
     pub fn as_slice<T: Element>(&self) -> Result<&[T]> {
         self.check_dtype::<T>()?;
-        typed_slice(self, self.bytes())
+        typed_slice(self.bytes())
     }
 
     /// The elements of a dense view: borrowed when aligned for `T` in memory (top-level
@@ -668,7 +760,10 @@ pub enum PacketLength {
     /// The packet is complete and this long (`<=` the bytes given).
     Complete(usize),
     /// More bytes are needed: read until the buffer holds `needed` bytes, then ask again.
-    Incomplete { needed: usize },
+    Incomplete {
+        /// The total bytes to have before asking again.
+        needed: usize,
+    },
 }
 
 /// Works out the exact length of the packet that starts at `bytes` from its headers alone,

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tenso::{Bundle, CancelToken, ErrorKind, Node, NodeOptions, Tensor};
+use tenso::{AccessOp, Bundle, CancelToken, ErrorKind, Node, NodeOptions, Tensor};
 
 fn dialer(plain: bool) -> Node {
     Node::new(&NodeOptions { no_listen: true, allow_plaintext: plain, ..Default::default() }).unwrap()
@@ -87,6 +87,52 @@ fn timeouts_cancellation_shutdown() {
     assert_eq!(waiter.join().unwrap().unwrap_err().kind(), ErrorKind::Shutdown);
     assert_eq!(rx.publish("x", &Tensor::from_slice(&[1u8])).unwrap_err().kind(), ErrorKind::Shutdown);
     rx.shutdown(); // idempotent
+}
+
+/// Every blocked call ends promptly with Shutdown: a receive, and a send the peer holds
+/// un-acknowledged (its queue full), when their own node shuts down.
+#[test]
+fn shutdown_ends_every_blocked_call() {
+    let rx = Node::new(&NodeOptions { max_queued: 1, ..Default::default() }).unwrap();
+    let addr = rx.addr().unwrap();
+    let tx = Arc::new(dialer(false));
+    let one = Tensor::from_slice(&[1u8]);
+    tx.send(&addr, "fills", &one, None).unwrap();
+    let waiter = Arc::new(Node::new(&NodeOptions { no_listen: true, ..Default::default() }).unwrap());
+    let (t1, t2) = (Arc::clone(&tx), Arc::clone(&waiter));
+    let (a1, a2) = (addr.clone(), addr.clone());
+    let blocked_send = std::thread::spawn(move || t1.send(&a1, "held", &Tensor::from_slice(&[2u8]), LONG));
+    let blocked_receive = std::thread::spawn(move || t2.receive(None));
+    std::thread::sleep(Duration::from_millis(100));
+    let t0 = std::time::Instant::now();
+    tx.shutdown();
+    waiter.shutdown();
+    assert_eq!(blocked_send.join().unwrap().unwrap_err().kind(), ErrorKind::Shutdown);
+    assert_eq!(blocked_receive.join().unwrap().unwrap_err().kind(), ErrorKind::Shutdown);
+    assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
+    let _ = a2;
+}
+
+/// The access hook: a refused get or push is ErrorKind::Auth; None restores the default.
+#[test]
+fn access_hook() {
+    let rx = Node::new(&NodeOptions::default()).unwrap();
+    let addr = rx.addr().unwrap();
+    let (a, b) = (dialer(false), dialer(false));
+    let trusted = b.id().unwrap();
+    rx.set_access(Some(move |op: AccessOp, peer: &str, name: &str| match op {
+        AccessOp::Get => name != "secret" || peer == trusted,
+        AccessOp::Push => name != "forbidden",
+    }))
+    .unwrap();
+    rx.publish("secret", &Tensor::from_slice(&[7u8])).unwrap();
+    assert_eq!(a.request(&addr, "secret", None).unwrap_err().kind(), ErrorKind::Auth);
+    assert_eq!(b.request(&addr, "secret", None).unwrap().to_vec::<u8>().unwrap(), [7]);
+    assert_eq!(a.send(&addr, "forbidden", &Tensor::from_slice(&[1u8]), None).unwrap_err().kind(), ErrorKind::Auth);
+    a.send(&addr, "fine", &Tensor::from_slice(&[1u8]), None).unwrap();
+    assert_eq!(rx.receive(LONG).unwrap().unwrap().name, "fine");
+    rx.set_access(None::<fn(AccessOp, &str, &str) -> bool>).unwrap();
+    a.send(&addr, "forbidden", &Tensor::from_slice(&[1u8]), None).unwrap();
 }
 
 #[test]

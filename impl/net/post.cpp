@@ -1,0 +1,422 @@
+// post.cpp - pipelined pushes (tenso_node_post / tenso_node_flush): one connection per peer,
+// small posts buffered and written together, acknowledgements read as they come.
+#include "net/node_impl.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include <poll.h>
+
+namespace tenso::net {
+
+// Pipelined pushes to one peer: one connection written by post, its acknowledgements read as
+// they come (and all of them by flush). The mutex orders posts and flushes to the peer.
+//
+// Small posts (kSmallPost bytes of frames or less) are copied into `buf` and written together
+// when it holds kPostBuffer bytes, when a post or flush would otherwise wait, by flush, and, as
+// far as the socket takes them at once, by shutdown: one write per ~kPostBuffer bytes instead
+// of one per post. A post's value is no longer used when post returns either way.
+//
+// A caller that never flushes must not leave its last posts in the node: a post that leaves
+// bytes buffered arms `idle` on the event loop, which writes what the socket takes
+// kIdleFlushMs later. The timer is touched by the event loop only (armed by a posted handler,
+// re-armed from its own), so it needs no lock of its own; its handlers hold the stream weakly
+// (the stream owns the timer) and the node by pointer (its threads, which run them, are joined
+// before it goes).
+struct Node::Impl::PostStream {
+    static constexpr size_t kSmallPost = 16 * 1024;
+    static constexpr size_t kPostBuffer = 128 * 1024;
+    static constexpr int kIdleFlushMs = 1;
+    Address addr;  // set once, when made
+    std::mutex mu;
+    // Under mu: the reaper took the stream out of the node's maps (idle, nothing owed); a
+    // caller that fetched it before looks it up again.
+    bool retired = false;
+    Clock::time_point last_use = Clock::now();
+    asio::steady_timer idle;
+    bool idle_armed = false;  // under mu: a write of the buffer is pending on the event loop
+    explicit PostStream(asio::io_context &io) : idle(io) {}
+    std::unique_ptr<Outbound> conn;
+    // Posts on `conn`, counted from its checkout: made, whole on the wire, answered. The peer
+    // answering more than were written is a malformed reply.
+    uint64_t posted = 0, written = 0, acked = 0;
+    std::vector<uint8_t> buf;  // small posts not yet written: frames back to back
+    size_t buf_at = 0;         // bytes of buf already written
+    std::vector<size_t> ends;  // where each post in buf ends
+    size_t ends_at = 0;        // posts of buf whole on the wire
+    int32_t first_status = 0;  // the first failure since the last flush
+    std::string first_message;
+    // Reused from post to post: the plan of a small value, and the control frame of the last
+    // (name, length), which a stream of like values sends again and again.
+    Plan plan{EncodeOptions{}, false};
+    std::string head_name;
+    uint64_t head_length = UINT64_MAX;
+    std::vector<uint8_t> head;
+    const std::vector<uint8_t> &push_head(const std::string &name, uint64_t length) {
+        if (length != head_length || name != head_name) {
+            Control c;
+            c.op = Op::kPush;
+            c.name = name;
+            c.length = length;
+            c.message = kCountedOk;
+            head = encode_control(c);
+            head_name = name;
+            head_length = length;
+        }
+        return head;
+    }
+    void note(int32_t st, const std::string &m) {
+        if (first_status == 0) {
+            first_status = st;
+            first_message = m;
+        }
+    }
+    uint64_t unacked() const { return posted - acked; }
+    // Forgets the connection's posts (it is checked in, or dropped with them failed).
+    void reset() {
+        posted = written = acked = 0;
+        // The connection leaves the stream: so does the buffer's memory (a node that posted to
+        // many peers once keeps no 144 KiB per peer).
+        std::vector<uint8_t>().swap(buf);
+        buf_at = 0;
+        std::vector<size_t>().swap(ends);
+        ends_at = 0;
+    }
+};
+
+namespace {
+// Reads acknowledgements of written posts: those readable now (block false), or at least one
+// (block true). `ok` answers the count in its length field (0, from a 1.4.0 listener, is 1);
+// `error` answers one, noted as the stream's failure; the connection stays in step.
+void read_acks(Node::Impl::PostStream &s, const NodeOptions &o, bool block, const Waker &w, const Deadline &d) {
+    Outbound &c = *s.conn;
+    if (s.acked == s.written && !block) {
+        // Nothing is owed: input now (the socket woke a wait for room) is a peer writing unasked
+        // or closing. Left unread it would wake every such wait again: a spin until the deadline.
+        std::unique_ptr<View> v;
+        const Io r = c.reader.frame(c.sock, c.ctl, &v);
+        if (r == Io::kEof) fail(TENSO_E_CONNECTION, "the peer closed the connection");
+        if (r == Io::kDone || !c.ctl.idle() || c.reader.pos != c.reader.end)
+            fail(TENSO_E_MALFORMED, "the peer wrote without being asked");
+        return;
+    }
+    while (s.acked < s.written) {
+        std::unique_ptr<View> v;
+        const Io r = c.reader.frame(c.sock, c.ctl, &v);
+        if (r == Io::kDone) {
+            const Control reply = parse_control(*v, o.max_name_bytes);
+            uint64_t n = 1;
+            if (reply.op == Op::kError) s.note(reply.status, "the peer refused: " + reply.message);
+            else if (reply.op == Op::kOk) n = std::max<uint64_t>(reply.length, 1);
+            else fail(TENSO_E_MALFORMED, "unexpected reply to a push");
+            if (n > s.written - s.acked) fail(TENSO_E_MALFORMED, "the peer acknowledged more pushes than were sent");
+            s.acked += n;
+            block = false;
+            continue;
+        }
+        if (r == Io::kEof) fail(TENSO_E_CONNECTION, "the peer closed the connection");
+        if (!block) return;
+        w.wait(c.sock.fd, r == Io::kWantWrite ? POLLOUT : POLLIN, d);
+    }
+}
+
+// Writes the buffered posts: all of them (block true), or what the socket takes now. True when
+// none is left.
+bool drain(Node::Impl::PostStream &s, const NodeOptions &o, bool block, const Waker &w, const Deadline &d) {
+    Outbound &c = *s.conn;
+    while (s.buf_at < s.buf.size()) {
+        // One segment, the same bytes on a retry (what TLS requires after a partial write).
+        const iovec v{s.buf.data() + s.buf_at, s.buf.size() - s.buf_at};
+        size_t n = 0;
+        const Io r = c.sock.write(&v, 1, &n, -1);
+        if (r == Io::kDone) {
+            s.buf_at += n;
+            while (s.ends_at < s.ends.size() && s.ends[s.ends_at] <= s.buf_at) {
+                ++s.ends_at;
+                ++s.written;
+            }
+            continue;
+        }
+        if (!block) return false;
+        // The peer may be blocked writing acknowledgements we have not read: read them.
+        read_acks(s, o, false, w, d);
+        w.wait(c.sock.fd, r == Io::kWantRead ? POLLIN : (POLLOUT | POLLIN), d);
+    }
+    s.buf.clear();
+    s.buf_at = 0;
+    s.ends.clear();
+    s.ends_at = 0;
+    return true;
+}
+}  // namespace
+
+std::shared_ptr<Node::Impl::PostStream> Node::Impl::post_stream(const Address &a) {
+    std::lock_guard<std::mutex> g(pool_mu);
+    auto &s = streams[a.key()];
+    if (!s) {
+        s = std::make_shared<PostStream>(*io);
+        s->addr = a;
+    }
+    return s;
+}
+
+std::shared_ptr<Node::Impl::PostStream> Node::Impl::post_stream(const std::string &text) {
+    {
+        std::lock_guard<std::mutex> g(pool_mu);
+        auto it = stream_of_text.find(text);
+        if (it != stream_of_text.end()) return it->second;
+    }
+    std::shared_ptr<PostStream> s = post_stream(parse_address(text, false));
+    std::lock_guard<std::mutex> g(pool_mu);
+    // Bounded: a caller posting to ever new address texts does not grow it for ever.
+    if (stream_of_text.size() >= 1024) stream_of_text.clear();
+    stream_of_text[text] = s;
+    return s;
+}
+
+std::shared_ptr<Node::Impl::PostStream> Node::Impl::lock_stream(const std::string &text,
+                                                                std::unique_lock<std::mutex> *g) {
+    for (;;) {
+        std::shared_ptr<PostStream> sp = post_stream(text);
+        *g = std::unique_lock<std::mutex>(sp->mu);
+        if (!sp->retired) return sp;
+        g->unlock();
+    }
+}
+
+// On the reaper's timer: a stream idle for idle_timeout_ms with nothing owed (acknowledgements
+// that came are read now) gives its connection back to the pool and leaves the node's maps, so
+// a node that posted to many peers keeps nothing for them. One with a failure flush has not
+// reported yet stays until that flush. A stream a caller holds is left for the next round.
+void Node::Impl::reap_streams() {
+    std::vector<std::shared_ptr<PostStream>> all;
+    {
+        std::lock_guard<std::mutex> g(pool_mu);
+        for (auto &e : streams) all.push_back(e.second);
+    }
+    const auto limit =
+        Clock::now() - std::chrono::milliseconds(std::min<uint64_t>(opts.idle_timeout_ms, uint64_t(1) << 40));
+    const Waker w{stop_fd, nullptr, &stopped};  // unused: read_acks(block false) never waits
+    for (auto &sp : all) {
+        PostStream &s = *sp;
+        std::unique_lock<std::mutex> g(s.mu, std::try_to_lock);
+        if (!g.owns_lock() || s.last_use > limit || s.buf_at < s.buf.size()) continue;
+        if (s.conn && s.written > s.acked) {
+            try {
+                on_stream(s, [&] { read_acks(s, opts, false, w, Deadline::in(0)); });
+            } catch (const Error &) {
+                // noted by on_stream, for flush
+            }
+        }
+        if (s.unacked() > 0 || s.first_status != 0) continue;
+        s.retired = true;
+        if (s.conn) {
+            s.reset();
+            checkin(std::move(s.conn));
+        }
+        g.unlock();
+        std::lock_guard<std::mutex> p(pool_mu);
+        auto it = streams.find(s.addr.key());
+        if (it != streams.end() && it->second == sp) streams.erase(it);
+        for (auto t = stream_of_text.begin(); t != stream_of_text.end();)
+            t = t->second == sp ? stream_of_text.erase(t) : std::next(t);
+    }
+}
+
+// Any failure on the stream's connection: the connection is dropped and the posts it still
+// owed an acknowledgement, written or buffered, fail (flush reports it).
+template <class F>
+void Node::Impl::on_stream(PostStream &s, F &&f) {
+    try {
+        f();
+    } catch (const Error &e) {
+        if (s.unacked() > 0) s.note(e.status(), e.what());
+        s.reset();
+        if (s.conn) discard(std::move(s.conn));
+        throw;
+    }
+}
+
+void Node::Impl::arm_idle_flush(const std::weak_ptr<PostStream> &ws) {
+    const std::shared_ptr<PostStream> sp = ws.lock();
+    if (!sp || stopped) return;
+    sp->idle.expires_after(std::chrono::milliseconds(PostStream::kIdleFlushMs));
+    sp->idle.async_wait([this, ws](const asio::error_code &ec) {
+        if (!ec) idle_flush(ws);
+    });
+}
+
+// On the event loop: never waits. A stream a caller holds is left to it (the caller writes the
+// buffer itself before it waits, or re-arms after) and tried again later; so is a socket
+// without room. A failure fails the stream's posts as a post's own would (flush reports it).
+void Node::Impl::idle_flush(const std::weak_ptr<PostStream> &ws) {
+    const std::shared_ptr<PostStream> sp = ws.lock();
+    if (!sp || stopped) return;
+    PostStream &s = *sp;
+    std::unique_lock<std::mutex> g(s.mu, std::try_to_lock);
+    if (!g.owns_lock()) return arm_idle_flush(ws);
+    bool done = true;
+    if (s.conn) {
+        const Waker w{stop_fd, nullptr, &stopped};  // unused: drain(block false) never waits
+        try {
+            on_stream(s, [&] { done = drain(s, opts, false, w, Deadline::in(0)); });
+        } catch (const Error &) {
+            // Noted by on_stream as the stream's failure, for flush to report.
+            done = true;
+        }
+    }
+    if (!done) return arm_idle_flush(ws);
+    s.idle_armed = false;
+}
+
+// At shutdown: buffered posts are written as far as the socket takes them now; the posts not
+// acknowledged fail (a later flush returns TENSO_E_SHUTDOWN, as every call does).
+void Node::Impl::stop_streams() {
+    std::vector<std::shared_ptr<PostStream>> all;
+    {
+        std::lock_guard<std::mutex> g(pool_mu);
+        for (auto &e : streams) all.push_back(e.second);
+    }
+    const Waker w{stop_fd, nullptr, &stopped};
+    const Deadline d = Deadline::in(0);
+    for (auto &sp : all) {
+        // A post or flush in progress holds the lock until the stop descriptor wakes it.
+        std::lock_guard<std::mutex> g(sp->mu);
+        if (!sp->conn) continue;
+        try {
+            drain(*sp, opts, false, w, d);
+        } catch (const Error &) {
+            // The connection failed: its posts fail below like the rest.
+        }
+        if (sp->unacked() > 0) sp->note(TENSO_E_SHUTDOWN, "the node is shut down");
+        sp->reset();
+        discard(std::move(sp->conn));
+    }
+}
+
+namespace {
+// What post and flush start with: counted in flight, the name checked (a post's), the deadline
+// fixed, a first look at the cancel token and the stop descriptor, and the peer's stream locked.
+struct StreamCall {
+    CallScope scope;
+    Waker w;
+    Deadline d;
+    std::unique_lock<std::mutex> g;
+    std::shared_ptr<Node::Impl::PostStream> sp;
+    StreamCall(Node::Impl &n, const std::string &addr, const std::string *name, uint64_t timeout_ms, Cancel *cancel)
+        : scope(n), w{n.stop_fd, cancel, &n.stopped}, d(Deadline::in(effective(timeout_ms, n.opts))) {
+        if (name) check_name(*name, n.opts);
+        w.check();
+        sp = n.lock_stream(addr, &g);
+        sp->last_use = Clock::now();
+    }
+};
+}  // namespace
+
+void Node::post(const std::string &addr, const std::string &name, const Payload &p, uint64_t timeout_ms,
+                Cancel *cancel) {
+    Impl &n = *impl_;
+    StreamCall call(n, addr, &name, timeout_ms, cancel);
+    const Waker &w = call.w;
+    const Deadline &d = call.d;
+    const std::shared_ptr<Impl::PostStream> &sp = call.sp;
+    Impl::PostStream &s = *sp;
+    const Address *a = &s.addr;
+    // A shutdown that began while we waited for the lock has written or failed the buffer
+    // already: nothing may be added to it now.
+    w.check();
+    if (!s.conn) s.conn = n.checkout(*a, w, d);
+    // Encoding first, outside on_stream: a value that does not encode fails this post alone,
+    // not the connection and the posts on it.
+    const std::vector<uint8_t> *head = nullptr;
+    uint64_t size = 0;
+    if (p.value && p.fd < 0) {
+        s.plan.clear();
+        s.plan.add(*p.value);
+        size = s.plan.size();
+        const bool as_fd = a->scheme == Address::kUnix && !n.opts.no_fd_passing && size >= n.opts.fd_passing_min_bytes;
+        head = &s.push_head(name, size);
+        if (as_fd || head->size() + size > Impl::PostStream::kSmallPost) head = nullptr;
+    }
+    PreparedPush pp;  // a large value (or a descriptor): written straight from its memory
+    if (!head) {
+        // The reused plan keeps its memory: not that of a large value (a quantized tensor's
+        // scales, say, live in its arena), which would stay with the stream for good.
+        if (p.value && p.fd < 0) s.plan = Plan{EncodeOptions{}, false};
+        prepare_push(pp, *a, name, p, n.opts);
+    }
+    n.on_stream(s, [&] {
+        // The bound on unacknowledged posts (the peer queues at most its max_queued of them).
+        const uint64_t bound = std::max<uint64_t>(1, n.opts.max_queued);
+        while (s.unacked() >= bound) {
+            drain(s, n.opts, true, w, d);
+            read_acks(s, n.opts, true, w, d);
+        }
+        if (head) {
+            // Small: encoded behind the posts buffered before it.
+            size_t at = s.buf.size();
+            // Grown by doubling, but never past what it may hold (kPostBuffer + kSmallPost).
+            const size_t need = at + head->size() + size_t(size);
+            if (need > s.buf.capacity())
+                s.buf.reserve(std::min(std::max(need, 2 * s.buf.capacity()),
+                                       Impl::PostStream::kPostBuffer + Impl::PostStream::kSmallPost));
+            s.buf.resize(need);
+            std::memcpy(s.buf.data() + at, head->data(), head->size());
+            at += head->size();
+            if (s.plan.write_to(s.buf.data() + at) != size) fail(TENSO_E_INTERNAL, "a plan wrote other than its size");
+            s.ends.push_back(at + size_t(size));
+            ++s.posted;
+            if (s.buf.size() - s.buf_at >= Impl::PostStream::kPostBuffer) drain(s, n.opts, true, w, d);
+            if (s.buf_at < s.buf.size() && !s.idle_armed) {
+                // One arm per burst of posts: the event loop writes them if no post or flush does.
+                s.idle_armed = true;
+                Impl *ip = &n;
+                asio::post(*n.io, [ip, ws = std::weak_ptr<Impl::PostStream>(sp)] { ip->arm_idle_flush(ws); });
+            }
+            return;
+        }
+        // Large: the posts buffered before it first, then it.
+        drain(s, n.opts, true, w, d);
+        ++s.posted;
+        Outgoing &out = pp.out;
+        out.start();
+        for (;;) {
+            const Io r = out.pump(s.conn->sock);
+            if (r == Io::kDone) break;
+            read_acks(s, n.opts, false, w, d);
+            w.wait(s.conn->sock.fd, r == Io::kWantRead ? POLLIN : (POLLOUT | POLLIN), d);
+        }
+        ++s.written;
+        // Acknowledgements are read only when the socket or the bound makes us wait (no read
+        // syscall per post); unread, they wait in our receive buffer.
+    });
+}
+
+void Node::flush(const std::string &addr, uint64_t timeout_ms, Cancel *cancel) {
+    Impl &n = *impl_;
+    StreamCall call(n, addr, nullptr, timeout_ms, cancel);
+    const Waker &w = call.w;
+    const Deadline &d = call.d;
+    Impl::PostStream &s = *call.sp;
+    if (s.conn) {
+        try {
+            n.on_stream(s, [&] {
+                drain(s, n.opts, true, w, d);
+                while (s.acked < s.posted) read_acks(s, n.opts, true, w, d);
+            });
+        } catch (const Error &) {
+            // Reported below as the first failure among the posts.
+        }
+        if (s.conn) {
+            s.reset();
+            n.checkin(std::move(s.conn));
+        }
+    }
+    const int32_t st = s.first_status;
+    const std::string m = s.first_message;
+    s.first_status = 0;
+    s.first_message.clear();
+    if (st != 0) fail(st, m);
+}
+
+}  // namespace tenso::net
