@@ -105,6 +105,8 @@ def check_file(rel: str, lib: Tuple[int, int, int], crates: dict, pin: str, modu
         if re.search(r"[<>{}$ ]|\.\.\.|…", token) or "://" in token:
             continue
         first = token.split("/", 1)[0]
+        if re.fullmatch(r"sdk/go/v\d+\.\d+\.\d+", token):
+            continue  # the Go module's release tag, not a path
         if ("/" in token and first in TOP_DIRS) or token in TOP_FILES:
             if token not in GENERATED and not path_exists(token, md_dir):
                 bad(m.start(), f"names `{token}`, which is not in the tree")
@@ -129,7 +131,7 @@ def check_file(rel: str, lib: Tuple[int, int, int], crates: dict, pin: str, modu
                 m.start(),
                 f"names version {m.group(1)}, beyond the library ({'.'.join(map(str, lib))}) and its next minor",
             )
-    for m in re.finditer(r'^\s*(tenso(?:-sys)?)\s*=\s*(?:\{[^}\n]*version\s*=\s*)?"([0-9.]+)"', text, re.M):
+    for m in re.finditer(r'^\s*((?:lib)?tenso(?:-sys)?)\s*=\s*(?:\{[^}\n]*version\s*=\s*)?"([0-9.]+)"', text, re.M):
         name, req = m.group(1), m.group(2)
         if name in crates and not caret_accepts(req, crates[name]):
             bad(m.start(), f'`{name} = "{req}"` does not accept the crate in the tree ({crates[name]})')
@@ -139,9 +141,13 @@ def check_file(rel: str, lib: Tuple[int, int, int], crates: dict, pin: str, modu
         v = m.group(1) or m.group(2)
         if pin and not pin.startswith(v):
             bad(m.start(), f"names upstream tenso {v}; the tree pins {pin} (tests/upstream/venv.sh)")
-    host = module.split("/", 1)[0]
-    for m in re.finditer(re.escape(host) + r"/[\w./-]+", text):
+    # Paths under the module's owner: the repository itself, or the module and its packages.
+    owner = module.rsplit("/", 2)[0]
+    repo_path = module[: -len("/sdk/go")] if module.endswith("/sdk/go") else module
+    for m in re.finditer(re.escape(owner) + r"/[\w./-]+", text):
         path = m.group(0).rstrip(".")
+        if path == repo_path:
+            continue
         if path != module and not path.startswith(module + "/"):
             bad(m.start(), f"names the Go path {path}; the module is {module}")
         elif path.startswith(module + "/") and not os.path.isdir(
