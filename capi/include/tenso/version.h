@@ -17,7 +17,7 @@
 /** @def TENSO_VERSION_PATCH
  *  The patch version: a release of fixes only. */
 #define TENSO_VERSION_MAJOR 1
-#define TENSO_VERSION_MINOR 4
+#define TENSO_VERSION_MINOR 5
 #define TENSO_VERSION_PATCH 0
 
 /** The ABI major: the soname is libtenso.so.TENSO_SOVERSION. Bumped only on an ABI break. */

@@ -13,8 +13,8 @@
 //!
 //! **Without `bundled`**: finds the installed libtenso with pkg-config and links it
 //! dynamically.
-//! - The version must be >= 1.4 and < 2: the declarations in src/lib.rs are those of libtenso
-//!   1.4, soname libtenso.so.1 (every 1.x keeps them, see the C README's ABI promise).
+//! - The version must be >= 1.5 and < 2: the declarations in src/lib.rs are those of libtenso
+//!   1.5, soname libtenso.so.1 (every 1.x keeps them, see the C README's ABI promise).
 //! - Found at run time: the directory holding libtenso is embedded as an rpath
 //!   (`-Wl,-rpath,DIR`) in this crate's own test binaries, and offered to dependents as
 //!   `DEP_TENSO_RPATH`. Cargo never passes a dependency's link arguments on to the binaries
@@ -57,11 +57,11 @@ fn system() {
         return;
     }
 
-    let lib = match pkg_config::Config::new().range_version("1.4".."2.0").cargo_metadata(true).probe("tenso") {
+    let lib = match pkg_config::Config::new().range_version("1.5".."2.0").cargo_metadata(true).probe("tenso") {
         Ok(lib) => lib,
         Err(e) => {
             eprintln!(
-                "libtenso-sys: libtenso >= 1.4, < 2 was not found by pkg-config (the `bundled` \
+                "libtenso-sys: libtenso >= 1.5, < 2 was not found by pkg-config (the `bundled` \
                  feature is off, so the installed library is linked).\n\
                  Install it (the libtenso-dev package, or `make install PREFIX=...` in the tenso \
                  repository) and point PKG_CONFIG_PATH at <prefix>/lib/pkgconfig, or enable the \

@@ -240,6 +240,7 @@ pub struct tenso_decode_options {
 const _: () = assert!(core::mem::size_of::<tenso_decode_options>() == 64);
 const _: () = assert!(core::mem::offset_of!(tenso_decode_options, max_decoded_bytes) == 32);
 const _: () = assert!(core::mem::offset_of!(tenso_decode_options, threads) == 56);
+const _: () = assert!(core::mem::offset_of!(tenso_decode_options, max_inflation) == 60);
 
 pub const TENSO_DECODE_OPTIONS_VERSION: u32 = 4;
 /// `TENSO_DECODE_OPTIONS_INIT`.
