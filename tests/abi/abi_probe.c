@@ -4,8 +4,9 @@
  *   (plain)             the baseline
  *   -DPROBE_ADD         one more function: a compatible addition, must pass
  *   -DPROBE_REMOVE      one function fewer: a removed symbol, must fail
- *   against a copy of tenso.h with a field inserted into tenso_tensor: a changed layout, must
- *   fail
+ *   against copies of tenso.h with a field inserted: into tenso_tensor (at its start or end), a
+ *   changed layout, must fail; at the end of tenso_encode_options, a versioned struct's growth,
+ *   must pass
  */
 #include <tenso/tenso.h>
 

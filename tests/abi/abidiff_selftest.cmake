@@ -1,8 +1,8 @@
 # cmake -P, abi.abidiff_selftest: abidiff.cmake (the check abi.abidiff runs on libtenso) must
 # pass an unchanged library and a pure addition, and fail a removed symbol and a changed struct
-# layout. The libraries are scratch builds of abi_probe.c, whose functions take libtenso's
-# public structs; the layout change is a copy of tenso.h with a field inserted into
-# tenso_tensor.
+# layout, and pass a versioned options struct grown at its end (abidiff.suppr) but no other
+# struct grown so. The libraries are scratch builds of abi_probe.c, whose functions take
+# libtenso's public structs; the layout changes are copies of tenso.h with a field inserted.
 #   CC, ABIDW, ABIDW_FLAGS (list), ABIDIFF, INCLUDE_DIR, SOURCE, CHECK_SCRIPT, WORK_DIR
 cmake_minimum_required(VERSION 3.16)
 foreach(_v CC ABIDW ABIDW_FLAGS ABIDIFF INCLUDE_DIR SOURCE CHECK_SCRIPT WORK_DIR)
@@ -34,25 +34,36 @@ probe(base ${INCLUDE_DIR})
 run(${ABIDW} ${ABIDW_FLAGS} --headers-dir ${INCLUDE_DIR}/tenso
     --out-file ${WORK_DIR}/base.abi ${WORK_DIR}/base/libprobe.so)
 
+# edited_headers(NAME FROM TO): a copy of the headers in WORK_DIR/NAME-include with FROM
+# replaced by TO in tenso.h.
+function(edited_headers name from to)
+  file(COPY ${INCLUDE_DIR}/ DESTINATION ${WORK_DIR}/${name}-include)
+  set(_hdr ${WORK_DIR}/${name}-include/tenso/tenso.h)
+  file(READ ${_hdr} _text)
+  string(REPLACE "${from}" "${to}" _changed "${_text}")
+  if(_changed STREQUAL _text)
+    message(FATAL_ERROR "abidiff_selftest: '${from}' not found in tenso.h")
+  endif()
+  file(WRITE ${_hdr} "${_changed}")
+endfunction()
 # A changed layout: one more field at the start of tenso_tensor.
-file(COPY ${INCLUDE_DIR}/ DESTINATION ${WORK_DIR}/layout-include)
-set(_hdr ${WORK_DIR}/layout-include/tenso/tenso.h)
-file(READ ${_hdr} _text)
-string(REPLACE "typedef struct tenso_tensor {\n"
-               "typedef struct tenso_tensor {\n    uint32_t probe_inserted;\n" _changed "${_text}")
-if(_changed STREQUAL _text)
-  message(FATAL_ERROR "abidiff_selftest: 'typedef struct tenso_tensor {' not found in tenso.h")
-endif()
-file(WRITE ${_hdr} "${_changed}")
+edited_headers(layout "typedef struct tenso_tensor {\n" "typedef struct tenso_tensor {\n    uint32_t probe_inserted;\n")
+# A versioned options struct grown at its end: allowed (abidiff.suppr).
+edited_headers(tail "} tenso_encode_options;" "    uint64_t probe_tail;\n} tenso_encode_options;")
+# Any other struct grown at its end: a changed layout.
+edited_headers(tensortail "} tenso_tensor;" "    uint64_t probe_tail;\n} tenso_tensor;")
 
 probe(same ${INCLUDE_DIR})
 probe(added ${INCLUDE_DIR} -DPROBE_ADD)
 probe(removed ${INCLUDE_DIR} -DPROBE_REMOVE)
 probe(layout ${WORK_DIR}/layout-include)
+probe(tail ${WORK_DIR}/tail-include)
+probe(tensortail ${WORK_DIR}/tensortail-include)
 
 set(_errors)
 foreach(_case same:pass:${INCLUDE_DIR} added:pass:${INCLUDE_DIR}
-              removed:fail:${INCLUDE_DIR} layout:fail:${WORK_DIR}/layout-include)
+              removed:fail:${INCLUDE_DIR} layout:fail:${WORK_DIR}/layout-include
+              tail:pass:${WORK_DIR}/tail-include tensortail:fail:${WORK_DIR}/tensortail-include)
   string(REPLACE ":" ";" _case "${_case}")
   list(GET _case 0 _name)
   list(GET _case 1 _want)

@@ -37,7 +37,7 @@ use core::marker::{PhantomData, PhantomPinned};
 // ============================================================================================
 
 pub const TENSO_VERSION_MAJOR: u32 = 1;
-pub const TENSO_VERSION_MINOR: u32 = 4;
+pub const TENSO_VERSION_MINOR: u32 = 5;
 pub const TENSO_VERSION_PATCH: u32 = 0;
 /// The ABI major: the soname is libtenso.so.TENSO_SOVERSION.
 pub const TENSO_SOVERSION: u32 = 1;
@@ -47,7 +47,7 @@ pub const TENSO_PROTOCOL_VERSION: u32 = 4;
 /// with [`tenso_version_number`] at run time.
 pub const TENSO_VERSION_NUMBER: u32 = TENSO_VERSION_MAJOR * 10000 + TENSO_VERSION_MINOR * 100 + TENSO_VERSION_PATCH;
 /// `TENSO_VERSION_STRING`, NUL-terminated.
-pub const TENSO_VERSION_STRING: &[u8] = b"1.4.0\0";
+pub const TENSO_VERSION_STRING: &[u8] = b"1.5.0\0";
 
 // ============================================================================================
 // errors.h
