@@ -97,10 +97,12 @@ def heavy_file(heavy, tmp_path_factory):
 
 
 def stall_budget(packet):
-    """Half of what decoding `packet` takes here, now (the machine may be loaded), at least 250 ms."""
+    """Three quarters of what decoding `packet` takes here, now (the machine may be loaded), at
+    least 250 ms: a decode on the event loop stalls it for all of that time and more (half was
+    exceeded at load 6 by a decode that ran off the loop: 299 ms against 285)."""
     start = time.monotonic()
     tenso.loads(packet)
-    return max(STALL_BUDGET_S, (time.monotonic() - start) / 2)
+    return max(STALL_BUDGET_S, (time.monotonic() - start) * 0.75)
 
 
 # Sends the packet in argv[3] to the server (argv[1]: http or grpc, argv[2]: port); prints what
