@@ -139,7 +139,10 @@ want="[2 2] [1 2 3 4] $(pkg-config --modversion tenso)"
 (
     cd "$consumer"
     export GOFLAGS=-mod=mod GOPROXY=off GOWORK=off
-    CGO_LDFLAGS="" go build -o consumer .
+    # Go's build cache does not key cgo packages on pkg-config's output (go 1.26 reused a
+    # package linked with or without the run path across these two builds and across runs):
+    # CGO_LDFLAGS, which it does key on, names a directory of this run's, different per build.
+    CGO_LDFLAGS="-L$consumer/with" go build -o consumer .
     runpath="$(readelf -d consumer | sed -n 's/.*(RUNPATH).*\[\(.*\)\]/\1/p')"
     if [[ "$(realpath -m "$runpath")" != "$(realpath "$pclib")" ]]; then
         log "the consumer's RUNPATH is '$runpath', not tenso.pc's libdir $pclib"
@@ -153,9 +156,7 @@ want="[2 2] [1 2 3 4] $(pkg-config --modversion tenso)"
     # The same program without that run path: cgo's pkg-config with -Wl,-rpath filtered out.
     printf '#!/bin/sh\npkg-config "$@" | sed "s/-Wl,-rpath,[^ ]*//g"\n' >"$consumer/pkg-config-norpath"
     chmod +x "$consumer/pkg-config-norpath"
-    # Go's build cache does not key cgo packages on pkg-config's output (go 1.26 reused the
-    # package linked with the run path): CGO_LDFLAGS, which it does key on, differs instead.
-    CGO_LDFLAGS="-Wl,-O1" PKG_CONFIG="$consumer/pkg-config-norpath" go build -o without-rpath .
+    CGO_LDFLAGS="-L$consumer/without" PKG_CONFIG="$consumer/pkg-config-norpath" go build -o without-rpath .
     if env -u LD_LIBRARY_PATH ./without-rpath >/dev/null 2>&1; then
         log "the consumer built without the run path started: is $pclib on the default library path?"
         exit 1
