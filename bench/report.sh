@@ -81,7 +81,7 @@ log "Rust: ours against upstream's pure-Rust crate (cargo bench vs_upstream)"
     export CARGO_TARGET_DIR="$repo/build-bench/cargo"
     if ((${#quick[@]})); then export TENSO_BENCH_QUICK=1; fi
     export PATH="$PATH:${CARGO_HOME:-${HOME:-/root}/.cargo}/bin"
-    cargo bench --manifest-path tenso/Cargo.toml --bench vs_upstream --locked
+    cargo bench -p libtenso --no-default-features --bench vs_upstream --locked  # the Release libtenso above, not a bundled one
 ) < <(:) >"$out/rust.txt"
 
 load_after="$(loadavg)"
