@@ -2,9 +2,16 @@
 # CMake and CTest; the build itself (targets, options, tests, install rules) lives in CMake.
 #
 #   make, make all       configure build/ (Ninja, RelWithDebInfo, warnings as errors), build
-#   make test            build, then run every CTest test in build/
+#   make test            build, then run every CTest test in build/ (but the dist ones)
 #   make demo            build and run the demo program (capi/examples/demo.c)
-#   make install         PREFIX=/usr/local [DESTDIR=]: build with that prefix, install
+#   make lib             the library alone in build-release/: libtenso, headers, pkg-config
+#                        file, CMake package, the tenso CLI, the CUDA plugin where a toolkit is
+#                        here (CUDA=ON fetches one, CUDA=OFF never); no tests, nothing fetched
+#   make install         PREFIX=/usr/local [DESTDIR=] [CUDA=]: make lib for that prefix, install
+#                        it stripped (debug information in .debug/), run ldconfig for a system
+#                        prefix
+#   make dist            every release artifact into dist/ (tests/dist/make-dist.sh)
+#   make distcheck       make dist, then the tests that use each artifact outside the tree
 #   make asan            clang ASan+UBSan build in build-asan/, run the tests and the demo
 #   make tsan            clang ThreadSanitizer build in build-tsan/, run the tests
 #   make fuzz            clang libFuzzer build in build-fuzz/, fuzz each target FUZZ_SECONDS
@@ -14,10 +21,14 @@
 #   make check-aarch64   cross-build for aarch64 in build-aarch64/, run the C/C++ suites under
 #                        qemu-user (tests/cross/check-aarch64.sh)
 #   make check-aarch64-sdks  then the Rust and Go SDKs, cross-built and tested under qemu-user
+#   make lint            type and lint gates: formatting, ruff, mypy, stubtest, clippy, go vet, clang-tidy
+#   make format          apply the formatters (clang-format, ruff format, rustfmt, gofmt)
+#   make docs            API reference of C/C++, Python, Rust and Go in build/docs/ (warnings fail)
+#   make bench-report    C + Python peer benchmarks on a quiet machine -> README table and chart
 #   make bootstrap       install missing Debian packages (also done by every building target)
 #   make upstream        also create the upstream tenso virtualenv (needs PyPI)
 #   make clean           clean build/ (keeps its cache and venv), remove the other build trees
-#   make distclean       remove build/ and every other build tree entirely
+#   make distclean       remove build/, every other build tree, build-dist/ and dist/ entirely
 
 SHELL := bash
 .SHELLFLAGS := -euo pipefail -c
@@ -39,6 +50,8 @@ ASAN_OPTIONS ?= detect_leaks=1
 UBSAN_OPTIONS ?= print_stacktrace=1
 
 BUILD := build
+RELEASE_BUILD := build-release
+CUDA ?= AUTO
 ASAN_BUILD := build-asan
 TSAN_BUILD := build-tsan
 FUZZ_BUILD := build-fuzz
@@ -47,11 +60,20 @@ BOOTSTRAP := bash tests/tools/bootstrap.sh
 # Ninja for a new build tree; an existing one keeps the generator it was made with.
 generator = $(if $(wildcard $(1)/CMakeCache.txt),,-G Ninja)
 
+# The development tree builds the CUDA plugin, fetching nvcc when needed: CI tests it.
 CONFIGURE = $(CMAKE) -S . -B $(BUILD) $(call generator,$(BUILD)) \
-	-DCMAKE_BUILD_TYPE=RelWithDebInfo -DTENSO_WERROR=ON
+	-DCMAKE_BUILD_TYPE=RelWithDebInfo -DTENSO_WERROR=ON -DTENSO_CUDA_FETCH=ON
 
-.PHONY: all build test demo install asan tsan fuzz bench bench-js check-abi check-aarch64 \
-	check-aarch64-sdks bootstrap upstream clean distclean help
+# The release tree: -O2 -g, debug information split off at install; CUDA=ON builds the plugin,
+# fetching nvcc if need be; AUTO builds it only with a toolkit already here.
+RELEASE_CONFIGURE = $(CMAKE) -S . -B $(RELEASE_BUILD) $(call generator,$(RELEASE_BUILD)) \
+	-DCMAKE_BUILD_TYPE=RelWithDebInfo -DTENSO_BUILD_TESTS=OFF -DTENSO_BUILD_TOOLS=OFF \
+	-DTENSO_JS=OFF -DTENSO_CUDA=$(CUDA) -DTENSO_CUDA_FETCH=OFF -DTENSO_SPLIT_DEBUG=ON \
+	-DCMAKE_INSTALL_PREFIX=$(PREFIX)
+
+.PHONY: all build test demo lib install dist distcheck asan tsan fuzz bench bench-js check-abi \
+	check-aarch64 check-aarch64-sdks bootstrap upstream clean distclean help lint format docs \
+	bench-report
 
 all: build
 
@@ -60,16 +82,27 @@ build: bootstrap
 	$(CMAKE) --build $(BUILD) -j $(JOBS)
 
 test: build
-	$(CTEST) --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+	$(CTEST) --test-dir $(BUILD) --output-on-failure -j $(JOBS) -LE '^dist$$'
 
 demo: build
 	./$(BUILD)/capi/examples/tenso_demo
 
-# Configure with the prefix (CMake install rules use it), then install.
-install: bootstrap
-	$(CONFIGURE) -DCMAKE_INSTALL_PREFIX=$(PREFIX)
-	$(CMAKE) --build $(BUILD) -j $(JOBS)
-	DESTDIR=$(DESTDIR) $(CMAKE) --install $(BUILD)
+# The prefix is configured (tenso.pc and the install rules use it), then installed.
+lib:
+	@$(BOOTSTRAP) --lib
+	$(RELEASE_CONFIGURE)
+	$(CMAKE) --build $(RELEASE_BUILD) -j $(JOBS)
+
+install: lib
+	DESTDIR=$(DESTDIR) $(CMAKE) --install $(RELEASE_BUILD)
+
+dist:
+	@$(BOOTSTRAP) --dist
+	CUDA=$(CUDA) bash tests/dist/make-dist.sh
+
+# The dist tests are registered in build/ (label dist); they read dist/.
+distcheck: dist build
+	$(CTEST) --test-dir $(BUILD) --output-on-failure -j $(JOBS) -L '^dist$$'
 
 asan: bootstrap
 	$(CMAKE) -S . -B $(ASAN_BUILD) $(call generator,$(ASAN_BUILD)) \
@@ -138,6 +171,23 @@ check-aarch64:
 check-aarch64-sdks: check-aarch64
 	JOBS=$(JOBS) bash tests/cross/check-aarch64-sdks.sh
 
+# The scripts hold the logic (tests/tools/lint.sh, format.sh, docs.sh, bench/report.sh).
+lint:
+	@$(BOOTSTRAP) --lint
+	bash tests/tools/lint.sh
+
+format:
+	@$(BOOTSTRAP) --lint
+	bash tests/tools/format.sh --fix
+
+docs:
+	@$(BOOTSTRAP) --docs
+	bash tests/tools/docs.sh
+
+# BENCH_FORCE=1 runs even when the load average is above 1 (the figures are then marked).
+bench-report: bootstrap
+	bash bench/report.sh $(if $(BENCH_FORCE),--force)
+
 bootstrap:
 	@$(BOOTSTRAP)
 
@@ -149,7 +199,8 @@ clean:
 	rm -rf $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD) build-aarch64 build-aarch64-host
 
 distclean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD) build-aarch64 build-aarch64-host
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD) build-aarch64 build-aarch64-host \
+		$(RELEASE_BUILD) build-dist dist
 
 help:
-	@sed -n '4,20s/^#   //p' Makefile
+	@sed -n '1,/^$$/s/^#   //p' Makefile

@@ -80,8 +80,7 @@ std::string temp_path(const std::string &dir, const char *tag) {
 }
 
 void check(tenso_status st, const char *what) {
-    if (st != TENSO_OK)
-        die(std::string(what) + " failed: " + tenso_status_name(st) + ": " + tenso_last_error());
+    if (st != TENSO_OK) die(std::string(what) + " failed: " + tenso_status_name(st) + ": " + tenso_last_error());
 }
 
 void expect(bool ok, const std::string &what) {
@@ -223,7 +222,9 @@ void read_all(int fd, uint8_t *p, size_t n) {
 // a write() loop. One job at a time; post() starts it and wait() returns when it is done.
 class Peer {
 public:
-    explicit Peer(int fd) : fd_(fd), scratch_(256 * KiB) { th_ = std::thread([this] { run(); }); }
+    explicit Peer(int fd) : fd_(fd), scratch_(256 * KiB) {
+        th_ = std::thread([this] { run(); });
+    }
     ~Peer() {
         {
             std::lock_guard<std::mutex> l(m_);
@@ -313,12 +314,12 @@ struct SocketPair {
 
 struct Config {
     bool quick = false;
-    bool huge = true;           // the 1 GiB file
-    double min_time = 0.3;      // seconds of timed samples per point, at least
-    size_t min_samples = 5;     // and at least this many samples
+    bool huge = true;        // the 1 GiB file
+    double min_time = 0.3;   // seconds of timed samples per point, at least
+    size_t min_samples = 5;  // and at least this many samples
     std::string json;
     std::string dir;
-    std::string only;           // comma-separated groups to run; empty: all
+    std::string only;  // comma-separated groups to run; empty: all
     bool runs(const char *group) const {
         if (only.empty()) return true;
         std::string list = "," + only + ",";
@@ -327,9 +328,9 @@ struct Config {
 };
 
 double now_ns() {
-    return double(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                      std::chrono::steady_clock::now().time_since_epoch())
-                      .count());
+    return double(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+            .count());
 }
 
 struct Stats {
@@ -403,13 +404,13 @@ std::string fmt_size(uint64_t s) {
 
 struct Row {
     std::string section;
-    uint64_t size = 0;     // tensor body bytes
+    uint64_t size = 0;  // tensor body bytes
     std::string op;
     Stats st;
-    uint64_t bytes = 0;    // bytes per call the GB/s column counts; 0: not a throughput
-    std::string key;       // short name when other rows are compared with this one
-    std::string ref;       // the key (or op) of the row this one is compared with
-    double ratio = NAN;    // median time / the reference's median time
+    uint64_t bytes = 0;  // bytes per call the GB/s column counts; 0: not a throughput
+    std::string key;     // short name when other rows are compared with this one
+    std::string ref;     // the key (or op) of the row this one is compared with
+    double ratio = NAN;  // median time / the reference's median time
     std::string note;
 };
 
@@ -465,8 +466,8 @@ void print_table() {
         if (r.section != section) {
             section = r.section;
             std::printf("\n== %s\n", section.c_str());
-            std::printf("%-8s %-44s %10s %10s %7s  %-18s %s\n", "size", "op", "median", "min", "GB/s",
-                        "vs reference", "samples x calls");
+            std::printf("%-8s %-44s %10s %10s %7s  %-18s %s\n", "size", "op", "median", "min", "GB/s", "vs reference",
+                        "samples x calls");
         }
         char g[16] = "-", ratio[64] = "-";
         if (r.bytes) std::snprintf(g, sizeof g, "%.2f", gbps(r));
@@ -587,11 +588,12 @@ void print_summary(const Config &c) {
 void write_json(const Config &c) {
     FILE *f = std::fopen(c.json.c_str(), "w");
     if (!f) die("cannot write " + c.json + ": " + std::strerror(errno));
-    std::fprintf(f, "{\n  \"tenso_version\": %s,\n  \"quick\": %s,\n  \"cpus\": %u,\n  \"min_time_s\": %s,\n"
-                    "  \"min_samples\": %zu,\n  \"loadavg_start\": %s,\n  \"loadavg_end\": %s,\n  \"results\": [\n",
+    std::fprintf(f,
+                 "{\n  \"tenso_version\": %s,\n  \"quick\": %s,\n  \"cpus\": %u,\n  \"min_time_s\": %s,\n"
+                 "  \"min_samples\": %zu,\n  \"loadavg_start\": %s,\n  \"loadavg_end\": %s,\n  \"results\": [\n",
                  json_str(tenso_version_string()).c_str(), c.quick ? "true" : "false",
-                 std::thread::hardware_concurrency(), json_num(c.min_time).c_str(), c.min_samples, json_num(g_load_start).c_str(),
-                 json_num(g_load_end).c_str());
+                 std::thread::hardware_concurrency(), json_num(c.min_time).c_str(), c.min_samples,
+                 json_num(g_load_start).c_str(), json_num(g_load_end).c_str());
     for (size_t i = 0; i < g_rows.size(); ++i) {
         const Row &r = g_rows[i];
         std::fprintf(f,
@@ -599,8 +601,8 @@ void write_json(const Config &c) {
                      "\"samples\": %llu, \"calls_per_sample\": %llu, \"gb_per_s\": %s, \"reference\": %s, "
                      "\"ratio\": %s, \"note\": %s}%s\n",
                      json_str(r.section).c_str(), (unsigned long long)r.size, json_str(r.op).c_str(),
-                     json_num(r.st.median_ns).c_str(), json_num(r.st.min_ns).c_str(),
-                     (unsigned long long)r.st.samples, (unsigned long long)r.st.batch, json_num(gbps(r)).c_str(),
+                     json_num(r.st.median_ns).c_str(), json_num(r.st.min_ns).c_str(), (unsigned long long)r.st.samples,
+                     (unsigned long long)r.st.batch, json_num(gbps(r)).c_str(),
                      r.ref.empty() ? "null" : json_str(r.ref).c_str(), json_num(r.ratio).c_str(),
                      json_str(r.note).c_str(), i + 1 < g_rows.size() ? "," : "");
     }
@@ -637,8 +639,8 @@ void bench_encode(const Config &c, uint64_t size) {
     size_t plain_len = 0, sum_len = 0;
     Mem plain = encode(t.t, 0, &plain_len);
     Mem summed = encode(t.t, TENSO_ENCODE_INTEGRITY, &sum_len);
-    Mem dst(sum_len);   // large enough for both variants; pre-faulted
-    Mem body(size);     // the memcpy reference's destination, pre-faulted too
+    Mem dst(sum_len);  // large enough for both variants; pre-faulted
+    Mem body(size);    // the memcpy reference's destination, pre-faulted too
     tenso_encode_options none = encode_opts(0), integ = encode_opts(TENSO_ENCODE_INTEGRITY);
 
     // Checks: into == the packet dumps allocates, for both variants.
@@ -668,13 +670,12 @@ void bench_encode(const Config &c, uint64_t size) {
                                " (malloc + memcpy: " + std::to_string(minflt_per_call(fresh_copy)) + ")";
     Group(c, "encode (float32, random)", size)
         .ref("memcpy", "memcpy body (reference)", size, [&] { std::memcpy(body.data(), t.mem.data(), size); })
-        .op("tenso_dumps_into", size, [&] {
-            check(tenso_dumps_into(dst.data(), dst.size(), &w, &t.t, &none), "tenso_dumps_into");
-        })
-        .op("tenso_dumps_into +integrity", size, [&] {
-            check(tenso_dumps_into(dst.data(), dst.size(), &w, &t.t, &integ), "tenso_dumps_into");
-        })
-        .op("tenso_dumps (allocates) + dispose", size, [&] { dumps_alloc(&none); }, faults)
+        .op("tenso_dumps_into", size,
+            [&] { check(tenso_dumps_into(dst.data(), dst.size(), &w, &t.t, &none), "tenso_dumps_into"); })
+        .op("tenso_dumps_into +integrity", size,
+            [&] { check(tenso_dumps_into(dst.data(), dst.size(), &w, &t.t, &integ), "tenso_dumps_into"); })
+        .op(
+            "tenso_dumps (allocates) + dispose", size, [&] { dumps_alloc(&none); }, faults)
         .op("tenso_dumps +integrity (allocates) + dispose", size, [&] { dumps_alloc(&integ); })
         .op("malloc + memcpy + free", size, fresh_copy)
         .run();
@@ -706,21 +707,22 @@ void bench_decode(const Config &c, uint64_t size) {
     // each taken with caches just trashed by the other. The two O(1) decodes go together:
     // tenso_loads allocates a view, tenso_loads_tensor (1.5) fills the caller's struct.
     Group(c, "decode (float32, random)", size)
-        .op("tenso_loads + view_free", 0, [&] {
-            tenso_view *x = nullptr;
-            check(tenso_loads(&x, plain.data(), plain_len, nullptr), "tenso_loads");
-            tenso_view_free(x);
-        })
-        .op("tenso_loads_tensor (caller's struct)", 0, [&] {
-            check(tenso_loads_tensor(&tv, plain.data(), plain_len, nullptr), "tenso_loads_tensor");
-        })
+        .op("tenso_loads + view_free", 0,
+            [&] {
+                tenso_view *x = nullptr;
+                check(tenso_loads(&x, plain.data(), plain_len, nullptr), "tenso_loads");
+                tenso_view_free(x);
+            })
+        .op("tenso_loads_tensor (caller's struct)", 0,
+            [&] { check(tenso_loads_tensor(&tv, plain.data(), plain_len, nullptr), "tenso_loads_tensor"); })
         .run();
     Group(c, "decode (float32, random)", size)
-        .op("tenso_loads +verify integrity", size, [&] {
-            tenso_view *x = nullptr;
-            check(tenso_loads(&x, summed.data(), sum_len, nullptr), "tenso_loads");
-            tenso_view_free(x);
-        })
+        .op("tenso_loads +verify integrity", size,
+            [&] {
+                tenso_view *x = nullptr;
+                check(tenso_loads(&x, summed.data(), sum_len, nullptr), "tenso_loads");
+                tenso_view_free(x);
+            })
         .run();
 }
 
@@ -753,26 +755,32 @@ void bench_lz4(const Config &c, uint64_t size) {
         std::snprintf(note, sizeof note, "ratio %.2f:1", double(size) / double(info.body_size));
         std::string kind = compressible ? "small ints" : "random";
         Group(c, "lz4 (TENSO_ENCODE_COMPRESS)", size)
-            .ref("lz4-1t", "dumps_into +compress threads=1, " + kind, size, [&] {
-                size_t w = 0;
-                check(tenso_dumps_into(dst.data(), dst.size(), &w, &t.t, &one), "tenso_dumps_into");
-            })
-            .op("dumps_into +compress threads=0 (all cores), " + kind, size, [&] {
-                size_t w = 0;
-                check(tenso_dumps_into(dst_all.data(), dst_all.size(), &w, &t.t, &all), "tenso_dumps_into");
-            }, note)
+            .ref("lz4-1t", "dumps_into +compress threads=1, " + kind, size,
+                 [&] {
+                     size_t w = 0;
+                     check(tenso_dumps_into(dst.data(), dst.size(), &w, &t.t, &one), "tenso_dumps_into");
+                 })
+            .op(
+                "dumps_into +compress threads=0 (all cores), " + kind, size,
+                [&] {
+                    size_t w = 0;
+                    check(tenso_dumps_into(dst_all.data(), dst_all.size(), &w, &t.t, &all), "tenso_dumps_into");
+                },
+                note)
             .run();
         Group(c, "lz4 (TENSO_ENCODE_COMPRESS)", size)
-            .ref("unlz4-1t", "loads (decompress) + view_free threads=1, " + kind, size, [&] {
-                tenso_view *x = nullptr;
-                check(tenso_loads(&x, dst.data(), len, &one_d), "tenso_loads");
-                tenso_view_free(x);
-            })
-            .op("loads (decompress) + view_free threads=0 (all cores), " + kind, size, [&] {
-                tenso_view *x = nullptr;
-                check(tenso_loads(&x, dst.data(), len, nullptr), "tenso_loads");
-                tenso_view_free(x);
-            })
+            .ref("unlz4-1t", "loads (decompress) + view_free threads=1, " + kind, size,
+                 [&] {
+                     tenso_view *x = nullptr;
+                     check(tenso_loads(&x, dst.data(), len, &one_d), "tenso_loads");
+                     tenso_view_free(x);
+                 })
+            .op("loads (decompress) + view_free threads=0 (all cores), " + kind, size,
+                [&] {
+                    tenso_view *x = nullptr;
+                    check(tenso_loads(&x, dst.data(), len, nullptr), "tenso_loads");
+                    tenso_view_free(x);
+                })
             .run();
     }
 }
@@ -808,14 +816,17 @@ void bench_quant(const Config &c, uint64_t size) {
             Group(c, "quantize (float32 [rows, 1024])", size)
                 .ref("memcpy", "memcpy of the float32 (reference)", size,
                      [&] { std::memcpy(body.data(), t.mem.data(), size); })
-                .op("quantize " + name, size, [&] {
-                    tenso_value *x = nullptr;
-                    check(tenso_quantize(&x, &in, d, scheme, axis, 128), "tenso_quantize");
-                    tenso_value_free(x);
-                })
-                .op("dequantize " + name, size, [&] {
-                    check(tenso_dequantize(reinterpret_cast<float *>(out.data()), size / 4, &parts), "tenso_dequantize");
-                })
+                .op("quantize " + name, size,
+                    [&] {
+                        tenso_value *x = nullptr;
+                        check(tenso_quantize(&x, &in, d, scheme, axis, 128), "tenso_quantize");
+                        tenso_value_free(x);
+                    })
+                .op("dequantize " + name, size,
+                    [&] {
+                        check(tenso_dequantize(reinterpret_cast<float *>(out.data()), size / 4, &parts),
+                              "tenso_dequantize");
+                    })
                 .run();
             tenso_value_free(q);
         }
@@ -829,7 +840,9 @@ void bench_quant(const Config &c, uint64_t size) {
 void bench_gpu(const Config &c, uint64_t size) {
     // The backend is chosen once per process: a child finds out whether CUDA answers.
     const pid_t pid = ::fork();
-    if (pid == 0) ::_exit(tenso_gpu_select_backend(TENSO_GPU_BACKEND_CUDA) == TENSO_OK && tenso_gpu_available() == TENSO_OK ? 0 : 1);
+    if (pid == 0)
+        ::_exit(tenso_gpu_select_backend(TENSO_GPU_BACKEND_CUDA) == TENSO_OK && tenso_gpu_available() == TENSO_OK ? 0
+                                                                                                                  : 1);
     int status = 1;
     ::waitpid(pid, &status, 0);
     const bool cuda = pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
@@ -854,29 +867,32 @@ void bench_gpu(const Config &c, uint64_t size) {
     Group(c, sec, size)
         .ref("upload", "tenso_gpu_tensor_upload (plain copy through the pinned pool)", size,
              [&] { check(tenso_gpu_tensor_upload(dev, t.mem.data(), size, nullptr), "tenso_gpu_tensor_upload"); })
-        .op("tenso_gpu_loads_into (packet -> caller's device memory)", size, [&] {
-            uint64_t n = 0;
-            check(tenso_gpu_loads_into(tenso_gpu_tensor_data(dev), size, &n, packet.data, packet.size, nullptr),
-                  "tenso_gpu_loads_into");
-        })
-        .op("tenso_gpu_loads + value_free (allocates)", size, [&] {
-            tenso_gpu_value *v = nullptr;
-            check(tenso_gpu_loads(&v, packet.data, packet.size, nullptr), "tenso_gpu_loads");
-            tenso_gpu_value_free(v);
-        })
-        .op("tenso_gpu_load_file (page cache -> device) + value_free", size, [&] {
-            tenso_gpu_value *v = nullptr;
-            check(tenso_gpu_load_file(&v, path.c_str(), nullptr), "tenso_gpu_load_file");
-            tenso_gpu_value_free(v);
-        })
-        .op("tenso_gpu_tensor_download", size, [&] {
-            check(tenso_gpu_tensor_download(back.data(), size, dev, nullptr), "tenso_gpu_tensor_download");
-        })
-        .op("tenso_gpu_dumps (device -> packet)", size, [&] {
-            tenso_buffer b = TENSO_BUFFER_INIT;
-            check(tenso_gpu_dumps(&b, dev, nullptr, nullptr), "tenso_gpu_dumps");
-            tenso_buffer_dispose(&b);
-        })
+        .op("tenso_gpu_loads_into (packet -> caller's device memory)", size,
+            [&] {
+                uint64_t n = 0;
+                check(tenso_gpu_loads_into(tenso_gpu_tensor_data(dev), size, &n, packet.data, packet.size, nullptr),
+                      "tenso_gpu_loads_into");
+            })
+        .op("tenso_gpu_loads + value_free (allocates)", size,
+            [&] {
+                tenso_gpu_value *v = nullptr;
+                check(tenso_gpu_loads(&v, packet.data, packet.size, nullptr), "tenso_gpu_loads");
+                tenso_gpu_value_free(v);
+            })
+        .op("tenso_gpu_load_file (page cache -> device) + value_free", size,
+            [&] {
+                tenso_gpu_value *v = nullptr;
+                check(tenso_gpu_load_file(&v, path.c_str(), nullptr), "tenso_gpu_load_file");
+                tenso_gpu_value_free(v);
+            })
+        .op("tenso_gpu_tensor_download", size,
+            [&] { check(tenso_gpu_tensor_download(back.data(), size, dev, nullptr), "tenso_gpu_tensor_download"); })
+        .op("tenso_gpu_dumps (device -> packet)", size,
+            [&] {
+                tenso_buffer b = TENSO_BUFFER_INIT;
+                check(tenso_gpu_dumps(&b, dev, nullptr, nullptr), "tenso_gpu_dumps");
+                tenso_buffer_dispose(&b);
+            })
         .run();
 
     // qint8 per channel: device dequantize (codes uploaded, kernel run) against the host loop.
@@ -894,12 +910,15 @@ void bench_gpu(const Config &c, uint64_t size) {
     check(tenso_view_quantized(&parts, qv), "tenso_view_quantized");
     Group(c, sec, size)
         .ref("dequantize", "tenso_dequantize qint8 per_channel (host, float32 out)", size,
-             [&] { check(tenso_dequantize(reinterpret_cast<float *>(back.data()), size / 4, &parts), "tenso_dequantize"); })
-        .op("tenso_gpu_dequantize qint8 per_channel -> float32 + tensor_free", size, [&] {
-            tenso_gpu_tensor *o = nullptr;
-            check(tenso_gpu_dequantize(&o, qv, TENSO_DTYPE_FLOAT32, nullptr), "tenso_gpu_dequantize");
-            tenso_gpu_tensor_free(o);
-        })
+             [&] {
+                 check(tenso_dequantize(reinterpret_cast<float *>(back.data()), size / 4, &parts), "tenso_dequantize");
+             })
+        .op("tenso_gpu_dequantize qint8 per_channel -> float32 + tensor_free", size,
+            [&] {
+                tenso_gpu_tensor *o = nullptr;
+                check(tenso_gpu_dequantize(&o, qv, TENSO_DTYPE_FLOAT32, nullptr), "tenso_gpu_dequantize");
+                tenso_gpu_tensor_free(o);
+            })
         .run();
     tenso_view_free(qv);
     tenso_buffer_dispose(&qb);
@@ -927,7 +946,8 @@ void bench_sparse(const Config &c, uint64_t dim) {
     tenso_tensor p{indptr.data(), (dim + 1) * 4, &ptr_shape, 1, TENSO_DTYPE_INT32};
     std::vector<float> dense(dim * dim, 0.0f);
     for (uint64_t r = 0; r < dim; ++r)
-        for (int32_t j = indptr[r]; j < indptr[r + 1]; ++j) dense[r * dim + uint64_t(indices[size_t(j)])] = data[size_t(j)];
+        for (int32_t j = indptr[r]; j < indptr[r + 1]; ++j)
+            dense[r * dim + uint64_t(indices[size_t(j)])] = data[size_t(j)];
     tenso_tensor dt{dense.data(), dim * dim * 4, shape, 2, TENSO_DTYPE_FLOAT32};
     tenso_value *sv = nullptr;
     check(tenso_value_new_sparse(&sv, TENSO_KIND_SPARSE_CSR, 2, shape, &a, &b, &p), "tenso_value_new_sparse");
@@ -938,24 +958,30 @@ void bench_sparse(const Config &c, uint64_t dim) {
     char note[80];
     std::snprintf(note, sizeof note, "%.1f MiB packet vs %.1f MiB dense", double(sp.size) / MiB, double(dp.size) / MiB);
     Group(c, "sparse CSR 1% vs dense (float32)", dim * dim * 4)
-        .ref("dense", "dense dumps_into", dim * dim * 4, [&] {
-            size_t w = 0;
-            check(tenso_dumps_into(ddst.data(), ddst.size(), &w, &dt, nullptr), "tenso_dumps_into");
-        })
-        .op("sparse CSR value_dumps_into", dim * dim * 4, [&] {
-            size_t w = 0;
-            check(tenso_value_dumps_into(sdst.data(), sdst.size(), &w, sv, nullptr), "tenso_value_dumps_into");
-        }, note)
-        .op("dense loads + view_free", dim * dim * 4, [&] {
-            tenso_view *x = nullptr;
-            check(tenso_loads(&x, dp.data, dp.size, nullptr), "tenso_loads");
-            tenso_view_free(x);
-        })
-        .op("sparse loads (checks indices) + view_free", dim * dim * 4, [&] {
-            tenso_view *x = nullptr;
-            check(tenso_loads(&x, sp.data, sp.size, nullptr), "tenso_loads");
-            tenso_view_free(x);
-        })
+        .ref("dense", "dense dumps_into", dim * dim * 4,
+             [&] {
+                 size_t w = 0;
+                 check(tenso_dumps_into(ddst.data(), ddst.size(), &w, &dt, nullptr), "tenso_dumps_into");
+             })
+        .op(
+            "sparse CSR value_dumps_into", dim * dim * 4,
+            [&] {
+                size_t w = 0;
+                check(tenso_value_dumps_into(sdst.data(), sdst.size(), &w, sv, nullptr), "tenso_value_dumps_into");
+            },
+            note)
+        .op("dense loads + view_free", dim * dim * 4,
+            [&] {
+                tenso_view *x = nullptr;
+                check(tenso_loads(&x, dp.data, dp.size, nullptr), "tenso_loads");
+                tenso_view_free(x);
+            })
+        .op("sparse loads (checks indices) + view_free", dim * dim * 4,
+            [&] {
+                tenso_view *x = nullptr;
+                check(tenso_loads(&x, sp.data, sp.size, nullptr), "tenso_loads");
+                tenso_view_free(x);
+            })
         .run();
     tenso_value_free(sv);
     tenso_buffer_dispose(&sp);
@@ -1001,21 +1027,24 @@ void bench_stream(const Config &c, uint64_t size) {
                "tenso_write_fd bytes (integrity)");
 
         Group(c, S, size)
-            .ref("write()", "write() loop of the packet (reference)", size, [&] {
-                peer.drain(len);
-                write_all(sp.fd[0], pkt.data(), len);
-                peer.wait();
-            })
-            .op("tenso_write_fd", size, [&] {
-                peer.drain(len);
-                check(tenso_write_fd(&w, sp.fd[0], &t.t, nullptr), "tenso_write_fd");
-                peer.wait();
-            })
-            .op("tenso_write_fd +integrity", size, [&] {
-                peer.drain(sum_len);
-                check(tenso_write_fd(&w, sp.fd[0], &t.t, &integ), "tenso_write_fd");
-                peer.wait();
-            })
+            .ref("write()", "write() loop of the packet (reference)", size,
+                 [&] {
+                     peer.drain(len);
+                     write_all(sp.fd[0], pkt.data(), len);
+                     peer.wait();
+                 })
+            .op("tenso_write_fd", size,
+                [&] {
+                    peer.drain(len);
+                    check(tenso_write_fd(&w, sp.fd[0], &t.t, nullptr), "tenso_write_fd");
+                    peer.wait();
+                })
+            .op("tenso_write_fd +integrity", size,
+                [&] {
+                    peer.drain(sum_len);
+                    check(tenso_write_fd(&w, sp.fd[0], &t.t, &integ), "tenso_write_fd");
+                    peer.wait();
+                })
             .run();
     }
     {  // reader side: the peer writes with a write() loop, this thread reads
@@ -1049,19 +1078,21 @@ void bench_stream(const Config &c, uint64_t size) {
             };
         };
         Group(c, S, size)
-            .ref("read()", "read() loop into a reused buffer (reference)", size, [&] {
-                peer.send(pkt.data(), len);
-                read_all(sp.fd[0], buf.data(), len);
-                peer.wait();
-            })
-            .op("read() loop into a fresh malloc (reference)", size, [&] {
-                peer.send(pkt.data(), len);
-                auto *p = static_cast<uint8_t *>(std::aligned_alloc(64, (len + 63) & ~size_t(63)));
-                if (!p) die("out of memory");
-                read_all(sp.fd[0], p, len);
-                std::free(p);
-                peer.wait();
-            })
+            .ref("read()", "read() loop into a reused buffer (reference)", size,
+                 [&] {
+                     peer.send(pkt.data(), len);
+                     read_all(sp.fd[0], buf.data(), len);
+                     peer.wait();
+                 })
+            .op("read() loop into a fresh malloc (reference)", size,
+                [&] {
+                    peer.send(pkt.data(), len);
+                    auto *p = static_cast<uint8_t *>(std::aligned_alloc(64, (len + 63) & ~size_t(63)));
+                    if (!p) die("out of memory");
+                    read_all(sp.fd[0], p, len);
+                    std::free(p);
+                    peer.wait();
+                })
             .op("tenso_read_fd + view_free", size, read_with(nullptr))
             .op("tenso_decoder_read_fd (its reused buffer) + view_free", size, read_with(dec))
             .op("tenso_decoder_read_fd (caller's reused buffer) + view_free", size, read_with(dec_caller))
@@ -1137,22 +1168,23 @@ void bench_small_packets(const Config &c) {
         tenso_view_free(x);
     }
     Group(c, S, KiB)
-        .ref("read()", "read() of the same bytes, 64 KiB at a time (reference)", total, [&] {
-            peer.send(all.data(), total);
-            for (size_t left = total; left;) {
-                ssize_t r = ::read(tp.fd[0], chunk.data(), std::min(left, chunk.size()));
-                if (r <= 0) die("read: end of stream");
-                left -= size_t(r);
-            }
-            peer.wait();
-        })
+        .ref("read()", "read() of the same bytes, 64 KiB at a time (reference)", total,
+             [&] {
+                 peer.send(all.data(), total);
+                 for (size_t left = total; left;) {
+                     ssize_t r = ::read(tp.fd[0], chunk.data(), std::min(left, chunk.size()));
+                     if (r <= 0) die("read: end of stream");
+                     left -= size_t(r);
+                 }
+                 peer.wait();
+             })
         .op("tenso_decoder_read_fd READ_AHEAD + view_free, per batch", total, [&] { receive(dec); })
         .op("tenso_read_fd + view_free, per batch", total, [&] { receive(nullptr); })
         .run();
     tenso_decoder_free(dec);
     if (const Row *r = find(S, KiB, "tenso_decoder_read_fd READ_AHEAD + view_free, per batch"))
-        target("1 KiB packets over TCP loopback, READ_AHEAD, packets/s", double(kPackets) * 1e9 / r->st.median_ns,
-               "/s", 500000, false);
+        target("1 KiB packets over TCP loopback, READ_AHEAD, packets/s", double(kPackets) * 1e9 / r->st.median_ns, "/s",
+               500000, false);
 }
 
 void fsync_dir(const std::string &dir) {
@@ -1176,33 +1208,33 @@ void bench_file(const Config &c, uint64_t size, bool once) {
         Tensor t(size, false, size + 4);
         check(tenso_dumps_bound(&len, &t.t, nullptr), "tenso_dumps_bound");  // exact, uncompressed
         if (once) {  // 1 GiB: written once; the time is that single sample
-            add(S, size, "tenso_save_file (atomic, fsync), once", measure_once([&] {
-                    check(tenso_save_file(path.c_str(), &t.t, nullptr), "tenso_save_file");
-                }), size);
+            add(S, size, "tenso_save_file (atomic, fsync), once",
+                measure_once([&] { check(tenso_save_file(path.c_str(), &t.t, nullptr), "tenso_save_file"); }), size);
         } else {
             Mem pkt = encode(t.t, 0, &len);
             Group(c, S, size)
-                .ref("raw save", "write()+fsync+rename (reference)", size, [&] {
-                    int fd = ::open(raw_tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-                    if (fd < 0) die("open " + raw_tmp + ": " + std::strerror(errno));
-                    write_all(fd, pkt.data(), len);
-                    if (::fsync(fd) != 0) die(std::string("fsync: ") + std::strerror(errno));
-                    ::close(fd);
-                    if (::rename(raw_tmp.c_str(), raw_path.c_str()) != 0) die("rename");
-                })
-                .op("tenso_save_file (atomic, fsync)", size, [&] {
-                    check(tenso_save_file(path.c_str(), &t.t, nullptr), "tenso_save_file");
-                })
+                .ref("raw save", "write()+fsync+rename (reference)", size,
+                     [&] {
+                         int fd = ::open(raw_tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+                         if (fd < 0) die("open " + raw_tmp + ": " + std::strerror(errno));
+                         write_all(fd, pkt.data(), len);
+                         if (::fsync(fd) != 0) die(std::string("fsync: ") + std::strerror(errno));
+                         ::close(fd);
+                         if (::rename(raw_tmp.c_str(), raw_path.c_str()) != 0) die("rename");
+                     })
+                .op("tenso_save_file (atomic, fsync)", size,
+                    [&] { check(tenso_save_file(path.c_str(), &t.t, nullptr), "tenso_save_file"); })
                 // A new file each time: truncating or renaming over an existing file makes ext4
                 // start writeback at close (auto_da_alloc), which is not what this row is about.
-                .op("tenso_write_fd to a new file, no fsync", size, [&] {
-                    ::unlink(raw_tmp.c_str());
-                    int fd = ::open(raw_tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-                    if (fd < 0) die("open " + raw_tmp + ": " + std::strerror(errno));
-                    check(tenso_write_fd(nullptr, fd, &t.t, nullptr), "tenso_write_fd");
-                    ::close(fd);
-                    ::unlink(raw_tmp.c_str());
-                })
+                .op("tenso_write_fd to a new file, no fsync", size,
+                    [&] {
+                        ::unlink(raw_tmp.c_str());
+                        int fd = ::open(raw_tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+                        if (fd < 0) die("open " + raw_tmp + ": " + std::strerror(errno));
+                        check(tenso_write_fd(nullptr, fd, &t.t, nullptr), "tenso_write_fd");
+                        ::close(fd);
+                        ::unlink(raw_tmp.c_str());
+                    })
                 .run();
             ::unlink(raw_path.c_str());
         }
@@ -1221,24 +1253,29 @@ void bench_file(const Config &c, uint64_t size, bool once) {
 
     Mem buf(len);
     Group(c, S, size)
-        .ref("read() file", "open+read() into a reused buffer (reference)", size, [&] {
-            int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-            if (fd < 0) die("open " + path + ": " + std::strerror(errno));
-            read_all(fd, buf.data(), len);
-            ::close(fd);
-        })
-        .op("tenso_load_file READ + view_free", size, [&] {
-            tenso_view *v = nullptr;
-            check(tenso_load_file(&v, path.c_str(), TENSO_LOAD_READ, nullptr), "tenso_load_file");
-            tenso_view_free(v);
-        })
+        .ref("read() file", "open+read() into a reused buffer (reference)", size,
+             [&] {
+                 int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+                 if (fd < 0) die("open " + path + ": " + std::strerror(errno));
+                 read_all(fd, buf.data(), len);
+                 ::close(fd);
+             })
+        .op("tenso_load_file READ + view_free", size,
+            [&] {
+                tenso_view *v = nullptr;
+                check(tenso_load_file(&v, path.c_str(), TENSO_LOAD_READ, nullptr), "tenso_load_file");
+                tenso_view_free(v);
+            })
         .run();
     Group(c, S, size)  // alone, for the same reason as tenso_loads
-        .op("tenso_load_file MMAP + view_free", 0, [&] {
-            tenso_view *v = nullptr;
-            check(tenso_load_file(&v, path.c_str(), TENSO_LOAD_MMAP, nullptr), "tenso_load_file");
-            tenso_view_free(v);
-        }, "O(1): maps, reads the header page")
+        .op(
+            "tenso_load_file MMAP + view_free", 0,
+            [&] {
+                tenso_view *v = nullptr;
+                check(tenso_load_file(&v, path.c_str(), TENSO_LOAD_MMAP, nullptr), "tenso_load_file");
+                tenso_view_free(v);
+            },
+            "O(1): maps, reads the header page")
         .run();
     ::unlink(path.c_str());
 }
@@ -1351,9 +1388,12 @@ int main(int argc, char **argv) {
                  tenso_version_string(), std::thread::hardware_concurrency(), c.min_time, c.min_samples);
 
     g_load_start = loadavg();
-    if (c.runs("encode")) for (uint64_t s : sizes) bench_encode(c, s);
-    if (c.runs("decode")) for (uint64_t s : sizes) bench_decode(c, s);
-    if (c.runs("lz4")) for (uint64_t s : sizes) bench_lz4(c, s);
+    if (c.runs("encode"))
+        for (uint64_t s : sizes) bench_encode(c, s);
+    if (c.runs("decode"))
+        for (uint64_t s : sizes) bench_decode(c, s);
+    if (c.runs("lz4"))
+        for (uint64_t s : sizes) bench_lz4(c, s);
     if (c.runs("quant")) bench_quant(c, c.quick ? MiB : 64 * MiB);
     if (c.runs("sparse")) bench_sparse(c, c.quick ? 1024 : 8192);
     if (c.runs("stream")) {
@@ -1380,17 +1420,21 @@ int main(int argc, char **argv) {
         target("dumps_into +integrity / memcpy" + at, r->ratio, "x", 1.3, true);
     for (uint64_t s : {MiB, 16 * MiB, 64 * MiB}) {
         const Row *p = find(E, s, "tenso_dumps_into"), *i = find(E, s, "tenso_dumps_into +integrity");
-        if (p && i) target("dumps_into +integrity / dumps_into @ " + fmt_size(s), i->st.median_ns / p->st.median_ns, "x", 1.2, true);
+        if (p && i)
+            target("dumps_into +integrity / dumps_into @ " + fmt_size(s), i->st.median_ns / p->st.median_ns, "x", 1.2,
+                   true);
     }
     if (const Row *r = find(E, big, "tenso_dumps (allocates) + dispose"))
         target("tenso_dumps (allocating) / memcpy" + at, r->ratio, "x", 1.1, true);
     const Row *l1 = find(D, KiB, "tenso_loads + view_free"), *lb = find(D, big, "tenso_loads + view_free");
     if (lb) target("tenso_loads" + at, lb->st.median_ns, "ns", 1000, true);
-    if (l1 && lb) target("tenso_loads" + at + " / tenso_loads @ 1 KiB (O(1))", lb->st.median_ns / l1->st.median_ns,
-                         "x", 2.0, true);
+    if (l1 && lb)
+        target("tenso_loads" + at + " / tenso_loads @ 1 KiB (O(1))", lb->st.median_ns / l1->st.median_ns, "x", 2.0,
+               true);
     for (uint64_t s : {MiB, sbig}) {
         const std::string a = " @ " + fmt_size(s);
-        if (const Row *r = find(T, s, "tenso_read_fd + view_free")) target("tenso_read_fd / read() loop" + a, r->ratio, "x", 1.2, true);
+        if (const Row *r = find(T, s, "tenso_read_fd + view_free"))
+            target("tenso_read_fd / read() loop" + a, r->ratio, "x", 1.2, true);
         if (const Row *r = find(T, s, "tenso_decoder_read_fd (caller's reused buffer) + view_free"))
             target("tenso_decoder_read_fd, caller buffer / read() loop" + a, r->ratio, "x", 1.05, true);
         if (s == sbig) break;

@@ -57,9 +57,7 @@ void check_op(tenso_status st, const char *what) {
     if (st != TENSO_OK) die(std::string(what) + ": " + g_msg);
 }
 
-double now() {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 // Best of `reps` timed runs (seconds): the bound each row is compared with is also a best.
 template <class F>
@@ -77,8 +75,7 @@ void row(const char *name, uint64_t bytes, double secs, double ref_gbs = 0, cons
     const double gbs = double(bytes) / secs / 1e9;
     if (ref_gbs > 0)
         std::printf("%-22s %9.1f MiB %8.2f GB/s  ratio %.2f %s\n", name, double(bytes) / MiB, gbs, gbs / ref_gbs, note);
-    else
-        std::printf("%-22s %9.1f MiB %8.2f GB/s  %s\n", name, double(bytes) / MiB, gbs, note);
+    else std::printf("%-22s %9.1f MiB %8.2f GB/s  %s\n", name, double(bytes) / MiB, gbs, note);
     std::fflush(stdout);
 }
 
@@ -106,15 +103,14 @@ int main(int argc, char **argv) {
     }
     if (!mib || reps < 1) die("--mib and --reps must be positive");
 
-    check(tenso_gpu_select_backend(host ? TENSO_GPU_BACKEND_HOST : TENSO_GPU_BACKEND_CUDA),
-          "tenso_gpu_select_backend");
+    check(tenso_gpu_select_backend(host ? TENSO_GPU_BACKEND_HOST : TENSO_GPU_BACKEND_CUDA), "tenso_gpu_select_backend");
     check(tenso_gpu_available(), "tenso_gpu_available");
     tenso_gpu_device_info info{};
     info.version = TENSO_GPU_DEVICE_INFO_VERSION;
     check(tenso_gpu_device_info_get(&info, 0), "tenso_gpu_device_info_get");
     std::printf("device 0: %s, sm_%d%d, %.1f GiB, PCI %04x:%02x:%02x\n", info.name, info.compute_major,
-                info.compute_minor, double(info.total_memory) / GiB, unsigned(info.pci_domain),
-                unsigned(info.pci_bus), unsigned(info.pci_device));
+                info.compute_minor, double(info.total_memory) / GiB, unsigned(info.pci_domain), unsigned(info.pci_bus),
+                unsigned(info.pci_device));
 
     const tenso_gpu_backend_ops *ops = nullptr;
     if (!host) {
@@ -168,15 +164,22 @@ int main(int argc, char **argv) {
         if (std::memcmp(back.data(), body.data(), n) != 0) die("tenso_gpu_loads: wrong bytes on the device");
         tenso_gpu_value_free(v);
     }
-    row("loads.device", n, best(reps, [&] {
-            tenso_gpu_value *v = nullptr;
-            check(tenso_gpu_loads(&v, pageable.data(), pageable.size(), &opts), "tenso_gpu_loads");
-            tenso_gpu_value_free(v);
-        }), ref_gbs, "(goal >= 0.80)");
-    row("loads_into.device", n, best(reps, [&] {
-            uint64_t got = 0;
-            check(tenso_gpu_loads_into(dev, n, &got, pageable.data(), pageable.size(), &opts), "tenso_gpu_loads_into");
-        }), ref_gbs);
+    row("loads.device", n,
+        best(reps,
+             [&] {
+                 tenso_gpu_value *v = nullptr;
+                 check(tenso_gpu_loads(&v, pageable.data(), pageable.size(), &opts), "tenso_gpu_loads");
+                 tenso_gpu_value_free(v);
+             }),
+        ref_gbs, "(goal >= 0.80)");
+    row("loads_into.device", n,
+        best(reps,
+             [&] {
+                 uint64_t got = 0;
+                 check(tenso_gpu_loads_into(dev, n, &got, pageable.data(), pageable.size(), &opts),
+                       "tenso_gpu_loads_into");
+             }),
+        ref_gbs);
 
     // ---- fd -> device ----
     const std::string path = dir + "/tenso_gpu_bench." + std::to_string(::getpid()) + ".tenso";
@@ -195,13 +198,16 @@ int main(int argc, char **argv) {
     });
     const double disk_gbs = double(pageable.size()) / t_disk / 1e9;
     row("read.disk_cold", pageable.size(), t_disk);
-    row("read_fd.device", n, best(reps, [&] {
-            evict(fd);
-            if (::lseek(fd, 0, SEEK_SET) != 0) die("lseek");
-            tenso_gpu_value *v = nullptr;
-            check(tenso_gpu_read_fd(&v, fd, &opts), "tenso_gpu_read_fd");
-            tenso_gpu_value_free(v);
-        }), std::min(disk_gbs, ref_gbs), "(vs the slower of disk and PCIe; goal >= 0.80)");
+    row("read_fd.device", n,
+        best(reps,
+             [&] {
+                 evict(fd);
+                 if (::lseek(fd, 0, SEEK_SET) != 0) die("lseek");
+                 tenso_gpu_value *v = nullptr;
+                 check(tenso_gpu_read_fd(&v, fd, &opts), "tenso_gpu_read_fd");
+                 tenso_gpu_value_free(v);
+             }),
+        std::min(disk_gbs, ref_gbs), "(vs the slower of disk and PCIe; goal >= 0.80)");
     uint32_t path_taken = 0;
     const double t_file = best(reps, [&] {
         evict(fd);
@@ -211,7 +217,7 @@ int main(int argc, char **argv) {
         tenso_gpu_value_free(v);
     });
     row("load_file.device", n, t_file, std::min(disk_gbs, ref_gbs),
-        path_taken == TENSO_GPU_PATH_GDS ? "[path: GDS]"
+        path_taken == TENSO_GPU_PATH_GDS          ? "[path: GDS]"
         : path_taken == TENSO_GPU_PATH_GDS_COMPAT ? "[path: GDS compat]"
                                                   : "[path: staged]");
     ::close(fd);
@@ -253,8 +259,8 @@ int main(int argc, char **argv) {
         check_op(o.stream_synchronize(stream, g_msg, sizeof g_msg), "stream_synchronize");
         if (tail[3] != (float(0x5A) - 3.0f) * 0.5f) die("dequantize kernel: wrong value");
         std::printf("%-22s %9.1f MiB %8.2f GB/s  (%.2f ms; %.1f Gelem/s; bytes = codes + float32 out)\n",
-                    count == GiB ? "dequant.kernel_1GiB" : "dequant.kernel", double(5 * count) / MiB, double(5 * count) / t_k / 1e9, t_k * 1e3,
-                    double(count) / t_k / 1e9);
+                    count == GiB ? "dequant.kernel_1GiB" : "dequant.kernel", double(5 * count) / MiB,
+                    double(5 * count) / t_k / 1e9, t_k * 1e3, double(count) / t_k / 1e9);
         o.free_device(codes, 0, g_msg, sizeof g_msg);
         o.free_device(out, 0, g_msg, sizeof g_msg);
         o.free_device(sz, 0, g_msg, sizeof g_msg);
@@ -289,11 +295,14 @@ int main(int argc, char **argv) {
         for (uint64_t i = 0; i < count; i += 4099)
             if (all[i] != (float(0x5A) - 3.0f) * 0.5f) die("tenso_gpu_dequantize: wrong value");
         tenso_gpu_tensor_free(probe);
-        row("dequant.end_to_end", count, best(reps, [&] {
-                tenso_gpu_tensor *o = nullptr;
-                check(tenso_gpu_dequantize(&o, view, TENSO_DTYPE_FLOAT32, &opts), "tenso_gpu_dequantize");
-                tenso_gpu_tensor_free(o);
-            }), ref_gbs, "(codes bytes / s, vs pinned memcpy)");
+        row("dequant.end_to_end", count,
+            best(reps,
+                 [&] {
+                     tenso_gpu_tensor *o = nullptr;
+                     check(tenso_gpu_dequantize(&o, view, TENSO_DTYPE_FLOAT32, &opts), "tenso_gpu_dequantize");
+                     tenso_gpu_tensor_free(o);
+                 }),
+            ref_gbs, "(codes bytes / s, vs pinned memcpy)");
         tenso_view_free(view);
         tenso_buffer_dispose(&qp);
         tenso_value_free(qv);

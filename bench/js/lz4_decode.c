@@ -38,7 +38,8 @@ int main(int argc, char **argv) {
         while (reps < 64 && (reps < 5 || now_ns() - start < 1e9)) {
             tenso_view *v = NULL;
             double t0 = now_ns();
-            if (tenso_loads(&v, buf, (size_t)n, &opts) != TENSO_OK) return fprintf(stderr, "%s\n", tenso_last_error()), 1;
+            if (tenso_loads(&v, buf, (size_t)n, &opts) != TENSO_OK)
+                return fprintf(stderr, "%s\n", tenso_last_error()), 1;
             t[reps++] = now_ns() - t0;
             tenso_view_free(v);
         }

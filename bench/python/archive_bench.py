@@ -28,7 +28,7 @@ import platform
 import statistics
 import sys
 import time
-from typing import Callable, Dict, List, Tuple
+from typing import Callable, Dict, Tuple
 
 import numpy as np
 
@@ -57,6 +57,7 @@ def drop_cache(path: str) -> None:
 def readers() -> Dict[str, Tuple[str, Callable]]:
     import bintensors
     import safetensors
+
     import tenso
 
     return {
@@ -71,6 +72,7 @@ def readers() -> Dict[str, Tuple[str, Callable]]:
 def write_files(data: Dict[str, np.ndarray], stem: str) -> Dict[str, str]:
     import bintensors.numpy
     import safetensors.numpy
+
     import tenso
 
     paths = {ext: f"{stem}.{ext}" for ext in ("tenso", "safetensors", "bt")}
@@ -108,8 +110,11 @@ def run_phases(opener: Callable, path: str, cold: bool) -> Dict[str, float]:
         t4 = time.perf_counter()
         t_get.append(t2 - t1)
         t_read.append(t4 - t3)
-    return {"open+list": statistics.median(t_open), "get all": statistics.median(t_get),
-            "read all": statistics.median(t_read)}
+    return {
+        "open+list": statistics.median(t_open),
+        "get all": statistics.median(t_get),
+        "read all": statistics.median(t_read),
+    }
 
 
 def in_memory_read(data: Dict[str, np.ndarray]) -> float:
@@ -152,12 +157,16 @@ def main() -> None:
     args = ap.parse_args()
     import bintensors
     import safetensors
+
     import tenso
 
     rd = readers()
-    md = [f"Environment: Python {platform.python_version()}, numpy {np.__version__}, tenso {tenso.__version__}, "
-          f"safetensors {safetensors.__version__}, bintensors {getattr(bintensors, '__version__', '?')}; "
-          f"{platform.machine()}, {os.cpu_count()} CPUs", ""]
+    md = [
+        f"Environment: Python {platform.python_version()}, numpy {np.__version__}, tenso {tenso.__version__}, "
+        f"safetensors {safetensors.__version__}, bintensors {getattr(bintensors, '__version__', '?')}; "
+        f"{platform.machine()}, {os.cpu_count()} CPUs",
+        "",
+    ]
     targets = []
     for label, data in datasets(args.quick).items():
         stem = os.path.join(args.dir, f"tenso-archive-bench-{os.getpid()}")
@@ -173,29 +182,42 @@ def main() -> None:
             nbytes = sum(a.nbytes for a in data.values())
             mem_read = in_memory_read(data)
             cold_disk = disk_read(paths["tenso"])
-            md += [f"### {label} ({nbytes / MiB:.0f} MiB)", "",
-                   f"References: the same get + np.sum loop over the arrays in memory {fmt(mem_read)}; "
-                   f"read() of the whole .tenso file, cold {fmt(cold_disk)}.", "",
-                   "| reader | cache | open+list | get all | read all (get + np.sum) |", "|---|---|---|---|---|"]
+            md += [
+                f"### {label} ({nbytes / MiB:.0f} MiB)",
+                "",
+                f"References: the same get + np.sum loop over the arrays in memory {fmt(mem_read)}; "
+                f"read() of the whole .tenso file, cold {fmt(cold_disk)}.",
+                "",
+                "| reader | cache | open+list | get all | read all (get + np.sum) |",
+                "|---|---|---|---|---|",
+            ]
             res = {}
             for cold in (True, False):
                 for name, (ext, opener) in rd.items():
                     print(f"  {label}: {name}, {'cold' if cold else 'warm'}", file=sys.stderr)
                     r = run_phases(opener, paths[ext], cold)
                     res[(name, cold)] = r
-                    md.append(f"| {name} | {'cold' if cold else 'warm'} | {fmt(r['open+list'])} | "
-                              f"{fmt(r['get all'])} | {fmt(r['read all'])} |")
+                    md.append(
+                        f"| {name} | {'cold' if cold else 'warm'} | {fmt(r['open+list'])} | "
+                        f"{fmt(r['get all'])} | {fmt(r['read all'])} |"
+                    )
             md.append("")
             for cold in (True, False):
                 ours, st = res[("tenso archive", cold)], res[("safetensors", cold)]
                 sp = st["open+list"] / ours["open+list"]
-                targets.append(f"| {label}, {'cold' if cold else 'warm'}: open+list safetensors / ours | {sp:.3g}× | ≥ 4× | "
-                               f"{'yes' if sp >= 4 else '**no**'} |")
+                targets.append(
+                    f"| {label}, {'cold' if cold else 'warm'}: open+list safetensors / ours | {sp:.3g}× | ≥ 4× | "
+                    f"{'yes' if sp >= 4 else '**no**'} |"
+                )
             for name in ("tenso archive", "tenso, verify=never"):
                 r = res[(name, False)]["read all"] / mem_read
-                targets.append(f"| {label}, warm, {name}: read all / same loop in memory | {r:.3g}× | ≈ 1× (memory speed) | — |")
+                targets.append(
+                    f"| {label}, warm, {name}: read all / same loop in memory | {r:.3g}× | ≈ 1× (memory speed) | — |"
+                )
             r = res[("tenso archive", True)]["read all"] / cold_disk
-            targets.append(f"| {label}, cold, tenso archive: read all / read() of the file | {r:.3g}× | ≈ 1× (disk speed) | — |")
+            targets.append(
+                f"| {label}, cold, tenso archive: read all / read() of the file | {r:.3g}× | ≈ 1× (disk speed) | — |"
+            )
         finally:
             for p in paths.values():
                 os.unlink(p)

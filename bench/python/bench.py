@@ -52,7 +52,9 @@ def fmt_time(s: float) -> str:
 def run_upstream(python: str, sizes: List[int]) -> Dict:
     out = subprocess.run(
         [python, os.path.join(HERE, "worker.py"), "--lib", "tenso", "--sizes", ",".join(map(str, sizes))],
-        check=True, stdout=subprocess.PIPE, cwd=HERE,
+        check=True,
+        stdout=subprocess.PIPE,
+        cwd=HERE,
     )
     return json.loads(out.stdout)
 
@@ -76,8 +78,11 @@ def chart(res: Dict[str, Dict], sizes: List[int], path: str) -> None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(2, 3, figsize=(16, 9.5))
-    styles = {"tenso (ours)": dict(color="C3", lw=2.6, marker="o"), "tenso 0.24.0": dict(color="C0", lw=1.8, marker="s"),
-              "raw": dict(color="k", ls="--", marker="x")}
+    styles = {
+        "tenso (ours)": dict(color="C3", lw=2.6, marker="o"),
+        "tenso 0.24.0": dict(color="C0", lw=1.8, marker="s"),
+        "raw": dict(color="k", ls="--", marker="x"),
+    }
     for ax, op in zip(axes.flat, worker.OPS):
         for i, col in enumerate(COLUMNS):
             pts = [(s, res[col][op][str(s)]["median"]) for s in sizes if str(s) in res[col].get(op, {})]
@@ -95,10 +100,10 @@ def chart(res: Dict[str, Dict], sizes: List[int], path: str) -> None:
         ax.grid(True, which="both", alpha=0.3)
     handles, labels = [], []
     for ax in axes.flat:
-        for h, l in zip(*ax.get_legend_handles_labels()):
-            if l not in labels:
+        for h, label in zip(*ax.get_legend_handles_labels()):
+            if label not in labels:
                 handles.append(h)
-                labels.append(l)
+                labels.append(label)
     fig.legend(handles, labels, loc="lower center", ncol=len(labels))
     fig.suptitle("tenso Python SDK vs upstream tenso 0.24.0 and peers (lower is better)")
     fig.tight_layout(rect=(0, 0.05, 1, 0.97))
@@ -120,8 +125,10 @@ def targets(res: Dict[str, Dict]) -> List[str]:
     for name, v, goal, ok in rows:
         out.append(f"| {name} | {v:.3g}× | {goal} | {'yes' if ok else '**no**'} |")
     out.append("")
-    out.append(f"(64 MiB: ours loads {fmt_time(ours_l)}, upstream loads {fmt_time(up_l)}, pickle.loads {fmt_time(pk_l)}; "
-               f"ours dumps {fmt_time(ours_d)}, upstream dumps {fmt_time(up_d)}, np.copy {fmt_time(cp)})")
+    out.append(
+        f"(64 MiB: ours loads {fmt_time(ours_l)}, upstream loads {fmt_time(up_l)}, pickle.loads {fmt_time(pk_l)}; "
+        f"ours dumps {fmt_time(ours_d)}, upstream dumps {fmt_time(up_d)}, np.copy {fmt_time(cp)})"
+    )
     return out
 
 
@@ -147,15 +154,24 @@ def main() -> None:
             continue
         res[col] = worker.measure("tenso" if col == "tenso (ours)" else col, sizes)
 
-    import pyarrow, safetensors, msgpack, msgpack_numpy  # noqa: E401  (versions for the header)
+    import msgpack  # (the versions, for the header)
+    import msgpack_numpy
+    import pyarrow
+    import safetensors
 
-    env = (f"Python {platform.python_version()}, numpy {np.__version__}, ours tenso {tenso.__version__} "
-           f"(libtenso {tenso.library_version}), upstream tenso {up['version']} (Python {up['python']}), "
-           f"safetensors {safetensors.__version__}, pyarrow {pyarrow.__version__}, msgpack {'.'.join(map(str, msgpack.version))}, "
-           f"msgpack-numpy {getattr(msgpack_numpy, '__version__', '0.4.8')}; {platform.machine()}, {os.cpu_count()} CPUs, "
-           f"{platform.platform()}")
-    md = ["Environment: " + env, "", table(res, sizes), "", *targets(res)] if not args.quick else \
-        ["Environment: " + env, "", table(res, sizes)]
+    env = (
+        f"Python {platform.python_version()}, numpy {np.__version__}, ours tenso {tenso.__version__} "
+        f"(libtenso {tenso.library_version}), upstream tenso {up['version']} (Python {up['python']}), "
+        f"safetensors {safetensors.__version__}, pyarrow {pyarrow.__version__}, "
+        f"msgpack {'.'.join(map(str, msgpack.version))}, "
+        f"msgpack-numpy {getattr(msgpack_numpy, '__version__', '0.4.8')}; {platform.machine()}, {os.cpu_count()} CPUs, "
+        f"{platform.platform()}"
+    )
+    md = (
+        ["Environment: " + env, "", table(res, sizes), "", *targets(res)]
+        if not args.quick
+        else ["Environment: " + env, "", table(res, sizes)]
+    )
     with open(os.path.join(args.out, "results.md"), "w") as f:
         f.write("\n".join(md) + "\n")
     with open(os.path.join(args.out, "results.json"), "w") as f:

@@ -119,10 +119,10 @@ class ShmPickleAdapter:
             seg = shared_memory.SharedMemory(self._seg(key))
             self.mine[key] = seg
         n = int.from_bytes(seg.buf[:8], "little")
-        return pickle.loads(seg.buf[8:8 + n])
+        return pickle.loads(seg.buf[8 : 8 + n])
 
     def close(self) -> None:
-        for key, seg in self.mine.items():
+        for seg in self.mine.values():
             seg.close()
         if self.owner:
             for key in self.mine:
@@ -154,7 +154,7 @@ class RawAdapter:
 ADAPTERS = {"ours": TensoAdapter, "upstream": TensoAdapter, "shm-pickle": ShmPickleAdapter, "raw": RawAdapter}
 
 
-def proc_worker(lib: str, name: str, seed: int, seconds: float, q: "mp.Queue[int]") -> None:
+def proc_worker(lib: str, name: str, seed: int, seconds: float, q: mp.Queue[int]) -> None:
     c = ADAPTERS[lib](name, False)
     rng = np.random.default_rng(seed)
     vals = [array(PROC_SIZE, seed * 1000 + i) for i in range(8)]
@@ -232,29 +232,46 @@ def main() -> None:
     for lib in LIBS:
         print(f"measuring {TITLES[lib]}", file=sys.stderr)
         if lib == "upstream":
-            out = subprocess.run([args.upstream_python, __file__, "--lib", "upstream"], check=True,
-                                 stdout=subprocess.PIPE, cwd=HERE)
+            out = subprocess.run(
+                [args.upstream_python, __file__, "--lib", "upstream"], check=True, stdout=subprocess.PIPE, cwd=HERE
+            )
             res[lib] = json.loads(out.stdout)
         else:
             res[lib] = measure(lib)
     # memcpy of 1 MiB for the put ratio, in this process.
     src, dst = array(MiB, 3), np.empty(MiB // 4, np.float32)
     memcpy = time_op(lambda: np.copyto(dst, src))
-    rows = [("get, 1 KiB hit", "get_1KiB"), ("put, 1 MiB (key exists)", "put_1MiB"),
-            ("2 processes, 80/20 get/put, 64 KiB", "two_proc_ops")]
-    md = [f"Environment: Python {platform.python_version()}, numpy {np.__version__}; "
-          f"{platform.machine()}, {os.cpu_count()} CPUs", "",
-          "| workload | " + " | ".join(TITLES[l] for l in LIBS) + " |", "|---|" + "---|" * len(LIBS)]
+    rows = [
+        ("get, 1 KiB hit", "get_1KiB"),
+        ("put, 1 MiB (key exists)", "put_1MiB"),
+        ("2 processes, 80/20 get/put, 64 KiB", "two_proc_ops"),
+    ]
+    md = [
+        f"Environment: Python {platform.python_version()}, numpy {np.__version__}; "
+        f"{platform.machine()}, {os.cpu_count()} CPUs",
+        "",
+        "| workload | " + " | ".join(TITLES[lib] for lib in LIBS) + " |",
+        "|---|" + "---|" * len(LIBS),
+    ]
     for title, key in rows:
-        md.append(f"| {title} | " + " | ".join(fmt(key, res[l][key]) if key in res[l] else "—" for l in LIBS) + " |")
+        md.append(
+            f"| {title} | " + " | ".join(fmt(key, res[lib][key]) if key in res[lib] else "—" for lib in LIBS) + " |"
+        )
     ours = res["ours"]
-    md += ["", "| target | measured | goal | met |", "|---|---|---|---|",
-           f"| Python get latency | {ours['get_1KiB'] * 1e6:.3g} µs | ≤ 3 µs | {'yes' if ours['get_1KiB'] <= 3e-6 else '**no**'} |",
-           f"| put 1 MiB / np.copyto 1 MiB ({memcpy * 1e6:.3g} µs) | {ours['put_1MiB'] / memcpy:.3g}× | ≤ 1.2× (C) | "
-           f"{'yes' if ours['put_1MiB'] / memcpy <= 1.2 else 'see C'} |",
-           f"| get: upstream / ours | {res['upstream']['get_1KiB'] / ours['get_1KiB']:.3g}× faster | — | — |",
-           f"| 2-process throughput: ours / upstream | {ours['two_proc_ops'] / res['upstream']['two_proc_ops']:.3g}× | — | — |",
-           f"| 2-process throughput: ours / shm + pickle | {ours['two_proc_ops'] / res['shm-pickle']['two_proc_ops']:.3g}× | — | — |"]
+    md += [
+        "",
+        "| target | measured | goal | met |",
+        "|---|---|---|---|",
+        f"| Python get latency | {ours['get_1KiB'] * 1e6:.3g} µs | ≤ 3 µs | "
+        f"{'yes' if ours['get_1KiB'] <= 3e-6 else '**no**'} |",
+        f"| put 1 MiB / np.copyto 1 MiB ({memcpy * 1e6:.3g} µs) | {ours['put_1MiB'] / memcpy:.3g}× | ≤ 1.2× (C) | "
+        f"{'yes' if ours['put_1MiB'] / memcpy <= 1.2 else 'see C'} |",
+        f"| get: upstream / ours | {res['upstream']['get_1KiB'] / ours['get_1KiB']:.3g}× faster | — | — |",
+        f"| 2-process throughput: ours / upstream | "
+        f"{ours['two_proc_ops'] / res['upstream']['two_proc_ops']:.3g}× | — | — |",
+        f"| 2-process throughput: ours / shm + pickle | "
+        f"{ours['two_proc_ops'] / res['shm-pickle']['two_proc_ops']:.3g}× | — | — |",
+    ]
     with open(os.path.join(args.out, "cache_results.md"), "w") as f:
         f.write("\n".join(md) + "\n")
     print("\n".join(md))

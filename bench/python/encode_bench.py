@@ -14,12 +14,12 @@ least 9 rounds and 0.5 s each; the median per call is reported, with the load av
 
     build/venv-sdk/bin/python bench/python/encode_bench.py [--upstream-python PATH] [--quick]
 """
+
 import argparse
 import json
 import os
 import resource
 import subprocess
-import sys
 import tempfile
 import time
 
@@ -96,10 +96,14 @@ def main() -> None:
     except ImportError:
         pa = None
     load0 = os.getloadavg()[0]
-    print(f"tenso {tenso.__version__}, numpy {np.__version__}, pyarrow {pa.__version__ if pa else '-'}; "
-          f"{os.cpu_count()} cpus; load average at start {load0:.2f}")
-    print("| size | np.copy | dumps | dumps / np.copy | pyarrow write_tensor | dumps / pyarrow | "
-          "dumps +integrity | +integrity / dumps | minflt/call dumps, np.copy, pyarrow |")
+    print(
+        f"tenso {tenso.__version__}, numpy {np.__version__}, pyarrow {pa.__version__ if pa else '-'}; "
+        f"{os.cpu_count()} cpus; load average at start {load0:.2f}"
+    )
+    print(
+        "| size | np.copy | dumps | dumps / np.copy | pyarrow write_tensor | dumps / pyarrow | "
+        "dumps +integrity | +integrity / dumps | minflt/call dumps, np.copy, pyarrow |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for n in SIZES[:2] if args.quick else SIZES:
         a = make_array(n)
@@ -109,6 +113,7 @@ def main() -> None:
             "dumps_integrity": lambda: tenso.dumps(a, check_integrity=True),
         }
         if pa is not None:
+
             def arrow():
                 sink = pa.BufferOutputStream()
                 pa.ipc.write_tensor(pa.Tensor.from_numpy(a), sink)
@@ -119,22 +124,31 @@ def main() -> None:
         t = interleaved(fns, rounds, min_time)
         faults = [minflt(fns[k]) if k in fns else "-" for k in ("dumps", "np.copy", "pyarrow")]
         arrow_t = t.get("pyarrow")
-        print(f"| {n >> 10} KiB | {fmt(t['np.copy'])} | {fmt(t['dumps'])} | {t['dumps'] / t['np.copy']:.2f}× | "
-              f"{fmt(arrow_t) if arrow_t else '-'} | {t['dumps'] / arrow_t if arrow_t else float('nan'):.2f}× | "
-              f"{fmt(t['dumps_integrity'])} | {t['dumps_integrity'] / t['dumps']:.2f}× | "
-              f"{', '.join(str(f) for f in faults)} |")
+        print(
+            f"| {n >> 10} KiB | {fmt(t['np.copy'])} | {fmt(t['dumps'])} | {t['dumps'] / t['np.copy']:.2f}× | "
+            f"{fmt(arrow_t) if arrow_t else '-'} | {t['dumps'] / arrow_t if arrow_t else float('nan'):.2f}× | "
+            f"{fmt(t['dumps_integrity'])} | {t['dumps_integrity'] / t['dumps']:.2f}× | "
+            f"{', '.join(str(f) for f in faults)} |"
+        )
     ours = file_load_sum(tenso, LOAD_SUM_SIZES, rounds, min_time)
     up = None
     if args.upstream_python:
-        r = subprocess.run([os.path.abspath(args.upstream_python), os.path.abspath(__file__), "--file-load-sum-only"]
-                           + (["--quick"] if args.quick else []), capture_output=True, text=True, check=True,
-                           cwd=tempfile.gettempdir())
+        r = subprocess.run(
+            [os.path.abspath(args.upstream_python), os.path.abspath(__file__), "--file-load-sum-only"]
+            + (["--quick"] if args.quick else []),
+            capture_output=True,
+            text=True,
+            check=True,
+            cwd=tempfile.gettempdir(),
+        )
         up = {int(k): v for k, v in json.loads(r.stdout.strip().splitlines()[-1]).items()}
     print("\n| file_load_sum | ours | upstream 0.24.0 | ours / upstream |")
     print("|---|---|---|---|")
     for n in LOAD_SUM_SIZES:
         u = up[n] if up else None
-        print(f"| {n >> 20} MiB | {fmt(ours[n])} | {fmt(u) if u else '-'} | {ours[n] / u if u else float('nan'):.2f}× |")
+        print(
+            f"| {n >> 20} MiB | {fmt(ours[n])} | {fmt(u) if u else '-'} | {ours[n] / u if u else float('nan'):.2f}× |"
+        )
     print(f"\nload average at end {os.getloadavg()[0]:.2f}")
 
 

@@ -129,8 +129,12 @@ def main() -> None:
     sizes = SIZES[:1] if args.quick else SIZES
     rounds = 1 if args.quick else ROUNDS
 
-    servers = {lib: Server(args.upstream_python if lib == "upstream" else sys.executable,
-                           "tenso" if lib == "upstream" else lib) for lib in LIBS}
+    servers = {
+        lib: Server(
+            args.upstream_python if lib == "upstream" else sys.executable, "tenso" if lib == "upstream" else lib
+        )
+        for lib in LIBS
+    }
     try:
         callers = make_callers({lib: s.url for lib, s in servers.items()})
         results: Dict[str, Dict[str, float]] = {}
@@ -181,7 +185,8 @@ def main() -> None:
     for label, row in results.items():
         ours = row["tenso"]
         lines.append(
-            f"| {label} | " + " | ".join(fmt_time(row[lib]) for lib in LIBS)
+            f"| {label} | "
+            + " | ".join(fmt_time(row[lib]) for lib in LIBS)
             + f" | {row['upstream'] / ours:.2f}x | {row['npy'] / ours:.2f}x | {row['json'] / ours:.1f}x |"
         )
     with open(args.out + ".md", "w", encoding="utf-8") as f:

@@ -8,11 +8,13 @@ asks for (size vs upstream, one thread vs upstream, all cores vs one thread).
 Run with the upstream venv's python (it has upstream tenso and numpy):
     build/venv-upstream/bin/python bench/python/lz4_bench.py build/libtenso.so
 """
+
 import ctypes
 import sys
 import time
 
 import numpy as np
+
 import tenso  # upstream's package: this runs in build/venv-upstream
 
 TENSO_DTYPE_FLOAT32 = 1
@@ -20,13 +22,23 @@ TENSO_ENCODE_COMPRESS = 0x2
 
 
 class Tensor(ctypes.Structure):  # tenso_tensor
-    _fields_ = [("data", ctypes.c_void_p), ("nbytes", ctypes.c_uint64),
-                ("shape", ctypes.POINTER(ctypes.c_uint64)), ("ndim", ctypes.c_uint32), ("dtype", ctypes.c_int)]
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("nbytes", ctypes.c_uint64),
+        ("shape", ctypes.POINTER(ctypes.c_uint64)),
+        ("ndim", ctypes.c_uint32),
+        ("dtype", ctypes.c_int),
+    ]
 
 
 class EncodeOptions(ctypes.Structure):  # tenso_encode_options, version 2
-    _fields_ = [("version", ctypes.c_uint32), ("flags", ctypes.c_uint32), ("alignment", ctypes.c_uint32),
-                ("compression_level", ctypes.c_int32), ("threads", ctypes.c_uint32)]
+    _fields_ = [
+        ("version", ctypes.c_uint32),
+        ("flags", ctypes.c_uint32),
+        ("alignment", ctypes.c_uint32),
+        ("compression_level", ctypes.c_int32),
+        ("threads", ctypes.c_uint32),
+    ]
 
 
 def best(f, k=3):
@@ -59,17 +71,25 @@ def main():
             w = ctypes.c_size_t(0)
 
             def enc():
-                st = lib.tenso_dumps_into(ctypes.c_void_p(out.ctypes.data), ctypes.c_size_t(out.size),
-                                          ctypes.byref(w), ctypes.byref(t), ctypes.byref(o))
+                st = lib.tenso_dumps_into(
+                    ctypes.c_void_p(out.ctypes.data),
+                    ctypes.c_size_t(out.size),
+                    ctypes.byref(w),
+                    ctypes.byref(t),
+                    ctypes.byref(o),
+                )
                 assert st == 0, st
                 return w.value
 
             ours[threads] = best(enc)
         up = best(lambda: len(tenso.dumps(a, compress=True)))
         size = ours[1][1]
-        print(f"{name:10s} upstream {up[1]:>10d} B {up[0] * 1e3:7.1f} ms | ours {size:>10d} B "
-              f"({size / up[1]:.3f}x size), 1 thread {ours[1][0] * 1e3:7.1f} ms ({ours[1][0] / up[0]:.2f}x upstream's time), "
-              f"all cores {ours[0][0] * 1e3:7.1f} ms ({ours[1][0] / ours[0][0]:.2f}x one thread's speed)")
+        print(
+            f"{name:10s} upstream {up[1]:>10d} B {up[0] * 1e3:7.1f} ms | ours {size:>10d} B "
+            f"({size / up[1]:.3f}x size), 1 thread {ours[1][0] * 1e3:7.1f} ms "
+            f"({ours[1][0] / up[0]:.2f}x upstream's time), "
+            f"all cores {ours[0][0] * 1e3:7.1f} ms ({ours[1][0] / ours[0][0]:.2f}x one thread's speed)"
+        )
         assert tenso.loads(bytes(out[:size])).tobytes() == a.tobytes()  # upstream decodes ours
 
 

@@ -33,7 +33,7 @@ import statistics
 import tempfile
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Dict, List
 
 import numpy as np
 
@@ -47,9 +47,10 @@ BIG = np.random.default_rng(0).integers(0, 255, 64 << 20, dtype=np.uint8)
 def pushes_per_second(listen: str, plaintext: bool, n: int, post: bool = False, many: bool = False) -> float:
     """send_tensor_sync per push, or (post) pipelined post_tensor_sync and one flush_sync, or
     (many) post_many_sync of 1000 pairs per call and one flush_sync."""
-    with TensorNode(listen, allow_plaintext=plaintext) as rx, TensorNode(
-        listen_enabled=False, allow_plaintext=plaintext
-    ) as tx:
+    with (
+        TensorNode(listen, allow_plaintext=plaintext) as rx,
+        TensorNode(listen_enabled=False, allow_plaintext=plaintext) as tx,
+    ):
         addr = rx.get_node_addr_sync()
         tx.send_tensor_sync(addr, "warm", KIB)
         rx.receive_tensor_sync(timeout=30)
@@ -79,9 +80,10 @@ def pushes_per_second(listen: str, plaintext: bool, n: int, post: bool = False, 
 
 def node_push_seconds(listen: str, plaintext: bool, rounds: int) -> List[float]:
     out = []
-    with TensorNode(listen, allow_plaintext=plaintext) as rx, TensorNode(
-        listen_enabled=False, allow_plaintext=plaintext
-    ) as tx:
+    with (
+        TensorNode(listen, allow_plaintext=plaintext) as rx,
+        TensorNode(listen_enabled=False, allow_plaintext=plaintext) as tx,
+    ):
         addr = rx.get_node_addr_sync()
         for _ in range(rounds):
             start = time.perf_counter()
@@ -347,6 +349,7 @@ def main() -> None:
     here = os.path.dirname(os.path.abspath(__file__))
     with open(os.path.join(here, "net_results.json"), "w") as f:
         json.dump(res, f, indent=2)
+    posts = res["pushes_per_s_1kib"]
     lines = [
         "# Nodes from Python (bench/python/net_bench.py)",
         "",
@@ -356,16 +359,14 @@ def main() -> None:
         "|---|---|",
         f"| 1 KiB pushes/s, one connection, TLS 1.3 | {res['pushes_per_s_1kib']['tls']:,.0f} |",
         f"| 1 KiB pushes/s, one connection, plain TCP | {res['pushes_per_s_1kib']['tcp']:,.0f} |",
-        f"| 1 KiB posts/s (pipelined), one connection, TLS 1.3 | {res['pushes_per_s_1kib']['post_tls']:,.0f} |",
-        f"| 1 KiB posts/s (pipelined), one connection, plain TCP | {res['pushes_per_s_1kib']['post_tcp']:,.0f} |",
-        f"| 1 KiB posts/s (post_many_sync, 1000 per call), TLS 1.3 | {res['pushes_per_s_1kib']['post_many_tls']:,.0f} |",
-        f"| 1 KiB posts/s (post_many_sync, 1000 per call), plain TCP | {res['pushes_per_s_1kib']['post_many_tcp']:,.0f} |",
+        f"| 1 KiB posts/s (pipelined), one connection, TLS 1.3 | {posts['post_tls']:,.0f} |",
+        f"| 1 KiB posts/s (pipelined), one connection, plain TCP | {posts['post_tcp']:,.0f} |",
+        f"| 1 KiB posts/s (post_many_sync, 1000 per call), TLS 1.3 | {posts['post_many_tls']:,.0f} |",
+        f"| 1 KiB posts/s (post_many_sync, 1000 per call), plain TCP | {posts['post_many_tcp']:,.0f} |",
         f"| 64 MiB raw sendall/recv_into (TCP loopback) | {med['raw'] * 1e3:.1f} ms |",
     ]
     for k in ("tcp", "tls", "unix"):
-        lines.append(
-            f"| 64 MiB push, {k} | {med[k] * 1e3:.1f} ms ({res['push_64mib_ratio_vs_raw'][k]:.2f}x raw) |"
-        )
+        lines.append(f"| 64 MiB push, {k} | {med[k] * 1e3:.1f} ms ({res['push_64mib_ratio_vs_raw'][k]:.2f}x raw) |")
     lines.append(
         f"| 1 KiB pull round trip (TLS) | median {res['pull_1kib']['median_us']:.0f} us, "
         f"p99 {res['pull_1kib']['p99_us']:.0f} us |"

@@ -64,10 +64,12 @@ def count(x: Any) -> int:
 
 def run(quick: bool) -> Dict[str, Any]:
     import ray
+
     import tenso.ray
 
-    ray.init(num_cpus=2, object_store_memory=3 << 30, include_dashboard=False, log_to_driver=False,
-             configure_logging=False)
+    ray.init(
+        num_cpus=2, object_store_memory=3 << 30, include_dashboard=False, log_to_driver=False, configure_logging=False
+    )
     remote_count = ray.remote(count)
     reps = 3 if quick else 7
     results: Dict[str, Dict[str, Dict[str, float]]] = {}
@@ -87,7 +89,7 @@ def run(quick: bool) -> Dict[str, Any]:
 
                 ref = ray.put(x)
 
-                def get() -> None:
+                def get(ref: Any = ref) -> None:  # bound now: `del ref` below drops the loop's own
                     y = ray.get(ref)
                     assert count(y) == n
 
@@ -98,7 +100,7 @@ def run(quick: bool) -> Dict[str, Any]:
                 row.setdefault("put", {})[mode] = median_time(put, reps)
                 row.setdefault("get", {})[mode] = median_time(get, reps)
                 row.setdefault("task", {})[mode] = median_time(task, reps)
-                del ref
+                del ref, get
             tenso.ray.unregister()
     finally:
         ray.shutdown()
@@ -129,7 +131,8 @@ def table(out: Dict[str, Any]) -> str:
         f"Environment: Python {env['python']}, numpy {env['numpy']}, ray {env['ray']}, tenso {env['tenso']}; "
         f"{env['machine']}; median of {env['reps']} runs",
         "",
-        "| payload | workload | pickle (Ray default) | tenso | tenso zero-copy | pickle / tenso | pickle / tenso zero-copy |",
+        "| payload | workload | pickle (Ray default) | tenso | tenso zero-copy | pickle / tenso "
+        "| pickle / tenso zero-copy |",
         "|---|---|---|---|---|---|---|",
     ]
     for name, rows in out["results"].items():

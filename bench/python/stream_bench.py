@@ -52,7 +52,7 @@ def socket_rows(transport: str, sizes: List[int]) -> Dict[str, Dict[str, float]]
         for size in sizes:
             a = worker.make_array(size)
             fns = {lib: worker.LIBS[lib](a, "/nonexistent", sp)["socket"] for lib in LIBS}
-            for lib, fn in fns.items():
+            for fn in fns.values():
                 worker.check_result("socket", fn(), a)
             rounds: Dict[str, List[float]] = {lib: [] for lib in LIBS}
             for _ in range(ROUNDS):
@@ -60,9 +60,12 @@ def socket_rows(transport: str, sizes: List[int]) -> Dict[str, Dict[str, float]]
                     rounds[lib].append(worker.time_op(fn)["median"])
             out[str(size)] = {lib: statistics.median(v) for lib, v in rounds.items()}
             row = out[str(size)]
-            print(f"  {transport} {size_label(size):>7s}: raw {fmt_time(row['raw'])}, ours {fmt_time(row['tenso'])} "
-                  f"({row['tenso'] / row['raw']:.2f}x raw), pickle-5 OOB {fmt_time(row['pickle'])}",
-                  file=sys.stderr, flush=True)
+            print(
+                f"  {transport} {size_label(size):>7s}: raw {fmt_time(row['raw'])}, ours {fmt_time(row['tenso'])} "
+                f"({row['tenso'] / row['raw']:.2f}x raw), pickle-5 OOB {fmt_time(row['pickle'])}",
+                file=sys.stderr,
+                flush=True,
+            )
     finally:
         sp.close()
     return out
@@ -71,9 +74,13 @@ def socket_rows(transport: str, sizes: List[int]) -> Dict[str, Dict[str, float]]
 def run_upstream(python: str, *args: str) -> Dict[str, float]:
     """worker.py with these arguments in upstream's venv: its JSON answer, or {} if it failed."""
     try:
-        p = subprocess.run([python, os.path.join(os.path.dirname(os.path.abspath(__file__)), "worker.py"),
-                            "--lib", "tenso", *args],
-                           check=True, stdout=subprocess.PIPE, text=True, timeout=600)
+        p = subprocess.run(
+            [python, os.path.join(os.path.dirname(os.path.abspath(__file__)), "worker.py"), "--lib", "tenso", *args],
+            check=True,
+            stdout=subprocess.PIPE,
+            text=True,
+            timeout=600,
+        )
     except (OSError, subprocess.SubprocessError) as e:
         print(f"upstream run {' '.join(args)} failed: {e}", file=sys.stderr)
         return {}
@@ -81,27 +88,39 @@ def run_upstream(python: str, *args: str) -> Dict[str, float]:
 
 
 def report(res: Dict, sizes: List[int]) -> str:
-    lines = [f"Environment: Python {platform.python_version()}, numpy {np.__version__}, ours tenso {res['version']}; "
-             f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.platform()}", ""]
+    lines = [
+        f"Environment: Python {platform.python_version()}, numpy {np.__version__}, ours tenso {res['version']}; "
+        f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.platform()}",
+        "",
+    ]
     goals = []
     for transport in ("unix", "tcp"):
         name = "AF_UNIX socketpair" if transport == "unix" else "TCP loopback"
-        lines += [f"### read_stream over {name}", "",
-                  "| size | raw recv_into | tenso read_stream | pickle-5 OOB | ours / raw | ours / pickle |",
-                  "|---|---|---|---|---|---|"]
+        lines += [
+            f"### read_stream over {name}",
+            "",
+            "| size | raw recv_into | tenso read_stream | pickle-5 OOB | ours / raw | ours / pickle |",
+            "|---|---|---|---|---|---|",
+        ]
         for size in sizes:
             row = res["socket"][transport][str(size)]
             r_raw, r_pickle = row["tenso"] / row["raw"], row["tenso"] / row["pickle"]
-            lines.append(f"| {size_label(size)} | {fmt_time(row['raw'])} | {fmt_time(row['tenso'])} | "
-                         f"{fmt_time(row['pickle'])} | {r_raw:.2f}x | {r_pickle:.2f}x |")
+            lines.append(
+                f"| {size_label(size)} | {fmt_time(row['raw'])} | {fmt_time(row['tenso'])} | "
+                f"{fmt_time(row['pickle'])} | {r_raw:.2f}x | {r_pickle:.2f}x |"
+            )
             if size in (1 << 20, 16 << 20):
                 goals.append((f"{name} {size_label(size)}: ours / raw", r_raw, "≤ 1.15", r_raw <= 1.15))
             goals.append((f"{name} {size_label(size)}: ours / pickle-5 OOB", r_pickle, "< 1", r_pickle < 1))
         lines.append("")
     small = res.get("small", {})
     if small:
-        lines += ["### Small packets: 1 KiB float32 tensors, one sender process, TCP loopback", "",
-                  "| receiver | packets/s |", "|---|---|"]
+        lines += [
+            "### Small packets: 1 KiB float32 tensors, one sender process, TCP loopback",
+            "",
+            "| receiver | packets/s |",
+            "|---|---|",
+        ]
         for key, rate in small.items():
             lines.append(f"| {key} | {rate:,.0f} |")
         lines.append("")
@@ -110,9 +129,14 @@ def report(res: Dict, sizes: List[int]) -> str:
     one = res.get("one_process", {})
     if one:
         raw = one["ours"]["raw sendall + recv_into"]
-        lines += ["### One process: write_stream then read_stream of a 1 KiB float32 tensor, TCP loopback", "",
-                  f"Load average at the start: {res.get('loadavg', '?')}.", "",
-                  "| package | operation | packets/s | / raw |", "|---|---|---|---|"]
+        lines += [
+            "### One process: write_stream then read_stream of a 1 KiB float32 tensor, TCP loopback",
+            "",
+            f"Load average at the start: {res.get('loadavg', '?')}.",
+            "",
+            "| package | operation | packets/s | / raw |",
+            "|---|---|---|---|",
+        ]
         for pkg, rates in one.items():
             for op, rate in rates.items():
                 lines.append(f"| {pkg} | {op} | {rate:,.0f} | {rate / raw:.2f} |")
@@ -149,7 +173,9 @@ def main() -> None:
     packet = bytes(tenso.dumps(worker.make_array(1024)))
     res["small"] = {f"ours {k}": v for k, v in worker.small_packets(worker.small_readers(tenso), packet, count).items()}
     if args.upstream_python:
-        res["small"].update({f"upstream 0.24 {k}": v for k, v in run_upstream(args.upstream_python, "--small", str(count)).items()})
+        res["small"].update(
+            {f"upstream 0.24 {k}": v for k, v in run_upstream(args.upstream_python, "--small", str(count)).items()}
+        )
     text = report(res, sizes)
     suffix = "_quick" if args.quick else ""
     with open(os.path.join(args.out, f"stream_results{suffix}.md"), "w") as f:

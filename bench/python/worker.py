@@ -46,7 +46,9 @@ def make_array(nbytes: int) -> np.ndarray:
     return a.reshape(-1, 256) if n % 256 == 0 and n >= 256 else a
 
 
-def time_op(fn: Callable[[], Any], setup: Optional[Callable[[], Any]] = None, max_reps: int = MAX_REPS) -> Dict[str, float]:
+def time_op(
+    fn: Callable[[], Any], setup: Optional[Callable[[], Any]] = None, max_reps: int = MAX_REPS
+) -> Dict[str, float]:
     """Median per-call seconds of fn() (setup(), if given, runs untimed before each call)."""
     if setup:
         setup()
@@ -74,7 +76,7 @@ def time_op(fn: Callable[[], Any], setup: Optional[Callable[[], Any]] = None, ma
 # ---------------------------------------------------------------------------------------------
 
 
-def tcp_pair() -> "tuple[socket.socket, socket.socket]":
+def tcp_pair() -> tuple[socket.socket, socket.socket]:
     """A connected TCP loopback pair (client, server side), Nagle off as a sender of many
     small packets would set it."""
     with socket.create_server(("127.0.0.1", 0)) as server:
@@ -93,7 +95,7 @@ class SocketPair:
         for s in (self.tx, self.rx):
             s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4 << 20)
             s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
-        self.jobs: "queue.Queue[Optional[Callable[[socket.socket], None]]]" = queue.Queue()
+        self.jobs: queue.Queue[Optional[Callable[[socket.socket], None]]] = queue.Queue()
         self.done = threading.Semaphore(0)
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
@@ -374,8 +376,11 @@ def measure(lib: str, sizes: List[int], ops: List[str] = OPS) -> Dict[str, Dict[
                 # would exhaust the descriptor limit.
                 cap = FILE_MAX_REPS if op.startswith("file") else MAX_REPS
                 results.setdefault(op, {})[str(size)] = time_op(fns[op], setup, cap)
-                print(f"  {lib:14s} {op:14s} {size:>9d} B  {results[op][str(size)]['median'] * 1e6:12.2f} us",
-                      file=sys.stderr, flush=True)
+                print(
+                    f"  {lib:14s} {op:14s} {size:>9d} B  {results[op][str(size)]['median'] * 1e6:12.2f} us",
+                    file=sys.stderr,
+                    flush=True,
+                )
     finally:
         sp.close()
         if os.path.exists(path):
@@ -502,8 +507,9 @@ def main() -> None:
     res = measure(args.lib, [int(s) for s in args.sizes.split(",")], args.ops.split(","))
     import tenso
 
-    json.dump({"results": res, "version": getattr(tenso, "__version__", "?"), "python": sys.version.split()[0]},
-              sys.stdout)
+    json.dump(
+        {"results": res, "version": getattr(tenso, "__version__", "?"), "python": sys.version.split()[0]}, sys.stdout
+    )
 
 
 if __name__ == "__main__":

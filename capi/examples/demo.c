@@ -49,21 +49,20 @@ static void fail(const char *fmt, ...) {
     ++g_failures;
 }
 
-#define CHECK(cond)                                                                      \
-    do {                                                                                 \
-        ++g_checks;                                                                      \
-        if (!(cond))                                                                     \
-            fail("%s:%d: %s", __FILE__, __LINE__, #cond);                                \
+#define CHECK(cond)                                                \
+    do {                                                           \
+        ++g_checks;                                                \
+        if (!(cond)) fail("%s:%d: %s", __FILE__, __LINE__, #cond); \
     } while (0)
 
 /* Evaluates a tenso call once; on a status other than `want`, reports it with the message. */
-#define CHECK_STATUS(want, call)                                                         \
-    do {                                                                                 \
-        tenso_status st_ = (call);                                                       \
-        ++g_checks;                                                                      \
-        if (st_ != (want))                                                               \
-            fail("%s:%d: %s returned %s (%s), expected %s", __FILE__, __LINE__, #call,   \
-                 tenso_status_name(st_), tenso_last_error(), tenso_status_name(want));   \
+#define CHECK_STATUS(want, call)                                                                               \
+    do {                                                                                                       \
+        tenso_status st_ = (call);                                                                             \
+        ++g_checks;                                                                                            \
+        if (st_ != (want))                                                                                     \
+            fail("%s:%d: %s returned %s (%s), expected %s", __FILE__, __LINE__, #call, tenso_status_name(st_), \
+                 tenso_last_error(), tenso_status_name(want));                                                 \
     } while (0)
 
 #define CHECK_OK(call) CHECK_STATUS(TENSO_OK, call)
@@ -87,24 +86,17 @@ static double now_ns(void) {
 
 /* "812 ns", "41.3 us", "12.07 ms", "1.20 s". */
 static const char *fmt_time(char *buf, size_t cap, double ns) {
-    if (ns < 1e3)
-        snprintf(buf, cap, "%.0f ns", ns);
-    else if (ns < 1e6)
-        snprintf(buf, cap, "%.1f us", ns / 1e3);
-    else if (ns < 1e9)
-        snprintf(buf, cap, "%.2f ms", ns / 1e6);
-    else
-        snprintf(buf, cap, "%.2f s", ns / 1e9);
+    if (ns < 1e3) snprintf(buf, cap, "%.0f ns", ns);
+    else if (ns < 1e6) snprintf(buf, cap, "%.1f us", ns / 1e3);
+    else if (ns < 1e9) snprintf(buf, cap, "%.2f ms", ns / 1e6);
+    else snprintf(buf, cap, "%.2f s", ns / 1e9);
     return buf;
 }
 
 static const char *fmt_size(char *buf, size_t cap, double bytes) {
-    if (bytes < 1024.0)
-        snprintf(buf, cap, "%.0f B", bytes);
-    else if (bytes < 1024.0 * 1024.0)
-        snprintf(buf, cap, "%.0f KiB", bytes / 1024.0);
-    else
-        snprintf(buf, cap, "%.0f MiB", bytes / (1024.0 * 1024.0));
+    if (bytes < 1024.0) snprintf(buf, cap, "%.0f B", bytes);
+    else if (bytes < 1024.0 * 1024.0) snprintf(buf, cap, "%.0f KiB", bytes / 1024.0);
+    else snprintf(buf, cap, "%.0f MiB", bytes / (1024.0 * 1024.0));
     return buf;
 }
 
@@ -113,8 +105,7 @@ static double gbps(double bytes, double ns) { return ns > 0 ? bytes / ns : 0.0; 
 
 static void section(const char *title) {
     printf("\n== %s ", title);
-    for (size_t i = strlen(title); i < 86; ++i)
-        putchar('=');
+    for (size_t i = strlen(title); i < 86; ++i) putchar('=');
     putchar('\n');
 }
 
@@ -124,8 +115,7 @@ static void section(const char *title) {
 
 /* Pseudo-random (for `random` patterns) or a slow staircase (compressible). */
 static float value_at(size_t i, uint32_t seed, int compressible) {
-    if (compressible)
-        return (float)((i / 4096u) % 100u) * 0.5f;
+    if (compressible) return (float)((i / 4096u) % 100u) * 0.5f;
     uint32_t h = (uint32_t)i * 2654435761u ^ (seed * 0x9E3779B9u);
     h ^= h >> 15;
     h *= 0x85EBCA6Bu;
@@ -135,8 +125,7 @@ static float value_at(size_t i, uint32_t seed, int compressible) {
 }
 
 static void fill(float *p, size_t n, uint32_t seed, int compressible) {
-    for (size_t i = 0; i < n; ++i)
-        p[i] = value_at(i, seed, compressible);
+    for (size_t i = 0; i < n; ++i) p[i] = value_at(i, seed, compressible);
 }
 
 /* Compares every element bit for bit with its expected value; reports the first mismatch. */
@@ -159,9 +148,8 @@ static int verify(const void *data, size_t n, uint32_t seed, int compressible, c
 }
 
 static int view_is_f32_vector(const tenso_view *v, uint64_t n) {
-    return v != NULL && tenso_view_kind(v) == TENSO_KIND_DENSE &&
-           tenso_view_dtype(v) == TENSO_DTYPE_FLOAT32 && tenso_view_ndim(v) == 1 &&
-           tenso_view_shape(v) != NULL && tenso_view_shape(v)[0] == n &&
+    return v != NULL && tenso_view_kind(v) == TENSO_KIND_DENSE && tenso_view_dtype(v) == TENSO_DTYPE_FLOAT32 &&
+           tenso_view_ndim(v) == 1 && tenso_view_shape(v) != NULL && tenso_view_shape(v)[0] == n &&
            tenso_view_nbytes(v) == n * sizeof(float);
 }
 
@@ -176,21 +164,17 @@ static double best_ns(bench_fn fn, void *ctx, int rounds) {
     unsigned iters = 1;
     for (;;) {
         double t0 = now_ns();
-        for (unsigned i = 0; i < iters; ++i)
-            fn(ctx);
+        for (unsigned i = 0; i < iters; ++i) fn(ctx);
         double dt = now_ns() - t0;
-        if (dt >= 1e6 || iters >= (1u << 20))
-            break;
+        if (dt >= 1e6 || iters >= (1u << 20)) break;
         iters *= 2;
     }
     double best = -1;
     for (int r = 0; r < rounds; ++r) {
         double t0 = now_ns();
-        for (unsigned i = 0; i < iters; ++i)
-            fn(ctx);
+        for (unsigned i = 0; i < iters; ++i) fn(ctx);
         double per = (now_ns() - t0) / iters;
-        if (best < 0 || per < best)
-            best = per;
+        if (best < 0 || per < best) best = per;
     }
     return best;
 }
@@ -207,8 +191,7 @@ typedef struct {
 static void run_dumps_into(void *p) {
     dumps_ctx *c = (dumps_ctx *)p;
     tenso_status st = tenso_dumps_into(c->dst, c->cap, &c->written, c->t, c->opts);
-    if (st != TENSO_OK)
-        c->status = st;
+    if (st != TENSO_OK) c->status = st;
 }
 
 typedef struct {
@@ -234,16 +217,15 @@ static void run_loads(void *p) {
     loads_ctx *c = (loads_ctx *)p;
     tenso_view *v = NULL;
     tenso_status st = tenso_loads(&v, c->data, c->len, NULL);
-    if (st != TENSO_OK)
-        c->status = st;
+    if (st != TENSO_OK) c->status = st;
     tenso_view_free(v);
 }
 
 /* Describes data[0..n) as a float32 vector; shape1 is the caller's one-element shape array. */
 static tenso_tensor f32_vector(const float *data, size_t n, uint64_t *shape1) {
     shape1[0] = n;
-    const tenso_tensor t = {.data = data, .nbytes = n * sizeof(float), .shape = shape1,
-                            .ndim = 1, .dtype = TENSO_DTYPE_FLOAT32};
+    const tenso_tensor t = {
+        .data = data, .nbytes = n * sizeof(float), .shape = shape1, .ndim = 1, .dtype = TENSO_DTYPE_FLOAT32};
     return t;
 }
 
@@ -254,8 +236,8 @@ static tenso_tensor f32_vector(const float *data, size_t n, uint64_t *shape1) {
 static void demo_memory(void) {
     static const size_t sizes[] = {1024, 1024 * 1024, 64 * 1024 * 1024};
     section("1. dumps into a caller buffer, loads from it (float32 vectors)");
-    printf("%-9s %-9s %10s  %10s %9s  %10s %9s %7s  %10s %9s\n", "tensor", "integrity",
-           "packet", "dumps_into", "GB/s", "memcpy", "GB/s", "vs cpy", "loads", "GB/s");
+    printf("%-9s %-9s %10s  %10s %9s  %10s %9s %7s  %10s %9s\n", "tensor", "integrity", "packet", "dumps_into", "GB/s",
+           "memcpy", "GB/s", "vs cpy", "loads", "GB/s");
 
     for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; ++s) {
         const size_t nbytes = sizes[s], n = nbytes / sizeof(float);
@@ -311,23 +293,20 @@ static void demo_memory(void) {
             }
 
             char a[32], b[32], c[32], d[32], e[32];
-            if (integrity)
-                snprintf(e, sizeof e, "%.2f", gbps((double)nbytes, t_loads));
-            else
-                snprintf(e, sizeof e, "O(1)");
-            printf("%-9s %-9s %10zu  %10s %9.2f  %10s %9.2f %6.0f%%  %10s %9s\n",
-                   fmt_size(a, sizeof a, (double)nbytes), integrity ? "xxh3" : "off",
-                   dc.written, fmt_time(b, sizeof b, t_dumps), gbps((double)nbytes, t_dumps),
-                   fmt_time(c, sizeof c, t_copy), gbps((double)nbytes, t_copy),
-                   t_dumps > 0 ? 100.0 * t_copy / t_dumps : 0.0,
-                   fmt_time(d, sizeof d, t_loads), e);
+            if (integrity) snprintf(e, sizeof e, "%.2f", gbps((double)nbytes, t_loads));
+            else snprintf(e, sizeof e, "O(1)");
+            printf("%-9s %-9s %10zu  %10s %9.2f  %10s %9.2f %6.0f%%  %10s %9s\n", fmt_size(a, sizeof a, (double)nbytes),
+                   integrity ? "xxh3" : "off", dc.written, fmt_time(b, sizeof b, t_dumps),
+                   gbps((double)nbytes, t_dumps), fmt_time(c, sizeof c, t_copy), gbps((double)nbytes, t_copy),
+                   t_dumps > 0 ? 100.0 * t_copy / t_dumps : 0.0, fmt_time(d, sizeof d, t_loads), e);
             free(dst);
         }
         free(copy);
         free(src);
     }
-    printf("(vs cpy: dumps_into speed relative to memcpy of the body. loads without integrity\n"
-           " reads the header only, whatever the size; with integrity it hashes the body.)\n");
+    printf(
+        "(vs cpy: dumps_into speed relative to memcpy of the body. loads without integrity\n"
+        " reads the header only, whatever the size; with integrity it hashes the body.)\n");
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -341,8 +320,8 @@ static void demo_lz4(void) {
         int compressible;
     } cases[] = {{"staircase", 16u * 1024 * 1024, 1}, {"random", 1024 * 1024, 0}};
     section("2. LZ4 frame compression (TENSO_ENCODE_COMPRESS)");
-    printf("%-10s %9s %10s %7s  %10s %9s  %10s %9s\n", "data", "raw", "packet", "ratio",
-           "dumps_into", "GB/s", "loads", "GB/s");
+    printf("%-10s %9s %10s %7s  %10s %9s  %10s %9s\n", "data", "raw", "packet", "ratio", "dumps_into", "GB/s", "loads",
+           "GB/s");
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; ++k) {
         const size_t nbytes = cases[k].nbytes, n = nbytes / sizeof(float);
         const uint32_t seed = 40u + (uint32_t)k;
@@ -377,15 +356,12 @@ static void demo_lz4(void) {
         CHECK(tenso_view_owns_data(v) == 1); /* decompressed into the view's memory */
         verify(tenso_view_data(v), n, seed, cases[k].compressible, "lz4 loads");
         tenso_view_free(v);
-        if (cases[k].compressible)
-            CHECK(dc.written * 10 < nbytes); /* a staircase compresses well */
+        if (cases[k].compressible) CHECK(dc.written * 10 < nbytes); /* a staircase compresses well */
 
         char a[32], b[32], c[32];
-        printf("%-10s %9s %10zu %6.1fx  %10s %9.2f  %10s %9.2f\n", cases[k].name,
-               fmt_size(a, sizeof a, (double)nbytes), dc.written,
-               (double)nbytes / (double)dc.written, fmt_time(b, sizeof b, t_dumps),
-               gbps((double)nbytes, t_dumps), fmt_time(c, sizeof c, t_loads),
-               gbps((double)nbytes, t_loads));
+        printf("%-10s %9s %10zu %6.1fx  %10s %9.2f  %10s %9.2f\n", cases[k].name, fmt_size(a, sizeof a, (double)nbytes),
+               dc.written, (double)nbytes / (double)dc.written, fmt_time(b, sizeof b, t_dumps),
+               gbps((double)nbytes, t_dumps), fmt_time(c, sizeof c, t_loads), gbps((double)nbytes, t_loads));
         free(dst);
         free(src);
     }
@@ -406,12 +382,15 @@ static void demo_bundle(void) {
     const int64_t step = 123456789012LL;
     const uint64_t wshape[2] = {ROWS, COLS}, bshape[1] = {COLS};
 
-    const tenso_tensor tw = {.data = weights, .nbytes = ROWS * COLS * sizeof(float),
-                             .shape = wshape, .ndim = 2, .dtype = TENSO_DTYPE_FLOAT32};
-    const tenso_tensor tb = {.data = bias, .nbytes = COLS * sizeof(float), .shape = bshape,
-                             .ndim = 1, .dtype = TENSO_DTYPE_FLOAT32};
-    const tenso_tensor ts = {.data = &step, .nbytes = sizeof step, .shape = NULL, .ndim = 0,
-                             .dtype = TENSO_DTYPE_INT64}; /* a scalar */
+    const tenso_tensor tw = {.data = weights,
+                             .nbytes = ROWS * COLS * sizeof(float),
+                             .shape = wshape,
+                             .ndim = 2,
+                             .dtype = TENSO_DTYPE_FLOAT32};
+    const tenso_tensor tb = {
+        .data = bias, .nbytes = COLS * sizeof(float), .shape = bshape, .ndim = 1, .dtype = TENSO_DTYPE_FLOAT32};
+    const tenso_tensor ts = {
+        .data = &step, .nbytes = sizeof step, .shape = NULL, .ndim = 0, .dtype = TENSO_DTYPE_INT64}; /* a scalar */
 
     tenso_value *bundle = NULL, *child = NULL;
     CHECK_OK(tenso_value_new_bundle(&bundle));
@@ -439,63 +418,55 @@ static void demo_bundle(void) {
     CHECK_STATUS(TENSO_OK, lc.status);
 
     char a[32], b[32];
-    printf("packet %zu bytes; dumps_into %s; loads %s (O(entries), bodies are not copied)\n",
-           written, fmt_time(a, sizeof a, t_dumps), fmt_time(b, sizeof b, t_loads));
+    printf("packet %zu bytes; dumps_into %s; loads %s (O(entries), bodies are not copied)\n", written,
+           fmt_time(a, sizeof a, t_dumps), fmt_time(b, sizeof b, t_loads));
 
     tenso_view *v = NULL;
     CHECK_OK(tenso_loads(&v, dst, written, NULL));
     CHECK(tenso_view_kind(v) == TENSO_KIND_BUNDLE);
     CHECK(tenso_view_bundle_count(v) == 3);
-    printf("%-4s %-8s %-8s %-11s %9s %9s  %s\n", "#", "key", "dtype", "shape", "bytes",
-           "offset", "values");
+    printf("%-4s %-8s %-8s %-11s %9s %9s  %s\n", "#", "key", "dtype", "shape", "bytes", "offset", "values");
     for (uint32_t i = 0; i < tenso_view_bundle_count(v) && i < 3; ++i) {
         const char *key = NULL;
         size_t key_len = 0;
         const tenso_view *c = NULL;
         CHECK_OK(tenso_view_bundle_entry(&key, &key_len, &c, v, i));
-        if (c == NULL || key == NULL)
-            continue;
+        if (c == NULL || key == NULL) continue;
         CHECK(key_len == strlen(keys[i]) && memcmp(key, keys[i], key_len) == 0);
         CHECK(tenso_view_dtype(c) == tensors[i]->dtype);
         CHECK(tenso_view_ndim(c) == tensors[i]->ndim);
         CHECK(tenso_view_nbytes(c) == tensors[i]->nbytes);
         int ok = 1;
-        for (uint32_t d = 0; d < tenso_view_ndim(c); ++d)
-            ok = ok && tenso_view_shape(c)[d] == tensors[i]->shape[d];
+        for (uint32_t d = 0; d < tenso_view_ndim(c); ++d) ok = ok && tenso_view_shape(c)[d] == tensors[i]->shape[d];
         CHECK(ok);
-        if (i == 0)
-            ok = verify(tenso_view_data(c), ROWS * COLS, 7, 0, "bundle weights");
-        else if (i == 1)
-            ok = verify(tenso_view_data(c), COLS, 8, 0, "bundle bias");
+        if (i == 0) ok = verify(tenso_view_data(c), ROWS * COLS, 7, 0, "bundle weights");
+        else if (i == 1) ok = verify(tenso_view_data(c), COLS, 8, 0, "bundle bias");
         else {
             int64_t got = 0;
-            if (tenso_view_data(c) != NULL)
-                memcpy(&got, tenso_view_data(c), sizeof got);
+            if (tenso_view_data(c) != NULL) memcpy(&got, tenso_view_data(c), sizeof got);
             ok = got == step;
             CHECK(ok);
         }
         char shape_text[32] = "()";
         if (tenso_view_ndim(c) == 1)
-            snprintf(shape_text, sizeof shape_text, "(%llu,)",
-                     (unsigned long long)tenso_view_shape(c)[0]);
+            snprintf(shape_text, sizeof shape_text, "(%llu,)", (unsigned long long)tenso_view_shape(c)[0]);
         else if (tenso_view_ndim(c) == 2)
-            snprintf(shape_text, sizeof shape_text, "(%llu, %llu)",
-                     (unsigned long long)tenso_view_shape(c)[0],
+            snprintf(shape_text, sizeof shape_text, "(%llu, %llu)", (unsigned long long)tenso_view_shape(c)[0],
                      (unsigned long long)tenso_view_shape(c)[1]);
-        long long offset = tenso_view_data(c) == NULL
-                               ? -1
-                               : (long long)((const unsigned char *)tenso_view_data(c) - dst);
+        long long offset =
+            tenso_view_data(c) == NULL ? -1 : (long long)((const unsigned char *)tenso_view_data(c) - dst);
         printf("%-4u %-8.*s %-8s %-11s %9llu %9lld  %s\n", (unsigned)i, (int)key_len, key,
-               tenso_dtype_name(tenso_view_dtype(c)), shape_text,
-               (unsigned long long)tenso_view_nbytes(c), offset, ok ? "verified" : "MISMATCH");
+               tenso_dtype_name(tenso_view_dtype(c)), shape_text, (unsigned long long)tenso_view_nbytes(c), offset,
+               ok ? "verified" : "MISMATCH");
     }
     const tenso_view *found = NULL;
     CHECK_OK(tenso_view_bundle_find(&found, v, "bias", 4));
     CHECK(found != NULL && tenso_view_nbytes(found) == COLS * sizeof(float));
     CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, tenso_view_bundle_find(&found, v, "nope", 4));
     tenso_view_free(v);
-    printf("(each value is a complete packet inside the bundle, its body padded relative to its\n"
-           " own start as upstream writes it; offsets are from the start of the bundle.)\n");
+    printf(
+        "(each value is a complete packet inside the bundle, its body padded relative to its\n"
+        " own start as upstream writes it; offsets are from the start of the bundle.)\n");
     free(dst);
     free(bias);
     free(weights);
@@ -508,8 +479,8 @@ static void demo_bundle(void) {
 static void demo_files(const char *dir) {
     static const size_t sizes[] = {1024 * 1024, 64 * 1024 * 1024};
     section("4. files: tenso_save_file, tenso_load_file (READ and MMAP)");
-    printf("%-9s %10s  %10s %9s  %10s %9s  %10s %9s\n", "tensor", "file", "save", "GB/s",
-           "load READ", "GB/s", "load MMAP", "");
+    printf("%-9s %10s  %10s %9s  %10s %9s  %10s %9s\n", "tensor", "file", "save", "GB/s", "load READ", "GB/s",
+           "load MMAP", "");
     for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; ++s) {
         const size_t nbytes = sizes[s], n = nbytes / sizeof(float);
         const uint32_t seed = 60u + (uint32_t)s;
@@ -539,8 +510,7 @@ static void demo_files(const char *dir) {
                 tenso_status status = tenso_load_file(&v, path, modes[m], NULL);
                 double dt = now_ns() - t0;
                 CHECK_STATUS(TENSO_OK, status);
-                if (best < 0 || dt < best)
-                    best = dt;
+                if (best < 0 || dt < best) best = dt;
                 if (r == 0) {
                     CHECK(view_is_f32_vector(v, n));
                     CHECK(tenso_view_owns_data(v) == 1); /* a buffer or a mapping it keeps */
@@ -554,14 +524,14 @@ static void demo_files(const char *dir) {
         CHECK(unlink(path) == 0);
 
         char a[32], b[32], c[32], d[32];
-        printf("%-9s %10lld  %10s %9.2f  %10s %9.2f  %10s %9s\n",
-               fmt_size(a, sizeof a, (double)nbytes), (long long)st.st_size,
-               fmt_time(b, sizeof b, t_save), gbps((double)nbytes, t_save),
-               fmt_time(c, sizeof c, t_mode[0]), gbps((double)nbytes, t_mode[0]),
-               fmt_time(d, sizeof d, t_mode[1]), "O(1)");
+        printf("%-9s %10lld  %10s %9.2f  %10s %9.2f  %10s %9s\n", fmt_size(a, sizeof a, (double)nbytes),
+               (long long)st.st_size, fmt_time(b, sizeof b, t_save), gbps((double)nbytes, t_save),
+               fmt_time(c, sizeof c, t_mode[0]), gbps((double)nbytes, t_mode[0]), fmt_time(d, sizeof d, t_mode[1]),
+               "O(1)");
     }
-    printf("(save writes a temporary file, flushes it and renames it over the path. READ\n"
-           " copies the packet into an aligned buffer; MMAP maps the file and reads the header.)\n");
+    printf(
+        "(save writes a temporary file, flushes it and renames it over the path. READ\n"
+        " copies the packet into an aligned buffer; MMAP maps the file and reads the header.)\n");
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -586,8 +556,7 @@ static int pipe_writer(int fd) {
         uint64_t written = 0;
         tenso_status st = tenso_write_fd(&written, fd, &t, &opts);
         if (st != TENSO_OK) {
-            fprintf(stderr, "writer: packet %d: %s (%s)\n", i, tenso_status_name(st),
-                    tenso_last_error());
+            fprintf(stderr, "writer: packet %d: %s (%s)\n", i, tenso_status_name(st), tenso_last_error());
             rc = 1;
         }
     }
@@ -602,15 +571,16 @@ static int pipe_echo(int in, int out) {
     for (;;) {
         tenso_view *v = NULL;
         tenso_status st = tenso_read_fd(&v, in, NULL);
-        if (st == TENSO_E_END_OF_STREAM)
-            break;
+        if (st == TENSO_E_END_OF_STREAM) break;
         if (st != TENSO_OK) {
             fprintf(stderr, "echo: read: %s (%s)\n", tenso_status_name(st), tenso_last_error());
             rc = 1;
             break;
         }
-        const tenso_tensor t = {.data = tenso_view_data(v), .nbytes = tenso_view_nbytes(v),
-                                .shape = tenso_view_shape(v), .ndim = tenso_view_ndim(v),
+        const tenso_tensor t = {.data = tenso_view_data(v),
+                                .nbytes = tenso_view_nbytes(v),
+                                .shape = tenso_view_shape(v),
+                                .ndim = tenso_view_ndim(v),
                                 .dtype = tenso_view_dtype(v)};
         tenso_encode_options opts = TENSO_ENCODE_OPTIONS_INIT;
         opts.flags = (tenso_view_flags(v) & TENSO_FLAG_INTEGRITY) ? TENSO_ENCODE_INTEGRITY : 0u;
@@ -665,15 +635,13 @@ static void demo_pipe(void) {
     for (;;) {
         tenso_view *v = NULL;
         last = tenso_read_fd(&v, b[0], NULL);
-        if (last != TENSO_OK)
-            break;
+        if (last != TENSO_OK) break;
         if (received < PIPE_PACKETS && view_is_f32_vector(v, PIPE_ELEMS)) {
             char what[64];
             snprintf(what, sizeof what, "pipe packet %d", received);
             verified += verify(tenso_view_data(v), PIPE_ELEMS, pipe_seed(received), 0, what);
             with_footer += (tenso_view_flags(v) & TENSO_FLAG_INTEGRITY) != 0;
-            CHECK(((tenso_view_flags(v) & TENSO_FLAG_INTEGRITY) != 0) ==
-                  pipe_integrity(received));
+            CHECK(((tenso_view_flags(v) & TENSO_FLAG_INTEGRITY) != 0) == pipe_integrity(received));
         } else {
             fail("pipe packet %d: unexpected packet", received);
         }
@@ -693,10 +661,10 @@ static void demo_pipe(void) {
 
     const double bytes = (double)PIPE_PACKETS * PIPE_ELEMS * sizeof(float);
     char a1[32], b1[32];
-    printf("%d packets of %s (%d with an integrity footer), each through two pipes:\n",
-           PIPE_PACKETS, fmt_size(a1, sizeof a1, PIPE_ELEMS * sizeof(float)), with_footer);
-    printf("received %d, verified %d, then %s; %s end to end, %.2f GB/s\n", received, verified,
-           tenso_status_name(last), fmt_time(b1, sizeof b1, dt), gbps(bytes, dt));
+    printf("%d packets of %s (%d with an integrity footer), each through two pipes:\n", PIPE_PACKETS,
+           fmt_size(a1, sizeof a1, PIPE_ELEMS * sizeof(float)), with_footer);
+    printf("received %d, verified %d, then %s; %s end to end, %.2f GB/s\n", received, verified, tenso_status_name(last),
+           fmt_time(b1, sizeof b1, dt), gbps(bytes, dt));
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -749,7 +717,8 @@ static void demo_nodes(void) {
     t0 = now_ns();
     CHECK_OK(tenso_node_request(&pulled, alice, addr, "weights", 7, 0, NULL));
     if (pulled != NULL) {
-        CHECK(tenso_view_nbytes(pulled) == N * sizeof(float) && memcmp(tenso_view_data(pulled), w, N * sizeof(float)) == 0);
+        CHECK(tenso_view_nbytes(pulled) == N * sizeof(float) &&
+              memcmp(tenso_view_data(pulled), w, N * sizeof(float)) == 0);
         printf("  pull: alice got \"weights\" back in %s\n", fmt_time(tm, sizeof tm, now_ns() - t0));
         tenso_view_free(pulled);
     }
@@ -769,8 +738,8 @@ int main(void) {
     const double start = now_ns();
     setvbuf(stdout, NULL, _IOLBF, 0);
 
-    printf("tenso demo: library %s (headers %s), protocol v%u\n", tenso_version_string(),
-           TENSO_VERSION_STRING, (unsigned)tenso_protocol_version());
+    printf("tenso demo: library %s (headers %s), protocol v%u\n", tenso_version_string(), TENSO_VERSION_STRING,
+           (unsigned)tenso_protocol_version());
     CHECK(tenso_version_number() == TENSO_VERSION_NUMBER);
 
     const char *tmp = getenv("TMPDIR");
@@ -788,8 +757,7 @@ int main(void) {
     demo_pipe();
     demo_nodes();
 
-    if (rmdir(dir) != 0)
-        fail("rmdir(%s): %s", dir, strerror(errno));
+    if (rmdir(dir) != 0) fail("rmdir(%s): %s", dir, strerror(errno));
 
     char t[32];
     printf("\n");

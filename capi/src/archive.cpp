@@ -157,7 +157,8 @@ tenso_status tenso_archive_writer_open(tenso_archive_writer **out, const char *p
     TENSO_API_END
 }
 
-tenso_status tenso_archive_writer_add(tenso_archive_writer *w, const char *name, size_t name_len, const tenso_value *v) {
+tenso_status tenso_archive_writer_add(tenso_archive_writer *w, const char *name, size_t name_len,
+                                      const tenso_value *v) {
     CHECK_ARG(w);
     CHECK_ARG(name || !name_len);
     CHECK_ARG(v);

@@ -60,8 +60,7 @@ DecoderConfig decoder_config(const tenso_decoder_options *opts) {
     if (o.version != TENSO_DECODER_OPTIONS_VERSION)
         fail(TENSO_E_INVALID_ARGUMENT, "unknown tenso_decoder_options version " + num(o.version));
     if (o.flags & ~uint32_t(TENSO_DECODER_READ_AHEAD)) fail(TENSO_E_INVALID_ARGUMENT, "unknown decoder flags");
-    if (bool(o.alloc) != bool(o.release))
-        fail(TENSO_E_INVALID_ARGUMENT, "alloc and release must be given together");
+    if (bool(o.alloc) != bool(o.release)) fail(TENSO_E_INVALID_ARGUMENT, "alloc and release must be given together");
     cfg.limits = limits(o.decode);
     cfg.read_ahead = o.flags & TENSO_DECODER_READ_AHEAD;
     cfg.alloc = o.alloc;
@@ -121,7 +120,8 @@ CacheOptions cache_options(const tenso_cache_options *opts) {
     const tenso_cache_options o = *opts;
     if (o.version != TENSO_CACHE_OPTIONS_VERSION)
         fail(TENSO_E_INVALID_ARGUMENT, "unknown tenso_cache_options version " + num(o.version));
-    if (o.flags & ~uint32_t(TENSO_SHM_REPLACE | TENSO_SHM_ANY_OWNER)) fail(TENSO_E_INVALID_ARGUMENT, "unknown cache flags");
+    if (o.flags & ~uint32_t(TENSO_SHM_REPLACE | TENSO_SHM_ANY_OWNER))
+        fail(TENSO_E_INVALID_ARGUMENT, "unknown cache flags");
     c.size = o.size;
     c.max_entries = o.max_entries;
     c.max_clients = o.max_clients;
@@ -163,7 +163,8 @@ ArchiveWriteOptions archive_write_options(const tenso_archive_write_options *opt
         o = read_options(opts, o, "tenso_archive_write_options", ends);
         if (o.version == 1) {  // the copy: the caller's struct is read once
             if (o.encode.version > 1)
-                fail(TENSO_E_INVALID_ARGUMENT, "tenso_archive_write_options version 1 holds encode options version 0 or 1");
+                fail(TENSO_E_INVALID_ARGUMENT,
+                     "tenso_archive_write_options version 1 holds encode options version 0 or 1");
             o.encode.threads = 0;
         }
     }

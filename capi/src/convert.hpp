@@ -15,10 +15,10 @@
 
 namespace tenso::capi {
 
-Limits limits(const tenso_decode_options *opts);            // NULL: the defaults
-EncodeOptions encode_options(const tenso_encode_options *opts);  // NULL: the defaults
+Limits limits(const tenso_decode_options *opts);                  // NULL: the defaults
+EncodeOptions encode_options(const tenso_encode_options *opts);   // NULL: the defaults
 DecoderConfig decoder_config(const tenso_decoder_options *opts);  // NULL: the defaults
-Tensor tensor(const tenso_tensor *t);                        // checked by make_tensor
+Tensor tensor(const tenso_tensor *t);                             // checked by make_tensor
 CacheOptions cache_options(const tenso_cache_options *opts);
 ArchiveOptions archive_options(const tenso_archive_options *opts);
 ArchiveWriteOptions archive_write_options(const tenso_archive_write_options *opts);

@@ -17,7 +17,6 @@ struct tenso_decoder {
 using tenso::capi::release_view;
 using tenso::capi::set_error;
 
-
 extern "C" {
 
 tenso_status tenso_decoder_new(tenso_decoder **out, const tenso_decoder_options *opts) {
@@ -34,8 +33,7 @@ void tenso_decoder_reset(tenso_decoder *d) {
     if (d) d->d.reset();
 }
 
-tenso_status tenso_decoder_feed(tenso_decoder *d, const void *src, size_t len, size_t *consumed_out,
-                                tenso_view **out) {
+tenso_status tenso_decoder_feed(tenso_decoder *d, const void *src, size_t len, size_t *consumed_out, tenso_view **out) {
     CHECK_ARG(consumed_out);
     *consumed_out = 0;
     CHECK_ARG(out);

@@ -27,14 +27,12 @@ const char *last_error() noexcept;
 inline const View *V(const tenso_view *v) { return reinterpret_cast<const View *>(v); }
 inline const tenso_view *H(const View *v) { return reinterpret_cast<const tenso_view *>(v); }
 // Hands a decoded view to the caller.
-inline tenso_view *release_view(std::unique_ptr<View> v) {
-    return const_cast<tenso_view *>(H(v.release()));
-}
+inline tenso_view *release_view(std::unique_ptr<View> v) { return const_cast<tenso_view *>(H(v.release())); }
 
 }  // namespace tenso::capi
 
-#define TENSO_API_BEGIN                                                                        \
-    ::tenso::capi::clear_error();                                                              \
+#define TENSO_API_BEGIN           \
+    ::tenso::capi::clear_error(); \
     try {
 #define TENSO_API_END                                                                          \
     }                                                                                          \
@@ -55,5 +53,5 @@ inline tenso_view *release_view(std::unique_ptr<View> v) {
     }                                                                                          \
     return TENSO_OK;
 
-#define CHECK_ARG(p)                                                                           \
+#define CHECK_ARG(p) \
     if (!(p)) return ::tenso::capi::set_error(TENSO_E_INVALID_ARGUMENT, #p " is NULL")

@@ -127,7 +127,8 @@ tenso_status tenso_gpu_tensor_download(void *dst, size_t len, const tenso_gpu_te
 tenso_status tenso_gpu_options_init(tenso_gpu_options *opts, uint32_t version) {
     clear_error();
     CHECK_ARG(opts);
-    if (version != TENSO_GPU_OPTIONS_VERSION) return set_error(TENSO_E_INVALID_ARGUMENT, "unknown tenso_gpu_options version");
+    if (version != TENSO_GPU_OPTIONS_VERSION)
+        return set_error(TENSO_E_INVALID_ARGUMENT, "unknown tenso_gpu_options version");
     *opts = tenso_gpu_options TENSO_GPU_OPTIONS_INIT;
     return TENSO_OK;
 }
@@ -179,7 +180,8 @@ tenso_status tenso_gpu_value_take_tensor(tenso_gpu_tensor **out, tenso_gpu_value
     CHECK_ARG(out);
     *out = nullptr;
     CHECK_ARG(v);
-    if (!GV(v)->tensor) return set_error(TENSO_E_UNSUPPORTED_KIND, "the value holds no tensor (a bundle, or taken already)");
+    if (!GV(v)->tensor)
+        return set_error(TENSO_E_UNSUPPORTED_KIND, "the value holds no tensor (a bundle, or taken already)");
     *out = H(std::move(GV(v)->tensor));
     return TENSO_OK;
 }

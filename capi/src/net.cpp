@@ -44,7 +44,8 @@ tenso::net::NodeOptions node_options(const tenso_node_options *o) {
     r.no_listen = o->flags & TENSO_NODE_NO_LISTEN;
     if (o->listen) r.listen = o->listen;
     // Given but empty is an error, not "unset" (an empty key or CA file must not pass silently).
-    if (o->cert_pem && !*o->cert_pem) tenso::fail(TENSO_E_AUTH, "cert_pem is empty; pass NULL for an ephemeral identity");
+    if (o->cert_pem && !*o->cert_pem)
+        tenso::fail(TENSO_E_AUTH, "cert_pem is empty; pass NULL for an ephemeral identity");
     if (o->key_pem && !*o->key_pem) tenso::fail(TENSO_E_AUTH, "key_pem is empty; pass NULL for an ephemeral identity");
     if (o->cert_pem) r.cert_pem = o->cert_pem;
     if (o->key_pem) r.key_pem = o->key_pem;

@@ -48,8 +48,8 @@ tenso_status tenso_shm_create_for(tenso_shm **out, uint64_t *written_out, const 
     if (flags & ~uint32_t(TENSO_SHM_REPLACE)) return set_error(TENSO_E_INVALID_ARGUMENT, "unknown flags");
     TENSO_API_BEGIN
     auto h = std::make_unique<tenso_shm>();
-    h->seg = tenso::Segment::create_for(name, value_of(v), encode_options(opts), flags & TENSO_SHM_REPLACE,
-                                        written_out);
+    h->seg =
+        tenso::Segment::create_for(name, value_of(v), encode_options(opts), flags & TENSO_SHM_REPLACE, written_out);
     *out = h.release();
     TENSO_API_END
 }
@@ -58,7 +58,8 @@ tenso_status tenso_shm_open_flags(tenso_shm **out, const char *name, uint32_t fl
     CHECK_ARG(out);
     *out = nullptr;
     CHECK_ARG(name);
-    if (flags & ~uint32_t(TENSO_SHM_WRITABLE | TENSO_SHM_ANY_OWNER)) return set_error(TENSO_E_INVALID_ARGUMENT, "unknown flags");
+    if (flags & ~uint32_t(TENSO_SHM_WRITABLE | TENSO_SHM_ANY_OWNER))
+        return set_error(TENSO_E_INVALID_ARGUMENT, "unknown flags");
     TENSO_API_BEGIN
     auto h = std::make_unique<tenso_shm>();
     h->seg = tenso::Segment::open(name, flags & TENSO_SHM_WRITABLE, flags & TENSO_SHM_ANY_OWNER);
@@ -79,7 +80,9 @@ tenso_status tenso_shm_put(uint64_t *written_out, tenso_shm *shm, const tenso_va
     uint64_t w = 0;
     struct Report {
         uint64_t *out, &w;
-        ~Report() { if (out) *out = w; }
+        ~Report() {
+            if (out) *out = w;
+        }
     } report{written_out, w};
     shm->seg->put(value_of(v), encode_options(opts), &w);
     TENSO_API_END

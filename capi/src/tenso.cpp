@@ -24,7 +24,7 @@ namespace {
 // Initial-exec: every call clears it, and the general TLS model would cost each call a
 // __tls_get_addr call (a 32-byte slot fits the static TLS reserve a dlopen()ed library gets).
 thread_local std::string t_error __attribute__((tls_model("initial-exec")));
-}
+}  // namespace
 
 tenso_status set_error(tenso_status st, const char *msg) noexcept {
     try {
@@ -157,10 +157,11 @@ tenso_status tenso_decode_options_init(tenso_decode_options *opts, uint32_t vers
     // An older caller's struct ends before the fields its version lacks: write only what it has.
     tenso_decode_options d = TENSO_DECODE_OPTIONS_INIT;
     d.version = version;
-    std::memcpy(opts, &d, version == 1   ? offsetof(tenso_decode_options, max_decoded_bytes)
-                          : version == 2 ? offsetof(tenso_decode_options, timeout_ms)
-                          : version == 3 ? offsetof(tenso_decode_options, max_inflation)
-                                         : sizeof d);
+    std::memcpy(opts, &d,
+                version == 1   ? offsetof(tenso_decode_options, max_decoded_bytes)
+                : version == 2 ? offsetof(tenso_decode_options, timeout_ms)
+                : version == 3 ? offsetof(tenso_decode_options, max_inflation)
+                               : sizeof d);
     return TENSO_OK;
 }
 
@@ -218,7 +219,9 @@ void to_fd(uint64_t *written_out, int fd, const Input &in, const tenso_encode_op
     uint64_t w = 0;
     struct Report {
         uint64_t *out, &w;
-        ~Report() { if (out) *out = w; }
+        ~Report() {
+            if (out) *out = w;
+        }
     } report{written_out, w};
     tenso::encode_to_fd(in, encode_options(opts), fd, &w);
 }
@@ -261,8 +264,7 @@ tenso_status tenso_dumps(tenso_buffer *out, const tenso_tensor *t, const tenso_e
     TENSO_API_END
 }
 
-tenso_status tenso_write_fd(uint64_t *written_out, int fd, const tenso_tensor *t,
-                            const tenso_encode_options *opts) {
+tenso_status tenso_write_fd(uint64_t *written_out, int fd, const tenso_tensor *t, const tenso_encode_options *opts) {
     if (written_out) *written_out = 0;
     CHECK_ARG(t);
     TENSO_API_BEGIN
@@ -606,8 +608,7 @@ tenso_status tenso_inspect(tenso_packet_info *out, const void *data, size_t len)
     TENSO_API_END
 }
 
-tenso_status tenso_packet_length(size_t *length_out, const void *data, size_t len,
-                                 const tenso_decode_options *opts) {
+tenso_status tenso_packet_length(size_t *length_out, const void *data, size_t len, const tenso_decode_options *opts) {
     CHECK_ARG(length_out);
     *length_out = 0;
     CHECK_ARG(data || !len);
@@ -617,8 +618,8 @@ tenso_status tenso_packet_length(size_t *length_out, const void *data, size_t le
         *length_out = tenso::packet_length(static_cast<const uint8_t *>(data), len, lim);
     } catch (const tenso::NeedMore &m) {
         *length_out = m.need;
-        tenso::fail(TENSO_E_TRUNCATED, "packet continues past the given bytes: " + std::to_string(m.need) +
-                                           " bytes needed to go on");
+        tenso::fail(TENSO_E_TRUNCATED,
+                    "packet continues past the given bytes: " + std::to_string(m.need) + " bytes needed to go on");
     }
     TENSO_API_END
 }
@@ -635,7 +636,8 @@ tenso_status tenso_loads(tenso_view **out, const void *data, size_t len, const t
     TENSO_API_END
 }
 
-tenso_status tenso_loads_tensor(tenso_tensor_view *out, const void *data, size_t len, const tenso_decode_options *opts) {
+tenso_status tenso_loads_tensor(tenso_tensor_view *out, const void *data, size_t len,
+                                const tenso_decode_options *opts) {
     CHECK_ARG(out);
     CHECK_ARG(data || !len);
     TENSO_API_BEGIN

@@ -112,7 +112,6 @@ bool archive_magic(const uint8_t *p, size_t n) {
                                  : n && std::memcmp(p, kArcMagic, n) == 0;
 }
 
-
 // ------------------------------------------------------------------------------------------
 // Reading tenso archives: everything in the index is checked here, in O(count), without
 // touching the data area.
@@ -136,11 +135,13 @@ void read_tenso_archive(Catalog &cat, const FileMap &m, const ArchiveLimits &lim
     if (!is_pow2(A) || A < TENSO_DEFAULT_ALIGNMENT || A > TENSO_MAX_ALIGNMENT)
         fail(TENSO_E_CORRUPT, "archive alignment " + num(A) + " is not a power of two in [64, 2^20]");
     const uint64_t ioff = rd64(b + 24), isz = rd64(b + 32), count = rd64(b + 40), mcount = rd64(b + 48);
-    if (count > lim.max_tensors) fail(TENSO_E_LIMIT, num(count) + " tensors exceed max_tensors (" + num(lim.max_tensors) + ")");
+    if (count > lim.max_tensors)
+        fail(TENSO_E_LIMIT, num(count) + " tensors exceed max_tensors (" + num(lim.max_tensors) + ")");
     if (mcount > lim.max_tensors)
         fail(TENSO_E_LIMIT, num(mcount) + " metadata pairs exceed max_tensors (" + num(lim.max_tensors) + ")");
     if (isz > lim.max_index_bytes)
-        fail(TENSO_E_LIMIT, "index of " + num(isz) + " bytes exceeds max_index_bytes (" + num(lim.max_index_bytes) + ")");
+        fail(TENSO_E_LIMIT,
+             "index of " + num(isz) + " bytes exceeds max_index_bytes (" + num(lim.max_index_bytes) + ")");
     if (ioff == 0) fail(TENSO_E_CORRUPT, "archive was never finished (no index)");
     if (ioff < A || ioff % A) fail(TENSO_E_CORRUPT, "index offset " + num(ioff) + " is not aligned to " + num(A));
     if (isz > UINT64_MAX - ioff) fail(TENSO_E_CORRUPT, "index range overflows");
@@ -175,7 +176,8 @@ void read_tenso_archive(Catalog &cat, const FileMap &m, const ArchiveLimits &lim
     const uint64_t blob_at = take(meta_size, 1, "metadata strings");
     if (pos + 8 != isz) fail(TENSO_E_CORRUPT, "index sections do not add up to the index size");
     if (!is_pow2(cap) || cap < 2 * count)
-        fail(TENSO_E_CORRUPT, "hash table capacity " + num(cap) + " is not a power of two of at least twice the tensor count");
+        fail(TENSO_E_CORRUPT,
+             "hash table capacity " + num(cap) + " is not a power of two of at least twice the tensor count");
 
     cat.format = TENSO_FORMAT_ARCHIVE;
     cat.alignment = uint32_t(A);
@@ -207,9 +209,11 @@ void read_tenso_archive(Catalog &cat, const FileMap &m, const ArchiveLimits &lim
         if (e.name_off > names_size || e.name_len > names_size - e.name_off)
             fail(TENSO_E_CORRUPT, at() + ": name runs past the names");
         if (e.flags & ~uint8_t(TENSO_ENTRY_HASHED)) fail(TENSO_E_CORRUPT, at() + ": unknown flags");
-        if (e.kind < TENSO_KIND_DENSE || e.kind > TENSO_KIND_GPU_IPC_REF) fail(TENSO_E_CORRUPT, at() + ": unknown kind");
+        if (e.kind < TENSO_KIND_DENSE || e.kind > TENSO_KIND_GPU_IPC_REF)
+            fail(TENSO_E_CORRUPT, at() + ": unknown kind");
         if (e.ndim > TENSO_MAX_NDIM) fail(TENSO_E_CORRUPT, at() + ": ndim above 32");
-        if (e.shape_off > ndims || e.ndim > ndims - e.shape_off) fail(TENSO_E_CORRUPT, at() + ": shape runs past the shapes");
+        if (e.shape_off > ndims || e.ndim > ndims - e.shape_off)
+            fail(TENSO_E_CORRUPT, at() + ": shape runs past the shapes");
         for (uint32_t d = 0; d < e.ndim; ++d)
             if (cat.dims[e.shape_off + d] > UINT32_MAX) fail(TENSO_E_CORRUPT, at() + ": dimension above 2^32 - 1");
         if (e.kind == TENSO_KIND_DENSE) {
@@ -220,10 +224,12 @@ void read_tenso_archive(Catalog &cat, const FileMap &m, const ArchiveLimits &lim
         }
         if (e.offset % A) fail(TENSO_E_BAD_OFFSET, at() + ": offset " + num(e.offset) + " is not aligned to " + num(A));
         if (e.offset < expect)
-            fail(TENSO_E_BAD_OFFSET, at() + ": offset " + num(e.offset) + " overlaps the previous packet (or the header)");
+            fail(TENSO_E_BAD_OFFSET,
+                 at() + ": offset " + num(e.offset) + " overlaps the previous packet (or the header)");
         if (e.offset > expect) fail(TENSO_E_BAD_OFFSET, at() + ": hole before offset " + num(e.offset));
         if (e.stored < kHeaderLegacy || e.stored > ioff - e.offset)
-            fail(TENSO_E_BAD_OFFSET, at() + ": " + num(e.stored) + " bytes at " + num(e.offset) + " leave the data area");
+            fail(TENSO_E_BAD_OFFSET,
+                 at() + ": " + num(e.stored) + " bytes at " + num(e.offset) + " leave the data area");
         if (e.data_offset && (e.data_offset < e.offset || e.data_offset - e.offset > e.stored ||
                               e.nbytes > e.stored - (e.data_offset - e.offset)))
             fail(TENSO_E_BAD_OFFSET, at() + ": body range lies outside its packet");
@@ -245,7 +251,8 @@ void read_tenso_archive(Catalog &cat, const FileMap &m, const ArchiveLimits &lim
     // The file may change under the mapping: every read of a slot is checked, not only the first.
     auto slot = [&](uint64_t s) {
         uint32_t v = rd32(cat.table + 4 * s);
-        if (v > count) fail(TENSO_E_CORRUPT, "hash table slot " + num(s) + " names entry " + num(v) + " of " + num(count));
+        if (v > count)
+            fail(TENSO_E_CORRUPT, "hash table slot " + num(s) + " names entry " + num(v) + " of " + num(count));
         return v;
     };
     uint64_t used = 0;
@@ -281,7 +288,8 @@ void read_packet_file(Catalog &cat, const FileMap &m, const ArchiveLimits &lim) 
     try {
         n = scan(m.data, m.size, Limits());
     } catch (const NeedMore &more) {
-        fail(TENSO_E_TRUNCATED, "file of " + num(m.size) + " bytes ends inside its packet (needs " + num(more.need) + ")");
+        fail(TENSO_E_TRUNCATED,
+             "file of " + num(m.size) + " bytes ends inside its packet (needs " + num(more.need) + ")");
     }
     if (n.end != m.size) fail(TENSO_E_CORRUPT, num(m.size - n.end) + " bytes after the packet");
     cat.format = TENSO_FORMAT_PACKET;
@@ -300,7 +308,8 @@ namespace {
 class TensoWriter : public ArchiveWriter {
 public:
     TensoWriter(const char *path, const ArchiveWriteOptions &o)
-        : ArchiveWriter(path), enc_(o.encode), align_(o.alignment ? o.alignment : TENSO_DEFAULT_ALIGNMENT), hash_(o.hash) {
+        : ArchiveWriter(path), enc_(o.encode), align_(o.alignment ? o.alignment : TENSO_DEFAULT_ALIGNMENT),
+          hash_(o.hash) {
         if (!is_pow2(align_) || align_ < TENSO_DEFAULT_ALIGNMENT || align_ > TENSO_MAX_ALIGNMENT)
             fail(TENSO_E_INVALID_ARGUMENT, "archive alignment " + num(align_) + " is not a power of two in [64, 2^20]");
         // Packets sit at A-aligned offsets; encoded with alignment A, their bodies do too.

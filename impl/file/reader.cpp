@@ -112,12 +112,16 @@ std::unique_ptr<Archive> Archive::open(const char *path, const ArchiveOptions &o
             !valid_utf8(reinterpret_cast<const uint8_t *>(cat.meta_base + mt.val_off), mt.val_len))
             fail(TENSO_E_BAD_UTF8, "a metadata string is not valid UTF-8");
     if (!cat.table)
-        a->by_name_ = sorted_unique(cat.entries.size(), [&](uint64_t i) {
-            return std::make_pair(cat.names + cat.entries[i].name_off, size_t(cat.entries[i].name_len));
-        }, "tensor name");
-    a->meta_by_key_ = sorted_unique(cat.meta.size(), [&](uint64_t i) {
-        return std::make_pair(cat.meta_base + cat.meta[i].key_off, size_t(cat.meta[i].key_len));
-    }, "metadata key");
+        a->by_name_ = sorted_unique(
+            cat.entries.size(),
+            [&](uint64_t i) {
+                return std::make_pair(cat.names + cat.entries[i].name_off, size_t(cat.entries[i].name_len));
+            },
+            "tensor name");
+    a->meta_by_key_ = sorted_unique(
+        cat.meta.size(),
+        [&](uint64_t i) { return std::make_pair(cat.meta_base + cat.meta[i].key_off, size_t(cat.meta[i].key_len)); },
+        "metadata key");
 
     a->verified_.reset(new std::atomic<uint8_t>[cat.entries.size()]);
     for (size_t i = 0; i < cat.entries.size(); ++i) a->verified_[i].store(0, std::memory_order_relaxed);
@@ -134,8 +138,8 @@ void Archive::check_size(uint64_t end) const {
     // check still races, see archive.h).
     const uint64_t size = fd_size(fd_);
     if (size < end)
-        fail(TENSO_E_TRUNCATED, "the file was truncated to " + num(size) + " bytes since it was opened; " + num(end) +
-                                    " are needed");
+        fail(TENSO_E_TRUNCATED,
+             "the file was truncated to " + num(size) + " bytes since it was opened; " + num(end) + " are needed");
 }
 
 void Archive::check_mapped(const void *p) const {
@@ -150,7 +154,8 @@ std::string Archive::name_of(const Catalog::Entry &e) const {
 
 const Catalog::Entry &Archive::at(uint64_t index) const {
     if (index >= cat_.entries.size())
-        fail(TENSO_E_INVALID_ARGUMENT, "index " + num(index) + " is out of range (" + num(cat_.entries.size()) + " tensors)");
+        fail(TENSO_E_INVALID_ARGUMENT,
+             "index " + num(index) + " is out of range (" + num(cat_.entries.size()) + " tensors)");
     return cat_.entries[index];
 }
 
@@ -176,7 +181,8 @@ bool Archive::find(uint64_t *index_out, const char *name, size_t len) const {
     const auto &E = cat_.entries;
     check_mapped(cat_.names);  // a tenso archive's names and table, a packet file's bundle keys
     if (cat_.table) {
-        for (uint64_t s = xxh3(name, len) & cat_.table_mask, n = 0; n <= cat_.table_mask; s = (s + 1) & cat_.table_mask, ++n) {
+        for (uint64_t s = xxh3(name, len) & cat_.table_mask, n = 0; n <= cat_.table_mask;
+             s = (s + 1) & cat_.table_mask, ++n) {
             uint32_t v = rd32(cat_.table + 4 * s);
             if (!v) return false;
             if (v > E.size()) return false;  // the slot changed in the file since open() checked it
@@ -205,8 +211,8 @@ void Archive::check_hash(uint64_t index) {
         verified_[index].store(s, std::memory_order_release);  // racing threads agree on s
     }
     if (s == 2)
-        fail(TENSO_E_CHECKSUM, "tensor '" + name_of(e) + "': XXH3 of its " + num(e.stored) +
-                                   " stored bytes does not match the index");
+        fail(TENSO_E_CHECKSUM,
+             "tensor '" + name_of(e) + "': XXH3 of its " + num(e.stored) + " stored bytes does not match the index");
 }
 
 std::unique_ptr<View> Archive::decode_entry(uint64_t index, Limits lim) {
@@ -216,8 +222,8 @@ std::unique_ptr<View> Archive::decode_entry(uint64_t index, Limits lim) {
     try {
         n = scan(p, e.stored, lim);
     } catch (const NeedMore &) {
-        fail(TENSO_E_CORRUPT, "tensor '" + name_of(e) + "': its packet runs past the " + num(e.stored) +
-                                  " bytes the index gives it");
+        fail(TENSO_E_CORRUPT,
+             "tensor '" + name_of(e) + "': its packet runs past the " + num(e.stored) + " bytes the index gives it");
     }
     PacketFacts f = packet_facts(n);
     bool agree = n.end == e.stored && f.kind == e.kind && f.dtype == e.dtype && f.ndim == e.ndim &&
@@ -265,8 +271,8 @@ void Archive::read(void *dst, uint64_t index, uint64_t offset, uint64_t len) con
     if (!e.data_offset)
         fail(TENSO_E_UNSUPPORTED_KIND, "tensor '" + name_of(e) + "' is not stored raw (compressed or a container)");
     if (offset > e.nbytes || len > e.nbytes - offset)
-        fail(TENSO_E_INVALID_ARGUMENT, "range [" + num(offset) + ", +" + num(len) + ") is outside the body of " +
-                                           num(e.nbytes) + " bytes");
+        fail(TENSO_E_INVALID_ARGUMENT,
+             "range [" + num(offset) + ", +" + num(len) + ") is outside the body of " + num(e.nbytes) + " bytes");
     if (len) pread_all(fd_, dst, len, e.data_offset + offset);
 }
 
@@ -368,7 +374,8 @@ std::unique_ptr<ArchiveWriter> ArchiveWriter::open(const char *path, const Archi
                                               : TENSO_FORMAT_ARCHIVE;
     }
     if (format == TENSO_FORMAT_ARCHIVE) return make_tenso_writer(path, o);
-    if (format == TENSO_FORMAT_SAFETENSORS || format == TENSO_FORMAT_BINTENSORS) return make_foreign_writer(path, format);
+    if (format == TENSO_FORMAT_SAFETENSORS || format == TENSO_FORMAT_BINTENSORS)
+        return make_foreign_writer(path, format);
     fail(TENSO_E_INVALID_ARGUMENT, "format " + num(uint32_t(format)) + " cannot be written");
 }
 

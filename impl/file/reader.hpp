@@ -33,10 +33,10 @@ struct ArchiveOptions {
 };
 
 struct ArchiveWriteOptions {
-    int format = 0;             // TENSO_FORMAT_*; 0: from the path's extension, else a tenso archive
-    uint32_t alignment = 0;     // tenso archives: 0 = 64
-    bool hash = true;           // tenso archives: XXH3 of every packet in the index
-    EncodeOptions encode;       // tenso archives: how packets are encoded
+    int format = 0;                       // TENSO_FORMAT_*; 0: from the path's extension, else a tenso archive
+    uint32_t alignment = 0;               // tenso archives: 0 = 64
+    bool hash = true;                     // tenso archives: XXH3 of every packet in the index
+    EncodeOptions encode;                 // tenso archives: how packets are encoded
     bool encode_alignment_given = false;  // else packets take the archive's alignment
 };
 
@@ -60,7 +60,7 @@ struct Catalog {
         uint64_t name_off = 0;  // from `names`
         uint32_t name_len = 0;
         uint8_t kind = 0, dtype = 0, ndim = 0, flags = 0;  // flags: TENSO_ENTRY_*
-        uint64_t shape_off = 0;  // into `dims`
+        uint64_t shape_off = 0;                            // into `dims`
         uint64_t offset = 0, stored = 0, nbytes = 0, data_offset = 0, xxh3 = 0;
     };
     struct Meta {
@@ -139,7 +139,7 @@ protected:
 
     TempFile file_;
     std::vector<std::pair<std::string, std::string>> meta_;  // in first-set order
-    bool broken_ = false;  // set around writes: a failure there abandons the file
+    bool broken_ = false;                                    // set around writes: a failure there abandons the file
 
 private:
     std::unordered_set<std::string> names_;

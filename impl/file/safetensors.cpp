@@ -35,17 +35,15 @@ struct PeerDtype {
     int bincode;  // -1: bintensors has no such dtype
 };
 constexpr PeerDtype kPeerDtypes[] = {
-    {TENSO_DTYPE_BOOL, "BOOL", 0, 0},        {TENSO_DTYPE_UINT8, "U8", 1, 1},
-    {TENSO_DTYPE_INT8, "I8", 2, 2},          {TENSO_DTYPE_INT16, "I16", 3, 5},
-    {TENSO_DTYPE_UINT16, "U16", 4, 6},       {TENSO_DTYPE_FLOAT16, "F16", 5, 7},
-    {TENSO_DTYPE_BFLOAT16, "BF16", 6, 8},    {TENSO_DTYPE_INT32, "I32", 7, 9},
-    {TENSO_DTYPE_UINT32, "U32", 8, 10},      {TENSO_DTYPE_FLOAT32, "F32", 9, 11},
-    {TENSO_DTYPE_COMPLEX64, "C64", 10, -1},  {TENSO_DTYPE_FLOAT64, "F64", 11, 12},
-    {TENSO_DTYPE_INT64, "I64", 12, 13},      {TENSO_DTYPE_UINT64, "U64", 13, 14},
+    {TENSO_DTYPE_BOOL, "BOOL", 0, 0},     {TENSO_DTYPE_UINT8, "U8", 1, 1},        {TENSO_DTYPE_INT8, "I8", 2, 2},
+    {TENSO_DTYPE_INT16, "I16", 3, 5},     {TENSO_DTYPE_UINT16, "U16", 4, 6},      {TENSO_DTYPE_FLOAT16, "F16", 5, 7},
+    {TENSO_DTYPE_BFLOAT16, "BF16", 6, 8}, {TENSO_DTYPE_INT32, "I32", 7, 9},       {TENSO_DTYPE_UINT32, "U32", 8, 10},
+    {TENSO_DTYPE_FLOAT32, "F32", 9, 11},  {TENSO_DTYPE_COMPLEX64, "C64", 10, -1}, {TENSO_DTYPE_FLOAT64, "F64", 11, 12},
+    {TENSO_DTYPE_INT64, "I64", 12, 13},   {TENSO_DTYPE_UINT64, "U64", 13, 14},
 };
 // Names the formats define that tenso has no dtype for (8-, 6- and 4-bit floats).
-constexpr const char *kForeignOnly[] = {"F8_E5M2", "F8_E4M3", "F8_E8M0", "F8_E4M3FNUZ", "F8_E5M2FNUZ",
-                                        "F4", "F6_E2M3", "F6_E3M2"};
+constexpr const char *kForeignOnly[] = {"F8_E5M2",     "F8_E4M3", "F8_E8M0", "F8_E4M3FNUZ",
+                                        "F8_E5M2FNUZ", "F4",      "F6_E2M3", "F6_E3M2"};
 
 const PeerDtype *peer_by_tenso(int dtype) {
     for (const auto &d : kPeerDtypes)
@@ -65,8 +63,8 @@ int tenso_from_bincode(uint64_t code) {
     for (const auto &d : kPeerDtypes)
         if (d.bincode >= 0 && uint64_t(d.bincode) == code) return d.tenso;
     if (code == 3 || code == 4)
-        fail(TENSO_E_BAD_DTYPE, std::string("bintensors dtype ") + (code == 3 ? "F8_E5M2" : "F8_E4M3") +
-                                    " has no tenso equivalent");
+        fail(TENSO_E_BAD_DTYPE,
+             std::string("bintensors dtype ") + (code == 3 ? "F8_E5M2" : "F8_E4M3") + " has no tenso equivalent");
     fail(TENSO_E_BAD_DTYPE, "unknown bintensors dtype code " + num(code));
 }
 
@@ -82,13 +80,16 @@ struct Described {
 
 // The u64 header length and the header's bounds; returns the header size N.
 uint64_t header_length(const FileMap &m, const ArchiveLimits &lim, const char *format) {
-    if (m.size < 8) fail(TENSO_E_TRUNCATED, std::string(format) + " file of " + num(m.size) + " bytes ends inside its 8-byte header length");
+    if (m.size < 8)
+        fail(TENSO_E_TRUNCATED,
+             std::string(format) + " file of " + num(m.size) + " bytes ends inside its 8-byte header length");
     uint64_t n = rd64(m.data);
     if (n > lim.max_index_bytes)
         fail(TENSO_E_LIMIT, std::string(format) + " header of " + num(n) + " bytes exceeds max_index_bytes (" +
                                 num(lim.max_index_bytes) + ")");
     if (n > m.size - 8)
-        fail(TENSO_E_TRUNCATED, std::string(format) + " header of " + num(n) + " bytes runs past the file (" + num(m.size) + " bytes)");
+        fail(TENSO_E_TRUNCATED,
+             std::string(format) + " header of " + num(n) + " bytes runs past the file (" + num(m.size) + " bytes)");
     m.prefetch(8, n);
     return n;
 }
@@ -107,8 +108,8 @@ void place(Catalog &cat, std::vector<Described> &ts, uint64_t data_start, uint64
         uint64_t item = dtype_itemsize(t.dtype);
         uint64_t numel = checked_numel(cat.dims.data() + t.shape_off, t.ndim, UINT64_MAX / item);
         if (numel * item != t.end - t.begin)
-            fail(TENSO_E_BAD_OFFSET, at + ": data_offsets span " + num(t.end - t.begin) + " bytes, shape x dtype needs " +
-                                         num(numel * item));
+            fail(TENSO_E_BAD_OFFSET, at + ": data_offsets span " + num(t.end - t.begin) +
+                                         " bytes, shape x dtype needs " + num(numel * item));
     }
     std::sort(ts.begin(), ts.end(), [&](const Described &a, const Described &b) {
         if (a.begin != b.begin) return a.begin < b.begin;
@@ -118,8 +119,9 @@ void place(Catalog &cat, std::vector<Described> &ts, uint64_t data_start, uint64
     uint64_t expect = 0;
     for (const Described &t : ts) {
         if (t.begin != expect)
-            fail(TENSO_E_BAD_OFFSET, "tensor '" + std::string(cat.owned, t.name_off, t.name_len) + "' at " + num(t.begin) +
-                                         (t.begin < expect ? " overlaps the previous tensor" : " leaves a hole before it"));
+            fail(TENSO_E_BAD_OFFSET,
+                 "tensor '" + std::string(cat.owned, t.name_off, t.name_len) + "' at " + num(t.begin) +
+                     (t.begin < expect ? " overlaps the previous tensor" : " leaves a hole before it"));
         expect = t.end;
         Catalog::Entry e;
         e.name_off = t.name_off;
@@ -154,7 +156,8 @@ public:
     bool number_unsigned(number_unsigned_t v) override {
         if (depth_ != 3) return scalar("a number");
         if (field_ == kShape) {
-            if (cur_.ndim >= TENSO_MAX_NDIM) fail(TENSO_E_TOO_MANY_DIMS, where() + ": shape has more than 32 dimensions");
+            if (cur_.ndim >= TENSO_MAX_NDIM)
+                fail(TENSO_E_TOO_MANY_DIMS, where() + ": shape has more than 32 dimensions");
             cat_.dims.push_back(v);
             ++cur_.ndim;
         } else {
@@ -256,10 +259,12 @@ private:
 
     std::string where() const {
         if (in_meta_) return "__metadata__";
-        return depth_ >= 2 ? "tensor '" + std::string(cat_.owned, cur_.name_off, cur_.name_len) + "'" : "safetensors header";
+        return depth_ >= 2 ? "tensor '" + std::string(cat_.owned, cur_.name_off, cur_.name_len) + "'"
+                           : "safetensors header";
     }
     bool scalar(const char *what) {
-        if (depth_ == 2 && in_meta_) fail(TENSO_E_CORRUPT, "__metadata__ values must be strings, not " + std::string(what));
+        if (depth_ == 2 && in_meta_)
+            fail(TENSO_E_CORRUPT, "__metadata__ values must be strings, not " + std::string(what));
         fail(TENSO_E_CORRUPT, where() + ": unexpected " + what);
     }
 };
@@ -290,7 +295,8 @@ public:
     // anything is reserved for it.
     uint64_t count(size_t min_bytes, const char *what) {
         uint64_t c = varint();
-        if (c > left() / min_bytes) fail(TENSO_E_CORRUPT, std::string("bintensors ") + what + " count " + num(c) + " runs past the header");
+        if (c > left() / min_bytes)
+            fail(TENSO_E_CORRUPT, std::string("bintensors ") + what + " count " + num(c) + " runs past the header");
         return c;
     }
     void string(std::string &dst, uint64_t *off, uint64_t *len) {
@@ -313,9 +319,16 @@ void put_varint(std::string &out, uint64_t v) {
         for (int i = 0; i < w; ++i) out.push_back(char(uint8_t(x >> (8 * i))));
     };
     if (v < 251) out.push_back(char(v));
-    else if (v <= 0xFFFF) { out.push_back(char(251)); le(v, 2); }
-    else if (v <= 0xFFFFFFFFu) { out.push_back(char(252)); le(v, 4); }
-    else { out.push_back(char(253)); le(v, 8); }
+    else if (v <= 0xFFFF) {
+        out.push_back(char(251));
+        le(v, 2);
+    } else if (v <= 0xFFFFFFFFu) {
+        out.push_back(char(252));
+        le(v, 4);
+    } else {
+        out.push_back(char(253));
+        le(v, 8);
+    }
 }
 
 void put_string(std::string &out, const std::string &s) {
@@ -380,7 +393,8 @@ void read_bintensors(Catalog &cat, const FileMap &m, const ArchiveLimits &lim) {
     // The reference writer pads the header with spaces to a multiple of 8; nothing else may
     // hide there.
     for (size_t i = r.pos(); i < n; ++i)
-        if (m.data[8 + i] != ' ') fail(TENSO_E_CORRUPT, "bintensors header has bytes after its end that are not padding");
+        if (m.data[8 + i] != ' ')
+            fail(TENSO_E_CORRUPT, "bintensors header has bytes after its end that are not padding");
     place(cat, ts, 8 + n, m.size - 8 - n, lim);
 }
 
@@ -445,7 +459,8 @@ private:
     const char *fmt() const { return format_ == TENSO_FORMAT_SAFETENSORS ? "safetensors" : "bintensors"; }
 
     void add_checked(const std::string &name, const Value &v) override {
-        if (v.type != Value::kTensor) fail(TENSO_E_UNSUPPORTED_KIND, std::string(fmt()) + " files hold dense tensors only");
+        if (v.type != Value::kTensor)
+            fail(TENSO_E_UNSUPPORTED_KIND, std::string(fmt()) + " files hold dense tensors only");
         const Tensor &t = v.tensor;
         const PeerDtype *d = peer_by_tenso(t.dtype);
         if (!d || (format_ == TENSO_FORMAT_BINTENSORS && d->bincode < 0))

@@ -50,10 +50,10 @@ uint32_t checked_alignment(uint64_t alignment) {
 Tensor make_tensor(int dtype, uint32_t ndim, const uint64_t *shape, const void *data, uint64_t nbytes) {
     Tensor r;
     size_t item = dtype_itemsize(dtype);
-    if (!item) fail(TENSO_E_BAD_DTYPE, std::string("dtype ") + num(uint32_t(dtype)) +
-                                           " (" + dtype_name(dtype) + ") is not a dense dtype");
-    if (ndim > TENSO_MAX_NDIM)
-        fail(TENSO_E_TOO_MANY_DIMS, "ndim " + num(ndim) + " exceeds 32");
+    if (!item)
+        fail(TENSO_E_BAD_DTYPE,
+             std::string("dtype ") + num(uint32_t(dtype)) + " (" + dtype_name(dtype) + ") is not a dense dtype");
+    if (ndim > TENSO_MAX_NDIM) fail(TENSO_E_TOO_MANY_DIMS, "ndim " + num(ndim) + " exceeds 32");
     if (ndim && !shape) fail(TENSO_E_INVALID_ARGUMENT, "shape is NULL");
     for (uint32_t i = 0; i < ndim; ++i) {
         const uint64_t d = r.shape[i] = shape[i];
@@ -64,8 +64,7 @@ Tensor make_tensor(int dtype, uint32_t ndim, const uint64_t *shape, const void *
     r.ndim = ndim;
     uint64_t expect = checked_numel(r.shape, r.ndim, TENSO_MAX_ELEMENTS) * item;
     if (nbytes != expect)
-        fail(TENSO_E_INVALID_ARGUMENT, "data length " + num(nbytes) + " is not shape x itemsize (" +
-                                           num(expect) + ")");
+        fail(TENSO_E_INVALID_ARGUMENT, "data length " + num(nbytes) + " is not shape x itemsize (" + num(expect) + ")");
     if (expect && !data) fail(TENSO_E_INVALID_ARGUMENT, "data is NULL");
     r.data = static_cast<const uint8_t *>(data);
     r.nbytes = nbytes;
@@ -229,8 +228,7 @@ size_t Plan::put(const void *p, size_t n) {
     if (!segs_.empty() && !segs_.back().ext && !segs_.back().footer && segs_.back().group == group_ &&
         segs_.back().off + segs_.back().len == off)
         segs_.back().len += n;
-    else
-        segs_.push_back(Seg{nullptr, off, n, group_, false, false});
+    else segs_.push_back(Seg{nullptr, off, n, group_, false, false});
     size_ += n;
     return off;
 }
@@ -628,8 +626,7 @@ std::vector<struct iovec> Plan::iovecs() {
     fill_footers();
     std::vector<struct iovec> iov;
     iov.reserve(segs_.size());
-    for (const Seg &s : segs_)
-        iov.push_back({const_cast<uint8_t *>(seg_ptr(s)), s.len});
+    for (const Seg &s : segs_) iov.push_back({const_cast<uint8_t *>(seg_ptr(s)), s.len});
     return iov;
 }
 
@@ -641,7 +638,8 @@ void Plan::write_fd(int fd, uint64_t *written) {
 void Plan::write_each(Sink sink, void *ctx, uint64_t *written) {
     fill_footers();
     for (const Seg &s : segs_) {
-        if (!sink(seg_ptr(s), s.len, s.ext && s.borrowed, ctx)) fail(TENSO_E_USER, "the write callback stopped the packet");
+        if (!sink(seg_ptr(s), s.len, s.ext && s.borrowed, ctx))
+            fail(TENSO_E_USER, "the write callback stopped the packet");
         if (written) *written += s.len;
     }
 }
@@ -795,8 +793,7 @@ bool scan_detached(Node *out, const uint8_t *head, size_t have, size_t len, cons
     return true;
 }
 
-std::unique_ptr<View> decode(const uint8_t *buf, size_t len, const Limits &limits,
-                             std::shared_ptr<const void> keep) {
+std::unique_ptr<View> decode(const uint8_t *buf, size_t len, const Limits &limits, std::shared_ptr<const void> keep) {
     const Node n = scan_whole(buf, len, limits);
     std::unique_ptr<View> v(new View);
     tenso::bind(*v, n, buf, limits, keep);
@@ -866,8 +863,9 @@ size_t encode_into(const Tensor &t, const EncodeOptions &o, uint8_t *dst, size_t
 DenseView decode_dense(const uint8_t *buf, size_t len, const Limits &limits) {
     const Node n = scan_whole(buf, len, limits);
     if (n.kind != TENSO_KIND_DENSE || n.compressed)
-        fail(TENSO_E_UNSUPPORTED_KIND, std::string(n.compressed ? "a compressed" : "a " + std::string(kind_name(n.kind))) +
-                                           " packet needs memory of its own: decode it with tenso_loads");
+        fail(TENSO_E_UNSUPPORTED_KIND,
+             std::string(n.compressed ? "a compressed" : "a " + std::string(kind_name(n.kind))) +
+                 " packet needs memory of its own: decode it with tenso_loads");
     check_footer(n, buf, limits);
     DenseView d;
     d.data = n.nbytes ? buf + n.body_off : nullptr;

@@ -48,14 +48,14 @@ Tensor make_tensor(int dtype, uint32_t ndim, const uint64_t *shape, const void *
 struct Value {
     struct Entry;
     enum Type { kTensor, kBundle, kPacket, kSparse, kQuantized, kStrings } type = kTensor;
-    Tensor tensor;                 // kTensor; kSparse: the matrix shape; kStrings: shape [count]
+    Tensor tensor;  // kTensor; kSparse: the matrix shape; kStrings: shape [count]
     const uint8_t *packet = nullptr;
-    size_t packet_len = 0;         // kPacket
-    uint32_t packet_depth = 0;     // kPacket: how deep its own bundles/sparse components nest
-    std::vector<Entry> entries;    // kBundle
+    size_t packet_len = 0;       // kPacket
+    uint32_t packet_depth = 0;   // kPacket: how deep its own bundles/sparse components nest
+    std::vector<Entry> entries;  // kBundle
     int sparse_kind = 0;
-    std::vector<Tensor> parts;     // kSparse: the three components
-    QuantDesc quant;               // kQuantized (its shape points into tensor.shape)
+    std::vector<Tensor> parts;          // kSparse: the three components
+    QuantDesc quant;                    // kQuantized (its shape points into tensor.shape)
     const uint64_t *offsets = nullptr;  // kStrings: count + 1 offsets; payload in tensor.data
     std::shared_ptr<const void> owned;
     uint32_t depth() const;  // nesting levels below this value
@@ -98,8 +98,7 @@ public:
     enum class Mode { kCompress, kMeasure, kInPlace };
     Plan(const EncodeOptions &opts, Mode mode) : opts_(opts), mode_(mode) {}
     // measure_only: kMeasure, else kCompress.
-    Plan(const EncodeOptions &opts, bool measure_only)
-        : Plan(opts, measure_only ? Mode::kMeasure : Mode::kCompress) {}
+    Plan(const EncodeOptions &opts, bool measure_only) : Plan(opts, measure_only ? Mode::kMeasure : Mode::kCompress) {}
 
     void add(const Value &v);
     void add(const Tensor &t);
@@ -143,10 +142,10 @@ private:
         const uint8_t *ext = nullptr;  // external bytes, or nullptr for arena bytes
         size_t off = 0;                // arena offset
         size_t len = 0;
-        int group = -1;                // hash group the bytes belong to
-        bool footer = false;           // the 8-byte digest of `group`
-        bool borrowed = false;         // ext bytes that are the caller's (not owned_)
-        bool lz4 = false;              // kInPlace: ext[0, raw) is compressed here; len is its bound
+        int group = -1;         // hash group the bytes belong to
+        bool footer = false;    // the 8-byte digest of `group`
+        bool borrowed = false;  // ext bytes that are the caller's (not owned_)
+        bool lz4 = false;       // kInPlace: ext[0, raw) is compressed here; len is its bound
         size_t raw = 0;
     };
     // kInPlace: a bundle value's planned extent, whose u32 length sits just before it.
@@ -174,8 +173,6 @@ private:
     void add_strings(const Value &v);
     const uint8_t *seg_ptr(const Seg &s) const { return s.ext ? s.ext : arena_.data() + s.off; }
 };
-
-
 
 // 64-byte aligned memory, released with free_bytes(). Large buffers (4 MiB and up) are 2 MiB
 // aligned anonymous mappings, reserved without commitment (pages are backed as they are
@@ -217,7 +214,7 @@ struct View {
     std::unique_ptr<Extra> extra;      // quantized, strings and direct ragged views
 };
 struct View::Extra {
-    QuantDesc quant;                // quantized: scales/zero points point into qparams
+    QuantDesc quant;  // quantized: scales/zero points point into qparams
     std::vector<float> qparams;
     std::vector<uint64_t> offsets;  // strings and direct ragged: count + 1, checked
 };
@@ -231,8 +228,7 @@ static_assert(sizeof(View::Extra) <= kViewExtraBytes, "max_decoded_bytes charges
 
 // Decodes the packet at buf[0]. `keep` owns buf when the caller hands ownership to the view
 // (stream buffers, mappings); null when the view borrows the caller's bytes.
-std::unique_ptr<View> decode(const uint8_t *buf, size_t len, const Limits &limits,
-                             std::shared_ptr<const void> keep);
+std::unique_ptr<View> decode(const uint8_t *buf, size_t len, const Limits &limits, std::shared_ptr<const void> keep);
 // Binds the Node scan() made of buf, without scanning again: what a caller checked on the Node
 // is what the view gets, even if others rewrite the bytes meanwhile.
 std::unique_ptr<View> bind_scanned(const Node &n, const uint8_t *buf, const Limits &limits,

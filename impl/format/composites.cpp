@@ -48,8 +48,7 @@ void check_offsets(const void *offsets, uint64_t count, uint64_t end, int32_t st
         if (cur < prev) fail(status, std::string(what) + " offsets decrease at " + num(i));
         prev = cur;
     }
-    if (prev != end)
-        fail(status, std::string(what) + " offsets end at " + num(prev) + ", not at " + num(end));
+    if (prev != end) fail(status, std::string(what) + " offsets end at " + num(prev) + ", not at " + num(end));
 }
 
 void bundle_insert(Value &b, std::string key, const Value &child) {
@@ -207,7 +206,8 @@ RaggedParts ragged_parts(const View &w) {
     if (!parts[0] || !parts[1] || !parts[2]) fail(TENSO_E_UNSUPPORTED_KIND, "view is not a ragged array bundle");
     const View &offs = *parts[0], &flat = *parts[1], &cnt = *parts[2];
     for (const View *p : parts)
-        if (p->kind != TENSO_KIND_DENSE || p->ndim != 1) fail(TENSO_E_MALFORMED, "ragged parts must be 1-D dense arrays");
+        if (p->kind != TENSO_KIND_DENSE || p->ndim != 1)
+            fail(TENSO_E_MALFORMED, "ragged parts must be 1-D dense arrays");
     if (offs.dtype != TENSO_DTYPE_UINT64 || cnt.dtype != TENSO_DTYPE_UINT64 || cnt.shape[0] != 1)
         fail(TENSO_E_MALFORMED, "ragged offsets and count must be uint64 (count: one element)");
     const uint64_t count = load_u64(cnt.data, 0);

@@ -28,7 +28,7 @@ constexpr size_t kStageKeep = size_t(64) << 10;  // staging capacity kept betwee
 // then decides. Asked
 // first, it spares the scanner's NeedMore exception on the common partial header.
 size_t v4_header_short(const uint8_t *b, size_t have, size_t start, const Limits &lim) {
-    if (have < start + kHeaderLegacy) {  // the magic, then any version's fixed part
+    if (have < start + kHeaderLegacy) {                      // the magic, then any version's fixed part
         const size_t n = std::min<size_t>(have - start, 4);  // 0 with no bytes yet (b may be NULL)
         if (n && std::memcmp(b + start, kMagic, n) != 0) return 0;
         return have < start + 4 ? start + 4 : start + kHeaderLegacy;
@@ -158,8 +158,8 @@ size_t Framer::entries(const uint8_t *b, size_t have) {
             if (p + 4 > have) return checked(p + 4);
             const size_t key_len = rd32(b + p);
             if (key_len > TENSO_MAX_KEY_BYTES)
-                fail(TENSO_E_LIMIT, "bundle key of " + num(key_len) + " bytes exceeds the limit of " +
-                                        num(TENSO_MAX_KEY_BYTES));
+                fail(TENSO_E_LIMIT,
+                     "bundle key of " + num(key_len) + " bytes exceeds the limit of " + num(TENSO_MAX_KEY_BYTES));
             p += 4 + key_len;
             if (p + 4 > have) return checked(p + 4);
             if (!valid_utf8(b + pos_ + 4, key_len)) fail(TENSO_E_BAD_BUNDLE, "a bundle key is not valid UTF-8");
@@ -194,8 +194,7 @@ size_t frame_length(const uint8_t *buf, size_t len, const Limits &limits) {
 void as_loads_says(const uint8_t *buf, size_t len, const Limits &limits) {
     try {
         scan(buf, len, limits);
-    } catch (const NeedMore &) {
-    }
+    } catch (const NeedMore &) {}
 }
 
 size_t packet_length(const uint8_t *buf, size_t len, const Limits &limits) {
@@ -208,8 +207,7 @@ size_t packet_length(const uint8_t *buf, size_t len, const Limits &limits) {
         // bytes at hand names such a fault where it is, as loads does.
         try {
             scan(buf, len, limits);
-        } catch (const NeedMore &) {
-        }
+        } catch (const NeedMore &) {}
         throw;
     } catch (const Error &) {
         as_loads_says(buf, len, limits);
@@ -329,7 +327,8 @@ std::shared_ptr<uint8_t> Decoder::allocate(size_t size, size_t alignment) {
         std::shared_ptr<uint8_t> mem(static_cast<uint8_t *>(p),
                                      [release, user, size](uint8_t *q) { release(user, q, size); });
         if (reinterpret_cast<uintptr_t>(p) % alignment)
-            fail(TENSO_E_INVALID_ARGUMENT, "the allocator returned memory that is not " + num(alignment) + "-byte aligned");
+            fail(TENSO_E_INVALID_ARGUMENT,
+                 "the allocator returned memory that is not " + num(alignment) + "-byte aligned");
         return mem;
     }
     const Block blk = spare_->take(size, alignment);
@@ -505,7 +504,8 @@ uint8_t *Decoder::buffer(size_t *len) {
 std::unique_ptr<View> Decoder::commit(size_t n) {
     return guarded([&]() -> std::unique_ptr<View> {
         const size_t room = packet_ ? want_ - have_ : stage_.size() - have_;
-        if (n > room) fail(TENSO_E_INVALID_ARGUMENT, "commit of " + num(n) + " bytes, more than the buffer's " + num(room));
+        if (n > room)
+            fail(TENSO_E_INVALID_ARGUMENT, "commit of " + num(n) + " bytes, more than the buffer's " + num(room));
         have_ += n;
         if (!packet_) {
             if (have_ < want_) return nullptr;

@@ -133,12 +133,12 @@ public:
 private:
     DecoderConfig cfg_;
     Framer framer_;
-    std::vector<uint8_t> stage_;          // bytes before the packet buffer exists
-    std::shared_ptr<uint8_t> packet_;     // the packet's buffer, once its length is known
-    size_t have_ = 0;                     // bytes of the current packet received
-    size_t want_ = 0;                     // total bytes needed to go on (framer's answer)
+    std::vector<uint8_t> stage_;       // bytes before the packet buffer exists
+    std::shared_ptr<uint8_t> packet_;  // the packet's buffer, once its length is known
+    size_t have_ = 0;                  // bytes of the current packet received
+    size_t want_ = 0;                  // total bytes needed to go on (framer's answer)
     bool failed_ = false;
-    bool framed_failure_ = false;         // the failure came after the packet was framed
+    bool framed_failure_ = false;  // the failure came after the packet was framed
     size_t fed_ = 0;
     std::shared_ptr<Spare> spare_;
     std::vector<uint8_t> ahead_;

@@ -1,16 +1,16 @@
 // hash.cpp - picks the XXH3 kernel for this CPU.
 #include "format/hash.hpp"
 
-#define TENSO_DECLARE_KERNEL(isa)                                                              \
-    void tenso_xxh3_##isa##_reset(void *);                                                     \
-    void tenso_xxh3_##isa##_update(void *, const void *, size_t);                              \
-    uint64_t tenso_xxh3_##isa##_digest(const void *);                                          \
+#define TENSO_DECLARE_KERNEL(isa)                                 \
+    void tenso_xxh3_##isa##_reset(void *);                        \
+    void tenso_xxh3_##isa##_update(void *, const void *, size_t); \
+    uint64_t tenso_xxh3_##isa##_digest(const void *);             \
     uint64_t tenso_xxh3_##isa##_oneshot(const void *, size_t);
 
-#define TENSO_KERNEL(isa)                                                                      \
-    HashKernel {                                                                               \
-        tenso_xxh3_##isa##_reset, tenso_xxh3_##isa##_update, tenso_xxh3_##isa##_digest,        \
-            tenso_xxh3_##isa##_oneshot, #isa                                                   \
+#define TENSO_KERNEL(isa)                                                                                           \
+    HashKernel {                                                                                                    \
+        tenso_xxh3_##isa##_reset, tenso_xxh3_##isa##_update, tenso_xxh3_##isa##_digest, tenso_xxh3_##isa##_oneshot, \
+            #isa                                                                                                    \
     }
 
 // The kernels each architecture builds (CMakeLists.txt lists the same files per processor).

@@ -73,8 +73,7 @@ size_t compress_block(CState &st, uint8_t *dst, const uint8_t *src, size_t n, in
                 ? LZ4_compress_HC_extStateHC(st.mem.get(), reinterpret_cast<const char *>(src),
                                              reinterpret_cast<char *>(dst + 4), int(n), cap, level)
                 : LZ4_compress_fast_extState(st.mem.get(), reinterpret_cast<const char *>(src),
-                                             reinterpret_cast<char *>(dst + 4), int(n), cap,
-                                             level < 0 ? 1 - level : 1);
+                                             reinterpret_cast<char *>(dst + 4), int(n), cap, level < 0 ? 1 - level : 1);
     }
     if (c <= 0) {
         wr32(dst, uint32_t(n) | kRaw);
@@ -99,19 +98,19 @@ void decompress_lz4f(uint8_t *dst, size_t n, const uint8_t *src, size_t len) {
         out += dst_sz;
         if (r == 0) break;  // frame complete
         if (src_sz == 0 && dst_sz == 0) {
-            fail(TENSO_E_COMPRESSION, out == n ? "LZ4 frame holds more than shape x itemsize bytes"
-                                               : "LZ4 frame ends early");
+            fail(TENSO_E_COMPRESSION,
+                 out == n ? "LZ4 frame holds more than shape x itemsize bytes" : "LZ4 frame ends early");
         }
     }
     if (out != n)
-        fail(TENSO_E_COMPRESSION, "LZ4 frame decompressed to " + num(out) + " bytes, not shape x itemsize (" +
-                                      num(n) + ")");
+        fail(TENSO_E_COMPRESSION,
+             "LZ4 frame decompressed to " + num(out) + " bytes, not shape x itemsize (" + num(n) + ")");
     if (in != len) fail(TENSO_E_COMPRESSION, "bytes after the end of the LZ4 frame");
 }
 
 struct Block {
-    size_t off;   // of the block's data in the frame
-    uint32_t len; // stored length
+    size_t off;    // of the block's data in the frame
+    uint32_t len;  // stored length
     bool raw;
 };
 

@@ -49,7 +49,10 @@ float half_to_float(uint16_t h) {
         bits = sign;
     } else {  // subnormal: normalise
         exp = 113;
-        while (!(man & 0x400)) { man <<= 1; --exp; }
+        while (!(man & 0x400)) {
+            man <<= 1;
+            --exp;
+        }
         bits = sign | (exp << 23) | ((man & 0x3FF) << 13);
     }
     float f;
@@ -215,8 +218,8 @@ void check_quant(const QuantDesc &q, int32_t status) {
                          std::to_string(quant_body_len(q.dtype, n)));
 }
 
-QuantOutput quantize(const uint8_t *src, int src_dtype, const uint64_t *shape, uint32_t ndim, int qdtype,
-                     int scheme, uint32_t axis, uint32_t group_size) {
+QuantOutput quantize(const uint8_t *src, int src_dtype, const uint64_t *shape, uint32_t ndim, int qdtype, int scheme,
+                     uint32_t axis, uint32_t group_size) {
     if (src_dtype != TENSO_DTYPE_FLOAT32 && src_dtype != TENSO_DTYPE_FLOAT16 && src_dtype != TENSO_DTYPE_BFLOAT16)
         fail(TENSO_E_BAD_DTYPE, "quantize takes float32, float16 or bfloat16 input");
     const Range r = range_of(qdtype);
@@ -286,8 +289,14 @@ QuantOutput quantize(const uint8_t *src, int src_dtype, const uint64_t *shape, u
 
 namespace {
 // Integer value of element i (signed or unsigned bytes); inlined into the dequantize loops.
-struct Q8s { const uint8_t *d; float operator()(uint64_t i) const { return float(int8_t(d[i])); } };
-struct Q8u { const uint8_t *d; float operator()(uint64_t i) const { return float(d[i]); } };
+struct Q8s {
+    const uint8_t *d;
+    float operator()(uint64_t i) const { return float(int8_t(d[i])); }
+};
+struct Q8u {
+    const uint8_t *d;
+    float operator()(uint64_t i) const { return float(d[i]); }
+};
 template <class Get>
 void dequantize_with(float *dst, const QuantDesc &q, uint64_t n, Get get) {
     auto apply = [&](uint64_t off, uint64_t len, uint64_t k) {
@@ -304,15 +313,13 @@ void dequantize_with(float *dst, const QuantDesc &q, uint64_t n, Get get) {
         for (uint64_t o = 0; o < outer; ++o) {
             const uint64_t row = o * channels * inner;
             if (inner == 1) {
-                for (uint64_t c = 0; c < channels; ++c)
-                    dst[row + c] = (get(row + c) - q.zero_points[c]) * q.scales[c];
+                for (uint64_t c = 0; c < channels; ++c) dst[row + c] = (get(row + c) - q.zero_points[c]) * q.scales[c];
                 continue;
             }
             for (uint64_t c = 0; c < channels; ++c) apply(row + c * inner, inner, c);
         }
     } else {
-        for (uint64_t g = 0, k = 0; g < n; g += q.group_size, ++k)
-            apply(g, std::min<uint64_t>(q.group_size, n - g), k);
+        for (uint64_t g = 0, k = 0; g < n; g += q.group_size, ++k) apply(g, std::min<uint64_t>(q.group_size, n - g), k);
     }
 }
 }  // namespace

@@ -34,8 +34,8 @@ uint64_t quant_body_len(int qdtype, uint64_t numel);
 void check_quant(const QuantDesc &q, int32_t status);
 
 // Quantizes `numel` elements of src (dtype float32, float16 or bfloat16) laid out with `shape`.
-QuantOutput quantize(const uint8_t *src, int src_dtype, const uint64_t *shape, uint32_t ndim,
-                     int qdtype, int scheme, uint32_t axis, uint32_t group_size);
+QuantOutput quantize(const uint8_t *src, int src_dtype, const uint64_t *shape, uint32_t ndim, int qdtype, int scheme,
+                     uint32_t axis, uint32_t group_size);
 
 void dequantize(float *dst, const QuantDesc &q);
 

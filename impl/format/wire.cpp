@@ -23,17 +23,28 @@ struct DtypeInfo {
 };
 
 constexpr int D = TENSO_KIND_DENSE, Q = TENSO_KIND_QUANTIZED, S = TENSO_KIND_STRING;
-constexpr DtypeInfo kDtypes[] = {  // ascending codes
-    {TENSO_DTYPE_FLOAT32, 4, 32, D, "float32"},       {TENSO_DTYPE_INT32, 4, 32, D, "int32"},
-    {TENSO_DTYPE_FLOAT64, 8, 64, D, "float64"},       {TENSO_DTYPE_INT64, 8, 64, D, "int64"},
-    {TENSO_DTYPE_UINT8, 1, 8, D, "uint8"},            {TENSO_DTYPE_UINT16, 2, 16, D, "uint16"},
-    {TENSO_DTYPE_BOOL, 1, 8, D, "bool"},              {TENSO_DTYPE_FLOAT16, 2, 16, D, "float16"},
-    {TENSO_DTYPE_INT8, 1, 8, D, "int8"},              {TENSO_DTYPE_INT16, 2, 16, D, "int16"},
-    {TENSO_DTYPE_UINT32, 4, 32, D, "uint32"},         {TENSO_DTYPE_UINT64, 8, 64, D, "uint64"},
-    {TENSO_DTYPE_COMPLEX64, 8, 64, D, "complex64"},   {TENSO_DTYPE_COMPLEX128, 16, 128, D, "complex128"},
-    {TENSO_DTYPE_BFLOAT16, 2, 16, D, "bfloat16"},     {TENSO_DTYPE_QINT8, 0, 8, Q, "qint8"},
-    {TENSO_DTYPE_QUINT8, 0, 8, Q, "quint8"},          {TENSO_DTYPE_QINT4, 0, 4, Q, "qint4"},
-    {TENSO_DTYPE_QUINT4, 0, 4, Q, "quint4"},          {TENSO_DTYPE_STRING, 0, 0, S, "string"},
+constexpr DtypeInfo kDtypes[] = {
+    // ascending codes
+    {TENSO_DTYPE_FLOAT32, 4, 32, D, "float32"},
+    {TENSO_DTYPE_INT32, 4, 32, D, "int32"},
+    {TENSO_DTYPE_FLOAT64, 8, 64, D, "float64"},
+    {TENSO_DTYPE_INT64, 8, 64, D, "int64"},
+    {TENSO_DTYPE_UINT8, 1, 8, D, "uint8"},
+    {TENSO_DTYPE_UINT16, 2, 16, D, "uint16"},
+    {TENSO_DTYPE_BOOL, 1, 8, D, "bool"},
+    {TENSO_DTYPE_FLOAT16, 2, 16, D, "float16"},
+    {TENSO_DTYPE_INT8, 1, 8, D, "int8"},
+    {TENSO_DTYPE_INT16, 2, 16, D, "int16"},
+    {TENSO_DTYPE_UINT32, 4, 32, D, "uint32"},
+    {TENSO_DTYPE_UINT64, 8, 64, D, "uint64"},
+    {TENSO_DTYPE_COMPLEX64, 8, 64, D, "complex64"},
+    {TENSO_DTYPE_COMPLEX128, 16, 128, D, "complex128"},
+    {TENSO_DTYPE_BFLOAT16, 2, 16, D, "bfloat16"},
+    {TENSO_DTYPE_QINT8, 0, 8, Q, "qint8"},
+    {TENSO_DTYPE_QUINT8, 0, 8, Q, "quint8"},
+    {TENSO_DTYPE_QINT4, 0, 4, Q, "qint4"},
+    {TENSO_DTYPE_QUINT4, 0, 4, Q, "quint4"},
+    {TENSO_DTYPE_STRING, 0, 0, S, "string"},
     {TENSO_DTYPE_BYTES, 0, 0, S, "bytes"},
 };
 constexpr uint32_t kDtypeCount = sizeof kDtypes / sizeof kDtypes[0];
@@ -42,11 +53,16 @@ struct KindInfo {
     int code;
     const char *name;
 };
-constexpr KindInfo kKinds[] = {  // ascending codes
-    {TENSO_KIND_DENSE, "dense"},           {TENSO_KIND_BUNDLE, "bundle"},
-    {TENSO_KIND_SPARSE_COO, "sparse_coo"}, {TENSO_KIND_SPARSE_CSR, "sparse_csr"},
-    {TENSO_KIND_SPARSE_CSC, "sparse_csc"}, {TENSO_KIND_QUANTIZED, "quantized"},
-    {TENSO_KIND_STRING, "string"},         {TENSO_KIND_RAGGED, "ragged"},
+constexpr KindInfo kKinds[] = {
+    // ascending codes
+    {TENSO_KIND_DENSE, "dense"},
+    {TENSO_KIND_BUNDLE, "bundle"},
+    {TENSO_KIND_SPARSE_COO, "sparse_coo"},
+    {TENSO_KIND_SPARSE_CSR, "sparse_csr"},
+    {TENSO_KIND_SPARSE_CSC, "sparse_csc"},
+    {TENSO_KIND_QUANTIZED, "quantized"},
+    {TENSO_KIND_STRING, "string"},
+    {TENSO_KIND_RAGGED, "ragged"},
     {TENSO_KIND_GPU_IPC_REF, "gpu_ipc_ref"},
 };
 constexpr uint32_t kKindCount = sizeof kKinds / sizeof kKinds[0];
@@ -72,13 +88,22 @@ bool valid_utf8(const uint8_t *s, size_t n) {
     size_t i = 0;
     while (i < n) {
         uint8_t c = s[i];
-        if (c < 0x80) { ++i; continue; }
+        if (c < 0x80) {
+            ++i;
+            continue;
+        }
         size_t len;
         uint32_t cp;
-        if ((c & 0xE0) == 0xC0) { len = 2; cp = c & 0x1F; }
-        else if ((c & 0xF0) == 0xE0) { len = 3; cp = c & 0x0F; }
-        else if ((c & 0xF8) == 0xF0) { len = 4; cp = c & 0x07; }
-        else return false;
+        if ((c & 0xE0) == 0xC0) {
+            len = 2;
+            cp = c & 0x1F;
+        } else if ((c & 0xF0) == 0xE0) {
+            len = 3;
+            cp = c & 0x0F;
+        } else if ((c & 0xF8) == 0xF0) {
+            len = 4;
+            cp = c & 0x07;
+        } else return false;
         if (i + len > n) return false;
         for (size_t k = 1; k < len; ++k) {
             if ((s[i + k] & 0xC0) != 0x80) return false;
@@ -147,24 +172,20 @@ private:
     // Requires bytes up to `end`: past the container's bound is an inconsistency, past the
     // packet-size limit a LIMIT, past what we have a NeedMore.
     void need(size_t end, size_t bound, int bound_status, const char *what) {
-        if (end > bound)
-            fail(bound_status, std::string(what) + " runs past the length its container gives");
+        if (end > bound) fail(bound_status, std::string(what) + " runs past the length its container gives");
         if (lim_.max_packet_bytes && end > lim_.max_packet_bytes)
-            fail(TENSO_E_LIMIT, "packet is larger than max_packet_bytes (" +
-                                    num(lim_.max_packet_bytes) + ")");
+            fail(TENSO_E_LIMIT, "packet is larger than max_packet_bytes (" + num(lim_.max_packet_bytes) + ")");
         if (end > len_) throw NeedMore{end};
     }
 
     static size_t add(size_t a, uint64_t b) {
-        if (b > std::numeric_limits<size_t>::max() - a)
-            fail(TENSO_E_MALFORMED, "packet length overflows");
+        if (b > std::numeric_limits<size_t>::max() - a) fail(TENSO_E_MALFORMED, "packet length overflows");
         return a + size_t(b);
     }
 
     size_t read_shape(Node &n, size_t pos, size_t bound, int bst) {
         if (n.ndim > lim_.max_ndim)
-            fail(TENSO_E_TOO_MANY_DIMS,
-                 "ndim " + num(n.ndim) + " exceeds the limit of " + num(lim_.max_ndim));
+            fail(TENSO_E_TOO_MANY_DIMS, "ndim " + num(n.ndim) + " exceeds the limit of " + num(lim_.max_ndim));
         need(pos + 4 * size_t(n.ndim), bound, bst, "shape");
         uint64_t *shape = n.shape.resize(n.ndim);
         for (uint32_t i = 0; i < n.ndim; ++i) shape[i] = rd32(b_ + pos + 4 * i);
@@ -179,8 +200,7 @@ private:
             unsigned e = b_[pos++];
             if (e >= 64) fail(TENSO_E_MALFORMED, "alignment exponent " + num(e) + " is not < 64");
             if (e > kMaxAlignLog2)
-                fail(TENSO_E_LIMIT, "alignment 2^" + num(e) + " exceeds the limit of 2^" +
-                                        num(kMaxAlignLog2));
+                fail(TENSO_E_LIMIT, "alignment 2^" + num(e) + " exceeds the limit of 2^" + num(kMaxAlignLog2));
             n.alignment = 1u << e;
         } else {
             n.alignment = (n.flags & TENSO_FLAG_ALIGNED) ? TENSO_DEFAULT_ALIGNMENT : 1;
@@ -210,8 +230,7 @@ private:
 };
 
 Node Scanner::packet(size_t start, size_t bound, int bst, int depth) {
-    if (depth > int(lim_.max_depth))
-        fail(TENSO_E_LIMIT, "packets nest deeper than " + num(lim_.max_depth));
+    if (depth > int(lim_.max_depth)) fail(TENSO_E_LIMIT, "packets nest deeper than " + num(lim_.max_depth));
     if (full()) {
         if (!entries_left_--)
             fail(TENSO_E_LIMIT, "packet holds more than max_entries (" + num(lim_.max_entries) + ") packets");
@@ -298,8 +317,7 @@ void Scanner::quantized(Node &n, size_t pos, size_t bound, int bst) {
     uint32_t group = rd32(b_ + pos + 2), nscales = rd32(b_ + pos + 6);
     uint64_t expect = expected_num_scales(scheme, axis, group, n.shape.data(), n.ndim, count, TENSO_E_MALFORMED);
     if (nscales != expect)
-        fail(TENSO_E_MALFORMED, "num_scales " + num(nscales) + " does not match the scheme (" +
-                                    num(expect) + ")");
+        fail(TENSO_E_MALFORMED, "num_scales " + num(nscales) + " does not match the scheme (" + num(expect) + ")");
     n.scheme = scheme;
     n.axis = axis;
     n.group_size = group;
@@ -350,8 +368,8 @@ void Scanner::bundle(Node &n, size_t pos, size_t bound, int bst, int depth) {
         Node::Child c;
         c.key_len = rd32(b_ + pos);
         if (c.key_len > TENSO_MAX_KEY_BYTES)
-            fail(TENSO_E_LIMIT, "bundle key of " + num(c.key_len) + " bytes exceeds the limit of " +
-                                    num(TENSO_MAX_KEY_BYTES));
+            fail(TENSO_E_LIMIT,
+                 "bundle key of " + num(c.key_len) + " bytes exceeds the limit of " + num(TENSO_MAX_KEY_BYTES));
         c.key_off = pos + 4;
         pos = add(c.key_off, c.key_len);
         need(pos + 4, bound, bst, "bundle key");
@@ -398,8 +416,7 @@ void Scanner::sparse(Node &n, size_t pos, size_t bound, int bst, int depth) {
         }
         if (c.node.kind != TENSO_KIND_DENSE)
             fail(TENSO_E_MALFORMED, "sparse component " + num(i) + " is not a dense packet");
-        if (c.node.end != cend)
-            fail(TENSO_E_MALFORMED, "sparse component length disagrees with its packet");
+        if (c.node.end != cend) fail(TENSO_E_MALFORMED, "sparse component length disagrees with its packet");
         pos = cend;
         n.children.push_back(std::move(c));
     }
@@ -477,8 +494,8 @@ void write_header(uint8_t *p, uint16_t flags, uint8_t dtype, uint8_t ndim, uint8
     p[9] = reserved;
 }
 
-uint64_t expected_num_scales(int scheme, uint32_t axis, uint32_t group_size, const uint64_t *shape,
-                             uint32_t ndim, uint64_t numel, int32_t status) {
+uint64_t expected_num_scales(int scheme, uint32_t axis, uint32_t group_size, const uint64_t *shape, uint32_t ndim,
+                             uint64_t numel, int32_t status) {
     switch (scheme) {
     case 0: return 1;
     case 1:
@@ -543,8 +560,8 @@ size_t Lz4Walk::run(const uint8_t *b, size_t avail) {
         if (start_ + hdr > avail) return start_ + hdr;
         const uint64_t declared = content_size ? rd64(p + 6) : raw_;
         if (declared != raw_)
-            fail(TENSO_E_COMPRESSION, "LZ4 frame content size " + num(declared) + " is not the tensor's " +
-                                          num(raw_) + " bytes");
+            fail(TENSO_E_COMPRESSION,
+                 "LZ4 frame content size " + num(declared) + " is not the tensor's " + num(raw_) + " bytes");
         max_block_ = size_t(1) << (8 + 2 * bsid);
         q_ = start_ + hdr;
         in_blocks_ = true;
@@ -574,8 +591,8 @@ size_t Lz4Walk::run(const uint8_t *b, size_t avail) {
     return 0;
 }
 
-Node scan_header_at(const uint8_t *buf, size_t len, size_t start, size_t bound, int bound_status,
-                    int depth, const Limits &limits) {
+Node scan_header_at(const uint8_t *buf, size_t len, size_t start, size_t bound, int bound_status, int depth,
+                    const Limits &limits) {
     Scanner s(buf, len, limits, ScanMode::kHeader);
     return s.packet(start, bound, bound_status, depth);
 }

@@ -34,7 +34,10 @@ inline uint32_t rd32(const uint8_t *p) {
     return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
 }
 inline uint64_t rd64(const uint8_t *p) { return uint64_t(rd32(p)) | uint64_t(rd32(p + 4)) << 32; }
-inline void wr16(uint8_t *p, uint16_t v) { p[0] = uint8_t(v); p[1] = uint8_t(v >> 8); }
+inline void wr16(uint8_t *p, uint16_t v) {
+    p[0] = uint8_t(v);
+    p[1] = uint8_t(v >> 8);
+}
 inline void wr32(uint8_t *p, uint32_t v) {
     for (int i = 0; i < 4; ++i) p[i] = uint8_t(v >> (8 * i));
 }
@@ -43,18 +46,18 @@ inline void wr64(uint8_t *p, uint64_t v) {
 }
 
 // ---- dtypes ----
-size_t dtype_itemsize(int dtype);       // 0 for anything that is not a dense dtype
-const char *dtype_name(int dtype);      // "unknown" for codes we do not know
+size_t dtype_itemsize(int dtype);              // 0 for anything that is not a dense dtype
+const char *dtype_name(int dtype);             // "unknown" for codes we do not know
 int dtype_from_name(const std::string &name);  // 0 when unknown
-uint32_t dtype_bits(int dtype);         // per element as stored; 0 for strings and unknown codes
-int dtype_kind(int dtype);              // TENSO_KIND_DENSE, _QUANTIZED or _STRING; 0 when unknown
-uint32_t dtype_count();                 // the known dtypes, listed by dtype_at(0 .. count - 1)
-int dtype_at(uint32_t index);           // ascending codes; 0 past the end
+uint32_t dtype_bits(int dtype);                // per element as stored; 0 for strings and unknown codes
+int dtype_kind(int dtype);                     // TENSO_KIND_DENSE, _QUANTIZED or _STRING; 0 when unknown
+uint32_t dtype_count();                        // the known dtypes, listed by dtype_at(0 .. count - 1)
+int dtype_at(uint32_t index);                  // ascending codes; 0 past the end
 
 // ---- kinds ----
 uint32_t kind_count();
-int kind_at(uint32_t index);            // ascending codes; 0 past the end
-const char *kind_name(int kind);        // "unknown" for codes we do not know
+int kind_at(uint32_t index);                  // ascending codes; 0 past the end
+const char *kind_name(int kind);              // "unknown" for codes we do not know
 int kind_from_name(const std::string &name);  // 0 when unknown
 
 // RFC 3629 UTF-8 (no overlongs, surrogates or code points above U+10FFFF).
@@ -79,8 +82,8 @@ uint64_t checked_numel(const uint64_t *shape, uint32_t ndim, uint64_t max_elemen
 
 // How many scales a quantization scheme needs (0 per tensor, 1 per channel, 2 per group);
 // fails with `status` for an unknown scheme, an axis out of range or a group size of 0.
-uint64_t expected_num_scales(int scheme, uint32_t axis, uint32_t group_size, const uint64_t *shape,
-                             uint32_t ndim, uint64_t numel, int32_t status);
+uint64_t expected_num_scales(int scheme, uint32_t axis, uint32_t group_size, const uint64_t *shape, uint32_t ndim,
+                             uint64_t numel, int32_t status);
 
 // Writes a v4 base header (10 bytes).
 void write_header(uint8_t *p, uint16_t flags, uint8_t dtype, uint8_t ndim, uint8_t reserved = 0);
@@ -107,9 +110,9 @@ struct Limits {
     uint64_t max_entries = 0;        // packets in one tree; 0 = none
     bool verify_checksums = true;
     bool validate_utf8 = false;
-    uint64_t timeout_ms = 0;         // fd reads; 0 = none (decode options v3)
-    unsigned threads = 0;            // LZ4 blocks decompressed on this many threads; 0 = every core
-    uint32_t max_inflation = 0;      // decompressed bytes per byte decoded; 0 = none (decode options v4)
+    uint64_t timeout_ms = 0;     // fd reads; 0 = none (decode options v3)
+    unsigned threads = 0;        // LZ4 blocks decompressed on this many threads; 0 = every core
+    uint32_t max_inflation = 0;  // decompressed bytes per byte decoded; 0 = none (decode options v4)
 };
 
 // A shape sized by its ndim: a few dims in place, more on the heap, so a tree of small packets
@@ -200,8 +203,8 @@ Node scan(const uint8_t *buf, size_t len, const Limits &limits, ScanMode mode = 
 // Checks the header (shape, metadata) of the packet at buf[start], nested `depth` levels deep,
 // which must end by `bound` (else `bound_status`): what stream framing checks of a packet
 // before skipping it. Throws NeedMore / Error as scan() does.
-Node scan_header_at(const uint8_t *buf, size_t len, size_t start, size_t bound, int bound_status,
-                    int depth, const Limits &limits);
+Node scan_header_at(const uint8_t *buf, size_t len, size_t start, size_t bound, int bound_status, int depth,
+                    const Limits &limits);
 
 // Finds the end of the LZ4 frame at `pos` from its header and block headers alone (the wire
 // stores no compressed length), resumably: each call goes on from where the last one stopped,
@@ -218,7 +221,7 @@ public:
 private:
     size_t start_;
     uint64_t raw_;
-    size_t q_;              // next thing to read: the frame header, then each block header
+    size_t q_;  // next thing to read: the frame header, then each block header
     bool in_blocks_ = false;
     bool block_sum_ = false, content_sum_ = false;
     size_t max_block_ = 0;

@@ -42,19 +42,19 @@ typedef struct tenso_gpu_dequant_args {
     const float *scales;
     const float *zero_points;
     void *out;
-    uint64_t count;          /* elements */
-    uint64_t inner;          /* per channel: product of dims after axis */
-    uint64_t channels;       /* per channel: shape[axis] */
-    uint64_t group_size;     /* per group */
-    int32_t qdtype;          /* TENSO_DTYPE_QINT8 .. QUINT4 */
-    int32_t scheme;          /* TENSO_QUANT_PER_TENSOR / CHANNEL / GROUP */
-    int32_t out_dtype;       /* TENSO_DTYPE_FLOAT32 / FLOAT16 / BFLOAT16 */
+    uint64_t count;      /* elements */
+    uint64_t inner;      /* per channel: product of dims after axis */
+    uint64_t channels;   /* per channel: shape[axis] */
+    uint64_t group_size; /* per group */
+    int32_t qdtype;      /* TENSO_DTYPE_QINT8 .. QUINT4 */
+    int32_t scheme;      /* TENSO_QUANT_PER_TENSOR / CHANNEL / GROUP */
+    int32_t out_dtype;   /* TENSO_DTYPE_FLOAT32 / FLOAT16 / BFLOAT16 */
     int32_t device;
 } tenso_gpu_dequant_args;
 
 typedef struct tenso_gpu_backend_ops {
-    uint32_t abi_version;    /* TENSO_GPU_BACKEND_ABI */
-    uint32_t backend;        /* TENSO_GPU_BACKEND_CUDA / HOST */
+    uint32_t abi_version; /* TENSO_GPU_BACKEND_ABI */
+    uint32_t backend;     /* TENSO_GPU_BACKEND_CUDA / HOST */
 
     /* Discovery. init is called once; it loads what it needs and reports why it cannot. */
     tenso_status (*init)(char *msg, size_t msg_cap);
@@ -83,8 +83,8 @@ typedef struct tenso_gpu_backend_ops {
     /* IPC: a 64-byte handle for memory from malloc_device (the base of its allocation and the
      * offset of ptr in it), and opening one in another process: *ptr the allocation's base,
      * *size its length (so a reference's offset and nbytes can be checked against it). */
-    tenso_status (*ipc_export)(uint8_t handle[64], uint64_t *offset, const void *ptr, int32_t device,
-                               char *msg, size_t msg_cap);
+    tenso_status (*ipc_export)(uint8_t handle[64], uint64_t *offset, const void *ptr, int32_t device, char *msg,
+                               size_t msg_cap);
     tenso_status (*ipc_open)(void **ptr, uint64_t *size, const uint8_t handle[64], int32_t device, char *msg,
                              size_t msg_cap);
     tenso_status (*ipc_close)(void *ptr, int32_t device, char *msg, size_t msg_cap);
@@ -96,8 +96,8 @@ typedef struct tenso_gpu_backend_ops {
      * TENSO_GPU_PATH_GDS or _GDS_COMPAT when cuFile can serve `fd`; TENSO_E_NOT_AVAILABLE when
      * not. gds_read reads n bytes at file_offset of fd into device memory. */
     tenso_status (*gds_probe)(uint32_t *mode, int fd, int32_t device, char *msg, size_t msg_cap);
-    tenso_status (*gds_read)(void *dst, size_t n, int fd, uint64_t file_offset, int32_t device,
-                             char *msg, size_t msg_cap);
+    tenso_status (*gds_read)(void *dst, size_t n, int fd, uint64_t file_offset, int32_t device, char *msg,
+                             size_t msg_cap);
 } tenso_gpu_backend_ops;
 
 /* The plugin's one exported symbol (libtenso_cuda.so). */

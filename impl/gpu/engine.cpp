@@ -117,12 +117,12 @@ const tenso_gpu_backend_ops &loaded_ops() {
         }
         // What the user can do comes first; the loader's or the runtime's own words follow.
         if (s.status == TENSO_E_GPU_UNAVAILABLE && s.chosen == TENSO_GPU_BACKEND_CUDA)
-            s.why = std::string(plugin ? "no CUDA driver or GPU device was found"
-                                       : "the CUDA backend cannot be loaded") +
-                    ". To run without a GPU, use the host backend: set TENSO_GPU_BACKEND=host, or call "
-                    "tenso_gpu_select_backend(TENSO_GPU_BACKEND_HOST) before the first GPU call. (" + detail + ")";
-        else
-            s.why = detail;
+            s.why =
+                std::string(plugin ? "no CUDA driver or GPU device was found" : "the CUDA backend cannot be loaded") +
+                ". To run without a GPU, use the host backend: set TENSO_GPU_BACKEND=host, or call "
+                "tenso_gpu_select_backend(TENSO_GPU_BACKEND_HOST) before the first GPU call. (" +
+                detail + ")";
+        else s.why = detail;
     }
     if (!s.ops) fail(s.status, s.why);
     return *s.ops;
@@ -131,7 +131,8 @@ const tenso_gpu_backend_ops &loaded_ops() {
 int32_t checked_device(int32_t device) {
     const int32_t n = device_count();
     if (device < 0 || device >= n)
-        fail(TENSO_E_INVALID_ARGUMENT, "device " + std::to_string(device) + " out of range (" + num(uint64_t(n)) + " devices)");
+        fail(TENSO_E_INVALID_ARGUMENT,
+             "device " + std::to_string(device) + " out of range (" + num(uint64_t(n)) + " devices)");
     return device;
 }
 
@@ -276,7 +277,7 @@ private:
 
 class Staging {
 public:
-    Staging(void *stream, int32_t device, const Options &o, uint64_t total) : stream_(stream) {
+    Staging(void *stream, int32_t device, const Options &o, uint64_t total) : ops_(ops()), stream_(stream) {
         chunk_ = size_t(std::max<uint64_t>(1, std::min<uint64_t>(o.chunk_bytes, total)));
         const size_t count = std::max<uint32_t>(1, o.staging_buffers);
         slots_.reserve(count);
@@ -307,8 +308,12 @@ public:
         s.len = 0;
         return s.buf.p;
     }
-    void h2d(void *dst, size_t len) { submit(len, [&](Slot &s) { call("copy_h2d", ops().copy_h2d, dst, s.buf.p, len, stream_); }); }
-    void d2h(const void *src, size_t len) { submit(len, [&](Slot &s) { call("copy_d2h", ops().copy_d2h, s.buf.p, src, len, stream_); }); }
+    void h2d(void *dst, size_t len) {
+        submit(len, [&](Slot &s) { call("copy_h2d", ops().copy_h2d, dst, s.buf.p, len, stream_); });
+    }
+    void d2h(const void *src, size_t len) {
+        submit(len, [&](Slot &s) { call("copy_d2h", ops().copy_d2h, s.buf.p, src, len, stream_); });
+    }
     // Downloads still held, oldest first (after every copy finished).
     template <class Sink>
     void drain(Sink sink) {
@@ -330,6 +335,8 @@ private:
         bool busy = false;
         size_t len = 0;
     };
+    // Looked up once here, where a failure may throw: release() runs in the destructor.
+    const tenso_gpu_backend_ops &ops_;
     void *stream_;
     size_t chunk_ = 0, cur_ = 0;
     std::vector<Slot> slots_;
@@ -350,7 +357,7 @@ private:
     }
     // Buffers go back to the pool only once no copy can touch them.
     void release() noexcept {
-        const tenso_gpu_backend_ops &o = ops();
+        const tenso_gpu_backend_ops &o = ops_;
         char msg[kMsg];
         bool clean = true;
         for (Slot &s : slots_) {
@@ -495,8 +502,7 @@ std::unique_ptr<DeviceValue> to_device(const View &v, const Options &o, StreamUs
         out->path = TENSO_GPU_PATH_IPC;
         return out;
     }
-    default:
-        fail(TENSO_E_UNSUPPORTED_KIND, std::string("a ") + kind_name(v.kind) + " packet has no device form");
+    default: fail(TENSO_E_UNSUPPORTED_KIND, std::string("a ") + kind_name(v.kind) + " packet has no device form");
     }
 }
 
@@ -588,8 +594,8 @@ std::unique_ptr<DeviceTensor> tensor_new(int32_t device, int dtype, uint32_t ndi
     return t;
 }
 
-std::unique_ptr<DeviceTensor> tensor_wrap(void *ptr, int32_t device, int dtype, uint32_t ndim,
-                                          const uint64_t *shape, tenso_gpu_release_fn release, void *user) {
+std::unique_ptr<DeviceTensor> tensor_wrap(void *ptr, int32_t device, int dtype, uint32_t ndim, const uint64_t *shape,
+                                          tenso_gpu_release_fn release, void *user) {
     auto t = std::make_unique<DeviceTensor>();
     describe(*t, checked_device(device), dtype, ndim, shape);
     if (!ptr && t->nbytes) fail(TENSO_E_INVALID_ARGUMENT, "device_ptr is NULL");
@@ -601,7 +607,8 @@ std::unique_ptr<DeviceTensor> tensor_wrap(void *ptr, int32_t device, int dtype, 
 }
 
 void upload(DeviceTensor &dst, const void *src, size_t len, void *stream) {
-    if (len != dst.nbytes) fail(TENSO_E_INVALID_ARGUMENT, "len " + num(len) + " is not the tensor's " + num(dst.nbytes) + " bytes");
+    if (len != dst.nbytes)
+        fail(TENSO_E_INVALID_ARGUMENT, "len " + num(len) + " is not the tensor's " + num(dst.nbytes) + " bytes");
     if (len && !src) fail(TENSO_E_INVALID_ARGUMENT, "src is NULL");
     Options o;
     StreamUse s(stream, dst.device);
@@ -610,7 +617,8 @@ void upload(DeviceTensor &dst, const void *src, size_t len, void *stream) {
 }
 
 void download(void *dst, size_t len, const DeviceTensor &src, void *stream) {
-    if (len != src.nbytes) fail(TENSO_E_INVALID_ARGUMENT, "len " + num(len) + " is not the tensor's " + num(src.nbytes) + " bytes");
+    if (len != src.nbytes)
+        fail(TENSO_E_INVALID_ARGUMENT, "len " + num(len) + " is not the tensor's " + num(src.nbytes) + " bytes");
     if (len && !dst) fail(TENSO_E_INVALID_ARGUMENT, "dst is NULL");
     Options o;
     StreamUse s(stream, src.device);
@@ -716,8 +724,8 @@ std::unique_ptr<DeviceValue> load_file(const char *path, const Options &o) {
         try {
             info = inspect(head, n);
             direct = info.kind == TENSO_KIND_DENSE && !(info.flags & TENSO_FLAG_COMPRESSION) &&
-                     (!(info.flags & TENSO_FLAG_INTEGRITY) || !o.limits.verify_checksums) &&
-                     info.packet_size == size && frame_length(head, n, o.limits) == size;
+                     (!(info.flags & TENSO_FLAG_INTEGRITY) || !o.limits.verify_checksums) && info.packet_size == size &&
+                     frame_length(head, n, o.limits) == size;
         } catch (const Error &) {
             direct = false;  // the staged path reports the packet's own error
         } catch (const NeedMore &) {
@@ -726,9 +734,11 @@ std::unique_ptr<DeviceValue> load_file(const char *path, const Options &o) {
         if (direct) {
             auto out = std::make_unique<DeviceValue>();
             out->tensor = tensor_new(o.device, info.dtype, info.ndim, info.shape);
-            if (out->tensor->nbytes != info.body_size) fail(TENSO_E_MALFORMED, "dense body size disagrees with its shape");
+            if (out->tensor->nbytes != info.body_size)
+                fail(TENSO_E_MALFORMED, "dense body size disagrees with its shape");
             if (out->tensor->nbytes)
-                call("gds_read", op.gds_read, out->tensor->data, size_t(info.body_size), f.fd, info.body_offset, o.device);
+                call("gds_read", op.gds_read, out->tensor->data, size_t(info.body_size), f.fd, info.body_offset,
+                     o.device);
             out->path = mode;
             return out;
         }
@@ -785,9 +795,12 @@ void encode_from_device(const DeviceTensor &t, const EncodeOptions &enc, const O
     Plan p(enc, false);
     p.add(make_tensor(t.dtype, t.ndim, t.shape, &kStandIn, t.nbytes));
     StreamUse s(o.stream, t.device);
-    p.write_pulled(&kStandIn, [&](const Plan::Piece &emit) {
-        download_bytes(static_cast<const uint8_t *>(t.data), t.nbytes, s.get(), t.device, o, emit);
-    }, out);
+    p.write_pulled(
+        &kStandIn,
+        [&](const Plan::Piece &emit) {
+            download_bytes(static_cast<const uint8_t *>(t.data), t.nbytes, s.get(), t.device, o, emit);
+        },
+        out);
     s.finish();
 }
 }  // namespace
@@ -833,8 +846,10 @@ std::unique_ptr<DeviceTensor> dequantize_on(const View &v, int out_dtype, const 
     auto scales = tensor_new(o.device, TENSO_DTYPE_FLOAT32, 1, params_shape);
     auto zps = tensor_new(o.device, TENSO_DTYPE_FLOAT32, 1, params_shape);
     upload_bytes(static_cast<uint8_t *>(codes->data), q.data, q.nbytes, s.get(), o.device, o);
-    upload_bytes(static_cast<uint8_t *>(scales->data), reinterpret_cast<const uint8_t *>(q.scales), 4ull * q.num_scales, s.get(), o.device, o);
-    upload_bytes(static_cast<uint8_t *>(zps->data), reinterpret_cast<const uint8_t *>(q.zero_points), 4ull * q.num_scales, s.get(), o.device, o);
+    upload_bytes(static_cast<uint8_t *>(scales->data), reinterpret_cast<const uint8_t *>(q.scales), 4ull * q.num_scales,
+                 s.get(), o.device, o);
+    upload_bytes(static_cast<uint8_t *>(zps->data), reinterpret_cast<const uint8_t *>(q.zero_points),
+                 4ull * q.num_scales, s.get(), o.device, o);
     tenso_gpu_dequant_args a;
     std::memset(&a, 0, sizeof a);
     a.codes = codes->data;
@@ -902,12 +917,14 @@ std::unique_ptr<DeviceTensor> ipc_open(const View &v, int dtype, uint32_t ndim, 
     for (int32_t i = 0; i < n && device < 0; ++i)
         if (std::memcmp(device_info(i).uuid, ref.device_uuid, sizeof ref.device_uuid) == 0) device = i;
     if (device < 0) {
-        if (o.backend != TENSO_GPU_BACKEND_HOST) fail(TENSO_E_GPU_UNAVAILABLE, "no device here has the reference's UUID");
+        if (o.backend != TENSO_GPU_BACKEND_HOST)
+            fail(TENSO_E_GPU_UNAVAILABLE, "no device here has the reference's UUID");
         device = 0;
     }
     describe(*t, device, dtype, ndim, shape);
     if (t->nbytes != ref.nbytes)
-        fail(TENSO_E_INVALID_ARGUMENT, "dtype and shape make " + num(t->nbytes) + " bytes, the reference has " + num(ref.nbytes));
+        fail(TENSO_E_INVALID_ARGUMENT,
+             "dtype and shape make " + num(t->nbytes) + " bytes, the reference has " + num(ref.nbytes));
     if (ref.byte_offset > UINT64_MAX - ref.nbytes || ref.byte_offset > UINTPTR_MAX - ref.nbytes)
         fail(TENSO_E_INVALID_ARGUMENT, "IPC reference offset + nbytes overflows");
     void *base = nullptr;
@@ -936,12 +953,15 @@ DLManagedTensorVersioned *to_dlpack(const DeviceTensor &t) {
 std::unique_ptr<DeviceTensor> from_dlpack(DLManagedTensorVersioned *m) {
     const tenso_gpu_backend_ops &o = ops();
     if (m->version.major != DLPACK_MAJOR_VERSION)
-        fail(TENSO_E_UNSUPPORTED_VERSION, "DLPack major version " + num(m->version.major) + ", expected " + num(DLPACK_MAJOR_VERSION));
-    if (m->flags & DLPACK_FLAG_BITMASK_READ_ONLY) fail(TENSO_E_INVALID_ARGUMENT, "a read-only DLPack tensor cannot be a device tensor");
+        fail(TENSO_E_UNSUPPORTED_VERSION,
+             "DLPack major version " + num(m->version.major) + ", expected " + num(DLPACK_MAJOR_VERSION));
+    if (m->flags & DLPACK_FLAG_BITMASK_READ_ONLY)
+        fail(TENSO_E_INVALID_ARGUMENT, "a read-only DLPack tensor cannot be a device tensor");
     const DLTensor &d = m->dl_tensor;
     const DLDeviceType want = o.backend == TENSO_GPU_BACKEND_HOST ? kDLCPU : kDLCUDA;
     if (d.device.device_type != want)
-        fail(TENSO_E_INVALID_ARGUMENT, std::string("DLPack tensor is not on a ") + (want == kDLCPU ? "kDLCPU" : "kDLCUDA") + " device");
+        fail(TENSO_E_INVALID_ARGUMENT,
+             std::string("DLPack tensor is not on a ") + (want == kDLCPU ? "kDLCPU" : "kDLCUDA") + " device");
     const int dtype = from_dl_dtype(d.dtype);
     if (d.ndim < 0 || d.ndim > int32_t(TENSO_MAX_NDIM)) fail(TENSO_E_TOO_MANY_DIMS, "DLPack ndim out of range");
     if (d.ndim && !d.shape) fail(TENSO_E_INVALID_ARGUMENT, "DLPack shape is NULL");

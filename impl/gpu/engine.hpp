@@ -43,8 +43,8 @@ struct DeviceTensor {
 // C-contiguous tensor of dtype/shape; memory from the backend.
 std::unique_ptr<DeviceTensor> tensor_new(int32_t device, int dtype, uint32_t ndim, const uint64_t *shape);
 // Wraps memory the caller owns; `release(user, ptr)` runs once when the last reference goes.
-std::unique_ptr<DeviceTensor> tensor_wrap(void *ptr, int32_t device, int dtype, uint32_t ndim,
-                                          const uint64_t *shape, tenso_gpu_release_fn release, void *user);
+std::unique_ptr<DeviceTensor> tensor_wrap(void *ptr, int32_t device, int dtype, uint32_t ndim, const uint64_t *shape,
+                                          tenso_gpu_release_fn release, void *user);
 
 // ---- transfer options (tenso_gpu_options, checked and copied) ----
 struct Options {

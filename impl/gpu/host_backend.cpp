@@ -62,7 +62,7 @@ std::map<uintptr_t, size_t> &opened() {  // ipc_open mappings
 // The 64-byte IPC handle: magic, the owner's pid, the segment's fd there, and its size.
 constexpr char kMagic[16] = "tenso-host-ipc1";
 constexpr char kMemfdName[] = "tenso-gpu";
-constexpr char kMemfdLink[] = "/memfd:tenso-gpu ";  // what /proc/<pid>/fd/<n> links to
+constexpr char kMemfdLink[] = "/memfd:tenso-gpu ";                 // what /proc/<pid>/fd/<n> links to
 constexpr int kSeals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;  // the size is fixed for good
 struct Handle {
     char magic[16];
@@ -75,7 +75,8 @@ static_assert(sizeof(Handle) == 64, "IPC handles are 64 bytes");
 
 tenso_status check_device(int32_t device, char *msg, size_t cap) {
     if (device == 0) return TENSO_OK;
-    return report(msg, cap, TENSO_E_INVALID_ARGUMENT, "the host backend has one device (0), not " + std::to_string(device));
+    return report(msg, cap, TENSO_E_INVALID_ARGUMENT,
+                  "the host backend has one device (0), not " + std::to_string(device));
 }
 
 tenso_status h_init(char *, size_t) { return TENSO_OK; }
@@ -111,9 +112,10 @@ tenso_status h_malloc_device(void **ptr, size_t n, int32_t device, char *msg, si
     const int fd = ::memfd_create(kMemfdName, MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (fd < 0) return sys_error(msg, cap, "memfd_create");
     if (::ftruncate(fd, off_t(size)) != 0) {
-        const tenso_status st = errno == ENOSPC || errno == EFBIG
-                                    ? report(msg, cap, TENSO_E_NO_MEMORY, "out of device memory (" + std::to_string(n) + " bytes)")
-                                    : sys_error(msg, cap, "ftruncate");
+        const tenso_status st =
+            errno == ENOSPC || errno == EFBIG
+                ? report(msg, cap, TENSO_E_NO_MEMORY, "out of device memory (" + std::to_string(n) + " bytes)")
+                : sys_error(msg, cap, "ftruncate");
         ::close(fd);
         return st;
     }
@@ -300,14 +302,17 @@ tenso_status h_event_record(void *event, void *stream, char *msg, size_t cap) {
         std::lock_guard<std::mutex> lock(e->mu);
         gen = ++e->recorded;
     }
-    return enqueue(stream, [e, gen](std::string *) {
-        // Notify under the lock: a waiter that sees `reached` may destroy the event at once, so
-        // the worker must not touch it after unlocking (TSan: notify racing the destructor).
-        std::lock_guard<std::mutex> lock(e->mu);
-        e->reached = std::max(e->reached, gen);
-        e->cv.notify_all();
-        return TENSO_OK;
-    }, msg, cap);
+    return enqueue(
+        stream,
+        [e, gen](std::string *) {
+            // Notify under the lock: a waiter that sees `reached` may destroy the event at once, so
+            // the worker must not touch it after unlocking (TSan: notify racing the destructor).
+            std::lock_guard<std::mutex> lock(e->mu);
+            e->reached = std::max(e->reached, gen);
+            e->cv.notify_all();
+            return TENSO_OK;
+        },
+        msg, cap);
 }
 
 tenso_status h_event_synchronize(void *event, char *, size_t) {
@@ -319,15 +324,19 @@ tenso_status h_event_synchronize(void *event, char *, size_t) {
 }
 
 tenso_status copy(void *dst, const void *src, size_t n, void *stream, char *msg, size_t cap) {
-    return enqueue(stream, [dst, src, n](std::string *) {
-        std::memcpy(dst, src, n);
-        return TENSO_OK;
-    }, msg, cap);
+    return enqueue(
+        stream,
+        [dst, src, n](std::string *) {
+            std::memcpy(dst, src, n);
+            return TENSO_OK;
+        },
+        msg, cap);
 }
 
 // ---- IPC ----
 
-tenso_status h_ipc_export(uint8_t handle[64], uint64_t *offset, const void *ptr, int32_t device, char *msg, size_t cap) {
+tenso_status h_ipc_export(uint8_t handle[64], uint64_t *offset, const void *ptr, int32_t device, char *msg,
+                          size_t cap) {
     if (tenso_status st = check_device(device, msg, cap)) return st;
     const auto p = reinterpret_cast<uintptr_t>(ptr);
     std::lock_guard<std::mutex> lock(g_mem_mu);
@@ -372,7 +381,8 @@ tenso_status h_ipc_open(void **ptr, uint64_t *size, const uint8_t handle[64], in
     }
     if (seals < 0 || (seals & kSeals) != kSeals) {
         ::close(fd);
-        return report(msg, cap, TENSO_E_INVALID_ARGUMENT, "ipc_open: " + path + " is not sealed against shrinking, so it is not a host backend segment");
+        return report(msg, cap, TENSO_E_INVALID_ARGUMENT,
+                      "ipc_open: " + path + " is not sealed against shrinking, so it is not a host backend segment");
     }
     void *p = ::mmap(nullptr, size_t(h.size), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     ::close(fd);
@@ -401,24 +411,42 @@ tenso_status h_ipc_close(void *ptr, int32_t, char *msg, size_t cap) {
 
 tenso_status h_dequantize(const tenso_gpu_dequant_args *args, void *stream, char *msg, size_t cap) {
     const tenso_gpu_dequant_args a = *args;
-    return enqueue(stream, [a](std::string *why) {
-        char m[512] = "";
-        const tenso_status st = dequantize_host(a, m, sizeof m);
-        if (st != TENSO_OK) *why = m;
-        return st;
-    }, msg, cap);
+    return enqueue(
+        stream,
+        [a](std::string *why) {
+            char m[512] = "";
+            const tenso_status st = dequantize_host(a, m, sizeof m);
+            if (st != TENSO_OK) *why = m;
+            return st;
+        },
+        msg, cap);
 }
 
 const tenso_gpu_backend_ops kHostOps = {
-    TENSO_GPU_BACKEND_ABI, TENSO_GPU_BACKEND_HOST,
-    h_init, h_device_count, h_device_info,
-    h_malloc_device, h_free_device, h_malloc_pinned, h_free_pinned,
-    h_stream_create, h_stream_destroy, h_stream_synchronize,
-    h_event_create, h_event_destroy, h_event_record, h_event_synchronize,
-    copy, copy,
-    h_ipc_export, h_ipc_open, h_ipc_close,
+    TENSO_GPU_BACKEND_ABI,
+    TENSO_GPU_BACKEND_HOST,
+    h_init,
+    h_device_count,
+    h_device_info,
+    h_malloc_device,
+    h_free_device,
+    h_malloc_pinned,
+    h_free_pinned,
+    h_stream_create,
+    h_stream_destroy,
+    h_stream_synchronize,
+    h_event_create,
+    h_event_destroy,
+    h_event_record,
+    h_event_synchronize,
+    copy,
+    copy,
+    h_ipc_export,
+    h_ipc_open,
+    h_ipc_close,
     h_dequantize,
-    nullptr, nullptr,  // no GPUDirect Storage: files are staged
+    nullptr,
+    nullptr,  // no GPUDirect Storage: files are staged
 };
 
 }  // namespace

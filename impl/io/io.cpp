@@ -92,7 +92,6 @@ ssize_t read_some(int fd, uint8_t *p, size_t n, const Deadline &dl, bool peek) {
 
 size_t read_some(int fd, uint8_t *p, size_t n, const Deadline &dl) { return size_t(read_some(fd, p, n, dl, false)); }
 
-
 [[noreturn]] void ended(const Decoder &d) {
     if (d.idle()) fail(TENSO_E_END_OF_STREAM, "end of stream");
     d.finish();  // throws TRUNCATED
@@ -130,7 +129,9 @@ bool peek_start(Decoder &d, int fd, const Deadline &dl, std::unique_ptr<View> *v
 
 struct Fd {
     int fd;
-    ~Fd() { if (fd >= 0) ::close(fd); }
+    ~Fd() {
+        if (fd >= 0) ::close(fd);
+    }
 };
 
 }  // namespace

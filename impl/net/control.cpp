@@ -28,12 +28,11 @@ uint64_t parse_u64(const char *p, size_t n, const char *what) {
 
 }  // namespace
 
-size_t control_packet_limit(uint32_t max_name_bytes) {
-    return 512 + size_t(max_name_bytes) + kMaxMessage;
-}
+size_t control_packet_limit(uint32_t max_name_bytes) { return 512 + size_t(max_name_bytes) + kMaxMessage; }
 
 std::vector<uint8_t> encode_control(const Control &c) {
-    const std::string f[kFields] = {kOps[int(c.op)], c.name, std::to_string(c.status), std::to_string(c.length),
+    const std::string f[kFields] = {kOps[int(c.op)],          c.name,
+                                    std::to_string(c.status), std::to_string(c.length),
                                     std::to_string(c.offset), c.message.substr(0, kMaxMessage)};
     std::string payload;
     uint64_t offsets[kFields + 1] = {0};

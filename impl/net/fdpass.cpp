@@ -75,7 +75,8 @@ int packet_memfd(const std::vector<iovec> &iov, uint64_t total) {
     for (const iovec &v : iov) {
         size_t done = 0;
         while (done < v.iov_len) {
-            const ssize_t r = ::pwrite(fd, static_cast<const uint8_t *>(v.iov_base) + done, v.iov_len - done, off_t(off + done));
+            const ssize_t r =
+                ::pwrite(fd, static_cast<const uint8_t *>(v.iov_base) + done, v.iov_len - done, off_t(off + done));
             if (r < 0 && errno == EINTR) continue;
             if (r <= 0) {
                 const int e = errno;

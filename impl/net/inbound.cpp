@@ -10,7 +10,9 @@
 namespace tenso::net {
 
 namespace {
-int64_t now_ns() { return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count(); }
+int64_t now_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
+}
 int64_t after_ms(uint64_t ms) {
     const uint64_t cap = uint64_t(1) << 40;  // ~35 years: "no deadline" in practice, no overflow
     return now_ns() + int64_t(std::min(ms, cap)) * 1000000;
@@ -83,12 +85,12 @@ void Inbound::wait(Io io) {
     if (expired_) return finish();
     arm_deadline();
     auto self = shared_from_this();
-    sd_.async_wait(io == Io::kWantWrite ? asio::posix::stream_descriptor::wait_write
-                                        : asio::posix::stream_descriptor::wait_read,
-                   [self](const asio::error_code &ec) {
-                       if (ec || self->state_ == kClosed) return self->finish();
-                       self->step();
-                   });
+    sd_.async_wait(
+        io == Io::kWantWrite ? asio::posix::stream_descriptor::wait_write : asio::posix::stream_descriptor::wait_read,
+        [self](const asio::error_code &ec) {
+            if (ec || self->state_ == kClosed) return self->finish();
+            self->step();
+        });
 }
 
 void Inbound::finish() {
@@ -182,9 +184,10 @@ void Inbound::received(std::unique_ptr<View> raw) {
     if (scanned_.held() > n_.opts.max_queued_bytes) {
         // Framed, so the connection stays in step.
         drop_push();
-        return refuse(TENSO_E_LIMIT, "the value decodes to " + std::to_string(scanned_.held()) +
-                                         " bytes, more than the receiver's max_queued_bytes (" +
-                                         std::to_string(n_.opts.max_queued_bytes) + ")",
+        return refuse(TENSO_E_LIMIT,
+                      "the value decodes to " + std::to_string(scanned_.held()) +
+                          " bytes, more than the receiver's max_queued_bytes (" +
+                          std::to_string(n_.opts.max_queued_bytes) + ")",
                       false);
     }
     state_ = kGrow;
@@ -284,7 +287,8 @@ void Inbound::on_control(std::unique_ptr<View> v) {
     request_deadline_ = after_ms(request_ms(n_.opts, req_.length));
     if (req_.length == 0) fail(TENSO_E_MALFORMED, "a push of 0 bytes");
     if (req_.length > n_.opts.max_packet_bytes || req_.length > n_.opts.max_queued_bytes)
-        return refuse_push(TENSO_E_LIMIT, "the packet is larger than the receiver takes (max_packet_bytes / max_queued_bytes)");
+        return refuse_push(TENSO_E_LIMIT,
+                           "the packet is larger than the receiver takes (max_packet_bytes / max_queued_bytes)");
     if (!n_.allowed(kAccessPush, sock_.peer, req_.name))
         return refuse_push(TENSO_E_AUTH, "this peer may not push '" + req_.name + "' (the node's access hook)");
     msg_.reset(new Message);

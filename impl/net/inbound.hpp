@@ -57,10 +57,10 @@ private:
     State state_ = kReadControl;
     Control req_;
     std::unique_ptr<Message> msg_;
-    int push_fd_ = -1;            // a push-fd's descriptor until it is read
-    uint64_t reserved_ = 0;       // queue budget this push holds
-    bool over_ = false;           // ... past max_queued_bytes (Message::overshoot)
-    Scanned scanned_;             // the value between its scan and its bind
+    int push_fd_ = -1;               // a push-fd's descriptor until it is read
+    uint64_t reserved_ = 0;          // queue budget this push holds
+    bool over_ = false;              // ... past max_queued_bytes (Message::overshoot)
+    Scanned scanned_;                // the value between its scan and its bind
     std::unique_ptr<View> decoded_;  // kDecoded: the value, or
     int32_t decode_status_ = 0;      // why not
     std::string decode_message_;

@@ -46,7 +46,8 @@ void Node::Impl::bind_listeners(const std::vector<Address> &addrs) {
             sockaddr_un sa{};
             sa.sun_family = AF_UNIX;
             std::memcpy(sa.sun_path, a.path.data(), a.path.size());
-            if (l.fd < 0 || ::bind(l.fd, reinterpret_cast<sockaddr *>(&sa), sizeof sa) != 0 || ::listen(l.fd, 128) != 0) {
+            if (l.fd < 0 || ::bind(l.fd, reinterpret_cast<sockaddr *>(&sa), sizeof sa) != 0 ||
+                ::listen(l.fd, 128) != 0) {
                 const int e = errno;
                 if (l.fd >= 0) ::close(l.fd);
                 sys_fail(TENSO_E_IO, "listen on unix://" + a.path, e);
@@ -153,7 +154,8 @@ int Node::Impl::on_accept(Listener &l) {
         }
         std::lock_guard<std::mutex> g(in_mu);
         try {
-            auto c = std::make_shared<Inbound>(*this, fd, l.addr.scheme == Address::kUnix, l.addr.scheme == Address::kTls, peer);
+            auto c = std::make_shared<Inbound>(*this, fd, l.addr.scheme == Address::kUnix,
+                                               l.addr.scheme == Address::kTls, peer);
             inbound.insert(c);
             ++unauthenticated;
             asio::post(*io, [c] { c->run(); });
@@ -174,7 +176,8 @@ void Node::Impl::expire_inbound() {
 
 bool Node::Impl::reserve(uint64_t bytes, const std::shared_ptr<Inbound> &who) {
     std::lock_guard<std::mutex> g(q_mu);
-    if (queue.size() + reserved_count >= opts.max_queued || queued_bytes + reserved_bytes + bytes > opts.max_queued_bytes) {
+    if (queue.size() + reserved_count >= opts.max_queued ||
+        queued_bytes + reserved_bytes + bytes > opts.max_queued_bytes) {
         if (who) parked.push_back(who);
         return false;
     }

@@ -50,8 +50,7 @@ void Node::Impl::start() {
                 try {
                     io->run();
                     return;
-                } catch (...) {
-                }
+                } catch (...) {}
             }
         });
 }

@@ -35,7 +35,7 @@ struct NodeOptions {
     bool plaintext = false, no_fd_passing = false, no_listen = false;
     std::string listen = "tls://127.0.0.1:0";
     std::string cert_pem, key_pem, ca_pem;
-    bool ca_set = false;  // ca_pem was given (empty text is then an error, not "no CA")
+    bool ca_set = false;                   // ca_pem was given (empty text is then an error, not "no CA")
     std::vector<std::string> pinned_keys;  // lower-case hex
     uint32_t threads = 1;
     uint64_t max_packet_bytes = uint64_t(16) << 30;
@@ -73,7 +73,7 @@ struct Payload {
     std::shared_ptr<const Value> value;  // encoded on send
     const uint8_t *packet = nullptr;     // or these bytes
     size_t len = 0;
-    int fd = -1;                         // or this descriptor's [offset, offset + len)
+    int fd = -1;  // or this descriptor's [offset, offset + len)
     uint64_t offset = 0;
 };
 
@@ -93,12 +93,10 @@ public:
     std::string id() const;
 
     // timeout_ms as in net.h (0 = io_timeout_ms, UINT64_MAX = none).
-    void send(const std::string &addr, const std::string &name, const Payload &p, uint64_t timeout_ms,
-              Cancel *cancel);
+    void send(const std::string &addr, const std::string &name, const Payload &p, uint64_t timeout_ms, Cancel *cancel);
     // A pipelined push: returns once the packet is written to the peer's connection (the
     // payload's memory is no longer used), without waiting for the acknowledgement.
-    void post(const std::string &addr, const std::string &name, const Payload &p, uint64_t timeout_ms,
-              Cancel *cancel);
+    void post(const std::string &addr, const std::string &name, const Payload &p, uint64_t timeout_ms, Cancel *cancel);
     // Waits for every post to addr to be acknowledged; throws the first failure among them.
     void flush(const std::string &addr, uint64_t timeout_ms, Cancel *cancel);
     std::unique_ptr<View> request(const std::string &addr, const std::string &name, uint64_t timeout_ms,

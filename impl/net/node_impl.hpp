@@ -293,7 +293,9 @@ inline void check_name(const std::string &name, const NodeOptions &o) {
     if (name.empty() || name.size() > o.max_name_bytes)
         fail(TENSO_E_INVALID_ARGUMENT, "a name is 1.." + std::to_string(o.max_name_bytes) + " bytes");
 }
-inline uint64_t effective(uint64_t timeout_ms, const NodeOptions &o) { return timeout_ms == 0 ? o.io_timeout_ms : timeout_ms; }
+inline uint64_t effective(uint64_t timeout_ms, const NodeOptions &o) {
+    return timeout_ms == 0 ? o.io_timeout_ms : timeout_ms;
+}
 // What every outbound call starts with: counted in flight, its name and address checked, its
 // deadline fixed, and a first look at the cancel token and the stop descriptor.
 struct Call {

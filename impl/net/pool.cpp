@@ -107,8 +107,8 @@ void Node::Impl::checkin(std::unique_ptr<Outbound> c) {
     pool_cv.notify_all();
     notify_waiters();
     // Out of step (bytes or descriptors left over from the peer): not reused.
-    if (stopped || p.idle.size() >= opts.max_pool_per_peer || !c->val.idle() || !c->ctl.idle() || !c->sock.fds.empty() ||
-        c->reader.pos != c->reader.end) {
+    if (stopped || p.idle.size() >= opts.max_pool_per_peer || !c->val.idle() || !c->ctl.idle() ||
+        !c->sock.fds.empty() || c->reader.pos != c->reader.end) {
         drop = std::move(c);
         return;
     }

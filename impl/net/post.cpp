@@ -183,7 +183,8 @@ std::shared_ptr<Node::Impl::PostStream> Node::Impl::post_stream(const std::strin
     return s;
 }
 
-std::shared_ptr<Node::Impl::PostStream> Node::Impl::lock_stream(const std::string &text, std::unique_lock<std::mutex> *g) {
+std::shared_ptr<Node::Impl::PostStream> Node::Impl::lock_stream(const std::string &text,
+                                                                std::unique_lock<std::mutex> *g) {
     for (;;) {
         std::shared_ptr<PostStream> sp = post_stream(text);
         *g = std::unique_lock<std::mutex>(sp->mu);
@@ -202,7 +203,8 @@ void Node::Impl::reap_streams() {
         std::lock_guard<std::mutex> g(pool_mu);
         for (auto &e : streams) all.push_back(e.second);
     }
-    const auto limit = Clock::now() - std::chrono::milliseconds(std::min<uint64_t>(opts.idle_timeout_ms, uint64_t(1) << 40));
+    const auto limit =
+        Clock::now() - std::chrono::milliseconds(std::min<uint64_t>(opts.idle_timeout_ms, uint64_t(1) << 40));
     const Waker w{stop_fd, nullptr, &stopped};  // unused: read_acks(block false) never waits
     for (auto &sp : all) {
         PostStream &s = *sp;
@@ -325,7 +327,8 @@ struct StreamCall {
 };
 }  // namespace
 
-void Node::post(const std::string &addr, const std::string &name, const Payload &p, uint64_t timeout_ms, Cancel *cancel) {
+void Node::post(const std::string &addr, const std::string &name, const Payload &p, uint64_t timeout_ms,
+                Cancel *cancel) {
     Impl &n = *impl_;
     StreamCall call(n, addr, &name, timeout_ms, cancel);
     const Waker &w = call.w;
@@ -370,7 +373,8 @@ void Node::post(const std::string &addr, const std::string &name, const Payload 
             // Grown by doubling, but never past what it may hold (kPostBuffer + kSmallPost).
             const size_t need = at + head->size() + size_t(size);
             if (need > s.buf.capacity())
-                s.buf.reserve(std::min(std::max(need, 2 * s.buf.capacity()), Impl::PostStream::kPostBuffer + Impl::PostStream::kSmallPost));
+                s.buf.reserve(std::min(std::max(need, 2 * s.buf.capacity()),
+                                       Impl::PostStream::kPostBuffer + Impl::PostStream::kSmallPost));
             s.buf.resize(need);
             std::memcpy(s.buf.data() + at, head->data(), head->size());
             at += head->size();

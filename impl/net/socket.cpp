@@ -23,9 +23,7 @@
 
 namespace tenso::net {
 
-void sys_fail(int32_t st, const std::string &what, int err) {
-    fail(st, what + ": " + std::strerror(err));
-}
+void sys_fail(int32_t st, const std::string &what, int err) { fail(st, what + ": " + std::strerror(err)); }
 
 // ---- waits ---------------------------------------------------------------------------------
 
@@ -96,16 +94,17 @@ Address parse_address(const std::string &s, bool listen) {
         if (at != std::string::npos) {
             a.fingerprint = rest.substr(0, at);
             rest = rest.substr(at + 1);
-            if (a.fingerprint.size() != 64 ||
-                a.fingerprint.find_first_not_of("0123456789abcdef") != std::string::npos)
+            if (a.fingerprint.size() != 64 || a.fingerprint.find_first_not_of("0123456789abcdef") != std::string::npos)
                 return bad("the key fingerprint is not 64 lower-case hex digits");
         }
-        if (listen != a.fingerprint.empty()) return bad(listen ? "a listen address takes no fingerprint" : "no key fingerprint");
+        if (listen != a.fingerprint.empty())
+            return bad(listen ? "a listen address takes no fingerprint" : "no key fingerprint");
     }
     size_t colon;
     if (!rest.empty() && rest[0] == '[') {
         const size_t close = rest.find(']');
-        if (close == std::string::npos || close + 1 >= rest.size() || rest[close + 1] != ':') return bad("bad IPv6 literal");
+        if (close == std::string::npos || close + 1 >= rest.size() || rest[close + 1] != ':')
+            return bad("bad IPv6 literal");
         a.host = rest.substr(1, close - 1);
         colon = close + 1;
     } else {
@@ -114,8 +113,8 @@ Address parse_address(const std::string &s, bool listen) {
         a.host = rest.substr(0, colon);
     }
     a.port = rest.substr(colon + 1);
-    if (a.host.empty() || a.port.empty() || a.port.size() > 5 || a.port.find_first_not_of("0123456789") != std::string::npos ||
-        std::stoul(a.port) > 65535)
+    if (a.host.empty() || a.port.empty() || a.port.size() > 5 ||
+        a.port.find_first_not_of("0123456789") != std::string::npos || std::stoul(a.port) > 65535)
         return bad("bad host or port");
     if (!listen && a.port == "0") return bad("port 0");
     return a;
@@ -260,7 +259,8 @@ Io Sock::read(void *p, size_t cap, size_t *n) {
         m.msg_iovlen = 1;
         m.msg_control = cbuf;
         m.msg_controllen = sizeof cbuf;
-        do r = ::recvmsg(fd, &m, MSG_CMSG_CLOEXEC); while (r < 0 && errno == EINTR);
+        do r = ::recvmsg(fd, &m, MSG_CMSG_CLOEXEC);
+        while (r < 0 && errno == EINTR);
         if (r >= 0) {
             // Every descriptor is owned (closed if over budget) before anything can fail.
             bool over = (m.msg_flags & MSG_CTRUNC) != 0;  // the kernel dropped some already
@@ -281,12 +281,14 @@ Io Sock::read(void *p, size_t cap, size_t *n) {
                         fds.push_back(f);
                     }
                 }
-            if (over) fail(TENSO_E_LIMIT, "the peer passed more descriptors than its frames use (at most " +
-                                              std::to_string(FdBudget::kPerConnection) + " per connection, " +
-                                              std::to_string(FdBudget::kNode) + " per node, waiting)");
+            if (over)
+                fail(TENSO_E_LIMIT, "the peer passed more descriptors than its frames use (at most " +
+                                        std::to_string(FdBudget::kPerConnection) + " per connection, " +
+                                        std::to_string(FdBudget::kNode) + " per node, waiting)");
         }
     } else {
-        do r = ::read(fd, p, cap); while (r < 0 && errno == EINTR);
+        do r = ::read(fd, p, cap);
+        while (r < 0 && errno == EINTR);
     }
     if (r < 0) {
         if (errno == EAGAIN || errno == EWOULDBLOCK) return Io::kWantRead;
@@ -341,7 +343,8 @@ Io Sock::write(const iovec *iov, size_t cnt, size_t *n, int pass_fd) {
         std::memcpy(CMSG_DATA(c), &pass_fd, sizeof pass_fd);
     }
     ssize_t r;
-    do r = ::sendmsg(fd, &m, MSG_NOSIGNAL); while (r < 0 && errno == EINTR);
+    do r = ::sendmsg(fd, &m, MSG_NOSIGNAL);
+    while (r < 0 && errno == EINTR);
     if (r < 0) {
         if (errno == EAGAIN || errno == EWOULDBLOCK) return Io::kWantWrite;
         sys_fail(TENSO_E_CONNECTION, "write");
@@ -403,7 +406,8 @@ Io Reader::frame(Sock &s, Decoder &d, std::unique_ptr<View> *out) {
                 continue;
             }
         }
-        if (r == Io::kEof && !d.idle()) fail(TENSO_E_CONNECTION, "the peer closed the connection in the middle of a packet");
+        if (r == Io::kEof && !d.idle())
+            fail(TENSO_E_CONNECTION, "the peer closed the connection in the middle of a packet");
         return r;
     }
 }

@@ -56,7 +56,8 @@ struct Address {
     enum Scheme { kTls, kTcp, kUnix } scheme = kTls;
     std::string host, port, path, fingerprint;
     std::string key() const {
-        return scheme == kUnix ? "unix://" + path : (scheme == kTls ? "tls://" + fingerprint + "@" : "tcp://") + host + ":" + port;
+        return scheme == kUnix ? "unix://" + path
+                               : (scheme == kTls ? "tls://" + fingerprint + "@" : "tcp://") + host + ":" + port;
     }
 };
 
@@ -98,9 +99,9 @@ struct Sock {
     // (ktls_rx), and those bytes then bypass OpenSSL: plain sendmsg and recvmsg.
     bool kernel_bio = false, ktls_tx = false, ktls_rx = false;
     bool unix_ = false;
-    std::deque<int> fds;  // descriptors received (Unix), oldest first
+    std::deque<int> fds;            // descriptors received (Unix), oldest first
     FdBudget *fd_budget = nullptr;  // counts `fds` (set on Unix connections)
-    std::string peer;     // the sender name of messages from it
+    std::string peer;               // the sender name of messages from it
     uint64_t *counter_in = nullptr, *counter_out = nullptr;
 
     Sock() = default;
@@ -132,7 +133,7 @@ struct Sock {
     // After WANT_WRITE the caller retries with the same segments, so the packed record is the
     // same bytes again, at the same address, as OpenSSL requires.
     static constexpr size_t kRecord = 16384;  // TLS's largest plaintext record
-    std::unique_ptr<uint8_t[]> stage;          // a packed record
+    std::unique_ptr<uint8_t[]> stage;         // a packed record
     Io tls_write(const iovec *iov, size_t cnt, size_t *n);
 
     // Writes from iov[0, cnt); *n gets the bytes. pass_fd (Unix): sent with the first byte.
@@ -141,10 +142,10 @@ struct Sock {
 
 // A list of segments being written, front first.
 struct Outgoing {
-    std::vector<uint8_t> head;       // the control frame
-    std::vector<iovec> iov;          // head, then the value's segments
-    size_t at = 0;                   // first segment not fully written
-    int pass_fd = -1;                // sent with the first byte (not owned)
+    std::vector<uint8_t> head;         // the control frame
+    std::vector<iovec> iov;            // head, then the value's segments
+    size_t at = 0;                     // first segment not fully written
+    int pass_fd = -1;                  // sent with the first byte (not owned)
     std::shared_ptr<const void> keep;  // what the segments point into
     void start() { iov.insert(iov.begin(), iovec{head.data(), head.size()}); }
     bool done() const { return at == iov.size(); }

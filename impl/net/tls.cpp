@@ -36,9 +36,15 @@ namespace {
     fail(TENSO_E_AUTH, what + (e ? std::string(": ") + buf : std::string()));
 }
 
-struct BioFree { void operator()(BIO *b) const { BIO_free(b); } };
-struct X509Free { void operator()(X509 *x) const { X509_free(x); } };
-struct KeyFree { void operator()(EVP_PKEY *k) const { EVP_PKEY_free(k); } };
+struct BioFree {
+    void operator()(BIO *b) const { BIO_free(b); }
+};
+struct X509Free {
+    void operator()(X509 *x) const { X509_free(x); }
+};
+struct KeyFree {
+    void operator()(EVP_PKEY *k) const { EVP_PKEY_free(k); }
+};
 using Bio = std::unique_ptr<BIO, BioFree>;
 using Cert = std::unique_ptr<X509, X509Free>;
 using Key = std::unique_ptr<EVP_PKEY, KeyFree>;
@@ -152,7 +158,7 @@ SSL_CTX *make_ctx(bool server, EVP_PKEY *key, const std::vector<Cert> &chain, bo
 constexpr size_t kSendBuf = 128 * 1024;
 struct BioSock {
     int fd;
-    bool more = false;             // the record being written is not the last of the write
+    bool more = false;               // the record being written is not the last of the write
     std::unique_ptr<uint8_t[]> buf;  // gathered records, [at, len) not sent yet
     size_t at = 0, len = 0;
 };
@@ -165,7 +171,8 @@ ssize_t send2(int fd, const void *p0, size_t n0, const void *p1, size_t n1) {
     m.msg_iov = n0 ? v : v + 1;
     m.msg_iovlen = n0 ? 2 : 1;
     ssize_t r;
-    do r = ::sendmsg(fd, &m, MSG_NOSIGNAL); while (r < 0 && errno == EINTR);
+    do r = ::sendmsg(fd, &m, MSG_NOSIGNAL);
+    while (r < 0 && errno == EINTR);
     return r;
 }
 
@@ -209,7 +216,8 @@ int bio_read(BIO *b, char *p, int n) {
     const int fd = bio_sock(b)->fd;
     BIO_clear_retry_flags(b);
     ssize_t r;
-    do r = ::recv(fd, p, size_t(n), 0); while (r < 0 && errno == EINTR);
+    do r = ::recv(fd, p, size_t(n), 0);
+    while (r < 0 && errno == EINTR);
     if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) BIO_set_retry_read(b);
     return int(r);
 }
@@ -326,7 +334,7 @@ SSL *new_ssl(SSL_CTX *ctx, int fd, bool *kernel) {
         fail(TENSO_E_NO_MEMORY, "SSL_new");
     }
     BIO_set_data(b, st.release());  // freed by bio_destroy
-    SSL_set_bio(ssl, b, b);  // one reference, owned by the SSL
+    SSL_set_bio(ssl, b, b);         // one reference, owned by the SSL
     return ssl;
 }
 
@@ -358,7 +366,9 @@ std::string key_fingerprint(EVP_PKEY *key) {
     return s;
 }
 
-void pin_peer(SSL *ssl, const std::string *fingerprint) { SSL_set_ex_data(ssl, pin_index(), const_cast<std::string *>(fingerprint)); }
+void pin_peer(SSL *ssl, const std::string *fingerprint) {
+    SSL_set_ex_data(ssl, pin_index(), const_cast<std::string *>(fingerprint));
+}
 
 Tls::Tls(const std::string &cert_pem, const std::string &key_pem, const std::string &ca_pem, bool ca_set,
          std::vector<std::string> pinned)
@@ -380,8 +390,9 @@ Tls::Tls(const std::string &cert_pem, const std::string &key_pem, const std::str
         key.reset(PEM_read_bio_PrivateKey(b.get(), nullptr, no_passphrase, nullptr));
         if (!key && (key_pem.find("ENCRYPTED") != std::string::npos)) {
             ERR_clear_error();
-            fail(TENSO_E_AUTH, "key_pem is encrypted (passphrase-protected): give the key decrypted, e.g. "
-                               "`openssl pkey -in key.pem -out key-plain.pem`, and keep that file private");
+            fail(TENSO_E_AUTH,
+                 "key_pem is encrypted (passphrase-protected): give the key decrypted, e.g. "
+                 "`openssl pkey -in key.pem -out key-plain.pem`, and keep that file private");
         }
         if (!key) auth_fail("key_pem: no private key");
         // The node's id is the certificate's key, the one peers see: it must be key_pem's.
@@ -409,14 +420,12 @@ std::string Tls::check_peer(SSL *ssl, const std::string &expect, bool server_sid
     X509 *peer = SSL_get0_peer_certificate(ssl);
     if (!peer) fail(TENSO_E_AUTH, "the peer showed no certificate");
     const std::string fp = key_fingerprint(X509_get0_pubkey(peer));
-    if (!expect.empty() && fp != expect)
-        fail(TENSO_E_AUTH, "the peer's key " + fp + " is not the one in its address");
+    if (!expect.empty() && fp != expect) fail(TENSO_E_AUTH, "the peer's key " + fp + " is not the one in its address");
     const bool chain_ok = has_ca_ && SSL_get_verify_result(ssl) == X509_V_OK;
     if (has_ca_ && !chain_ok && (!server_side || pinned_.empty()))
         fail(TENSO_E_AUTH, std::string("the peer's certificate does not chain to ca_pem: ") +
                                X509_verify_cert_error_string(SSL_get_verify_result(ssl)));
-    if (server_side && !chain_ok && !pinned_.empty() &&
-        std::find(pinned_.begin(), pinned_.end(), fp) == pinned_.end())
+    if (server_side && !chain_ok && !pinned_.empty() && std::find(pinned_.begin(), pinned_.end(), fp) == pinned_.end())
         fail(TENSO_E_AUTH, "the peer's key " + fp + " is not pinned");
     return fp;
 }

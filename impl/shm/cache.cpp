@@ -83,18 +83,18 @@ static_assert(sizeof(Geometry) <= kSharedOff && sizeof(Geometry) % 8 == 0, "pool
 // Mutable; read and written only under `mutex`.
 struct Shared {
     pthread_mutex_t mutex;
-    uint32_t recovering;      // 1 while recover() runs: a crash or failure in it reruns it
+    uint32_t recovering;          // 1 while recover() runs: a crash or failure in it reruns it
     uint32_t lru_head, lru_tail;  // entry index + 1; 0 = none
-    uint32_t free_slots;      // FREE entries chained through lru_next
-    uint32_t live;            // LIVE entries (keys in the index)
-    uint32_t pinned;          // entries with pins > 0
-    uint32_t clients;         // client rows in use
-    uint32_t pin_records;     // pin table rows in use
-    uint32_t extents;         // free extents in the sorted table
-    uint32_t ttl_live;        // LIVE entries with a TTL: none, and a full pool skips the expiry scan
-    uint64_t used_bytes;      // data bytes held by LIVE and ORPHAN entries
-    uint64_t tick;            // access clock ordering the LRU list (survives recovery)
-    uint64_t generation;      // bumped by every put
+    uint32_t free_slots;          // FREE entries chained through lru_next
+    uint32_t live;                // LIVE entries (keys in the index)
+    uint32_t pinned;              // entries with pins > 0
+    uint32_t clients;             // client rows in use
+    uint32_t pin_records;         // pin table rows in use
+    uint32_t extents;             // free extents in the sorted table
+    uint32_t ttl_live;            // LIVE entries with a TTL: none, and a full pool skips the expiry scan
+    uint64_t used_bytes;          // data bytes held by LIVE and ORPHAN entries
+    uint64_t tick;                // access clock ordering the LRU list (survives recovery)
+    uint64_t generation;          // bumped by every put
     uint64_t hits, misses, evictions, expirations, recoveries;
 };
 static_assert(sizeof(Shared) + kSharedOff <= kHeaderBytes, "mutable header fits");
@@ -215,8 +215,10 @@ uint64_t pid_namespace() {
 
 void check_key(const char *key, size_t len) {
     if (len == 0 || len > TENSO_CACHE_MAX_KEY_BYTES)
-        fail(TENSO_E_INVALID_ARGUMENT, "cache keys are 1 to " + num(TENSO_CACHE_MAX_KEY_BYTES) + " bytes, got " + num(len));
-    if (!valid_utf8(reinterpret_cast<const uint8_t *>(key), len)) fail(TENSO_E_BAD_UTF8, "cache key is not valid UTF-8");
+        fail(TENSO_E_INVALID_ARGUMENT,
+             "cache keys are 1 to " + num(TENSO_CACHE_MAX_KEY_BYTES) + " bytes, got " + num(len));
+    if (!valid_utf8(reinterpret_cast<const uint8_t *>(key), len))
+        fail(TENSO_E_BAD_UTF8, "cache key is not valid UTF-8");
 }
 
 uint64_t key_hash(const char *key, size_t len) { return xxh3(key, len); }
@@ -251,8 +253,9 @@ private:
 
 void Cache::lock(bool check_size) {
     if (current_pid() != pid_)
-        fail(TENSO_E_INVALID_ARGUMENT, "cache handle was opened by another process (inherited through fork): "
-                                       "open the cache again in this process");
+        fail(TENSO_E_INVALID_ARGUMENT,
+             "cache handle was opened by another process (inherited through fork): "
+             "open the cache again in this process");
     // The mutex itself lies in the pages a truncation takes away. Releasing a view skips the
     // check (a syscall on the hit path): its holder was exposed to the residual race already.
     if (check_size) map_->check_size(given_);
@@ -274,7 +277,8 @@ void Cache::lock(bool check_size) {
         }
         s_->recovering = 1;
     } else if (r == ETIMEDOUT) {
-        fail(TENSO_E_TIMEOUT, "cache '" + given_ + "': lock not obtained within " + num(uint64_t(timeout_ns_ / 1000000)) + " ms");
+        fail(TENSO_E_TIMEOUT,
+             "cache '" + given_ + "': lock not obtained within " + num(uint64_t(timeout_ns_ / 1000000)) + " ms");
     } else if (r == ENOTRECOVERABLE) {
         fail(TENSO_E_CORRUPT, "cache '" + given_ + "': its lock is unrecoverable");
     } else if (r != 0) {
@@ -300,13 +304,16 @@ std::shared_ptr<Cache> Cache::create(const char *name, const CacheOptions &o) {
     // up) holds its tables and some data; from 1 MiB up they are the fixed defaults. Entries: 1
     // per 16 KiB, but a small pool gets 1 per 4 KiB up to 64. Clients: 1 per 4 KiB, 2 to 256.
     // Pins: a pin record is one (entry, client) pair, so entries x clients is never short.
-    const uint64_t entries = o.max_entries ? o.max_entries
-                                           : std::min<uint64_t>(std::max<uint64_t>({size / 16384, std::min<uint64_t>(size / 4096, 64), 1}), 1u << 20);
-    const uint64_t clients = o.max_clients ? o.max_clients : std::min<uint64_t>(std::max<uint64_t>(size / 4096, 2), 256);
+    const uint64_t entries =
+        o.max_entries
+            ? o.max_entries
+            : std::min<uint64_t>(std::max<uint64_t>({size / 16384, std::min<uint64_t>(size / 4096, 64), 1}), 1u << 20);
+    const uint64_t clients =
+        o.max_clients ? o.max_clients : std::min<uint64_t>(std::max<uint64_t>(size / 4096, 2), 256);
     const uint64_t pins = o.max_pins ? o.max_pins : std::min<uint64_t>(entries * clients, 16384);
     if (entries > kMaxEntries || clients > kMaxClients || pins > kMaxPins)
-        fail(TENSO_E_INVALID_ARGUMENT, "cache limits are at most " + num(kMaxEntries) + " entries, " + num(kMaxClients) +
-                                           " clients and " + num(kMaxPins) + " pins");
+        fail(TENSO_E_INVALID_ARGUMENT, "cache limits are at most " + num(kMaxEntries) + " entries, " +
+                                           num(kMaxClients) + " clients and " + num(kMaxPins) + " pins");
     Geometry g;
     std::memset(&g, 0, sizeof g);
     std::memcpy(g.magic, kPoolMagic, sizeof kPoolMagic);
@@ -390,7 +397,8 @@ std::shared_ptr<Cache> Cache::open(const char *name, uint32_t lock_timeout_ms, b
     const std::string n = shm_name(name);
     // A pool another process is creating is empty, then sized with a zero magic (written last):
     // wait for its creator, up to the lock timeout, before judging it.
-    for (const int64_t deadline = now_ns() + c->timeout_ns_; shm_unfinished(n, sizeof kPoolMagic, any_owner) && now_ns() < deadline;)
+    for (const int64_t deadline = now_ns() + c->timeout_ns_;
+         shm_unfinished(n, sizeof kPoolMagic, any_owner) && now_ns() < deadline;)
         ::usleep(1000);
     c->map_ = shm_open_existing(n, true, false, kHeaderBytes, TENSO_E_CORRUPT, any_owner);
     // The magic first, with an acquire load (pairs with create's release store): on weakly
@@ -401,9 +409,11 @@ std::shared_ptr<Cache> Cache::open(const char *name, uint32_t lock_timeout_ms, b
     std::memcpy(&g, c->map_->addr, sizeof g);  // checked and used from this private copy only
     std::memcpy(g.magic, &magic, sizeof g.magic);
     const std::string who = "'" + n + "' ";
-    if (std::memcmp(g.magic, kPoolMagic, sizeof kPoolMagic) != 0) fail(TENSO_E_CORRUPT, who + "is not a tenso cache (bad magic)");
+    if (std::memcmp(g.magic, kPoolMagic, sizeof kPoolMagic) != 0)
+        fail(TENSO_E_CORRUPT, who + "is not a tenso cache (bad magic)");
     if (g.layout_version != kLayoutVersion)
-        fail(TENSO_E_CORRUPT, who + "has cache layout version " + num(g.layout_version) + ", this library reads " + num(kLayoutVersion));
+        fail(TENSO_E_CORRUPT,
+             who + "has cache layout version " + num(g.layout_version) + ", this library reads " + num(kLayoutVersion));
     if (g.checksum != geometry_hash(g)) fail(TENSO_E_CORRUPT, who + "has a cache header whose checksum does not match");
     auto bad = [&](const std::string &what) { fail(TENSO_E_CORRUPT, who + "has an invalid cache geometry: " + what); };
     if (g.pool_size != c->map_->len)
@@ -411,8 +421,8 @@ std::shared_ptr<Cache> Cache::open(const char *name, uint32_t lock_timeout_ms, b
     if (g.header_bytes != kHeaderBytes || g.client_bytes != sizeof(Client) || g.pin_bytes != sizeof(Pin) ||
         g.entry_bytes != sizeof(Entry) || g.extent_bytes != sizeof(Extent) || g.key_max != TENSO_CACHE_MAX_KEY_BYTES)
         bad("record sizes differ from this library's");
-    if (!g.max_entries || g.max_entries > kMaxEntries || !g.max_clients || g.max_clients > kMaxClients ||
-        !g.max_pins || g.max_pins > kMaxPins)
+    if (!g.max_entries || g.max_entries > kMaxEntries || !g.max_clients || g.max_clients > kMaxClients || !g.max_pins ||
+        g.max_pins > kMaxPins)
         bad("table counts out of range");
     if (!is_pow2(g.pin_capacity) || g.pin_capacity < 2ull * g.max_pins || !is_pow2(g.index_capacity) ||
         g.index_capacity < 2ull * g.max_entries || g.extent_capacity != g.max_entries + 1ull)
@@ -542,8 +552,10 @@ void Cache::index_erase(uint32_t idx1) {
 
 void Cache::lru_unlink(uint32_t idx1) {
     Entry &e = ent(idx1);
-    if (e.lru_prev) ent(e.lru_prev).lru_next = e.lru_next; else s_->lru_head = e.lru_next;
-    if (e.lru_next) ent(e.lru_next).lru_prev = e.lru_prev; else s_->lru_tail = e.lru_prev;
+    if (e.lru_prev) ent(e.lru_prev).lru_next = e.lru_next;
+    else s_->lru_head = e.lru_next;
+    if (e.lru_next) ent(e.lru_next).lru_prev = e.lru_prev;
+    else s_->lru_tail = e.lru_prev;
     e.lru_prev = e.lru_next = 0;
 }
 
@@ -551,7 +563,8 @@ void Cache::lru_push_head(uint32_t idx1) {
     Entry &e = ent(idx1);
     e.lru_prev = 0;
     e.lru_next = s_->lru_head;
-    if (s_->lru_head) ent(s_->lru_head).lru_prev = idx1; else s_->lru_tail = idx1;
+    if (s_->lru_head) ent(s_->lru_head).lru_prev = idx1;
+    else s_->lru_tail = idx1;
     s_->lru_head = idx1;
 }
 
@@ -562,7 +575,8 @@ uint64_t Cache::extent_alloc(uint64_t size) {
     if (n > g_->extent_capacity) corrupt("free-extent count " + num(n));
     for (uint32_t i = 0; i < n; ++i) {
         Extent &x = extents_[i];
-        if (!extent_ok(x.off, x.len)) corrupt("free extent [" + num(x.off) + ", +" + num(x.len) + ") is outside the data region");
+        if (!extent_ok(x.off, x.len))
+            corrupt("free extent [" + num(x.off) + ", +" + num(x.len) + ") is outside the data region");
         if (x.len < size) continue;
         uint64_t off = x.off;
         x.off += size;
@@ -583,7 +597,8 @@ void Cache::extent_free(uint64_t off, uint64_t len) {
     uint32_t lo = 0, hi = n;
     while (lo < hi) {
         uint32_t mid = (lo + hi) / 2;
-        if (extents_[mid].off < off) lo = mid + 1; else hi = mid;
+        if (extents_[mid].off < off) lo = mid + 1;
+        else hi = mid;
     }
     bool prev = lo > 0 && extents_[lo - 1].off + extents_[lo - 1].len == off;
     bool next = lo < n && off + len == extents_[lo].off;
@@ -625,7 +640,8 @@ void Cache::unpublish(uint32_t idx1) {
     lru_unlink(idx1);
     --s_->live;
     if (e.ttl_ns > 0) --s_->ttl_live;
-    if (e.pins) e.state = kOrphan; else release(idx1);
+    if (e.pins) e.state = kOrphan;
+    else release(idx1);
 }
 
 bool Cache::expired(const Entry &e, int64_t now) const { return e.ttl_ns > 0 && now - e.created_ns >= e.ttl_ns; }
@@ -670,7 +686,7 @@ uint64_t Cache::allocate(uint64_t size, uint32_t *old, int64_t now) {
     for (int round = 0; round < 2; ++round) {
         while (evict_one(*old))
             if ((off = extent_alloc(size)) != UINT64_MAX) return off;
-        if (round == 0 && !reap_dead_clients()) break;  // dead pins gone: evict again
+        if (round == 0 && !reap_dead_clients()) break;             // dead pins gone: evict again
         if ((off = extent_alloc(size)) != UINT64_MAX) return off;  // their orphans freed room
     }
     if (*old && !ent(*old).pins) {
@@ -680,9 +696,9 @@ uint64_t Cache::allocate(uint64_t size, uint32_t *old, int64_t now) {
         while (evict_one(0))
             if ((off = extent_alloc(size)) != UINT64_MAX) return off;
     }
-    fail(TENSO_E_FULL, "cache '" + given_ + "' has no room for a packet of " + num(size) + " bytes: " +
-                           num(g_->data_size - s_->used_bytes) + " of " + num(g_->data_size) + " data bytes free, " +
-                           num(s_->pinned) + " entries pinned");
+    fail(TENSO_E_FULL, "cache '" + given_ + "' has no room for a packet of " + num(size) +
+                           " bytes: " + num(g_->data_size - s_->used_bytes) + " of " + num(g_->data_size) +
+                           " data bytes free, " + num(s_->pinned) + " entries pinned");
 }
 
 uint32_t Cache::take_slot(uint32_t *old) {
@@ -691,7 +707,8 @@ uint32_t Cache::take_slot(uint32_t *old) {
         *old = 0;
     }
     uint32_t i = s_->free_slots;
-    if (!i) fail(TENSO_E_FULL, "cache '" + given_ + "' has no free entry slot (" + num(g_->max_entries) + ", all pinned)");
+    if (!i)
+        fail(TENSO_E_FULL, "cache '" + given_ + "' has no free entry slot (" + num(g_->max_entries) + ", all pinned)");
     Entry &e = ent(i);
     if (e.state != kFree) corrupt("free-slot chain reaches a used entry");
     s_->free_slots = e.lru_next;
@@ -804,8 +821,8 @@ size_t Cache::reap_dead_clients() {
         if (!c.in_use || i == client_ || c.pid_ns != ns) continue;
         uint64_t start = 0;
         bool zombie = false;
-        bool dead = (::kill(c.pid, 0) != 0 && errno == ESRCH) || !proc_stat(c.pid, &start, &zombie) ||
-                    zombie || start != c.start_time;
+        bool dead = (::kill(c.pid, 0) != 0 && errno == ESRCH) || !proc_stat(c.pid, &start, &zombie) || zombie ||
+                    start != c.start_time;
         if (!dead) continue;
         drop_client(i);
         ++n;
@@ -875,10 +892,12 @@ void Cache::rebuild() {
         }
     }
     // LRU from the access clock: most recent at the head.
-    std::sort(live.begin(), live.end(), [&](uint32_t a, uint32_t b) { return entries_[a - 1].last_access < entries_[b - 1].last_access; });
+    std::sort(live.begin(), live.end(),
+              [&](uint32_t a, uint32_t b) { return entries_[a - 1].last_access < entries_[b - 1].last_access; });
     s_->lru_head = s_->lru_tail = 0;
     for (uint32_t i : live) lru_push_head(i);
-    std::sort(used.begin(), used.end(), [&](uint32_t a, uint32_t b) { return entries_[a - 1].data_off < entries_[b - 1].data_off; });
+    std::sort(used.begin(), used.end(),
+              [&](uint32_t a, uint32_t b) { return entries_[a - 1].data_off < entries_[b - 1].data_off; });
     s_->extents = 0;
     uint64_t at = 0;
     auto gap = [&](uint64_t end) {
@@ -905,11 +924,15 @@ void Cache::recover() {
         e.state = kFree;
     }
     // 2. Overlaps: keep the first by offset, drop the later.
-    std::sort(used.begin(), used.end(), [&](uint32_t a, uint32_t b) { return entries_[a - 1].data_off < entries_[b - 1].data_off; });
+    std::sort(used.begin(), used.end(),
+              [&](uint32_t a, uint32_t b) { return entries_[a - 1].data_off < entries_[b - 1].data_off; });
     uint64_t end = 0;
     for (uint32_t i : used) {
         Entry &e = entries_[i - 1];
-        if (e.data_off < end) { e.state = kFree; continue; }
+        if (e.data_off < end) {
+            e.state = kFree;
+            continue;
+        }
         end = e.data_off + e.alloc_size;
     }
     // 3. Duplicate live keys (a put that died between publishing the new entry and retiring the
@@ -985,7 +1008,8 @@ void Cache::put(const char *key, size_t key_len, const Value &v, const EncodeOpt
     const uint64_t need = plan.size();
     const uint64_t alloc = align_up(need, kAlign);
     if (alloc > g_->data_size)
-        fail(TENSO_E_FULL, "a packet of " + num(need) + " bytes is larger than the cache's data region (" + num(g_->data_size) + ")");
+        fail(TENSO_E_FULL,
+             "a packet of " + num(need) + " bytes is larger than the cache's data region (" + num(g_->data_size) + ")");
     const uint64_t hash = key_hash(key, key_len);
     const auto *k = reinterpret_cast<const uint8_t *>(key);
 
@@ -1110,7 +1134,8 @@ void Cache::remove(const char *key, size_t key_len) {
     bool was_expired = i && expired_now(ent(i));
     if (i) unpublish(i);
     if (was_expired) ++s_->expirations;
-    if (!i || was_expired) fail(TENSO_E_NOT_FOUND, "no key '" + std::string(key, key_len) + "' in cache '" + given_ + "'");
+    if (!i || was_expired)
+        fail(TENSO_E_NOT_FOUND, "no key '" + std::string(key, key_len) + "' in cache '" + given_ + "'");
 }
 
 CacheEntryInfo Cache::info(const char *key, size_t key_len) {
@@ -1119,7 +1144,8 @@ CacheEntryInfo Cache::info(const char *key, size_t key_len) {
     Lock l(*this);
     const int64_t now = now_ns();
     uint32_t i = lookup(reinterpret_cast<const uint8_t *>(key), key_len, hash);
-    if (!i || expired(ent(i), now)) fail(TENSO_E_NOT_FOUND, "no key '" + std::string(key, key_len) + "' in cache '" + given_ + "'");
+    if (!i || expired(ent(i), now))
+        fail(TENSO_E_NOT_FOUND, "no key '" + std::string(key, key_len) + "' in cache '" + given_ + "'");
     const Entry &e = ent(i);
     const Space sp = check_space(e);
     CacheEntryInfo out;
@@ -1148,7 +1174,9 @@ std::vector<std::string> Cache::keys() {
     for (uint32_t i = s_->lru_head; i; i = ent(i).lru_next) {
         if (++steps > g_->max_entries) corrupt("LRU list has a cycle");
         const Entry &e = ent(i);
-        if (!expired(e, now)) out.emplace_back(reinterpret_cast<const char *>(e.key), std::min<size_t>(e.key_len, TENSO_CACHE_MAX_KEY_BYTES));
+        if (!expired(e, now))
+            out.emplace_back(reinterpret_cast<const char *>(e.key),
+                             std::min<size_t>(e.key_len, TENSO_CACHE_MAX_KEY_BYTES));
     }
     return out;
 }
@@ -1197,12 +1225,18 @@ void Cache::check() {
         const std::string who = "entry " + num(i) + " ";
         switch (e.state) {
         case kFree: ++free_slots; continue;
-        case kLive: ++live; ttl_live += e.ttl_ns > 0; break;
-        case kOrphan: if (!e.pins) corrupt(who + "is an orphan without pins"); break;
+        case kLive:
+            ++live;
+            ttl_live += e.ttl_ns > 0;
+            break;
+        case kOrphan:
+            if (!e.pins) corrupt(who + "is an orphan without pins");
+            break;
         default: corrupt(who + "has state " + num(e.state) + " outside an operation");
         }
         if (!packet_ok(e)) corrupt(who + "has an invalid range or packet header");
-        if (e.key_hash != key_hash(reinterpret_cast<const char *>(e.key), e.key_len)) corrupt(who + "has a stale key hash");
+        if (e.key_hash != key_hash(reinterpret_cast<const char *>(e.key), e.key_len))
+            corrupt(who + "has a stale key hash");
         used.push_back(i);
         bytes += e.alloc_size;
         if (e.pins) ++pinned;
@@ -1212,7 +1246,8 @@ void Cache::check() {
     if (pinned != s_->pinned) corrupt("pinned count " + num(s_->pinned) + ", entries say " + num(pinned));
     if (bytes != s_->used_bytes) corrupt("used bytes " + num(s_->used_bytes) + ", entries hold " + num(bytes));
     // Free extents: sorted, coalesced, disjoint from entries, and together the rest of the region.
-    std::sort(used.begin(), used.end(), [&](uint32_t a, uint32_t b) { return entries_[a - 1].data_off < entries_[b - 1].data_off; });
+    std::sort(used.begin(), used.end(),
+              [&](uint32_t a, uint32_t b) { return entries_[a - 1].data_off < entries_[b - 1].data_off; });
     if (s_->extents > g_->extent_capacity) corrupt("free-extent count " + num(s_->extents));
     std::vector<Extent> all;
     for (uint32_t i : used) all.push_back(Extent{entries_[i - 1].data_off, entries_[i - 1].alloc_size});
@@ -1220,14 +1255,17 @@ void Cache::check() {
     for (uint32_t k = 0; k < s_->extents; ++k) {
         const Extent &x = extents_[k];
         if (!x.len || x.off % kAlign || x.len % kAlign) corrupt("free extent " + num(k) + " is empty or misaligned");
-        if (k && extents_[k - 1].off + extents_[k - 1].len >= x.off) corrupt("free extents " + num(k) + " unsorted or not coalesced");
+        if (k && extents_[k - 1].off + extents_[k - 1].len >= x.off)
+            corrupt("free extents " + num(k) + " unsorted or not coalesced");
         free_bytes += x.len;
         all.push_back(x);
     }
     std::sort(all.begin(), all.end(), [](const Extent &a, const Extent &b) { return a.off < b.off; });
     uint64_t at = 0;
     for (const Extent &x : all) {
-        if (x.off != at) corrupt(x.off < at ? "data ranges overlap at " + num(x.off) : "data bytes at " + num(at) + " are neither used nor free");
+        if (x.off != at)
+            corrupt(x.off < at ? "data ranges overlap at " + num(x.off)
+                               : "data bytes at " + num(at) + " are neither used nor free");
         at = x.off + x.len;
     }
     if (at != g_->data_size) corrupt("data region accounted up to " + num(at) + " of " + num(g_->data_size));
@@ -1237,9 +1275,11 @@ void Cache::check() {
     for (uint32_t k = 0; k < g_->index_capacity; ++k) {
         uint32_t v = index_[k];
         if (!v) continue;
-        if (v > g_->max_entries || entries_[v - 1].state != kLive) corrupt("index slot " + num(k) + " names a non-live entry");
+        if (v > g_->max_entries || entries_[v - 1].state != kLive)
+            corrupt("index slot " + num(k) + " names a non-live entry");
         const Entry &e = entries_[v - 1];
-        if (lookup(e.key, e.key_len, e.key_hash) != v) corrupt("index: entry " + num(v) + " not reachable or key duplicated");
+        if (lookup(e.key, e.key_len, e.key_hash) != v)
+            corrupt("index: entry " + num(v) + " not reachable or key duplicated");
         ++indexed;
     }
     if (indexed != live) corrupt("index holds " + num(indexed) + " keys, " + num(live) + " entries are live");
@@ -1264,14 +1304,16 @@ void Cache::check() {
         const Pin &p = pins_[k];
         if (!p.entry) continue;
         ++records;
-        if (p.entry > g_->max_entries || !p.client || p.client > g_->max_clients || !clients_[p.client - 1].in_use || !p.count)
+        if (p.entry > g_->max_entries || !p.client || p.client > g_->max_clients || !clients_[p.client - 1].in_use ||
+            !p.count)
             corrupt("pin record " + num(k) + " is invalid");
         const uint32_t st = entries_[p.entry - 1].state;
         if (st != kLive && st != kOrphan) corrupt("pin record " + num(k) + " names a free entry");
         if (pin_find(p.entry, p.client) != k + 1) corrupt("pin record " + num(k) + " unreachable or duplicated");
         sums[p.entry - 1] += p.count;
     }
-    if (records != s_->pin_records) corrupt("pin record count " + num(s_->pin_records) + ", table holds " + num(records));
+    if (records != s_->pin_records)
+        corrupt("pin record count " + num(s_->pin_records) + ", table holds " + num(records));
     for (uint32_t i = 0; i < g_->max_entries; ++i)
         if (entries_[i].state != kFree && sums[i] != entries_[i].pins)
             corrupt("entry " + num(i + 1) + " counts " + num(entries_[i].pins) + " pins, records hold " + num(sums[i]));

@@ -60,8 +60,8 @@ public:
     const std::string &name() const { return given_; }
 
     // *written: the packet length.
-    void put(const char *key, size_t key_len, const Value &v, const EncodeOptions &opts,
-             double ttl_seconds, uint64_t *written);
+    void put(const char *key, size_t key_len, const Value &v, const EncodeOptions &opts, double ttl_seconds,
+             uint64_t *written);
     std::unique_ptr<View> get(const char *key, size_t key_len, const Limits &limits);
     void remove(const char *key, size_t key_len);
     CacheEntryInfo info(const char *key, size_t key_len);
@@ -107,8 +107,8 @@ private:
     void lru_push_head(uint32_t idx1);
     uint64_t extent_alloc(uint64_t size);
     void extent_free(uint64_t off, uint64_t len);
-    void release(uint32_t idx1);      // entry -> FREE, space and slot back
-    void unpublish(uint32_t idx1);    // out of index and LRU; ORPHAN when pinned, else released
+    void release(uint32_t idx1);    // entry -> FREE, space and slot back
+    void unpublish(uint32_t idx1);  // out of index and LRU; ORPHAN when pinned, else released
     bool expired(const cache_layout::Entry &e, int64_t now) const;
     bool expired_now(const cache_layout::Entry &e) const;  // reads the clock only for a ttl
     // Unpublishes expired, unpinned LIVE entries (not `keep`); *pinned_left counts the expired
@@ -123,8 +123,8 @@ private:
     void unpin(uint32_t entry, uint32_t client, uint32_t count);
     void drop_client(uint32_t client);
     size_t reap_dead_clients();
-    void rebuild();   // derived state from the entry, client and pin tables
-    void recover();   // after a lock holder died
+    void rebuild();  // derived state from the entry, client and pin tables
+    void recover();  // after a lock holder died
     bool packet_ok(const cache_layout::Entry &e) const;
     // True when [off, off + len) is a non-empty, aligned range inside the data region.
     bool extent_ok(uint64_t off, uint64_t len) const;

@@ -20,7 +20,9 @@ std::string errno_text(const std::string &what, int err) { return what + ": " + 
 
 struct Fd {
     int fd;
-    ~Fd() { if (fd >= 0) ::close(fd); }
+    ~Fd() {
+        if (fd >= 0) ::close(fd);
+    }
 };
 
 // Maps the object and takes over its descriptor.
@@ -85,8 +87,8 @@ std::shared_ptr<ShmMapping> shm_create(const std::string &name, uint64_t size, b
     }
 }
 
-std::shared_ptr<ShmMapping> shm_open_existing(const std::string &name, bool writable, bool populate,
-                                              uint64_t min_size, int32_t too_small_status, bool any_owner) {
+std::shared_ptr<ShmMapping> shm_open_existing(const std::string &name, bool writable, bool populate, uint64_t min_size,
+                                              int32_t too_small_status, bool any_owner) {
     Fd f{::shm_open(name.c_str(), (writable ? O_RDWR : O_RDONLY) | O_CLOEXEC, 0)};
     if (f.fd < 0) {
         int err = errno;
@@ -135,8 +137,8 @@ std::unique_ptr<Segment> Segment::create(const char *name, uint64_t size, bool r
     return s;
 }
 
-std::unique_ptr<Segment> Segment::create_for(const char *name, const Value &v, const EncodeOptions &opts,
-                                             bool replace, uint64_t *written) {
+std::unique_ptr<Segment> Segment::create_for(const char *name, const Value &v, const EncodeOptions &opts, bool replace,
+                                             uint64_t *written) {
     // The real plan (compression already done) gives the exact size: no slack to carry.
     Plan plan(opts, false);
     plan.add(v);

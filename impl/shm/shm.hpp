@@ -33,14 +33,13 @@ struct ShmMapping {
 
 // shm_open with O_CREAT|O_EXCL (after unlinking a leftover when `replace`), sized to `size`
 // and mapped read-write; `populate` pre-faults the pages. EXISTS / INVALID_ARGUMENT / IO.
-std::shared_ptr<ShmMapping> shm_create(const std::string &name, uint64_t size, bool replace,
-                                       bool populate);
+std::shared_ptr<ShmMapping> shm_create(const std::string &name, uint64_t size, bool replace, bool populate);
 // Opens and maps an existing object at its current size. NOT_FOUND / IO; a 0-byte object is
 // TRUNCATED-free: the caller decides (min_size > size fails with `too_small_status`). An object
 // owned by another uid than our effective one is refused (IO) unless `any_owner`: anyone who
 // can write it can change what we read, and a pool's mutex with it.
-std::shared_ptr<ShmMapping> shm_open_existing(const std::string &name, bool writable, bool populate,
-                                              uint64_t min_size, int32_t too_small_status, bool any_owner);
+std::shared_ptr<ShmMapping> shm_open_existing(const std::string &name, bool writable, bool populate, uint64_t min_size,
+                                              int32_t too_small_status, bool any_owner);
 // True while an object looks unfinished by its creator: 0 bytes long (not yet sized), or its
 // first `prefix` bytes still zero (where a format writes its magic last). False when absent,
 // or owned by another uid without `any_owner` (the open refuses it at once).
@@ -53,9 +52,8 @@ class Segment {
 public:
     static std::unique_ptr<Segment> create(const char *name, uint64_t size, bool replace);
     // Sized by the encoder's exact plan (LZ4 bound when compressing), then encoded into it.
-    static std::unique_ptr<Segment> create_for(const char *name, const Value &v,
-                                               const EncodeOptions &opts, bool replace,
-                                               uint64_t *written);
+    static std::unique_ptr<Segment> create_for(const char *name, const Value &v, const EncodeOptions &opts,
+                                               bool replace, uint64_t *written);
     static std::unique_ptr<Segment> open(const char *name, bool writable, bool any_owner);
 
     // *written: the packet length, also when it does not fit (BUFFER_TOO_SMALL: size needed).

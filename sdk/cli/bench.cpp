@@ -170,7 +170,8 @@ int cmd_bench(int argc, char **argv) {
     FileResult fr;
     std::string file = args.positional.empty() ? "" : args.positional[0];
     try {
-        for (uint64_t bytes : {uint64_t(1) << 10, uint64_t(1) << 20, uint64_t(16) << 20}) rows.push_back(bench_size(bytes));
+        for (uint64_t bytes : {uint64_t(1) << 10, uint64_t(1) << 20, uint64_t(16) << 20})
+            rows.push_back(bench_size(bytes));
     } catch (const Failure &f) {
         return report("", f);
     }

@@ -70,8 +70,7 @@ struct Args {
 
 // Parses argv[first..argc). Returns false after printing a usage error. "-h"/"--help" set
 // values["--help"] and stop the checks on positional counts.
-bool parse_args(Args &out, const ArgSpec &spec, const std::string &command, int argc,
-                char **argv, int first);
+bool parse_args(Args &out, const ArgSpec &spec, const std::string &command, int argc, char **argv, int first);
 
 // ---- output helpers ----
 
@@ -96,13 +95,13 @@ private:
     void draw(uint64_t done);
 };
 
-std::string human_bytes(uint64_t n);                 // "12.0 MiB", "812 B"
+std::string human_bytes(uint64_t n);                             // "12.0 MiB", "812 B"
 std::string shape_string(const uint64_t *shape, uint32_t ndim);  // "[2, 3]", "[]"
-std::string printable(const char *s, size_t n);      // control bytes escaped, for terminals
-std::string kind_name(tenso_kind kind);              // "dense", "sparse_csr", ...
+std::string printable(const char *s, size_t n);                  // control bytes escaped, for terminals
+std::string kind_name(tenso_kind kind);                          // "dense", "sparse_csr", ...
 // The largest power of two dividing `offset`, capped at 4096 (offset 0 counts as 4096).
 uint32_t offset_alignment(uint64_t offset);
-double now_seconds();                                // monotonic
+double now_seconds();  // monotonic
 
 // ---- subcommands: each returns the process exit code ----
 int cmd_info(int argc, char **argv);

@@ -59,8 +59,7 @@ int usage_error(const std::string &command, const std::string &message) {
     return kExitUsage;
 }
 
-bool parse_args(Args &out, const ArgSpec &spec, const std::string &command, int argc, char **argv,
-                int first) {
+bool parse_args(Args &out, const ArgSpec &spec, const std::string &command, int argc, char **argv, int first) {
     bool options_done = false;
     for (int i = first; i < argc; ++i) {
         std::string arg = argv[i];
@@ -143,8 +142,8 @@ void Progress::draw(uint64_t done) {
     int filled = static_cast<int>(frac * width);
     std::string bar(static_cast<size_t>(filled), '#');
     bar.append(static_cast<size_t>(width - filled), '.');
-    std::fprintf(stderr, "\r%s [%s] %3d%% %s / %s\033[K", label_.c_str(), bar.c_str(),
-                 static_cast<int>(frac * 100), human_bytes(done).c_str(), human_bytes(total_).c_str());
+    std::fprintf(stderr, "\r%s [%s] %3d%% %s / %s\033[K", label_.c_str(), bar.c_str(), static_cast<int>(frac * 100),
+                 human_bytes(done).c_str(), human_bytes(total_).c_str());
     std::fflush(stderr);
 }
 

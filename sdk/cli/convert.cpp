@@ -155,8 +155,8 @@ int cmd_convert(int argc, char **argv) {
     if (to != TENSO_FORMAT_ARCHIVE) {
         for (const char *opt : {"--alignment", "--integrity", "--compress", "--no-hash"})
             if (args.has(opt))
-                return usage_error("convert", std::string(opt) + " applies to tenso archives only, not " +
-                                                  tenso_format_name(to));
+                return usage_error("convert",
+                                   std::string(opt) + " applies to tenso archives only, not " + tenso_format_name(to));
     }
     const bool json = args.has("--json"), quiet = args.has("--quiet");
     const double start = now_seconds();

@@ -70,8 +70,8 @@ void print_table(const std::string &path, const Source &src, const std::vector<T
     for (const TensorInfo &r : rows) base_depth = std::min(base_depth, r.depth);
     for (const TensorInfo &r : rows) {
         const char *dt = dtype_label(r);
-        std::string shape = r.kind == TENSO_KIND_BUNDLE ? std::to_string(r.entries) + " entries"
-                                                        : shape_string(r.shape, r.ndim);
+        std::string shape =
+            r.kind == TENSO_KIND_BUNDLE ? std::to_string(r.entries) + " entries" : shape_string(r.shape, r.ndim);
         cells.push_back({std::string(2 * (r.depth - base_depth), ' ') + printable(r.name.data(), r.name.size()),
                          kind_name(r.kind), dt ? dt : "-", shape, std::to_string(r.stored_bytes),
                          r.has_offset ? std::to_string(r.offset) : "-",

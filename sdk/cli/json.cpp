@@ -99,8 +99,7 @@ void JsonWriter::before_value() {
 }
 
 JsonWriter &JsonWriter::key(const std::string &k) {
-    if (stack_.empty() || stack_.back().array || after_key_)
-        throw std::logic_error("JSON key outside an object");
+    if (stack_.empty() || stack_.back().array || after_key_) throw std::logic_error("JSON key outside an object");
     if (stack_.back().count++) std::fputc(',', out_);
     newline();
     std::string q = quote(k.data(), k.size());

@@ -123,8 +123,8 @@ std::vector<std::pair<std::string, std::string>> Source::metadata() const {
     return out;
 }
 
-void Source::describe(std::vector<TensorInfo> &rows, const tenso_view *v, const std::string &name,
-                      uint32_t depth, int64_t packet) const {
+void Source::describe(std::vector<TensorInfo> &rows, const tenso_view *v, const std::string &name, uint32_t depth,
+                      int64_t packet) const {
     TensorInfo t;
     t.name = name;
     t.depth = depth;
@@ -165,8 +165,8 @@ void Source::describe(std::vector<TensorInfo> &rows, const tenso_view *v, const 
         size_t key_len;
         const tenso_view *child;
         check(tenso_view_bundle_entry(&key, &key_len, &child, v, i), name);
-        std::string child_name = depth == 0 && name.empty() ? std::string(key, key_len)
-                                                             : name + "/" + std::string(key, key_len);
+        std::string child_name =
+            depth == 0 && name.empty() ? std::string(key, key_len) : name + "/" + std::string(key, key_len);
         describe(rows, child, child_name, depth + 1, packet);
     }
 }
@@ -196,10 +196,11 @@ std::vector<TensorInfo> Source::tensors() const {
                 // The packet's own header says whether it carries a footer or an LZ4 body; only
                 // the header is read (the archive checked the range against the file).
                 if (e.offset > size_ || e.stored_bytes > size_ - e.offset)
-                    throw Failure{TENSO_E_BAD_OFFSET, "stored bytes lie outside the file (changed since opened?)", t.name};
+                    throw Failure{TENSO_E_BAD_OFFSET, "stored bytes lie outside the file (changed since opened?)",
+                                  t.name};
                 tenso_packet_info info;
-                tenso_status st = tenso_inspect(&info, map_ + e.offset,
-                                                static_cast<size_t>(std::min(e.stored_bytes, kHeadBytes)));
+                tenso_status st =
+                    tenso_inspect(&info, map_ + e.offset, static_cast<size_t>(std::min(e.stored_bytes, kHeadBytes)));
                 if (st != TENSO_OK) throw Failure{st, tenso_last_error(), t.name};
                 t.integrity = (info.flags & TENSO_FLAG_INTEGRITY) != 0;
                 t.compressed = (info.flags & TENSO_FLAG_COMPRESSION) != 0;

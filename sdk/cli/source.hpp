@@ -15,19 +15,19 @@ namespace cli {
 
 // One row of `tenso info`.
 struct TensorInfo {
-    std::string name;          // nested bundle entries: "outer/inner"
-    uint32_t depth = 0;        // nesting level inside a packet file's bundles
-    int64_t packet = -1;       // packet files: index of the top-level packet
+    std::string name;     // nested bundle entries: "outer/inner"
+    uint32_t depth = 0;   // nesting level inside a packet file's bundles
+    int64_t packet = -1;  // packet files: index of the top-level packet
     tenso_kind kind = 0;
     tenso_dtype dtype = 0;
     uint32_t ndim = 0;
     uint64_t shape[TENSO_MAX_NDIM] = {};
-    uint32_t entries = 0;      // bundles
+    uint32_t entries = 0;  // bundles
     uint64_t stored_bytes = 0;
     uint64_t nbytes = 0;
-    bool has_offset = false;   // offset of the stored bytes in the file
+    bool has_offset = false;  // offset of the stored bytes in the file
     uint64_t offset = 0;
-    bool has_body = false;     // offset of the raw body in the file
+    bool has_body = false;  // offset of the raw body in the file
     uint64_t body_offset = 0;
     bool integrity = false, compressed = false, hashed = false;
     uint64_t xxh3 = 0;
@@ -82,8 +82,8 @@ private:
 
     void map_file();
     void frame_packets();
-    void describe(std::vector<TensorInfo> &rows, const tenso_view *v, const std::string &name,
-                  uint32_t depth, int64_t packet) const;
+    void describe(std::vector<TensorInfo> &rows, const tenso_view *v, const std::string &name, uint32_t depth,
+                  int64_t packet) const;
 };
 
 }  // namespace cli

@@ -142,7 +142,7 @@ func checkVersion(loaded uint32, path string) error {
 			path, loaded/10000, loaded/100%100, loaded%100, headerVersion/10000, headerVersion/100%100, headerVersion%100)}
 }
 
-// LibraryVersion is the version of the loaded libtenso ("1.4.0").
+// LibraryVersion is the version of the loaded libtenso ("1.5.0").
 func LibraryVersion() string { return C.GoString(C.tenso_version_string()) }
 
 // LibraryPath is the file the loaded libtenso came from.
@@ -209,6 +209,7 @@ func (o DecodeOptions) c() C.tenso_decode_options {
 	d.max_decoded_bytes = C.uint64_t(o.MaxDecodedBytes)
 	d.max_entries = C.uint64_t(o.MaxEntries)
 	d.threads = C.uint32_t(o.Threads)
+	d.max_inflation = C.uint32_t(o.MaxInflation)
 	return d
 }
 

@@ -165,6 +165,15 @@ func TestDecodeErrors(t *testing.T) {
 		t.Errorf("MaxDecodedBytes 1 MiB: %v", err)
 	}
 	wantStatus(t, "MaxDecodedBytes 4096", func() error { _, err := (DecodeOptions{MaxDecodedBytes: 4096}).Loads(zeros); return err }(), ErrLimit)
+	// MaxInflation: 64 MiB of zeros compress to well under 4 MiB, which counts as 4 MiB.
+	bomb, err := EncodeOptions{Compress: true}.Dumps(Vector(make([]byte, 64<<20)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantStatus(t, "MaxInflation 2", func() error { _, err := (DecodeOptions{MaxInflation: 2}).Loads(bomb); return err }(), ErrLimit)
+	if _, err := (DecodeOptions{MaxInflation: 16}).Loads(bomb); err != nil {
+		t.Errorf("MaxInflation 16: %v", err)
+	}
 
 	// Strings: UTF-8 is only checked on request.
 	s, err := NewStrings([]string{"ok", "fine"})

@@ -13,8 +13,9 @@
 #   3. a consumer module built outside the tree against the staged library, run with
 #      LD_LIBRARY_PATH unset.
 #
-# The library is found through pkg-config (PKG_CONFIG_PATH) and at run time through an rpath
-# in CGO_LDFLAGS, so no LD_LIBRARY_PATH is needed. Test caching is off (-count=1): Go's cache
+# The library is found through pkg-config (PKG_CONFIG_PATH) and at run time through the run
+# path the staged tenso.pc adds (and CGO_LDFLAGS for the test binaries), so no
+# LD_LIBRARY_PATH is needed. Test caching is off (-count=1): Go's cache
 # does not see a rebuilt libtenso.
 #
 # Environment: GO (the go binary; default: PATH, then /usr/local/go/bin/go), JOBS (parallel
@@ -120,10 +121,12 @@ CGO_ENABLED=0 go vet ./...
 CGO_ENABLED=0 go test -count=1 ./... "$@"
 
 # A consumer outside the tree, as a user builds one: its own module (the SDK through a
-# replace directive, nothing downloaded), the library found by pkg-config, its directory
-# embedded as an rpath (the CGO_LDFLAGS line README.md documents), run with LD_LIBRARY_PATH
-# unset. Built once more without the rpath it must fail to start: proof that the rpath is
-# what finds the library.
+# replace directive, nothing downloaded), the library found by pkg-config, and nothing else:
+# the staged prefix is one the dynamic linker does not search, so its tenso.pc puts a run path
+# into the link line (pkgconfig/libdir.cmake) and the program starts with LD_LIBRARY_PATH
+# unset. Proof that the run path is what finds it: the same program linked without the .pc's
+# run path (flags from pkg-config, rpath left out) does not start. (The module as `go get`
+# fetches it is tested by tests/dist, dist.deb.)
 log "a consumer outside the tree, run without LD_LIBRARY_PATH"
 consumer="$(mktemp -d "${TMPDIR:-/tmp}/tenso-go-consumer.XXXXXX")"
 trap 'rm -rf "$consumer"' EXIT
@@ -136,15 +139,26 @@ want="[2 2] [1 2 3 4] $(pkg-config --modversion tenso)"
 (
     cd "$consumer"
     export GOFLAGS=-mod=mod GOPROXY=off GOWORK=off
-    CGO_LDFLAGS="-Wl,-rpath,$pclib" go build -o with-rpath .
-    CGO_LDFLAGS="" go build -o without-rpath .
-    got="$(env -u LD_LIBRARY_PATH ./with-rpath)"
+    # Go's build cache does not key cgo packages on pkg-config's output (go 1.26 reused a
+    # package linked with or without the run path across these two builds and across runs):
+    # CGO_LDFLAGS, which it does key on, names a directory of this run's, different per build.
+    CGO_LDFLAGS="-L$consumer/with" go build -o consumer .
+    runpath="$(readelf -d consumer | sed -n 's/.*(RUNPATH).*\[\(.*\)\]/\1/p')"
+    if [[ "$(realpath -m "$runpath")" != "$(realpath "$pclib")" ]]; then
+        log "the consumer's RUNPATH is '$runpath', not tenso.pc's libdir $pclib"
+        exit 1
+    fi
+    got="$(env -u LD_LIBRARY_PATH ./consumer)"
     if [[ "$got" != "$want" ]]; then
         log "the consumer printed '$got', want '$want'"
         exit 1
     fi
+    # The same program without that run path: cgo's pkg-config with -Wl,-rpath filtered out.
+    printf '#!/bin/sh\npkg-config "$@" | sed "s/-Wl,-rpath,[^ ]*//g"\n' >"$consumer/pkg-config-norpath"
+    chmod +x "$consumer/pkg-config-norpath"
+    CGO_LDFLAGS="-L$consumer/without" PKG_CONFIG="$consumer/pkg-config-norpath" go build -o without-rpath .
     if env -u LD_LIBRARY_PATH ./without-rpath >/dev/null 2>&1; then
-        log "the consumer built without an rpath started: is $pclib on the default library path?"
+        log "the consumer built without the run path started: is $pclib on the default library path?"
         exit 1
     fi
 )

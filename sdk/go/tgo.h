@@ -37,7 +37,7 @@
 
 typedef struct {
     int32_t status;
-    char *msg; /* strdup'ed tenso_last_error() on failure, else NULL; Go frees it */
+    char *msg;  /* strdup'ed tenso_last_error() on failure, else NULL; Go frees it */
     uint64_t n; /* a size: written, needed, bound, packet length */
 } tgo_res;
 
@@ -464,10 +464,10 @@ static inline tgo_res tgo_bundle_insert(tenso_value *b, const char *key, size_t 
     return tgo_res_of(tenso_bundle_insert(b, key, key_len, child), 0);
 }
 
-static inline tgo_val tgo_value_sparse(int32_t kind, uint64_t rows, uint64_t cols,
-                                       const void *ad, uint64_t an, const uint64_t *as, uint32_t andim, int32_t at,
-                                       const void *bd, uint64_t bn, const uint64_t *bs, uint32_t bndim, int32_t bt,
-                                       const void *cd, uint64_t cn, const uint64_t *cs, uint32_t cndim, int32_t ct) {
+static inline tgo_val tgo_value_sparse(int32_t kind, uint64_t rows, uint64_t cols, const void *ad, uint64_t an,
+                                       const uint64_t *as, uint32_t andim, int32_t at, const void *bd, uint64_t bn,
+                                       const uint64_t *bs, uint32_t bndim, int32_t bt, const void *cd, uint64_t cn,
+                                       const uint64_t *cs, uint32_t cndim, int32_t ct) {
     tenso_value *v = NULL;
     uint64_t shape[2];
     tenso_tensor a = tgo_tensor(ad, an, as, andim, at);
@@ -502,8 +502,8 @@ static inline tgo_val tgo_value_quantized(const void *data, uint64_t nbytes, con
                                           int32_t dtype, const float *scales, const float *zero_points,
                                           uint32_t num_scales, int32_t scheme, int32_t axis, uint32_t group_size) {
     tenso_value *v = NULL;
-    tenso_quantized q = tgo_quantized(data, nbytes, shape, ndim, dtype, scales, zero_points, num_scales, scheme,
-                                      axis, group_size);
+    tenso_quantized q =
+        tgo_quantized(data, nbytes, shape, ndim, dtype, scales, zero_points, num_scales, scheme, axis, group_size);
     tenso_status st = tenso_value_new_quantized(&v, &q);
     return tgo_val_of(st, v);
 }
@@ -512,8 +512,8 @@ static inline tgo_res tgo_dequantize(float *dst, uint64_t count, const void *dat
                                      const uint64_t *shape, uint32_t ndim, int32_t dtype, const float *scales,
                                      const float *zero_points, uint32_t num_scales, int32_t scheme, int32_t axis,
                                      uint32_t group_size) {
-    tenso_quantized q = tgo_quantized(data, nbytes, shape, ndim, dtype, scales, zero_points, num_scales, scheme,
-                                      axis, group_size);
+    tenso_quantized q =
+        tgo_quantized(data, nbytes, shape, ndim, dtype, scales, zero_points, num_scales, scheme, axis, group_size);
     return tgo_res_of(tenso_dequantize(dst, count, &q), 0);
 }
 
@@ -557,8 +557,7 @@ static inline tgo_val tgo_value_ragged(const void *data, uint64_t nbytes, const 
     return tgo_val_of(st, v);
 }
 
-static inline tgo_val tgo_value_ipc(const void *handle64, uint64_t byte_offset, uint64_t nbytes,
-                                    const void *uuid16) {
+static inline tgo_val tgo_value_ipc(const void *handle64, uint64_t byte_offset, uint64_t nbytes, const void *uuid16) {
     tenso_value *v = NULL;
     tenso_ipc_ref ref;
     tenso_status st;
@@ -853,8 +852,7 @@ static inline tgo_writer_res tgo_writer_open(const char *path, tenso_archive_wri
     return r;
 }
 
-static inline tgo_res tgo_writer_add(tenso_archive_writer *w, const char *name, size_t name_len,
-                                     const tenso_value *v) {
+static inline tgo_res tgo_writer_add(tenso_archive_writer *w, const char *name, size_t name_len, const tenso_value *v) {
     return tgo_res_of(tenso_archive_writer_add(w, name, name_len, v), 0);
 }
 

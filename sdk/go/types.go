@@ -199,6 +199,7 @@ type Error struct {
 	Err     error  // an underlying Go error (an io.Writer's, io.EOF at end of stream), or nil
 }
 
+// Error formats the failure as "tenso: Op: message (TENSO_E_NAME)", for the error interface.
 func (e *Error) Error() string {
 	msg := e.Message
 	if msg == "" && e.Err != nil {
@@ -259,6 +260,11 @@ type DecodeOptions struct {
 	// Threads decompress LZ4 blocks on this many threads; 0: every core, 1: the calling
 	// thread only. Since 1.4.
 	Threads uint32
+	// MaxInflation bounds what LZ4 bodies decompress to, in all, as a multiple of the packet's
+	// bytes (counted as at least 4 MiB): a packet of N bytes then costs at most
+	// max(N, 4 MiB) x MaxInflation in bodies whatever its header claims; 0: no such bound.
+	// Since 1.5.
+	MaxInflation uint32
 }
 
 // LoadMode selects how LoadFile reads a file.

@@ -93,7 +93,12 @@ log "building the wheel"
 CMAKE_BUILD_PARALLEL_LEVEL="${JOBS:-2}" "$py" -m pip wheel --disable-pip-version-check --no-input --quiet \
     --no-build-isolation --no-deps -w "$dist" \
     --config-settings=build-dir="$venv/cmake-build" "$here"
-wheel="$(ls "$dist"/tenso-*.whl)"
+wheel="$(ls "$dist"/libtenso-*.whl)"
+# The distribution was called `tenso` before it took its own name (libtenso); a venv made then
+# still has it, and both install the `tenso` package.
+if "$py" -m pip show -q tenso >/dev/null 2>&1; then
+    "$py" -m pip uninstall --disable-pip-version-check --no-input -q -y tenso
+fi
 "$py" -m pip install --disable-pip-version-check --no-input --quiet --force-reinstall --no-deps "$wheel"
 log "installed $(basename "$wheel")"
 

@@ -9,8 +9,10 @@
 #      running test);
 #   2. cargo test (tenso-sys layout/ABI test, unit, integration and doc tests), again for the
 #      `ndarray` and `tokio` features, cargo clippy with warnings denied (default and all features), cargo
-#      doc with warnings denied, all with PKG_CONFIG_PATH pointing at the stage.
-#      LD_LIBRARY_PATH is not set: the test binaries carry an rpath to the stage;
+#      doc with warnings denied, all with PKG_CONFIG_PATH pointing at the stage and
+#      --no-default-features: the staged libtenso, not the `bundled` build (whose sources only
+#      the packaged crate carries; tests/dist tests it). LD_LIBRARY_PATH is not set: the test
+#      binaries carry an rpath to the stage;
 #   3. found at run time: the program in consumer/ is copied to a directory outside the tree,
 #      built against the stage like a user's program, and run with LD_LIBRARY_PATH unset (its
 #      build script embeds DEP_TENSO_RPATH); its binary must carry the stage's lib directory
@@ -83,16 +85,18 @@ export PKG_CONFIG_PATH="$stage/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH
 unset LD_LIBRARY_PATH
 cd "$here"
 log "cargo test"
-"$cargo" test --workspace --locked
+# This checkout's libtenso, staged: the crates' `bundled` default is off throughout.
+nodefault=(--no-default-features)
+"$cargo" test --workspace "${nodefault[@]}" --locked
 log "cargo test --features ndarray"
-"$cargo" test --manifest-path tenso/Cargo.toml --features ndarray --locked  # not -p: crates.io tenso (the bench's upstream) shares the name
+"$cargo" test -p libtenso "${nodefault[@]}" --features ndarray --locked
 log "cargo test --features tokio (AsyncNode under tokio's multi-threaded runtime)"
-"$cargo" test --manifest-path tenso/Cargo.toml --features tokio --locked
+"$cargo" test -p libtenso "${nodefault[@]}" --features tokio --locked
 log "cargo clippy"
-"$cargo" clippy --workspace --all-targets --locked -- -D warnings
-"$cargo" clippy --workspace --all-targets --all-features --locked -- -D warnings
+"$cargo" clippy --workspace --all-targets "${nodefault[@]}" --locked -- -D warnings
+"$cargo" clippy --workspace --all-targets "${nodefault[@]}" --features libtenso/ndarray --locked -- -D warnings
 log "cargo doc"
-RUSTDOCFLAGS="-D warnings" "$cargo" doc --workspace --no-deps --locked
+RUSTDOCFLAGS="-D warnings" "$cargo" doc --workspace --no-deps "${nodefault[@]}" --locked
 # ---- 3. a consumer outside the tree, run without LD_LIBRARY_PATH
 consumer="$(mktemp -d "${TMPDIR:-/tmp}/tenso-rust-consumer.XXXXXX")"
 trap 'rm -rf "$consumer"' EXIT
@@ -114,6 +118,6 @@ log "consumer: TENSO_SYS_NO_RPATH=1 embeds no run path"
 
 if ((run_bench)); then
     log "cargo bench"
-    "$cargo" bench --manifest-path tenso/Cargo.toml --locked
+    "$cargo" bench -p libtenso "${nodefault[@]}" --locked
 fi
 log "all Rust SDK checks passed"

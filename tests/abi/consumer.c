@@ -14,38 +14,37 @@
 
 static int failures = 0;
 
-#define EXPECT(cond)                                                              \
-    do {                                                                          \
-        if (!(cond)) {                                                            \
-            fprintf(stderr, "consumer.c:%d: expected %s\n", __LINE__, #cond);     \
-            ++failures;                                                           \
-        }                                                                         \
+#define EXPECT(cond)                                                          \
+    do {                                                                      \
+        if (!(cond)) {                                                        \
+            fprintf(stderr, "consumer.c:%d: expected %s\n", __LINE__, #cond); \
+            ++failures;                                                       \
+        }                                                                     \
     } while (0)
 
-#define EXPECT_OK(call)                                                           \
-    do {                                                                          \
-        tenso_status st_ = (call);                                                \
-        if (st_ != TENSO_OK) {                                                    \
-            fprintf(stderr, "consumer.c:%d: %s returned %s: %s\n", __LINE__, #call, \
-                    tenso_status_name(st_), tenso_last_error());                  \
-            ++failures;                                                           \
-        }                                                                         \
+#define EXPECT_OK(call)                                                                                     \
+    do {                                                                                                    \
+        tenso_status st_ = (call);                                                                          \
+        if (st_ != TENSO_OK) {                                                                              \
+            fprintf(stderr, "consumer.c:%d: %s returned %s: %s\n", __LINE__, #call, tenso_status_name(st_), \
+                    tenso_last_error());                                                                    \
+            ++failures;                                                                                     \
+        }                                                                                                   \
     } while (0)
 
 /* tenso.dumps(np.array([[-1.5, -0.0, 0.25], [1.0, 3.75, 100.5]], np.float32)) from the
  * pinned upstream package: header, shape (2, 3), padding to 64, 24 body bytes. */
 static const unsigned char golden_f32_2x3[88] = {
-    0x54, 0x4e, 0x53, 0x4f, 0x04, 0x01, 0x00, 0x01, 0x02, 0x00, 0x02, 0x00, 0x00, 0x00, 0x03, 0x00,
-    0x00, 0x00, [64] = 0x00, 0x00, 0xc0, 0xbf, 0x00, 0x00, 0x00, 0x80, 0x00, 0x00, 0x80, 0x3e,
-    0x00, 0x00, 0x80, 0x3f, 0x00, 0x00, 0x70, 0x40, 0x00, 0x00, 0xc9, 0x42};
+    0x54, 0x4e, 0x53, 0x4f, 0x04,        0x01, 0x00, 0x01, 0x02, 0x00, 0x02, 0x00, 0x00, 0x00,
+    0x03, 0x00, 0x00, 0x00, [64] = 0x00, 0x00, 0xc0, 0xbf, 0x00, 0x00, 0x00, 0x80, 0x00, 0x00,
+    0x80, 0x3e, 0x00, 0x00, 0x80,        0x3f, 0x00, 0x00, 0x70, 0x40, 0x00, 0x00, 0xc9, 0x42};
 
 static const float values[6] = {-1.5f, -0.0f, 0.25f, 1.0f, 3.75f, 100.5f};
 static const uint64_t shape[2] = {2, 3};
 
 static void check_version(void) {
-    printf("headers %s (%d), library %s (%u), protocol %u\n", TENSO_VERSION_STRING,
-           TENSO_VERSION_NUMBER, tenso_version_string(), (unsigned)tenso_version_number(),
-           (unsigned)tenso_protocol_version());
+    printf("headers %s (%d), library %s (%u), protocol %u\n", TENSO_VERSION_STRING, TENSO_VERSION_NUMBER,
+           tenso_version_string(), (unsigned)tenso_version_number(), (unsigned)tenso_protocol_version());
     EXPECT(tenso_version_number() == TENSO_VERSION_NUMBER);
     EXPECT(strcmp(tenso_version_string(), TENSO_VERSION_STRING) == 0);
     EXPECT(tenso_protocol_version() == TENSO_PROTOCOL_VERSION);
@@ -78,27 +77,23 @@ static void check_tensor(void) {
 
     tenso_view *v = NULL;
     EXPECT_OK(tenso_loads(&v, buf, written, NULL));
-    if (v == NULL)
-        return;
+    if (v == NULL) return;
     EXPECT(tenso_view_kind(v) == TENSO_KIND_DENSE);
     EXPECT(tenso_view_dtype(v) == TENSO_DTYPE_FLOAT32);
     EXPECT(tenso_view_ndim(v) == 2);
-    EXPECT(tenso_view_shape(v) != NULL && tenso_view_shape(v)[0] == 2 &&
-           tenso_view_shape(v)[1] == 3);
+    EXPECT(tenso_view_shape(v) != NULL && tenso_view_shape(v)[0] == 2 && tenso_view_shape(v)[1] == 3);
     EXPECT(tenso_view_nbytes(v) == sizeof values);
     EXPECT(tenso_view_packet_size(v) == written);
     /* Zero copy: the data points into buf, at the 64-byte boundary. */
     EXPECT(tenso_view_owns_data(v) == 0);
     EXPECT(tenso_view_data(v) == (const void *)(buf + 64));
-    EXPECT(tenso_view_data(v) != NULL &&
-           memcmp(tenso_view_data(v), values, sizeof values) == 0);
+    EXPECT(tenso_view_data(v) != NULL && memcmp(tenso_view_data(v), values, sizeof values) == 0);
     tenso_view_free(v);
 
     /* A library-allocated buffer holds the same bytes. */
     tenso_buffer out = TENSO_BUFFER_INIT;
     EXPECT_OK(tenso_dumps(&out, &t, NULL));
-    EXPECT(out.size == sizeof golden_f32_2x3 && out.data != NULL &&
-           memcmp(out.data, golden_f32_2x3, out.size) == 0);
+    EXPECT(out.size == sizeof golden_f32_2x3 && out.data != NULL && memcmp(out.data, golden_f32_2x3, out.size) == 0);
     tenso_buffer_dispose(&out);
     EXPECT(out.data == NULL && out.size == 0);
 
@@ -163,16 +158,14 @@ static void check_bundle(void) {
     EXPECT_OK(tenso_view_bundle_entry(&key, &key_len, &child, v, 0));
     EXPECT(key != NULL && key_len == 7 && memcmp(key, "weights", 7) == 0);
     EXPECT(child != NULL && tenso_view_dtype(child) == TENSO_DTYPE_FLOAT32 &&
-           tenso_view_nbytes(child) == sizeof values &&
-           memcmp(tenso_view_data(child), values, sizeof values) == 0);
+           tenso_view_nbytes(child) == sizeof values && memcmp(tenso_view_data(child), values, sizeof values) == 0);
 
     child = NULL;
     EXPECT_OK(tenso_view_bundle_find(&child, v, "step", 4));
     int64_t got = 0;
-    EXPECT(child != NULL && tenso_view_dtype(child) == TENSO_DTYPE_INT64 &&
-           tenso_view_ndim(child) == 0 && tenso_view_nbytes(child) == sizeof got);
-    if (child != NULL && tenso_view_data(child) != NULL)
-        memcpy(&got, tenso_view_data(child), sizeof got);
+    EXPECT(child != NULL && tenso_view_dtype(child) == TENSO_DTYPE_INT64 && tenso_view_ndim(child) == 0 &&
+           tenso_view_nbytes(child) == sizeof got);
+    if (child != NULL && tenso_view_data(child) != NULL) memcpy(&got, tenso_view_data(child), sizeof got);
     EXPECT(got == step);
     EXPECT(tenso_view_bundle_find(&child, v, "missing", 7) == TENSO_E_INVALID_ARGUMENT);
 

@@ -32,9 +32,8 @@ std::vector<std::uint8_t> golden_f32_2x3() {
     std::vector<std::uint8_t> g(88, 0);
     const std::uint8_t head[18] = {0x54, 0x4e, 0x53, 0x4f, 0x04, 0x01, 0x00, 0x01, 0x02,
                                    0x00, 0x02, 0x00, 0x00, 0x00, 0x03, 0x00, 0x00, 0x00};
-    const std::uint8_t body[24] = {0x00, 0x00, 0xc0, 0xbf, 0x00, 0x00, 0x00, 0x80,
-                                   0x00, 0x00, 0x80, 0x3e, 0x00, 0x00, 0x80, 0x3f,
-                                   0x00, 0x00, 0x70, 0x40, 0x00, 0x00, 0xc9, 0x42};
+    const std::uint8_t body[24] = {0x00, 0x00, 0xc0, 0xbf, 0x00, 0x00, 0x00, 0x80, 0x00, 0x00, 0x80, 0x3e,
+                                   0x00, 0x00, 0x80, 0x3f, 0x00, 0x00, 0x70, 0x40, 0x00, 0x00, 0xc9, 0x42};
     std::memcpy(g.data(), head, sizeof head);
     std::memcpy(g.data() + 64, body, sizeof body);
     return g;
@@ -43,8 +42,7 @@ std::vector<std::uint8_t> golden_f32_2x3() {
 const std::vector<float> values = {-1.5f, -0.0f, 0.25f, 1.0f, 3.75f, 100.5f};
 
 void check_version() {
-    std::printf("headers %s, library %s\n", TENSO_VERSION_STRING,
-                std::string(tenso::version_string()).c_str());
+    std::printf("headers %s, library %s\n", TENSO_VERSION_STRING, std::string(tenso::version_string()).c_str());
     EXPECT(tenso::version_number() == TENSO_VERSION_NUMBER);
     EXPECT(tenso::version_string() == TENSO_VERSION_STRING);
 }
@@ -57,7 +55,7 @@ void check_tensor() {
     const tenso::view v = tenso::loads(packet.bytes());
     const tenso::span<const float> x = v.as<float>();
     EXPECT(x.size() == 6 && std::vector<float>(x.begin(), x.end()) == values);
-    EXPECT(static_cast<const void *>(x.data()) == packet.data() + 64); // zero copy
+    EXPECT(static_cast<const void *>(x.data()) == packet.data() + 64);  // zero copy
     EXPECT(v.shape().size() == 2 && v.shape()[0] == 2 && v.shape()[1] == 3);
 
     tenso_status refused = TENSO_OK;
@@ -82,8 +80,7 @@ void check_tensor() {
 void check_bundle() {
     const std::vector<std::int64_t> step = {1234567890123LL};
     tenso::value bundle = tenso::value::bundle();
-    bundle.insert("weights", tenso::tensor(values, {2, 3}))
-        .insert("step", tenso::tensor(step.data(), 1, {}));
+    bundle.insert("weights", tenso::tensor(values, {2, 3})).insert("step", tenso::tensor(step.data(), 1, {}));
     EXPECT(bundle.size() == 2);
     const tenso::buffer packet = tenso::dumps(bundle, tenso::encode_options().integrity());
     const tenso::view v = tenso::loads(packet.bytes());
@@ -97,7 +94,7 @@ void check_bundle() {
     EXPECT(!v.find("missing"));
 }
 
-} // namespace
+}  // namespace
 
 int main() {
     try {

@@ -40,6 +40,9 @@ if(NOT _rc EQUAL 0)
 endif()
 message(STATUS "pkg-config --cflags --libs tenso: ${_flags}")
 # The .pc is relocatable (prefix=${pcfiledir}/../..): compare the directories it names, resolved.
+if(NOT _flags MATCHES "-Wl,-rpath,")
+  message(FATAL_ERROR "tenso.pc in a private prefix gives no run path: '${_flags}'")
+endif()
 string(REGEX MATCH "-I([^ ]+)" _ "${_flags}")
 get_filename_component(_incdir "${CMAKE_MATCH_1}" REALPATH)
 string(REGEX MATCH "-L([^ ]+)" _ "${_flags}")
@@ -61,9 +64,10 @@ if(NOT _rc EQUAL 0)
   message(FATAL_ERROR "compiling the consumer with the pkg-config flags failed (${_rc}):\n${_out}")
 endif()
 
-# No rpath was given, as a user would not: point the loader at the scratch lib explicitly,
-# and make sure that is the libtenso it resolves (not one in /usr/local or the build tree).
-set(ENV{LD_LIBRARY_PATH} "${PREFIX}/lib")
+# Nothing but the pkg-config line, as the README has it: the scratch prefix is one the dynamic
+# linker does not search, so tenso.pc adds a run path to it, and the program must find the
+# scratch libtenso (not one in /usr/local or the build tree) with LD_LIBRARY_PATH unset.
+unset(ENV{LD_LIBRARY_PATH})
 if(EMULATOR)
   # ldd is the loader in trace mode; the host's ldd cannot load a foreign binary. The variable
   # goes to the emulated program only (QEMU_SET_ENV): the host's loader would trace qemu.
@@ -73,8 +77,12 @@ if(EMULATOR)
 else()
   execute_process(COMMAND ldd ${_exe} RESULT_VARIABLE _rc OUTPUT_VARIABLE _ldd ERROR_VARIABLE _ldd)
 endif()
-if(NOT _ldd MATCHES "libtenso\\.so\\.${SOVERSION} => ${PREFIX}/lib/libtenso\\.so\\.${SOVERSION}")
-  message(FATAL_ERROR "the consumer does not load ${PREFIX}/lib/libtenso.so.${SOVERSION}:\n${_ldd}")
+if(NOT _ldd MATCHES "libtenso\\.so\\.${SOVERSION} => ([^ ]+)")
+  message(FATAL_ERROR "the consumer does not load libtenso.so.${SOVERSION}:\n${_ldd}")
+endif()
+get_filename_component(_loaded "${CMAKE_MATCH_1}" REALPATH)
+if(NOT _loaded MATCHES "^${_prefix}/lib/libtenso\\.so\\.")
+  message(FATAL_ERROR "the consumer loads ${_loaded}, not the one in ${PREFIX}/lib:\n${_ldd}")
 endif()
 
 execute_process(COMMAND ${EMULATOR} ${_exe} RESULT_VARIABLE _rc OUTPUT_VARIABLE _out ERROR_VARIABLE _out)

@@ -53,8 +53,8 @@ class CapiArchiveHostileTest : public CppUnit::TestFixture {
     }
     void expect(tenso_status want, const Bytes &b, const char *what, tenso_format f = 0) {
         tenso_status st = status(b, f);
-        CPPUNIT_ASSERT_MESSAGE(std::string(what) + ": got " + tenso_describe(st) + ", wanted " + tenso_status_name(want),
-                               st == want);
+        CPPUNIT_ASSERT_MESSAGE(
+            std::string(what) + ": got " + tenso_describe(st) + ", wanted " + tenso_status_name(want), st == want);
     }
 
 public:
@@ -109,7 +109,8 @@ public:
         expect(TENSO_E_CORRUPT, forged([](Bytes &b) { set32(b, 16, 48); }), "alignment 48");
         expect(TENSO_E_CORRUPT, forged([](Bytes &b) { set64(b, 24, 0); }), "unfinished");
         expect(TENSO_E_CORRUPT, forged([&](Bytes &b) { set64(b, 40, L.count + 1); }, false), "count vs index size");
-        expect(TENSO_E_CORRUPT, forged([&](Bytes &b) { set64(b, size_t(L.ioff + 8), L.cap * 2); }, false), "table size");
+        expect(TENSO_E_CORRUPT, forged([&](Bytes &b) { set64(b, size_t(L.ioff + 8), L.cap * 2); }, false),
+               "table size");
         Bytes garbage(4096);
         std::mt19937 rng(7);
         for (auto &x : garbage) x = uint8_t(rng());
@@ -122,25 +123,35 @@ public:
         expect(TENSO_E_BAD_OFFSET, forged([&](Bytes &b) { set64(b, r0 + 24, 0); }), "over the header");
         expect(TENSO_E_BAD_OFFSET, forged([&](Bytes &b) { set64(b, r0 + 48, rd(b, r0 + 24, 8) + rd(b, r0 + 32, 8)); }),
                "body past its packet");
-        expect(TENSO_E_BAD_OFFSET, forged([&](Bytes &b) { set64(b, r2 + 24, rd(b, r2 + 24, 8) + 64); set64(b, r2 + 48, 0); }),
+        expect(TENSO_E_BAD_OFFSET, forged([&](Bytes &b) {
+                   set64(b, r2 + 24, rd(b, r2 + 24, 8) + 64);
+                   set64(b, r2 + 48, 0);
+               }),
                "hole before the index");
         // names and metadata
         expect(TENSO_E_DUPLICATE_KEY, forged([&](Bytes &b) {  // "gamma" -> "alpha" (same length)
                    std::memcpy(&b[size_t(L.names_at + rd(b, r2, 8))], "alpha", 5);
-               }), "duplicate name");
-        expect(TENSO_E_BAD_UTF8, forged([&](Bytes &b) { b[size_t(L.names_at + rd(b, r1, 8))] = 0xC0; }), "bad UTF-8 name");
+               }),
+               "duplicate name");
+        expect(TENSO_E_BAD_UTF8, forged([&](Bytes &b) { b[size_t(L.names_at + rd(b, r1, 8))] = 0xC0; }),
+               "bad UTF-8 name");
         expect(TENSO_E_BAD_UTF8, forged([&](Bytes &b) { b[size_t(L.blob_at)] = 0xFF; }), "bad UTF-8 metadata");
         expect(TENSO_E_CORRUPT, forged([&](Bytes &b) { set64(b, r1, L.names_size); }), "name out of the blob");
-        expect(TENSO_E_CORRUPT, forged([&](Bytes &b) { set32(b, size_t(L.meta_at + 8), 1000); }), "metadata out of the blob");
+        expect(TENSO_E_CORRUPT, forged([&](Bytes &b) { set32(b, size_t(L.meta_at + 8), 1000); }),
+               "metadata out of the blob");
         expect(TENSO_E_CORRUPT, forged([&](Bytes &b) { b[r1 + 12] = 42; }), "unknown kind");
         expect(TENSO_E_CORRUPT, forged([&](Bytes &b) { b[r1 + 15] = 0x80; }), "unknown entry flag");
         expect(TENSO_E_CORRUPT, forged([&](Bytes &b) { b[r1 + 14] = 33; }), "ndim 33");
         expect(TENSO_E_CORRUPT, forged([&](Bytes &b) { set64(b, r1 + 40, 63); }), "nbytes vs shape");
         // hash table
-        expect(TENSO_E_CORRUPT, forged([&](Bytes &b) {
-                   for (uint64_t s = 0; s < L.cap; ++s)
-                       if (rd(b, size_t(L.table_at + 4 * s), 4) == 2) set32(b, size_t(L.table_at + 4 * s), 0);
-               }, false), "entry missing from the table");
+        expect(TENSO_E_CORRUPT,
+               forged(
+                   [&](Bytes &b) {
+                       for (uint64_t s = 0; s < L.cap; ++s)
+                           if (rd(b, size_t(L.table_at + 4 * s), 4) == 2) set32(b, size_t(L.table_at + 4 * s), 0);
+                   },
+                   false),
+               "entry missing from the table");
         expect(TENSO_E_CORRUPT, forged([&](Bytes &b) { set32(b, size_t(L.table_at), 9); }, false), "slot out of range");
     }
 
@@ -195,7 +206,9 @@ public:
 
     void testSafetensorsHeaders() {
         const Bytes d8(8, 1);
-        auto st = [&](const std::string &tensors, const Bytes &data = Bytes(8, 1)) { return safetensors(tensors, data); };
+        auto st = [&](const std::string &tensors, const Bytes &data = Bytes(8, 1)) {
+            return safetensors(tensors, data);
+        };
         const std::string ok = R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
         expect(TENSO_OK, st(ok), "valid", TENSO_FORMAT_SAFETENSORS);
         expect(TENSO_OK, st("  " + ok + "    "), "whitespace padding");
@@ -217,26 +230,36 @@ public:
         expect(TENSO_E_CORRUPT, st(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8,9]}})"), "3 offsets");
         expect(TENSO_E_CORRUPT, st(std::string(100000, '[') + std::string(100000, ']')), "deep nesting",
                TENSO_FORMAT_SAFETENSORS);
-        expect(TENSO_E_DUPLICATE_KEY, st(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})"),
-               "duplicate tensor");
-        expect(TENSO_E_DUPLICATE_KEY, st(R"({"__metadata__":{"k":"1","k":"2"},)" + ok.substr(1)), "duplicate metadata key");
+        expect(
+            TENSO_E_DUPLICATE_KEY,
+            st(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})"),
+            "duplicate tensor");
+        expect(TENSO_E_DUPLICATE_KEY, st(R"({"__metadata__":{"k":"1","k":"2"},)" + ok.substr(1)),
+               "duplicate metadata key");
         expect(TENSO_E_DUPLICATE_KEY, st(R"({"a":{"dtype":"F32","dtype":"F32","shape":[2],"data_offsets":[0,8]}})"),
                "duplicate field");
-        expect(TENSO_E_BAD_UTF8, st("{\"\xff\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}"), "bad UTF-8");
+        expect(TENSO_E_BAD_UTF8, st("{\"\xff\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}"),
+               "bad UTF-8");
         expect(TENSO_E_BAD_DTYPE, st(R"({"a":{"dtype":"F8_E4M3","shape":[8],"data_offsets":[0,8]}})"), "F8");
         expect(TENSO_E_BAD_DTYPE, st(R"({"a":{"dtype":"Q4","shape":[8],"data_offsets":[0,8]}})"), "unknown dtype");
-        expect(TENSO_E_TOO_MANY_ELEMENTS, st(R"({"a":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,8]}})"),
-               "shape overflows");
+        expect(TENSO_E_TOO_MANY_ELEMENTS,
+               st(R"({"a":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,8]}})"), "shape overflows");
         expect(TENSO_E_BAD_OFFSET, st(ok, Bytes(9, 1)), "trailing data byte");
         expect(TENSO_E_BAD_OFFSET, st(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,9]}})"), "size mismatch");
         expect(TENSO_E_BAD_OFFSET, st(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})"), "out of the file");
         expect(TENSO_E_BAD_OFFSET, st(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[8,0]}})"), "reversed");
-        expect(TENSO_E_BAD_OFFSET, st(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"b":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})"),
-               "overlap");
+        expect(
+            TENSO_E_BAD_OFFSET,
+            st(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"b":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})"),
+            "overlap");
         expect(TENSO_E_BAD_OFFSET, st(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})"), "hole");
         tenso_archive_options lim = open_opts(0, TENSO_FORMAT_SAFETENSORS);
         lim.max_tensors = 1;
-        CPPUNIT_ASSERT_EQUAL(TENSO_E_LIMIT, status(st(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})"), 0, &lim));
+        CPPUNIT_ASSERT_EQUAL(
+            TENSO_E_LIMIT,
+            status(
+                st(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})"),
+                0, &lim));
         (void)d8;
     }
 
@@ -265,8 +288,8 @@ public:
         expect(TENSO_E_BAD_UTF8, bt({0, 1, 1, 0xFF, 1, 1, 4, 0, 4}), "bad UTF-8 name");
         expect(TENSO_E_BAD_DTYPE, bt({0, 1, 1, 'w', 4, 1, 4, 0, 4}), "F8_E4M3");
         expect(TENSO_E_BAD_DTYPE, bt({0, 1, 1, 'w', 15, 1, 4, 0, 4}), "dtype 15");
-        expect(TENSO_E_TOO_MANY_DIMS, bt({0, 1, 1, 'w', 1, 33, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
-                                          1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 4, 0, 4}),
+        expect(TENSO_E_TOO_MANY_DIMS, bt({0, 1, 1, 'w', 1, 33, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+                                          1, 1, 1, 1,   1, 1,  1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 4, 0, 4}),
                "33 dims");
         expect(TENSO_E_DUPLICATE_KEY, bt({0, 2, 1, 'w', 1, 1, 2, 0, 2, 1, 'w', 1, 1, 2, 2, 4}), "duplicate name");
         expect(TENSO_E_DUPLICATE_KEY, bt({1, 2, 1, 'k', 0, 1, 'k', 0, 1, 1, 'w', 1, 1, 4, 0, 4}), "duplicate metadata");
@@ -297,8 +320,8 @@ public:
             for (size_t n = 0; n < f.first.size(); ++n) {
                 tenso_status s = status(Bytes(f.first.begin(), f.first.begin() + long(n)), f.second);
                 bool specific = s == TENSO_E_TRUNCATED || s == TENSO_E_CORRUPT || s == TENSO_E_BAD_OFFSET;
-                CPPUNIT_ASSERT_MESSAGE(std::string(tenso_format_name(f.second)) + " cut at " + std::to_string(n) + ": " +
-                                           tenso_status_name(s),
+                CPPUNIT_ASSERT_MESSAGE(std::string(tenso_format_name(f.second)) + " cut at " + std::to_string(n) +
+                                           ": " + tenso_status_name(s),
                                        specific);
             }
         }

@@ -20,11 +20,11 @@ using hostile::ViewPtr;
 namespace {
 
 const std::map<std::string, tenso_dtype> kNames = {
-    {"BOOL", TENSO_DTYPE_BOOL},   {"U8", TENSO_DTYPE_UINT8},    {"I8", TENSO_DTYPE_INT8},
-    {"I16", TENSO_DTYPE_INT16},   {"U16", TENSO_DTYPE_UINT16},  {"F16", TENSO_DTYPE_FLOAT16},
-    {"BF16", TENSO_DTYPE_BFLOAT16}, {"I32", TENSO_DTYPE_INT32}, {"U32", TENSO_DTYPE_UINT32},
-    {"F32", TENSO_DTYPE_FLOAT32}, {"C64", TENSO_DTYPE_COMPLEX64}, {"F64", TENSO_DTYPE_FLOAT64},
-    {"I64", TENSO_DTYPE_INT64},   {"U64", TENSO_DTYPE_UINT64}};
+    {"BOOL", TENSO_DTYPE_BOOL},     {"U8", TENSO_DTYPE_UINT8},      {"I8", TENSO_DTYPE_INT8},
+    {"I16", TENSO_DTYPE_INT16},     {"U16", TENSO_DTYPE_UINT16},    {"F16", TENSO_DTYPE_FLOAT16},
+    {"BF16", TENSO_DTYPE_BFLOAT16}, {"I32", TENSO_DTYPE_INT32},     {"U32", TENSO_DTYPE_UINT32},
+    {"F32", TENSO_DTYPE_FLOAT32},   {"C64", TENSO_DTYPE_COMPLEX64}, {"F64", TENSO_DTYPE_FLOAT64},
+    {"I64", TENSO_DTYPE_INT64},     {"U64", TENSO_DTYPE_UINT64}};
 
 std::string dir() { return hostile::vectors_dir() + "/archive"; }
 
@@ -77,7 +77,8 @@ public:
             const std::string path = dir() + "/" + f.key();
             ArchivePtr a = open_ok(path);
             bool bt = f.key().size() > 3 && f.key().compare(f.key().size() - 3, 3, ".bt") == 0;
-            CPPUNIT_ASSERT_EQUAL(int(bt ? TENSO_FORMAT_BINTENSORS : TENSO_FORMAT_SAFETENSORS), int(tenso_archive_format(a.get())));
+            CPPUNIT_ASSERT_EQUAL(int(bt ? TENSO_FORMAT_BINTENSORS : TENSO_FORMAT_SAFETENSORS),
+                                 int(tenso_archive_format(a.get())));
             CPPUNIT_ASSERT_EQUAL(0u, tenso_archive_alignment(a.get()));  // the format promises none
             std::vector<Expected> ex = expected(*f);
             CPPUNIT_ASSERT_EQUAL(uint64_t(ex.size()), tenso_archive_count(a.get()));
@@ -122,7 +123,8 @@ public:
                 auto meta = f->at("metadata");
                 for (auto kv = meta.begin(); kv != meta.end(); ++kv) {
                     std::string v = kv->get<std::string>();
-                    TENSO_CHECK_OK(tenso_archive_writer_set_metadata(w.get(), kv.key().data(), kv.key().size(), v.data(), v.size()));
+                    TENSO_CHECK_OK(tenso_archive_writer_set_metadata(w.get(), kv.key().data(), kv.key().size(),
+                                                                     v.data(), v.size()));
                 }
                 for (size_t i = ex.size(); i-- > 0;) {  // any order in: canonical order out
                     tenso_tensor t = ex[i].t();

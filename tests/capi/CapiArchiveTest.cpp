@@ -25,9 +25,9 @@ using hostile::ViewPtr;
 
 namespace {
 
-const tenso_dtype kDense[] = {TENSO_DTYPE_FLOAT32, TENSO_DTYPE_INT32,  TENSO_DTYPE_FLOAT64,   TENSO_DTYPE_INT64,
-                              TENSO_DTYPE_UINT8,   TENSO_DTYPE_UINT16, TENSO_DTYPE_BOOL,      TENSO_DTYPE_FLOAT16,
-                              TENSO_DTYPE_INT8,    TENSO_DTYPE_INT16,  TENSO_DTYPE_UINT32,    TENSO_DTYPE_UINT64,
+const tenso_dtype kDense[] = {TENSO_DTYPE_FLOAT32,   TENSO_DTYPE_INT32,      TENSO_DTYPE_FLOAT64, TENSO_DTYPE_INT64,
+                              TENSO_DTYPE_UINT8,     TENSO_DTYPE_UINT16,     TENSO_DTYPE_BOOL,    TENSO_DTYPE_FLOAT16,
+                              TENSO_DTYPE_INT8,      TENSO_DTYPE_INT16,      TENSO_DTYPE_UINT32,  TENSO_DTYPE_UINT64,
                               TENSO_DTYPE_COMPLEX64, TENSO_DTYPE_COMPLEX128, TENSO_DTYPE_BFLOAT16};
 
 struct Progress {
@@ -68,9 +68,9 @@ public:
             const std::string path = dir_ + "/dtypes" + std::to_string(align) + ".tenso";
             std::vector<std::unique_ptr<Tens>> ts;
             for (tenso_dtype d : kDense) ts.emplace_back(new Tens(d, {3, 5}, uint8_t(d)));
-            ts.emplace_back(new Tens(TENSO_DTYPE_FLOAT64, {}, 1));      // a scalar
-            ts.emplace_back(new Tens(TENSO_DTYPE_INT32, {0, 4}, 2));    // empty
-            ts.emplace_back(new Tens(TENSO_DTYPE_UINT8, {1000, 3}, 3)); // > one page
+            ts.emplace_back(new Tens(TENSO_DTYPE_FLOAT64, {}, 1));       // a scalar
+            ts.emplace_back(new Tens(TENSO_DTYPE_INT32, {0, 4}, 2));     // empty
+            ts.emplace_back(new Tens(TENSO_DTYPE_UINT8, {1000, 3}, 3));  // > one page
             {
                 WriterPtr w = writer(path, write_opts(0, align == 64 ? 0 : align));
                 for (size_t i = 0; i < ts.size(); ++i) add_tensor(w.get(), "t" + std::to_string(i), ts[i]->t);
@@ -388,7 +388,8 @@ public:
                 TENSO_CHECK_STATUS(TENSO_E_UNSUPPORTED_KIND, tenso_archive_writer_add(w.get(), "b", 1, b));
                 TENSO_CHECK_STATUS(TENSO_E_BAD_DTYPE, tenso_archive_writer_add(w.get(), "z", 1, vz));
             }
-            if (f == TENSO_FORMAT_BINTENSORS) TENSO_CHECK_STATUS(TENSO_E_BAD_DTYPE, tenso_archive_writer_add(w.get(), "c", 1, vc));
+            if (f == TENSO_FORMAT_BINTENSORS)
+                TENSO_CHECK_STATUS(TENSO_E_BAD_DTYPE, tenso_archive_writer_add(w.get(), "c", 1, vc));
             if (f == TENSO_FORMAT_SAFETENSORS)
                 TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, tenso_archive_writer_add(w.get(), "__metadata__", 12, v));
             // refusals leave the writer usable

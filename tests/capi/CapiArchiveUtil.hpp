@@ -161,8 +161,7 @@ inline void reforge(Bytes &b, bool rebuild_table = true) {
                     hostile::set32(t, size_t(L.table_at + 4 * s), uint32_t(i + 1));
                 }
                 b = t;
-            } catch (const std::out_of_range &) {
-            }
+            } catch (const std::out_of_range &) {}
         }
         hostile::set64(b, size_t(ioff + isz - 8), XXH3_64bits(b.data() + ioff, size_t(isz - 8)));
     }

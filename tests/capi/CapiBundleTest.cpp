@@ -202,14 +202,15 @@ class CapiBundleTest : public CppUnit::TestFixture {
 public:
     void testBundleMixedExactBytes() {
         Builder b;
-        tenso_value *bundle = b.bundle({{"a", b.tensor(TENSO_DTYPE_FLOAT32, {2}, "0000803f00000040")},
-                                        {"b", b.tensor(TENSO_DTYPE_INT64, {3}, "0a0000000000000014000000000000001e00000000000000")}});
+        tenso_value *bundle =
+            b.bundle({{"a", b.tensor(TENSO_DTYPE_FLOAT32, {2}, "0000803f00000040")},
+                      {"b", b.tensor(TENSO_DTYPE_INT64, {3}, "0a0000000000000014000000000000001e00000000000000")}});
         Bytes p = encode(bundle);
         CPPUNIT_ASSERT_EQUAL(size_t(188), p.size());
-        const uint8_t head[] = {'T', 'N', 'S', 'O', 4, 0x10, 0, 0, 2, 0,  // bundle of 2
-                                1, 0, 0, 0, 'a', 0x48, 0, 0, 0};          // "a", 72 bytes
+        const uint8_t head[] = {'T', 'N', 'S', 'O', 4,   0x10, 0, 0, 2, 0,  // bundle of 2
+                                1,   0,   0,   0,   'a', 0x48, 0, 0, 0};    // "a", 72 bytes
         CPPUNIT_ASSERT(std::memcmp(p.data(), head, sizeof head) == 0);
-        const uint8_t second[] = {1, 0, 0, 0, 'b', 0x58, 0, 0, 0};       // "b", 88 bytes
+        const uint8_t second[] = {1, 0, 0, 0, 'b', 0x58, 0, 0, 0};  // "b", 88 bytes
         CPPUNIT_ASSERT(std::memcmp(p.data() + 19 + 72, second, sizeof second) == 0);
         assert_bytes("bundle_mixed", golden("bundle_mixed"), p);
     }
@@ -241,8 +242,8 @@ public:
         tenso_value *l3 = b.bundle({{"z", b.tensor(TENSO_DTYPE_FLOAT16, {2}, "0038fffb")},
                                     {"w", b.tensor(TENSO_DTYPE_UINT32, {}, "00286bee")}});
         tenso_value *l2 = b.bundle({{"y", b.tensor(TENSO_DTYPE_INT16, {3}, "f9ff00002c01")}, {"l3", l3}});
-        tenso_value *l1 = b.bundle({{"x", b.tensor(TENSO_DTYPE_COMPLEX64, {2}, "0000803f0000803f00000080000020c0")},
-                                    {"l2", l2}});
+        tenso_value *l1 =
+            b.bundle({{"x", b.tensor(TENSO_DTYPE_COMPLEX64, {2}, "0000803f0000803f00000080000020c0")}, {"l2", l2}});
         tenso_value *top = b.bundle({{"top", b.tensor(TENSO_DTYPE_BOOL, {4}, "01000101")}, {"l1", l1}});
         assert_bytes("bundle_nested3", golden("bundle_nested3"), encode(top));
 
@@ -257,10 +258,11 @@ public:
 
     void testUtf8AndEmptyKeys() {
         Builder b;
-        tenso_value *u = b.bundle({{"\xd0\xba\xd0\xbb\xd1\x8e\xd1\x87", b.tensor(TENSO_DTYPE_FLOAT32, {2}, "0000803f00000040")},
-                                   {"\xc3\xb1", b.tensor(TENSO_DTYPE_INT8, {3}, "ff0001")},
-                                   {"\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e", b.tensor(TENSO_DTYPE_UINT16, {1}, "ffff")},
-                                   {"\xf0\x9f\x98\x80", b.tensor(TENSO_DTYPE_BOOL, {2}, "0100")}});
+        tenso_value *u =
+            b.bundle({{"\xd0\xba\xd0\xbb\xd1\x8e\xd1\x87", b.tensor(TENSO_DTYPE_FLOAT32, {2}, "0000803f00000040")},
+                      {"\xc3\xb1", b.tensor(TENSO_DTYPE_INT8, {3}, "ff0001")},
+                      {"\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e", b.tensor(TENSO_DTYPE_UINT16, {1}, "ffff")},
+                      {"\xf0\x9f\x98\x80", b.tensor(TENSO_DTYPE_BOOL, {2}, "0100")}});
         Bytes p = encode(u);
         assert_bytes("bundle_utf8_keys", golden("bundle_utf8_keys"), p);
         ViewPtr v;
@@ -292,15 +294,15 @@ public:
         tenso_value *bundle = b.bundle({});
         tenso_value *leaf = b.tensor(TENSO_DTYPE_UINT8, {1}, "01");
         const std::string bad[] = {
-            "\xff",             // never valid
-            "\x80",             // lone continuation
-            "\xc3",             // truncated 2-byte sequence
-            "\xe2\x82",         // truncated 3-byte sequence
-            "\xc0\xaf",         // overlong '/'
-            "\xe0\x80\xaf",     // overlong 3-byte
-            "\xed\xa0\x80",     // UTF-16 surrogate
-            "\xf4\x90\x80\x80", // above U+10FFFF
-            "ok\xfe",           // valid prefix, bad tail
+            "\xff",              // never valid
+            "\x80",              // lone continuation
+            "\xc3",              // truncated 2-byte sequence
+            "\xe2\x82",          // truncated 3-byte sequence
+            "\xc0\xaf",          // overlong '/'
+            "\xe0\x80\xaf",      // overlong 3-byte
+            "\xed\xa0\x80",      // UTF-16 surrogate
+            "\xf4\x90\x80\x80",  // above U+10FFFF
+            "ok\xfe",            // valid prefix, bad tail
         };
         for (const auto &k : bad) {
             TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, tenso_bundle_insert(bundle, k.data(), k.size(), leaf));
@@ -479,7 +481,8 @@ public:
             ViewPtr v;
             tenso_status dst = tenso_loads(v.out(), p.data(), p.size(), nullptr);
             CPPUNIT_FAIL(std::string("inserting a pre-encoded 64-deep bundle was accepted; the 65-deep "
-                                     "packet then decodes with ") + tenso_status_name(dst));
+                                     "packet then decodes with ") +
+                         tenso_status_name(dst));
         }
         CPPUNIT_ASSERT_EQUAL(TENSO_E_INVALID_ARGUMENT, st);
     }
@@ -516,7 +519,8 @@ public:
 
         // In a bundle it is inserted verbatim (its own options apply), next to a tensor that
         // gets the bundle's options.
-        tenso_value *bundle = b.bundle({{"pre", pv}, {"new", b.tensor(TENSO_DTYPE_FLOAT32, {3}, "0000803f0000004000004040")}});
+        tenso_value *bundle =
+            b.bundle({{"pre", pv}, {"new", b.tensor(TENSO_DTYPE_FLOAT32, {3}, "0000803f0000004000004040")}});
         Bytes p = encode(bundle);
         const size_t pre_at = 10 + 4 + 3 + 4;
         CPPUNIT_ASSERT(std::memcmp(p.data() + pre_at, pkt.data(), pkt.size()) == 0);
@@ -552,9 +556,8 @@ public:
         }
         tenso_value *deep = b.bundle({{"z", b.tensor_raw(TENSO_DTYPE_FLOAT32, {512}, z)}});
         tenso_value *mid = b.bundle({{"d", deep}, {"i", b.tensor(TENSO_DTYPE_INT32, {2}, "0100000002000000")}});
-        tenso_value *top = b.bundle({{"m", mid},
-                                     {"s", b.tensor(TENSO_DTYPE_FLOAT64, {}, "000000000000f03f")},
-                                     {"p", b.packet(plain_pkt)}});
+        tenso_value *top = b.bundle(
+            {{"m", mid}, {"s", b.tensor(TENSO_DTYPE_FLOAT64, {}, "000000000000f03f")}, {"p", b.packet(plain_pkt)}});
         const uint32_t flags = TENSO_ENCODE_INTEGRITY | TENSO_ENCODE_COMPRESS;
         tenso_encode_options o = eopts(flags, 128);
         Bytes p = encode(top, &o);

@@ -122,7 +122,11 @@ void verify_pool(tenso_cache *c) {
     TENSO_CHECK_OK(tenso_cache_check(c));
     std::vector<std::string> keys;
     TENSO_CHECK_OK(tenso_cache_keys(
-        c, [](const char *k, size_t n, void *u) { static_cast<std::vector<std::string> *>(u)->emplace_back(k, n); return 0; },
+        c,
+        [](const char *k, size_t n, void *u) {
+            static_cast<std::vector<std::string> *>(u)->emplace_back(k, n);
+            return 0;
+        },
         &keys));
     for (const std::string &key : keys) {
         tenso_view *v = nullptr;
@@ -220,7 +224,8 @@ public:
             ::waitpid(survivor, &status, 0);
             std::string msg = drain(fds[0]);
             ::close(fds[0]);
-            CPPUNIT_ASSERT_MESSAGE("round " + std::to_string(round) + ": " + msg, WIFEXITED(status) && WEXITSTATUS(status) == 0);
+            CPPUNIT_ASSERT_MESSAGE("round " + std::to_string(round) + ": " + msg,
+                                   WIFEXITED(status) && WEXITSTATUS(status) == 0);
             verify_pool(c.get());
         }
         // Each kill inside the lock is recovered exactly once by the next locker; random kills

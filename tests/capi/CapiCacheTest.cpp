@@ -70,7 +70,11 @@ void age(const std::string &pool, const std::string &key, double seconds) {
 std::vector<std::string> keys(tenso_cache *c) {
     std::vector<std::string> out;
     TENSO_CHECK_OK(tenso_cache_keys(
-        c, [](const char *k, size_t n, void *u) { static_cast<std::vector<std::string> *>(u)->emplace_back(k, n); return 0; },
+        c,
+        [](const char *k, size_t n, void *u) {
+            static_cast<std::vector<std::string> *>(u)->emplace_back(k, n);
+            return 0;
+        },
         &out));
     return out;
 }
@@ -138,7 +142,8 @@ public:
         // keys: MRU first (a was read after b was put).
         std::vector<std::string> want{"a", "b"};
         CPPUNIT_ASSERT(keys(c.get()) == want);
-        TENSO_CHECK_STATUS(TENSO_E_USER, tenso_cache_keys(c.get(), [](const char *, size_t, void *) { return 1; }, nullptr));
+        TENSO_CHECK_STATUS(TENSO_E_USER, tenso_cache_keys(
+                                             c.get(), [](const char *, size_t, void *) { return 1; }, nullptr));
 
         s = stats(c.get());
         CPPUNIT_ASSERT_EQUAL(uint64_t(2), s.entries);
@@ -163,17 +168,21 @@ public:
         CachePtr c = create(u.name, options(1 << 20));
         Val a(1, 1, 4);
         std::string long_key(129, 'k'), max_key(128, 'k');
-        TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, tenso_cache_put(nullptr, c.get(), "", 0, a.value.get(), nullptr, 0));
         TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT,
-                           tenso_cache_put(nullptr, c.get(), long_key.data(), long_key.size(), a.value.get(), nullptr, 0));
+                           tenso_cache_put(nullptr, c.get(), "", 0, a.value.get(), nullptr, 0));
+        TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, tenso_cache_put(nullptr, c.get(), long_key.data(), long_key.size(),
+                                                                     a.value.get(), nullptr, 0));
         put(c.get(), max_key, a);
         CPPUNIT_ASSERT(contains(c.get(), max_key));
-        TENSO_CHECK_STATUS(TENSO_E_BAD_UTF8, tenso_cache_put(nullptr, c.get(), "\xff\xfe", 2, a.value.get(), nullptr, 0));
+        TENSO_CHECK_STATUS(TENSO_E_BAD_UTF8,
+                           tenso_cache_put(nullptr, c.get(), "\xff\xfe", 2, a.value.get(), nullptr, 0));
         TENSO_CHECK_STATUS(TENSO_E_BAD_UTF8, get_status(c.get(), "\xc0\x80"));
         put(c.get(), "\xce\xbb", a);  // "λ"
         CPPUNIT_ASSERT(contains(c.get(), "\xce\xbb"));
-        TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, tenso_cache_put(nullptr, c.get(), "k", 1, a.value.get(), nullptr, -1));
-        TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, tenso_cache_put(nullptr, c.get(), "k", 1, a.value.get(), nullptr, 0.0 / 0.0));
+        TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT,
+                           tenso_cache_put(nullptr, c.get(), "k", 1, a.value.get(), nullptr, -1));
+        TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT,
+                           tenso_cache_put(nullptr, c.get(), "k", 1, a.value.get(), nullptr, 0.0 / 0.0));
         TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, tenso_cache_put(nullptr, c.get(), "k", 1, nullptr, nullptr, 0));
         TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, tenso_cache_stats_get(nullptr, c.get()));
         tenso_cache_options o = options(1 << 20);
@@ -181,7 +190,8 @@ public:
         tenso_cache *raw = nullptr;
         TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, tenso_cache_create(&raw, (u.name + "x").c_str(), &o));
         // Too small for the tables and one packet.
-        TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, tenso_cache_create(&raw, (u.name + "y").c_str(), &(o = options(8192))));
+        TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT,
+                           tenso_cache_create(&raw, (u.name + "y").c_str(), &(o = options(8192))));
         // A packet larger than the whole data region.
         Val huge(2, 1, 300000);
         TENSO_CHECK_STATUS(TENSO_E_FULL, tenso_cache_put(nullptr, c.get(), "h", 1, huge.value.get(), nullptr, 0));
@@ -278,7 +288,7 @@ public:
         put(c.get(), key_of(1), *vals[1]);
         put(c.get(), key_of(2), *vals[2]);
         CPPUNIT_ASSERT_EQUAL(uint64_t(0), stats(c.get()).evictions);
-        get(c.get(), key_of(0));           // 0 becomes most recent: 1 is now the LRU
+        get(c.get(), key_of(0));            // 0 becomes most recent: 1 is now the LRU
         put(c.get(), key_of(3), *vals[3]);  // evicts 1
         CPPUNIT_ASSERT(!contains(c.get(), key_of(1)));
         std::vector<std::string> want{key_of(3), key_of(0), key_of(2)};
@@ -440,8 +450,8 @@ public:
             CachePtr c = create(u.name, o);
             CPPUNIT_ASSERT_EQUAL(std::max<uint64_t>(size / 16384, 64), stats(c.get()).max_entries);
             RawPool raw(u.name);
-            CPPUNIT_ASSERT_EQUAL(uint32_t(256), raw.get<uint32_t>(32));     // max clients
-            CPPUNIT_ASSERT_EQUAL(uint32_t(16384), raw.get<uint32_t>(56));   // max pins
+            CPPUNIT_ASSERT_EQUAL(uint32_t(256), raw.get<uint32_t>(32));    // max clients
+            CPPUNIT_ASSERT_EQUAL(uint32_t(16384), raw.get<uint32_t>(56));  // max pins
             CPPUNIT_ASSERT_EQUAL(uint64_t(0), raw.get<uint64_t>(kDataOff) % 4096);
         }
     }
@@ -499,13 +509,43 @@ public:
             size_t truncate_to;  // 0: keep the size
         } cases[] = {
             {"bad magic", [](RawPool &r) { r.p[0] = 'X'; }, 0},
-            {"layout version", [](RawPool &r) { r.set<uint32_t>(kVersionOff, 2); r.reseal(); }, 0},
+            {"layout version",
+             [](RawPool &r) {
+                 r.set<uint32_t>(kVersionOff, 2);
+                 r.reseal();
+             },
+             0},
             {"checksum", [](RawPool &r) { r.set<uint32_t>(kMaxEntriesOff, 17); }, 0},
-            {"data region outside the pool", [](RawPool &r) { r.set<uint64_t>(kDataSizeOff, r.len); r.reseal(); }, 0},
-            {"data offset misaligned", [](RawPool &r) { r.set<uint64_t>(kDataOff, r.get<uint64_t>(kDataOff) + 8); r.reseal(); }, 0},
-            {"entry table overlapping", [](RawPool &r) { r.set<uint64_t>(kEntriesOff, 4096); r.reseal(); }, 0},
-            {"entry count past its table", [](RawPool &r) { r.set<uint32_t>(kMaxEntriesOff, 1u << 20); r.reseal(); }, 0},
-            {"pool size differs", [](RawPool &r) { r.set<uint64_t>(kPoolSizeOff, r.len * 2); r.reseal(); }, 0},
+            {"data region outside the pool",
+             [](RawPool &r) {
+                 r.set<uint64_t>(kDataSizeOff, r.len);
+                 r.reseal();
+             },
+             0},
+            {"data offset misaligned",
+             [](RawPool &r) {
+                 r.set<uint64_t>(kDataOff, r.get<uint64_t>(kDataOff) + 8);
+                 r.reseal();
+             },
+             0},
+            {"entry table overlapping",
+             [](RawPool &r) {
+                 r.set<uint64_t>(kEntriesOff, 4096);
+                 r.reseal();
+             },
+             0},
+            {"entry count past its table",
+             [](RawPool &r) {
+                 r.set<uint32_t>(kMaxEntriesOff, 1u << 20);
+                 r.reseal();
+             },
+             0},
+            {"pool size differs",
+             [](RawPool &r) {
+                 r.set<uint64_t>(kPoolSizeOff, r.len * 2);
+                 r.reseal();
+             },
+             0},
             {"truncated segment", [](RawPool &) {}, 128 << 10},
             {"header cut short", [](RawPool &) {}, 100},
         };
@@ -646,9 +686,7 @@ public:
         tenso_cache *raw = nullptr;
         TENSO_CHECK_STATUS(TENSO_E_FULL, tenso_cache_open(&raw, u.name.c_str(), nullptr));
         // A handle inherited through fork is refused in the child (it does not own the row).
-        std::string msg = run_isolated([&] {
-            TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, get_status(c.get(), "a"));
-        });
+        std::string msg = run_isolated([&] { TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, get_status(c.get(), "a")); });
         CPPUNIT_ASSERT_EQUAL(std::string(), msg);
     }
 

@@ -21,9 +21,7 @@
 
 namespace cache_test {
 
-inline std::string pool_name(const char *tag) {
-    return "tenso-test-cache-" + std::to_string(::getpid()) + "-" + tag;
-}
+inline std::string pool_name(const char *tag) { return "tenso-test-cache-" + std::to_string(::getpid()) + "-" + tag; }
 
 struct Unlink {
     std::string name;
@@ -92,7 +90,8 @@ inline std::string verify(const tenso_view *v, uint32_t key, uint32_t *version_o
     if (d[2] + 3 != n) return "length field " + std::to_string(d[2]) + " vs shape " + std::to_string(n);
     for (uint32_t i = 0; i < d[2]; ++i)
         if (d[3 + i] != mix(uint64_t(key) << 40 ^ uint64_t(d[0]) << 20 ^ i))
-            return "payload word " + std::to_string(i) + " of key " + std::to_string(key) + " version " + std::to_string(d[0]) + " is wrong";
+            return "payload word " + std::to_string(i) + " of key " + std::to_string(key) + " version " +
+                   std::to_string(d[0]) + " is wrong";
     if (version_out) *version_out = d[0];
     return "";
 }
@@ -106,8 +105,8 @@ inline tenso_cache_stats stats(tenso_cache *c) {
 }
 
 // Pool header offsets (docs/cache-layout.md): golden, so a layout change fails here.
-constexpr size_t kVersionOff = 8, kPoolSizeOff = 16, kEntriesOff = 80, kMaxEntriesOff = 88, kExtentsOff = 96, kDataOff = 112,
-                 kDataSizeOff = 120, kChecksumOff = 136, kMutexOff = 256;
+constexpr size_t kVersionOff = 8, kPoolSizeOff = 16, kEntriesOff = 80, kMaxEntriesOff = 88, kExtentsOff = 96,
+                 kDataOff = 112, kDataSizeOff = 120, kChecksumOff = 136, kMutexOff = 256;
 // Entry fields.
 constexpr size_t kEntryDataOff = 16, kEntryPacketLen = 32;
 
@@ -129,8 +128,16 @@ struct RawPool {
         ::munmap(p, len);
         ::close(fd);
     }
-    template <class T> T get(size_t off) const { T v; std::memcpy(&v, p + off, sizeof v); return v; }
-    template <class T> void set(size_t off, T v) { std::memcpy(p + off, &v, sizeof v); }
+    template <class T>
+    T get(size_t off) const {
+        T v;
+        std::memcpy(&v, p + off, sizeof v);
+        return v;
+    }
+    template <class T>
+    void set(size_t off, T v) {
+        std::memcpy(p + off, &v, sizeof v);
+    }
     void reseal() { set<uint64_t>(kChecksumOff, XXH3_64bits(p, kChecksumOff)); }
 };
 

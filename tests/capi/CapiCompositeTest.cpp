@@ -40,7 +40,9 @@ const json &manifest() {
     return m;
 }
 
-Bytes golden(const json &c) { return read_file(std::string(TENSO_VECTORS_DIR) + "/" + c.at("file").get<std::string>()); }
+Bytes golden(const json &c) {
+    return read_file(std::string(TENSO_VECTORS_DIR) + "/" + c.at("file").get<std::string>());
+}
 
 tenso_encode_options options_of(const json &c) {
     tenso_encode_options o = TENSO_ENCODE_OPTIONS_INIT;
@@ -86,7 +88,8 @@ void assert_dense_equals(const tenso_view *v, const json &want, const std::strin
     for (size_t i = 0; i < shape.size(); ++i) CPPUNIT_ASSERT_EQUAL(shape[i], tenso_view_shape(v)[i]);
     Bytes body = unhex(want.at("body_hex").get<std::string>());
     CPPUNIT_ASSERT_EQUAL_MESSAGE(what + ": nbytes", uint64_t(body.size()), tenso_view_nbytes(v));
-    CPPUNIT_ASSERT_MESSAGE(what + ": body", body.empty() || std::memcmp(tenso_view_data(v), body.data(), body.size()) == 0);
+    CPPUNIT_ASSERT_MESSAGE(what + ": body",
+                           body.empty() || std::memcmp(tenso_view_data(v), body.data(), body.size()) == 0);
 }
 
 template <class F>
@@ -101,11 +104,15 @@ void for_cases(const std::string &kind, F f) {
 }
 
 tenso_kind sparse_kind(const std::string &k) {
-    return k == "sparse_coo" ? TENSO_KIND_SPARSE_COO : k == "sparse_csr" ? TENSO_KIND_SPARSE_CSR : TENSO_KIND_SPARSE_CSC;
+    return k == "sparse_coo"   ? TENSO_KIND_SPARSE_COO
+           : k == "sparse_csr" ? TENSO_KIND_SPARSE_CSR
+                               : TENSO_KIND_SPARSE_CSC;
 }
 
 int scheme_of(const std::string &s) {
-    return s == "per_tensor" ? TENSO_QUANT_PER_TENSOR : s == "per_channel" ? TENSO_QUANT_PER_CHANNEL : TENSO_QUANT_PER_GROUP;
+    return s == "per_tensor"    ? TENSO_QUANT_PER_TENSOR
+           : s == "per_channel" ? TENSO_QUANT_PER_CHANNEL
+                                : TENSO_QUANT_PER_GROUP;
 }
 
 }  // namespace
@@ -163,10 +170,13 @@ public:
         tenso_tensor bp{bad_ptr, sizeof bad_ptr, &three, 1, TENSO_DTYPE_INT32};
         tenso_value *v = nullptr;
         // column 3 is outside a 2x3 matrix
-        TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, tenso_value_new_sparse(&v, TENSO_KIND_SPARSE_CSR, 2, shape, &d, &i, &p));
+        TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT,
+                           tenso_value_new_sparse(&v, TENSO_KIND_SPARSE_CSR, 2, shape, &d, &i, &p));
         idx[1] = 2;
-        TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, tenso_value_new_sparse(&v, TENSO_KIND_SPARSE_CSR, 2, shape, &d, &i, &bp));
-        TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, tenso_value_new_sparse(&v, TENSO_KIND_DENSE, 2, shape, &d, &i, &p));
+        TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT,
+                           tenso_value_new_sparse(&v, TENSO_KIND_SPARSE_CSR, 2, shape, &d, &i, &bp));
+        TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT,
+                           tenso_value_new_sparse(&v, TENSO_KIND_DENSE, 2, shape, &d, &i, &p));
         TENSO_CHECK_OK(tenso_value_new_sparse(&v, TENSO_KIND_SPARSE_CSR, 2, shape, &d, &i, &p));
         // A decoder sees the same rule: corrupt an index inside an encoded packet.
         tenso_buffer b = TENSO_BUFFER_INIT;
@@ -189,7 +199,8 @@ public:
             const json &v = c.at("value");
             Bytes file = golden(c);
             Bytes input = unhex(v.at("input_hex")), scales = unhex(v.at("scales_hex")),
-                  zps = unhex(v.at("zero_points_hex")), body = unhex(v.at("body_hex")), deq = unhex(v.at("dequant_hex"));
+                  zps = unhex(v.at("zero_points_hex")), body = unhex(v.at("body_hex")),
+                  deq = unhex(v.at("dequant_hex"));
             std::vector<uint64_t> shape = shape_of(v);
             tenso_dtype qd = 0;
             TENSO_CHECK_OK(tenso_dtype_from_name(&qd, v.at("dtype").get<std::string>().c_str()));
@@ -205,7 +216,8 @@ public:
             CPPUNIT_ASSERT_EQUAL_MESSAGE(name, uint32_t(scales.size() / 4), q.num_scales);
             CPPUNIT_ASSERT_MESSAGE(name + ": scales", std::memcmp(q.scales, scales.data(), scales.size()) == 0);
             CPPUNIT_ASSERT_MESSAGE(name + ": zero points", std::memcmp(q.zero_points, zps.data(), zps.size()) == 0);
-            CPPUNIT_ASSERT_MESSAGE(name + ": body", q.nbytes == body.size() && std::memcmp(q.data, body.data(), body.size()) == 0);
+            CPPUNIT_ASSERT_MESSAGE(name + ": body",
+                                   q.nbytes == body.size() && std::memcmp(q.data, body.data(), body.size()) == 0);
             std::vector<float> out(deq.size() / 4);
             TENSO_CHECK_OK(tenso_dequantize(out.data(), out.size(), &q));
             CPPUNIT_ASSERT_MESSAGE(name + ": dequantize is not bit-exact",
@@ -235,8 +247,10 @@ public:
         CPPUNIT_ASSERT_EQUAL(uint32_t(3), q.num_scales);
         CPPUNIT_ASSERT(dumps(neg.v, TENSO_ENCODE_OPTIONS_INIT) == dumps(pos.v, TENSO_ENCODE_OPTIONS_INIT));
         tenso_value *v = nullptr;
-        TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, tenso_quantize(&v, &in, TENSO_DTYPE_QINT8, TENSO_QUANT_PER_CHANNEL, 2, 0));
-        TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, tenso_quantize(&v, &in, TENSO_DTYPE_QINT8, TENSO_QUANT_PER_GROUP, 0, 0));
+        TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT,
+                           tenso_quantize(&v, &in, TENSO_DTYPE_QINT8, TENSO_QUANT_PER_CHANNEL, 2, 0));
+        TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT,
+                           tenso_quantize(&v, &in, TENSO_DTYPE_QINT8, TENSO_QUANT_PER_GROUP, 0, 0));
         TENSO_CHECK_STATUS(TENSO_E_BAD_DTYPE, tenso_quantize(&v, &in, TENSO_DTYPE_INT8, TENSO_QUANT_PER_TENSOR, 0, 0));
         in.dtype = TENSO_DTYPE_INT32;
         TENSO_CHECK_STATUS(TENSO_E_BAD_DTYPE, tenso_quantize(&v, &in, TENSO_DTYPE_QINT8, TENSO_QUANT_PER_TENSOR, 0, 0));
@@ -318,7 +332,8 @@ public:
         tenso_value *v = nullptr;
         TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, tenso_value_new_strings(&v, 2, offs, payload, 3));
         TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, tenso_value_new_strings(&v, 2, decreasing, "abc", 3));
-        TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, tenso_value_new_strings(&v, 2, offs, "abc", 4));  // length disagrees
+        TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT,
+                           tenso_value_new_strings(&v, 2, offs, "abc", 4));  // length disagrees
         // Decoder: offsets that decrease inside a well-framed packet.
         uint64_t ok[3] = {0, 1, 3};
         TENSO_CHECK_OK(tenso_value_new_strings(&v, 2, ok, "abc", 3));

@@ -162,15 +162,16 @@ public:
         TENSO_CHECK_STATUS(TENSO_E_LIMIT, loads(one, opts((4 << 20) - 1, 0, 0)));
         TENSO_CHECK_OK(loads(one, opts(4 << 20, 0, 0)));  // exactly 4 MiB inflated is fine
         TENSO_CHECK_STATUS(TENSO_E_LIMIT, loads(four, opts(8 << 20, 0, 0)));
-        TENSO_CHECK_OK(loads(four, opts(0, 0, 0)));                 // no limit asked for
-        TENSO_CHECK_OK(loads(four, opts(8 << 20, 32 << 20, 0)));    // max_decoded_bytes decides
-        size_t len = 0;  // framing checks the same limits as decoding
+        TENSO_CHECK_OK(loads(four, opts(0, 0, 0)));               // no limit asked for
+        TENSO_CHECK_OK(loads(four, opts(8 << 20, 32 << 20, 0)));  // max_decoded_bytes decides
+        size_t len = 0;                                           // framing checks the same limits as decoding
         const tenso_decode_options o = opts(8 << 20, 0, 0);
         TENSO_CHECK_STATUS(TENSO_E_LIMIT, tenso_packet_length(&len, four.data(), four.size(), &o));
     }
 
     void testMaxDecodedBytes() {
-        const Bytes four = bundle_of({compressed_zeros(4), compressed_zeros(4), compressed_zeros(4), compressed_zeros(4)});
+        const Bytes four =
+            bundle_of({compressed_zeros(4), compressed_zeros(4), compressed_zeros(4), compressed_zeros(4)});
         TENSO_CHECK_STATUS(TENSO_E_LIMIT, loads(four, opts(0, 16 << 20, 0)));  // bodies alone are 16 MiB
         TENSO_CHECK_OK(loads(four, opts(0, 17 << 20, 0)));
         // The tree counts too: a bundle of 255 scalars decodes in 255 x 300 bytes or so.

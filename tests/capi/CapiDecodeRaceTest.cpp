@@ -37,7 +37,7 @@ using namespace hostile;
 
 namespace {
 
-constexpr int kDecodes = 200000;     // the old code failed within a few thousand
+constexpr int kDecodes = 200000;      // the old code failed within a few thousand
 constexpr int kMaxDecodes = 2000000;  // the bound while an OK or a refusal is still unseen
 
 // Stores `good` and `bad` alternately into the little-endian field of `width` bytes at `f`
@@ -68,8 +68,8 @@ struct Outcomes {
     bool more(int min) const { return failure.empty() && rounds < kMaxDecodes && (rounds < min || !ok || !refused); }
     void check() const {
         CPPUNIT_ASSERT_MESSAGE(failure, failure.empty());
-        CPPUNIT_ASSERT_MESSAGE("no race seen in " + std::to_string(rounds) + " rounds: " + std::to_string(ok) + " OK, " +
-                                   std::to_string(refused) + " refused",
+        CPPUNIT_ASSERT_MESSAGE("no race seen in " + std::to_string(rounds) + " rounds: " + std::to_string(ok) +
+                                   " OK, " + std::to_string(refused) + " refused",
                                ok > 0 && refused > 0);
     }
 };
@@ -129,8 +129,7 @@ void race(const Bytes &packet, size_t field_off, int width, uint64_t good, uint6
             else if (st == TENSO_OK) {
                 ++n.ok;
                 n.failure = check(v, m.packet(), m.end());
-            } else
-                ++n.refused;
+            } else ++n.refused;
             tenso_view_free(v);
         }
     }
@@ -174,8 +173,7 @@ public:
     void testStringOffsetsRewritten() {
         Bytes p = Pkt().v4(TENSO_FLAG_STRING, TENSO_DTYPE_STRING, 1).u32(2).u64(0).u64(3).u64(6).str("abcdef");
         const size_t last_offset_off = 10 + 4 + 16;
-        race(p, last_offset_off, 8, 6, uint64_t(1) << 40,
-             {TENSO_OK, TENSO_E_MALFORMED, TENSO_E_TOO_MANY_ELEMENTS},
+        race(p, last_offset_off, 8, 6, uint64_t(1) << 40, {TENSO_OK, TENSO_E_MALFORMED, TENSO_E_TOO_MANY_ELEMENTS},
              [](const tenso_view *v, const uint8_t *, const uint8_t *end) -> std::string {
                  const uint64_t *offs;
                  const char *payload;

@@ -255,7 +255,8 @@ public:
         struct {
             const char *name;
             int n;
-        } const frames[] = {{"compressed_f64_tile", 1024}, {"dense_f64_compressed", 1024}, {"compressed_f64_align128", 256}};
+        } const frames[] = {
+            {"compressed_f64_tile", 1024}, {"dense_f64_compressed", 1024}, {"compressed_f64_align128", 256}};
         for (const auto &f : frames) {
             const std::string name = f.name;
             Bytes g = golden(name);
@@ -519,15 +520,24 @@ public:
     void testPacketLengthFraming() {
         // Dense, integrity, custom alignment, compressed (upstream and liblz4 frames), bundles
         // (plain, nested, compressed, 255 entries), legacy.
-        const char *names[] = {"dense_f32_vec",          "dense_i32_integrity",
-                               "align_f32_4096",         "dense_f32_scalar",
-                               "dense_f32_empty_0",      "compressed_f64_tile",
-                               "dense_f64_compressed",   "compressed_f32_empty_0",
-                               "compressed_f32_random256", "compressed_f64_liblz4_frame",
-                               "bundle_mixed",           "bundle_empty",
-                               "bundle_nested3",         "bundle_compressed",
-                               "bundle_integrity",       "legacy_v1_f32",
-                               "legacy_v3_custalign16",  "legacy_v3_integrity"};
+        const char *names[] = {"dense_f32_vec",
+                               "dense_i32_integrity",
+                               "align_f32_4096",
+                               "dense_f32_scalar",
+                               "dense_f32_empty_0",
+                               "compressed_f64_tile",
+                               "dense_f64_compressed",
+                               "compressed_f32_empty_0",
+                               "compressed_f32_random256",
+                               "compressed_f64_liblz4_frame",
+                               "bundle_mixed",
+                               "bundle_empty",
+                               "bundle_nested3",
+                               "bundle_compressed",
+                               "bundle_integrity",
+                               "legacy_v1_f32",
+                               "legacy_v3_custalign16",
+                               "legacy_v3_integrity"};
         for (const char *name : names) check_framing(name, golden(name));
         check_framing("bundle_255", golden("bundle_255"), 7);
         check_framing("compressed_u8_70000_liblz4_linked", golden("compressed_u8_70000_liblz4_linked"));
@@ -537,8 +547,8 @@ public:
         for (size_t i = 0; i < d.size(); ++i) d[i] = uint16_t(i * 2654435761u >> 7);
         uint64_t shape[1] = {d.size()};
         tenso_tensor t = {d.data(), d.size() * 2, shape, 1, TENSO_DTYPE_UINT16};
-        check_framing("u16[100000] compressed+integrity",
-                      encode(t, TENSO_ENCODE_COMPRESS | TENSO_ENCODE_INTEGRITY), 97);
+        check_framing("u16[100000] compressed+integrity", encode(t, TENSO_ENCODE_COMPRESS | TENSO_ENCODE_INTEGRITY),
+                      97);
     }
 
     void testLegacyPackets() {
@@ -591,7 +601,8 @@ public:
         if (DIR *d = ::opendir(TENSO_VECTORS_DIR)) {
             while (const dirent *e = ::readdir(d)) {
                 const std::string n = e->d_name;
-                if (n.size() > 6 && n.compare(n.size() - 6, 6, ".tenso") == 0) names.push_back(n.substr(0, n.size() - 6));
+                if (n.size() > 6 && n.compare(n.size() - 6, 6, ".tenso") == 0)
+                    names.push_back(n.substr(0, n.size() - 6));
             }
             ::closedir(d);
         }
@@ -623,13 +634,17 @@ public:
                                            (pi.kind == TENSO_KIND_DENSE && !(pi.flags & TENSO_FLAG_COMPRESSION));
                         if (a != TENSO_OK) {
                             if (!plain && b == TENSO_E_UNSUPPORTED_KIND) b = a;
-                            CPPUNIT_ASSERT_EQUAL_MESSAGE(what, std::string(tenso_status_name(a)), std::string(tenso_status_name(b)));
-                            CPPUNIT_ASSERT_EQUAL_MESSAGE(what + ": untouched", uint8_t(0xAB), reinterpret_cast<uint8_t *>(&t)[0]);
+                            CPPUNIT_ASSERT_EQUAL_MESSAGE(what, std::string(tenso_status_name(a)),
+                                                         std::string(tenso_status_name(b)));
+                            CPPUNIT_ASSERT_EQUAL_MESSAGE(what + ": untouched", uint8_t(0xAB),
+                                                         reinterpret_cast<uint8_t *>(&t)[0]);
                             ++refused;
                             continue;
                         }
-                        if (tenso_view_kind(v.v) != TENSO_KIND_DENSE || (tenso_view_flags(v.v) & TENSO_FLAG_COMPRESSION)) {
-                            CPPUNIT_ASSERT_EQUAL_MESSAGE(what, std::string("TENSO_E_UNSUPPORTED_KIND"), std::string(tenso_status_name(b)));
+                        if (tenso_view_kind(v.v) != TENSO_KIND_DENSE ||
+                            (tenso_view_flags(v.v) & TENSO_FLAG_COMPRESSION)) {
+                            CPPUNIT_ASSERT_EQUAL_MESSAGE(what, std::string("TENSO_E_UNSUPPORTED_KIND"),
+                                                         std::string(tenso_status_name(b)));
                             ++other;
                             continue;
                         }

@@ -82,10 +82,12 @@ ViewPtr feed_in_pieces(tenso_decoder *d, const Bytes &b, Next next) {
         // Checked without building messages on success: a byte-by-byte run makes a million calls.
         const tenso_status st = tenso_decoder_feed(d, b.data() + pos, n, &used, &v);
         if (st != TENSO_OK) CPPUNIT_FAIL("feed at " + std::to_string(pos) + " -> " + tenso_describe(st));
-        if (used != n) CPPUNIT_FAIL("feed took " + std::to_string(used) + " of " + std::to_string(n));  // all is this packet's
+        if (used != n)
+            CPPUNIT_FAIL("feed took " + std::to_string(used) + " of " + std::to_string(n));  // all is this packet's
         pos += used;
         got.reset(v);
-        if (!v && (tenso_decoder_idle(d) || tenso_decoder_needed(d) == 0)) CPPUNIT_FAIL("idle or needing nothing mid-packet");
+        if (!v && (tenso_decoder_idle(d) || tenso_decoder_needed(d) == 0))
+            CPPUNIT_FAIL("idle or needing nothing mid-packet");
     }
     CPPUNIT_ASSERT(got);
     CPPUNIT_ASSERT_EQUAL(1, tenso_decoder_idle(d));
@@ -326,11 +328,13 @@ public:
         struct Cut {
             size_t at;
             const char *starts;
-        } cuts[] = {{3, "Stream ended during header read. Expected 8 bytes, got 3 (stream ended inside a packet after 3 bytes"},
-                    {9, "Stream ended during v4 header read ("},
-                    {12, "Stream ended during packet read ("},
-                    {70, "Stream ended during body read. Expected 40 bytes, got 6 (stream ended inside a packet after 70 bytes, "
-                         "at least 34 more needed)"}};
+        } cuts[] = {
+            {3, "Stream ended during header read. Expected 8 bytes, got 3 (stream ended inside a packet after 3 bytes"},
+            {9, "Stream ended during v4 header read ("},
+            {12, "Stream ended during packet read ("},
+            {70,
+             "Stream ended during body read. Expected 40 bytes, got 6 (stream ended inside a packet after 70 bytes, "
+             "at least 34 more needed)"}};
         for (const Cut &c : cuts) {
             DecoderPtr d = make_decoder();
             size_t used = 0;
@@ -441,7 +445,8 @@ public:
         CPPUNIT_ASSERT_EQUAL(std::string(), view_diff(c.get(), l));
         Sock s;
         std::thread w([&] {
-            for (size_t i = 0; i < b.size(); i += 4096) write_all(s.fd[1], b.data() + i, std::min<size_t>(4096, b.size() - i));
+            for (size_t i = 0; i < b.size(); i += 4096)
+                write_all(s.fd[1], b.data() + i, std::min<size_t>(4096, b.size() - i));
         });
         tenso_view *r = nullptr;
         tenso_status st = tenso_read_fd(&r, s.fd[0], nullptr);
@@ -645,7 +650,12 @@ public:
     void testTreeLimitsAtHeaders() {
         const uint32_t vlen = 14 + 16u * 250000000u;
         Pkt one;  // bundle{a: complex128[2.5e8]}: 2 packets
-        one.v4(TENSO_FLAG_BUNDLE, 0, 1).u32(1).str("a").u32(vlen).v4(0, TENSO_DTYPE_COMPLEX128, 1).u32((vlen - 14) / 16);
+        one.v4(TENSO_FLAG_BUNDLE, 0, 1)
+            .u32(1)
+            .str("a")
+            .u32(vlen)
+            .v4(0, TENSO_DTYPE_COMPLEX128, 1)
+            .u32((vlen - 14) / 16);
         Pkt two;  // bundle{a: bundle{b: ...}}: 3 packets, 2 deep
         two.v4(TENSO_FLAG_BUNDLE, 0, 1).u32(1).str("a").u32(vlen).v4(TENSO_FLAG_BUNDLE, 0, 1).u32(1).str("b");
         struct Case {

@@ -71,7 +71,6 @@ void check_ramp(const std::string &what, const DLTensor &t) {
 
 const uint64_t kRampShape[2] = {4, 256};
 
-
 }  // namespace
 
 class CapiDlpackTest : public CppUnit::TestFixture {
@@ -299,8 +298,7 @@ public:
             DLManagedTensorVersioned *m = nullptr;
             TENSO_CHECK_OK(tenso_view_to_dlpack(&m, child));
             CPPUNIT_ASSERT(m->dl_tensor.data == tenso_view_data(child));
-            CPPUNIT_ASSERT_EQUAL_MESSAGE(what, flags ? 1 : 0,
-                                         int((m->flags & DLPACK_FLAG_BITMASK_IS_COPIED) != 0));
+            CPPUNIT_ASSERT_EQUAL_MESSAGE(what, flags ? 1 : 0, int((m->flags & DLPACK_FLAG_BITMASK_IS_COPIED) != 0));
             tenso_view_free(v);
             check_ramp(what + " after parent free", m->dl_tensor);
             m->deleter(m);
@@ -351,8 +349,8 @@ public:
         tenso_buffer_dispose(&buf);
 
         // Every other kind of view: sparse, quantized, string, GPU IPC reference.
-        for (const char *name : {"sparse_coo_f32", "sparse_csr_f32", "quantized_qint8_per_tensor",
-                                 "string_mixed_utf8", "gpu_ipc_ref"}) {
+        for (const char *name :
+             {"sparse_coo_f32", "sparse_csr_f32", "quantized_qint8_per_tensor", "string_mixed_utf8", "gpu_ipc_ref"}) {
             Bytes p = golden(name);
             tenso_view *cv = nullptr;
             TENSO_CHECK_OK(tenso_loads(&cv, p.data(), p.size(), nullptr));

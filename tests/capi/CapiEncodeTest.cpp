@@ -47,8 +47,8 @@ void assert_bytes(const std::string &what, const Bytes &want, const Bytes &got) 
     size_t i = 0;
     while (i < want.size() && i < got.size() && want[i] == got[i]) ++i;
     CPPUNIT_FAIL(what + ": packets differ (want " + std::to_string(want.size()) + " B, got " +
-                 std::to_string(got.size()) + " B, first difference at offset " + std::to_string(i) +
-                 ")\nwant:\n" + hex(want.data(), want.size()) + "\ngot:\n" + hex(got.data(), got.size()));
+                 std::to_string(got.size()) + " B, first difference at offset " + std::to_string(i) + ")\nwant:\n" +
+                 hex(want.data(), want.size()) + "\ngot:\n" + hex(got.data(), got.size()));
 }
 
 // Encodes through dumps_bound + dumps_into and returns exactly the packet.
@@ -79,7 +79,6 @@ uint64_t rd64(const uint8_t *p) {
     for (int i = 7; i >= 0; --i) v = v << 8 | p[i];
     return v;
 }
-
 
 }  // namespace
 
@@ -120,16 +119,16 @@ public:
     void testF32VectorExactBytes() {
         tenso_tensor t = f32_five();
         Bytes got = encode(t);
-        Bytes want = {0x54, 0x4e, 0x53, 0x4f,  // "TNSO"
-                      0x04,                    // version 4
-                      0x01, 0x00,              // flags: ALIGNED
-                      0x01,                    // float32
-                      0x01,                    // ndim 1
-                      0x00,                    // reserved
-                      0x05, 0x00, 0x00, 0x00}; // shape [5]
-        want.resize(64, 0);                    // 50 bytes of padding: body at 64
-        const uint8_t body[20] = {0, 0, 0x80, 0x3f, 0, 0, 0, 0x40, 0, 0, 0x40, 0x40,
-                                  0, 0, 0x80, 0x40, 0, 0, 0xa0, 0x40};
+        Bytes want = {0x54, 0x4e, 0x53, 0x4f,   // "TNSO"
+                      0x04,                     // version 4
+                      0x01, 0x00,               // flags: ALIGNED
+                      0x01,                     // float32
+                      0x01,                     // ndim 1
+                      0x00,                     // reserved
+                      0x05, 0x00, 0x00, 0x00};  // shape [5]
+        want.resize(64, 0);                     // 50 bytes of padding: body at 64
+        const uint8_t body[20] = {0,    0,    0x80, 0x3f, 0,    0,    0, 0x40, 0,    0,
+                                  0x40, 0x40, 0,    0,    0x80, 0x40, 0, 0,    0xa0, 0x40};
         want.insert(want.end(), body, body + sizeof body);
         CPPUNIT_ASSERT_EQUAL(size_t(84), want.size());
         assert_bytes("f32[5] vs hand-written bytes", want, got);
@@ -175,7 +174,7 @@ public:
         // flags: CUST_ALIGN (0x80) instead of ALIGNED.
         CPPUNIT_ASSERT_EQUAL(uint8_t(0x80), p[5]);
         CPPUNIT_ASSERT_EQUAL(uint8_t(0x00), p[6]);
-        CPPUNIT_ASSERT_EQUAL(uint8_t(7), p[14]);  // exponent byte: log2(128)
+        CPPUNIT_ASSERT_EQUAL(uint8_t(7), p[14]);                                   // exponent byte: log2(128)
         for (size_t i = 15; i < 128; ++i) CPPUNIT_ASSERT_EQUAL(uint8_t(0), p[i]);  // 113 pad bytes
         CPPUNIT_ASSERT(std::memcmp(p.data() + 128, kF32Five, sizeof kF32Five) == 0);
         assert_bytes("f32[5] align 128", golden("align_f32_128"), p);
@@ -315,8 +314,7 @@ public:
         }
         CPPUNIT_ASSERT_EQUAL(TENSO_KIND_GPU_IPC_REF, tenso_kind_at(8));
         CPPUNIT_ASSERT_EQUAL(tenso_kind(0), tenso_kind_at(9));
-        for (tenso_kind c : {0, 10, -1})
-            CPPUNIT_ASSERT_EQUAL(std::string("unknown"), std::string(tenso_kind_name(c)));
+        for (tenso_kind c : {0, 10, -1}) CPPUNIT_ASSERT_EQUAL(std::string("unknown"), std::string(tenso_kind_name(c)));
         tenso_kind k = 77;
         for (const char *bad : {"unknown", "", "Dense", "sparse", "dense "})
             TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, tenso_kind_from_name(&k, bad));
@@ -413,17 +411,14 @@ public:
             for (size_t cap : {size_t(0), size_t(1), size_t(10), size_t(64), need - 1}) {
                 Bytes buf(need + 64, 0xEE);  // guard bytes everywhere past `cap`
                 size_t written = 12345;
-                TENSO_CHECK_STATUS(TENSO_E_BUFFER_TOO_SMALL,
-                                   tenso_dumps_into(buf.data(), cap, &written, &t, &o));
+                TENSO_CHECK_STATUS(TENSO_E_BUFFER_TOO_SMALL, tenso_dumps_into(buf.data(), cap, &written, &t, &o));
                 // The needed size (exact here; at least the real size when compressing).
-                if (f & TENSO_ENCODE_COMPRESS)
-                    CPPUNIT_ASSERT(written >= need);
-                else
-                    CPPUNIT_ASSERT_EQUAL(need, written);
+                if (f & TENSO_ENCODE_COMPRESS) CPPUNIT_ASSERT(written >= need);
+                else CPPUNIT_ASSERT_EQUAL(need, written);
                 for (size_t i = cap; i < buf.size(); ++i)
-                    CPPUNIT_ASSERT_MESSAGE("byte " + std::to_string(i) + " past capacity " +
-                                               std::to_string(cap) + " was written",
-                                           buf[i] == 0xEE);
+                    CPPUNIT_ASSERT_MESSAGE(
+                        "byte " + std::to_string(i) + " past capacity " + std::to_string(cap) + " was written",
+                        buf[i] == 0xEE);
                 // Retrying with the reported size succeeds.
                 Bytes again(written);
                 size_t n2 = 0;
@@ -502,10 +497,8 @@ public:
             o.version = v;
             bad.push_back(o);
         }
-        for (uint32_t a : {3u, 6u, 96u, 100u, 65535u, (1u << 21), (1u << 31), 0xFFFFFFFFu})
-            bad.push_back(opts(0, a));
-        for (uint32_t f : {0x4u, 0x8u, 0x80000000u, 0x7u})
-            bad.push_back(opts(f, 0));
+        for (uint32_t a : {3u, 6u, 96u, 100u, 65535u, (1u << 21), (1u << 31), 0xFFFFFFFFu}) bad.push_back(opts(0, a));
+        for (uint32_t f : {0x4u, 0x8u, 0x80000000u, 0x7u}) bad.push_back(opts(f, 0));
         for (const auto &o : bad) {
             std::string what = "version " + std::to_string(o.version) + " flags " + std::to_string(o.flags) +
                                " alignment " + std::to_string(o.alignment);
@@ -712,10 +705,10 @@ public:
         tenso_tensor t = {d, sizeof d, shape, 1, TENSO_DTYPE_FLOAT32};
         tenso_encode_options o = opts(TENSO_ENCODE_COMPRESS, 0);
         Bytes p = encode(t, &o);
-        const Bytes want_body = {
-            0x04, 0x22, 0x4d, 0x18, 0x60, 0x70, 0x73, 0x1f, 0x00, 0x00, 0x00, 0x11, 0x00, 0x01, 0x00, 0xe1,
-            0x80, 0x3f, 0x00, 0x00, 0x00, 0x40, 0x00, 0x00, 0x40, 0x40, 0x00, 0x00, 0x80, 0x40, 0x13, 0x00,
-            0x0f, 0x14, 0x00, 0xcf, 0x50, 0x40, 0x00, 0x00, 0x40, 0x40, 0x00, 0x00, 0x00, 0x00};
+        const Bytes want_body = {0x04, 0x22, 0x4d, 0x18, 0x60, 0x70, 0x73, 0x1f, 0x00, 0x00, 0x00, 0x11,
+                                 0x00, 0x01, 0x00, 0xe1, 0x80, 0x3f, 0x00, 0x00, 0x00, 0x40, 0x00, 0x00,
+                                 0x40, 0x40, 0x00, 0x00, 0x80, 0x40, 0x13, 0x00, 0x0f, 0x14, 0x00, 0xcf,
+                                 0x50, 0x40, 0x00, 0x00, 0x40, 0x40, 0x00, 0x00, 0x00, 0x00};
         assert_bytes("LZ4 frame", want_body, Bytes(p.begin() + 64, p.end()));
     }
 
@@ -847,9 +840,9 @@ public:
         }
         CPPUNIT_ASSERT_EQUAL(p.size(), pos);
         CPPUNIT_ASSERT_EQUAL(size_t(3), words.size());
-        CPPUNIT_ASSERT(words[0] < (1u << 22));                       // compressed
+        CPPUNIT_ASSERT(words[0] < (1u << 22));                               // compressed
         CPPUNIT_ASSERT_EQUAL(uint32_t(0x80000000u | (1u << 22)), words[1]);  // stored raw
-        CPPUNIT_ASSERT(words[2] < (1u << 20));                       // the last 1 MiB + 4, compressed
+        CPPUNIT_ASSERT(words[2] < (1u << 20));                               // the last 1 MiB + 4, compressed
     }
 
     static tenso_status load(const Bytes &p, uint32_t threads) {
@@ -867,7 +860,7 @@ public:
         const size_t b0 = 64 + 7, len0 = uint32_t(rd64(p.data() + b0) & 0x7fffffffu);
         for (uint32_t threads : {1u, 2u}) {
             Bytes q = p;
-            q.resize(q.size() - 4);  // no end mark
+            q.resize(q.size() - 4);                                   // no end mark
             TENSO_CHECK_STATUS(TENSO_E_TRUNCATED, load(q, threads));  // the framing sees it first
             q = p;
             q.insert(q.begin() + long(b0 + 4 + len0), {0, 0, 0, 0});  // an end mark after block 0
@@ -924,7 +917,8 @@ public:
                 const uint64_t count = ndim ? n : 1;
                 std::vector<uint16_t> data(count + 1);
                 for (auto &x : data) x = uint16_t(rng());
-                const tenso_tensor t = {data.data(), count * 2, ndim ? shape.data() : nullptr, ndim, TENSO_DTYPE_UINT16};
+                const tenso_tensor t = {data.data(), count * 2, ndim ? shape.data() : nullptr, ndim,
+                                        TENSO_DTYPE_UINT16};
                 tenso_value *v = nullptr;
                 TENSO_CHECK_OK(tenso_value_new_tensor(&v, &t));
                 for (uint32_t flags : {0u, uint32_t(TENSO_ENCODE_INTEGRITY)}) {

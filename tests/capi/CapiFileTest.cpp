@@ -121,8 +121,9 @@ public:
                 std::string diff = same_as_loads(v.get(), pkt);
                 CPPUNIT_ASSERT_MESSAGE(what + diff, diff.empty());
                 CPPUNIT_ASSERT_EQUAL_MESSAGE(what + "owns_data", 1, tenso_view_owns_data(v.get()));
-                CPPUNIT_ASSERT_MESSAGE(what + "body", c.t.data.empty() || std::memcmp(tenso_view_data(v.get()),
-                                                                                   c.t.data.data(), c.t.data.size()) == 0);
+                CPPUNIT_ASSERT_MESSAGE(
+                    what + "body",
+                    c.t.data.empty() || std::memcmp(tenso_view_data(v.get()), c.t.data.data(), c.t.data.size()) == 0);
             }
             CPPUNIT_ASSERT(temporaries().empty());
         }

@@ -1,12 +1,11 @@
 // CapiGpuTest - tenso_gpu_* through the public calls on the backend TENSO_GPU_BACKEND names
 // (tests/gpu/run-device-suite.sh runs it on CUDA), the host backend otherwise (device memory in
-// memfd segments, a worker thread per stream; what only holds there is marked): dense packets of every dtype, bundles, LZ4 and
-// integrity, chunk sizes below the body and odd ones with 1-3 staging buffers, fd reads that
-// stream the body up while it arrives, hostile and truncated packets from an fd (exact
-// statuses, no device memory left behind: each allocation holds an fd, so /proc/self/fd is the
-// leak count), the caller's device memory too small, IPC opened in a forked child, DLPack round
-// trips, the pinned pool's hits and limit, device dequantize bit-exact with tenso_dequantize,
-// and the CUDA backend in a child process answering GPU_UNAVAILABLE cleanly.
+// memfd segments, a worker thread per stream; what only holds there is marked): dense packets of every dtype, bundles,
+// LZ4 and integrity, chunk sizes below the body and odd ones with 1-3 staging buffers, fd reads that stream the body up
+// while it arrives, hostile and truncated packets from an fd (exact statuses, no device memory left behind: each
+// allocation holds an fd, so /proc/self/fd is the leak count), the caller's device memory too small, IPC opened in a
+// forked child, DLPack round trips, the pinned pool's hits and limit, device dequantize bit-exact with
+// tenso_dequantize, and the CUDA backend in a child process answering GPU_UNAVAILABLE cleanly.
 #include <cppunit/extensions/HelperMacros.h>
 
 #include <dirent.h>
@@ -198,7 +197,8 @@ public:
         if (child()) return;
         TENSO_CHECK_OK(tenso_gpu_available());
         CPPUNIT_ASSERT_EQUAL(backend(), tenso_gpu_backend());
-        CPPUNIT_ASSERT_EQUAL(std::string(on_host() ? "host" : "cuda"), std::string(tenso_gpu_backend_name(tenso_gpu_backend())));
+        CPPUNIT_ASSERT_EQUAL(std::string(on_host() ? "host" : "cuda"),
+                             std::string(tenso_gpu_backend_name(tenso_gpu_backend())));
         CPPUNIT_ASSERT_EQUAL(std::string("none"), std::string(tenso_gpu_backend_name(7)));
         const uint32_t other = on_host() ? TENSO_GPU_BACKEND_CUDA : TENSO_GPU_BACKEND_HOST;
         TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, tenso_gpu_select_backend(other));
@@ -404,7 +404,8 @@ public:
                 check_dense(grand, c, sc, TENSO_DTYPE_FLOAT64);
                 TENSO_CHECK_OK(tenso_gpu_value_bundle_entry(&key, &key_len, &child_v, v.get(), 2));
                 check_dense(child_v, b, sb, TENSO_DTYPE_INT16);
-                TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, tenso_gpu_value_bundle_entry(&key, &key_len, &child_v, v.get(), 3));
+                TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT,
+                                   tenso_gpu_value_bundle_entry(&key, &key_len, &child_v, v.get(), 3));
                 tenso_gpu_tensor *taken = nullptr;
                 TENSO_CHECK_STATUS(TENSO_E_UNSUPPORTED_KIND, tenso_gpu_value_take_tensor(&taken, v.get()));
             }
@@ -423,7 +424,8 @@ public:
         CPPUNIT_ASSERT_EQUAL(fds, open_fds());
         // tenso_gpu_loads_into takes dense packets only.
         uint64_t nbytes = 1;
-        TENSO_CHECK_STATUS(TENSO_E_UNSUPPORTED_KIND, tenso_gpu_loads_into(nullptr, 0, &nbytes, pb.b.data, pb.b.size, nullptr));
+        TENSO_CHECK_STATUS(TENSO_E_UNSUPPORTED_KIND,
+                           tenso_gpu_loads_into(nullptr, 0, &nbytes, pb.b.data, pb.b.size, nullptr));
         CPPUNIT_ASSERT_EQUAL(uint64_t(0), nbytes);
     }
 
@@ -439,9 +441,9 @@ public:
         };
         std::vector<Case> cases;
         cases.push_back({Bytes(), TENSO_E_END_OF_STREAM});
-        cases.push_back({Bytes(p.begin(), p.begin() + 5), TENSO_E_TRUNCATED});             // inside the header
-        cases.push_back({Bytes(p.begin(), p.begin() + 200000), TENSO_E_TRUNCATED});        // inside the body
-        cases.push_back({Bytes(p.begin(), p.end() - 3), TENSO_E_TRUNCATED});               // inside the footer
+        cases.push_back({Bytes(p.begin(), p.begin() + 5), TENSO_E_TRUNCATED});       // inside the header
+        cases.push_back({Bytes(p.begin(), p.begin() + 200000), TENSO_E_TRUNCATED});  // inside the body
+        cases.push_back({Bytes(p.begin(), p.end() - 3), TENSO_E_TRUNCATED});         // inside the footer
         Bytes magic = p;
         magic[0] ^= 0xff;
         cases.push_back({magic, TENSO_E_BAD_MAGIC});
@@ -487,8 +489,8 @@ public:
         TENSO_CHECK_OK(tenso_gpu_tensor_new(&raw, 0, TENSO_DTYPE_INT32, 1, shape));
         GpuTensorPtr dst(raw);
         uint64_t n = 0;
-        TENSO_CHECK_STATUS(TENSO_E_BUFFER_TOO_SMALL,
-                           tenso_gpu_loads_into(tenso_gpu_tensor_data(dst.get()), 3999, &n, p.data(), p.size(), nullptr));
+        TENSO_CHECK_STATUS(TENSO_E_BUFFER_TOO_SMALL, tenso_gpu_loads_into(tenso_gpu_tensor_data(dst.get()), 3999, &n,
+                                                                          p.data(), p.size(), nullptr));
         CPPUNIT_ASSERT_EQUAL(uint64_t(0), n);
         const tenso_gpu_options o = gopts(333, 3);
         TENSO_CHECK_OK(tenso_gpu_loads_into(tenso_gpu_tensor_data(dst.get()), 4096, &n, p.data(), p.size(), &o));
@@ -505,10 +507,12 @@ public:
         tenso_gpu_tensor *raw = nullptr;
         TENSO_CHECK_OK(tenso_gpu_tensor_new(&raw, 0, TENSO_DTYPE_FLOAT32, 2, shape.data()));
         GpuTensorPtr t(raw);
-        TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, tenso_gpu_tensor_upload(t.get(), data.data(), data.size() - 1, nullptr));
+        TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT,
+                           tenso_gpu_tensor_upload(t.get(), data.data(), data.size() - 1, nullptr));
         TENSO_CHECK_OK(tenso_gpu_tensor_upload(t.get(), data.data(), data.size(), nullptr));
         const tenso_gpu_options o = gopts(100001, 3);
-        for (uint32_t flags : {0u, uint32_t(TENSO_ENCODE_INTEGRITY), uint32_t(TENSO_ENCODE_INTEGRITY | TENSO_ENCODE_COMPRESS)}) {
+        for (uint32_t flags :
+             {0u, uint32_t(TENSO_ENCODE_INTEGRITY), uint32_t(TENSO_ENCODE_INTEGRITY | TENSO_ENCODE_COMPRESS)}) {
             const tenso_encode_options e = enc(flags);
             Buffer b;
             TENSO_CHECK_OK(tenso_gpu_dumps(&b.b, t.get(), &e, &o));
@@ -525,7 +529,8 @@ public:
             tenso_view *vr = nullptr;
             TENSO_CHECK_OK(tenso_read_fd(&vr, fd, nullptr));
             ViewPtr v(vr);
-            CPPUNIT_ASSERT_EQUAL(flags & TENSO_ENCODE_INTEGRITY ? TENSO_FLAG_INTEGRITY : 0u, tenso_view_flags(v.get()) & TENSO_FLAG_INTEGRITY);
+            CPPUNIT_ASSERT_EQUAL(flags & TENSO_ENCODE_INTEGRITY ? TENSO_FLAG_INTEGRITY : 0u,
+                                 tenso_view_flags(v.get()) & TENSO_FLAG_INTEGRITY);
             CPPUNIT_ASSERT(std::memcmp(tenso_view_data(v.get()), data.data(), data.size()) == 0);
             ::close(fd);
         }
@@ -543,9 +548,9 @@ public:
             size_t n;
             uint64_t chunk;
         };
-        for (const Case &c : {Case{4095, 4096}, Case{4096, 4096}, Case{4097, 4096}, Case{3 * 4096, 4096},
-                              Case{3 * 4096 + 1, 4096}, Case{0, 4096}, Case{mib8 - 1, 0}, Case{mib8 + 1, 0},
-                              Case{2 * mib8, 0}}) {
+        for (const Case &c :
+             {Case{4095, 4096}, Case{4096, 4096}, Case{4097, 4096}, Case{3 * 4096, 4096}, Case{3 * 4096 + 1, 4096},
+              Case{0, 4096}, Case{mib8 - 1, 0}, Case{mib8 + 1, 0}, Case{2 * mib8, 0}}) {
             const Bytes data = pattern(c.n, uint32_t(c.n));
             GpuTensorPtr t = device_tensor(TENSO_DTYPE_UINT8, {c.n}, data);
             for (uint32_t flags : {0u, uint32_t(TENSO_ENCODE_INTEGRITY)}) {
@@ -700,7 +705,8 @@ public:
                     CPPUNIT_ASSERT_EQUAL(fds, open_fds());
                     continue;
                 }
-                CPPUNIT_ASSERT(download(tenso_gpu_value_tensor(opened.get())) == Bytes(want.begin() + 4096, want.end()));
+                CPPUNIT_ASSERT(download(tenso_gpu_value_tensor(opened.get())) ==
+                               Bytes(want.begin() + 4096, want.end()));
             }
         }
         // Only memory tenso allocated has a handle.
@@ -797,7 +803,8 @@ public:
                 const tenso_status st = tenso_gpu_loads(&raw, aligned, p.size(), &o);
                 tenso_gpu_pool_stats ps;
                 tenso_gpu_pool_stats_get(&ps);
-                if (st != TENSO_E_NO_MEMORY) std::fprintf(stderr, "stagingFailsHalfway: %s\n", tenso_describe(st).c_str());
+                if (st != TENSO_E_NO_MEMORY)
+                    std::fprintf(stderr, "stagingFailsHalfway: %s\n", tenso_describe(st).c_str());
                 // Both chunks asked for (the first pinned, the second refused), none kept.
                 code = st != TENSO_E_NO_MEMORY ? 11 : ps.misses != before.misses + 2 ? 13 : ps.buffers != 0 ? 12 : 0;
             }
@@ -905,7 +912,8 @@ public:
         tenso_view *vr = nullptr;
         TENSO_CHECK_OK(tenso_loads(&vr, p.data(), p.size(), nullptr));
         ViewPtr dense(vr);
-        TENSO_CHECK_STATUS(TENSO_E_UNSUPPORTED_KIND, tenso_gpu_dequantize(&raw, dense.get(), TENSO_DTYPE_FLOAT32, nullptr));
+        TENSO_CHECK_STATUS(TENSO_E_UNSUPPORTED_KIND,
+                           tenso_gpu_dequantize(&raw, dense.get(), TENSO_DTYPE_FLOAT32, nullptr));
     }
 
     // The CUDA backend in a fresh process (the backend is chosen once per process): this suite's
@@ -954,7 +962,8 @@ public:
         CPPUNIT_ASSERT_MESSAGE(why, why.find("tenso_gpu_select_backend(TENSO_GPU_BACKEND_HOST)") != std::string::npos);
         const size_t open = why.find(" (");
         CPPUNIT_ASSERT_MESSAGE(why, open != std::string::npos && why.size() > open + 3 && why.back() == ')');
-        CPPUNIT_ASSERT_MESSAGE(why, why.rfind("the CUDA backend", 0) == 0 || why.find("cudaGetDeviceCount: ") == open + 2);
+        CPPUNIT_ASSERT_MESSAGE(why,
+                               why.rfind("the CUDA backend", 0) == 0 || why.find("cudaGetDeviceCount: ") == open + 2);
         // Every call answers the same, the reason repeated; nothing crashes.
         int32_t count = 5;
         TENSO_CHECK_STATUS(TENSO_E_GPU_UNAVAILABLE, tenso_gpu_device_count(&count));

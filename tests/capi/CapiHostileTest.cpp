@@ -182,8 +182,7 @@ std::vector<Case> hostile_cases() {
     same("ndim 255, no shape bytes", Pkt().v4(AL, 1, 255), TENSO_E_TOO_MANY_DIMS);
     same("shape product overflows u64", dense(AL, 1, std::vector<uint32_t>(32, 0xFFFFFFFFu), 0),
          TENSO_E_TOO_MANY_ELEMENTS);
-    same("shape 1e9 x 1e9 x 1e9", dense(AL, 5, {1000000000u, 1000000000u, 1000000000u}, 0),
-         TENSO_E_TOO_MANY_ELEMENTS);
+    same("shape 1e9 x 1e9 x 1e9", dense(AL, 5, {1000000000u, 1000000000u, 1000000000u}, 0), TENSO_E_TOO_MANY_ELEMENTS);
     same("1e9 + 1 elements", dense(AL, 5, {1000000001u}, 0), TENSO_E_TOO_MANY_ELEMENTS);
     same("40000 x 25001 elements", dense(AL, 5, {40000u, 25001u}, 0), TENSO_E_TOO_MANY_ELEMENTS);
     // Exactly the limit is legal: the packet is merely missing its 1 GB body.
@@ -224,10 +223,10 @@ std::vector<Case> hostile_cases() {
     same("LZ4: stored block larger than the block max", with32(z, 71, 0x80010001u), TENSO_E_COMPRESSION);
     // Block data: token 1f, literal 00, match offset 0001 @77. Offset 256 points before the block.
     add("LZ4: corrupt block data", with(with(z, 77, 0x00), 78, 0x01), TENSO_E_COMPRESSION, OK, OK, 106);
-    add("LZ4: frame holds more than the shape (no content size)", with32(z, 10, 1023), TENSO_E_COMPRESSION, OK,
-        OK, 106);
-    add("LZ4: frame holds less than the shape (no content size)", with32(z, 10, 1025), TENSO_E_COMPRESSION, OK,
-        OK, 106);
+    add("LZ4: frame holds more than the shape (no content size)", with32(z, 10, 1023), TENSO_E_COMPRESSION, OK, OK,
+        106);
+    add("LZ4: frame holds less than the shape (no content size)", with32(z, 10, 1025), TENSO_E_COMPRESSION, OK, OK,
+        106);
     add("LZ4: 27-byte frame claims 1 GB", with32(z, 10, 250000000u), TENSO_E_COMPRESSION, kOkOrCompression,
         kOkOrCompression, 106);
     add("LZ4: frame cut inside a block", sub(z, 0, 80), T, T, OK, 106);
@@ -252,7 +251,11 @@ std::vector<Case> hostile_cases() {
     }
     // One 64 KiB block for a 4-byte tensor: longer than any encoder would write.
     same("LZ4: frame longer than any encoding of the body",
-         Pkt().v4(AL | TENSO_FLAG_COMPRESSION, 1, 1).u32(1).pad(64).raw(Bytes{0x04, 0x22, 0x4d, 0x18, 0x60, 0x40, 0x82})
+         Pkt()
+             .v4(AL | TENSO_FLAG_COMPRESSION, 1, 1)
+             .u32(1)
+             .pad(64)
+             .raw(Bytes{0x04, 0x22, 0x4d, 0x18, 0x60, 0x40, 0x82})
              .u32(65536),
          TENSO_E_COMPRESSION);
 
@@ -305,7 +308,7 @@ std::vector<Case> hostile_cases() {
     // ---- quantized ----
     // Metadata after the shape: scheme @18, axis @19, group_size @20, num_scales @24 (ndim 2).
     const Bytes qt = golden("quantized_qint8_per_tensor");
-    const Bytes qc = golden("quantized_qint8_per_channel_axis1");    // ndim 3: scheme @22, axis @23
+    const Bytes qc = golden("quantized_qint8_per_channel_axis1");     // ndim 3: scheme @22, axis @23
     const Bytes qg = golden("quantized_qint8_per_group_short_last");  // group_size 7
     same("quantized: per_tensor with 2 scales", with32(qt, 24, 2), TENSO_E_MALFORMED);
     same("quantized: per_tensor with 0 scales", with32(qt, 24, 0), TENSO_E_MALFORMED);
@@ -391,8 +394,7 @@ bool known_status(tenso_status st) {
     case TENSO_E_UNSUPPORTED_KIND:
     case TENSO_E_NO_MEMORY:  // a decompressed body the machine cannot hold
         return true;
-    default:
-        return false;
+    default: return false;
     }
 }
 
@@ -488,19 +490,18 @@ public:
 
             size_t len = 12345;
             st = tenso_packet_length(&len, p, n, nullptr);
-            CPPUNIT_ASSERT_MESSAGE(what + "packet_length -> " + tenso_describe(st) + ", wanted " +
-                                       wanted(k.length),
+            CPPUNIT_ASSERT_MESSAGE(what + "packet_length -> " + tenso_describe(st) + ", wanted " + wanted(k.length),
                                    matches(st, k.length));
             if (st == TENSO_OK) CPPUNIT_ASSERT_MESSAGE(what + "packet_length past the input", len <= n);
             if (st == TENSO_E_TRUNCATED)
-                CPPUNIT_ASSERT_MESSAGE(what + "TRUNCATED must ask for more than it has: " + std::to_string(len), len > n);
+                CPPUNIT_ASSERT_MESSAGE(what + "TRUNCATED must ask for more than it has: " + std::to_string(len),
+                                       len > n);
             if (k.need && (st == TENSO_OK || st == TENSO_E_TRUNCATED))
                 CPPUNIT_ASSERT_EQUAL_MESSAGE(what + "packet_length", k.need, len);
 
             tenso_packet_info info;
             st = tenso_inspect(&info, p, n);
-            CPPUNIT_ASSERT_MESSAGE(what + "inspect -> " + tenso_describe(st) + ", wanted " +
-                                       wanted(k.inspect),
+            CPPUNIT_ASSERT_MESSAGE(what + "inspect -> " + tenso_describe(st) + ", wanted " + wanted(k.inspect),
                                    matches(st, k.inspect));
             if (st == TENSO_OK) {
                 // packet_size is exact when the packet is complete, 0 when it is not.
@@ -535,8 +536,7 @@ public:
         TENSO_CHECK_OK(tenso_loads(&raw, out.b.data, out.b.size, nullptr));
         ViewPtr v(raw);
         const tenso_view *node = v.get();
-        for (int level = 0; level < 64; ++level)
-            TENSO_CHECK_OK(tenso_view_bundle_find(&node, node, "k", 1));
+        for (int level = 0; level < 64; ++level) TENSO_CHECK_OK(tenso_view_bundle_find(&node, node, "k", 1));
         CPPUNIT_ASSERT_EQUAL(TENSO_KIND_DENSE, tenso_view_kind(node));
         CPPUNIT_ASSERT_EQUAL(1.5f, *static_cast<const float *>(tenso_view_data(node)));
 
@@ -613,11 +613,12 @@ public:
         ::close(fds[0]);
         int wstatus = 0;
         CPPUNIT_ASSERT_EQUAL(pid, ::waitpid(pid, &wstatus, 0));
-        CPPUNIT_ASSERT_MESSAGE("child failed: " + std::to_string(wstatus), WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0);
+        CPPUNIT_ASSERT_MESSAGE("child failed: " + std::to_string(wstatus),
+                               WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0);
         CPPUNIT_ASSERT_EQUAL(ssize_t(sizeof st), got);
-        CPPUNIT_ASSERT_MESSAGE(std::string("default limits: ") + tenso_status_name(st[0]) +
-                                   " (NO_MEMORY: the 4 GB claim was allocated)",
-                               st[0] == TENSO_E_COMPRESSION);
+        CPPUNIT_ASSERT_MESSAGE(
+            std::string("default limits: ") + tenso_status_name(st[0]) + " (NO_MEMORY: the 4 GB claim was allocated)",
+            st[0] == TENSO_E_COMPRESSION);
         CPPUNIT_ASSERT_MESSAGE(std::string("max_packet_bytes 1 MiB: ") + tenso_status_name(st[1]) +
                                    " (NO_MEMORY: the 4 GB claim was allocated)",
                                st[1] == TENSO_E_COMPRESSION || st[1] == TENSO_E_LIMIT);
@@ -664,16 +665,17 @@ public:
                 if (k < n) {
                     CPPUNIT_ASSERT_MESSAGE(what + "loads -> " + tenso_describe(st), st == TENSO_E_TRUNCATED);
                     CPPUNIT_ASSERT_MESSAGE(what + "packet_length -> " + tenso_describe(lst), lst == TENSO_E_TRUNCATED);
-                    CPPUNIT_ASSERT_MESSAGE(what + "packet_length asks for " + std::to_string(len),
-                                           len > k && len <= n);
+                    CPPUNIT_ASSERT_MESSAGE(what + "packet_length asks for " + std::to_string(len), len > k && len <= n);
                     CPPUNIT_ASSERT_MESSAGE(what + "inspect -> " + tenso_describe(ist),
                                            ist == TENSO_E_TRUNCATED || ist == TENSO_OK);
-                    if (ist == TENSO_OK) CPPUNIT_ASSERT_EQUAL_MESSAGE(what + "inspect packet_size", uint64_t(0), info.packet_size);
+                    if (ist == TENSO_OK)
+                        CPPUNIT_ASSERT_EQUAL_MESSAGE(what + "inspect packet_size", uint64_t(0), info.packet_size);
                 } else {
                     // Every golden packet decodes, composite kinds (9f01225) included.
                     CPPUNIT_ASSERT_MESSAGE(what + "loads -> " + tenso_describe(st), st == TENSO_OK);
                     if (st == TENSO_OK) {
-                        CPPUNIT_ASSERT_EQUAL_MESSAGE(what + "packet_size", uint64_t(n), tenso_view_packet_size(v.get()));
+                        CPPUNIT_ASSERT_EQUAL_MESSAGE(what + "packet_size", uint64_t(n),
+                                                     tenso_view_packet_size(v.get()));
                         CPPUNIT_ASSERT_MESSAGE(what + outside(v.get(), p, n), outside(v.get(), p, n).empty());
                     }
                     CPPUNIT_ASSERT_MESSAGE(what + "packet_length -> " + tenso_describe(lst), lst == TENSO_OK);
@@ -724,9 +726,9 @@ public:
                 const uint8_t x = uint8_t(1 + rng() % 255);
                 p[pos] ^= x;
                 auto what = [&] { return name + " byte " + std::to_string(pos) + " ^= " + std::to_string(x) + ": "; };
-#define MUT_CHECK(cond, msg)                                                                   \
-    do {                                                                                       \
-        if (!(cond)) CPPUNIT_FAIL(what() + (msg));                                             \
+#define MUT_CHECK(cond, msg)                       \
+    do {                                           \
+        if (!(cond)) CPPUNIT_FAIL(what() + (msg)); \
     } while (0)
 
                 tenso_view *raw = nullptr;
@@ -754,7 +756,8 @@ public:
                         MUT_CHECK(lst == TENSO_OK, "loads OK but packet_length -> " + tenso_describe(lst));
                         MUT_CHECK(len == tenso_view_packet_size(v.get()), "packet_length disagrees with the view");
                         MUT_CHECK(ist == TENSO_OK, "loads OK but inspect -> " + tenso_describe(ist));
-                        MUT_CHECK(info.packet_size == tenso_view_packet_size(v.get()), "inspect disagrees with the view");
+                        MUT_CHECK(info.packet_size == tenso_view_packet_size(v.get()),
+                                  "inspect disagrees with the view");
                     }
                 }
 #undef MUT_CHECK

@@ -56,12 +56,12 @@ std::atomic<bool> g_lookup_released{false};
 constexpr char kSlowName[] = "slow.tenso.invalid";
 }  // namespace
 
-extern "C" int getaddrinfo(const char *node, const char *service, const struct addrinfo *hints,
-                           struct addrinfo **res) {
+extern "C" int getaddrinfo(const char *node, const char *service, const struct addrinfo *hints, struct addrinfo **res) {
     using Fn = int (*)(const char *, const char *, const struct addrinfo *, struct addrinfo **);
     static const Fn real = reinterpret_cast<Fn>(dlsym(RTLD_NEXT, "getaddrinfo"));
     if (node && std::strcmp(node, kSlowName) == 0 && !(hints && (hints->ai_flags & AI_NUMERICHOST))) {
-        for (int i = 0; i < 500 && !g_lookup_released.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        for (int i = 0; i < 500 && !g_lookup_released.load(); ++i)
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
         return EAI_NONAME;
     }
     return real(node, service, hints, res);
@@ -300,12 +300,13 @@ struct Identity {
 struct FakePeer {
     int l;
     std::thread t;
-    FakePeer(int listener, std::function<void(int)> serve) : l(listener), t([this, serve] {
-        const int c = ::accept(l, nullptr, nullptr);
-        if (c < 0) return;
-        serve(c);
-        ::close(c);
-    }) {}
+    FakePeer(int listener, std::function<void(int)> serve)
+        : l(listener), t([this, serve] {
+              const int c = ::accept(l, nullptr, nullptr);
+              if (c < 0) return;
+              serve(c);
+              ::close(c);
+          }) {}
     ~FakePeer() {
         ::shutdown(l, SHUT_RDWR);
         t.join();
@@ -316,8 +317,7 @@ struct FakePeer {
 // Reads until the dialer closes.
 void drain_until_closed(int c) {
     uint8_t buf[4096];
-    while (::read(c, buf, sizeof buf) > 0) {
-    }
+    while (::read(c, buf, sizeof buf) > 0) {}
 }
 
 struct CancelFree {
@@ -454,7 +454,8 @@ public:
             NodePtr a = make_node(nullptr, TENSO_NODE_ALLOW_PLAINTEXT | TENSO_NODE_NO_LISTEN);
             reset_peak_rss();
             const uint64_t before = rss();
-            for (int i = 0; i < 6; ++i) TENSO_CHECK_STATUS(TENSO_E_LIMIT, send_packet(a.get(), l.first, "bomb", bomb, 5000));
+            for (int i = 0; i < 6; ++i)
+                TENSO_CHECK_STATUS(TENSO_E_LIMIT, send_packet(a.get(), l.first, "bomb", bomb, 5000));
             // One within the budget, one past it (the one allowed overshoot), then backpressure.
             TENSO_CHECK_OK(send_packet(a.get(), l.first, "fits", fits, 5000));
             TENSO_CHECK_OK(send_packet(a.get(), l.first, "fits", fits, 5000));
@@ -463,8 +464,10 @@ public:
             CPPUNIT_ASSERT_EQUAL(2u, st.queued);
             CPPUNIT_ASSERT(st.queued_bytes >= 12u << 20 && st.queued_bytes <= 2 * kBudget);
             const uint64_t peak = peak_rss() - before;
-            std::fprintf(stderr, "  %s: 6 LZ4 bombs (64 MiB each) refused, 2 pushes held (%llu MiB): peak RSS +%llu MiB\n",
-                         transport(l.first).c_str(), (unsigned long long)(st.queued_bytes >> 20), (unsigned long long)(peak >> 20));
+            std::fprintf(stderr,
+                         "  %s: 6 LZ4 bombs (64 MiB each) refused, 2 pushes held (%llu MiB): peak RSS +%llu MiB\n",
+                         transport(l.first).c_str(), (unsigned long long)(st.queued_bytes >> 20),
+                         (unsigned long long)(peak >> 20));
             CPPUNIT_ASSERT_MESSAGE(transport(l.first) + ": peak RSS grew by " + std::to_string(peak >> 20) + " MiB",
                                    peak <= kAttackRss + st.queued_bytes);
             for (int i = 0; i < 2; ++i) CPPUNIT_ASSERT_EQUAL(std::string("fits"), name_of(receive(b).get()));
@@ -521,7 +524,8 @@ public:
             const Floats f(2, 2, 3.0f);
             std::vector<std::thread> burst;
             std::atomic<int> ok{0};
-            for (int i = 0; i < 32; ++i) burst.emplace_back([&] { ok += send(a.get(), addr, "burst", f, 20000) == TENSO_OK; });
+            for (int i = 0; i < 32; ++i)
+                burst.emplace_back([&] { ok += send(a.get(), addr, "burst", f, 20000) == TENSO_OK; });
             for (auto &t : burst) t.join();
             CPPUNIT_ASSERT_EQUAL(32, ok.load());
             for (int i = 0; i < 32; ++i) receive(b.get());
@@ -619,7 +623,7 @@ public:
 #endif
         NodePtr b = make_node("tcp://127.0.0.1:0", TENSO_NODE_ALLOW_PLAINTEXT);
         const std::string addr = addr_of(b.get());
-        check_served(b.get(), addr);  // its threads and paths started while descriptors are free
+        check_served(b.get(), addr);              // its threads and paths started while descriptors are free
         const std::string load = load_average();  // (no descriptor to read it with later)
         rlimit old{};
         CPPUNIT_ASSERT_EQUAL(0, getrlimit(RLIMIT_NOFILE, &old));
@@ -657,7 +661,8 @@ public:
         std::vector<uint8_t> head = zeros_packet(16, false);
         head.resize(64);
         set64(head, 10, uint64_t(16) << 20);  // shape[0]: 16 Mi floats, 64 MiB
-        const std::vector<uint8_t> attack = concat(concat(control("push", "x", 100), head), std::vector<uint8_t>(1 << 20));
+        const std::vector<uint8_t> attack =
+            concat(concat(control("push", "x", 100), head), std::vector<uint8_t>(1 << 20));
         for (auto &l : ls.all) {
             reset_peak_rss();
             const uint64_t before = rss();
@@ -750,10 +755,14 @@ public:
             eventually([&] { return stats_of(b).bytes_sent >= 16384; }, 2000);
             const tenso_node_stats sa = stats_of(a.get()), sb = stats_of(b);
             const std::string t = transport(l.first);
-            CPPUNIT_ASSERT_MESSAGE(t + ": sender's bytes_sent " + std::to_string(sa.bytes_sent), sa.bytes_sent >= 16384);
-            CPPUNIT_ASSERT_MESSAGE(t + ": receiver's bytes_received " + std::to_string(sb.bytes_received), sb.bytes_received >= 16384);
-            CPPUNIT_ASSERT_MESSAGE(t + ": puller's bytes_received " + std::to_string(sa.bytes_received), sa.bytes_received >= 16384);
-            CPPUNIT_ASSERT_MESSAGE(t + ": server's bytes_sent " + std::to_string(sb.bytes_sent), sb.bytes_sent >= 16384);
+            CPPUNIT_ASSERT_MESSAGE(t + ": sender's bytes_sent " + std::to_string(sa.bytes_sent),
+                                   sa.bytes_sent >= 16384);
+            CPPUNIT_ASSERT_MESSAGE(t + ": receiver's bytes_received " + std::to_string(sb.bytes_received),
+                                   sb.bytes_received >= 16384);
+            CPPUNIT_ASSERT_MESSAGE(t + ": puller's bytes_received " + std::to_string(sa.bytes_received),
+                                   sa.bytes_received >= 16384);
+            CPPUNIT_ASSERT_MESSAGE(t + ": server's bytes_sent " + std::to_string(sb.bytes_sent),
+                                   sb.bytes_sent >= 16384);
         }
     }
 
@@ -926,10 +935,11 @@ public:
             // The node has read the control frame and part of the value (so the peer is trusted).
             CPPUNIT_ASSERT(eventually([&] { return stats_of(b.get()).bytes_received >= part.size(); }, 10000));
             const auto t0 = Clock::now();
-            CPPUNIT_ASSERT_MESSAGE(transport(addr) + ": a trickling push holds its connection",
-                                   eventually([&] { return stats_of(b.get()).inbound_connections == 0; }, int(o.io_timeout_ms) + 3000));
-            std::fprintf(stderr, "  %s: trickling push cut %.0f ms after it began (io_timeout_ms %llu)\n", transport(addr).c_str(),
-                         ms_since(t0), (unsigned long long)o.io_timeout_ms);
+            CPPUNIT_ASSERT_MESSAGE(
+                transport(addr) + ": a trickling push holds its connection",
+                eventually([&] { return stats_of(b.get()).inbound_connections == 0; }, int(o.io_timeout_ms) + 3000));
+            std::fprintf(stderr, "  %s: trickling push cut %.0f ms after it began (io_timeout_ms %llu)\n",
+                         transport(addr).c_str(), ms_since(t0), (unsigned long long)o.io_timeout_ms);
             if (c >= 0) ::close(c);
             check_served(b.get(), addr);
         }
@@ -947,8 +957,8 @@ public:
         TENSO_CHECK_OK(send(a.get(), addr, "1", f));
         TENSO_CHECK_STATUS(TENSO_E_TIMEOUT, send(a.get(), addr, "2", f, 300));
         const std::string why = tenso_last_error();
-        CPPUNIT_ASSERT_MESSAGE(why, why.find("receive queue is full") != std::string::npos && why.find(addr) != std::string::npos &&
-                                        why.find("300 ms") != std::string::npos);
+        CPPUNIT_ASSERT_MESSAGE(why, why.find("receive queue is full") != std::string::npos &&
+                                        why.find(addr) != std::string::npos && why.find("300 ms") != std::string::npos);
     }
 
     // Item 15: ca_pem given as empty text (an empty or unread CA file) silently turned peer
@@ -1058,7 +1068,8 @@ public:
     // search skips.
     static bool memory_holds(const std::vector<uint8_t> &x) {
         const size_t page = size_t(sysconf(_SC_PAGESIZE));
-        auto *needle = static_cast<uint8_t *>(mmap(nullptr, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+        auto *needle =
+            static_cast<uint8_t *>(mmap(nullptr, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
         CPPUNIT_ASSERT(needle != MAP_FAILED);
         for (size_t i = 0; i < x.size(); ++i) needle[i] = x[i] ^ 0x5a;
         std::ifstream maps("/proc/self/maps");

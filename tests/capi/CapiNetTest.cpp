@@ -161,7 +161,8 @@ public:
         TENSO_CHECK_OK(tenso_node_unpublish(b.get(), "w", 1));
         wait_released(rel, 2);
         TENSO_CHECK_STATUS(TENSO_E_NOT_FOUND, tenso_node_unpublish(b.get(), "w", 1));
-        TENSO_CHECK_STATUS(TENSO_E_NOT_FOUND, tenso_node_request(&v, a.get(), addr_of(b.get()).c_str(), "w", 1, 0, nullptr));
+        TENSO_CHECK_STATUS(TENSO_E_NOT_FOUND,
+                           tenso_node_request(&v, a.get(), addr_of(b.get()).c_str(), "w", 1, 0, nullptr));
         // Freeing the node releases what is still published.
         TENSO_CHECK_OK(tenso_node_publish(b.get(), "x", 1, f.value().release(), count_release, &rel));
         b.reset();
@@ -179,7 +180,8 @@ public:
             ts.emplace_back([&, s] {
                 for (int i = 0; i < kEach; ++i) {
                     Floats f(8, 8, float(s * 1000 + i));
-                    if (send(shared.get(), addr, std::to_string(s) + "/" + std::to_string(i), f) != TENSO_OK) ++failures;
+                    if (send(shared.get(), addr, std::to_string(s) + "/" + std::to_string(i), f) != TENSO_OK)
+                        ++failures;
                 }
             });
         std::vector<int> next(kSenders, 0);
@@ -201,7 +203,8 @@ public:
         for (int i = 0; i < count; ++i) {
             MsgPtr m = receive(b);
             CPPUNIT_ASSERT_EQUAL(std::to_string(i), name_of(m.get()));
-            CPPUNIT_ASSERT_EQUAL(float(i), static_cast<const float *>(tenso_view_data(tenso_node_message_view(m.get())))[0]);
+            CPPUNIT_ASSERT_EQUAL(float(i),
+                                 static_cast<const float *>(tenso_view_data(tenso_node_message_view(m.get())))[0]);
         }
     }
 
@@ -272,7 +275,8 @@ public:
             f.check(tenso_node_message_view(m.get()));
         });
         tenso_status st;
-        while ((st = send(a.get(), u, "early", f)) == TENSO_E_CONNECTION) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        while ((st = send(a.get(), u, "early", f)) == TENSO_E_CONNECTION)
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
         TENSO_CHECK_OK(st);
         late.join();
     }
@@ -317,7 +321,8 @@ public:
         CPPUNIT_ASSERT_EQUAL(TENSO_E_CANCELLED, got.load());
         CPPUNIT_ASSERT_EQUAL(1, tenso_cancel_triggered(c));
         ValuePtr v = f.value();
-        TENSO_CHECK_STATUS(TENSO_E_CANCELLED, tenso_node_send(a.get(), addr_of(e.get()).c_str(), "x", 1, v.get(), 0, c));
+        TENSO_CHECK_STATUS(TENSO_E_CANCELLED,
+                           tenso_node_send(a.get(), addr_of(e.get()).c_str(), "x", 1, v.get(), 0, c));
         tenso_cancel_free(c);
     }
 
@@ -325,7 +330,8 @@ public:
         NodePtr a = make_node(), b = make_node();
         tenso_view *v = nullptr;
         for (int i = 0; i < 3; ++i)
-            TENSO_CHECK_STATUS(TENSO_E_NOT_FOUND, tenso_node_request(&v, a.get(), addr_of(b.get()).c_str(), "nope", 4, 0, nullptr));
+            TENSO_CHECK_STATUS(TENSO_E_NOT_FOUND,
+                               tenso_node_request(&v, a.get(), addr_of(b.get()).c_str(), "nope", 4, 0, nullptr));
         CPPUNIT_ASSERT(v == nullptr);
         const tenso_node_stats s = stats_of(a.get());
         CPPUNIT_ASSERT_EQUAL(uint64_t(1), s.connections_opened);  // "not found" keeps the connection
@@ -336,8 +342,16 @@ public:
         NodePtr a = make_node();
         Floats f(2, 2, 0.0f);
         const std::string fp(64, 'a');
-        const char *bad[] = {"", "127.0.0.1:5", "http://x:1", "tls://127.0.0.1:5", "tls://abc@127.0.0.1:5",
-                             "tcp://127.0.0.1", "tcp://:5", "tcp://[::1:5", "tcp://127.0.0.1:99999", "tcp://127.0.0.1:0",
+        const char *bad[] = {"",
+                             "127.0.0.1:5",
+                             "http://x:1",
+                             "tls://127.0.0.1:5",
+                             "tls://abc@127.0.0.1:5",
+                             "tcp://127.0.0.1",
+                             "tcp://:5",
+                             "tcp://[::1:5",
+                             "tcp://127.0.0.1:99999",
+                             "tcp://127.0.0.1:0",
                              "unix://"};
         for (const char *b : bad) TENSO_CHECK_STATUS(TENSO_E_BAD_ADDRESS, send(a.get(), b, "x", f));
         TENSO_CHECK_STATUS(TENSO_E_BAD_ADDRESS, send(a.get(), "tls://" + fp + "@no-such-host.invalid:5", "x", f));
@@ -376,7 +390,8 @@ public:
         ValuePtr pv = f.value();
         TENSO_CHECK_STATUS(TENSO_E_SHUTDOWN, tenso_node_publish(a.get(), "x", 1, pv.get(), count_release, &rel));
         NodePtr live = make_node();
-        TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, tenso_node_publish(live.get(), "", 0, pv.get(), count_release, &rel));
+        TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT,
+                           tenso_node_publish(live.get(), "", 0, pv.get(), count_release, &rel));
         CPPUNIT_ASSERT_EQUAL(0, rel.load());
         TENSO_CHECK_OK(tenso_node_publish(live.get(), "x", 1, pv.release(), count_release, &rel));
         tenso_view *got_v = nullptr;
@@ -426,7 +441,8 @@ public:
         ob.max_queued = 1;  // holds every ack until the receiver drains, so all four are open at once
         NodePtr c = make_node(ob);
         TENSO_CHECK_OK(send(a2.get(), addr_of(c.get()), "fill", Floats(1, 1, 0.0f)));
-        for (int i = 0; i < 4; ++i) ts.emplace_back([&] { TENSO_CHECK_OK(send(a2.get(), addr_of(c.get()), "q", Floats(1, 1, 0.0f))); });
+        for (int i = 0; i < 4; ++i)
+            ts.emplace_back([&] { TENSO_CHECK_OK(send(a2.get(), addr_of(c.get()), "q", Floats(1, 1, 0.0f))); });
         while (stats_of(c.get()).inbound_connections < 4) std::this_thread::sleep_for(std::chrono::milliseconds(1));
         CPPUNIT_ASSERT_EQUAL(4u, stats_of(a2.get()).pool_size);  // four busy (the first one's reused)
         for (int i = 0; i < 5; ++i) receive(c.get());
@@ -449,21 +465,32 @@ public:
         TENSO_CHECK_OK(tenso_cancel_new(&cc));
         const Floats onef(1, 1, 0.0f);  // the value points into it
         const ValuePtr one = onef.value();
-        std::thread cancelled([&] { TENSO_CHECK_STATUS(TENSO_E_CANCELLED, tenso_node_send(d.get(), addr_of(e.get()).c_str(), "c", 1, one.get(), UINT64_MAX, cc)); });
+        std::thread cancelled([&] {
+            TENSO_CHECK_STATUS(TENSO_E_CANCELLED,
+                               tenso_node_send(d.get(), addr_of(e.get()).c_str(), "c", 1, one.get(), UINT64_MAX, cc));
+        });
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
         tenso_cancel_trigger(cc);
         cancelled.join();
         tenso_cancel_free(cc);
-        std::thread waiter([&] { TENSO_CHECK_OK(tenso_node_send(d.get(), addr_of(e.get()).c_str(), "w", 1, one.get(), UINT64_MAX, nullptr)); });
+        std::thread waiter([&] {
+            TENSO_CHECK_OK(tenso_node_send(d.get(), addr_of(e.get()).c_str(), "w", 1, one.get(), UINT64_MAX, nullptr));
+        });
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
         CPPUNIT_ASSERT_EQUAL(std::string("fill"), name_of(receive(e.get()).get()));
         held.join();
         CPPUNIT_ASSERT_EQUAL(std::string("held"), name_of(receive(e.get()).get()));
         waiter.join();
         // e's queue holds "w": the next send holds the connection; one more waits for it.
-        std::thread held2([&] { TENSO_CHECK_STATUS(TENSO_E_SHUTDOWN, tenso_node_send(d.get(), addr_of(e.get()).c_str(), "h", 1, one.get(), UINT64_MAX, nullptr)); });
+        std::thread held2([&] {
+            TENSO_CHECK_STATUS(TENSO_E_SHUTDOWN, tenso_node_send(d.get(), addr_of(e.get()).c_str(), "h", 1, one.get(),
+                                                                 UINT64_MAX, nullptr));
+        });
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
-        std::thread stopped([&] { TENSO_CHECK_STATUS(TENSO_E_SHUTDOWN, tenso_node_send(d.get(), addr_of(e.get()).c_str(), "s", 1, one.get(), UINT64_MAX, nullptr)); });
+        std::thread stopped([&] {
+            TENSO_CHECK_STATUS(TENSO_E_SHUTDOWN, tenso_node_send(d.get(), addr_of(e.get()).c_str(), "s", 1, one.get(),
+                                                                 UINT64_MAX, nullptr));
+        });
         std::this_thread::sleep_for(std::chrono::milliseconds(20));
         tenso_node_shutdown(d.get());
         stopped.join();
@@ -503,7 +530,8 @@ public:
         ::kill(child, SIGSTOP);
         const uint64_t before = stats_of(a.get()).bytes_sent;
         std::thread t([&] { got = send(a.get(), addr, "big", f); });
-        while (stats_of(a.get()).bytes_sent < before + (1u << 20)) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        while (stats_of(a.get()).bytes_sent < before + (1u << 20))
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
         ::kill(child, SIGKILL);
         int status = 0;
         ::waitpid(child, &status, 0);
@@ -519,7 +547,8 @@ public:
         Floats f(2, 2, 1.0f);
         tenso_buffer vb{};
         TENSO_CHECK_OK(tenso_value_dumps(&vb, f.value().get(), nullptr));
-        const std::vector<uint8_t> value(static_cast<const uint8_t *>(vb.data), static_cast<const uint8_t *>(vb.data) + vb.size);
+        const std::vector<uint8_t> value(static_cast<const uint8_t *>(vb.data),
+                                         static_cast<const uint8_t *>(vb.data) + vb.size);
         tenso_buffer_dispose(&vb);
         auto cat = [](std::vector<uint8_t> a, const std::vector<uint8_t> &b2) {
             a.insert(a.end(), b2.begin(), b2.end());
@@ -611,7 +640,8 @@ public:
                 most = std::max(most, stats_of(b.get()).queued);
                 MsgPtr m = receive(b.get());
                 CPPUNIT_ASSERT_EQUAL(std::to_string(i), name_of(m.get()));
-                CPPUNIT_ASSERT_EQUAL(float(i), static_cast<const float *>(tenso_view_data(tenso_node_message_view(m.get())))[0]);
+                CPPUNIT_ASSERT_EQUAL(float(i),
+                                     static_cast<const float *>(tenso_view_data(tenso_node_message_view(m.get())))[0]);
             }
         });
         std::vector<float> x(256);
@@ -687,14 +717,16 @@ public:
         auto packet = [](const Floats &f) {
             tenso_buffer vb{};
             TENSO_CHECK_OK(tenso_value_dumps(&vb, f.value().get(), nullptr));
-            std::vector<uint8_t> out(static_cast<const uint8_t *>(vb.data), static_cast<const uint8_t *>(vb.data) + vb.size);
+            std::vector<uint8_t> out(static_cast<const uint8_t *>(vb.data),
+                                     static_cast<const uint8_t *>(vb.data) + vb.size);
             tenso_buffer_dispose(&vb);
             return out;
         };
         const std::vector<uint8_t> ps = packet(small), pb = packet(big);
         std::vector<uint8_t> wire;
         auto push = [&](const std::string &name, const std::vector<uint8_t> &value) {
-            const std::vector<uint8_t> c = strings_packet({"push", name, "0", std::to_string(value.size()), "0", "ok-count"});
+            const std::vector<uint8_t> c =
+                strings_packet({"push", name, "0", std::to_string(value.size()), "0", "ok-count"});
             wire.insert(wire.end(), c.begin(), c.end());
             wire.insert(wire.end(), value.begin(), value.end());
         };
@@ -791,7 +823,8 @@ public:
         const Floats f(16, 16, 5.0f);  // 1 KiB
         const ValuePtr v = f.value();
         const int kCount = 1000;
-        for (int i = 0; i < kCount; ++i) TENSO_CHECK_OK(tenso_node_post(a.get(), addr.c_str(), "k", 1, v.get(), 0, nullptr));
+        for (int i = 0; i < kCount; ++i)
+            TENSO_CHECK_OK(tenso_node_post(a.get(), addr.c_str(), "k", 1, v.get(), 0, nullptr));
         const uint64_t before = stats_of(a.get()).bytes_sent;
         TENSO_CHECK_OK(tenso_node_flush(a.get(), addr.c_str(), 0, nullptr));
         const uint64_t after = stats_of(a.get()).bytes_sent;
@@ -861,7 +894,8 @@ public:
         const ValuePtr v = f.value();
         for (int round = 0; round < 40; ++round) {
             NodePtr a = make_node(nullptr, TENSO_NODE_ALLOW_PLAINTEXT | TENSO_NODE_NO_LISTEN);
-            for (int i = 0; i < 3; ++i) TENSO_CHECK_OK(tenso_node_post(a.get(), addr.c_str(), "r", 1, v.get(), 0, nullptr));
+            for (int i = 0; i < 3; ++i)
+                TENSO_CHECK_OK(tenso_node_post(a.get(), addr.c_str(), "r", 1, v.get(), 0, nullptr));
             if (round % 4 >= 2) std::this_thread::sleep_for(std::chrono::microseconds(500 * (round % 3)));
             if (round % 2 == 0) {
                 a.reset();  // freed: the posts may or may not have left; receive what came
@@ -913,8 +947,7 @@ public:
                 if (c < 0) return;
                 uint8_t buf[4096];
                 if (::read(c, buf, sizeof buf) > 0) write_all(c, strings_packet({"ok", "", "0", "5", "0", ""}));
-                while (::read(c, buf, sizeof buf) > 0) {
-                }
+                while (::read(c, buf, sizeof buf) > 0) {}
                 ::close(c);
             }
         });
@@ -937,12 +970,14 @@ public:
         const Floats small(2, 2, 1.0f);
         tenso_buffer vb{};
         TENSO_CHECK_OK(tenso_value_dumps(&vb, small.value().get(), nullptr));
-        const std::vector<uint8_t> ps(static_cast<const uint8_t *>(vb.data), static_cast<const uint8_t *>(vb.data) + vb.size);
+        const std::vector<uint8_t> ps(static_cast<const uint8_t *>(vb.data),
+                                      static_cast<const uint8_t *>(vb.data) + vb.size);
         tenso_buffer_dispose(&vb);
         std::vector<uint8_t> wire;
         const int kCount = 50;
         for (int i = 0; i < kCount; ++i) {
-            const std::vector<uint8_t> c = strings_packet({"push", "p" + std::to_string(i), "0", std::to_string(ps.size()), "0", ""});
+            const std::vector<uint8_t> c =
+                strings_packet({"push", "p" + std::to_string(i), "0", std::to_string(ps.size()), "0", ""});
             wire.insert(wire.end(), c.begin(), c.end());
             wire.insert(wire.end(), ps.begin(), ps.end());
         }
@@ -1006,7 +1041,8 @@ public:
             const std::string n = name_of(m);
             const int k = std::stoi(n.substr(0, n.find('-')));
             CPPUNIT_ASSERT_EQUAL(std::to_string(k) + "-" + std::to_string(got[k]), n);
-            CPPUNIT_ASSERT_EQUAL(float(got[k]), static_cast<const float *>(tenso_view_data(tenso_node_message_view(m)))[0]);
+            CPPUNIT_ASSERT_EQUAL(float(got[k]),
+                                 static_cast<const float *>(tenso_view_data(tenso_node_message_view(m)))[0]);
             ++got[k];
             return true;
         };
@@ -1024,8 +1060,7 @@ public:
         while (done[0].load() < 200) CPPUNIT_ASSERT(take(20000));
         tenso_node_shutdown(a.get());
         for (auto &t : ts) t.join();
-        while (take(300)) {
-        }
+        while (take(300)) {}
         // What a flush answered arrived (posts after the last flush may have or not).
         for (int k = 0; k < kThreads; ++k) CPPUNIT_ASSERT(got[k] >= done[k].load() / 50 * 50);
     }
@@ -1058,7 +1093,8 @@ public:
         const Floats f(2, 2, 7.0f), g(256, 256, 1.0f);  // small (buffered) and large (written at once)
         const ValuePtr v = f.value(), w = g.value();
         for (int i = 0; i < kPosts; ++i)
-            TENSO_CHECK_OK(tenso_node_post(a.get(), addr.c_str(), "p", 1, i % 100 == 50 ? w.get() : v.get(), 0, nullptr));
+            TENSO_CHECK_OK(
+                tenso_node_post(a.get(), addr.c_str(), "p", 1, i % 100 == 50 ? w.get() : v.get(), 0, nullptr));
         TENSO_CHECK_OK(tenso_node_flush(a.get(), addr.c_str(), 20000, nullptr));
         TENSO_CHECK_OK(tenso_node_send(a.get(), addr.c_str(), "s", 1, v.get(), 20000, nullptr));
         CPPUNIT_ASSERT_EQUAL(kPosts + 1, pushes.load());
@@ -1157,7 +1193,8 @@ public:
         TENSO_CHECK_OK(send(friendly.get(), addr_of(guarded.get()), "in", Floats(2, 2, 0.0f)));
         TENSO_CHECK_STATUS(TENSO_E_AUTH, send(stranger.get(), addr_of(guarded.get()), "out", Floats(2, 2, 0.0f)));
         tenso_view *v = nullptr;
-        TENSO_CHECK_STATUS(TENSO_E_AUTH, tenso_node_request(&v, stranger.get(), addr_of(guarded.get()).c_str(), "in", 2, 0, nullptr));
+        TENSO_CHECK_STATUS(TENSO_E_AUTH,
+                           tenso_node_request(&v, stranger.get(), addr_of(guarded.get()).c_str(), "in", 2, 0, nullptr));
         CPPUNIT_ASSERT_EQUAL(std::string("in"), name_of(receive(guarded.get()).get()));
         CPPUNIT_ASSERT(stats_of(guarded.get()).refused >= 2);
         // Unusable identities.
@@ -1182,7 +1219,8 @@ public:
         const std::string addr = addr_of(b.get());
         const int kPushes = 32;
         std::thread tx([&] {
-            for (int i = 0; i < kPushes; ++i) TENSO_CHECK_OK(send(a.get(), addr, std::to_string(i), Floats(256, 1024, float(i)), UINT64_MAX));
+            for (int i = 0; i < kPushes; ++i)
+                TENSO_CHECK_OK(send(a.get(), addr, std::to_string(i), Floats(256, 1024, float(i)), UINT64_MAX));
         });
         // Until the receiver takes anything, what it holds stays within the queue's bytes, one
         // packet waiting for room and the socket buffers; the sender is held back.
@@ -1228,7 +1266,7 @@ public:
         const int kSmall = 28;
         auto floats = [&](int i) {
             if (i < kRounds * kPerRound) return Floats(1, 33281, float(i));  // 133124 bytes
-            return Floats(1, uint64_t(1) << (i % 14), float(i));            // 4 bytes to 32 KiB
+            return Floats(1, uint64_t(1) << (i % 14), float(i));             // 4 bytes to 32 KiB
         };
         const int kPosts = kRounds * kPerRound + kSmall;
         std::atomic<int> wrong{0};
@@ -1251,7 +1289,8 @@ public:
             ValuePtr v = f.value();
             const std::string name = std::to_string(i);
             posted = tenso_node_post(a.get(), addr.c_str(), name.data(), name.size(), v.get(), 20000, nullptr);
-            if (i % kPerRound == kPerRound - 1 || i == kPosts - 1) flushed = tenso_node_flush(a.get(), addr.c_str(), 20000, nullptr);
+            if (i % kPerRound == kPerRound - 1 || i == kPosts - 1)
+                flushed = tenso_node_flush(a.get(), addr.c_str(), 20000, nullptr);
         }
         if (posted != TENSO_OK || flushed != TENSO_OK) tenso_node_shutdown(b.get());  // rx stops
         rx.join();
@@ -1308,7 +1347,8 @@ public:
         f.check(tenso_node_message_view(receive(t.get()).get()));
         CPPUNIT_ASSERT(stats_of(a.get()).bytes_sent > pb.size);
         // A descriptor shorter than announced is refused.
-        TENSO_CHECK_STATUS(TENSO_E_MALFORMED, tenso_node_send_fd(a.get(), u.c_str(), "fd", 2, fd, 200, pb.size, 0, nullptr));
+        TENSO_CHECK_STATUS(TENSO_E_MALFORMED,
+                           tenso_node_send_fd(a.get(), u.c_str(), "fd", 2, fd, 200, pb.size, 0, nullptr));
         ::close(fd);
         // Pull over the Unix socket: the published value's memfd is passed.
         TENSO_CHECK_OK(tenso_node_publish(b.get(), "pub", 3, f.value().release(), nullptr, nullptr));
@@ -1343,10 +1383,11 @@ public:
         TENSO_CHECK_OK(tenso_bundle_insert(bundle, "w", 1, t.get()));
         tenso_buffer pb{};
         TENSO_CHECK_OK(tenso_value_dumps(&pb, bundle, nullptr));
-        TENSO_CHECK_OK(tenso_node_send_packet(a.get(), addr_of(b.get()).c_str(), "bundle", 6, pb.data, pb.size, 0, nullptr));
+        TENSO_CHECK_OK(
+            tenso_node_send_packet(a.get(), addr_of(b.get()).c_str(), "bundle", 6, pb.data, pb.size, 0, nullptr));
         CPPUNIT_ASSERT_EQUAL(1, ::poll(&p, 1, 20000));
-        TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT,
-                           tenso_node_send_packet(a.get(), addr_of(b.get()).c_str(), "bundle", 6, pb.data, pb.size - 1, 0, nullptr));
+        TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, tenso_node_send_packet(a.get(), addr_of(b.get()).c_str(), "bundle",
+                                                                            6, pb.data, pb.size - 1, 0, nullptr));
         MsgPtr m = receive(b.get(), 0);
         const tenso_view *v = tenso_node_message_view(m.get());
         CPPUNIT_ASSERT_EQUAL(TENSO_KIND_BUNDLE, tenso_view_kind(v));

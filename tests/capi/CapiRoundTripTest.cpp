@@ -48,9 +48,9 @@ struct Opts {
 std::string describe(const TCase &t, const Opts &o) {
     std::string s = std::string(tenso_dtype_name(t.dtype)) + "[";
     for (size_t i = 0; i < t.shape.size(); ++i) s += (i ? "," : "") + std::to_string(t.shape[i]);
-    s += "] alignment=" + std::to_string(o.alignment) + " integrity=" +
-         std::to_string(bool(o.flags & TENSO_ENCODE_INTEGRITY)) + " compress=" +
-         std::to_string(bool(o.flags & TENSO_ENCODE_COMPRESS));
+    s += "] alignment=" + std::to_string(o.alignment) +
+         " integrity=" + std::to_string(bool(o.flags & TENSO_ENCODE_INTEGRITY)) +
+         " compress=" + std::to_string(bool(o.flags & TENSO_ENCODE_COMPRESS));
     return s;
 }
 
@@ -97,7 +97,9 @@ Opts random_opts(Rng &rng) {
     return o;
 }
 
-uint32_t rd32(const uint8_t *p) { return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24; }
+uint32_t rd32(const uint8_t *p) {
+    return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
+}
 void put32(Bytes &b, uint32_t v) {
     for (int i = 0; i < 4; ++i) b.push_back(uint8_t(v >> (8 * i)));
 }
@@ -111,8 +113,7 @@ Bytes encode_all_ways(const std::string &ctx, const tenso_tensor &t, const tenso
     TENSO_CHECK_OK(tenso_dumps_into(a.data(), bound, &n1, &t, &o));
     CPPUNIT_ASSERT_MESSAGE(ctx + ": written > bound", n1 <= bound);
     if (!(o.flags & TENSO_ENCODE_COMPRESS)) CPPUNIT_ASSERT_EQUAL_MESSAGE(ctx + ": bound", bound, n1);
-    for (size_t i = bound; i < a.size(); ++i)
-        CPPUNIT_ASSERT_MESSAGE(ctx + ": wrote past the capacity", a[i] == 0xEE);
+    for (size_t i = bound; i < a.size(); ++i) CPPUNIT_ASSERT_MESSAGE(ctx + ": wrote past the capacity", a[i] == 0xEE);
     a.resize(n1);
     tenso_buffer b = TENSO_BUFFER_INIT;
     TENSO_CHECK_OK(tenso_dumps(&b, &t, &o));
@@ -135,24 +136,29 @@ void check_dense_view(const std::string &ctx, const tenso_view *v, const TCase &
     for (size_t i = 0; i < t.shape.size(); ++i) CPPUNIT_ASSERT_EQUAL_MESSAGE(ctx, t.shape[i], shape[i]);
     CPPUNIT_ASSERT_EQUAL_MESSAGE(ctx, uint64_t(t.data.size()), tenso_view_nbytes(v));
     const void *d = tenso_view_data(v);
-    if (t.data.empty())
-        CPPUNIT_ASSERT_MESSAGE(ctx + ": data of an empty tensor", d == nullptr);
-    else
-        CPPUNIT_ASSERT_MESSAGE(ctx + ": bytes differ", std::memcmp(d, t.data.data(), t.data.size()) == 0);
+    if (t.data.empty()) CPPUNIT_ASSERT_MESSAGE(ctx + ": data of an empty tensor", d == nullptr);
+    else CPPUNIT_ASSERT_MESSAGE(ctx + ": bytes differ", std::memcmp(d, t.data.data(), t.data.size()) == 0);
 }
 
 // ---- random bundles ----
 
 struct Node {
     enum Type { kTensor, kPacket, kBundle } type = kTensor;
-    TCase t;                                       // kTensor, kPacket
-    Bytes packet;                                  // kPacket: t encoded with its own options
+    TCase t;                                            // kTensor, kPacket
+    Bytes packet;                                       // kPacket: t encoded with its own options
     std::vector<std::pair<std::string, Node>> entries;  // kBundle
 };
 
 std::string random_key(Rng &rng) {
-    static const char *const pool[] = {"", "a", "b", "a", "x.y", "\xd0\xba\xd0\xbb\xd1\x8e\xd1\x87",
-                                       "\xe6\x97\xa5\xe6\x9c\xac", "\xf0\x9f\x98\x80", "__ragged_flat__"};
+    static const char *const pool[] = {"",
+                                       "a",
+                                       "b",
+                                       "a",
+                                       "x.y",
+                                       "\xd0\xba\xd0\xbb\xd1\x8e\xd1\x87",
+                                       "\xe6\x97\xa5\xe6\x9c\xac",
+                                       "\xf0\x9f\x98\x80",
+                                       "__ragged_flat__"};
     if (rng() % 3) return pool[rng() % (sizeof pool / sizeof pool[0])];
     std::string k(rng() % 20, ' ');
     for (auto &c : k) c = char(0x20 + rng() % 95);
@@ -195,11 +201,8 @@ tenso_value *build(const Node &n) {
         TENSO_CHECK_OK(tenso_value_new_tensor(&v, &tt));
         return v;
     }
-    case Node::kPacket:
-        TENSO_CHECK_OK(tenso_value_new_packet(&v, n.packet.data(), n.packet.size()));
-        return v;
-    case Node::kBundle:
-        break;
+    case Node::kPacket: TENSO_CHECK_OK(tenso_value_new_packet(&v, n.packet.data(), n.packet.size())); return v;
+    case Node::kBundle: break;
     }
     TENSO_CHECK_OK(tenso_value_new_bundle(&v));
     for (const auto &e : n.entries) {
@@ -266,8 +269,8 @@ public:
             Rng rng(kSeed + uint64_t(i));  // every case reproducible on its own
             TCase t = random_tensor(rng, kMaxElements);
             Opts opts = random_opts(rng);
-            const std::string ctx = "seed " + std::to_string(kSeed) + " case " + std::to_string(i) + " (" +
-                                    describe(t, opts) + ")";
+            const std::string ctx =
+                "seed " + std::to_string(kSeed) + " case " + std::to_string(i) + " (" + describe(t, opts) + ")";
             compressed += (opts.flags & TENSO_ENCODE_COMPRESS) != 0;
             with_footer += (opts.flags & TENSO_ENCODE_INTEGRITY) != 0;
             empty += t.data.empty();
@@ -286,8 +289,8 @@ public:
             Opts opts = random_opts(rng);
             tenso_encode_options o = opts.get();
             const std::string ctx = "bundle seed " + std::to_string(~kSeed) + " case " + std::to_string(i) +
-                                    " (alignment=" + std::to_string(opts.alignment) + " flags=" +
-                                    std::to_string(opts.flags) + ")";
+                                    " (alignment=" + std::to_string(opts.alignment) +
+                                    " flags=" + std::to_string(opts.flags) + ")";
             tenso_value *v = build(root);
             size_t bound = 0, n = 0;
             tenso_status st = tenso_value_dumps_bound(&bound, v, &o);
@@ -344,8 +347,8 @@ private:
         const uint16_t flags = uint16_t((a == 64 ? TENSO_FLAG_ALIGNED : TENSO_FLAG_CUST_ALIGN) |
                                         (integ ? TENSO_FLAG_INTEGRITY : 0) | (comp ? TENSO_FLAG_COMPRESSION : 0));
         CPPUNIT_ASSERT_MESSAGE(ctx + ": packet shorter than its header", p.size() >= body_off);
-        const uint8_t base[10] = {'T', 'N', 'S', 'O', 4, uint8_t(flags), uint8_t(flags >> 8),
-                                  uint8_t(t.dtype), uint8_t(ndim), 0};
+        const uint8_t base[10] = {
+            'T', 'N', 'S', 'O', 4, uint8_t(flags), uint8_t(flags >> 8), uint8_t(t.dtype), uint8_t(ndim), 0};
         CPPUNIT_ASSERT_MESSAGE(ctx + ": base header", std::memcmp(p.data(), base, 10) == 0);
         for (size_t i = 0; i < ndim; ++i)
             CPPUNIT_ASSERT_EQUAL_MESSAGE(ctx + ": shape", uint32_t(t.shape[i]), rd32(p.data() + 10 + 4 * i));
@@ -354,12 +357,11 @@ private:
             while ((1u << e) < a) ++e;
             CPPUNIT_ASSERT_EQUAL_MESSAGE(ctx + ": exponent byte", uint8_t(e), p[10 + 4 * ndim]);
         }
-        for (size_t i = header; i < body_off; ++i)
-            CPPUNIT_ASSERT_EQUAL_MESSAGE(ctx + ": padding", uint8_t(0), p[i]);
+        for (size_t i = header; i < body_off; ++i) CPPUNIT_ASSERT_EQUAL_MESSAGE(ctx + ": padding", uint8_t(0), p[i]);
         if (!comp) {
             CPPUNIT_ASSERT_EQUAL_MESSAGE(ctx + ": size", body_off + t.data.size() + (integ ? 8 : 0), p.size());
-            CPPUNIT_ASSERT_MESSAGE(ctx + ": body", t.data.empty() ||
-                                                       std::memcmp(p.data() + body_off, t.data.data(), t.data.size()) == 0);
+            CPPUNIT_ASSERT_MESSAGE(
+                ctx + ": body", t.data.empty() || std::memcmp(p.data() + body_off, t.data.data(), t.data.size()) == 0);
         } else {
             const uint8_t magic[4] = {0x04, 0x22, 0x4d, 0x18};
             CPPUNIT_ASSERT_MESSAGE(ctx + ": LZ4 frame magic", std::memcmp(p.data() + body_off, magic, 4) == 0);

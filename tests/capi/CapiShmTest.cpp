@@ -186,7 +186,7 @@ public:
         TENSO_CHECK_OK(tenso_shm_create(&s, u.name.c_str(), 200, TENSO_SHM_REPLACE));
         ShmPtr second(s);
         CPPUNIT_ASSERT_EQUAL(uint64_t(200), tenso_shm_size(s));
-        CPPUNIT_ASSERT_EQUAL(uint8_t(0), static_cast<uint8_t *>(tenso_shm_data(s))[0]);  // fresh
+        CPPUNIT_ASSERT_EQUAL(uint8_t(0), static_cast<uint8_t *>(tenso_shm_data(s))[0]);             // fresh
         CPPUNIT_ASSERT_EQUAL(uint8_t(42), static_cast<uint8_t *>(tenso_shm_data(first.get()))[0]);  // old mapping kept
         TENSO_CHECK_OK(tenso_shm_unlink(u.name.c_str()));
         TENSO_CHECK_STATUS(TENSO_E_NOT_FOUND, tenso_shm_open(&s, u.name.c_str(), 0));

@@ -99,7 +99,8 @@ Bytes read_raw(int fd, size_t n) {
     size_t got = 0;
     while (got < n) {
         struct pollfd pf = {fd, POLLIN, 0};
-        if (::poll(&pf, 1, 1000) != 1) throw std::runtime_error("raw read timed out after " + std::to_string(got) + " bytes");
+        if (::poll(&pf, 1, 1000) != 1)
+            throw std::runtime_error("raw read timed out after " + std::to_string(got) + " bytes");
         ssize_t r = ::read(fd, out.data() + got, n - got);
         if (r < 0 && (errno == EINTR || errno == EAGAIN)) continue;
         if (r <= 0) break;
@@ -229,7 +230,10 @@ tenso_status send(int fd, const Item &it, uint64_t *written) {
     switch (it.kind) {
     case Item::kTensor: return tenso_write_fd(written, fd, &it.tensor, &it.opts);
     case Item::kValue: return tenso_value_write_fd(written, fd, it.value.get(), &it.opts);
-    case Item::kRaw: write_raw(fd, it.expect.data(), it.expect.size()); *written = it.expect.size(); return TENSO_OK;
+    case Item::kRaw:
+        write_raw(fd, it.expect.data(), it.expect.size());
+        *written = it.expect.size();
+        return TENSO_OK;
     }
     return TENSO_E_INTERNAL;
 }
@@ -311,7 +315,8 @@ std::string compare_with_loads(const tenso_view *got, const Item &it) {
     ViewPtr want(raw);
     if (st != TENSO_OK) return "loads of the expected bytes failed: " + tenso_describe(st);
     if (tenso_view_packet_size(got) != it.expect.size())
-        return "packet_size " + std::to_string(tenso_view_packet_size(got)) + ", wanted " + std::to_string(it.expect.size());
+        return "packet_size " + std::to_string(tenso_view_packet_size(got)) + ", wanted " +
+               std::to_string(it.expect.size());
     if (tenso_view_kind(got) != TENSO_KIND_BUNDLE && tenso_view_nbytes(got) && !tenso_view_owns_data(got))
         return "a view read from a stream must own its data";
     return view_diff(got, want.get());
@@ -407,7 +412,8 @@ public:
         for (size_t i = 0; i < c.items.size(); ++i) {
             CPPUNIT_ASSERT_MESSAGE(key(c.items[i]) + "write -> " + tenso_status_name(sent[i]) + ": " + messages[i],
                                    sent[i] == TENSO_OK);
-            CPPUNIT_ASSERT_EQUAL_MESSAGE(key(c.items[i]) + "written_out", uint64_t(c.items[i].expect.size()), written[i]);
+            CPPUNIT_ASSERT_EQUAL_MESSAGE(key(c.items[i]) + "written_out", uint64_t(c.items[i].expect.size()),
+                                         written[i]);
         }
     }
 
@@ -435,8 +441,9 @@ public:
             CPPUNIT_ASSERT_MESSAGE(key(c.items[i]) + tenso_status_name(sent[i]), sent[i] == TENSO_OK);
         CPPUNIT_ASSERT_EQUAL(all.size(), got.size());
         for (size_t i = 0, off = 0; i < c.items.size(); off += c.items[i].expect.size(), ++i)
-            CPPUNIT_ASSERT_MESSAGE(key(c.items[i]) + "bytes differ from tenso_(value_)dumps",
-                                   std::memcmp(got.data() + off, c.items[i].expect.data(), c.items[i].expect.size()) == 0);
+            CPPUNIT_ASSERT_MESSAGE(
+                key(c.items[i]) + "bytes differ from tenso_(value_)dumps",
+                std::memcmp(got.data() + off, c.items[i].expect.data(), c.items[i].expect.size()) == 0);
     }
 
     // tenso_value_write_cb: the pieces make exactly tenso_(value_)dumps' packet; an uncompressed
@@ -523,8 +530,9 @@ public:
             tenso_view *lraw = nullptr;
             tenso_status lst = tenso_loads(&lraw, it.expect.data(), it.expect.size(), nullptr);
             ViewPtr lv(lraw);
-            CPPUNIT_ASSERT_MESSAGE(key(it) + "read_fd -> " + tenso_describe(st) + ", loads -> " + tenso_status_name(lst),
-                                   st == TENSO_OK && lst == TENSO_OK);
+            CPPUNIT_ASSERT_MESSAGE(
+                key(it) + "read_fd -> " + tenso_describe(st) + ", loads -> " + tenso_status_name(lst),
+                st == TENSO_OK && lst == TENSO_OK);
             std::string diff = compare_with_loads(v.get(), it);
             CPPUNIT_ASSERT_MESSAGE(key(it) + diff, diff.empty());
         }
@@ -648,8 +656,8 @@ public:
         const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         CPPUNIT_ASSERT_MESSAGE(std::string("writer: ") + tenso_status_name(wst), wst == TENSO_OK);
         CPPUNIT_ASSERT_EQUAL(uint64_t(expect), written);
-        std::printf("\n  CapiStreamTest: 64 MiB through 16 KiB socket buffers: %.0f ms, %.0f MB/s\n",
-                    s * 1e3, double(expect) / s / 1e6);
+        std::printf("\n  CapiStreamTest: 64 MiB through 16 KiB socket buffers: %.0f ms, %.0f MB/s\n", s * 1e3,
+                    double(expect) / s / 1e6);
     }
 
     // A non-blocking writer meets EAGAIN as soon as the socket buffer is full (the reader
@@ -746,11 +754,13 @@ public:
         for (int fd : {-1, 1 << 20}) {
             TENSO_CHECK_STATUS(TENSO_E_IO, tenso_read_fd(&raw, fd, nullptr));
             CPPUNIT_ASSERT(raw == nullptr);
-            CPPUNIT_ASSERT_MESSAGE(tenso_last_error(), std::strstr(tenso_last_error(), std::strerror(EBADF)) != nullptr);
+            CPPUNIT_ASSERT_MESSAGE(tenso_last_error(),
+                                   std::strstr(tenso_last_error(), std::strerror(EBADF)) != nullptr);
             uint64_t written = 99;
             TENSO_CHECK_STATUS(TENSO_E_IO, tenso_write_fd(&written, fd, &t, nullptr));
             CPPUNIT_ASSERT_EQUAL(uint64_t(0), written);
-            CPPUNIT_ASSERT_MESSAGE(tenso_last_error(), std::strstr(tenso_last_error(), std::strerror(EBADF)) != nullptr);
+            CPPUNIT_ASSERT_MESSAGE(tenso_last_error(),
+                                   std::strstr(tenso_last_error(), std::strerror(EBADF)) != nullptr);
             written = 99;
             TENSO_CHECK_STATUS(TENSO_E_IO, tenso_value_write_fd(&written, fd, v.get(), nullptr));
             CPPUNIT_ASSERT_EQUAL(uint64_t(0), written);
@@ -780,7 +790,8 @@ public:
             uint64_t written = 99;
             TENSO_CHECK_STATUS(TENSO_E_IO, tenso_write_fd(&written, ch.w.fd, &t, nullptr));
             CPPUNIT_ASSERT_EQUAL(uint64_t(0), written);
-            CPPUNIT_ASSERT_MESSAGE(tenso_last_error(), std::strstr(tenso_last_error(), std::strerror(EPIPE)) != nullptr);
+            CPPUNIT_ASSERT_MESSAGE(tenso_last_error(),
+                                   std::strstr(tenso_last_error(), std::strerror(EPIPE)) != nullptr);
         }
 
         Bytes body(16u << 20);
@@ -881,7 +892,8 @@ public:
                 tenso_view *raw = nullptr;
                 const auto t0 = std::chrono::steady_clock::now();
                 tenso_status st = tenso_read_fd(&raw, ch.r.fd, &o);
-                const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+                const double ms =
+                    std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
                 w.join();
                 ViewPtr v(raw);
                 const std::string what = std::string(pkt == &dense ? "dense claim" : "bundle key claim") +
@@ -943,9 +955,10 @@ public:
         CPPUNIT_ASSERT_MESSAGE("the encoder crashed on an empty body with integrity (signal " +
                                    std::to_string(WIFSIGNALED(wstatus) ? WTERMSIG(wstatus) : 0) + ")",
                                !WIFSIGNALED(wstatus));
-        CPPUNIT_ASSERT_EQUAL_MESSAGE("encoder child's exit code (1: it crashed under a sanitizer, 100+k: "
-                                     "encode call k failed)",
-                                     0, WEXITSTATUS(wstatus));
+        CPPUNIT_ASSERT_EQUAL_MESSAGE(
+            "encoder child's exit code (1: it crashed under a sanitizer, 100+k: "
+            "encode call k failed)",
+            0, WEXITSTATUS(wstatus));
         size_t off = 0, packets = 0;
         while (off < all.size()) {
             size_t len = 0;

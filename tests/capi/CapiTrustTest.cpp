@@ -341,18 +341,20 @@ public:
                 writing = true;
                 struct stat st;
                 if (::stat((fd_dir + "/" + n).c_str(), &st) == 0 && st.st_ino != target_st.st_ino)
-                    same_mode |= (st.st_mode & 07777) == 0640 && st.st_uid == target_st.st_uid &&
-                                 st.st_gid == target_st.st_gid;
+                    same_mode |=
+                        (st.st_mode & 07777) == 0640 && st.st_uid == target_st.st_uid && st.st_gid == target_st.st_gid;
             }
             const int status = kill_and_reap(pid);
             CPPUNIT_ASSERT_MESSAGE(what + ": the child never reached the file size limit", got);
             CPPUNIT_ASSERT_MESSAGE(what + ": the child had no file of the directory open", writing);
             CPPUNIT_ASSERT_MESSAGE(what + ": the temporary lacks the target's mode or owner while written", same_mode);
-            CPPUNIT_ASSERT_MESSAGE(what + ": killed by something else", WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+            CPPUNIT_ASSERT_MESSAGE(what + ": killed by something else",
+                                   WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
             CPPUNIT_ASSERT_MESSAGE(what + ": the old file changed", slurp(path) == old);
             const std::vector<std::string> left = list_dir(dir_);
-            CPPUNIT_ASSERT_EQUAL_MESSAGE(what + ": something was left behind (" + (left.empty() ? "" : left.back()) + ")",
-                                         size_t(1), left.size());
+            CPPUNIT_ASSERT_EQUAL_MESSAGE(
+                what + ": something was left behind (" + (left.empty() ? "" : left.back()) + ")", size_t(1),
+                left.size());
             ::unlink(path.c_str());
         }
     }
@@ -488,7 +490,8 @@ public:
         tenso_shm *s = nullptr;
         for (int writable : {0, 1}) {
             TENSO_CHECK_STATUS(TENSO_E_IO, tenso_shm_open(&s, seg.c_str(), writable));
-            CPPUNIT_ASSERT_MESSAGE(tenso_last_error(), std::strstr(tenso_last_error(), ("owned by uid " + owner).c_str()));
+            CPPUNIT_ASSERT_MESSAGE(tenso_last_error(),
+                                   std::strstr(tenso_last_error(), ("owned by uid " + owner).c_str()));
         }
         tenso_cache *c = nullptr;
         TENSO_CHECK_STATUS(TENSO_E_IO, tenso_cache_open(&c, pool.c_str(), nullptr));

@@ -125,7 +125,10 @@ struct Pkt {
         b.insert(b.end(), h, h + 8);
         return *this;
     }
-    Pkt &u8(uint8_t v) { b.push_back(v); return *this; }
+    Pkt &u8(uint8_t v) {
+        b.push_back(v);
+        return *this;
+    }
     Pkt &u32(uint32_t v) {
         for (int i = 0; i < 4; ++i) b.push_back(uint8_t(v >> (8 * i)));
         return *this;
@@ -134,7 +137,10 @@ struct Pkt {
         for (int i = 0; i < 8; ++i) b.push_back(uint8_t(v >> (8 * i)));
         return *this;
     }
-    Pkt &zeros(size_t n) { b.insert(b.end(), n, 0); return *this; }
+    Pkt &zeros(size_t n) {
+        b.insert(b.end(), n, 0);
+        return *this;
+    }
     Pkt &pad(size_t align) { return zeros((align - b.size() % align) % align); }
     Pkt &raw(const void *p, size_t n) {
         const auto *q = static_cast<const uint8_t *>(p);
@@ -265,14 +271,19 @@ inline std::string view_diff(const tenso_view *a, const tenso_view *b, const std
     auto d = [&](const char *what, uint64_t x, uint64_t y) {
         return where + ": " + what + " " + std::to_string(x) + " != " + std::to_string(y);
     };
-    if (tenso_view_kind(a) != tenso_view_kind(b)) return d("kind", uint64_t(tenso_view_kind(a)), uint64_t(tenso_view_kind(b)));
-    if (tenso_view_dtype(a) != tenso_view_dtype(b)) return d("dtype", uint64_t(tenso_view_dtype(a)), uint64_t(tenso_view_dtype(b)));
+    if (tenso_view_kind(a) != tenso_view_kind(b))
+        return d("kind", uint64_t(tenso_view_kind(a)), uint64_t(tenso_view_kind(b)));
+    if (tenso_view_dtype(a) != tenso_view_dtype(b))
+        return d("dtype", uint64_t(tenso_view_dtype(a)), uint64_t(tenso_view_dtype(b)));
     if (tenso_view_ndim(a) != tenso_view_ndim(b)) return d("ndim", tenso_view_ndim(a), tenso_view_ndim(b));
     for (uint32_t i = 0; i < tenso_view_ndim(a); ++i)
-        if (tenso_view_shape(a)[i] != tenso_view_shape(b)[i]) return d("shape", tenso_view_shape(a)[i], tenso_view_shape(b)[i]);
+        if (tenso_view_shape(a)[i] != tenso_view_shape(b)[i])
+            return d("shape", tenso_view_shape(a)[i], tenso_view_shape(b)[i]);
     if (tenso_view_flags(a) != tenso_view_flags(b)) return d("flags", tenso_view_flags(a), tenso_view_flags(b));
-    if (tenso_view_version(a) != tenso_view_version(b)) return d("version", tenso_view_version(a), tenso_view_version(b));
-    if (tenso_view_alignment(a) != tenso_view_alignment(b)) return d("alignment", tenso_view_alignment(a), tenso_view_alignment(b));
+    if (tenso_view_version(a) != tenso_view_version(b))
+        return d("version", tenso_view_version(a), tenso_view_version(b));
+    if (tenso_view_alignment(a) != tenso_view_alignment(b))
+        return d("alignment", tenso_view_alignment(a), tenso_view_alignment(b));
     if (tenso_view_packet_size(a) != tenso_view_packet_size(b))
         return d("packet_size", tenso_view_packet_size(a), tenso_view_packet_size(b));
     if (tenso_view_nbytes(a) != tenso_view_nbytes(b)) return d("nbytes", tenso_view_nbytes(a), tenso_view_nbytes(b));

@@ -52,7 +52,9 @@ inline NodePtr make_node(const tenso_node_options &o) {
     TENSO_CHECK_OK(tenso_node_new(&n, &o));
     return NodePtr(n);
 }
-inline NodePtr make_node(const char *listen = nullptr, uint32_t flags = 0) { return make_node(opts_for(listen, flags)); }
+inline NodePtr make_node(const char *listen = nullptr, uint32_t flags = 0) {
+    return make_node(opts_for(listen, flags));
+}
 
 inline std::string addr_of(const tenso_node *n, uint32_t i = 0) {
     char buf[512];
@@ -100,7 +102,7 @@ struct Floats {
 };
 
 inline tenso_status send(tenso_node *n, const std::string &addr, const std::string &name, const Floats &f,
-                  uint64_t timeout_ms = 0) {
+                         uint64_t timeout_ms = 0) {
     ValuePtr v = f.value();
     return tenso_node_send(n, addr.c_str(), name.data(), name.size(), v.get(), timeout_ms, nullptr);
 }
@@ -220,10 +222,12 @@ struct Pki {
     }
     // name.pem / name.key signed by this CA.
     void issue(const std::string &name) {
-        std::string cmd = "set -e; cd " + dir + "; openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout " +
-                          name + ".key -out " + name + ".csr -subj /CN=" + name +
-                          " >/dev/null 2>&1; openssl x509 -req -in " + name + ".csr -CA ca.pem -CAkey ca.key "
-                          "-CAcreateserial -out " + name + ".pem -days 2 >/dev/null 2>&1";
+        std::string cmd =
+            "set -e; cd " + dir + "; openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout " + name +
+            ".key -out " + name + ".csr -subj /CN=" + name + " >/dev/null 2>&1; openssl x509 -req -in " + name +
+            ".csr -CA ca.pem -CAkey ca.key "
+            "-CAcreateserial -out " +
+            name + ".pem -days 2 >/dev/null 2>&1";
         CPPUNIT_ASSERT_EQUAL(0, std::system(cmd.c_str()));
     }
     std::string cert(const std::string &n) const { return read_text(dir + "/" + n + ".pem"); }

@@ -8,6 +8,7 @@ an independent parse of the file. Environment: TENSO_CLI, TENSO_CLI_MAKE_INPUTS,
 TENSO_TEST_TMPDIR, and TENSO_TEST_EMULATOR in a cross build (the command that runs its
 programs, e.g. qemu-aarch64: tests/cross/).
 """
+
 import json
 import os
 import shlex
@@ -34,11 +35,12 @@ ST_DTYPES = {"float32": "F32", "int32": "I32", "int64": "I64", "float64": "F64",
 
 
 def run(*args, expect=0):
-    p = subprocess.run([*CLI, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                       timeout=120)
+    p = subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=120)
     if p.returncode != expect:
-        raise AssertionError("tenso %s: exit %d, expected %d\nstdout:\n%s\nstderr:\n%s" % (
-            " ".join(args), p.returncode, expect, p.stdout, p.stderr))
+        raise AssertionError(
+            "tenso %s: exit %d, expected %d\nstdout:\n%s\nstderr:\n%s"
+            % (" ".join(args), p.returncode, expect, p.stdout, p.stderr)
+        )
     return p
 
 
@@ -67,12 +69,12 @@ def read_safetensors(path):
     """An independent parse: {name: (dtype, shape, bytes)}, metadata."""
     blob = read_bytes(path)
     (n,) = struct.unpack_from("<Q", blob)
-    header = json.loads(blob[8:8 + n])
+    header = json.loads(blob[8 : 8 + n])
     meta = header.pop("__metadata__", {})
     out = {}
     for name, t in header.items():
         a, b = t["data_offsets"]
-        out[name] = (t["dtype"], t["shape"], blob[8 + n + a:8 + n + b])
+        out[name] = (t["dtype"], t["shape"], blob[8 + n + a : 8 + n + b])
     return out, meta
 
 
@@ -137,19 +139,36 @@ class CliTest(unittest.TestCase):
         self.assertRegex(run("--version").stdout, r"^tenso \d+\.\d+\.\d+ \(protocol v4\)$")
 
     def test_usage_errors_exit_2(self):
-        cases = [[], ["frobnicate"], ["--frobnicate"], ["info"], ["verify"], ["info", "--bogus", "x"],
-                 ["convert", "a"], ["convert", "a", "b", "c"], ["convert", "a", "b.tenso", "--alignment", "100"],
-                 ["convert", "a", "b.safetensors", "--integrity"], ["convert", "a", "b.bt", "--compress"],
-                 ["convert", "a", "b", "--to", "zip"], ["convert", "a", "b", "--from=zip"],
-                 ["convert", "a", "b", "--to"], ["info", "--json=yes", "x"], ["bench", "a", "b"]]
+        cases = [
+            [],
+            ["frobnicate"],
+            ["--frobnicate"],
+            ["info"],
+            ["verify"],
+            ["info", "--bogus", "x"],
+            ["convert", "a"],
+            ["convert", "a", "b", "c"],
+            ["convert", "a", "b.tenso", "--alignment", "100"],
+            ["convert", "a", "b.safetensors", "--integrity"],
+            ["convert", "a", "b.bt", "--compress"],
+            ["convert", "a", "b", "--to", "zip"],
+            ["convert", "a", "b", "--from=zip"],
+            ["convert", "a", "b", "--to"],
+            ["info", "--json=yes", "x"],
+            ["bench", "a", "b"],
+        ]
         for args in cases:
             p = run(*args, expect=2)
             self.assertTrue(p.stderr.startswith("tenso"), p.stderr)
 
     def test_missing_file_exits_3(self):
         missing = self.path("no-such-file.tenso")
-        for args in (["info", missing], ["verify", missing], ["convert", missing, self.path("out.tenso")],
-                     ["info", "--json", missing]):
+        for args in (
+            ["info", missing],
+            ["verify", missing],
+            ["convert", missing, self.path("out.tenso")],
+            ["info", "--json", missing],
+        ):
             p = run(*args, expect=3)
             self.assertIn("tenso: %s: " % missing, p.stderr)
             self.assertIn("(TENSO_E_NOT_FOUND)", p.stderr)
@@ -188,10 +207,13 @@ class CliTest(unittest.TestCase):
         self.assertEqual(list(rows), ["dense", "q8", "names", "csr", "nested", "nested/x"])
         self.assertEqual((rows["q8"]["kind"], rows["q8"]["dtype"], rows["q8"]["shape"]), ("quantized", "qint8", [2, 4]))
         self.assertEqual((rows["names"]["kind"], rows["names"]["shape"]), ("string", [3]))
-        self.assertEqual((rows["csr"]["kind"], rows["csr"]["dtype"], rows["csr"]["shape"]),
-                         ("sparse_csr", "float64", [3, 3]))
+        self.assertEqual(
+            (rows["csr"]["kind"], rows["csr"]["dtype"], rows["csr"]["shape"]), ("sparse_csr", "float64", [3, 3])
+        )
         self.assertEqual(rows["csr"]["nbytes"], 3 * 8 + 3 * 8 + 4 * 8)
-        self.assertEqual((rows["nested"]["kind"], rows["nested"]["entries"], rows["nested"]["dtype"]), ("bundle", 1, None))
+        self.assertEqual(
+            (rows["nested"]["kind"], rows["nested"]["entries"], rows["nested"]["dtype"]), ("bundle", 1, None)
+        )
         self.assertEqual((rows["nested/x"]["depth"], rows["nested/x"]["dtype"]), (2, "uint8"))
         self.assertEqual(self.body(self.path("kinds.tnso"), rows["nested/x"]), bytes([7, 9]))
         self.assertEqual(self.body(self.path("kinds.tnso"), rows["names"]), b"alphabeta")
@@ -200,8 +222,10 @@ class CliTest(unittest.TestCase):
     def test_info_packet_stream(self):
         path = self.path("stream.tnso")
         f = self.info(path)
-        self.assertEqual([(t["name"], t["packet"], t["dtype"]) for t in f["tensors"]],
-                         [("tensor_0", 0, "float32"), ("tensor_1", 1, "int32")])
+        self.assertEqual(
+            [(t["name"], t["packet"], t["dtype"]) for t in f["tensors"]],
+            [("tensor_0", 0, "float32"), ("tensor_1", 1, "int32")],
+        )
         self.assertEqual(f["tensors"][1]["offset"], f["tensors"][0]["stored_bytes"])
         self.assertEqual(self.body(path, f["tensors"][1]), struct.pack("<3i", 5, 6, 7))
         run("verify", path)
@@ -283,9 +307,10 @@ class CliTest(unittest.TestCase):
         a = self.path("kinds.tenso")
         run("convert", "-q", self.path("kinds.tnso"), a)
         f = self.info(a)
-        self.assertEqual([(t["name"], t["kind"]) for t in f["tensors"]],
-                         [("dense", "dense"), ("q8", "quantized"), ("names", "string"), ("csr", "sparse_csr"),
-                          ("nested", "bundle")])
+        self.assertEqual(
+            [(t["name"], t["kind"]) for t in f["tensors"]],
+            [("dense", "dense"), ("q8", "quantized"), ("names", "string"), ("csr", "sparse_csr"), ("nested", "bundle")],
+        )
         self.assertEqual(f["tensors"][4]["entries"], 1)
         run("verify", a)
         # Re-encoding every kind from the archive's views gives the very same packets.
@@ -295,8 +320,11 @@ class CliTest(unittest.TestCase):
         blob_a, blob_b = read_bytes(a), read_bytes(b)
         for ta, tb in zip(f["tensors"], g["tensors"]):
             self.assertEqual((ta["name"], ta["kind"], ta["stored_bytes"]), (tb["name"], tb["kind"], tb["stored_bytes"]))
-            self.assertEqual(blob_a[ta["offset"]:ta["offset"] + ta["stored_bytes"]],
-                             blob_b[tb["offset"]:tb["offset"] + tb["stored_bytes"]], ta["name"])
+            self.assertEqual(
+                blob_a[ta["offset"] : ta["offset"] + ta["stored_bytes"]],
+                blob_b[tb["offset"] : tb["offset"] + tb["stored_bytes"]],
+                ta["name"],
+            )
         # safetensors holds dense tensors only: exit 1, the tensor named, no output left behind
         out = self.path("kinds.safetensors")
         p = run("convert", self.path("kinds.tnso"), out, expect=1)
@@ -337,8 +365,11 @@ class CliTest(unittest.TestCase):
         # out-of-range reference under UBSan).
         src = self.path("scalar.tnso")
         with open(src, "wb") as f:
-            f.write(read_bytes(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
-                                            "vectors", "dense_f32_scalar.tenso")))
+            f.write(
+                read_bytes(
+                    os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "vectors", "dense_f32_scalar.tenso")
+                )
+            )
         a = self.path("scalar.tenso")
         run("convert", "-q", src, a)
         self.assertEqual(run("verify", a).stdout, "%s: OK\n" % a)
@@ -400,7 +431,9 @@ class CliTest(unittest.TestCase):
         self.assertEqual(doc["output_bytes"], os.path.getsize(out))
         self.assertEqual(doc["input_bytes"], os.path.getsize(self.path("bundle.tnso")))
         # A failure is a JSON document too, with the status and the exit code scripts test.
-        p = run("convert", "--json", self.path("no-such-file.tenso"), self.path("x.tenso"), expect=3)  # NOT_FOUND: the system refused
+        p = run(
+            "convert", "--json", self.path("no-such-file.tenso"), self.path("x.tenso"), expect=3
+        )  # NOT_FOUND: the system refused
         doc = json.loads(p.stdout)
         self.assertFalse(doc["ok"])
         self.assertEqual(doc["error"]["status"], "TENSO_E_NOT_FOUND")

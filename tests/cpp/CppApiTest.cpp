@@ -37,9 +37,7 @@ std::string tmp_path(const std::string &name) {
     return dir + "/cpp-" + std::to_string(::getpid()) + "-" + name;
 }
 
-std::string shm_name(const char *tag) {
-    return "tenso-test-cpp-" + std::to_string(::getpid()) + "-" + tag;
-}
+std::string shm_name(const char *tag) { return "tenso-test-cpp-" + std::to_string(::getpid()) + "-" + tag; }
 
 // Runs f, which must throw tenso::error with `want`; returns the error's message.
 template <class F>
@@ -47,9 +45,8 @@ std::string expect_error(tenso_status want, F &&f) {
     try {
         f();
     } catch (const tenso::error &e) {
-        CPPUNIT_ASSERT_EQUAL_MESSAGE(std::string("wanted ") + tenso_status_name(want) + ", got " +
-                                         e.what(),
-                                     want, e.status());
+        CPPUNIT_ASSERT_EQUAL_MESSAGE(std::string("wanted ") + tenso_status_name(want) + ", got " + e.what(), want,
+                                     e.status());
         CPPUNIT_ASSERT_EQUAL(std::string(tenso_status_name(want)), std::string(e.status_name()));
         return e.what();
     }
@@ -57,23 +54,19 @@ std::string expect_error(tenso_status want, F &&f) {
     return "";
 }
 
-bool contains(const std::string &s, const std::string &part) {
-    return s.find(part) != std::string::npos;
-}
+bool contains(const std::string &s, const std::string &part) { return s.find(part) != std::string::npos; }
 
 // The values of tests/vectors/dense_float32_2x3.tenso.
 const std::vector<float> kF32 = {-1.5f, -0.0f, 0.25f, 1.0f, 3.75f, 100.5f};
 
-} // namespace
+}  // namespace
 
 // Every owning handle is move-only, with a non-throwing move (so containers move, not copy).
 template <class T>
 constexpr bool kMoveOnly = !std::is_copy_constructible_v<T> && !std::is_copy_assignable_v<T> &&
-                           std::is_nothrow_move_constructible_v<T> &&
-                           std::is_nothrow_move_assignable_v<T>;
-static_assert(kMoveOnly<tenso::view> && kMoveOnly<tenso::value> && kMoveOnly<tenso::buffer> &&
-              kMoveOnly<tenso::shm> && kMoveOnly<tenso::cache> && kMoveOnly<tenso::archive> &&
-              kMoveOnly<tenso::archive_writer>);
+                           std::is_nothrow_move_constructible_v<T> && std::is_nothrow_move_assignable_v<T>;
+static_assert(kMoveOnly<tenso::view> && kMoveOnly<tenso::value> && kMoveOnly<tenso::buffer> && kMoveOnly<tenso::shm> &&
+              kMoveOnly<tenso::cache> && kMoveOnly<tenso::archive> && kMoveOnly<tenso::archive_writer>);
 static_assert(std::is_trivially_copyable_v<tenso::view_ref>);
 
 // bytes() of a temporary buffer does not compile: loads() of it would borrow freed memory.
@@ -115,16 +108,13 @@ public:
 
         const tenso::buffer packet = tenso::dumps(t);
         CPPUNIT_ASSERT(Bytes(packet.begin(), packet.end()) == want);
-        CPPUNIT_ASSERT_EQUAL(std::uintptr_t(0),
-                             reinterpret_cast<std::uintptr_t>(packet.data()) % 64);
+        CPPUNIT_ASSERT_EQUAL(std::uintptr_t(0), reinterpret_cast<std::uintptr_t>(packet.data()) % 64);
 
         // Into a caller buffer; too small reports the status.
         alignas(64) std::uint8_t buf[256];
-        CPPUNIT_ASSERT_EQUAL(want.size(),
-                             tenso::dumps_into(tenso::span<std::uint8_t>(buf, 256), t));
+        CPPUNIT_ASSERT_EQUAL(want.size(), tenso::dumps_into(tenso::span<std::uint8_t>(buf, 256), t));
         CPPUNIT_ASSERT(std::memcmp(buf, want.data(), want.size()) == 0);
-        expect_error(TENSO_E_BUFFER_TOO_SMALL,
-                     [&] { tenso::dumps_into(tenso::span<std::uint8_t>(buf, 10), t); });
+        expect_error(TENSO_E_BUFFER_TOO_SMALL, [&] { tenso::dumps_into(tenso::span<std::uint8_t>(buf, 10), t); });
 
         // The struct decode (1.5): the same facts, no view; other kinds throw.
         const tenso_tensor_view tv = tenso::loads_tensor(packet.bytes());
@@ -166,8 +156,7 @@ public:
         const tenso::buffer pb = tenso::dumps(tenso::tensor(flags, 3, {3}));
         const tenso::view vb = tenso::loads(pb.bytes());
         CPPUNIT_ASSERT_EQUAL(TENSO_DTYPE_BOOL, vb.dtype());
-        CPPUNIT_ASSERT(static_cast<bool>(vb.as<tenso::bool8>()[0]) &&
-                       !static_cast<bool>(vb.as<tenso::bool8>()[1]));
+        CPPUNIT_ASSERT(static_cast<bool>(vb.as<tenso::bool8>()[0]) && !static_cast<bool>(vb.as<tenso::bool8>()[1]));
     }
 
     void typedAccessRefusesWrongDtype() {
@@ -179,8 +168,7 @@ public:
         expect_error(TENSO_E_BAD_DTYPE, [&] { v.as<std::uint32_t>(); });
         expect_error(TENSO_E_BAD_DTYPE, [&] { v.to_vector<std::int32_t>(); });
         std::vector<double> d(6);
-        expect_error(TENSO_E_BAD_DTYPE,
-                     [&] { v.copy_to(tenso::span<double>(d.data(), d.size())); });
+        expect_error(TENSO_E_BAD_DTYPE, [&] { v.copy_to(tenso::span<double>(d.data(), d.size())); });
         std::vector<float> short_dst(5);
         expect_error(TENSO_E_BUFFER_TOO_SMALL,
                      [&] { v.copy_to(tenso::span<float>(short_dst.data(), short_dst.size())); });
@@ -198,8 +186,7 @@ public:
         // A shape that does not hold the data is refused before any C call.
         msg = expect_error(TENSO_E_INVALID_ARGUMENT, [&] { tenso::tensor(kF32, {4, 2}); });
         CPPUNIT_ASSERT_MESSAGE(msg, contains(msg, "8 elements") && contains(msg, "6"));
-        expect_error(TENSO_E_INVALID_ARGUMENT,
-                     [&] { tenso::tensor(kF32, {std::uint64_t(1) << 32, 1ull << 32}); });
+        expect_error(TENSO_E_INVALID_ARGUMENT, [&] { tenso::tensor(kF32, {std::uint64_t(1) << 32, 1ull << 32}); });
     }
 
     void misalignedBodyIsRefusedButCopied() {
@@ -207,8 +194,7 @@ public:
         // The same packet one byte off its alignment: the body is at an odd address.
         std::vector<std::uint8_t> shifted(packet.size() + 1);
         std::memcpy(shifted.data() + 1, packet.data(), packet.size());
-        const tenso::view v =
-            tenso::loads(tenso::bytes_view(shifted.data() + 1, packet.size()));
+        const tenso::view v = tenso::loads(tenso::bytes_view(shifted.data() + 1, packet.size()));
         CPPUNIT_ASSERT(reinterpret_cast<std::uintptr_t>(v.data()) % alignof(float) != 0);
         const std::string msg = expect_error(TENSO_E_INVALID_ARGUMENT, [&] { v.as<float>(); });
         CPPUNIT_ASSERT_MESSAGE(msg, contains(msg, "aligned"));
@@ -227,8 +213,8 @@ public:
             CPPUNIT_ASSERT_EQUAL(std::string("TENSO_E_BAD_MAGIC"), std::string(e.status_name()));
             // The message is the C library's, copied when the call failed.
             const std::string what = e.what();
-            CPPUNIT_ASSERT_MESSAGE(what, what.rfind("TENSO_E_BAD_MAGIC: ", 0) == 0 &&
-                                             what.size() > std::strlen("TENSO_E_BAD_MAGIC: "));
+            CPPUNIT_ASSERT_MESSAGE(
+                what, what.rfind("TENSO_E_BAD_MAGIC: ", 0) == 0 && what.size() > std::strlen("TENSO_E_BAD_MAGIC: "));
             tenso_error_clear();
             CPPUNIT_ASSERT_EQUAL(what, std::string(e.what()));
         }
@@ -242,9 +228,7 @@ public:
         }
         // Limits from decode_options reach the decoder.
         expect_error(TENSO_E_LIMIT,
-                     [&] {
-                         tenso::loads(tenso::as_bytes(g), tenso::decode_options().packet_bytes(50));
-                     });
+                     [&] { tenso::loads(tenso::as_bytes(g), tenso::decode_options().packet_bytes(50)); });
     }
 
     void viewMoveSemantics() {
@@ -253,7 +237,7 @@ public:
         const tenso_view *raw = a.get();
         CPPUNIT_ASSERT(raw != nullptr);
 
-        tenso::view b(std::move(a)); // construct: the source is left empty
+        tenso::view b(std::move(a));  // construct: the source is left empty
         CPPUNIT_ASSERT(!a && a.get() == nullptr);
         CPPUNIT_ASSERT(b.get() == raw);
         // An empty view answers like the C accessors do for NULL.
@@ -261,10 +245,10 @@ public:
         CPPUNIT_ASSERT(a.data() == nullptr);
 
         tenso::view c = tenso::loads(packet.bytes());
-        c = std::move(b); // assign: c's old view is freed, b's taken
+        c = std::move(b);  // assign: c's old view is freed, b's taken
         CPPUNIT_ASSERT(!b && c.get() == raw);
         auto &alias = c;
-        c = std::move(alias); // self-move keeps the view
+        c = std::move(alias);  // self-move keeps the view
         CPPUNIT_ASSERT(c.get() == raw);
         CPPUNIT_ASSERT(c.to_vector<float>() == kF32);
 
@@ -371,7 +355,11 @@ public:
     void stringsAndComposites() {
         // Strings: upstream's string_mixed_utf8, built and read through the C++ API.
         const std::vector<std::uint64_t> offsets = {0, 2, 2, 7, 9};
-        const std::string payload = "hi" "" "world" "\xc3\xb1";
+        const std::string payload =
+            "hi"
+            ""
+            "world"
+            "\xc3\xb1";
         const tenso::value s = tenso::value::strings(offsets, payload);
         const tenso::buffer sp = tenso::dumps(s);
         CPPUNIT_ASSERT(Bytes(sp.begin(), sp.end()) == golden("string_mixed_utf8"));
@@ -380,8 +368,7 @@ public:
         for (std::string_view str : sv.strings()) got.emplace_back(str);
         CPPUNIT_ASSERT(got == (std::vector<std::string>{"hi", "", "world", "\xc3\xb1"}));
         CPPUNIT_ASSERT_EQUAL(std::size_t(4), sv.strings().size());
-        expect_error(TENSO_E_INVALID_ARGUMENT,
-                     [&] { tenso::value::strings(tenso::span<const std::uint64_t>(), ""); });
+        expect_error(TENSO_E_INVALID_ARGUMENT, [&] { tenso::value::strings(tenso::span<const std::uint64_t>(), ""); });
 
         // Ragged: rows [1], [2, 3], [].
         const std::vector<float> flat = {1, 2, 3};
@@ -397,9 +384,8 @@ public:
         // Sparse CSR 2x3 with entries (0,1)=5, (1,2)=7.
         const std::vector<float> data = {5, 7};
         const std::vector<std::int32_t> cols = {1, 2}, indptr = {0, 1, 2};
-        const tenso::buffer csr = tenso::dumps(tenso::value::sparse(
-            TENSO_KIND_SPARSE_CSR, 2, 3, tenso::tensor(data), tenso::tensor(cols),
-            tenso::tensor(indptr)));
+        const tenso::buffer csr = tenso::dumps(tenso::value::sparse(TENSO_KIND_SPARSE_CSR, 2, 3, tenso::tensor(data),
+                                                                    tenso::tensor(cols), tenso::tensor(indptr)));
         const tenso::view cv = tenso::loads(csr.bytes());
         CPPUNIT_ASSERT_EQUAL(TENSO_KIND_SPARSE_CSR, cv.kind());
         CPPUNIT_ASSERT(cv.component(0).to_vector<float>() == data);
@@ -408,8 +394,7 @@ public:
 
         // Quantized, per tensor: a constant-free ramp survives within one step.
         const std::vector<float> ramp = {0.0f, 1.0f, 2.0f, 3.0f};
-        const tenso::value q = tenso::value::quantize(tenso::tensor(ramp), TENSO_DTYPE_QINT8,
-                                                      TENSO_QUANT_PER_TENSOR);
+        const tenso::value q = tenso::value::quantize(tenso::tensor(ramp), TENSO_DTYPE_QINT8, TENSO_QUANT_PER_TENSOR);
         CPPUNIT_ASSERT_EQUAL(TENSO_DTYPE_QINT8, q.quantized().dtype);
         const tenso::buffer qp = tenso::dumps(q);
         const std::vector<float> back = tenso::loads(qp.bytes()).dequantize();
@@ -446,7 +431,7 @@ public:
         CPPUNIT_ASSERT(first && second);
         CPPUNIT_ASSERT(first->to_vector<float>() == kF32);
         CPPUNIT_ASSERT((*second)["w"].to_vector<float>() == kF32);
-        CPPUNIT_ASSERT(!tenso::read_fd(fds[0])); // a clean end is no error
+        CPPUNIT_ASSERT(!tenso::read_fd(fds[0]));  // a clean end is no error
         ::close(fds[0]);
     }
 
@@ -467,7 +452,7 @@ public:
             const std::string other = tmp_path("abandoned.tenso");
             tenso::archive_writer w = tenso::archive_writer::open(other);
             w.add("x", tenso::tensor(ids));
-            w = tenso::archive_writer(); // frees the first writer
+            w = tenso::archive_writer();  // frees the first writer
             CPPUNIT_ASSERT(::access(other.c_str(), F_OK) != 0);
         }
 
@@ -512,17 +497,14 @@ public:
             CPPUNIT_ASSERT_EQUAL(std::string_view(name), s.name());
             CPPUNIT_ASSERT_EQUAL(std::uint64_t(88), s.size());
             CPPUNIT_ASSERT(s.load().to_vector<float>() == kF32);
-            expect_error(TENSO_E_EXISTS, [&] {
-                tenso::shm::create_for(name, tenso::value(tenso::tensor(kF32, {6})));
-            });
+            expect_error(TENSO_E_EXISTS, [&] { tenso::shm::create_for(name, tenso::value(tenso::tensor(kF32, {6}))); });
 
             tenso::shm r = tenso::shm::open(name);
             kept = r.load();
             // Zero copy: the body is in the mapping, 64 bytes in.
             CPPUNIT_ASSERT(kept.data() == static_cast<const std::uint8_t *>(r.data()) + 64);
             // Opened read-only: no put.
-            expect_error(TENSO_E_INVALID_ARGUMENT,
-                         [&] { r.put(tenso::value(tenso::tensor(kF32, {6}))); });
+            expect_error(TENSO_E_INVALID_ARGUMENT, [&] { r.put(tenso::value(tenso::tensor(kF32, {6}))); });
             tenso::shm moved = std::move(r);
             CPPUNIT_ASSERT(!r && moved.data() != nullptr);
         }
@@ -550,7 +532,7 @@ public:
             tenso::cache other = tenso::cache::open(name);
             const tenso::view v = other.get("w");
             CPPUNIT_ASSERT(v.to_vector<float>() == kF32);
-            CPPUNIT_ASSERT_EQUAL(1u, c.info("w").pins); // pinned while the view lives
+            CPPUNIT_ASSERT_EQUAL(1u, c.info("w").pins);  // pinned while the view lives
         }
         CPPUNIT_ASSERT_EQUAL(0u, c.info("w").pins);
         CPPUNIT_ASSERT(c.contains("w") && !c.contains("nope"));
@@ -559,7 +541,7 @@ public:
         CPPUNIT_ASSERT(c.try_get("w2").has_value());
 
         std::vector<std::string> keys = c.keys();
-        CPPUNIT_ASSERT(keys == (std::vector<std::string>{"w2", "w"})); // most recent first
+        CPPUNIT_ASSERT(keys == (std::vector<std::string>{"w2", "w"}));  // most recent first
         CPPUNIT_ASSERT(c.erase("w2"));
         CPPUNIT_ASSERT(!c.erase("w2"));
         const tenso_cache_stats st = c.stats();

@@ -76,10 +76,9 @@ struct Fds {
     }
 };
 
-} // namespace
+}  // namespace
 
-static_assert(!std::is_copy_constructible_v<tenso::decoder> &&
-              std::is_nothrow_move_constructible_v<tenso::decoder> &&
+static_assert(!std::is_copy_constructible_v<tenso::decoder> && std::is_nothrow_move_constructible_v<tenso::decoder> &&
               std::is_nothrow_move_assignable_v<tenso::decoder>);
 
 class CppDecoderTest : public CppUnit::TestFixture {
@@ -146,12 +145,10 @@ public:
         dec.reset();
         CPPUNIT_ASSERT(dec.idle());
         const std::string junk = "XXXXXXXXXXXXXXXX";
-        CPPUNIT_ASSERT_EQUAL(TENSO_E_BAD_MAGIC, status_of([&] {
-            dec.feed(tenso::as_bytes(junk), [](tenso::view) {});
-        }));
-        CPPUNIT_ASSERT_EQUAL(TENSO_E_INVALID_ARGUMENT, status_of([&] {
-            dec.feed(tenso::as_bytes(stream), [](tenso::view) {});
-        }));
+        CPPUNIT_ASSERT_EQUAL(TENSO_E_BAD_MAGIC,
+                             status_of([&] { dec.feed(tenso::as_bytes(junk), [](tenso::view) {}); }));
+        CPPUNIT_ASSERT_EQUAL(TENSO_E_INVALID_ARGUMENT,
+                             status_of([&] { dec.feed(tenso::as_bytes(stream), [](tenso::view) {}); }));
         dec.reset();
         std::vector<tenso::view> got;
         dec.feed(tenso::as_bytes(stream), [&](tenso::view v) { got.push_back(std::move(v)); });
@@ -172,11 +169,9 @@ public:
     }
 
     void limitsReachTheDecoder() {
-        const tenso::buffer p = tenso::dumps(tenso::tensor(kF32, {2, 3})); // 88 bytes
+        const tenso::buffer p = tenso::dumps(tenso::tensor(kF32, {2, 3}));  // 88 bytes
         tenso::decoder tight(tenso::decode_options().packet_bytes(50));
-        CPPUNIT_ASSERT_EQUAL(TENSO_E_LIMIT, status_of([&] {
-            tight.feed(p.bytes(), [](tenso::view) {});
-        }));
+        CPPUNIT_ASSERT_EQUAL(TENSO_E_LIMIT, status_of([&] { tight.feed(p.bytes(), [](tenso::view) {}); }));
         tenso::decoder enough(tenso::decode_options().packet_bytes(88));
         CPPUNIT_ASSERT_EQUAL(std::size_t(1), enough.feed(p.bytes(), [](tenso::view) {}));
     }
@@ -195,8 +190,8 @@ public:
             CPPUNIT_ASSERT_EQUAL(std::size_t(6), got.size());
             check_three(std::vector<tenso::view>(std::make_move_iterator(got.begin()),
                                                  std::make_move_iterator(got.begin() + 3)));
-            check_three(std::vector<tenso::view>(std::make_move_iterator(got.begin() + 3),
-                                                 std::make_move_iterator(got.end())));
+            check_three(
+                std::vector<tenso::view>(std::make_move_iterator(got.begin() + 3), std::make_move_iterator(got.end())));
             // After the clean end, read_fd answers "no packet" again.
             CPPUNIT_ASSERT(!dec.read_fd(fds.fd[0]));
         }
@@ -206,7 +201,7 @@ public:
         const Bytes stream = stream_of_three();
         Fds fds;
         CPPUNIT_ASSERT_EQUAL(0, ::pipe(fds.fd));
-        fds.write_all(Bytes(stream.begin(), stream.begin() + 100)); // packet 1 and a piece of 2
+        fds.write_all(Bytes(stream.begin(), stream.begin() + 100));  // packet 1 and a piece of 2
         fds.close_writer();
         tenso::decoder dec;
         int seen = 0;
@@ -242,7 +237,7 @@ public:
         tenso::decoder b(std::move(a));
         CPPUNIT_ASSERT(!a && b.get() == raw);
         tenso::decoder c;
-        c = std::move(b); // c's own decoder is freed
+        c = std::move(b);  // c's own decoder is freed
         CPPUNIT_ASSERT(!b && c.get() == raw && !c.idle());
         std::vector<tenso::view> got;
         c.feed(tenso::bytes_view(stream.data() + 50, stream.size() - 50),

@@ -64,6 +64,7 @@ rustup target list --installed | grep -qx aarch64-unknown-linux-gnu ||
     export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER="$qemu"
     export CC_aarch64_unknown_linux_gnu="$triplet-gcc"
     cargo test -j "$JOBS" --locked --no-fail-fast --target aarch64-unknown-linux-gnu --workspace \
+        --no-default-features \
         -- "${rust_skip[@]}"
 )
 

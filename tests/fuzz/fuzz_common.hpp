@@ -12,22 +12,22 @@
 #include "tenso/tenso.h"
 
 // Aborts with the condition, the place and tenso's last error when an invariant fails.
-#define FUZZ_CHECK(cond, ...)                                                                  \
-    do {                                                                                       \
-        if (!(cond)) {                                                                         \
+#define FUZZ_CHECK(cond, ...)                                                                   \
+    do {                                                                                        \
+        if (!(cond)) {                                                                          \
             std::fprintf(stderr, "%s:%d: invariant failed: %s\n  ", __FILE__, __LINE__, #cond); \
-            std::fprintf(stderr, __VA_ARGS__);                                                 \
-            std::fprintf(stderr, "\n  tenso_last_error: %s\n", tenso_last_error());            \
-            std::abort();                                                                      \
-        }                                                                                      \
+            std::fprintf(stderr, __VA_ARGS__);                                                  \
+            std::fprintf(stderr, "\n  tenso_last_error: %s\n", tenso_last_error());             \
+            std::abort();                                                                       \
+        }                                                                                       \
     } while (0)
 
 // Checks that `expr` returns `want`, naming both statuses when it does not.
-#define FUZZ_CHECK_STATUS(want, expr)                                                          \
-    do {                                                                                       \
-        tenso_status fz_st_ = (expr);                                                          \
-        FUZZ_CHECK(fz_st_ == (want), "%s returned %s, wanted %s", #expr,                       \
-                   tenso_status_name(fz_st_), tenso_status_name(want));                        \
+#define FUZZ_CHECK_STATUS(want, expr)                                                               \
+    do {                                                                                            \
+        tenso_status fz_st_ = (expr);                                                               \
+        FUZZ_CHECK(fz_st_ == (want), "%s returned %s, wanted %s", #expr, tenso_status_name(fz_st_), \
+                   tenso_status_name(want));                                                        \
     } while (0)
 
 namespace fuzz {
@@ -74,13 +74,22 @@ inline bool valid_utf8(const uint8_t *s, size_t n) {
     size_t i = 0;
     while (i < n) {
         uint8_t c = s[i];
-        if (c < 0x80) { ++i; continue; }
+        if (c < 0x80) {
+            ++i;
+            continue;
+        }
         size_t len;
         uint32_t cp;
-        if ((c & 0xE0) == 0xC0) { len = 2; cp = c & 0x1F; }
-        else if ((c & 0xF0) == 0xE0) { len = 3; cp = c & 0x0F; }
-        else if ((c & 0xF8) == 0xF0) { len = 4; cp = c & 0x07; }
-        else return false;
+        if ((c & 0xE0) == 0xC0) {
+            len = 2;
+            cp = c & 0x1F;
+        } else if ((c & 0xF0) == 0xE0) {
+            len = 3;
+            cp = c & 0x0F;
+        } else if ((c & 0xF8) == 0xF0) {
+            len = 4;
+            cp = c & 0x07;
+        } else return false;
         if (i + len > n) return false;
         for (size_t k = 1; k < len; ++k) {
             if ((s[i + k] & 0xC0) != 0x80) return false;
@@ -151,8 +160,7 @@ inline void same_view(const tenso_view *s, const tenso_view *m) {
     FUZZ_CHECK(tenso_view_nbytes(s) == tenso_view_nbytes(m), "nbytes differ");
     FUZZ_CHECK(tenso_view_owns_data(s) == 1, "a view read from a stream must own its bytes");
     if (tenso_view_nbytes(s))
-        FUZZ_CHECK(std::memcmp(tenso_view_data(s), tenso_view_data(m), tenso_view_nbytes(s)) == 0,
-                   "body bytes differ");
+        FUZZ_CHECK(std::memcmp(tenso_view_data(s), tenso_view_data(m), tenso_view_nbytes(s)) == 0, "body bytes differ");
     FUZZ_CHECK(is_pow2(tenso_view_alignment(s)), "alignment %u", tenso_view_alignment(s));
     switch (kind) {
     case TENSO_KIND_BUNDLE: {

@@ -63,8 +63,7 @@ struct Limits {
 
 void check_dl_tensor(const DLTensor &t, const tenso_view *v) {
     FUZZ_CHECK(t.device.device_type == kDLCPU && t.device.device_id == 0, "DLPack device is not CPU 0");
-    FUZZ_CHECK(t.ndim == int32_t(tenso_view_ndim(v)), "DLPack ndim %d, view ndim %u", t.ndim,
-               tenso_view_ndim(v));
+    FUZZ_CHECK(t.ndim == int32_t(tenso_view_ndim(v)), "DLPack ndim %d, view ndim %u", t.ndim, tenso_view_ndim(v));
     DLDataType want = fuzz::dl_type_of(tenso_view_dtype(v));
     FUZZ_CHECK(t.dtype.code == want.code && t.dtype.bits == want.bits && t.dtype.lanes == want.lanes,
                "DLPack dtype (%u,%u,%u) for tenso dtype %d", t.dtype.code, t.dtype.bits, t.dtype.lanes,
@@ -75,8 +74,7 @@ void check_dl_tensor(const DLTensor &t, const tenso_view *v) {
                    "DLPack shape[%d] differs from the view's", i);
     FUZZ_CHECK(t.byte_offset == 0, "DLPack byte_offset %llu", (unsigned long long)t.byte_offset);
     FUZZ_CHECK(t.data != nullptr, "DLPack data is NULL");
-    if (tenso_view_nbytes(v))
-        FUZZ_CHECK(t.data == tenso_view_data(v), "DLPack data does not alias the view");
+    if (tenso_view_nbytes(v)) FUZZ_CHECK(t.data == tenso_view_data(v), "DLPack data does not alias the view");
     // Compact row-major strides, in elements; NULL shape and strides for a scalar. (Strides
     // of an empty tensor address nothing: any convention will do.)
     if (t.ndim == 0) {
@@ -86,8 +84,8 @@ void check_dl_tensor(const DLTensor &t, const tenso_view *v) {
         if (fuzz::numel(v) == 0) return;
         int64_t stride = 1;
         for (int32_t i = t.ndim - 1; i >= 0; --i) {
-            FUZZ_CHECK(t.strides[i] == stride, "DLPack strides[%d] = %lld, compact is %lld", i,
-                       (long long)t.strides[i], (long long)stride);
+            FUZZ_CHECK(t.strides[i] == stride, "DLPack strides[%d] = %lld, compact is %lld", i, (long long)t.strides[i],
+                       (long long)stride);
             stride *= t.shape[i] ? t.shape[i] : 1;
         }
     }
@@ -107,9 +105,8 @@ void export_dense(const tenso_view *v, Exports *ex) {
     FUZZ_CHECK(m->version.major == 1, "DLPack major version %u", m->version.major);
     FUZZ_CHECK(m->flags & DLPACK_FLAG_BITMASK_READ_ONLY, "DLPack export of a view is not READ_ONLY");
     bool compressed = tenso_view_flags(v) & TENSO_FLAG_COMPRESSION;
-    FUZZ_CHECK(bool(m->flags & DLPACK_FLAG_BITMASK_IS_COPIED) == compressed,
-               "IS_COPIED is %d for a %scompressed body", int(bool(m->flags & DLPACK_FLAG_BITMASK_IS_COPIED)),
-               compressed ? "" : "un");
+    FUZZ_CHECK(bool(m->flags & DLPACK_FLAG_BITMASK_IS_COPIED) == compressed, "IS_COPIED is %d for a %scompressed body",
+               int(bool(m->flags & DLPACK_FLAG_BITMASK_IS_COPIED)), compressed ? "" : "un");
     check_dl_tensor(m->dl_tensor, v);
     ex->versioned.push_back(m);
 
@@ -130,8 +127,8 @@ void check_other_accessors(const tenso_view *v) {
     size_t key_len;
     const tenso_view *child;
     if (k != TENSO_KIND_BUNDLE) {
-        FUZZ_CHECK(tenso_view_bundle_count(v) == 0, "a view of kind %d reports %u bundle entries (the API says 0)",
-                   k, tenso_view_bundle_count(v));
+        FUZZ_CHECK(tenso_view_bundle_count(v) == 0, "a view of kind %d reports %u bundle entries (the API says 0)", k,
+                   tenso_view_bundle_count(v));
         FUZZ_CHECK_STATUS(TENSO_E_UNSUPPORTED_KIND, tenso_view_bundle_entry(&key, &key_len, &child, v, 0));
     }
     if (k != TENSO_KIND_SPARSE_COO && k != TENSO_KIND_SPARSE_CSR && k != TENSO_KIND_SPARSE_CSC)
@@ -202,8 +199,7 @@ uint64_t rd_u64(const void *p, uint64_t i) {
 
 // Checks one view and its children; returns the nesting depth below it. `canon` is set for
 // the top-level packet of the default decode.
-uint32_t walk(const tenso_view *v, const Input &in, const Limits &lim, const Canon *canon, bool utf8,
-              Exports *ex) {
+uint32_t walk(const tenso_view *v, const Input &in, const Limits &lim, const Canon *canon, bool utf8, Exports *ex) {
     FUZZ_CHECK(v != nullptr, "NULL view");
     uint64_t psize = tenso_view_packet_size(v);
     FUZZ_CHECK(psize > 0, "view has packet size 0");
@@ -236,8 +232,8 @@ uint32_t walk(const tenso_view *v, const Input &in, const Limits &lim, const Can
         FUZZ_CHECK(item > 0, "dense view with dtype %d", tenso_view_dtype(v));
         uint64_t n = fuzz::numel(v);
         FUZZ_CHECK(n <= lim.max_elements, "%llu elements over the limit", (unsigned long long)n);
-        FUZZ_CHECK(nbytes == n * item, "nbytes %llu != %llu x %zu", (unsigned long long)nbytes,
-                   (unsigned long long)n, item);
+        FUZZ_CHECK(nbytes == n * item, "nbytes %llu != %llu x %zu", (unsigned long long)nbytes, (unsigned long long)n,
+                   item);
         FUZZ_CHECK((data == nullptr) == (nbytes == 0), "data pointer vs nbytes %llu", (unsigned long long)nbytes);
         // Alignment is relative to the packet start; the top packet starts at the input.
         if (data && !owns && canon)
@@ -356,10 +352,11 @@ uint32_t walk(const tenso_view *v, const Input &in, const Limits &lim, const Can
         FUZZ_CHECK(q.nbytes == (four ? (n + 1) / 2 : n) && q.nbytes == nbytes && q.data == data,
                    "quantized body of %llu bytes for %llu elements", (unsigned long long)q.nbytes,
                    (unsigned long long)n);
-        uint64_t want = q.scheme == TENSO_QUANT_PER_TENSOR    ? 1
-                        : q.scheme == TENSO_QUANT_PER_CHANNEL ? (q.axis >= 0 && uint32_t(q.axis) < ndim ? q.shape[q.axis] : ~0ull)
+        uint64_t want = q.scheme == TENSO_QUANT_PER_TENSOR ? 1
+                        : q.scheme == TENSO_QUANT_PER_CHANNEL
+                            ? (q.axis >= 0 && uint32_t(q.axis) < ndim ? q.shape[q.axis] : ~0ull)
                         : q.scheme == TENSO_QUANT_PER_GROUP && q.group_size ? (n + q.group_size - 1) / q.group_size
-                                                                           : ~0ull;
+                                                                            : ~0ull;
         FUZZ_CHECK(q.num_scales == want, "scheme %d with %u scales", q.scheme, q.num_scales);
         fuzz::touch(q.scales, 4 * size_t(q.num_scales));
         fuzz::touch(q.zero_points, 4 * size_t(q.num_scales));
@@ -371,8 +368,8 @@ uint32_t walk(const tenso_view *v, const Input &in, const Limits &lim, const Can
         FUZZ_CHECK_STATUS(TENSO_OK, tenso_value_new_quantized(&val, &q));
         if (canon) {
             uint32_t wantf = align_flag(align) | (flags & TENSO_FLAG_INTEGRITY);
-            size_t hlen = 10 + 4 * size_t(ndim) + 10 + 8 * size_t(q.num_scales) +
-                          ((flags & TENSO_FLAG_CUST_ALIGN) ? 1 : 0);
+            size_t hlen =
+                10 + 4 * size_t(ndim) + 10 + 8 * size_t(q.num_scales) + ((flags & TENSO_FLAG_CUST_ALIGN) ? 1 : 0);
             const void *body = data ? data : in.data + (psize - nbytes - ((flags & TENSO_FLAG_INTEGRITY) ? 8 : 0));
             if (flags == wantf && canon->plain(v, hlen, body)) canon->expect(val, opts_of(v), "quantized");
         }
@@ -422,8 +419,7 @@ uint32_t walk(const tenso_view *v, const Input &in, const Limits &lim, const Can
         }
         return 0;
     }
-    default:
-        FUZZ_CHECK(false, "view of unknown kind %d", kind);
+    default: FUZZ_CHECK(false, "view of unknown kind %d", kind);
     }
     return 0;
 }
@@ -437,8 +433,8 @@ void check_progress(const uint8_t *data, size_t len, size_t need) {
     size_t next = 0;
     tenso_status st = tenso_packet_length(&next, more.data(), need, nullptr);
     if (st == TENSO_OK)
-        FUZZ_CHECK(next > len && next <= need, "with %zu bytes the packet is %zu long, with %zu it was truncated",
-                   need, next, len);
+        FUZZ_CHECK(next > len && next <= need, "with %zu bytes the packet is %zu long, with %zu it was truncated", need,
+                   next, len);
     if (st == TENSO_E_TRUNCATED)
         FUZZ_CHECK(next > need, "asked for %zu bytes, got them, and was asked for %zu", need, next);
 }
@@ -480,8 +476,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         for (size_t cut : cuts) {
             size_t need = 0;
             FUZZ_CHECK_STATUS(TENSO_E_TRUNCATED, tenso_packet_length(&need, data, cut, nullptr));
-            FUZZ_CHECK(need > cut && need <= plen, "prefix of %zu bytes of a %zu-byte packet asks for %zu", cut,
-                       plen, need);
+            FUZZ_CHECK(need > cut && need <= plen, "prefix of %zu bytes of a %zu-byte packet asks for %zu", cut, plen,
+                       need);
         }
     } else if (st_len == TENSO_E_TRUNCATED) {
         FUZZ_CHECK(plen > size, "TRUNCATED with %zu bytes, but only %zu asked for", size, plen);
@@ -540,8 +536,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     FUZZ_CHECK_STATUS(TENSO_OK, tenso_decode_options_init(&opts, TENSO_DECODE_OPTIONS_VERSION));
     const uint8_t sel2 = size >= 2 ? data[size - 2] : 0;
     opts.flags = ((sel & 1) ? TENSO_DECODE_SKIP_CHECKSUM : 0) | ((sel2 & 1) ? TENSO_DECODE_VALIDATE_UTF8 : 0);
-    opts.max_ndim = (sel >> 1) & 3;                   // 0 (protocol limit) or 1..3
-    opts.max_depth = (sel >> 3) & 3;                  // 0 or 1..3
+    opts.max_ndim = (sel >> 1) & 3;   // 0 (protocol limit) or 1..3
+    opts.max_depth = (sel >> 3) & 3;  // 0 or 1..3
     opts.max_elements = (sel & 0x20) ? 64 : 0;
     static const uint64_t kPacketCaps[4] = {0, 128, 1024, 65536};
     opts.max_packet_bytes = kPacketCaps[(sel >> 6) & 3];
@@ -559,8 +555,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (st_tlen == TENSO_OK) {
         FUZZ_CHECK(tlen == plen && st_len == TENSO_OK, "framing under tight limits gives %zu bytes, defaults %s %zu",
                    tlen, tenso_status_name(st_len), plen);
-        FUZZ_CHECK(st_tight == TENSO_OK || is_decode_failure(st_tight), "framed under tight limits, decode fails with %s",
-                   tenso_status_name(st_tight));
+        FUZZ_CHECK(st_tight == TENSO_OK || is_decode_failure(st_tight),
+                   "framed under tight limits, decode fails with %s", tenso_status_name(st_tight));
     } else {
         // Framing refuses a container header's limit (depth, entries, packet bytes) as soon as the
         // header is there, before the rest of the packet: where loads of the same cut bytes stops

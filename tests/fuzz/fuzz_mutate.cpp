@@ -44,7 +44,8 @@ void walk(const tenso_view *v, const Mapped &m, int depth) {
     const void *data = tenso_view_data(v);
     const uint64_t nbytes = tenso_view_nbytes(v);
     if (data && !tenso_view_owns_data(v))
-        FUZZ_CHECK(m.inside(data, nbytes), "view data [%p, +%llu) outside the packet", data, (unsigned long long)nbytes);
+        FUZZ_CHECK(m.inside(data, nbytes), "view data [%p, +%llu) outside the packet", data,
+                   (unsigned long long)nbytes);
     if (data) fuzz::touch(data, nbytes);
     switch (kind) {
     case TENSO_KIND_DENSE:
@@ -95,7 +96,8 @@ void walk(const tenso_view *v, const Mapped &m, int depth) {
 tenso_status decode_and_walk(const uint8_t *p, size_t len, const Mapped &m) {
     tenso_view *v = nullptr;
     tenso_status st = tenso_loads(&v, p, len, nullptr);
-    FUZZ_CHECK((st == TENSO_OK) == (v != nullptr), "status %s with view %p", tenso_status_name(st), static_cast<void *>(v));
+    FUZZ_CHECK((st == TENSO_OK) == (v != nullptr), "status %s with view %p", tenso_status_name(st),
+               static_cast<void *>(v));
     if (st != TENSO_OK) FUZZ_CHECK(tenso_last_error()[0] != '\0', "%s without a message", tenso_status_name(st));
     else walk(v, m, 0);
     tenso_view_free(v);

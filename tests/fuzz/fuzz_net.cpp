@@ -104,7 +104,7 @@ int make_fd(int kind, const uint8_t *data, size_t size) {
 
 struct Conn {
     int fd = -1;
-    std::vector<uint8_t> out;  // bytes still to write
+    std::vector<uint8_t> out;            // bytes still to write
     std::vector<std::vector<int>> pass;  // descriptors to pass, with out's first byte
     std::vector<size_t> pass_at;         // ... at these offsets of what is written in all
     size_t written = 0;
@@ -233,7 +233,8 @@ void check_reply(const std::vector<uint8_t> &reply) {
         const uint64_t *offs;
         const char *p;
         FUZZ_CHECK_STATUS(TENSO_OK, tenso_view_string_offsets(&offs, &p, v));
-        FUZZ_CHECK(tenso_view_shape(v)[0] == 6, "a control frame of %llu strings", (unsigned long long)tenso_view_shape(v)[0]);
+        FUZZ_CHECK(tenso_view_shape(v)[0] == 6, "a control frame of %llu strings",
+                   (unsigned long long)tenso_view_shape(v)[0]);
         const std::string op(p + offs[0], offs[1] - offs[0]), status(p + offs[2], offs[3] - offs[2]);
         const std::string length(p + offs[3], offs[4] - offs[3]);
         tenso_view_free(v);
@@ -267,7 +268,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     tenso_view *v = nullptr;
     FUZZ_CHECK_STATUS(TENSO_OK, tenso_node_request(&v, g_node, g_addr.c_str(), "p", 1, 0, nullptr));
-    FUZZ_CHECK(tenso_view_nbytes(v) == sizeof g_pub && std::memcmp(tenso_view_data(v), g_pub, sizeof g_pub) == 0, "pull");
+    FUZZ_CHECK(tenso_view_nbytes(v) == sizeof g_pub && std::memcmp(tenso_view_data(v), g_pub, sizeof g_pub) == 0,
+               "pull");
     tenso_view_free(v);
     // The node closes a connection just after its last answer: give it a moment. Its pool keeps
     // one connection to itself (the pull above), the first time only.

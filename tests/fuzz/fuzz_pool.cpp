@@ -163,8 +163,8 @@ void exercise(tenso_cache *c) {
     if (st == TENSO_OK) {
         tenso_view *v = nullptr;
         st = tenso_cache_get(&v, c, "e", 1, nullptr);
-        FUZZ_CHECK(st == TENSO_OK || st == TENSO_E_FULL || st == TENSO_E_CORRUPT,
-                   "get after a successful put: %s", tenso_status_name(st));
+        FUZZ_CHECK(st == TENSO_OK || st == TENSO_E_FULL || st == TENSO_E_CORRUPT, "get after a successful put: %s",
+                   tenso_status_name(st));
         if (v) {
             FUZZ_CHECK(tenso_view_nbytes(v) == d.data.size() * 4 &&
                            std::memcmp(tenso_view_data(v), d.data.data(), d.data.size() * 4) == 0,
@@ -174,7 +174,9 @@ void exercise(tenso_cache *c) {
     }
     Val a(9, 50);
     FUZZ_CHECK(allowed(tenso_cache_put(nullptr, c, "a", 1, a.v, nullptr, 0.5)), "re-put");
-    FUZZ_CHECK(allowed(tenso_cache_keys(c, [](const char *, size_t, void *) { return 0; }, nullptr)), "keys");
+    FUZZ_CHECK(allowed(tenso_cache_keys(
+                   c, [](const char *, size_t, void *) { return 0; }, nullptr)),
+               "keys");
     tenso_cache_stats stats;
     FUZZ_CHECK(allowed(tenso_cache_stats_get(&stats, c)), "stats");
     FUZZ_CHECK(allowed(tenso_cache_delete(c, "bb", 2)), "delete");

@@ -82,9 +82,9 @@ tenso_encode_options read_opts(fuzz::Reader &r) {
     FUZZ_CHECK_STATUS(TENSO_OK, tenso_encode_options_init(&o, TENSO_ENCODE_OPTIONS_VERSION));
     uint8_t f = r.u8();
     o.flags = (f & 1 ? TENSO_ENCODE_INTEGRITY : 0) | (f & 2 ? TENSO_ENCODE_COMPRESS : 0);
-    unsigned e = (f >> 2) % 14;                          // 1 .. 4096, or 0 = the default 64
+    unsigned e = (f >> 2) % 14;  // 1 .. 4096, or 0 = the default 64
     o.alignment = e == 13 ? 0 : 1u << e;
-    o.compression_level = int32_t(r.u8() % 16) - 2;      // negative = LZ4 acceleration
+    o.compression_level = int32_t(r.u8() % 16) - 2;  // negative = LZ4 acceleration
     return o;
 }
 
@@ -177,7 +177,8 @@ std::unique_ptr<Node> make_sparse(fuzz::Reader &r) {
     n->entries.emplace_back("", std::move(data));
     n->entries.emplace_back("", index_array(ib, b));
     n->entries.emplace_back("", index_array(ic, c));
-    tenso_tensor t[3] = {n->entries[0].second->tensor(), n->entries[1].second->tensor(), n->entries[2].second->tensor()};
+    tenso_tensor t[3] = {n->entries[0].second->tensor(), n->entries[1].second->tensor(),
+                         n->entries[2].second->tensor()};
     tenso_value *v = nullptr;
     tenso_status st = tenso_value_new_sparse(&v, n->sparse_kind, 2, n->shape.data(), &t[0], &t[1], &t[2]);
     if (!raw) FUZZ_CHECK(st == TENSO_OK, "a valid sparse structure was refused: %s", tenso_status_name(st));
@@ -214,8 +215,9 @@ std::unique_ptr<Node> make_quantized(fuzz::Reader &r) {
     const bool valid = scheme == TENSO_QUANT_PER_TENSOR ||
                        (scheme == TENSO_QUANT_PER_CHANNEL && norm >= 0 && norm < int32_t(ndim)) ||
                        (scheme == TENSO_QUANT_PER_GROUP && group > 0);
-    FUZZ_CHECK(st == (valid ? TENSO_OK : TENSO_E_INVALID_ARGUMENT), "tenso_quantize(scheme %d, axis %d, group %u, ndim %u): %s",
-               scheme, axis, group, ndim, tenso_status_name(st));
+    FUZZ_CHECK(st == (valid ? TENSO_OK : TENSO_E_INVALID_ARGUMENT),
+               "tenso_quantize(scheme %d, axis %d, group %u, ndim %u): %s", scheme, axis, group, ndim,
+               tenso_status_name(st));
     if (!valid) return nullptr;
     n->value.reset(v);
     tenso_quantized q;
@@ -235,7 +237,7 @@ std::unique_ptr<Node> make_strings(fuzz::Reader &r) {
     for (auto &c : n->body) c = r.flag() ? uint8_t('a' + r.u8() % 26) : r.u8();
     tenso_value *v = nullptr;
     tenso_status st = tenso_value_new_strings(&v, count, n->offsets.data(), n->body.empty() ? nullptr : n->body.data(),
-                                               n->body.size());
+                                              n->body.size());
     bool utf8 = fuzz::valid_utf8(n->body.data(), n->body.size());
     FUZZ_CHECK(st == (utf8 ? TENSO_OK : TENSO_E_INVALID_ARGUMENT), "new_strings of %s bytes: %s",
                utf8 ? "UTF-8" : "non-UTF-8", tenso_status_name(st));
@@ -449,8 +451,9 @@ void expect_view(const tenso_view *v, const Node &n, const tenso_encode_options 
                         : n.sparse_kind == TENSO_KIND_SPARSE_CSR ? TENSO_FLAG_SPARSE_CSR
                                                                  : TENSO_FLAG_SPARSE_CSC;
         FUZZ_CHECK(flags == want, "sparse flags 0x%x, wanted 0x%x", flags, want);
-        FUZZ_CHECK(tenso_view_ndim(v) == 2 && tenso_view_shape(v)[0] == n.shape[0] && tenso_view_shape(v)[1] == n.shape[1],
-                   "sparse shape differs");
+        FUZZ_CHECK(
+            tenso_view_ndim(v) == 2 && tenso_view_shape(v)[0] == n.shape[0] && tenso_view_shape(v)[1] == n.shape[1],
+            "sparse shape differs");
         // Components are always written with the default options, as upstream does.
         const tenso_encode_options defaults = TENSO_ENCODE_OPTIONS_INIT;
         for (uint32_t i = 0; i < 3; ++i) {
@@ -496,7 +499,8 @@ void expect_view(const tenso_view *v, const Node &n, const tenso_encode_options 
         return;
     }
     case Node::kIpc: {
-        FUZZ_CHECK(tenso_view_kind(v) == TENSO_KIND_GPU_IPC_REF, "kind %d, wanted an IPC reference", tenso_view_kind(v));
+        FUZZ_CHECK(tenso_view_kind(v) == TENSO_KIND_GPU_IPC_REF, "kind %d, wanted an IPC reference",
+                   tenso_view_kind(v));
         FUZZ_CHECK(flags == TENSO_FLAG_GPU_IPC_REF, "IPC reference flags 0x%x", flags);
         FUZZ_CHECK(tenso_view_packet_size(v) == 106, "IPC reference of %llu bytes",
                    (unsigned long long)tenso_view_packet_size(v));
@@ -524,7 +528,9 @@ void encode_alone(Buffer *out, const Node &n, const tenso_encode_options &o) {
     FUZZ_CHECK_STATUS(TENSO_OK, tenso_value_dumps(&out->b, n.value.get(), &o));
 }
 
-uint32_t rd32(const uint8_t *p) { return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24; }
+uint32_t rd32(const uint8_t *p) {
+    return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
+}
 
 // A bundle's wire layout: 10-byte header, then per entry key_len, key, value_len, value. Each
 // value must be byte for byte the standalone packet of that entry.

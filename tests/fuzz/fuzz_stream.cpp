@@ -156,8 +156,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
         tenso_view *sv = reinterpret_cast<tenso_view *>(1);
         tenso_status st_fd = tenso_read_fd(&sv, rfd, &opts);
-        FUZZ_CHECK((st_fd == TENSO_OK) == (sv != nullptr), "read_fd returned %s with view %p",
-                   tenso_status_name(st_fd), static_cast<void *>(sv));
+        FUZZ_CHECK((st_fd == TENSO_OK) == (sv != nullptr), "read_fd returned %s with view %p", tenso_status_name(st_fd),
+                   static_cast<void *>(sv));
 
         if (rest_len == 0) {
             FUZZ_CHECK_STATUS(TENSO_E_END_OF_STREAM, st_fd);
@@ -168,9 +168,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         // another of its faults (it asks for a whole bundle value before looking inside), but a
         // packet cut short is TRUNCATED on both sides.
         if (st_len == TENSO_OK || st_len == TENSO_E_TRUNCATED)
-            FUZZ_CHECK(st_fd == st_mem,
-                       "packet %d at offset %zu: read_fd gives %s, loads of the same bytes %s", packets, pos,
-                       tenso_status_name(st_fd), tenso_status_name(st_mem));
+            FUZZ_CHECK(st_fd == st_mem, "packet %d at offset %zu: read_fd gives %s, loads of the same bytes %s",
+                       packets, pos, tenso_status_name(st_fd), tenso_status_name(st_mem));
         else
             FUZZ_CHECK(st_fd != TENSO_OK && st_fd != TENSO_E_END_OF_STREAM && st_mem == st_len,
                        "packet %d at offset %zu: unframeable (%s), read_fd gives %s, loads %s", packets, pos,
@@ -208,10 +207,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         uint8_t buf[4096];
         for (;;) {
             ssize_t n = ::read(rfd, buf, sizeof buf);
-            if (n > 0) { left.insert(left.end(), buf, buf + n); continue; }
+            if (n > 0) {
+                left.insert(left.end(), buf, buf + n);
+                continue;
+            }
             if (n == 0) break;
             if (errno == EINTR) continue;
-            if (errno == EAGAIN) { sched_yield(); continue; }
+            if (errno == EAGAIN) {
+                sched_yield();
+                continue;
+            }
             FUZZ_CHECK(false, "draining the transport: %s", std::strerror(errno));
         }
         writer->join();

@@ -7,6 +7,7 @@ Writes small valid files with tenso's own writers (through the C ABI, ctypes) in
 corpus/{archive,safetensors,bintensors}/, and copies the reference packages' files from
 tests/vectors/archive/ into the safetensors and bintensors corpora.
 """
+
 import ctypes as C
 import hashlib
 import os
@@ -19,8 +20,13 @@ VECTORS = os.path.join(HERE, "..", "vectors", "archive")
 
 
 class Tensor(C.Structure):
-    _fields_ = [("data", C.c_void_p), ("nbytes", C.c_uint64), ("shape", C.POINTER(C.c_uint64)),
-                ("ndim", C.c_uint32), ("dtype", C.c_int32)]
+    _fields_ = [
+        ("data", C.c_void_p),
+        ("nbytes", C.c_uint64),
+        ("shape", C.POINTER(C.c_uint64)),
+        ("ndim", C.c_uint32),
+        ("dtype", C.c_int32),
+    ]
 
 
 class Encode(C.Structure):
@@ -28,8 +34,13 @@ class Encode(C.Structure):
 
 
 class WriteOpts(C.Structure):
-    _fields_ = [("version", C.c_uint32), ("flags", C.c_uint32), ("format", C.c_int32), ("alignment", C.c_uint32),
-                ("encode", Encode)]
+    _fields_ = [
+        ("version", C.c_uint32),
+        ("flags", C.c_uint32),
+        ("format", C.c_int32),
+        ("alignment", C.c_uint32),
+        ("encode", Encode),
+    ]
 
 
 def main():

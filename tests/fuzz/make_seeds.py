@@ -5,6 +5,7 @@ SHA-1 names, from -merge=1) live next to these and are not touched.
 
     python3 tests/fuzz/make_seeds.py
 """
+
 import os
 import struct
 import sys
@@ -91,12 +92,24 @@ def loads_seeds():
     write("loads", "bundle_bad_utf8_key", bundle([(b"\xc3\x28", dense_f32_scalar())]))
     write("loads", "bundle_overlong_key", bundle([(b"\xc0\xaf", dense_f32_scalar())]))
     inner = dense_f32_scalar()
-    bad_len = b"TNSO\x04\x10\x00\x00\x01\x00" + struct.pack("<I", 1) + b"a" + struct.pack("<I", len(inner) + 3) + inner + b"xyz"
+    bad_len = (
+        b"TNSO\x04\x10\x00\x00\x01\x00"
+        + struct.pack("<I", 1)
+        + b"a"
+        + struct.pack("<I", len(inner) + 3)
+        + inner
+        + b"xyz"
+    )
     write("loads", "bundle_value_len_too_long", bad_len)
-    short_len = b"TNSO\x04\x10\x00\x00\x01\x00" + struct.pack("<I", 1) + b"a" + struct.pack("<I", len(inner) - 1) + inner
+    short_len = (
+        b"TNSO\x04\x10\x00\x00\x01\x00" + struct.pack("<I", 1) + b"a" + struct.pack("<I", len(inner) - 1) + inner
+    )
     write("loads", "bundle_value_len_too_short", short_len)
-    write("loads", "bundle_count_past_end", b"TNSO\x04\x10\x00\x00\x03\x00" + struct.pack("<I", 1) + b"a" +
-          struct.pack("<I", len(inner)) + inner)
+    write(
+        "loads",
+        "bundle_count_past_end",
+        b"TNSO\x04\x10\x00\x00\x03\x00" + struct.pack("<I", 1) + b"a" + struct.pack("<I", len(inner)) + inner,
+    )
     # LZ4: a frame whose stored content size disagrees with the shape, and one with junk after it.
     lzb = bytearray(vector("compressed_f64_liblz4_frame"))
     write("loads", "lz4_trailing_junk", bytes(lzb) + b"\x00" * 9)
@@ -108,11 +121,26 @@ def loads_seeds():
 
 # ------------------------------------------------------------------------------------ stream
 def stream_seeds():
-    p = {n: vector(n) for n in (
-        "dense_f32_vec", "bundle_mixed", "compressed_f32_random256", "dense_i32_integrity",
-        "legacy_v3_f32", "gpu_ipc_ref", "sparse_coo_f32", "string_mixed_utf8",
-        "quantized_qint8_per_tensor", "compressed_f64_liblz4_frame", "bundle_compressed",
-        "dense_f32_scalar", "align_f32_1", "bundle_empty", "legacy_v1_f32")}
+    p = {
+        n: vector(n)
+        for n in (
+            "dense_f32_vec",
+            "bundle_mixed",
+            "compressed_f32_random256",
+            "dense_i32_integrity",
+            "legacy_v3_f32",
+            "gpu_ipc_ref",
+            "sparse_coo_f32",
+            "string_mixed_utf8",
+            "quantized_qint8_per_tensor",
+            "compressed_f64_liblz4_frame",
+            "bundle_compressed",
+            "dense_f32_scalar",
+            "align_f32_1",
+            "bundle_empty",
+            "legacy_v1_f32",
+        )
+    }
     bad = bytearray(p["dense_i32_integrity"])
     bad[-1] ^= 1
     seqs = [
@@ -125,7 +153,7 @@ def stream_seeds():
     ]
     # byte 0: transport (bits 0-1), skip checksum (bit 2), max_packet_bytes cap (bits 3-4);
     # byte 1: chunk-size seed.
-    modes = [(0, 0), (1, 3), (2, 7), (3, 1), (0x04, 12), (0x09, 2), (0x12, 5), (0x1b, 15)]
+    modes = [(0, 0), (1, 3), (2, 7), (3, 1), (0x04, 12), (0x09, 2), (0x12, 5), (0x1B, 15)]
     for i, (name, parts) in enumerate(seqs):
         data = b"".join(p[x] for x in parts)
         for j in range(2):
@@ -196,7 +224,9 @@ def strings_leaf(strs):
 
 
 def ipc_leaf():
-    return bytes([4]) + bytes(range(64)) + struct.pack("<I", 0x1000) + b"\x00" + struct.pack("<I", 4096) + bytes(range(16))
+    return (
+        bytes([4]) + bytes(range(64)) + struct.pack("<I", 0x1000) + b"\x00" + struct.pack("<I", 4096) + bytes(range(16))
+    )
 
 
 def ragged_leaf(dtype, row_lens, body):
@@ -226,43 +256,65 @@ def roundtrip_seeds():
     shapes = [[], [3], [2, 2], [1, 2, 3], [2, 1, 2, 1], [1, 1, 1, 2, 2]]
     for dtype in range(1, 16):
         shape = shapes[dtype % len(shapes)]
-        o = opts(integrity=dtype % 2 == 0, compress=dtype % 3 == 0,
-                 align_log2=[None, 0, 3, 4, 7, 12][dtype % 6], level=dtype % 13)
+        o = opts(
+            integrity=dtype % 2 == 0,
+            compress=dtype % 3 == 0,
+            align_log2=[None, 0, 3, 4, 7, 12][dtype % 6],
+            level=dtype % 13,
+        )
         write("roundtrip", "dtype_%02d" % dtype, o + bytes([0]) + leaf(dtype, shape, body))
     write("roundtrip", "empty_dim_compressed", opts(compress=True) + bytes([0]) + leaf(3, [2, 0, 3]))
     write("roundtrip", "scalar_default", opts() + bytes([0]) + leaf(1, [], b"\x00\x00\x80\x3f"))
     write("roundtrip", "packet_leaf", opts() + bytes([0]) + leaf(4, [2], body, packet_opts=opts(True, True, 5)))
-    t = tree_bundle([
-        ("a", tree_leaf(1, [2], body)),
-        ("b", tree_bundle([("x", tree_leaf(5, [4], body)), ("x", tree_leaf(7, [3], body))])),
-        ("", tree_leaf(2, [1], body, packet_opts=opts(integrity=True, align_log2=0))),
-    ])
+    t = tree_bundle(
+        [
+            ("a", tree_leaf(1, [2], body)),
+            ("b", tree_bundle([("x", tree_leaf(5, [4], body)), ("x", tree_leaf(7, [3], body))])),
+            ("", tree_leaf(2, [1], body, packet_opts=opts(integrity=True, align_log2=0))),
+        ]
+    )
     write("roundtrip", "tree_mixed", opts(integrity=True) + bytes([1]) + t)
     write("roundtrip", "tree_compressed_align128", opts(compress=True, align_log2=7) + bytes([1]) + t)
-    write("roundtrip", "tree_bad_utf8_key", opts() + bytes([1]) +
-          tree_bundle([(b"\xff", tree_leaf(1, [1], body)), (b"ok", tree_leaf(1, [1], body))], raw_keys=True))
+    write(
+        "roundtrip",
+        "tree_bad_utf8_key",
+        opts()
+        + bytes([1])
+        + tree_bundle([(b"\xff", tree_leaf(1, [1], body)), (b"ok", tree_leaf(1, [1], body))], raw_keys=True),
+    )
     write("roundtrip", "chain_64", opts() + bytes([15, 4]) + leaf(1, [1], body))
     write("roundtrip", "chain_65", opts(integrity=True) + bytes([15, 5]) + leaf(9, [2], body))
     write("roundtrip", "wide_256", opts() + bytes([14]) + leaf(5, [1], body))
     floats = struct.pack("<8f", -1.5, 0.25, 3.0, 7.75, -2.0, 0.0, 1.0, 5.5)
     write("roundtrip", "sparse_coo", opts() + bytes([0]) + sparse_leaf(0, 3, 4, 4, 6, [(0, 1), (2, 3), (1, 0)], 1))
-    write("roundtrip", "sparse_csr", opts(integrity=True) + bytes([0]) + sparse_leaf(1, 3, 3, 2, 5, ([1, 0, 2], [0, 2, 1]), 3))
+    write(
+        "roundtrip",
+        "sparse_csr",
+        opts(integrity=True) + bytes([0]) + sparse_leaf(1, 3, 3, 2, 5, ([1, 0, 2], [0, 2, 1]), 3),
+    )
     write("roundtrip", "sparse_csc_empty", opts() + bytes([0]) + sparse_leaf(2, 0, 2, 7, 0, ([0, 0], []), 5))
     write("roundtrip", "quant_qint8_tensor", opts() + bytes([0]) + quant_leaf(0, 0, 0, 0, 0, [2, 4], floats))
-    write("roundtrip", "quant_quint4_channel", opts(integrity=True, align_log2=7) + bytes([0]) +
-          quant_leaf(0, 3, 1, -1, 0, [2, 3], floats))
-    write("roundtrip", "quant_qint4_group_f16", opts(compress=True) + bytes([0]) + quant_leaf(1, 2, 2, 0, 3, [7], floats))
+    write(
+        "roundtrip",
+        "quant_quint4_channel",
+        opts(integrity=True, align_log2=7) + bytes([0]) + quant_leaf(0, 3, 1, -1, 0, [2, 3], floats),
+    )
+    write(
+        "roundtrip", "quant_qint4_group_f16", opts(compress=True) + bytes([0]) + quant_leaf(1, 2, 2, 0, 3, [7], floats)
+    )
     write("roundtrip", "quant_quint8_bf16_empty", opts() + bytes([0]) + quant_leaf(2, 1, 0, 0, 0, [0, 3], floats))
     write("roundtrip", "strings", opts(integrity=True) + bytes([0]) + strings_leaf(["hi", "", "abc"]))
     write("roundtrip", "ipc_ref", opts(integrity=True, compress=True) + bytes([0]) + ipc_leaf())
     write("roundtrip", "ragged_f32", opts(align_log2=4) + bytes([0]) + ragged_leaf(1, [2, 0, 1], floats))
-    composite_tree = tree_bundle([
-        ("s", tree_of(sparse_leaf(0, 2, 2, 4, 4, [(1, 1)], 1))),
-        ("q", tree_of(quant_leaf(0, 0, 0, 0, 0, [4], floats))),
-        ("t", tree_of(strings_leaf(["xy"]))),
-        ("g", tree_of(ipc_leaf())),
-        ("r", tree_of(ragged_leaf(9, [1, 2], floats))),
-    ])
+    composite_tree = tree_bundle(
+        [
+            ("s", tree_of(sparse_leaf(0, 2, 2, 4, 4, [(1, 1)], 1))),
+            ("q", tree_of(quant_leaf(0, 0, 0, 0, 0, [4], floats))),
+            ("t", tree_of(strings_leaf(["xy"]))),
+            ("g", tree_of(ipc_leaf())),
+            ("r", tree_of(ragged_leaf(9, [1, 2], floats))),
+        ]
+    )
     write("roundtrip", "tree_composites", opts(integrity=True) + bytes([1]) + composite_tree)
 
 
@@ -299,12 +351,19 @@ def mutate_seeds():
     seed("dense_shape_flags", vector("dense_float32_2x3"), [(10, 0x80), (5, 0x04), (8, 0x01)])
     sp = vector("sparse_coo_f32")
     seed("sparse_component_len", sp, [(10 + 8, 0x08), (10 + 8 + 3, 0x01)])
-    seed("nested_bundle", vector("bundle_nested3"), [(8, 0x01), (20, 0x10), (30, 0xff)])
+    seed("nested_bundle", vector("bundle_nested3"), [(8, 0x01), (20, 0x10), (30, 0xFF)])
 
 
 def control(op, name="", length=0, offset=0, message="", status=0):
     """A node control frame: a string packet of six strings (docs/net-protocol.md)."""
-    fields = [op.encode(), name.encode(), str(status).encode(), str(length).encode(), str(offset).encode(), message.encode()]
+    fields = [
+        op.encode(),
+        name.encode(),
+        str(status).encode(),
+        str(length).encode(),
+        str(offset).encode(),
+        message.encode(),
+    ]
     offs = [0]
     for f in fields:
         offs.append(offs[-1] + len(f))
@@ -322,6 +381,7 @@ def net_seeds():
     connections (ctl bits 0-1), passing descriptors (bit 2; kind in bits 3-4: sealed memfd with
     a 4-float packet, memfd of the record's bytes, pipe, directory; bit 5: three of them), bit 6
     ending the connection's writes. The plain-bytes seeds (one connection) are hand-made."""
+
     def script(*records):
         out = b"\xfd"
         for ctl, data in records:
@@ -331,15 +391,50 @@ def net_seeds():
     v = f32x4()
     push = lambda name: control("push", name, len(v), message="ok-count") + v
     a, b = push("a"), push("b")
-    write("net", "script-interleaved-pushes", script((0, a[:50]), (1, b[:70]), (0, a[50:]), (1, b[70:]), (2, control("get", "p")),
-                                                     (0, push("c")), (1, control("get", "missing"))))
+    write(
+        "net",
+        "script-interleaved-pushes",
+        script(
+            (0, a[:50]),
+            (1, b[:70]),
+            (0, a[50:]),
+            (1, b[70:]),
+            (2, control("get", "p")),
+            (0, push("c")),
+            (1, control("get", "missing")),
+        ),
+    )
     fd = lambda kind, extra=False: 4 | (kind << 3) | (32 if extra else 0)
-    write("net", "script-push-fd-short", script((fd(0), control("push-fd", "s", 40)), (1 | fd(0), control("push-fd", "t", len(v))),
-                                                (2 | fd(0), control("push-fd", "u", len(v) + 64))))
-    write("net", "script-push-fd-kinds", script((fd(1), control("push-fd", "m", 64)), (1 | fd(2), control("push-fd", "pipe", 80)),
-                                                (2 | fd(3), control("push-fd", "dir", 80)), (3 | fd(0), control("push-fd", "off", 16, offset=64))))
-    write("net", "script-descriptors-without-frames", script((fd(0, True), b"T"), (1 | fd(1, True), b"TN"), (2 | fd(2), control("get", "p")),
-                                                            (3 | fd(0, True), b""), (0 | fd(0, True), b"SO")))
+    write(
+        "net",
+        "script-push-fd-short",
+        script(
+            (fd(0), control("push-fd", "s", 40)),
+            (1 | fd(0), control("push-fd", "t", len(v))),
+            (2 | fd(0), control("push-fd", "u", len(v) + 64)),
+        ),
+    )
+    write(
+        "net",
+        "script-push-fd-kinds",
+        script(
+            (fd(1), control("push-fd", "m", 64)),
+            (1 | fd(2), control("push-fd", "pipe", 80)),
+            (2 | fd(3), control("push-fd", "dir", 80)),
+            (3 | fd(0), control("push-fd", "off", 16, offset=64)),
+        ),
+    )
+    write(
+        "net",
+        "script-descriptors-without-frames",
+        script(
+            (fd(0, True), b"T"),
+            (1 | fd(1, True), b"TN"),
+            (2 | fd(2), control("get", "p")),
+            (3 | fd(0, True), b""),
+            (0 | fd(0, True), b"SO"),
+        ),
+    )
     write("net", "script-end-mid-frame", script((64, a[:30]), (1, a), (1 | 64, control("get", "p")), (2 | 64, b"")))
 
 

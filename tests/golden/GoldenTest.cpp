@@ -553,8 +553,8 @@ ValuePtr build_value(const json &val, Arena &arena, const std::string &where) {
         for (size_t i = 0; i < entries.size(); ++i) {
             const std::string key = entries[i].at("key").get<std::string>();
             ValuePtr child = build_value(entries[i].at("value"), arena, where + "['" + key + "']");
-            require_status(tenso_bundle_insert(bundle.get(), key.data(), key.size(), child.get()), TENSO_OK,
-                           where, "tenso_bundle_insert('" + key + "')");
+            require_status(tenso_bundle_insert(bundle.get(), key.data(), key.size(), child.get()), TENSO_OK, where,
+                           "tenso_bundle_insert('" + key + "')");
         }
         require_eq(tenso_bundle_count(bundle.get()), entries.size(), where, "tenso_bundle_count");
         return bundle;
@@ -666,8 +666,8 @@ Bytes encode_all_ways(const tenso_value *value, const tenso_tensor *tensor, cons
         }
     }
 
-    Bytes fd = via_fd([&](int f, uint64_t *w) { return tenso_value_write_fd(w, f, value, &eo); }, pkt.size(),
-                      where, "tenso_value_write_fd");
+    Bytes fd = via_fd([&](int f, uint64_t *w) { return tenso_value_write_fd(w, f, value, &eo); }, pkt.size(), where,
+                      "tenso_value_write_fd");
     require(diff_bytes(fd, pkt).empty(), where, "tenso_value_write_fd: " + diff_bytes(fd, pkt));
 
     if (tensor) {
@@ -683,8 +683,8 @@ Bytes encode_all_ways(const tenso_value *value, const tenso_tensor *tensor, cons
                        "tenso_dumps_into");
         tinto.resize(written);
         require(diff_bytes(tinto, pkt).empty(), where, "tenso_dumps_into: " + diff_bytes(tinto, pkt));
-        Bytes tfd = via_fd([&](int f, uint64_t *w) { return tenso_write_fd(w, f, tensor, &eo); }, pkt.size(),
-                           where, "tenso_write_fd");
+        Bytes tfd = via_fd([&](int f, uint64_t *w) { return tenso_write_fd(w, f, tensor, &eo); }, pkt.size(), where,
+                           "tenso_write_fd");
         require(diff_bytes(tfd, pkt).empty(), where, "tenso_write_fd: " + diff_bytes(tfd, pkt));
     }
     return pkt;
@@ -697,8 +697,16 @@ Bytes v4_dense_layout(const json &val, const Opts &o, const Bytes &footer) {
     v4.version = 4;
     const uint32_t flags = align_flags(v4) | (o.integrity ? TENSO_FLAG_INTEGRITY : 0);
     const auto shape = val.at("shape").get<std::vector<uint64_t>>();
-    Bytes p = {'T', 'N', 'S', 'O', 4, uint8_t(flags), uint8_t(flags >> 8),
-               uint8_t(dtype_code(val.at("dtype").get<std::string>())), uint8_t(shape.size()), 0};
+    Bytes p = {'T',
+               'N',
+               'S',
+               'O',
+               4,
+               uint8_t(flags),
+               uint8_t(flags >> 8),
+               uint8_t(dtype_code(val.at("dtype").get<std::string>())),
+               uint8_t(shape.size()),
+               0};
     for (uint64_t d : shape)
         for (int i = 0; i < 4; ++i) p.push_back(uint8_t(d >> (8 * i)));
     if (flags & TENSO_FLAG_CUST_ALIGN) {
@@ -821,8 +829,8 @@ public:
         auto *reencode = new CppUnit::TestSuite("GoldenTest::reencode");
         for (size_t i = 0; i < n; ++i) {
             const std::string name = case_at(i).at("name").get<std::string>();
-            decode->addTest(new CppUnit::TestCaller<GoldenTest>("GoldenTest::decode::" + name,
-                                                                &GoldenTest::checkDecode, new GoldenTest(i)));
+            decode->addTest(new CppUnit::TestCaller<GoldenTest>("GoldenTest::decode::" + name, &GoldenTest::checkDecode,
+                                                                new GoldenTest(i)));
             reencode->addTest(new CppUnit::TestCaller<GoldenTest>("GoldenTest::reencode::" + name,
                                                                   &GoldenTest::checkReencode, new GoldenTest(i)));
         }

@@ -60,11 +60,11 @@ int32_t devices(const tenso_gpu_backend_ops *ops) {
 }
 
 // Runs `call` (a lambda taking the message buffer) and asserts TENSO_OK, showing the message.
-#define OK_OR_FAIL(call)                                                                      \
-    do {                                                                                      \
-        char m_[512] = "";                                                                    \
-        const tenso_status st_ = (call)(m_);                                                  \
-        CPPUNIT_ASSERT_EQUAL_MESSAGE(std::string(m_), TENSO_OK, st_);                         \
+#define OK_OR_FAIL(call)                                              \
+    do {                                                              \
+        char m_[512] = "";                                            \
+        const tenso_status st_ = (call)(m_);                          \
+        CPPUNIT_ASSERT_EQUAL_MESSAGE(std::string(m_), TENSO_OK, st_); \
     } while (0)
 
 }  // namespace
@@ -89,20 +89,28 @@ public:
         const tenso_gpu_backend_ops *ops = load_plugin();
         CPPUNIT_ASSERT_EQUAL(TENSO_GPU_BACKEND_ABI, ops->abi_version);
         CPPUNIT_ASSERT_EQUAL(TENSO_GPU_BACKEND_CUDA, ops->backend);
-        const void *fns[] = {
-            reinterpret_cast<const void *>(ops->init), reinterpret_cast<const void *>(ops->device_count),
-            reinterpret_cast<const void *>(ops->device_info), reinterpret_cast<const void *>(ops->malloc_device),
-            reinterpret_cast<const void *>(ops->free_device), reinterpret_cast<const void *>(ops->malloc_pinned),
-            reinterpret_cast<const void *>(ops->free_pinned), reinterpret_cast<const void *>(ops->stream_create),
-            reinterpret_cast<const void *>(ops->stream_destroy),
-            reinterpret_cast<const void *>(ops->stream_synchronize),
-            reinterpret_cast<const void *>(ops->event_create), reinterpret_cast<const void *>(ops->event_destroy),
-            reinterpret_cast<const void *>(ops->event_record),
-            reinterpret_cast<const void *>(ops->event_synchronize), reinterpret_cast<const void *>(ops->copy_h2d),
-            reinterpret_cast<const void *>(ops->copy_d2h), reinterpret_cast<const void *>(ops->ipc_export),
-            reinterpret_cast<const void *>(ops->ipc_open), reinterpret_cast<const void *>(ops->ipc_close),
-            reinterpret_cast<const void *>(ops->dequantize), reinterpret_cast<const void *>(ops->gds_probe),
-            reinterpret_cast<const void *>(ops->gds_read)};
+        const void *fns[] = {reinterpret_cast<const void *>(ops->init),
+                             reinterpret_cast<const void *>(ops->device_count),
+                             reinterpret_cast<const void *>(ops->device_info),
+                             reinterpret_cast<const void *>(ops->malloc_device),
+                             reinterpret_cast<const void *>(ops->free_device),
+                             reinterpret_cast<const void *>(ops->malloc_pinned),
+                             reinterpret_cast<const void *>(ops->free_pinned),
+                             reinterpret_cast<const void *>(ops->stream_create),
+                             reinterpret_cast<const void *>(ops->stream_destroy),
+                             reinterpret_cast<const void *>(ops->stream_synchronize),
+                             reinterpret_cast<const void *>(ops->event_create),
+                             reinterpret_cast<const void *>(ops->event_destroy),
+                             reinterpret_cast<const void *>(ops->event_record),
+                             reinterpret_cast<const void *>(ops->event_synchronize),
+                             reinterpret_cast<const void *>(ops->copy_h2d),
+                             reinterpret_cast<const void *>(ops->copy_d2h),
+                             reinterpret_cast<const void *>(ops->ipc_export),
+                             reinterpret_cast<const void *>(ops->ipc_open),
+                             reinterpret_cast<const void *>(ops->ipc_close),
+                             reinterpret_cast<const void *>(ops->dequantize),
+                             reinterpret_cast<const void *>(ops->gds_probe),
+                             reinterpret_cast<const void *>(ops->gds_read)};
         for (const void *f : fns) CPPUNIT_ASSERT(f != nullptr);
     }
 
@@ -288,8 +296,8 @@ public:
         OK_OR_FAIL([&](char *m) { return ops->stream_destroy(stream, m, 512); });
     }
 
-    void dequantize_case(const tenso_gpu_backend_ops *ops, void *stream, int32_t qd, uint64_t count,
-                         uint64_t inner, uint64_t channels, uint64_t group, int32_t scheme, int32_t out) {
+    void dequantize_case(const tenso_gpu_backend_ops *ops, void *stream, int32_t qd, uint64_t count, uint64_t inner,
+                         uint64_t channels, uint64_t group, int32_t scheme, int32_t out) {
         const bool four = qd == TENSO_DTYPE_QINT4 || qd == TENSO_DTYPE_QUINT4;
         const size_t code_bytes = size_t(four ? (count + 1) / 2 : count);
         const size_t nscales = size_t(scheme == TENSO_QUANT_PER_CHANNEL ? channels
@@ -301,7 +309,7 @@ public:
         std::vector<float> sz(2 * nscales);
         std::uniform_real_distribution<float> u(-4.0f, 4.0f);
         for (auto &f : sz) f = u(rng);
-        sz[0] = std::nanf("");                                   // a NaN scale (per tensor: all)
+        sz[0] = std::nanf("");  // a NaN scale (per tensor: all)
         if (nscales > 2) sz[1] = std::numeric_limits<float>::infinity();
         tenso_gpu_dequant_args h{};
         h.count = count;
@@ -340,10 +348,12 @@ public:
             std::memcpy(&w, want.data() + i * item, item);
             std::memcpy(&g, got.data() + i * item, item);
             if (w == g) continue;
-            const bool wn = item == 4 ? (w & 0x7FFFFFFFu) > 0x7F800000u
-                                      : out == TENSO_DTYPE_FLOAT16 ? (w & 0x7FFFu) > 0x7C00u : (w & 0x7FFFu) > 0x7F80u;
-            const bool gn = item == 4 ? (g & 0x7FFFFFFFu) > 0x7F800000u
-                                      : out == TENSO_DTYPE_FLOAT16 ? (g & 0x7FFFu) > 0x7C00u : (g & 0x7FFFu) > 0x7F80u;
+            const bool wn = item == 4                    ? (w & 0x7FFFFFFFu) > 0x7F800000u
+                            : out == TENSO_DTYPE_FLOAT16 ? (w & 0x7FFFu) > 0x7C00u
+                                                         : (w & 0x7FFFu) > 0x7F80u;
+            const bool gn = item == 4                    ? (g & 0x7FFFFFFFu) > 0x7F800000u
+                            : out == TENSO_DTYPE_FLOAT16 ? (g & 0x7FFFu) > 0x7C00u
+                                                         : (g & 0x7FFFu) > 0x7F80u;
             CPPUNIT_ASSERT_MESSAGE("qdtype " + std::to_string(qd) + " scheme " + std::to_string(scheme) + " out " +
                                        std::to_string(out) + " element " + std::to_string(i) + ": host " +
                                        std::to_string(w) + " device " + std::to_string(g),

@@ -102,7 +102,13 @@ class GpuDequantHostTest : public CppUnit::TestFixture {
                                          -std::numeric_limits<float>::quiet_NaN(),
                                          std::numeric_limits<float>::infinity(),
                                          -std::numeric_limits<float>::infinity(),
-                                         0.0f, -0.0f, 1e-40f, 3e38f, 65519.0f, 6.1e-5f, 5.96e-8f,
+                                         0.0f,
+                                         -0.0f,
+                                         1e-40f,
+                                         3e38f,
+                                         65519.0f,
+                                         6.1e-5f,
+                                         5.96e-8f,
                                          2.98e-8f};
         std::uniform_int_distribution<int> which(0, 9);
         if (which(rng) == 0) return specials[std::uniform_int_distribution<int>(0, 11)(rng)];
@@ -169,9 +175,9 @@ class GpuDequantHostTest : public CppUnit::TestFixture {
             for (uint32_t i = 0; i < uint32_t(n); ++i) tenso::gpu::dq_element(a, i);
             CPPUNIT_ASSERT(got32 == got);
             for (uint64_t i = 0; i < n; ++i) {
-                const std::string where = "qdtype " + std::to_string(qdtype) + " scheme " +
-                                          std::to_string(c.scheme) + " out " + std::to_string(out) +
-                                          " n " + std::to_string(n) + " element " + std::to_string(i);
+                const std::string where = "qdtype " + std::to_string(qdtype) + " scheme " + std::to_string(c.scheme) +
+                                          " out " + std::to_string(out) + " n " + std::to_string(n) + " element " +
+                                          std::to_string(i);
                 if (out == TENSO_DTYPE_FLOAT32) {
                     uint32_t g;
                     std::memcpy(&g, got.data() + 4 * i, 4);
@@ -182,8 +188,8 @@ class GpuDequantHostTest : public CppUnit::TestFixture {
                 std::memcpy(&g, got.data() + 2 * i, 2);
                 if (std::isnan(want[i])) {
                     const uint16_t sign = uint16_t((bits_of(want[i]) >> 16) & 0x8000u);
-                    CPPUNIT_ASSERT_EQUAL_MESSAGE(
-                        where, uint16_t(sign | (out == TENSO_DTYPE_FLOAT16 ? 0x7E00u : 0x7FC0u)), g);
+                    CPPUNIT_ASSERT_EQUAL_MESSAGE(where,
+                                                 uint16_t(sign | (out == TENSO_DTYPE_FLOAT16 ? 0x7E00u : 0x7FC0u)), g);
                 } else {
                     const uint16_t r = out == TENSO_DTYPE_FLOAT16 ? ref_f16(want[i]) : ref_bf16(want[i]);
                     CPPUNIT_ASSERT_EQUAL_MESSAGE(where, r, g);
@@ -195,15 +201,11 @@ class GpuDequantHostTest : public CppUnit::TestFixture {
 public:
     void testMatchesTensoDequantize() {
         const std::vector<Case> cases = {
-            {{1}, TENSO_QUANT_PER_TENSOR, 0, 0},
-            {{1001}, TENSO_QUANT_PER_TENSOR, 0, 0},
-            {{3, 5, 7}, TENSO_QUANT_PER_CHANNEL, 1, 0},
-            {{3, 5, 7}, TENSO_QUANT_PER_CHANNEL, 0, 0},
+            {{1}, TENSO_QUANT_PER_TENSOR, 0, 0},        {{1001}, TENSO_QUANT_PER_TENSOR, 0, 0},
+            {{3, 5, 7}, TENSO_QUANT_PER_CHANNEL, 1, 0}, {{3, 5, 7}, TENSO_QUANT_PER_CHANNEL, 0, 0},
             {{9, 13}, TENSO_QUANT_PER_CHANNEL, 1, 0},  // inner == 1: quant.cpp's other loop
-            {{257}, TENSO_QUANT_PER_CHANNEL, 0, 0},
-            {{1001}, TENSO_QUANT_PER_GROUP, 0, 64},    // a short last group
-            {{4, 33}, TENSO_QUANT_PER_GROUP, 0, 5},
-            {{7}, TENSO_QUANT_PER_GROUP, 0, 1},
+            {{257}, TENSO_QUANT_PER_CHANNEL, 0, 0},     {{1001}, TENSO_QUANT_PER_GROUP, 0, 64},  // a short last group
+            {{4, 33}, TENSO_QUANT_PER_GROUP, 0, 5},     {{7}, TENSO_QUANT_PER_GROUP, 0, 1},
         };
         for (int32_t qd : {TENSO_DTYPE_QINT8, TENSO_DTYPE_QUINT8, TENSO_DTYPE_QINT4, TENSO_DTYPE_QUINT4})
             for (const Case &c : cases)

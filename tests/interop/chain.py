@@ -40,9 +40,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, List, Optional, Tuple
 
-import numpy as np
-
 import ml_dtypes
+import numpy as np
 import scipy.sparse as sp
 
 import tenso
@@ -53,9 +52,17 @@ FRAMED_ONLY = {
     "gpu_ipc_ref": "Python refuses GPU IPC references, like upstream: they are decoded on the device",
 }
 # One golden vector of each kind, sent again with a padding byte set (see the docstring).
-DIRTY = ["dense_f32_vec", "bundle_mixed", "sparse_coo_f32", "sparse_csc_f32",
-         "quantized_qint4_per_group_short_last", "string_mixed_utf8", "ragged_f32",
-         "bundle_quantized_sparse", "bundle_quantized_align128_integrity"]
+DIRTY = [
+    "dense_f32_vec",
+    "bundle_mixed",
+    "sparse_coo_f32",
+    "sparse_csc_f32",
+    "quantized_qint4_per_group_short_last",
+    "string_mixed_utf8",
+    "ragged_f32",
+    "bundle_quantized_sparse",
+    "bundle_quantized_align128_integrity",
+]
 
 
 @dataclass
@@ -102,8 +109,7 @@ def golden_cases(vectors: Path) -> List[Case]:
     if missing:
         raise SystemExit(f"FRAMED_ONLY or DIRTY names no golden vector: {sorted(missing)}")
     for case in [c for c in cases if c.name.removeprefix("golden ") in DIRTY]:
-        cases.append(Case(case.name + " with a padding byte set", dirty(case.packet), True,
-                          back=case.packet))
+        cases.append(Case(case.name + " with a padding byte set", dirty(case.packet), True, back=case.packet))
     return cases
 
 
@@ -114,7 +120,7 @@ def dirty(packet: bytes) -> bytes:
     for at in range(10, len(packet)):
         if packet[at] != 0:
             continue
-        q = packet[:at] + b"\x55" + packet[at + 1:]
+        q = packet[:at] + b"\x55" + packet[at + 1 :]
         try:
             if same_value(tenso.loads(q), want):
                 return q
@@ -131,8 +137,22 @@ def fresh_cases() -> List[Case]:
         packet = bytes(tenso.dumps(obj, **opts))
         cases.append(Case(f"fresh {name} {opts}", packet, not opts.get("compress", False)))
 
-    dtypes = ["float32", "float64", "float16", "int8", "int16", "int32", "int64", "uint8",
-              "uint16", "uint32", "uint64", "bool", "complex64", "complex128"]
+    dtypes = [
+        "float32",
+        "float64",
+        "float16",
+        "int8",
+        "int16",
+        "int32",
+        "int64",
+        "uint8",
+        "uint16",
+        "uint32",
+        "uint64",
+        "bool",
+        "complex64",
+        "complex128",
+    ]
     for dt in dtypes:
         a = (rng.standard_normal((3, 5)) * 100).astype(dt)
         add(dt, a)
@@ -162,8 +182,10 @@ def fresh_cases() -> List[Case]:
     add("quint4 per_group", QuantizedTensor.quantize(x, "quint4", "per_group", group_size=8))
     add("qint4 per_channel", QuantizedTensor.quantize(x, "qint4", "per_channel", axis=1))
     add("strings", tenso.StringTensor(["alpha", "", "ünïcode ✓", "x" * 1000]))
-    add("ragged", tenso.RaggedArray([np.arange(3, dtype=np.float32), np.zeros(0, np.float32),
-                                     np.arange(7, dtype=np.float32)]))
+    add(
+        "ragged",
+        tenso.RaggedArray([np.arange(3, dtype=np.float32), np.zeros(0, np.float32), np.arange(7, dtype=np.float32)]),
+    )
     q8 = QuantizedTensor.quantize(x, "qint8")
     strings = tenso.StringTensor(["a", "bc", "ünïcode"])
     ragged = tenso.RaggedArray([np.arange(4, dtype=np.int64), np.arange(2, dtype=np.int64)])
@@ -173,31 +195,54 @@ def fresh_cases() -> List[Case]:
     add("sparse csr", m.tocsr())
     add("sparse csc", m.tocsc())
     add("bundle with sparse", {"m": m.tocsr(), "v": np.arange(4.0)})
-    everything = {"q4": QuantizedTensor.quantize(x, "quint4", "per_group", group_size=8), "q8": q8,
-                  "s": strings, "r": ragged, "coo": m, "csc": m.tocsc(),
-                  "inner": {"csr": m.tocsr(), "r": ragged, "s": strings, "d": x[:2]}}
+    everything = {
+        "q4": QuantizedTensor.quantize(x, "quint4", "per_group", group_size=8),
+        "q8": q8,
+        "s": strings,
+        "r": ragged,
+        "coo": m,
+        "csc": m.tocsc(),
+        "inner": {"csr": m.tocsr(), "r": ragged, "s": strings, "d": x[:2]},
+    }
     add("bundle of every kind", everything)
     add("bundle of every kind", everything, check_integrity=True, alignment=128)
     add("bundle of every kind", everything, compress=True)
     add("bundle of every kind", everything, compress=True, check_integrity=True)
 
     # Written with write_stream straight into the socket (vectored, from the arrays' memory).
-    for name, obj, integrity in (("write_stream array", big, False),
-                                 ("write_stream array+integrity", big[:3], True),
-                                 ("write_stream bundle", bundle, True)):
+    for name, obj, integrity in (
+        ("write_stream array", big, False),
+        ("write_stream array+integrity", big[:3], True),
+        ("write_stream bundle", bundle, True),
+    ):
         packet = bytes(tenso.dumps(obj, check_integrity=integrity))
-        cases.append(Case(f"fresh {name}", packet, True,
-                          send=lambda s, o=obj, i=integrity: tenso.write_stream(o, s, check_integrity=i)))
+        cases.append(
+            Case(
+                f"fresh {name}",
+                packet,
+                True,
+                send=lambda s, o=obj, i=integrity: tenso.write_stream(o, s, check_integrity=i),
+            )
+        )
     return cases
 
 
 def same_value(a: Any, b: Any) -> bool:
     if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
-        return (isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.dtype == b.dtype
-                and a.shape == b.shape and a.tobytes() == b.tobytes())
+        return (
+            isinstance(a, np.ndarray)
+            and isinstance(b, np.ndarray)
+            and a.dtype == b.dtype
+            and a.shape == b.shape
+            and a.tobytes() == b.tobytes()
+        )
     if isinstance(a, dict) or isinstance(b, dict):
-        return (isinstance(a, dict) and isinstance(b, dict) and list(a) == list(b)
-                and all(same_value(a[k], b[k]) for k in a))
+        return (
+            isinstance(a, dict)
+            and isinstance(b, dict)
+            and list(a) == list(b)
+            and all(same_value(a[k], b[k]) for k in a)
+        )
     # Composite kinds: equal when they encode to the same (uncompressed) packet.
     return bytes(tenso.dumps(a)) == bytes(tenso.dumps(b))
 
@@ -266,10 +311,11 @@ def run(cases: List[Case], relays: List[Tuple[str, str]]) -> bool:
             want = case.packet if case.back is None else case.back
             ok = back == want
             if not ok:
-                at = next((i for i, (x, y) in enumerate(zip(back, want)) if x != y),
-                          min(len(back), len(want)))
-                print(f"FAIL {path}: {case.name}: {len(back)} bytes back for {len(want)} "
-                      f"expected, first difference at byte {at}")
+                at = next((i for i, (x, y) in enumerate(zip(back, want)) if x != y), min(len(back), len(want)))
+                print(
+                    f"FAIL {path}: {case.name}: {len(back)} bytes back for {len(want)} "
+                    f"expected, first difference at byte {at}"
+                )
         else:
             ok = same_value(tenso.loads(case.packet), got)
             if not ok:

@@ -99,9 +99,7 @@ def main() -> int:
         for name, value in received.items():
             node.publish(name, value)  # the received memory itself is served
         with tempfile.TemporaryDirectory() as out:
-            rust = subprocess.run(
-                [args.rust, addr, out, *received], stdout=subprocess.PIPE, text=True, timeout=300
-            )
+            rust = subprocess.run([args.rust, addr, out, *received], stdout=subprocess.PIPE, text=True, timeout=300)
             if rust.returncode != 0:
                 failures.append(f"the Rust node exited with {rust.returncode}")
             lines = {ln.split(" ", 1)[0]: ln for ln in rust.stdout.splitlines()}

@@ -89,8 +89,8 @@ static int next_packet(unsigned char **buf, size_t *cap, size_t *len, long index
             return 1;
         }
         if (st != TENSO_E_TRUNCATED) {
-            fprintf(stderr, "relay (c): packet %ld: framing: %s: %s\n", index,
-                    tenso_status_name(st), tenso_last_error());
+            fprintf(stderr, "relay (c): packet %ld: framing: %s: %s\n", index, tenso_status_name(st),
+                    tenso_last_error());
             return -1;
         }
         if (need > *cap) {
@@ -115,8 +115,7 @@ static int next_packet(unsigned char **buf, size_t *cap, size_t *len, long index
                 if (have == 0) {
                     return 0;
                 }
-                fprintf(stderr, "relay (c): packet %ld: stream ended after %zu of %zu bytes\n",
-                        index, have, need);
+                fprintf(stderr, "relay (c): packet %ld: stream ended after %zu of %zu bytes\n", index, have, need);
                 return -1;
             }
             have += (size_t)n;
@@ -138,8 +137,8 @@ static int same_options(const tenso_encode_options *a, const tenso_encode_option
 }
 
 static tenso_tensor tensor_of(const tenso_view *v) {
-    tenso_tensor t = {tenso_view_data(v), tenso_view_nbytes(v), tenso_view_shape(v),
-                      tenso_view_ndim(v), tenso_view_dtype(v)};
+    tenso_tensor t = {tenso_view_data(v), tenso_view_nbytes(v), tenso_view_shape(v), tenso_view_ndim(v),
+                      tenso_view_dtype(v)};
     return t;
 }
 
@@ -148,8 +147,7 @@ static tenso_status no_writer(const tenso_view *v) {
     return TENSO_E_UNSUPPORTED_KIND;
 }
 
-static tenso_status build(tenso_value **out, const tenso_view *v, const tenso_encode_options *root,
-                          arena *side);
+static tenso_status build(tenso_value **out, const tenso_view *v, const tenso_encode_options *root, arena *side);
 
 static tenso_status build_ragged(tenso_value **out, const tenso_view *v, arena *side) {
     const tenso_view *flat, *offsets;
@@ -194,8 +192,7 @@ static tenso_status build_bundle(tenso_value **out, const tenso_view *v, const t
 /* A value for one view that is not a plain bundle, without regard to its options. */
 static tenso_status build_leaf(tenso_value **out, const tenso_view *v, arena *side) {
     switch (tenso_view_kind(v)) {
-    case TENSO_KIND_BUNDLE:
-        return build_ragged(out, v, side);
+    case TENSO_KIND_BUNDLE: return build_ragged(out, v, side);
     case TENSO_KIND_DENSE: {
         tenso_tensor t = tensor_of(v);
         return tenso_value_new_tensor(out, &t);
@@ -212,8 +209,8 @@ static tenso_status build_leaf(tenso_value **out, const tenso_view *v, arena *si
             }
             c[i] = tensor_of(comp);
         }
-        return tenso_value_new_sparse(out, tenso_view_kind(v), tenso_view_ndim(v), tenso_view_shape(v),
-                                      &c[0], &c[1], &c[2]);
+        return tenso_value_new_sparse(out, tenso_view_kind(v), tenso_view_ndim(v), tenso_view_shape(v), &c[0], &c[1],
+                                      &c[2]);
     }
     case TENSO_KIND_QUANTIZED: {
         tenso_quantized q;
@@ -232,8 +229,7 @@ static tenso_status build_leaf(tenso_value **out, const tenso_view *v, arena *si
         tenso_status st = tenso_view_ipc_ref(&ref, v);
         return st == TENSO_OK ? tenso_value_new_ipc_ref(out, &ref) : st;
     }
-    default:
-        return no_writer(v);
+    default: return no_writer(v);
     }
 }
 
@@ -242,8 +238,7 @@ static tenso_status build_leaf(tenso_value **out, const tenso_view *v, arena *si
  * bundle header has none); sparse components and GPU references ignore options. A part whose
  * own options differ from `root` is encoded alone with them (at the top they are `root`,
  * except for a ragged array). */
-static tenso_status build(tenso_value **out, const tenso_view *v, const tenso_encode_options *root,
-                          arena *side) {
+static tenso_status build(tenso_value **out, const tenso_view *v, const tenso_encode_options *root, arena *side) {
     const tenso_view *flat, *offsets;
     const int ragged = tenso_view_ragged(&flat, &offsets, v) == TENSO_OK;
     const tenso_kind kind = tenso_view_kind(v);
@@ -312,8 +307,7 @@ int main(int argc, char **argv) {
         }
         tenso_status st = relay_one(buf, len, &side);
         if (st != TENSO_OK) {
-            fprintf(stderr, "relay (c): packet %ld: %s: %s\n", index, tenso_status_name(st),
-                    tenso_last_error());
+            fprintf(stderr, "relay (c): packet %ld: %s: %s\n", index, tenso_status_name(st), tenso_last_error());
             rc = 1;
             break;
         }

@@ -50,7 +50,7 @@ log "building the Go relay"
 (cd "$repo/sdk/go" && CGO_ENABLED=1 CGO_LDFLAGS="-Wl,-rpath,$libdir" \
     "$gobin" build -o "$out/tenso-relay-go" ./cmd/tenso-relay)
 log "building the Rust relay"
-(cd "$repo/sdk/rust" && "$cargo" build --locked -q --manifest-path tenso/Cargo.toml --example relay)
+(cd "$repo/sdk/rust" && "$cargo" build --locked -q -p libtenso --no-default-features --example relay)
 rust_relay="$repo/sdk/rust/target/debug/examples/relay"
 
 log "running the chain"

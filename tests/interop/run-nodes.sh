@@ -34,7 +34,7 @@ log "building the Go pusher"
 (cd "$repo/sdk/go" && CGO_ENABLED=1 CGO_LDFLAGS="-Wl,-rpath,$libdir" \
     "$gobin" build -o "$out/tenso-node-push" ./cmd/tenso-node-push)
 log "building the Rust puller"
-(cd "$repo/sdk/rust" && "$cargo" build --locked -q --manifest-path tenso/Cargo.toml --example node_pull)
+(cd "$repo/sdk/rust" && "$cargo" build --locked -q -p libtenso --no-default-features --example node_pull)
 target="${CARGO_TARGET_DIR:-$repo/sdk/rust/target}"
 
 log "running Go -> Python -> Rust"

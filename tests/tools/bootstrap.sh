@@ -2,6 +2,9 @@
 # Idempotent machine set-up for every Makefile target that builds.
 #
 #   tests/tools/bootstrap.sh              install the Debian packages the build needs, if missing
+#   tests/tools/bootstrap.sh --lib        only those the library needs (make lib, make install)
+#   tests/tools/bootstrap.sh --dist       also those make dist and its tests need (dpkg-dev and
+#                                         file for CPack DEB, mmdebstrap for the Debian root)
 #   tests/tools/bootstrap.sh --upstream   also create the upstream tenso virtualenv
 #                                         (tests/upstream/venv.sh; needs PyPI)
 #   tests/tools/bootstrap.sh --js         also install what sdk/js needs: emscripten (the
@@ -13,6 +16,8 @@
 #   tests/tools/bootstrap.sh --aarch64    also the aarch64 cross toolchain, qemu-user and the
 #                                         arm64 -dev packages (adds the dpkg architecture arm64;
 #                                         for make check-aarch64: tests/cross/check-aarch64.sh)
+#   tests/tools/bootstrap.sh --lint       also clang-format and clang-tidy (make lint)
+#   tests/tools/bootstrap.sh --docs       also doxygen (make docs)
 #
 # When everything is present this is one dpkg-query call: a fast no-op. apt-get runs only
 # for the packages actually missing, with sudo only when we are not root.
@@ -21,22 +26,32 @@ set -euo pipefail
 script_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$script_dir/../.." && pwd)"
 
+# What libtenso itself needs to build (make lib, make install, the source tarball's README).
+lib_packages=(cmake ninja-build pkg-config g++ liblz4-dev libxxhash-dev nlohmann-json3-dev
+              libasio-dev libssl-dev)
 # python3-venv: CMake configure builds the CUDA plugin's toolchain virtualenv (TENSO_CUDA=AUTO).
-packages=(cmake ninja-build pkg-config g++ liblz4-dev libxxhash-dev libcppunit-dev
-          nlohmann-json3-dev libasio-dev libssl-dev openssl clang libclang-rt-14-dev llvm python3
-          python3-venv)
+# abigail-tools: abi.abidiff.
+packages=("${lib_packages[@]}" libcppunit-dev openssl clang libclang-rt-14-dev llvm python3
+          python3-venv abigail-tools)
 
 want_upstream=0
 want_cuda=0
 want_js=0
 want_aarch64=0
+# make lint and make docs only: make test does not pay for these packages.
+lint_packages=(clang-format clang-tidy)
+docs_packages=(doxygen)
 for arg in "$@"; do
     case "$arg" in
         --upstream) want_upstream=1 ;;
         --cuda) want_cuda=1 ;;
+        --lib) packages=("${lib_packages[@]}") ;;
+        --dist) packages+=(dpkg-dev file binutils mmdebstrap python3-venv ccache) ;;
         --js) want_js=1 ;;
         --aarch64) want_aarch64=1 ;;
-        -h|--help) sed -n '2,18p' "${BASH_SOURCE[0]}"; exit 0 ;;
+        --lint) packages+=("${lint_packages[@]}") ;;
+        --docs) packages+=("${docs_packages[@]}") ;;
+        -h|--help) sed -n '2,/^set /{/^#/p}' "${BASH_SOURCE[0]}"; exit 0 ;;
         *) echo "bootstrap.sh: unknown argument '$arg'" >&2; exit 2 ;;
     esac
 done

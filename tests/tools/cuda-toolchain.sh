@@ -7,6 +7,9 @@
 # Called by CMake at configure time (impl/gpu/cuda/CMakeLists.txt, TENSO_CUDA=AUTO|ON) and by
 # tests/tools/bootstrap.sh --cuda.
 #
+# `--check`: only say whether that toolchain is already there (print the root, or exit 1),
+# without installing or touching the network: CMake's TENSO_CUDA=AUTO uses it when it is.
+#
 # Location: ${TENSO_CUDA_VENV:-<repo>/build/venv-cuda}; interpreter: ${PYTHON:-python3}.
 # A stamp file holds the exact requirement list: a re-run with the same list does nothing (no
 # network); a changed list reinstalls. Exit status 1 when the wheels cannot be had (offline,
@@ -41,6 +44,11 @@ toolkit_root() {
     [[ -x "$root/bin/nvcc" && -f "$root/include/cuda_runtime.h" && -e "$root/lib/libcudart.so.13" ]] || return 1
     printf '%s\n' "$root"
 }
+
+if [[ "${1:-}" == --check ]]; then
+    [[ -x "$py" && -f "$stamp" ]] && [[ "$(cat "$stamp")" == "$requirements" ]] && toolkit_root
+    exit
+fi
 
 # Two configures at once (several build trees, the SDK scripts) must not install over each
 # other: one waits for the other, then finds the stamp.

@@ -35,6 +35,7 @@ VECTORS_DIR = Path(__file__).resolve().parent.parent / "vectors"
 
 try:
     import numpy as np
+
     import tenso
     from tenso import QuantizedTensor, RaggedArray, StringTensor
 except ImportError as exc:  # pragma: no cover - wrong interpreter

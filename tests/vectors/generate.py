@@ -43,8 +43,9 @@ import lz4.frame  # noqa: E402
 import ml_dtypes  # noqa: E402
 import numpy as np  # noqa: E402
 import scipy.sparse as sp  # noqa: E402
-import tenso  # noqa: E402
 import xxhash  # noqa: E402
+
+import tenso  # noqa: E402
 from tenso import QuantizedTensor, RaggedArray, StringTensor  # noqa: E402
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -424,8 +425,7 @@ def bundle_cases():
             "small": np.array([1, 2, 3], np.int32),
             "nested": {"z": np.zeros(256, np.float32)},
         },
-        note="upstream 0.24.0 loads() cannot decode a bundle holding a compressed value; "
-        "each value decodes on its own",
+        note="upstream 0.24.0 loads() cannot decode a bundle holding a compressed value; each value decodes on its own",
         compress=True,
     )
     up("bundle_empty", {})
@@ -450,7 +450,12 @@ def bundle_cases():
     add("bundle_quantized_sparse", tenso.dumps(mixed), describe_with_quantized(mixed, qvalues))
     opts = {"alignment": 128, "check_integrity": True}
     qbundle = {"q": q8, "v": np.array([1, 2, 3], np.float32), "inner": {"q4": q4}}
-    add("bundle_quantized_align128_integrity", tenso.dumps(qbundle, **opts), describe_with_quantized(qbundle, qvalues), opts)
+    add(
+        "bundle_quantized_align128_integrity",
+        tenso.dumps(qbundle, **opts),
+        describe_with_quantized(qbundle, qvalues),
+        opts,
+    )
     up("bundle_sparse", {"csc": coo_fixture().tocsc(), "x": np.array([5, -6], np.int64)})
 
 

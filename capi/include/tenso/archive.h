@@ -1,5 +1,6 @@
-/*
- * tenso/archive.h - files of many named tensors: tenso archives (.tenso), and safetensors
+/**
+ * @file tenso/archive.h
+ * @brief files of many named tensors: tenso archives (.tenso), and safetensors
  * (.safetensors) and bintensors (.bt) files through the same reader and writer.
  *
  * Included by tenso/tenso.h; may also be included on its own.
@@ -41,15 +42,15 @@ TENSO_BEGIN_DECL
 typedef int32_t tenso_format;
 
 /** Decide from the file's first bytes (reading) or the path's extension (writing). */
-#define TENSO_FORMAT_AUTO         0
+#define TENSO_FORMAT_AUTO 0
 /** A tenso archive: .tenso */
-#define TENSO_FORMAT_ARCHIVE      1
+#define TENSO_FORMAT_ARCHIVE 1
 /** safetensors: .safetensors */
-#define TENSO_FORMAT_SAFETENSORS  2
+#define TENSO_FORMAT_SAFETENSORS 2
 /** bintensors: .bt */
-#define TENSO_FORMAT_BINTENSORS   3
+#define TENSO_FORMAT_BINTENSORS 3
 /** One Tenso packet (a dense tensor, or a bundle whose entries are the tensors); read only. */
-#define TENSO_FORMAT_PACKET       4
+#define TENSO_FORMAT_PACKET 4
 
 /** The format's short name ("tenso", "safetensors", "bintensors", "packet"); "" if unknown.
  *  @since 1.1 */
@@ -59,26 +60,29 @@ TENSO_API const char *tenso_format_name(tenso_format format);
  * Reading
  * ========================================================================================== */
 
+/** An open archive, safetensors or bintensors file: its index, and a read-only mapping. */
 typedef struct tenso_archive tenso_archive;
 
 /** tenso_archive_options.flags: verify every stored XXH3 while opening (O(file)). */
-#define TENSO_ARCHIVE_VERIFY_ALL   0x1u
+#define TENSO_ARCHIVE_VERIFY_ALL 0x1u
 /** tenso_archive_options.flags: never verify stored hashes (they are checked lazily, on each
  *  tensor's first tenso_archive_get, by default). */
-#define TENSO_ARCHIVE_NO_VERIFY    0x2u
+#define TENSO_ARCHIVE_NO_VERIFY 0x2u
 
 /** Options for opening. Zero means "default" in every field. */
 typedef struct tenso_archive_options {
-    uint32_t version;           /* TENSO_ARCHIVE_OPTIONS_VERSION */
-    uint32_t flags;             /* TENSO_ARCHIVE_* bits */
-    tenso_format format;        /* TENSO_FORMAT_AUTO detects it */
-    uint32_t reserved0;
-    uint64_t max_index_bytes;   /* index / JSON / bincode header; 0 = 100,000,000 */
-    uint64_t max_tensors;       /* 0 = 10,000,000 */
+    uint32_t version;         /**< TENSO_ARCHIVE_OPTIONS_VERSION */
+    uint32_t flags;           /**< TENSO_ARCHIVE_* bits */
+    tenso_format format;      /**< TENSO_FORMAT_AUTO detects it */
+    uint32_t reserved0;       /**< 0 */
+    uint64_t max_index_bytes; /**< index / JSON / bincode header; 0 = 100,000,000 */
+    uint64_t max_tensors;     /**< 0 = 10,000,000 */
 } tenso_archive_options;
 
-#define TENSO_ARCHIVE_OPTIONS_VERSION 1
-#define TENSO_ARCHIVE_OPTIONS_INIT { TENSO_ARCHIVE_OPTIONS_VERSION, 0, 0, 0, 0, 0 }
+#define TENSO_ARCHIVE_OPTIONS_VERSION 1 /**< the tenso_archive_options version these headers declare */
+/** A tenso_archive_options with every default. */
+#define TENSO_ARCHIVE_OPTIONS_INIT \
+    { TENSO_ARCHIVE_OPTIONS_VERSION, 0, 0, 0, 0, 0 }
 
 /** Fills *opts with defaults for struct version `version`. @since 1.1 */
 TENSO_API tenso_status tenso_archive_options_init(tenso_archive_options *opts, uint32_t version);
@@ -91,8 +95,7 @@ TENSO_API tenso_status tenso_archive_options_init(tenso_archive_options *opts, u
  *         TENSO_E_TRUNCATED for a file shorter than its header says; TENSO_E_BAD_DTYPE for a
  *         safetensors dtype tenso has no equivalent for (F8_*, F4, F6_*). @since 1.1
  */
-TENSO_API tenso_status tenso_archive_open(tenso_archive **out, const char *path,
-                                          const tenso_archive_options *opts);
+TENSO_API tenso_status tenso_archive_open(tenso_archive **out, const char *path, const tenso_archive_options *opts);
 
 /** Closes the handle; views from it keep the mapping alive. NULL is accepted. @since 1.1 */
 TENSO_API void tenso_archive_close(tenso_archive *a);
@@ -111,35 +114,34 @@ TENSO_API uint32_t tenso_archive_alignment(const tenso_archive *a);
 TENSO_API uint64_t tenso_archive_count(const tenso_archive *a);
 
 /** tenso_archive_entry.flags: the index holds an XXH3-64 of the tensor's stored bytes. */
-#define TENSO_ENTRY_HASHED  0x1u
+#define TENSO_ENTRY_HASHED 0x1u
 
 /** One tensor as the index describes it. */
 typedef struct tenso_archive_entry {
-    const char *name;       /* UTF-8, not NUL-terminated, owned by the archive handle */
-    size_t name_len;
-    tenso_kind kind;        /* TENSO_KIND_DENSE for safetensors and bintensors */
-    tenso_dtype dtype;
-    uint32_t ndim;
-    uint32_t flags;         /* TENSO_ENTRY_* */
-    uint64_t shape[TENSO_MAX_NDIM];
-    uint64_t offset;        /* absolute file offset of the stored bytes (a packet for archives,
-                               the raw body for safetensors and bintensors) */
-    uint64_t stored_bytes;  /* length of the stored bytes */
-    uint64_t nbytes;        /* body bytes once decoded (shape x itemsize for dense) */
-    uint64_t data_offset;   /* absolute file offset of the body; 0 when not stored raw
-                               (compressed bodies, containers) */
-    uint64_t xxh3;          /* with TENSO_ENTRY_HASHED */
-    uint64_t reserved[4];
+    const char *name;               /**< UTF-8, not NUL-terminated, owned by the archive handle */
+    size_t name_len;                /**< the name's length in bytes */
+    tenso_kind kind;                /**< TENSO_KIND_DENSE for safetensors and bintensors */
+    tenso_dtype dtype;              /**< the element dtype (0 for containers) */
+    uint32_t ndim;                  /**< dimensions */
+    uint32_t flags;                 /**< TENSO_ENTRY_* */
+    uint64_t shape[TENSO_MAX_NDIM]; /**< ndim entries are set, the rest are 0 */
+    uint64_t offset;                /**< absolute file offset of the stored bytes (a packet for archives,
+                                       the raw body for safetensors and bintensors) */
+    uint64_t stored_bytes;          /**< length of the stored bytes */
+    uint64_t nbytes;                /**< body bytes once decoded (shape x itemsize for dense) */
+    uint64_t data_offset;           /**< absolute file offset of the body; 0 when not stored raw
+                                       (compressed bodies, containers) */
+    uint64_t xxh3;                  /**< with TENSO_ENTRY_HASHED */
+    uint64_t reserved[4];           /**< 0; room to grow */
 } tenso_archive_entry;
 
 /** Entry `index` (0 <= index < count), in file order. @since 1.1 */
-TENSO_API tenso_status tenso_archive_entry_at(tenso_archive_entry *out, const tenso_archive *a,
-                                              uint64_t index);
+TENSO_API tenso_status tenso_archive_entry_at(tenso_archive_entry *out, const tenso_archive *a, uint64_t index);
 
 /** The index of the tensor named `name`: O(1) in tenso archives (hash index), O(log n) else.
  *  @return TENSO_E_NOT_FOUND. @since 1.1 */
-TENSO_API tenso_status tenso_archive_find(uint64_t *index_out, const tenso_archive *a,
-                                          const char *name, size_t name_len);
+TENSO_API tenso_status tenso_archive_find(uint64_t *index_out, const tenso_archive *a, const char *name,
+                                          size_t name_len);
 
 /**
  * Tensor `index` as a view into the mapping (zero copy; decompressed into owned memory for LZ4
@@ -159,22 +161,19 @@ TENSO_API tenso_status tenso_archive_get(tenso_view **out, tenso_archive *a, uin
  * @return TENSO_E_INVALID_ARGUMENT for a range outside the body; TENSO_E_UNSUPPORTED_KIND for
  *         a tensor not stored raw. @since 1.1
  */
-TENSO_API tenso_status tenso_archive_read(void *dst, tenso_archive *a, uint64_t index,
-                                          uint64_t offset, uint64_t len);
+TENSO_API tenso_status tenso_archive_read(void *dst, tenso_archive *a, uint64_t index, uint64_t offset, uint64_t len);
 
 /** Number of metadata pairs. @since 1.1 */
 TENSO_API uint64_t tenso_archive_metadata_count(const tenso_archive *a);
 
 /** Metadata pair `index`, in the order stored; strings are UTF-8, not NUL-terminated, owned by
  *  the handle. @since 1.1 */
-TENSO_API tenso_status tenso_archive_metadata_at(const char **key_out, size_t *key_len_out,
-                                                 const char **value_out, size_t *value_len_out,
-                                                 const tenso_archive *a, uint64_t index);
+TENSO_API tenso_status tenso_archive_metadata_at(const char **key_out, size_t *key_len_out, const char **value_out,
+                                                 size_t *value_len_out, const tenso_archive *a, uint64_t index);
 
 /** The metadata value for `key`. @return TENSO_E_NOT_FOUND. @since 1.1 */
 TENSO_API tenso_status tenso_archive_metadata_find(const char **value_out, size_t *value_len_out,
-                                                   const tenso_archive *a, const char *key,
-                                                   size_t key_len);
+                                                   const tenso_archive *a, const char *key, size_t key_len);
 
 /** Progress callback: `done` of `total` units (bytes); non-zero return aborts the operation
  *  with TENSO_E_USER. */
@@ -183,40 +182,43 @@ typedef int (*tenso_progress_fn)(uint64_t done, uint64_t total, void *user);
 /**
  * Verifies every stored hash (and, for archives, that every packet decodes).
  * @param bad_index_out  may be NULL; receives the first failing tensor's index.
+ * @param a              the archive.
  * @param progress       may be NULL.
+ * @param user           passed to `progress`.
  * @return TENSO_E_CHECKSUM (or the decode status) for the first failing tensor. @since 1.1
  */
-TENSO_API tenso_status tenso_archive_verify(uint64_t *bad_index_out, tenso_archive *a,
-                                            tenso_progress_fn progress, void *user);
+TENSO_API tenso_status tenso_archive_verify(uint64_t *bad_index_out, tenso_archive *a, tenso_progress_fn progress,
+                                            void *user);
 
 /* ============================================================================================
  * Writing
  * ========================================================================================== */
 
+/** An archive being written, into a temporary file renamed over the target by finish. */
 typedef struct tenso_archive_writer tenso_archive_writer;
 
 /** tenso_archive_write_options.flags: do not store XXH3 hashes in the index (archives). */
-#define TENSO_ARCHIVE_NO_HASH  0x1u
+#define TENSO_ARCHIVE_NO_HASH 0x1u
 
 /** Options for writing. Zero means "default" in every field.
  *  Version 2 (1.3) embeds a version 2 tenso_encode_options (with `threads`); version 1 structs,
  *  4 bytes shorter and holding a version 1 (or zeroed) encode struct, are still accepted. */
 typedef struct tenso_archive_write_options {
-    uint32_t version;           /* TENSO_ARCHIVE_WRITE_OPTIONS_VERSION */
-    uint32_t flags;             /* TENSO_ARCHIVE_NO_HASH */
-    tenso_format format;        /* TENSO_FORMAT_AUTO: from the extension, else ARCHIVE */
-    uint32_t alignment;         /* archives: packet offsets and bodies; 64 (default) or 4096 */
-    tenso_encode_options encode;/* archives: packet options (integrity footers, LZ4) */
+    uint32_t version;            /**< TENSO_ARCHIVE_WRITE_OPTIONS_VERSION */
+    uint32_t flags;              /**< TENSO_ARCHIVE_NO_HASH */
+    tenso_format format;         /**< TENSO_FORMAT_AUTO: from the extension, else ARCHIVE */
+    uint32_t alignment;          /**< archives: packet offsets and bodies; 64 (default) or 4096 */
+    tenso_encode_options encode; /**< archives: packet options (integrity footers, LZ4) */
 } tenso_archive_write_options;
 
-#define TENSO_ARCHIVE_WRITE_OPTIONS_VERSION 2
+#define TENSO_ARCHIVE_WRITE_OPTIONS_VERSION 2 /**< the tenso_archive_write_options version these headers declare */
+/** A tenso_archive_write_options with every default. */
 #define TENSO_ARCHIVE_WRITE_OPTIONS_INIT \
     { TENSO_ARCHIVE_WRITE_OPTIONS_VERSION, 0, 0, 0, TENSO_ENCODE_OPTIONS_INIT }
 
 /** Fills *opts with defaults for struct version `version` (1 or 2), writing only the bytes that
  *  version has. @since 1.1 */
-TENSO_API tenso_status tenso_archive_write_options_init(tenso_archive_write_options *opts,
-                                                        uint32_t version);
+TENSO_API tenso_status tenso_archive_write_options_init(tenso_archive_write_options *opts, uint32_t version);
 
 /**
  * Starts writing `path`: a temporary file next to it is created now and renamed over `path`
@@ -236,12 +238,11 @@ TENSO_API tenso_status tenso_archive_writer_open(tenso_archive_writer **out, con
  *         safetensors/bintensors TENSO_E_UNSUPPORTED_KIND (not dense) or TENSO_E_BAD_DTYPE
  *         (no equivalent: bintensors has no complex types). @since 1.1
  */
-TENSO_API tenso_status tenso_archive_writer_add(tenso_archive_writer *w, const char *name,
-                                                size_t name_len, const tenso_value *v);
+TENSO_API tenso_status tenso_archive_writer_add(tenso_archive_writer *w, const char *name, size_t name_len,
+                                                const tenso_value *v);
 
 /** Adds a metadata pair (UTF-8 strings; a key set twice keeps the last value). @since 1.1 */
-TENSO_API tenso_status tenso_archive_writer_set_metadata(tenso_archive_writer *w,
-                                                         const char *key, size_t key_len,
+TENSO_API tenso_status tenso_archive_writer_set_metadata(tenso_archive_writer *w, const char *key, size_t key_len,
                                                          const char *value, size_t value_len);
 
 /**

@@ -1,5 +1,6 @@
-/*
- * tenso/net.h - tenso nodes: push and pull named values between peers (tenso_node_*).
+/**
+ * @file tenso/net.h
+ * @brief tenso nodes: push and pull named values between peers (tenso_node_*).
  * Included by tenso/tenso.h; may also be included on its own.
  *
  * A node listens on TCP (IPv4/IPv6) and/or Unix-domain sockets, dials peers by address, pushes
@@ -8,10 +9,12 @@
  * described in docs/net-protocol.md.
  *
  * Addresses ("tickets"), as tenso_node_addr() prints them and tenso_node_send() takes them:
- *   tls://<sha256 of the node's public key, 64 hex>@<host>:<port>   TLS 1.3 (the default)
- *   tcp://<host>:<port>                                               plain TCP (opt-in)
- *   unix://<path>                                                     Unix socket (opt-in, same host)
- * <host> is an IPv4 literal, an IPv6 literal in brackets, or a name. A tls:// ticket carries the
+ * @verbatim
+   tls://<sha256 of the node's public key, 64 hex>@<host>:<port>   TLS 1.3 (the default)
+   tcp://<host>:<port>                                               plain TCP (opt-in)
+   unix://<path>                                                     Unix socket (opt-in, same host)
+   @endverbatim
+ * `<host>` is an IPv4 literal, an IPv6 literal in brackets, or a name. A tls:// ticket carries the
  * peer's identity: dialing it refuses any peer whose key does not hash to it.
  *
  * Security. TLS 1.3 through OpenSSL, mutually authenticated. A node's identity is its key: the
@@ -68,17 +71,21 @@
 
 TENSO_BEGIN_DECL
 
+/** A node: its listeners, its connection pool and its event loop. */
 typedef struct tenso_node tenso_node;
 
 /* ============================================================================================
  * Cancel tokens
  * ========================================================================================== */
 
+/** A cancel token: triggering it ends the blocking calls given it with TENSO_E_CANCELLED. */
 typedef struct tenso_cancel tenso_cancel;
 
+/** A new, untriggered token. */
 TENSO_API tenso_status tenso_cancel_new(tenso_cancel **out);
 /** Cancels every call waiting on the token now and any later call given it. Thread-safe. */
 TENSO_API void tenso_cancel_trigger(tenso_cancel *c);
+/** 1 once the token was triggered, else 0 (also for NULL). */
 TENSO_API int tenso_cancel_triggered(const tenso_cancel *c);
 /** The token must not be in use by a pending call. NULL is accepted. */
 TENSO_API void tenso_cancel_free(tenso_cancel *c);
@@ -88,46 +95,48 @@ TENSO_API void tenso_cancel_free(tenso_cancel *c);
  * ========================================================================================== */
 
 /** tenso_node_options.flags: allow tcp:// and unix:// listeners and peers (no TLS). */
-#define TENSO_NODE_ALLOW_PLAINTEXT   0x1u
+#define TENSO_NODE_ALLOW_PLAINTEXT 0x1u
 /** tenso_node_options.flags: never pass descriptors over Unix sockets (always send bytes). */
-#define TENSO_NODE_NO_FD_PASSING     0x2u
+#define TENSO_NODE_NO_FD_PASSING 0x2u
 /** tenso_node_options.flags: do not listen at all (a node that only dials). */
-#define TENSO_NODE_NO_LISTEN         0x4u
+#define TENSO_NODE_NO_LISTEN 0x4u
 
 /** Zero means "default" in every field. */
 typedef struct tenso_node_options {
-    uint32_t version;               /* TENSO_NODE_OPTIONS_VERSION */
-    uint32_t flags;                 /* TENSO_NODE_* bits */
-    const char *listen;             /* comma-separated listen addresses ("tls://127.0.0.1:0",
+    uint32_t version;               /**< TENSO_NODE_OPTIONS_VERSION */
+    uint32_t flags;                 /**< TENSO_NODE_* bits */
+    const char *listen;             /**< comma-separated listen addresses ("tls://127.0.0.1:0",
                                        "tcp://[::1]:0", "unix:///run/x.sock"; the tls:// form
                                        takes no fingerprint here); NULL = "tls://127.0.0.1:0" */
-    const char *cert_pem;           /* this node's certificate chain, PEM text; NULL = ephemeral */
-    const char *key_pem;            /* its private key, PEM text */
-    const char *ca_pem;             /* trust peers whose chain ends at this CA (PEM text) */
-    const char *const *pinned_keys; /* trust peers with these key fingerprints (64 hex each) */
-    uint32_t pinned_key_count;
-    uint32_t threads;               /* event loop threads; 0 = 1 */
-    uint64_t max_packet_bytes;      /* largest packet accepted from a peer; 0 = 16 GiB */
-    uint32_t max_name_bytes;        /* longest value name; 0 = 4096 */
-    uint32_t max_queued;            /* received pushes waiting for tenso_node_receive; 0 = 1024 */
-    uint64_t max_queued_bytes;      /* the bytes they hold, decoded (compressed bodies count
+    const char *cert_pem;           /**< this node's certificate chain, PEM text; NULL = ephemeral */
+    const char *key_pem;            /**< its private key, PEM text */
+    const char *ca_pem;             /**< trust peers whose chain ends at this CA (PEM text) */
+    const char *const *pinned_keys; /**< trust peers with these key fingerprints (64 hex each) */
+    uint32_t pinned_key_count;      /**< entries of pinned_keys */
+    uint32_t threads;               /**< event loop threads; 0 = 1 */
+    uint64_t max_packet_bytes;      /**< largest packet accepted from a peer; 0 = 16 GiB */
+    uint32_t max_name_bytes;        /**< longest value name; 0 = 4096 */
+    uint32_t max_queued;            /**< received pushes waiting for tenso_node_receive; 0 = 1024 */
+    uint64_t max_queued_bytes;      /**< the bytes they hold, decoded (compressed bodies count
                                        inflated), with those of the pushes being read; 0 = 1 GiB.
                                        A full queue stops reading from the pushing peers
                                        (backpressure); a push larger than this is refused */
-    uint32_t max_connections;       /* authenticated inbound connections, and pooled ones per
+    uint32_t max_connections;       /**< authenticated inbound connections, and pooled ones per
                                        peer; 0 = 64 (a quarter of it, at least 4, more for
                                        connections not yet authenticated) */
-    uint32_t max_pool_per_peer;     /* idle pooled connections kept per peer; 0 = 4 */
-    uint64_t idle_timeout_ms;       /* a pooled connection idle this long is closed (an inbound
+    uint32_t max_pool_per_peer;     /**< idle pooled connections kept per peer; 0 = 4 */
+    uint64_t idle_timeout_ms;       /**< a pooled connection idle this long is closed (an inbound
                                        one after twice this); 0 = 300000 */
-    uint64_t io_timeout_ms;         /* default deadline of blocking calls, and of an inbound
+    uint64_t io_timeout_ms;         /**< default deadline of blocking calls, and of an inbound
                                        request (plus 1 ms per KiB); 0 = 60000 */
-    uint64_t fd_passing_min_bytes;  /* Unix peers: packets this large travel as a descriptor
+    uint64_t fd_passing_min_bytes;  /**< Unix peers: packets this large travel as a descriptor
                                        (SCM_RIGHTS of a memfd) instead of bytes; 0 = 1 MiB */
 } tenso_node_options;
 
-#define TENSO_NODE_OPTIONS_VERSION 1
+#define TENSO_NODE_OPTIONS_VERSION 1 /**< the tenso_node_options version these headers declare */
 
+/** Fills *opts with defaults for struct version `version` (1).
+ *  @return TENSO_E_INVALID_ARGUMENT for a NULL opts or an unknown version. */
 TENSO_API tenso_status tenso_node_options_init(tenso_node_options *opts, uint32_t version);
 
 /** Starts a node: binds its listeners (port 0 picks a free one) and starts its event loop.
@@ -142,13 +151,16 @@ TENSO_API tenso_status tenso_node_new(tenso_node **out, const tenso_node_options
 
 /** Stops the node (see above). Idempotent. */
 TENSO_API void tenso_node_shutdown(tenso_node *n);
+/** Shuts the node down if needed, then frees it. NULL is accepted. */
 TENSO_API void tenso_node_free(tenso_node *n);
 
 /** The index-th address a peer can dial (in listen order, ports resolved), NUL-terminated.
+ *  @param buf, cap  where the address goes, and its size in bytes.
  *  @param len_out receives the length without the NUL (also when the buffer is too small).
+ *  @param n       the node.
+ *  @param index   0 for the first listener.
  *  @return TENSO_E_NOT_FOUND past the last one; TENSO_E_BUFFER_TOO_SMALL. */
-TENSO_API tenso_status tenso_node_addr(char *buf, size_t cap, size_t *len_out, const tenso_node *n,
-                                       uint32_t index);
+TENSO_API tenso_status tenso_node_addr(char *buf, size_t cap, size_t *len_out, const tenso_node *n, uint32_t index);
 
 /** This node's key fingerprint (64 hex + NUL into buf[65]). */
 TENSO_API tenso_status tenso_node_id(char buf[65], const tenso_node *n);
@@ -197,16 +209,15 @@ TENSO_API tenso_status tenso_node_flush(tenso_node *n, const char *addr, uint64_
 
 /** As tenso_node_send, for a packet the caller already encoded (`len` bytes, checked with
  *  tenso_packet_length before anything is sent). */
-TENSO_API tenso_status tenso_node_send_packet(tenso_node *n, const char *addr, const char *name,
-                                              size_t name_len, const void *packet, size_t len,
-                                              uint64_t timeout_ms, tenso_cancel *cancel);
+TENSO_API tenso_status tenso_node_send_packet(tenso_node *n, const char *addr, const char *name, size_t name_len,
+                                              const void *packet, size_t len, uint64_t timeout_ms,
+                                              tenso_cancel *cancel);
 
 /** As tenso_node_send_packet, for a packet stored in `fd` at [offset, offset + len) (a memfd, a
  *  tenso_shm segment's descriptor or a file). To a unix:// peer the descriptor itself travels
  *  (SCM_RIGHTS): O(1) in the packet's size. To others the bytes are sent (sendfile). */
-TENSO_API tenso_status tenso_node_send_fd(tenso_node *n, const char *addr, const char *name,
-                                          size_t name_len, int fd, uint64_t offset, uint64_t len,
-                                          uint64_t timeout_ms, tenso_cancel *cancel);
+TENSO_API tenso_status tenso_node_send_fd(tenso_node *n, const char *addr, const char *name, size_t name_len, int fd,
+                                          uint64_t offset, uint64_t len, uint64_t timeout_ms, tenso_cancel *cancel);
 
 /** A received push: its name, its sender and the decoded value. */
 typedef struct tenso_node_message tenso_node_message;
@@ -228,6 +239,7 @@ TENSO_API const char *tenso_node_message_sender(const tenso_node_message *m);
 TENSO_API const tenso_view *tenso_node_message_view(const tenso_node_message *m);
 /** Moves the view out; the caller frees it with tenso_view_free. */
 TENSO_API tenso_status tenso_node_message_take_view(tenso_view **out, tenso_node_message *m);
+/** Frees a message (and its view, unless taken); NULL is accepted. */
 TENSO_API void tenso_node_message_free(tenso_node_message *m);
 
 /* ============================================================================================
@@ -248,9 +260,9 @@ TENSO_API tenso_status tenso_node_publish(tenso_node *n, const char *name, size_
                                           tenso_node_release_fn release, void *user);
 
 /** tenso_node_access_fn's `op`: a peer asks for a published value (get). @since 1.5 */
-#define TENSO_NODE_ACCESS_GET   1
+#define TENSO_NODE_ACCESS_GET 1
 /** tenso_node_access_fn's `op`: a peer pushes a value (push, send_fd). @since 1.5 */
-#define TENSO_NODE_ACCESS_PUSH  2
+#define TENSO_NODE_ACCESS_PUSH 2
 
 /** Decides whether the peer may get or push `name` (not NUL-terminated, name_len bytes): nonzero
  *  allows. `peer` is the sender name of its messages: its key fingerprint over TLS, else
@@ -273,34 +285,39 @@ TENSO_API tenso_status tenso_node_unpublish(tenso_node *n, const char *name, siz
 /** Requests `name` from the peer at `addr`.
  *  @return TENSO_E_NOT_FOUND when the peer publishes nothing of that name; the statuses of
  *  tenso_node_send otherwise. */
-TENSO_API tenso_status tenso_node_request(tenso_view **out, tenso_node *n, const char *addr,
-                                          const char *name, size_t name_len, uint64_t timeout_ms,
-                                          tenso_cancel *cancel);
+TENSO_API tenso_status tenso_node_request(tenso_view **out, tenso_node *n, const char *addr, const char *name,
+                                          size_t name_len, uint64_t timeout_ms, tenso_cancel *cancel);
 
 /* ============================================================================================
  * Statistics
  * ========================================================================================== */
 
+/** A node's counters, for tenso_node_stats_get(). */
 typedef struct tenso_node_stats {
-    uint32_t version;               /* TENSO_NODE_STATS_VERSION, set by the caller */
-    uint32_t pool_size;             /* outbound connections held in the pool (idle or busy) */
-    uint32_t inbound_connections;
-    uint32_t queued;                /* received pushes waiting */
-    uint64_t queued_bytes;
-    uint64_t bytes_sent, bytes_received;
-    uint64_t connections_opened;    /* outbound dials so far (pool misses) */
-    uint64_t connections_reused;    /* outbound calls served by a pooled connection */
-    uint64_t refused;               /* inbound peers refused (auth, limits, hostile frames) */
-    /* TLS connections (dialed and accepted) since start, by who encrypts their records: the
-       kernel (kTLS, used automatically where the kernel offers it: its `tls` module), or OpenSSL
-       in this process (the fallback). @since 1.5 (reserved, zero, before) */
+    uint32_t version;             /**< TENSO_NODE_STATS_VERSION, set by the caller */
+    uint32_t pool_size;           /**< outbound connections held in the pool (idle or busy) */
+    uint32_t inbound_connections; /**< connections peers opened to this node, open now */
+    uint32_t queued;              /**< received pushes waiting */
+    uint64_t queued_bytes;        /**< their packet bytes */
+    uint64_t bytes_sent;          /**< bytes written to peers so far */
+    uint64_t bytes_received;      /**< bytes read from peers so far */
+    uint64_t connections_opened;  /**< outbound dials so far (pool misses) */
+    uint64_t connections_reused;  /**< outbound calls served by a pooled connection */
+    uint64_t refused;             /**< inbound peers refused (auth, limits, hostile frames) */
+    /** TLS connections (dialed and accepted) since start whose records the kernel encrypts
+        (kTLS, used automatically where the kernel offers it: its `tls` module). @since 1.5
+        (reserved, zero, before) */
     uint64_t tls_kernel;
+    /** TLS connections since start whose records OpenSSL encrypts in this process (the
+        fallback). @since 1.5 (reserved, zero, before) */
     uint64_t tls_user;
-    uint64_t reserved[2];
+    uint64_t reserved[2];         /**< 0; room to grow */
 } tenso_node_stats;
 
-#define TENSO_NODE_STATS_VERSION 1
+#define TENSO_NODE_STATS_VERSION 1 /**< the tenso_node_stats version these headers declare */
 
+/** Fills *out (whose version the caller sets) with the node's counters now.
+ *  @return TENSO_E_INVALID_ARGUMENT for an unknown version. */
 TENSO_API tenso_status tenso_node_stats_get(tenso_node_stats *out, const tenso_node *n);
 
 /* ============================================================================================

@@ -1,5 +1,6 @@
-/*
- * tenso/shm.h - tensors in POSIX shared memory: single-packet segments (tenso_shm_*) and a
+/**
+ * @file tenso/shm.h
+ * @brief tensors in POSIX shared memory: single-packet segments (tenso_shm_*) and a
  * tensor cache shared by any number of processes on one host (tenso_cache_*).
  *
  * Included by tenso/tenso.h; may also be included on its own.
@@ -44,6 +45,7 @@ TENSO_BEGIN_DECL
  * above for what an ftruncate by another program does).
  * ========================================================================================== */
 
+/** A mapped shared-memory segment holding one packet. */
 typedef struct tenso_shm tenso_shm;
 
 /** tenso_shm_create flags: if a segment of that name exists (a leftover of a crashed run),
@@ -62,28 +64,35 @@ typedef struct tenso_shm tenso_shm;
 
 /**
  * Creates a segment of `size` bytes (zero-filled) and maps it read-write.
+ * @param out    receives the segment (free with tenso_shm_close()).
+ * @param name   the POSIX shared-memory name (see above).
  * @param size   bytes, at least 1.
  * @param flags  0 or TENSO_SHM_REPLACE.
  * @return TENSO_E_EXISTS when the name is taken (without TENSO_SHM_REPLACE);
  *         TENSO_E_INVALID_ARGUMENT for a bad name or size 0; TENSO_E_IO when the system
  *         refuses (errno's text in the message). @since 1.1
  */
-TENSO_API tenso_status tenso_shm_create(tenso_shm **out, const char *name, uint64_t size,
-                                        uint32_t flags);
+TENSO_API tenso_status tenso_shm_create(tenso_shm **out, const char *name, uint64_t size, uint32_t flags);
 
 /**
  * Creates a segment sized exactly for `v` under `opts` (compression is done first, so the size
  * is the compressed packet's) and encodes `v` into it: one copy of each body, straight into
  * shared memory. On failure no segment is left under `name`.
+ * @param out          receives the segment (free with tenso_shm_close()).
  * @param written_out  may be NULL; receives the packet length.
+ * @param name         the POSIX shared-memory name.
+ * @param v            the value to encode.
+ * @param opts         NULL for defaults.
+ * @param flags        0 or TENSO_SHM_REPLACE.
  * @since 1.1
  */
-TENSO_API tenso_status tenso_shm_create_for(tenso_shm **out, uint64_t *written_out,
-                                            const char *name, const tenso_value *v,
-                                            const tenso_encode_options *opts, uint32_t flags);
+TENSO_API tenso_status tenso_shm_create_for(tenso_shm **out, uint64_t *written_out, const char *name,
+                                            const tenso_value *v, const tenso_encode_options *opts, uint32_t flags);
 
 /**
  * Opens an existing segment owned by the caller's effective uid.
+ * @param out       receives the segment (free with tenso_shm_close()).
+ * @param name      the POSIX shared-memory name.
  * @param writable  non-zero maps it read-write (needed by tenso_shm_put).
  * @return TENSO_E_NOT_FOUND when there is no segment of that name; TENSO_E_IO when it is
  *         owned by another uid (see tenso_shm_open_flags) or the system refuses;
@@ -93,6 +102,8 @@ TENSO_API tenso_status tenso_shm_open(tenso_shm **out, const char *name, int wri
 
 /**
  * Opens an existing segment, as tenso_shm_open, with flags.
+ * @param out    receives the segment (free with tenso_shm_close()).
+ * @param name   the POSIX shared-memory name.
  * @param flags  0 (read-only), or TENSO_SHM_WRITABLE and/or TENSO_SHM_ANY_OWNER.
  * @return as tenso_shm_open; TENSO_E_INVALID_ARGUMENT also for unknown flags. @since 1.2
  */
@@ -102,6 +113,9 @@ TENSO_API tenso_status tenso_shm_open_flags(tenso_shm **out, const char *name, u
  * Encodes `v` at the start of the segment.
  * @param written_out  may be NULL; receives the packet length, or with
  *                     TENSO_E_BUFFER_TOO_SMALL the size needed.
+ * @param shm          a segment opened writable.
+ * @param v            the value to encode.
+ * @param opts         NULL for defaults.
  * @return TENSO_E_BUFFER_TOO_SMALL when the packet does not fit (the segment is unchanged);
  *         TENSO_E_INVALID_ARGUMENT when the segment was opened read-only;
  *         TENSO_E_TRUNCATED when the segment was truncated under the mapping. @since 1.1
@@ -115,8 +129,7 @@ TENSO_API tenso_status tenso_shm_put(uint64_t *written_out, tenso_shm *shm, cons
  * @return the tenso_loads statuses; TENSO_E_TRUNCATED when the segment holds no whole packet
  *         or was truncated under the mapping. @since 1.1
  */
-TENSO_API tenso_status tenso_shm_get(tenso_view **out, const tenso_shm *shm,
-                                     const tenso_decode_options *opts);
+TENSO_API tenso_status tenso_shm_get(tenso_view **out, const tenso_shm *shm, const tenso_decode_options *opts);
 
 /** The mapping's first byte (writable when created or opened writable); NULL for NULL.
  *  @since 1.1 */
@@ -170,6 +183,7 @@ TENSO_API tenso_status tenso_shm_unlink(const char *name);
  * A handle may be used from several threads at once.
  * ========================================================================================== */
 
+/** A handle attached to a cache pool. */
 typedef struct tenso_cache tenso_cache;
 
 /** The longest key, in bytes. */
@@ -177,20 +191,22 @@ typedef struct tenso_cache tenso_cache;
 
 /** Options for creating or opening a cache. Zero means "default" in every field. */
 typedef struct tenso_cache_options {
-    uint32_t version;          /* TENSO_CACHE_OPTIONS_VERSION */
-    uint32_t flags;            /* TENSO_SHM_REPLACE on create; TENSO_SHM_ANY_OWNER on open */
-    uint64_t size;             /* create: pool bytes, header and tables included; 0 = 256 MiB */
-    uint32_t max_entries;      /* create: entry slots; 0 = derived from size (1 per 16 KiB,
-                                  at most 1 << 20; below 1 MiB 1 per 4 KiB, at most 64) */
-    uint32_t max_clients;      /* create: handles attached at once; 0 = 1 per 4 KiB of pool,
-                                  at least 2, at most 256 (256 from 1 MiB up) */
-    uint32_t max_pins;         /* create: distinct (handle, entry) pins at once; 0 =
-                                  max_entries x max_clients, at most 16384 */
-    uint32_t lock_timeout_ms;  /* this handle: wait for the lock at most this; 0 = 10000 */
+    uint32_t version;         /**< TENSO_CACHE_OPTIONS_VERSION */
+    uint32_t flags;           /**< TENSO_SHM_REPLACE on create; TENSO_SHM_ANY_OWNER on open */
+    uint64_t size;            /**< create: pool bytes, header and tables included; 0 = 256 MiB */
+    uint32_t max_entries;     /**< create: entry slots; 0 = derived from size (1 per 16 KiB,
+                                 at most 1 << 20; below 1 MiB 1 per 4 KiB, at most 64) */
+    uint32_t max_clients;     /**< create: handles attached at once; 0 = 1 per 4 KiB of pool,
+                                 at least 2, at most 256 (256 from 1 MiB up) */
+    uint32_t max_pins;        /**< create: distinct (handle, entry) pins at once; 0 =
+                                 max_entries x max_clients, at most 16384 */
+    uint32_t lock_timeout_ms; /**< this handle: wait for the lock at most this; 0 = 10000 */
 } tenso_cache_options;
 
-#define TENSO_CACHE_OPTIONS_VERSION 1
-#define TENSO_CACHE_OPTIONS_INIT { TENSO_CACHE_OPTIONS_VERSION, 0, 0, 0, 0, 0, 0 }
+#define TENSO_CACHE_OPTIONS_VERSION 1 /**< the tenso_cache_options version these headers declare */
+/** A tenso_cache_options with every default. */
+#define TENSO_CACHE_OPTIONS_INIT \
+    { TENSO_CACHE_OPTIONS_VERSION, 0, 0, 0, 0, 0, 0 }
 
 /** Fills *opts with defaults for struct version `version`. @since 1.1 */
 TENSO_API tenso_status tenso_cache_options_init(tenso_cache_options *opts, uint32_t version);
@@ -206,11 +222,12 @@ TENSO_API tenso_status tenso_cache_options_init(tenso_cache_options *opts, uint3
  *         message names the smallest size).
  * @since 1.1
  */
-TENSO_API tenso_status tenso_cache_create(tenso_cache **out, const char *name,
-                                          const tenso_cache_options *opts);
+TENSO_API tenso_status tenso_cache_create(tenso_cache **out, const char *name, const tenso_cache_options *opts);
 
 /**
  * Attaches to an existing pool. Its header is checked before anything in it is followed.
+ * @param out   receives the handle (release with tenso_cache_close()).
+ * @param name  the pool's name.
  * @param opts  only lock_timeout_ms and the TENSO_SHM_ANY_OWNER flag are used; NULL for
  *              defaults.
  * @return TENSO_E_NOT_FOUND when there is no such segment; TENSO_E_IO when another uid owns
@@ -219,8 +236,7 @@ TENSO_API tenso_status tenso_cache_create(tenso_cache **out, const char *name,
  *         TENSO_E_FULL when max_clients handles are attached (after reclaiming dead ones).
  * @since 1.1
  */
-TENSO_API tenso_status tenso_cache_open(tenso_cache **out, const char *name,
-                                        const tenso_cache_options *opts);
+TENSO_API tenso_status tenso_cache_open(tenso_cache **out, const char *name, const tenso_cache_options *opts);
 
 /** Detaches. Views from tenso_cache_get stay valid (and pinned) until freed. NULL is
  *  accepted. @since 1.1 */
@@ -238,43 +254,45 @@ TENSO_API const char *tenso_cache_name(const tenso_cache *cache);
  * goes to fresh space and the old one is released (or kept until its pins go).
  * @param ttl_seconds  > 0: the entry expires that long after this put; 0: never.
  * @param written_out  may be NULL; receives the packet length.
+ * @param cache        the pool.
+ * @param key, key_len the key: 1 to TENSO_CACHE_MAX_KEY_BYTES bytes of UTF-8.
+ * @param v            the value to encode.
+ * @param opts         NULL for defaults.
  * @return TENSO_E_FULL when the packet (or an entry slot) cannot be found room for after
  *         expiry and eviction; TENSO_E_INVALID_ARGUMENT for a bad key or ttl;
  *         TENSO_E_TIMEOUT when the lock was not obtained in time. @since 1.1
  */
-TENSO_API tenso_status tenso_cache_put(uint64_t *written_out, tenso_cache *cache,
-                                       const char *key, size_t key_len, const tenso_value *v,
-                                       const tenso_encode_options *opts, double ttl_seconds);
+TENSO_API tenso_status tenso_cache_put(uint64_t *written_out, tenso_cache *cache, const char *key, size_t key_len,
+                                       const tenso_value *v, const tenso_encode_options *opts, double ttl_seconds);
 
 /**
  * The entry under `key` as a zero-copy view into the pool, pinned until tenso_view_free.
  * Counts a hit (and marks the entry most recently used) or a miss.
  * @return TENSO_E_NOT_FOUND when the key is absent or expired. @since 1.1
  */
-TENSO_API tenso_status tenso_cache_get(tenso_view **out, tenso_cache *cache, const char *key,
-                                       size_t key_len, const tenso_decode_options *opts);
+TENSO_API tenso_status tenso_cache_get(tenso_view **out, tenso_cache *cache, const char *key, size_t key_len,
+                                       const tenso_decode_options *opts);
 
 /** Removes `key`. @return TENSO_E_NOT_FOUND when it is absent or expired. @since 1.1 */
 TENSO_API tenso_status tenso_cache_delete(tenso_cache *cache, const char *key, size_t key_len);
 
 /** What the cache knows about one entry, without decoding its body. */
 typedef struct tenso_cache_entry_info {
-    tenso_packet_info packet;  /* the stored packet's header */
-    uint64_t alloc_bytes;      /* space reserved for it in the pool */
-    double ttl_seconds;        /* 0 when it never expires */
-    double age_seconds;        /* since it was put */
-    uint32_t pins;             /* views holding it now, over all processes */
-    uint32_t reserved0;
-    uint64_t reserved[4];
+    tenso_packet_info packet; /**< the stored packet's header */
+    uint64_t alloc_bytes;     /**< space reserved for it in the pool */
+    double ttl_seconds;       /**< 0 when it never expires */
+    double age_seconds;       /**< since it was put */
+    uint32_t pins;            /**< views holding it now, over all processes */
+    uint32_t reserved0;       /**< 0 */
+    uint64_t reserved[4];     /**< 0; room to grow */
 } tenso_cache_entry_info;
 
 /** Fills *out for `key`. Neither a hit nor a miss. @return TENSO_E_NOT_FOUND. @since 1.1 */
-TENSO_API tenso_status tenso_cache_info(tenso_cache_entry_info *out, tenso_cache *cache,
-                                        const char *key, size_t key_len);
+TENSO_API tenso_status tenso_cache_info(tenso_cache_entry_info *out, tenso_cache *cache, const char *key,
+                                        size_t key_len);
 
 /** *found_out = 1 when `key` is present and not expired, else 0. @since 1.1 */
-TENSO_API tenso_status tenso_cache_contains(int *found_out, tenso_cache *cache, const char *key,
-                                            size_t key_len);
+TENSO_API tenso_status tenso_cache_contains(int *found_out, tenso_cache *cache, const char *key, size_t key_len);
 
 /** Called once per key; a non-zero return stops the walk with TENSO_E_USER. The key bytes
  *  are only valid during the call. */
@@ -289,19 +307,20 @@ TENSO_API tenso_status tenso_cache_clear(tenso_cache *cache);
 
 /** Counters and occupancy of the pool. */
 typedef struct tenso_cache_stats {
-    uint64_t entries;         /* live keys: expired ones are dropped first (what keys lists) */
-    uint64_t max_entries;
-    uint64_t pool_bytes;      /* the whole segment */
-    uint64_t data_bytes;      /* the data region */
-    uint64_t used_bytes;      /* data bytes reserved by entries (pinned leftovers included) */
-    uint64_t free_bytes;
-    uint64_t hits, misses;
-    uint64_t evictions;       /* entries dropped to make room */
-    uint64_t expirations;     /* entries dropped because their ttl passed */
-    uint64_t pinned_entries;  /* entries with at least one pin */
-    uint64_t recoveries;      /* times a lock holder died and the pool was rebuilt */
-    uint64_t clients;         /* handles attached now */
-    uint64_t reserved[4];
+    uint64_t entries;        /**< live keys: expired ones are dropped first (what keys lists) */
+    uint64_t max_entries;    /**< entry slots */
+    uint64_t pool_bytes;     /**< the whole segment */
+    uint64_t data_bytes;     /**< the data region */
+    uint64_t used_bytes;     /**< data bytes reserved by entries (pinned leftovers included) */
+    uint64_t free_bytes;     /**< data bytes not reserved */
+    uint64_t hits;           /**< gets that found their key */
+    uint64_t misses;         /**< gets that did not */
+    uint64_t evictions;      /**< entries dropped to make room */
+    uint64_t expirations;    /**< entries dropped because their ttl passed */
+    uint64_t pinned_entries; /**< entries with at least one pin */
+    uint64_t recoveries;     /**< times a lock holder died and the pool was rebuilt */
+    uint64_t clients;        /**< handles attached now */
+    uint64_t reserved[4];    /**< 0; room to grow */
 } tenso_cache_stats;
 
 /** Fills *out. hit rate = hits / (hits + misses). @since 1.1 */

@@ -1,5 +1,6 @@
-/*
- * tenso/tenso.h - the tenso C API.
+/**
+ * @file tenso/tenso.h
+ * @brief the tenso C API.
  *
  * tenso moves tensors between processes, languages, files and hosts as Tenso packets: a
  * 10-byte header, the shape, zero padding to an alignment boundary (64 by default) and the raw
@@ -67,64 +68,64 @@ TENSO_API uint32_t tenso_protocol_version(void);
 /** A dtype code as stored in the packet header. */
 typedef int32_t tenso_dtype;
 
-#define TENSO_DTYPE_FLOAT32     1
-#define TENSO_DTYPE_INT32       2
-#define TENSO_DTYPE_FLOAT64     3
-#define TENSO_DTYPE_INT64       4
-#define TENSO_DTYPE_UINT8       5
-#define TENSO_DTYPE_UINT16      6
-#define TENSO_DTYPE_BOOL        7  /* one byte per element, 0 or 1 */
-#define TENSO_DTYPE_FLOAT16     8
-#define TENSO_DTYPE_INT8        9
-#define TENSO_DTYPE_INT16      10
-#define TENSO_DTYPE_UINT32     11
-#define TENSO_DTYPE_UINT64     12
-#define TENSO_DTYPE_COMPLEX64  13  /* interleaved (re, im) float32 */
-#define TENSO_DTYPE_COMPLEX128 14
-#define TENSO_DTYPE_BFLOAT16   15  /* the upper 16 bits of a float32 */
-#define TENSO_DTYPE_QINT8      16  /* quantized packets only */
-#define TENSO_DTYPE_QUINT8     17
-#define TENSO_DTYPE_QINT4      18
-#define TENSO_DTYPE_QUINT4     19
-#define TENSO_DTYPE_STRING     20  /* string packets only */
-#define TENSO_DTYPE_BYTES      21
+#define TENSO_DTYPE_FLOAT32    1  /**< float32, 4 bytes */
+#define TENSO_DTYPE_INT32      2  /**< int32 */
+#define TENSO_DTYPE_FLOAT64    3  /**< float64 */
+#define TENSO_DTYPE_INT64      4  /**< int64 */
+#define TENSO_DTYPE_UINT8      5  /**< uint8 */
+#define TENSO_DTYPE_UINT16     6  /**< uint16 */
+#define TENSO_DTYPE_BOOL       7  /**< bool: one byte per element, 0 or 1 */
+#define TENSO_DTYPE_FLOAT16    8  /**< IEEE half precision */
+#define TENSO_DTYPE_INT8       9  /**< int8 */
+#define TENSO_DTYPE_INT16      10 /**< int16 */
+#define TENSO_DTYPE_UINT32     11 /**< uint32 */
+#define TENSO_DTYPE_UINT64     12 /**< uint64 */
+#define TENSO_DTYPE_COMPLEX64  13 /**< complex64: interleaved (re, im) float32 */
+#define TENSO_DTYPE_COMPLEX128 14 /**< complex128: interleaved (re, im) float64 */
+#define TENSO_DTYPE_BFLOAT16   15 /**< bfloat16: the upper 16 bits of a float32 */
+#define TENSO_DTYPE_QINT8      16 /**< signed 8-bit codes; quantized packets only */
+#define TENSO_DTYPE_QUINT8     17 /**< unsigned 8-bit codes; quantized packets only */
+#define TENSO_DTYPE_QINT4      18 /**< signed 4-bit codes, two a byte; quantized packets only */
+#define TENSO_DTYPE_QUINT4     19 /**< unsigned 4-bit codes, two a byte; quantized packets only */
+#define TENSO_DTYPE_STRING     20 /**< UTF-8 strings; string packets only */
+#define TENSO_DTYPE_BYTES      21 /**< byte strings; defined by the protocol, written by no encoder */
 
 /** What a packet holds. */
 typedef int32_t tenso_kind;
 
-#define TENSO_KIND_DENSE        1
-#define TENSO_KIND_BUNDLE       2
-#define TENSO_KIND_SPARSE_COO   3
-#define TENSO_KIND_SPARSE_CSR   4
-#define TENSO_KIND_SPARSE_CSC   5
-#define TENSO_KIND_QUANTIZED    6
-#define TENSO_KIND_STRING       7
-#define TENSO_KIND_RAGGED       8
-#define TENSO_KIND_GPU_IPC_REF  9
+#define TENSO_KIND_DENSE       1 /**< one C-contiguous tensor */
+#define TENSO_KIND_BUNDLE      2 /**< string key -> packet, nested */
+#define TENSO_KIND_SPARSE_COO  3 /**< sparse, coordinates (values, row, col) */
+#define TENSO_KIND_SPARSE_CSR  4 /**< sparse, compressed rows (values, indices, indptr) */
+#define TENSO_KIND_SPARSE_CSC  5 /**< sparse, compressed columns (values, indices, indptr) */
+#define TENSO_KIND_QUANTIZED   6 /**< 8- or 4-bit codes with scales and zero points */
+#define TENSO_KIND_STRING      7 /**< an array of strings (offsets + payload) */
+#define TENSO_KIND_RAGGED      8 /**< a ragged array (a flat tensor + row offsets) */
+#define TENSO_KIND_GPU_IPC_REF 9 /**< a reference to device memory of another process */
 
 /* Header flag bits (tenso_packet_info.flags, tenso_view_flags). */
-#define TENSO_FLAG_ALIGNED      0x0001u
-#define TENSO_FLAG_INTEGRITY    0x0002u
-#define TENSO_FLAG_COMPRESSION  0x0004u
-#define TENSO_FLAG_SPARSE_COO   0x0008u
-#define TENSO_FLAG_BUNDLE       0x0010u
-#define TENSO_FLAG_SPARSE_CSR   0x0020u
-#define TENSO_FLAG_SPARSE_CSC   0x0040u
-#define TENSO_FLAG_CUST_ALIGN   0x0080u
-#define TENSO_FLAG_STRING       0x0100u
-#define TENSO_FLAG_RAGGED       0x0200u
-#define TENSO_FLAG_GPU_IPC_REF  0x0400u
+#define TENSO_FLAG_ALIGNED     0x0001u /**< the body is padded to 64 bytes */
+#define TENSO_FLAG_INTEGRITY   0x0002u /**< an XXH3-64 footer follows the body */
+#define TENSO_FLAG_COMPRESSION 0x0004u /**< the body is an LZ4 frame */
+#define TENSO_FLAG_SPARSE_COO  0x0008u /**< a COO sparse container */
+#define TENSO_FLAG_BUNDLE      0x0010u /**< a bundle container */
+#define TENSO_FLAG_SPARSE_CSR  0x0020u /**< a CSR sparse container */
+#define TENSO_FLAG_SPARSE_CSC  0x0040u /**< a CSC sparse container */
+#define TENSO_FLAG_CUST_ALIGN  0x0080u /**< an alignment exponent byte follows the shape (not 64) */
+#define TENSO_FLAG_STRING      0x0100u /**< a string packet */
+#define TENSO_FLAG_RAGGED      0x0200u /**< a ragged packet */
+#define TENSO_FLAG_GPU_IPC_REF 0x0400u /**< a GPU IPC reference packet */
 
-#define TENSO_MAX_NDIM            32
-#define TENSO_MAX_ELEMENTS        1000000000ULL
-#define TENSO_MAX_DEPTH           64
-#define TENSO_MAX_BUNDLE_ENTRIES  255
+#define TENSO_MAX_NDIM           32            /**< the most dimensions a tensor may have */
+#define TENSO_MAX_ELEMENTS       1000000000ULL /**< the most elements a tensor may have */
+#define TENSO_MAX_DEPTH          64            /**< the deepest nesting of bundles and sparse components */
+#define TENSO_MAX_BUNDLE_ENTRIES 255           /**< the most entries a bundle may have (the wire's count is one byte) */
 /** The longest bundle key, in bytes, read or written (the wire allows 2^32-1; no real key
  *  needs more, and a stream reader must not reserve gigabytes for a claimed one). */
-#define TENSO_MAX_KEY_BYTES       65536
-#define TENSO_DEFAULT_ALIGNMENT   64
+#define TENSO_MAX_KEY_BYTES     65536
+#define TENSO_DEFAULT_ALIGNMENT 64 /**< the body alignment used when the options give none */
 /** The largest alignment the encoder accepts (a page is the useful maximum). */
-#define TENSO_MAX_ALIGNMENT       (1u << 20)
+#define TENSO_MAX_ALIGNMENT (1u << 20)
 
 /** Bytes per element of a dense dtype; 0 for codes that are not dense (0, 16 to 21, unknown).
  *  @since 1.0 */
@@ -189,12 +190,14 @@ TENSO_API tenso_status tenso_kind_from_name(tenso_kind *out, const char *name);
  * it can be read back with its body aligned.
  */
 typedef struct tenso_buffer {
-    uint8_t *data;
-    size_t size;
-    size_t reserved; /* the allocation's capacity; do not touch */
+    uint8_t *data;   /**< the bytes, 64-byte aligned; NULL when empty */
+    size_t size;     /**< bytes in use (the packet's length) */
+    size_t reserved; /**< the allocation's capacity; do not touch */
 } tenso_buffer;
 
-#define TENSO_BUFFER_INIT { NULL, 0, 0 }
+/** An empty tenso_buffer. */
+#define TENSO_BUFFER_INIT \
+    { NULL, 0, 0 }
 
 /** Frees the buffer's contents and resets it to TENSO_BUFFER_INIT. NULL is accepted.
  *  Since 1.4 the pages of a large buffer (4 MiB and up) may be kept instead, for the next
@@ -208,25 +211,27 @@ TENSO_API void tenso_buffer_dispose(tenso_buffer *buf);
  * ========================================================================================== */
 
 /** tenso_encode_options.flags: append an XXH3-64 footer to every body. */
-#define TENSO_ENCODE_INTEGRITY  0x1u
+#define TENSO_ENCODE_INTEGRITY 0x1u
 /** tenso_encode_options.flags: LZ4-frame-compress dense bodies (ignored for other kinds). */
-#define TENSO_ENCODE_COMPRESS   0x2u
+#define TENSO_ENCODE_COMPRESS 0x2u
 
 /**
  * How to encode. Zero means "default" in every field.
  */
 typedef struct tenso_encode_options {
-    uint32_t version;           /* TENSO_ENCODE_OPTIONS_VERSION */
-    uint32_t flags;             /* TENSO_ENCODE_* bits */
-    uint32_t alignment;         /* body alignment, a power of two; 0 = 64 */
-    int32_t compression_level;  /* LZ4 frame level; 0 = fast (the default) */
-    uint32_t threads;           /* @since version 2 (1.3): threads that compress the 4 MiB LZ4
-                                   blocks of a large body; 0 = every core, 1 = the calling
-                                   thread only. The bytes written do not depend on it. */
+    uint32_t version;          /**< TENSO_ENCODE_OPTIONS_VERSION */
+    uint32_t flags;            /**< TENSO_ENCODE_* bits */
+    uint32_t alignment;        /**< body alignment, a power of two; 0 = 64 */
+    int32_t compression_level; /**< LZ4 frame level; 0 = fast (the default) */
+    uint32_t threads;          /**< @since version 2 (1.3): threads that compress the 4 MiB LZ4
+                                  blocks of a large body; 0 = every core, 1 = the calling
+                                  thread only. The bytes written do not depend on it. */
 } tenso_encode_options;
 
-#define TENSO_ENCODE_OPTIONS_VERSION 2
-#define TENSO_ENCODE_OPTIONS_INIT { TENSO_ENCODE_OPTIONS_VERSION, 0, 0, 0, 0 }
+#define TENSO_ENCODE_OPTIONS_VERSION 2 /**< the tenso_encode_options version these headers declare */
+/** A tenso_encode_options with every default. */
+#define TENSO_ENCODE_OPTIONS_INIT \
+    { TENSO_ENCODE_OPTIONS_VERSION, 0, 0, 0, 0 }
 
 /** Fills *opts with defaults for struct version `version` (1 or 2), writing only the fields
  *  that version has; version 1 structs (without threads) are still accepted everywhere.
@@ -235,9 +240,9 @@ typedef struct tenso_encode_options {
 TENSO_API tenso_status tenso_encode_options_init(tenso_encode_options *opts, uint32_t version);
 
 /** tenso_decode_options.flags: do not verify integrity footers (they are still framed). */
-#define TENSO_DECODE_SKIP_CHECKSUM  0x1u
+#define TENSO_DECODE_SKIP_CHECKSUM 0x1u
 /** tenso_decode_options.flags: check that string payloads are UTF-8 (O(payload)). */
-#define TENSO_DECODE_VALIDATE_UTF8  0x2u
+#define TENSO_DECODE_VALIDATE_UTF8 0x2u
 
 /**
  * Limits and switches for decoding. Zero means "default" in every field; a limit can only be
@@ -249,35 +254,35 @@ TENSO_API tenso_status tenso_encode_options_init(tenso_encode_options *opts, uin
  * at 16 bytes a packet, measured 23.5 x and 10.5 x; a dense tensor costs one small view), plus
  * the decompressed size of LZ4 bodies. Decompressed bytes
  * are bounded by max_decoded_bytes when set, else by max_packet_bytes when set; with neither,
- * only by max_elements per tensor; max_inflation bounds them as a multiple of the packet's size. max_decoded_bytes bounds the sum of both parts as the
- * decoder counts it (tree, copied string offsets and quantization scales, decompressed bodies)
- * before it allocates any of it.
+ * only by max_elements per tensor; max_inflation bounds them as a multiple of the packet's size. max_decoded_bytes
+ * bounds the sum of both parts as the decoder counts it (tree, copied string offsets and quantization scales,
+ * decompressed bodies) before it allocates any of it.
  *
  * Version 1 structs (ending before max_decoded_bytes), version 2 (before timeout_ms) and version 3
  * (before max_inflation) are still accepted everywhere.
  */
 typedef struct tenso_decode_options {
-    uint32_t version;           /* TENSO_DECODE_OPTIONS_VERSION */
-    uint32_t flags;             /* TENSO_DECODE_* bits */
-    uint32_t max_ndim;          /* 0 = TENSO_MAX_NDIM */
-    uint32_t max_depth;         /* bundle/sparse nesting; 0 = TENSO_MAX_DEPTH */
-    uint64_t max_elements;      /* per tensor; 0 = TENSO_MAX_ELEMENTS */
-    uint64_t max_packet_bytes;  /* whole packet, also bounds stream allocations and (unless
+    uint32_t version;           /**< TENSO_DECODE_OPTIONS_VERSION */
+    uint32_t flags;             /**< TENSO_DECODE_* bits */
+    uint32_t max_ndim;          /**< 0 = TENSO_MAX_NDIM */
+    uint32_t max_depth;         /**< bundle/sparse nesting; 0 = TENSO_MAX_DEPTH */
+    uint64_t max_elements;      /**< per tensor; 0 = TENSO_MAX_ELEMENTS */
+    uint64_t max_packet_bytes;  /**< whole packet, also bounds stream allocations and (unless
                                    max_decoded_bytes is set) decompressed bytes; 0 = no limit */
-    uint64_t max_decoded_bytes; /* @since version 2: all a decode allocates (see above);
+    uint64_t max_decoded_bytes; /**< @since version 2: all a decode allocates (see above);
                                    also bounds stream allocations; 0 = no limit */
-    uint64_t max_entries;       /* @since version 2: packets in one tree (the top one, bundle
+    uint64_t max_entries;       /**< @since version 2: packets in one tree (the top one, bundle
                                    values, sparse components); 0 = no limit */
-    uint64_t timeout_ms;        /* @since version 3 (1.3): fd reads (tenso_read_fd and
+    uint64_t timeout_ms;        /**< @since version 3 (1.3): fd reads (tenso_read_fd and
                                    tenso_decoder_read_fd) - the most a call may wait for the
                                    peer, in total, per packet; 0 or >= 2^41 = no deadline of
                                    ours (a blocking socket's SO_RCVTIMEO is honoured either
                                    way). Expiry: TENSO_E_TIMEOUT. Writes take no deadline from
                                    here: they honour the socket's SO_SNDTIMEO. */
-    uint32_t threads;           /* @since version 3 (1.3): threads that decompress the
+    uint32_t threads;           /**< @since version 3 (1.3): threads that decompress the
                                    independent LZ4 blocks of a large compressed body; 0 = every
                                    core, 1 = the calling thread only. */
-    uint32_t max_inflation;     /* @since version 4 (1.5): what LZ4 bodies may decompress to, in
+    uint32_t max_inflation;     /**< @since version 4 (1.5): what LZ4 bodies may decompress to, in
                                    all, as a multiple of the bytes handed to the decode (the
                                    packet, for a stream decoder), counted as at least 4 MiB (a
                                    ratio says nothing useful about small packets); 0 = no such
@@ -286,8 +291,10 @@ typedef struct tenso_decode_options {
                                    claims. */
 } tenso_decode_options;
 
-#define TENSO_DECODE_OPTIONS_VERSION 4
-#define TENSO_DECODE_OPTIONS_INIT { TENSO_DECODE_OPTIONS_VERSION, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
+#define TENSO_DECODE_OPTIONS_VERSION 4 /**< the tenso_decode_options version these headers declare */
+/** A tenso_decode_options with every default. */
+#define TENSO_DECODE_OPTIONS_INIT \
+    { TENSO_DECODE_OPTIONS_VERSION, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
 
 /** Fills *opts with defaults for struct version `version` (1, 2 or 3), writing only the fields
  *  that version has. @since 1.0 (version 3 @since 1.3) */
@@ -306,23 +313,24 @@ TENSO_API tenso_status tenso_decode_options_init(tenso_decode_options *opts, uin
  * the memory must stay valid and unchanged while tenso uses it.
  */
 typedef struct tenso_tensor {
-    const void *data;       /* C-contiguous little-endian elements; may be NULL if nbytes is 0 */
-    uint64_t nbytes;        /* must equal product(shape) * itemsize */
-    const uint64_t *shape;  /* ndim entries, each < 2^32; may be NULL if ndim is 0 */
-    uint32_t ndim;          /* 0 (a scalar) to 32 */
-    tenso_dtype dtype;      /* a dense dtype, 1 to 15 */
+    const void *data;      /**< C-contiguous little-endian elements; may be NULL if nbytes is 0 */
+    uint64_t nbytes;       /**< must equal product(shape) * itemsize */
+    const uint64_t *shape; /**< ndim entries, each < 2^32; may be NULL if ndim is 0 */
+    uint32_t ndim;         /**< 0 (a scalar) to 32 */
+    tenso_dtype dtype;     /**< a dense dtype, 1 to 15 */
 } tenso_tensor;
 
 /**
  * An upper bound of the packet size for tensor `t` under `opts`: exact without compression.
  * The tensor checks are those of every encoder below.
  * @param bound_out  receives the size.
+ * @param t          the tensor.
+ * @param opts       NULL for defaults.
  * @return TENSO_E_BAD_DTYPE for a dtype that is not dense, TENSO_E_TOO_MANY_DIMS beyond 32
  *         dims, TENSO_E_TOO_MANY_ELEMENTS beyond 1e9 elements, TENSO_E_INVALID_ARGUMENT for
  *         anything else wrong (nbytes, a dimension >= 2^32, NULL pointers, options). @since 1.0
  */
-TENSO_API tenso_status tenso_dumps_bound(size_t *bound_out, const tenso_tensor *t,
-                                         const tenso_encode_options *opts);
+TENSO_API tenso_status tenso_dumps_bound(size_t *bound_out, const tenso_tensor *t, const tenso_encode_options *opts);
 
 /**
  * Encodes `t` into the caller's buffer: one pass over the body (copy, hashing each chunk while
@@ -333,19 +341,22 @@ TENSO_API tenso_status tenso_dumps_bound(size_t *bound_out, const tenso_tensor *
  * @param dst_capacity bytes available at dst.
  * @param written_out  receives the packet length; with TENSO_E_BUFFER_TOO_SMALL, the size
  *                     needed (exact, also when compressing, since 1.4).
+ * @param t            the tensor; its memory is only read.
+ * @param opts         NULL for defaults.
  * @since 1.0
  */
-TENSO_API tenso_status tenso_dumps_into(void *dst, size_t dst_capacity, size_t *written_out,
-                                        const tenso_tensor *t, const tenso_encode_options *opts);
+TENSO_API tenso_status tenso_dumps_into(void *dst, size_t dst_capacity, size_t *written_out, const tenso_tensor *t,
+                                        const tenso_encode_options *opts);
 
 /**
  * Encodes `t` into a buffer the library allocates (64-byte aligned).
  * @param out  an initialised tenso_buffer (TENSO_BUFFER_INIT); its previous contents are
  *             disposed of. Release with tenso_buffer_dispose().
+ * @param t    the tensor.
+ * @param opts NULL for defaults.
  * @since 1.0
  */
-TENSO_API tenso_status tenso_dumps(tenso_buffer *out, const tenso_tensor *t,
-                                   const tenso_encode_options *opts);
+TENSO_API tenso_status tenso_dumps(tenso_buffer *out, const tenso_tensor *t, const tenso_encode_options *opts);
 
 /**
  * Writes the packet for `t` to a file descriptor (file, pipe or socket) with vectored I/O:
@@ -353,6 +364,9 @@ TENSO_API tenso_status tenso_dumps(tenso_buffer *out, const tenso_tensor *t,
  * Partial writes and EINTR are handled; a non-blocking fd that would block is waited for.
  * Sockets are written with MSG_NOSIGNAL: a closed peer gives TENSO_E_IO, never SIGPIPE.
  * @param written_out  may be NULL; receives the bytes written, also on failure.
+ * @param fd           an open file descriptor, blocking or not.
+ * @param t            the tensor.
+ * @param opts         NULL for defaults.
  * @return TENSO_E_IO with errno's text when the system refuses. @since 1.0
  */
 TENSO_API tenso_status tenso_write_fd(uint64_t *written_out, int fd, const tenso_tensor *t,
@@ -369,18 +383,18 @@ TENSO_API tenso_status tenso_write_fd(uint64_t *written_out, int fd, const tenso
  * followed).
  * @since 1.0
  */
-TENSO_API tenso_status tenso_save_file(const char *path, const tenso_tensor *t,
-                                       const tenso_encode_options *opts);
+TENSO_API tenso_status tenso_save_file(const char *path, const tenso_tensor *t, const tenso_encode_options *opts);
 
 /* ============================================================================================
  * Values: bundles and pre-encoded packets
  *
  * A tenso_value describes something to encode: a dense tensor, a bundle (string key -> value,
  * insertion order kept, at most 255 entries, nesting at most 64 deep), an already encoded
- * packet inserted verbatim, or one of the composite kinds below. Values borrow tensor and packet memory; it must outlive the encode
- * calls. A value is used from one thread at a time.
+ * packet inserted verbatim, or one of the composite kinds below. Values borrow tensor and packet memory; it must
+ * outlive the encode calls. A value is used from one thread at a time.
  * ========================================================================================== */
 
+/** Something to encode: a tensor, a bundle, a packet or a composite (see above). */
 typedef struct tenso_value tenso_value;
 /** A decoded packet; see "Decoding: views" below. */
 typedef struct tenso_view tenso_view;
@@ -402,7 +416,10 @@ TENSO_API tenso_status tenso_value_new_bundle(tenso_value **out);
 /**
  * Appends `key` -> `child` to a bundle. The child's description is copied (its borrowed memory
  * stays borrowed), so the child may be freed or changed afterwards without affecting `bundle`.
+ * @param bundle   a value made by tenso_value_new_bundle().
  * @param key      UTF-8, need not be NUL-terminated; up to TENSO_MAX_KEY_BYTES bytes.
+ * @param key_len  the key's length in bytes.
+ * @param child    the entry's value.
  * @return TENSO_E_INVALID_ARGUMENT when `bundle` is not a bundle, the key is not UTF-8, the
  *         bundle already has 255 entries or would nest more than 64 deep. Duplicate keys are
  *         allowed by the wire format and kept in order. @since 1.0
@@ -420,18 +437,17 @@ TENSO_API void tenso_value_free(tenso_value *v);
 TENSO_API tenso_status tenso_value_dumps_bound(size_t *bound_out, const tenso_value *v,
                                                const tenso_encode_options *opts);
 /** As tenso_dumps_into(), for a value. @since 1.0 */
-TENSO_API tenso_status tenso_value_dumps_into(void *dst, size_t dst_capacity, size_t *written_out,
-                                              const tenso_value *v,
+TENSO_API tenso_status tenso_value_dumps_into(void *dst, size_t dst_capacity, size_t *written_out, const tenso_value *v,
                                               const tenso_encode_options *opts);
 /** As tenso_dumps(), for a value. @since 1.0 */
-TENSO_API tenso_status tenso_value_dumps(tenso_buffer *out, const tenso_value *v,
-                                         const tenso_encode_options *opts);
+TENSO_API tenso_status tenso_value_dumps(tenso_buffer *out, const tenso_value *v, const tenso_encode_options *opts);
 /** As tenso_write_fd(), for a value: every tensor body goes to the fd uncopied. @since 1.0 */
 TENSO_API tenso_status tenso_value_write_fd(uint64_t *written_out, int fd, const tenso_value *v,
                                             const tenso_encode_options *opts);
 /**
  * Receives the packet of tenso_value_write_cb() piece by piece, in order.
  * @param data      the piece's bytes (never NULL; len > 0 except for an empty packet part).
+ * @param len       the piece's length in bytes.
  * @param borrowed  1: the bytes are the caller's own, a tensor body (or string offsets and
  *                  payload, quantized data, embedded packet) exactly as given to the value, so
  *                  they stay valid as long as the caller keeps that memory: a sender may queue
@@ -453,15 +469,17 @@ typedef int (*tenso_write_fn)(const void *data, size_t len, int borrowed, void *
  * matching. The pieces concatenated are exactly tenso_value_dumps()'s packet.
  * @param written_out  may be NULL; receives the bytes of the pieces `write` accepted (returned
  *                     0 for), also on failure.
+ * @param v            the value to encode.
+ * @param opts         NULL for defaults.
+ * @param write        called with each piece in order, on the calling thread.
+ * @param user         passed to `write`.
  * @return TENSO_E_USER when `write` stopped it; the encoder's statuses otherwise.
  * Thread-safety: as tenso_value_write_fd(); `write` runs on the calling thread. @since 1.4
  */
 TENSO_API tenso_status tenso_value_write_cb(uint64_t *written_out, const tenso_value *v,
-                                            const tenso_encode_options *opts, tenso_write_fn write,
-                                            void *user);
+                                            const tenso_encode_options *opts, tenso_write_fn write, void *user);
 /** As tenso_save_file(), for a value. @since 1.0 */
-TENSO_API tenso_status tenso_value_save_file(const char *path, const tenso_value *v,
-                                             const tenso_encode_options *opts);
+TENSO_API tenso_status tenso_value_save_file(const char *path, const tenso_value *v, const tenso_encode_options *opts);
 
 /* ============================================================================================
  * Composite kinds: sparse matrices, quantized tensors, strings, ragged arrays, GPU references
@@ -480,23 +498,25 @@ TENSO_API tenso_status tenso_value_save_file(const char *path, const tenso_value
  * indices lie inside the shape. As upstream, components are always written with alignment 64,
  * no integrity and no compression, whatever the encode options say.
  * @param ndim, shape  the matrix shape; ndim must be 2.
+ * @param out          receives the value (free with tenso_value_free()).
+ * @param format       TENSO_KIND_SPARSE_COO, _CSR or _CSC.
+ * @param a, b, c      the component tensors, as listed above.
  * @return TENSO_E_INVALID_ARGUMENT for a structure that fails the checks. @since 1.0
  */
 TENSO_API tenso_status tenso_value_new_sparse(tenso_value **out, tenso_kind format, uint32_t ndim,
-                                              const uint64_t *shape, const tenso_tensor *a,
-                                              const tenso_tensor *b, const tenso_tensor *c);
+                                              const uint64_t *shape, const tenso_tensor *a, const tenso_tensor *b,
+                                              const tenso_tensor *c);
 
 /**
  * Component `index` (0, 1, 2 as in tenso_value_new_sparse) of a sparse view: a dense view
  * owned by `v`. tenso_loads has already checked the structure as tenso_value_new_sparse does.
  * @return TENSO_E_UNSUPPORTED_KIND when v is not sparse. @since 1.0
  */
-TENSO_API tenso_status tenso_view_component(const tenso_view **child_out, const tenso_view *v,
-                                            uint32_t index);
+TENSO_API tenso_status tenso_view_component(const tenso_view **child_out, const tenso_view *v, uint32_t index);
 
-#define TENSO_QUANT_PER_TENSOR   0
-#define TENSO_QUANT_PER_CHANNEL  1
-#define TENSO_QUANT_PER_GROUP    2
+#define TENSO_QUANT_PER_TENSOR  0 /**< one scale and zero point for the whole tensor */
+#define TENSO_QUANT_PER_CHANNEL 1 /**< one scale and zero point per index along an axis */
+#define TENSO_QUANT_PER_GROUP   2 /**< one scale and zero point per group_size consecutive elements */
 
 /**
  * A quantized tensor, in parts. As an input (tenso_value_new_quantized) every pointer is
@@ -506,20 +526,20 @@ TENSO_API tenso_status tenso_view_component(const tenso_view **child_out, const 
  * the index along `axis` (per channel) or i / group_size over the C-order elements (per group).
  */
 typedef struct tenso_quantized {
-    const void *data;          /* packed: 1 byte per element, or for 4-bit dtypes 2 per byte
-                                  (element 2k in the low nibble, 2k+1 in the high nibble) */
-    uint64_t nbytes;           /* numel, or ceil(numel / 2) for 4-bit dtypes */
-    const uint64_t *shape;
-    const float *scales;       /* num_scales entries */
-    const float *zero_points;  /* num_scales entries; floats, neither rounded nor clamped */
-    uint32_t ndim;
-    tenso_dtype dtype;         /* TENSO_DTYPE_QINT8, QUINT8, QINT4 or QUINT4 */
-    int32_t scheme;            /* TENSO_QUANT_* */
-    int32_t axis;              /* per channel: the channel axis (as an input a negative axis
-                                  counts from the end; outputs are always 0 <= axis < ndim);
-                                  otherwise 0 */
-    uint32_t group_size;       /* per group: > 0; otherwise 0 */
-    uint32_t num_scales;       /* 1, shape[axis], or ceil(numel / group_size) */
+    const void *data;         /**< packed: 1 byte per element, or for 4-bit dtypes 2 per byte
+                                 (element 2k in the low nibble, 2k+1 in the high nibble) */
+    uint64_t nbytes;          /**< numel, or ceil(numel / 2) for 4-bit dtypes */
+    const uint64_t *shape;    /**< ndim entries */
+    const float *scales;      /**< num_scales entries */
+    const float *zero_points; /**< num_scales entries; floats, neither rounded nor clamped */
+    uint32_t ndim;            /**< dimensions of the dequantized tensor */
+    tenso_dtype dtype;        /**< TENSO_DTYPE_QINT8, QUINT8, QINT4 or QUINT4 */
+    int32_t scheme;           /**< TENSO_QUANT_* */
+    int32_t axis;             /**< per channel: the channel axis (as an input a negative axis
+                                 counts from the end; outputs are always 0 <= axis < ndim);
+                                 otherwise 0 */
+    uint32_t group_size;      /**< per group: > 0; otherwise 0 */
+    uint32_t num_scales;      /**< 1, shape[axis], or ceil(numel / group_size) */
 } tenso_quantized;
 
 /**
@@ -527,12 +547,16 @@ typedef struct tenso_quantized {
  * QuantizedTensor.quantize: min-max affine per block, scale = f32((max - min) / (qmax - qmin)),
  * zero point = f32(qmin - min / scale) in float32, q = clip(round_half_even(x / scale + zp));
  * a constant block gets scale 1 and zero point 0. The value owns its packed data and scales.
+ * @param out   receives the value (free with tenso_value_free()).
+ * @param input the tensor to quantize; read only during the call.
+ * @param qdtype TENSO_DTYPE_QINT8, QUINT8, QINT4 or QUINT4.
+ * @param scheme TENSO_QUANT_PER_TENSOR, _PER_CHANNEL or _PER_GROUP.
  * @param axis  per channel: the channel axis, negative counts from the end; otherwise ignored.
  * @param group_size  per group: elements per group (> 0); otherwise ignored.
  * @since 1.0
  */
-TENSO_API tenso_status tenso_quantize(tenso_value **out, const tenso_tensor *input, tenso_dtype qdtype,
-                                      int32_t scheme, int32_t axis, uint32_t group_size);
+TENSO_API tenso_status tenso_quantize(tenso_value **out, const tenso_tensor *input, tenso_dtype qdtype, int32_t scheme,
+                                      int32_t axis, uint32_t group_size);
 
 /** A quantized value from parts (borrowed); they are checked for consistency. @since 1.0 */
 TENSO_API tenso_status tenso_value_new_quantized(tenso_value **out, const tenso_quantized *q);
@@ -561,9 +585,8 @@ TENSO_API tenso_status tenso_dequantize(float *dst, uint64_t dst_count, const te
  * bundles and streams.
  * @since 1.0
  */
-TENSO_API tenso_status tenso_value_new_strings(tenso_value **out, uint64_t count,
-                                               const uint64_t *offsets, const void *payload,
-                                               uint64_t payload_len);
+TENSO_API tenso_status tenso_value_new_strings(tenso_value **out, uint64_t count, const uint64_t *offsets,
+                                               const void *payload, uint64_t payload_len);
 
 /**
  * The strings of a string view (or the rows of a direct ragged packet): string i is
@@ -588,6 +611,7 @@ TENSO_API tenso_status tenso_value_new_ragged(tenso_value **out, const tenso_ten
  * Reads a bundle view as a ragged array, checking its form: the three keys, offsets that
  * start at 0, never decrease and end at the flat length, and a count that matches.
  * @param flat_out, offsets_out  dense 1-D child views owned by `v` (offsets: uint64, count+1).
+ * @param v                      a decoded bundle view.
  * @return TENSO_E_UNSUPPORTED_KIND when `v` is not a bundle in that form. @since 1.0
  */
 TENSO_API tenso_status tenso_view_ragged(const tenso_view **flat_out, const tenso_view **offsets_out,
@@ -595,10 +619,10 @@ TENSO_API tenso_status tenso_view_ragged(const tenso_view **flat_out, const tens
 
 /** A GPU IPC reference: where another process finds device memory (106 bytes on the wire). */
 typedef struct tenso_ipc_ref {
-    uint8_t handle[64];      /* opaque, e.g. cudaIpcMemHandle_t */
-    uint64_t byte_offset;
-    uint64_t nbytes;
-    uint8_t device_uuid[16];
+    uint8_t handle[64];      /**< opaque, e.g. cudaIpcMemHandle_t */
+    uint64_t byte_offset;    /**< where the tensor starts inside the shared allocation */
+    uint64_t nbytes;         /**< the tensor's bytes */
+    uint8_t device_uuid[16]; /**< the device holding the allocation */
 } tenso_ipc_ref;
 
 /** A GPU IPC reference packet. Encode options do not apply (it never has a footer).
@@ -614,23 +638,24 @@ TENSO_API tenso_status tenso_view_ipc_ref(tenso_ipc_ref *out, const tenso_view *
 
 /** What the header of a packet says, read without touching the body. */
 typedef struct tenso_packet_info {
-    uint32_t version;        /* wire version, 1 to 4 */
-    uint32_t flags;          /* TENSO_FLAG_* bits */
-    tenso_kind kind;
-    tenso_dtype dtype;       /* 0 for bundles, sparse containers and IPC references */
-    uint32_t ndim;           /* dimensions; 0 for bundles */
-    uint32_t entry_count;    /* bundles: number of entries; otherwise 0 */
-    uint32_t alignment;      /* body alignment relative to the packet start (1 if unpadded) */
-    uint32_t reserved0;
-    uint64_t shape[TENSO_MAX_NDIM];
-    uint64_t body_offset;    /* where the body starts, from the packet start; 0 for containers */
-    uint64_t body_size;      /* body bytes as stored (compressed size with LZ4); 0 if unknown */
-    uint64_t packet_size;    /* exact packet length; 0 when `len` is too short to tell */
-    uint64_t reserved[4];
+    uint32_t version;               /**< wire version, 1 to 4 */
+    uint32_t flags;                 /**< TENSO_FLAG_* bits */
+    tenso_kind kind;                /**< TENSO_KIND_* */
+    tenso_dtype dtype;              /**< 0 for bundles, sparse containers and IPC references */
+    uint32_t ndim;                  /**< dimensions; 0 for bundles */
+    uint32_t entry_count;           /**< bundles: number of entries; otherwise 0 */
+    uint32_t alignment;             /**< body alignment relative to the packet start (1 if unpadded) */
+    uint32_t reserved0;             /**< 0 */
+    uint64_t shape[TENSO_MAX_NDIM]; /**< ndim entries are set, the rest are 0 */
+    uint64_t body_offset;           /**< where the body starts, from the packet start; 0 for containers */
+    uint64_t body_size;             /**< body bytes as stored (compressed size with LZ4); 0 if unknown */
+    uint64_t packet_size;           /**< exact packet length; 0 when `len` is too short to tell */
+    uint64_t reserved[4];           /**< 0; room to grow */
 } tenso_packet_info;
 
 /**
  * Reads a packet's header (and shape and metadata) without touching its body.
+ * @param out        receives what the header says.
  * @param data, len  at least the header and shape; more bytes let packet_size be filled.
  * @return TENSO_E_TRUNCATED when the header itself is incomplete; the status of any header
  *         check that fails (magic, version, dtype, limits). @since 1.0
@@ -649,6 +674,7 @@ TENSO_API tenso_status tenso_inspect(tenso_packet_info *out, const void *data, s
  *                    total number of bytes needed before the next call can make progress
  *                    (> len): read that many and call again.
  * @param opts        limits (max_packet_bytes, max_ndim, ...); NULL for defaults.
+ * @param data, len   the bytes received so far, starting at the packet.
  * @since 1.0
  */
 TENSO_API tenso_status tenso_packet_length(size_t *length_out, const void *data, size_t len,
@@ -671,10 +697,11 @@ TENSO_API tenso_status tenso_packet_length(size_t *length_out, const void *data,
  * are decompressed into memory the view owns and must decompress to exactly shape x itemsize.
  * Cost without integrity or compression: O(ndim + bundle entries), independent of body size.
  * @param opts  NULL for defaults.
+ * @param out   receives the view (free with tenso_view_free()).
+ * @param data, len  the bytes; the view borrows them unless it owns its data.
  * @since 1.0
  */
-TENSO_API tenso_status tenso_loads(tenso_view **out, const void *data, size_t len,
-                                   const tenso_decode_options *opts);
+TENSO_API tenso_status tenso_loads(tenso_view **out, const void *data, size_t len, const tenso_decode_options *opts);
 
 /** Frees a view and its children; NULL is accepted. Child views must not be freed. @since 1.0 */
 TENSO_API void tenso_view_free(tenso_view *v);
@@ -686,16 +713,16 @@ TENSO_API void tenso_view_free(tenso_view *v);
  * @since 1.5
  */
 typedef struct tenso_tensor_view {
-    const void *data;       /* the body, C-contiguous, in the caller's bytes; NULL when empty */
-    uint64_t nbytes;        /* body bytes: shape x itemsize */
-    uint64_t packet_size;   /* the packet's exact length, integrity footer included */
-    tenso_dtype dtype;
-    uint32_t ndim;
-    uint32_t flags;         /* header flags as on the wire (TENSO_FLAG_*) */
-    uint32_t version;       /* wire version the packet was written with (1 to 4) */
-    uint32_t alignment;     /* declared body alignment, relative to the packet start */
-    uint32_t reserved;      /* 0 */
-    uint64_t shape[TENSO_MAX_NDIM];  /* ndim entries are set */
+    const void *data;               /**< the body, C-contiguous, in the caller's bytes; NULL when empty */
+    uint64_t nbytes;                /**< body bytes: shape x itemsize */
+    uint64_t packet_size;           /**< the packet's exact length, integrity footer included */
+    tenso_dtype dtype;              /**< a dense dtype */
+    uint32_t ndim;                  /**< dimensions */
+    uint32_t flags;                 /**< header flags as on the wire (TENSO_FLAG_*) */
+    uint32_t version;               /**< wire version the packet was written with (1 to 4) */
+    uint32_t alignment;             /**< declared body alignment, relative to the packet start */
+    uint32_t reserved;              /**< 0 */
+    uint64_t shape[TENSO_MAX_NDIM]; /**< ndim entries are set */
 } tenso_tensor_view;
 
 /**
@@ -705,6 +732,8 @@ typedef struct tenso_tensor_view {
  * with the same statuses. A packet of any other kind, or a compressed dense packet (whose body
  * needs memory to decompress into), is TENSO_E_UNSUPPORTED_KIND: decode those with tenso_loads.
  * *out is written only on success.
+ * @param out   receives the tensor (nothing to free).
+ * @param data, len  the packet bytes, which `out->data` points into.
  * @param opts  NULL for defaults.
  * @since 1.5
  */
@@ -740,19 +769,20 @@ TENSO_API uint32_t tenso_view_bundle_count(const tenso_view *v);
  * Entry `index` of a bundle view.
  * @param key_out, key_len_out  the key's UTF-8 bytes (not NUL-terminated), borrowed.
  * @param child_out             the entry's view, owned by `v`.
+ * @param v                     a bundle view.
+ * @param index                 0 to tenso_view_bundle_count(v) - 1.
  * @return TENSO_E_UNSUPPORTED_KIND when v is not a bundle; TENSO_E_INVALID_ARGUMENT for an
  *         index out of range. @since 1.0
  */
-TENSO_API tenso_status tenso_view_bundle_entry(const char **key_out, size_t *key_len_out,
-                                               const tenso_view **child_out, const tenso_view *v,
-                                               uint32_t index);
+TENSO_API tenso_status tenso_view_bundle_entry(const char **key_out, size_t *key_len_out, const tenso_view **child_out,
+                                               const tenso_view *v, uint32_t index);
 
 /**
  * The first entry of a bundle view with the given key.
  * @return TENSO_E_INVALID_ARGUMENT (message "key not found") when there is none. @since 1.0
  */
-TENSO_API tenso_status tenso_view_bundle_find(const tenso_view **child_out, const tenso_view *v,
-                                              const char *key, size_t key_len);
+TENSO_API tenso_status tenso_view_bundle_find(const tenso_view **child_out, const tenso_view *v, const char *key,
+                                              size_t key_len);
 
 /* ============================================================================================
  * Streams and files
@@ -784,6 +814,9 @@ TENSO_API tenso_status tenso_read_fd(tenso_view **out, int fd, const tenso_decod
 /**
  * Loads the first packet of the file at `path`.
  * @param mode  TENSO_LOAD_READ or TENSO_LOAD_MMAP.
+ * @param out   receives the view (free with tenso_view_free()).
+ * @param path  the file.
+ * @param opts  NULL for defaults.
  * @since 1.0
  */
 TENSO_API tenso_status tenso_load_file(tenso_view **out, const char *path, uint32_t mode,
@@ -812,6 +845,7 @@ typedef struct tenso_decoder tenso_decoder;
 
 /**
  * Memory for one packet, asked for once its exact length is known.
+ * @param user       tenso_decoder_options.alloc_user.
  * @param size       the packet length in bytes (> 0).
  * @param alignment  the alignment the buffer must have: 64, or the packet's body alignment when
  *                   larger (a power of two up to TENSO_MAX_ALIGNMENT). Misaligned memory fails
@@ -835,21 +869,24 @@ typedef void (*tenso_release_fn)(void *user, void *ptr, size_t size);
 
 /** Options for tenso_decoder_new. @since 1.3 */
 typedef struct tenso_decoder_options {
-    uint32_t version;                    /* TENSO_DECODER_OPTIONS_VERSION (1) */
-    uint32_t flags;                      /* TENSO_DECODER_* */
-    const tenso_decode_options *decode;  /* limits, flags, timeout; copied by _new; NULL = defaults */
-    tenso_alloc_fn alloc;                /* NULL: tenso allocates (64-byte aligned) and reuses the
-                                            previous packet's buffer once its views are freed */
-    tenso_release_fn release;            /* required with alloc */
-    void *alloc_user;                    /* passed to alloc and release */
+    uint32_t version;                   /**< TENSO_DECODER_OPTIONS_VERSION (1) */
+    uint32_t flags;                     /**< TENSO_DECODER_* */
+    const tenso_decode_options *decode; /**< limits, flags, timeout; copied by _new; NULL = defaults */
+    tenso_alloc_fn alloc;               /**< NULL: tenso allocates (64-byte aligned) and reuses the
+                                           previous packet's buffer once its views are freed */
+    tenso_release_fn release;           /**< required with alloc */
+    void *alloc_user;                   /**< passed to alloc and release */
 } tenso_decoder_options;
 
-#define TENSO_DECODER_OPTIONS_VERSION 1
-#define TENSO_DECODER_OPTIONS_INIT { TENSO_DECODER_OPTIONS_VERSION, 0, NULL, NULL, NULL, NULL }
+#define TENSO_DECODER_OPTIONS_VERSION 1 /**< the tenso_decoder_options version these headers declare */
+/** A tenso_decoder_options with every default. */
+#define TENSO_DECODER_OPTIONS_INIT \
+    { TENSO_DECODER_OPTIONS_VERSION, 0, NULL, NULL, NULL, NULL }
 
 /**
  * Creates a decoder.
  * @param opts  NULL for defaults (default limits, tenso's allocator, no read-ahead).
+ * @param out   receives the decoder (free with tenso_decoder_free()).
  * @return TENSO_E_INVALID_ARGUMENT for an unknown version or flag, alloc without release, or
  *         invalid decode options. @since 1.3
  */
@@ -871,8 +908,8 @@ TENSO_API void tenso_decoder_reset(tenso_decoder *d);
  *         decoder must be reset (until then every call returns TENSO_E_INVALID_ARGUMENT).
  * @since 1.3
  */
-TENSO_API tenso_status tenso_decoder_feed(tenso_decoder *d, const void *src, size_t len,
-                                          size_t *consumed_out, tenso_view **out);
+TENSO_API tenso_status tenso_decoder_feed(tenso_decoder *d, const void *src, size_t len, size_t *consumed_out,
+                                          tenso_view **out);
 
 /**
  * Receive in place (no copy): where the next bytes go - a small header area first, then inside
@@ -887,6 +924,8 @@ TENSO_API tenso_status tenso_decoder_buffer(tenso_decoder *d, void **dst_out, si
 /**
  * Accounts for n bytes written at tenso_decoder_buffer's pointer (n <= its *len_out).
  * @param out  receives the packet's view when it is complete, else NULL.
+ * @param d    the decoder.
+ * @param n    the bytes written (<= tenso_decoder_buffer()'s *len_out).
  * @since 1.3
  */
 TENSO_API tenso_status tenso_decoder_commit(tenso_decoder *d, size_t n, tenso_view **out);

@@ -1,5 +1,6 @@
-/*
- * tenso/tenso.hpp - the C++17 layer over the tenso C API. @since 1.3
+/**
+ * @file tenso/tenso.hpp
+ * @brief the C++17 layer over the tenso C API. @since 1.3
  *
  * Header-only and inline: it calls only tenso_* functions of libtenso.so, so a program built
  * with it links the same library (pkg-config `tenso`, CMake `tenso::tenso`) and depends on the
@@ -30,7 +31,7 @@
 #define TENSO_TENSO_HPP
 
 #if !defined(__cplusplus) || __cplusplus < 201703L
-#  error "tenso/tenso.hpp needs C++17; C programs include tenso/tenso.h"
+#error "tenso/tenso.hpp needs C++17; C programs include tenso/tenso.h"
 #endif
 
 #include "tenso/tenso.h"
@@ -61,8 +62,8 @@ namespace tenso {
 /** A failed tenso call: the status and the message. @since 1.3 */
 class error : public std::runtime_error {
 public:
-    error(tenso_status status, const std::string &message)
-        : std::runtime_error(message), status_(status) {}
+    /** An error carrying `status` (a TENSO_E_* code) and `message`. */
+    error(tenso_status status, const std::string &message) : std::runtime_error(message), status_(status) {}
     /** The TENSO_E_* code. */
     tenso_status status() const noexcept { return status_; }
     /** Its symbolic name, "TENSO_E_CHECKSUM". */
@@ -72,6 +73,7 @@ private:
     tenso_status status_;
 };
 
+/// @cond TENSO_INTERNAL
 namespace detail {
 /* The message is copied at once: tenso_last_error() lasts only until the next tenso call. */
 [[noreturn]] inline void throw_last(tenso_status st) {
@@ -92,10 +94,9 @@ inline bool found(tenso_status st) {
     return true;
 }
 /* Names the C API returns, NULL for an empty handle. */
-inline std::string_view string_or_empty(const char *s) noexcept {
-    return s ? std::string_view(s) : std::string_view();
-}
-} // namespace detail
+inline std::string_view string_or_empty(const char *s) noexcept { return s ? std::string_view(s) : std::string_view(); }
+}  // namespace detail
+/// @endcond
 
 /* ============================================================================================
  * span: a pointer and a count (std::span is C++20)
@@ -105,26 +106,36 @@ inline std::string_view string_or_empty(const char *s) noexcept {
 template <class T>
 class span {
 public:
-    using element_type = T;
-    using value_type = std::remove_cv_t<T>;
-    using iterator = T *;
+    using element_type = T;                 /**< T, as given (const or not) */
+    using value_type = std::remove_cv_t<T>; /**< T without const */
+    using iterator = T *;                   /**< a pointer */
 
+    /** An empty span. */
     constexpr span() noexcept = default;
+    /** `size` elements from `data`. */
     constexpr span(T *data, std::size_t size) noexcept : data_(data), size_(size) {}
+    /** From a span of a convertible element type (span<T> to span<const T>). */
     template <class U, class = std::enable_if_t<std::is_convertible_v<U (*)[], T (*)[]>>>
     constexpr span(const span<U> &other) noexcept : data_(other.data()), size_(other.size()) {}
-    /* Containers with data() and size() (std::vector, std::array, std::string). */
+    /** The elements of a container with data() and size() (std::vector, std::array,
+     *  std::string). */
     template <class C, class = std::enable_if_t<std::is_convertible_v<
-                           std::remove_pointer_t<decltype(std::declval<C &>().data())> (*)[],
-                           T (*)[]>>>
+                           std::remove_pointer_t<decltype(std::declval<C &>().data())> (*)[], T (*)[]>>>
     constexpr span(C &c) noexcept(noexcept(c.data())) : data_(c.data()), size_(c.size()) {}
 
+    /** The first element. */
     constexpr T *data() const noexcept { return data_; }
+    /** Number of elements. */
     constexpr std::size_t size() const noexcept { return size_; }
+    /** Number of bytes: size() x sizeof(T). */
     constexpr std::size_t size_bytes() const noexcept { return size_ * sizeof(T); }
+    /** True when size() is 0. */
     constexpr bool empty() const noexcept { return size_ == 0; }
+    /** Element `i`, unchecked. */
     constexpr T &operator[](std::size_t i) const noexcept { return data_[i]; }
+    /** The first element, for range-for. */
     constexpr T *begin() const noexcept { return data_; }
+    /** One past the last element. */
     constexpr T *end() const noexcept { return data_ + size_; }
 
 private:
@@ -138,8 +149,7 @@ using bytes_view = span<const std::uint8_t>;
 /** The bytes of any contiguous object: as_bytes(vec), as_bytes(str). */
 template <class C>
 inline bytes_view as_bytes(const C &c) noexcept {
-    return bytes_view(reinterpret_cast<const std::uint8_t *>(c.data()),
-                      c.size() * sizeof(*c.data()));
+    return bytes_view(reinterpret_cast<const std::uint8_t *>(c.data()), c.size() * sizeof(*c.data()));
 }
 /* Not of a temporary: the bytes would be gone at the end of the statement, under any view
  * decoded from them. */
@@ -153,25 +163,32 @@ bytes_view as_bytes(const C &&) = delete;
 /** One bool element as stored (a byte that should be 0 or 1). Read bool tensors through this
  *  type: a byte of any other value, which hostile input can hold, is not a valid C++ bool. */
 struct bool8 {
-    std::uint8_t value;
+    std::uint8_t value; /**< the stored byte */
+    /** True for any non-zero byte. */
     explicit constexpr operator bool() const noexcept { return value != 0; }
 };
 /** IEEE binary16, as its bits. */
 struct float16 {
-    std::uint16_t bits;
+    std::uint16_t bits; /**< sign, 5 exponent bits, 10 mantissa bits */
 };
 /** bfloat16 (the upper half of a float32), as its bits. */
 struct bfloat16 {
-    std::uint16_t bits;
+    std::uint16_t bits; /**< sign, 8 exponent bits, 7 mantissa bits */
 };
 static_assert(sizeof(bool8) == 1 && sizeof(float16) == 2 && sizeof(bfloat16) == 2,
               "element types must have the wire's sizes");
 
-/** dtype_of<T>::value: the dtype code of a C++ element type. @since 1.3 */
+/** dtype_of<T>::value: the dtype code of a C++ element type: float, double, the fixed-width
+ *  integers, bool8 (and bool, for writing), float16, bfloat16, std::complex<float> and
+ *  std::complex<double>. @since 1.3 */
 template <class T>
 struct dtype_of; /* undefined: T is no tenso element type */
-#define TENSO_HPP_DTYPE_(type, code) \
-    template <> struct dtype_of<type> { static constexpr tenso_dtype value = code; }
+/// @cond TENSO_INTERNAL
+#define TENSO_HPP_DTYPE_(type, code)               \
+    template <>                                    \
+    struct dtype_of<type> {                        \
+        static constexpr tenso_dtype value = code; \
+    }
 TENSO_HPP_DTYPE_(float, TENSO_DTYPE_FLOAT32);
 TENSO_HPP_DTYPE_(double, TENSO_DTYPE_FLOAT64);
 TENSO_HPP_DTYPE_(std::int8_t, TENSO_DTYPE_INT8);
@@ -189,7 +206,9 @@ TENSO_HPP_DTYPE_(bfloat16, TENSO_DTYPE_BFLOAT16);
 TENSO_HPP_DTYPE_(std::complex<float>, TENSO_DTYPE_COMPLEX64);
 TENSO_HPP_DTYPE_(std::complex<double>, TENSO_DTYPE_COMPLEX128);
 #undef TENSO_HPP_DTYPE_
+/// @endcond
 
+/** dtype_of<T>::value for T without const. */
 template <class T>
 inline constexpr tenso_dtype dtype_of_v = dtype_of<std::remove_cv_t<T>>::value;
 
@@ -200,6 +219,7 @@ inline std::string_view dtype_name(tenso_dtype d) noexcept { return tenso_dtype_
  * Options: the C structs, initialised, with chainable setters
  * ========================================================================================== */
 
+/// @cond TENSO_INTERNAL
 namespace detail {
 /* The chainable setters of the option wrappers: one field, or one flag bit. */
 template <class Self, class Field, class V>
@@ -212,46 +232,41 @@ Self &flag(Self &self, std::uint32_t bit, bool on) noexcept {
     self.flags = on ? (self.flags | bit) : (self.flags & ~bit);
     return self;
 }
-} // namespace detail
+}  // namespace detail
+/// @endcond
 
 /** tenso_encode_options with its defaults. @since 1.3 */
 struct encode_options : tenso_encode_options {
     encode_options() noexcept : tenso_encode_options(TENSO_ENCODE_OPTIONS_INIT) {}
     /** An XXH3-64 footer on every body. */
-    encode_options &integrity(bool on = true) noexcept {
-        return detail::flag(*this, TENSO_ENCODE_INTEGRITY, on);
-    }
+    encode_options &integrity(bool on = true) noexcept { return detail::flag(*this, TENSO_ENCODE_INTEGRITY, on); }
     /** LZ4-frame-compress dense bodies at `level` (0: fast). */
     encode_options &compress(bool on = true, std::int32_t level = 0) noexcept {
         compression_level = level;
         return detail::flag(*this, TENSO_ENCODE_COMPRESS, on);
     }
     /** Body alignment, a power of two (0: 64). */
-    encode_options &align(std::uint32_t bytes) noexcept {
-        return detail::assign(*this, alignment, bytes);
-    }
+    encode_options &align(std::uint32_t bytes) noexcept { return detail::assign(*this, alignment, bytes); }
 };
 
 /** tenso_decode_options with its defaults (zero: the protocol's limits). @since 1.3 */
 struct decode_options : tenso_decode_options {
     decode_options() noexcept : tenso_decode_options(TENSO_DECODE_OPTIONS_INIT) {}
+    /** Do not verify integrity footers (they are still framed). */
     decode_options &skip_checksum(bool on = true) noexcept {
         return detail::flag(*this, TENSO_DECODE_SKIP_CHECKSUM, on);
     }
+    /** Check that string payloads are UTF-8. */
     decode_options &validate_utf8(bool on = true) noexcept {
         return detail::flag(*this, TENSO_DECODE_VALIDATE_UTF8, on);
     }
-    decode_options &packet_bytes(std::uint64_t n) noexcept {
-        return detail::assign(*this, max_packet_bytes, n);
-    }
-    decode_options &decoded_bytes(std::uint64_t n) noexcept {
-        return detail::assign(*this, max_decoded_bytes, n);
-    }
+    /** The largest packet accepted, in bytes (0: no limit). */
+    decode_options &packet_bytes(std::uint64_t n) noexcept { return detail::assign(*this, max_packet_bytes, n); }
+    /** The most a decode may allocate, in bytes (0: no limit). */
+    decode_options &decoded_bytes(std::uint64_t n) noexcept { return detail::assign(*this, max_decoded_bytes, n); }
     /** fd reads and writes wait at most this long per packet (0: no deadline of ours);
      *  expiry throws TENSO_E_TIMEOUT. */
-    decode_options &timeout(std::uint64_t ms) noexcept {
-        return detail::assign(*this, timeout_ms, ms);
-    }
+    decode_options &timeout(std::uint64_t ms) noexcept { return detail::assign(*this, timeout_ms, ms); }
 };
 
 static_assert(sizeof(encode_options) == sizeof(tenso_encode_options) &&
@@ -274,27 +289,22 @@ public:
         const std::uint64_t n = elements(shape_);
         if (n != count) {
             detail::fail(TENSO_E_INVALID_ARGUMENT,
-                         "the shape holds " + std::to_string(n) + " elements, the data " +
-                             std::to_string(count));
+                         "the shape holds " + std::to_string(n) + " elements, the data " + std::to_string(count));
         }
         nbytes_ = count * sizeof(T);
     }
     /** A contiguous container (std::vector<float>, std::array, span) of the given shape. */
-    template <class C, class T = std::remove_cv_t<std::remove_pointer_t<
-                           decltype(std::declval<const C &>().data())>>>
+    template <class C, class T = std::remove_cv_t<std::remove_pointer_t<decltype(std::declval<const C &>().data())>>>
     tensor(const C &elements_in, std::vector<std::uint64_t> shape)
-        : tensor(static_cast<const T *>(elements_in.data()), elements_in.size(),
-                 std::move(shape)) {}
+        : tensor(static_cast<const T *>(elements_in.data()), elements_in.size(), std::move(shape)) {}
     /** A 1-D tensor of a contiguous container. */
-    template <class C, class T = std::remove_cv_t<std::remove_pointer_t<
-                           decltype(std::declval<const C &>().data())>>>
+    template <class C, class T = std::remove_cv_t<std::remove_pointer_t<decltype(std::declval<const C &>().data())>>>
     explicit tensor(const C &elements_in)
         : tensor(static_cast<const T *>(elements_in.data()), elements_in.size(),
                  {static_cast<std::uint64_t>(elements_in.size())}) {}
     /** Raw: `nbytes` bytes of dtype `dtype`, for element types C++ has no name for. The C
      *  library checks nbytes against the shape at encode time. */
-    tensor(const void *data, std::uint64_t nbytes, std::vector<std::uint64_t> shape,
-           tenso_dtype dtype)
+    tensor(const void *data, std::uint64_t nbytes, std::vector<std::uint64_t> shape, tenso_dtype dtype)
         : data_(data), nbytes_(nbytes), shape_(std::move(shape)), dtype_(dtype) {}
 
     /** The C description; valid while this tensor is alive and unchanged. */
@@ -307,8 +317,11 @@ public:
         t.dtype = dtype_;
         return t;
     }
+    /** The dtype code. */
     tenso_dtype dtype() const noexcept { return dtype_; }
+    /** The shape (a copy the tensor holds). */
     const std::vector<std::uint64_t> &shape() const noexcept { return shape_; }
+    /** Bytes of the elements. */
     std::uint64_t nbytes() const noexcept { return nbytes_; }
 
 private:
@@ -334,15 +347,20 @@ private:
  * ========================================================================================== */
 
 namespace detail {
-/* One move-only owner for every C handle type: frees with Free exactly once. */
+/** The owner of a C handle that every owning class (view, decoder, shm, cache, archive,
+ *  archive_writer) builds on: move-only, frees with `Free` exactly once. */
 template <class H, void (*Free)(H *)>
 class handle {
 public:
+    /** Empty: owns nothing. */
     handle() noexcept = default;
+    /** Takes ownership of `h`, a handle from the C API. */
     explicit handle(H *h) noexcept : h_(h) {}
     handle(const handle &) = delete;
     handle &operator=(const handle &) = delete;
+    /** Takes `o`'s handle; `o` is left empty. */
     handle(handle &&o) noexcept : h_(std::exchange(o.h_, nullptr)) {}
+    /** Frees the current handle and takes `o`'s; `o` is left empty. */
     handle &operator=(handle &&o) noexcept {
         if (this != &o) reset(std::exchange(o.h_, nullptr));
         return *this;
@@ -358,26 +376,30 @@ public:
         H *old = std::exchange(h_, h);
         if (old) Free(old);
     }
+    /** True when a handle is owned. */
     explicit operator bool() const noexcept { return h_ != nullptr; }
 
 private:
     H *h_ = nullptr;
 };
-} // namespace detail
+}  // namespace detail
 
 class view_ref;
-
-/** A bundle entry: its key and its value (owned by the bundle view). */
 struct bundle_entry;
 
 namespace detail {
-/* The read side of a view, shared by the owning `view` and the borrowed `view_ref`. */
+/** The read side of a view, shared by the owning tenso::view and the borrowed
+ *  tenso::view_ref: every accessor of a decoded packet. */
 template <class Derived>
 class view_reader {
 public:
+    /** What the packet holds (TENSO_KIND_*). */
     tenso_kind kind() const noexcept { return tenso_view_kind(h()); }
+    /** The element dtype (0 for containers). */
     tenso_dtype dtype() const noexcept { return tenso_view_dtype(h()); }
+    /** Number of dimensions. */
     std::uint32_t ndim() const noexcept { return tenso_view_ndim(h()); }
+    /** The shape, owned by the view. */
     span<const std::uint64_t> shape() const noexcept {
         return span<const std::uint64_t>(tenso_view_shape(h()), tenso_view_ndim(h()));
     }
@@ -387,17 +409,23 @@ public:
         for (std::uint64_t d : shape()) n *= d; /* decode checked it against max_elements */
         return n;
     }
+    /** The body (into the decoded bytes, or memory the view owns). */
     const void *data() const noexcept { return tenso_view_data(h()); }
+    /** Bytes of the body. */
     std::uint64_t nbytes() const noexcept { return tenso_view_nbytes(h()); }
     /** The body's bytes, whatever the dtype. */
     bytes_view bytes() const noexcept {
-        return bytes_view(static_cast<const std::uint8_t *>(data()),
-                          static_cast<std::size_t>(nbytes()));
+        return bytes_view(static_cast<const std::uint8_t *>(data()), static_cast<std::size_t>(nbytes()));
     }
+    /** The header's TENSO_FLAG_* bits. */
     std::uint32_t flags() const noexcept { return tenso_view_flags(h()); }
+    /** The wire version the packet was written in (1 to 4). */
     std::uint32_t version() const noexcept { return tenso_view_version(h()); }
+    /** Declared body alignment, relative to the packet start. */
     std::uint32_t alignment() const noexcept { return tenso_view_alignment(h()); }
+    /** Exact length of the packet. */
     std::uint64_t packet_size() const noexcept { return tenso_view_packet_size(h()); }
+    /** True when the body lives in memory the view owns, not in the decoded bytes. */
     bool owns_data() const noexcept { return tenso_view_owns_data(h()) != 0; }
 
     /**
@@ -410,12 +438,10 @@ public:
         check_elements<T>();
         const void *p = data();
         if (reinterpret_cast<std::uintptr_t>(p) % alignof(T) != 0) {
-            fail(TENSO_E_INVALID_ARGUMENT,
-                 "the body is not aligned for " + std::string(tenso_dtype_name(dtype())) +
-                     " (a tensor nested in a bundle); read it with copy_to or to_vector");
+            fail(TENSO_E_INVALID_ARGUMENT, "the body is not aligned for " + std::string(tenso_dtype_name(dtype())) +
+                                               " (a tensor nested in a bundle); read it with copy_to or to_vector");
         }
-        return span<const T>(static_cast<const T *>(p),
-                             static_cast<std::size_t>(nbytes() / sizeof(T)));
+        return span<const T>(static_cast<const T *>(p), static_cast<std::size_t>(nbytes() / sizeof(T)));
     }
     /** Copies the elements into dst (exactly size() of them), at any alignment; the dtype
      *  checks are those of as<T>(). */
@@ -429,6 +455,7 @@ public:
         }
         if (nbytes() != 0) std::memcpy(dst.data(), data(), dst.size_bytes());
     }
+    /** The elements copied into a new vector, at any alignment. */
     template <class T>
     std::vector<T> to_vector() const {
         check_elements<T>();
@@ -438,6 +465,7 @@ public:
     }
 
     /* ---- bundles ---- */
+    /** True for a bundle. */
     bool is_bundle() const noexcept { return kind() == TENSO_KIND_BUNDLE; }
     /** Number of entries; 0 for other kinds. */
     std::uint32_t bundle_size() const noexcept { return tenso_view_bundle_count(h()); }
@@ -451,6 +479,7 @@ public:
     view_ref find(std::string_view key) const;
     /** The first entry under `key`; throws TENSO_E_NOT_FOUND when there is none. */
     view_ref at(std::string_view key) const;
+    /** As at(). */
     view_ref operator[](std::string_view key) const;
 
     /* ---- composites ---- */
@@ -475,6 +504,7 @@ public:
         check(tenso_dequantize(out.data(), n, &q));
         return out;
     }
+    /** The reference a GPU IPC reference view holds. */
     tenso_ipc_ref ipc_ref() const {
         tenso_ipc_ref r;
         check(tenso_view_ipc_ref(&r, h()));
@@ -500,29 +530,34 @@ private:
             fail(TENSO_E_UNSUPPORTED_KIND, "typed access needs a dense view");
         }
         if (dtype() != dtype_of_v<T>) {
-            fail(TENSO_E_BAD_DTYPE, "the view holds " + std::string(tenso_dtype_name(dtype())) +
-                                        ", not " + tenso_dtype_name(dtype_of_v<T>));
+            fail(TENSO_E_BAD_DTYPE, "the view holds " + std::string(tenso_dtype_name(dtype())) + ", not " +
+                                        tenso_dtype_name(dtype_of_v<T>));
         }
     }
 };
-} // namespace detail
+}  // namespace detail
 
 /** A view owned by something else (a bundle's entry, a sparse component): valid as long as
  *  its owner. Copyable; empty (operator bool false) when default-constructed. @since 1.3 */
 class view_ref : public detail::view_reader<view_ref> {
 public:
+    /** Empty. */
     view_ref() noexcept = default;
+    /** Refers to `v`, a view owned elsewhere. */
     explicit view_ref(const tenso_view *v) noexcept : v_(v) {}
+    /** The C view, borrowed. */
     const tenso_view *get() const noexcept { return v_; }
+    /** True unless empty. */
     explicit operator bool() const noexcept { return v_ != nullptr; }
 
 private:
     const tenso_view *v_ = nullptr;
 };
 
+/** A bundle entry: its key and its value (both owned by the bundle view). @since 1.3 */
 struct bundle_entry {
-    std::string_view key;
-    view_ref value;
+    std::string_view key; /**< UTF-8, as the packet holds it */
+    view_ref value;       /**< the entry's view */
 };
 
 /** A decoded packet, owned: tenso_view_free when destroyed. Move-only. @since 1.3 */
@@ -533,35 +568,42 @@ public:
     using handle::handle;
     /** A borrowed reference to this view (valid while this view lives). */
     view_ref ref() const noexcept { return view_ref(get()); }
+    /** As ref(). */
     operator view_ref() const noexcept { return ref(); }
 };
 
 /* ---- the bundle and composite readers, now that view_ref is complete ---- */
 
 namespace detail {
-/* An input iterator over positions 0..size() of a source that makes each element on demand
- * (source[i]: bundle entries, strings, archive entries), so nothing is copied up front. The
- * source must outlive its iterators, as a container must. */
+/** An input iterator over positions 0..size() of a source that makes each element on demand
+ *  (source[i]: bundle entries, strings, archive entries), so nothing is copied up front. The
+ *  source must outlive its iterators, as a container must. */
 template <class Source, class Value, class Index>
 class index_iterator {
 public:
-    using iterator_category = std::input_iterator_tag;
-    using value_type = Value;
-    using difference_type = std::ptrdiff_t;
-    using pointer = void;
-    using reference = Value;
+    using iterator_category = std::input_iterator_tag; /**< single pass */
+    using value_type = Value;                          /**< what it yields */
+    using difference_type = std::ptrdiff_t;            /**< for the iterator traits */
+    using pointer = void;                              /**< no operator-> */
+    using reference = Value;                           /**< yields values */
+    /** Position `i` of `s`. */
     index_iterator(const Source *s, Index i) noexcept : s_(s), i_(i) {}
+    /** The element here, made on demand. */
     Value operator*() const { return (*s_)[i_]; }
+    /** Next position. */
     index_iterator &operator++() noexcept {
         ++i_;
         return *this;
     }
+    /** Next position, returning the old one. */
     index_iterator operator++(int) noexcept {
         index_iterator old = *this;
         ++i_;
         return old;
     }
+    /** Same source and position. */
     bool operator==(const index_iterator &o) const noexcept { return s_ == o.s_ && i_ == o.i_; }
+    /** Not ==. */
     bool operator!=(const index_iterator &o) const noexcept { return !(*this == o); }
 
 private:
@@ -569,33 +611,44 @@ private:
     Index i_;
 };
 
-/* Bundle entries by index; keys and children are borrowed from the bundle view. */
+/** What view::entries() returns: bundle entries by index, keys and children borrowed from the
+ *  bundle view. */
 class bundle_range {
 public:
-    using iterator = index_iterator<bundle_range, bundle_entry, std::uint32_t>;
+    using iterator = index_iterator<bundle_range, bundle_entry, std::uint32_t>; /**< yields entries */
+    /** The entries of bundle view `v`. */
     explicit bundle_range(const tenso_view *v) noexcept : v_(v) {}
+    /** Entry `i`. */
     bundle_entry operator[](std::uint32_t i) const { return view_ref(v_).entry(i); }
+    /** The first entry. */
     iterator begin() const noexcept { return iterator(this, 0); }
+    /** Past the last entry. */
     iterator end() const noexcept { return iterator(this, size()); }
+    /** Number of entries. */
     std::uint32_t size() const noexcept { return tenso_view_bundle_count(v_); }
 
 private:
     const tenso_view *v_;
 };
 
-/* The strings of a string view: count + 1 offsets into one payload. */
+/** What view::strings() returns: the strings of a string view (count + 1 offsets into one
+ *  payload), borrowed from it. */
 class string_list {
 public:
-    using iterator = index_iterator<string_list, std::string_view, std::size_t>;
+    using iterator = index_iterator<string_list, std::string_view, std::size_t>; /**< yields strings */
+    /** `count` strings: string i is payload[offsets[i], offsets[i + 1]). */
     string_list(const std::uint64_t *offsets, const char *payload, std::size_t count) noexcept
         : offsets_(offsets), payload_(payload), count_(count) {}
+    /** Number of strings. */
     std::size_t size() const noexcept { return count_; }
-    /* The offsets were checked at decode time (start at 0, never decrease, end in bounds). */
+    /** String `i` (the offsets were checked at decode time: they start at 0, never decrease
+     *  and end in bounds). */
     std::string_view operator[](std::size_t i) const noexcept {
-        return std::string_view(payload_ + offsets_[i],
-                                static_cast<std::size_t>(offsets_[i + 1] - offsets_[i]));
+        return std::string_view(payload_ + offsets_[i], static_cast<std::size_t>(offsets_[i + 1] - offsets_[i]));
     }
+    /** The first string. */
     iterator begin() const noexcept { return iterator(this, 0); }
+    /** Past the last string. */
     iterator end() const noexcept { return iterator(this, count_); }
 
 private:
@@ -655,7 +708,7 @@ inline std::pair<view_ref, view_ref> view_reader<D>::ragged() const {
     check(tenso_view_ragged(&flat, &offsets, h()));
     return {view_ref(flat), view_ref(offsets)};
 }
-} // namespace detail
+}  // namespace detail
 
 /* ============================================================================================
  * buffer: bytes tenso allocated (64-byte aligned)
@@ -664,10 +717,13 @@ inline std::pair<view_ref, view_ref> view_reader<D>::ragged() const {
 /** A tenso_buffer, owned: tenso_buffer_dispose when destroyed. Move-only. @since 1.3 */
 class buffer {
 public:
+    /** Empty. */
     buffer() noexcept = default;
     buffer(const buffer &) = delete;
     buffer &operator=(const buffer &) = delete;
+    /** Takes `o`'s bytes; `o` is left empty. */
     buffer(buffer &&o) noexcept : b_(std::exchange(o.b_, tenso_buffer(TENSO_BUFFER_INIT))) {}
+    /** Disposes of the current bytes and takes `o`'s. */
     buffer &operator=(buffer &&o) noexcept {
         if (this != &o) {
             tenso_buffer_dispose(&b_);
@@ -677,14 +733,20 @@ public:
     }
     ~buffer() { tenso_buffer_dispose(&b_); }
 
+    /** The bytes, 64-byte aligned. */
     const std::uint8_t *data() const noexcept { return b_.data; }
+    /** Number of bytes (the packet's length). */
     std::size_t size() const noexcept { return b_.size; }
+    /** True when size() is 0. */
     bool empty() const noexcept { return b_.size == 0; }
+    /** The bytes as a span, for loads(). */
     bytes_view bytes() const &noexcept { return bytes_view(b_.data, b_.size); }
     /* A view of a temporary buffer would dangle at the end of the statement (loads of it
      * would borrow freed bytes): keep the buffer in a variable. */
     bytes_view bytes() const && = delete;
+    /** The first byte. */
     const std::uint8_t *begin() const noexcept { return b_.data; }
+    /** Past the last byte. */
     const std::uint8_t *end() const noexcept { return b_.data + b_.size; }
     /** The C struct, for tenso_*dumps(out, ...) calls; its old contents are disposed of by
      *  them. */
@@ -705,10 +767,11 @@ public:
     using handle::handle;
     value() noexcept = default;
     /** A dense tensor (the data borrowed, the shape copied). */
-    value(const tensor &t) : handle(make([&](tenso_value **o) {
-                                  const tenso_tensor c = t.c();
-                                  return tenso_value_new_tensor(o, &c);
-                              })) {}
+    value(const tensor &t)
+        : handle(make([&](tenso_value **o) {
+              const tenso_tensor c = t.c();
+              return tenso_value_new_tensor(o, &c);
+          })) {}
 
     /** An empty bundle; add entries with insert(). */
     static value bundle() {
@@ -716,34 +779,27 @@ public:
     }
     /** An encoded packet inserted verbatim (exactly one packet; borrowed). */
     static value packet(bytes_view bytes) {
-        return value(make([&](tenso_value **o) {
-            return tenso_value_new_packet(o, bytes.data(), bytes.size());
-        }));
+        return value(make([&](tenso_value **o) { return tenso_value_new_packet(o, bytes.data(), bytes.size()); }));
     }
     /** A string tensor from count + 1 offsets into a UTF-8 payload (borrowed). */
     static value strings(span<const std::uint64_t> offsets, std::string_view payload) {
         if (offsets.empty()) fail_offsets();
         return value(make([&](tenso_value **o) {
-            return tenso_value_new_strings(o, offsets.size() - 1, offsets.data(), payload.data(),
-                                           payload.size());
+            return tenso_value_new_strings(o, offsets.size() - 1, offsets.data(), payload.data(), payload.size());
         }));
     }
     /** A sparse matrix (TENSO_KIND_SPARSE_COO / CSR / CSC) from its three components. */
-    static value sparse(tenso_kind format, std::uint64_t rows, std::uint64_t cols,
-                        const tensor &a, const tensor &b, const tensor &c) {
+    static value sparse(tenso_kind format, std::uint64_t rows, std::uint64_t cols, const tensor &a, const tensor &b,
+                        const tensor &c) {
         const std::uint64_t shape[2] = {rows, cols};
         const tenso_tensor ca = a.c(), cb = b.c(), cc = c.c();
-        return value(make([&](tenso_value **o) {
-            return tenso_value_new_sparse(o, format, 2, shape, &ca, &cb, &cc);
-        }));
+        return value(make([&](tenso_value **o) { return tenso_value_new_sparse(o, format, 2, shape, &ca, &cb, &cc); }));
     }
     /** Quantizes a float32, float16 or bfloat16 tensor (the value owns the result). */
-    static value quantize(const tensor &input, tenso_dtype qdtype, std::int32_t scheme,
-                          std::int32_t axis = 0, std::uint32_t group_size = 0) {
+    static value quantize(const tensor &input, tenso_dtype qdtype, std::int32_t scheme, std::int32_t axis = 0,
+                          std::uint32_t group_size = 0) {
         const tenso_tensor c = input.c();
-        return value(make([&](tenso_value **o) {
-            return tenso_quantize(o, &c, qdtype, scheme, axis, group_size);
-        }));
+        return value(make([&](tenso_value **o) { return tenso_quantize(o, &c, qdtype, scheme, axis, group_size); }));
     }
     /** A ragged array: rows of `flat` split at count + 1 element offsets (borrowed). */
     static value ragged(const tensor &flat, span<const std::uint64_t> row_offsets) {
@@ -753,10 +809,10 @@ public:
             return tenso_value_new_ragged(o, &c, row_offsets.size() - 1, row_offsets.data());
         }));
     }
+    /** A GPU IPC reference packet. */
     static value ipc_ref(const tenso_ipc_ref &ref) {
         return value(make([&](tenso_value **o) { return tenso_value_new_ipc_ref(o, &ref); }));
     }
-
 
     /** Appends key -> child to this bundle (the child's description is copied; the memory it
      *  borrows stays borrowed). Chainable. */
@@ -764,6 +820,7 @@ public:
         detail::check(tenso_bundle_insert(get(), key.data(), key.size(), child.get()));
         return *this;
     }
+    /** Appends key -> a value of `t`. Chainable. */
     value &insert(std::string_view key, const tensor &t) { return insert(key, value(t)); }
     /** Bundle entries; 0 for other values. */
     std::uint32_t size() const noexcept { return tenso_bundle_count(get()); }
@@ -790,11 +847,13 @@ private:
  * Encoding and decoding
  * ========================================================================================== */
 
+/// @cond TENSO_INTERNAL
 namespace detail {
 /* The wrappers add no members, so the C calls take them as their base struct. */
 inline const tenso_encode_options *c(const encode_options &o) noexcept { return &o; }
 inline const tenso_decode_options *c(const decode_options &o) noexcept { return &o; }
-} // namespace detail
+}  // namespace detail
+/// @endcond
 
 /** An upper bound of the packet size (exact without compression). @since 1.3 */
 inline std::size_t dumps_bound(const tensor &t, const encode_options &opts = {}) {
@@ -803,6 +862,7 @@ inline std::size_t dumps_bound(const tensor &t, const encode_options &opts = {})
     detail::check(tenso_dumps_bound(&n, &c, detail::c(opts)));
     return n;
 }
+/** As dumps_bound(const tensor &, const encode_options &), for a value. @since 1.3 */
 inline std::size_t dumps_bound(const value &v, const encode_options &opts = {}) {
     std::size_t n = 0;
     detail::check(tenso_value_dumps_bound(&n, v.get(), detail::c(opts)));
@@ -815,21 +875,22 @@ inline buffer dumps(const tensor &t, const encode_options &opts = {}) {
     detail::check(tenso_dumps(out.c(), &c, detail::c(opts)));
     return out;
 }
+/** As dumps(const tensor &, const encode_options &), for a value. @since 1.3 */
 inline buffer dumps(const value &v, const encode_options &opts = {}) {
     buffer out;
     detail::check(tenso_value_dumps(out.c(), v.get(), detail::c(opts)));
     return out;
 }
 /** Encodes into `dst`; returns the packet length. Throws TENSO_E_BUFFER_TOO_SMALL. @since 1.3 */
-inline std::size_t dumps_into(span<std::uint8_t> dst, const tensor &t,
-                              const encode_options &opts = {}) {
+inline std::size_t dumps_into(span<std::uint8_t> dst, const tensor &t, const encode_options &opts = {}) {
     std::size_t n = 0;
     const tenso_tensor c = t.c();
     detail::check(tenso_dumps_into(dst.data(), dst.size(), &n, &c, detail::c(opts)));
     return n;
 }
-inline std::size_t dumps_into(span<std::uint8_t> dst, const value &v,
-                              const encode_options &opts = {}) {
+/** As dumps_into(span<std::uint8_t>, const tensor &, const encode_options &), for a value.
+ *  @since 1.3 */
+inline std::size_t dumps_into(span<std::uint8_t> dst, const value &v, const encode_options &opts = {}) {
     std::size_t n = 0;
     detail::check(tenso_value_dumps_into(dst.data(), dst.size(), &n, v.get(), detail::c(opts)));
     return n;
@@ -842,6 +903,7 @@ inline std::uint64_t write_fd(int fd, const tensor &t, const encode_options &opt
     detail::check(tenso_write_fd(&n, fd, &c, detail::c(opts)));
     return n;
 }
+/** As write_fd(int, const tensor &, const encode_options &), for a value. @since 1.3 */
 inline std::uint64_t write_fd(int fd, const value &v, const encode_options &opts = {}) {
     std::uint64_t n = 0;
     detail::check(tenso_value_write_fd(&n, fd, v.get(), detail::c(opts)));
@@ -852,6 +914,8 @@ inline void save_file(const std::string &path, const tensor &t, const encode_opt
     const tenso_tensor c = t.c();
     detail::check(tenso_save_file(path.c_str(), &c, detail::c(opts)));
 }
+/** As save_file(const std::string &, const tensor &, const encode_options &), for a value.
+ *  @since 1.3 */
 inline void save_file(const std::string &path, const value &v, const encode_options &opts = {}) {
     detail::check(tenso_value_save_file(path.c_str(), v.get(), detail::c(opts)));
 }
@@ -872,8 +936,7 @@ inline tenso_tensor_view loads_tensor(bytes_view bytes, const decode_options &op
     return t;
 }
 /** Loads the first packet of a file: TENSO_LOAD_READ or TENSO_LOAD_MMAP. @since 1.3 */
-inline view load_file(const std::string &path, std::uint32_t mode = TENSO_LOAD_READ,
-                      const decode_options &opts = {}) {
+inline view load_file(const std::string &path, std::uint32_t mode = TENSO_LOAD_READ, const decode_options &opts = {}) {
     tenso_view *v = nullptr;
     detail::check(tenso_load_file(&v, path.c_str(), mode, detail::c(opts)));
     return view(v);
@@ -901,35 +964,45 @@ inline tenso_packet_info inspect(bytes_view bytes) {
 class decoder;
 
 namespace detail {
-/* Packets from an fd through a decoder until a clean end of stream. */
+/** What decoder::packets() returns: the packets of an fd, read through a decoder until a
+ *  clean end of stream. */
 class fd_packets {
 public:
+    /** Walks the packets; reading the next one happens on ++. */
     class iterator {
     public:
-        using iterator_category = std::input_iterator_tag;
-        using value_type = view;
-        using difference_type = std::ptrdiff_t;
-        using pointer = view *;
-        using reference = view &;
+        using iterator_category = std::input_iterator_tag; /**< single pass */
+        using value_type = view;                           /**< yields views */
+        using difference_type = std::ptrdiff_t;            /**< for the iterator traits */
+        using pointer = view *;                            /**< operator-> */
+        using reference = view &;                          /**< operator* */
+        /** The end: past the last packet. */
         iterator() noexcept = default;
+        /** At the first packet of `r` (read now). */
         explicit iterator(fd_packets *r) : r_(r) { next(); }
         /** The current packet; move it out to keep it. */
         view &operator*() const noexcept { return *r_->cur_; }
+        /** The current packet's members. */
         view *operator->() const noexcept { return &*r_->cur_; }
+        /** Reads the next packet (throws on a truncated or bad one). */
         iterator &operator++() {
             next();
             return *this;
         }
+        /** Both at the end, or both walking the same range. */
         bool operator==(const iterator &o) const noexcept { return r_ == o.r_; }
+        /** Not ==. */
         bool operator!=(const iterator &o) const noexcept { return r_ != o.r_; }
 
     private:
         inline void next();
         fd_packets *r_ = nullptr;
     };
+    /** The packets `d` reads from `fd`. */
     fd_packets(decoder &d, int fd) noexcept : d_(&d), fd_(fd) {}
     /** Reads the first packet; a range is walked once. */
     iterator begin() { return iterator(this); }
+    /** The end of the stream. */
     iterator end() noexcept { return iterator(); }
 
 private:
@@ -937,7 +1010,7 @@ private:
     int fd_;
     std::optional<view> cur_;
 };
-} // namespace detail
+}  // namespace detail
 
 /**
  * A stream decoder (tenso_decoder), owned. Packets can be pushed in pieces of any size
@@ -952,8 +1025,7 @@ public:
     /** Defaults: the protocol's limits, tenso's allocator, no read-ahead. */
     decoder() : decoder(tenso_decoder_options(TENSO_DECODER_OPTIONS_INIT)) {}
     /** With decode limits (and timeout), and TENSO_DECODER_* flags. */
-    explicit decoder(const decode_options &limits, std::uint32_t flags = 0)
-        : decoder(with(limits, flags)) {}
+    explicit decoder(const decode_options &limits, std::uint32_t flags = 0) : decoder(with(limits, flags)) {}
     /** With the full C options (a caller allocator). */
     explicit decoder(const tenso_decoder_options &opts) {
         tenso_decoder *d = nullptr;
@@ -1058,8 +1130,8 @@ public:
         return shm(s);
     }
     /** A new segment sized for `v`, with `v` encoded into it. */
-    static shm create_for(const std::string &name, const value &v,
-                          const encode_options &opts = {}, std::uint32_t flags = 0) {
+    static shm create_for(const std::string &name, const value &v, const encode_options &opts = {},
+                          std::uint32_t flags = 0) {
         tenso_shm *s = nullptr;
         detail::check(tenso_shm_create_for(&s, nullptr, name.c_str(), v.get(), &opts, flags));
         return shm(s);
@@ -1071,9 +1143,7 @@ public:
         return shm(s);
     }
     /** Removes a segment's name; returns false when there was none. */
-    static bool unlink(const std::string &name) {
-        return detail::found(tenso_shm_unlink(name.c_str()));
-    }
+    static bool unlink(const std::string &name) { return detail::found(tenso_shm_unlink(name.c_str())); }
 
     /** Encodes `v` at the start of the segment; returns the packet length. */
     std::uint64_t put(const value &v, const encode_options &opts = {}) {
@@ -1088,12 +1158,12 @@ public:
         detail::check(tenso_shm_get(&v, get(), &opts));
         return view(v);
     }
+    /** The mapping's first byte. */
     void *data() const noexcept { return tenso_shm_data(get()); }
+    /** The segment's size in bytes. */
     std::uint64_t size() const noexcept { return tenso_shm_size(get()); }
-    std::string_view name() const noexcept {
-        return detail::string_or_empty(tenso_shm_name(get()));
-    }
-
+    /** The segment's name. */
+    std::string_view name() const noexcept { return detail::string_or_empty(tenso_shm_name(get())); }
 };
 
 /** tenso_cache_options with its defaults. @since 1.3 */
@@ -1102,39 +1172,35 @@ struct cache_options : tenso_cache_options {
     /** create: pool bytes (0: 256 MiB). */
     cache_options &bytes(std::uint64_t n) noexcept { return detail::assign(*this, size, n); }
     /** create: replace a pool left under the name. */
-    cache_options &replace(bool on = true) noexcept {
-        return detail::flag(*this, TENSO_SHM_REPLACE, on);
-    }
+    cache_options &replace(bool on = true) noexcept { return detail::flag(*this, TENSO_SHM_REPLACE, on); }
 };
 
 /** A handle on a multi-process tensor cache (tenso_cache), owned. Move-only; a handle may be
  *  used from several threads at once (as the C API's). @since 1.3 */
 class cache : public detail::handle<tenso_cache, &tenso_cache_close> {
 public:
-    using handle::handle;
     using handle::get;
+    using handle::handle;
     cache() noexcept = default;
+    /** Creates a pool named `name` and attaches to it. */
     static cache create(const std::string &name, const cache_options &opts = {}) {
         tenso_cache *c = nullptr;
         detail::check(tenso_cache_create(&c, name.c_str(), &opts));
         return cache(c);
     }
+    /** Attaches to the existing pool `name`. */
     static cache open(const std::string &name, const cache_options &opts = {}) {
         tenso_cache *c = nullptr;
         detail::check(tenso_cache_open(&c, name.c_str(), &opts));
         return cache(c);
     }
     /** Removes a pool's name; returns false when there was none. */
-    static bool unlink(const std::string &name) {
-        return detail::found(tenso_cache_unlink(name.c_str()));
-    }
+    static bool unlink(const std::string &name) { return detail::found(tenso_cache_unlink(name.c_str())); }
 
     /** Stores `v` under `key` (ttl_seconds 0: never expires); returns the packet length. */
-    std::uint64_t put(std::string_view key, const value &v, double ttl_seconds = 0,
-                      const encode_options &opts = {}) {
+    std::uint64_t put(std::string_view key, const value &v, double ttl_seconds = 0, const encode_options &opts = {}) {
         std::uint64_t n = 0;
-        detail::check(tenso_cache_put(&n, get(), key.data(), key.size(), v.get(), &opts,
-                                      ttl_seconds));
+        detail::check(tenso_cache_put(&n, get(), key.data(), key.size(), v.get(), &opts, ttl_seconds));
         return n;
     }
     /** The entry as a zero-copy view, pinned until the view is destroyed; throws
@@ -1147,19 +1213,18 @@ public:
     /** As get(), std::nullopt on a miss. */
     std::optional<view> try_get(std::string_view key, const decode_options &opts = {}) {
         tenso_view *v = nullptr;
-        if (!detail::found(tenso_cache_get(&v, get(), key.data(), key.size(), &opts)))
-            return std::nullopt;
+        if (!detail::found(tenso_cache_get(&v, get(), key.data(), key.size(), &opts))) return std::nullopt;
         return view(v);
     }
     /** Removes `key`; returns false when it was absent. */
-    bool erase(std::string_view key) {
-        return detail::found(tenso_cache_delete(get(), key.data(), key.size()));
-    }
+    bool erase(std::string_view key) { return detail::found(tenso_cache_delete(get(), key.data(), key.size())); }
+    /** True when `key` is present and not expired (neither a hit nor a miss). */
     bool contains(std::string_view key) {
         int found = 0;
         detail::check(tenso_cache_contains(&found, get(), key.data(), key.size()));
         return found != 0;
     }
+    /** What the cache knows about `key`; throws TENSO_E_NOT_FOUND. */
     tenso_cache_entry_info info(std::string_view key) {
         tenso_cache_entry_info out;
         detail::check(tenso_cache_info(&out, get(), key.data(), key.size()));
@@ -1187,7 +1252,9 @@ public:
         detail::check(st);
         return std::move(c.keys);
     }
+    /** Removes every entry (pinned ones go when their pins do). */
     void clear() { detail::check(tenso_cache_clear(get())); }
+    /** Counters and occupancy of the pool. */
     tenso_cache_stats stats() {
         tenso_cache_stats s;
         detail::check(tenso_cache_stats_get(&s, get()));
@@ -1195,10 +1262,8 @@ public:
     }
     /** Checks every invariant of the pool; throws TENSO_E_CORRUPT. */
     void check() { detail::check(tenso_cache_check(get())); }
-    std::string_view name() const noexcept {
-        return detail::string_or_empty(tenso_cache_name(get()));
-    }
-
+    /** The pool's name. */
+    std::string_view name() const noexcept { return detail::string_or_empty(tenso_cache_name(get())); }
 };
 
 /* ============================================================================================
@@ -1208,20 +1273,17 @@ public:
 /** One tensor as an archive's index describes it. @since 1.3 */
 struct archive_entry : tenso_archive_entry {
     /** The name (UTF-8, borrowed from the archive handle). */
-    std::string_view name() const noexcept {
-        return std::string_view(tenso_archive_entry::name, name_len);
-    }
-    span<const std::uint64_t> dims() const noexcept {
-        return span<const std::uint64_t>(shape, ndim);
-    }
+    std::string_view name() const noexcept { return std::string_view(tenso_archive_entry::name, name_len); }
+    /** The shape, ndim entries. */
+    span<const std::uint64_t> dims() const noexcept { return span<const std::uint64_t>(shape, ndim); }
 };
 
 /** An archive opened for reading (tenso_archive), owned. Views from it keep the mapping alive
  *  after it is closed. Move-only. @since 1.3 */
 class archive : public detail::handle<tenso_archive, &tenso_archive_close> {
 public:
-    using handle::handle;
     using handle::get;
+    using handle::handle;
     archive() noexcept = default;
     /** Opens and checks the header and index (format from the first bytes by default). */
     static archive open(const std::string &path, const tenso_archive_options *opts = nullptr) {
@@ -1230,10 +1292,13 @@ public:
         return archive(a);
     }
 
+    /** The file's format (TENSO_FORMAT_*). */
     tenso_format format() const noexcept { return tenso_archive_format(get()); }
+    /** A tenso archive's packet alignment; 0 for formats that promise none. */
     std::uint32_t alignment() const noexcept { return tenso_archive_alignment(get()); }
     /** Number of tensors. */
     std::uint64_t size() const noexcept { return tenso_archive_count(get()); }
+    /** Entry `index`, in file order; throws TENSO_E_INVALID_ARGUMENT past the end. */
     archive_entry entry(std::uint64_t index) const {
         archive_entry e;
         detail::check(tenso_archive_entry_at(&e, get(), index));
@@ -1242,8 +1307,7 @@ public:
     /** The index of `name`, or std::nullopt. */
     std::optional<std::uint64_t> find(std::string_view name) const {
         std::uint64_t i = 0;
-        if (!detail::found(tenso_archive_find(&i, get(), name.data(), name.size())))
-            return std::nullopt;
+        if (!detail::found(tenso_archive_find(&i, get(), name.data(), name.size()))) return std::nullopt;
         return i;
     }
     /** Tensor `index`, zero copy (its stored hash verified on first use). */
@@ -1266,9 +1330,7 @@ public:
     std::optional<std::string_view> metadata(std::string_view key) const {
         const char *v = nullptr;
         std::size_t len = 0;
-        if (!detail::found(
-                tenso_archive_metadata_find(&v, &len, get(), key.data(), key.size())))
-            return std::nullopt;
+        if (!detail::found(tenso_archive_metadata_find(&v, &len, get(), key.data(), key.size()))) return std::nullopt;
         return std::string_view(v, len);
     }
     /** Every metadata pair, in the order stored. */
@@ -1297,11 +1359,12 @@ public:
 
     /** The entries in file order: `for (const tenso::archive_entry &e : a)`. */
     using iterator = detail::index_iterator<archive, archive_entry, std::uint64_t>;
+    /** As entry(). */
     archive_entry operator[](std::uint64_t index) const { return entry(index); }
+    /** The first entry. */
     iterator begin() const noexcept { return iterator(this, 0); }
+    /** Past the last entry. */
     iterator end() const noexcept { return iterator(this, size()); }
-
-
 };
 
 /** Writes an archive (tenso_archive_writer), owned: destroying it unfinished discards the
@@ -1311,8 +1374,7 @@ public:
     using handle::handle;
     archive_writer() noexcept = default;
     /** Starts writing `path` (format from the extension by default). */
-    static archive_writer open(const std::string &path,
-                               const tenso_archive_write_options *opts = nullptr) {
+    static archive_writer open(const std::string &path, const tenso_archive_write_options *opts = nullptr) {
         tenso_archive_writer *w = nullptr;
         detail::check(tenso_archive_writer_open(&w, path.c_str(), opts));
         return archive_writer(w);
@@ -1322,22 +1384,22 @@ public:
         detail::check(tenso_archive_writer_add(get(), name.data(), name.size(), v.get()));
         return *this;
     }
+    /** Appends a dense tensor. Chainable. */
     archive_writer &add(std::string_view name, const tensor &t) { return add(name, value(t)); }
+    /** Sets a metadata string (written with the index). Chainable. */
     archive_writer &set_metadata(std::string_view key, std::string_view val) {
-        detail::check(tenso_archive_writer_set_metadata(get(), key.data(), key.size(),
-                                                        val.data(), val.size()));
+        detail::check(tenso_archive_writer_set_metadata(get(), key.data(), key.size(), val.data(), val.size()));
         return *this;
     }
     /** Writes the index and renames the file over the target. */
     void finish() { detail::check(tenso_archive_writer_finish(get())); }
-
-
 };
 
 /** The library's version string; compare version_number() with TENSO_VERSION_NUMBER. */
 inline std::string_view version_string() noexcept { return tenso_version_string(); }
+/** The library's TENSO_VERSION_NUMBER, to compare with the headers' at run time. */
 inline std::uint32_t version_number() noexcept { return tenso_version_number(); }
 
-} // namespace tenso
+}  // namespace tenso
 
 #endif /* TENSO_TENSO_HPP */

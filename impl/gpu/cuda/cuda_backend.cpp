@@ -59,17 +59,17 @@ tenso_status fail(char *msg, size_t cap, const char *call, cudaError_t e) {
     return status_of(e);
 }
 
-#define TENSO_CUDA_TRY(call)                                                                  \
-    do {                                                                                      \
-        const cudaError_t tenso_e_ = (call);                                                  \
-        if (tenso_e_ != cudaSuccess) return fail(msg, msg_cap, #call, tenso_e_);              \
+#define TENSO_CUDA_TRY(call)                                                     \
+    do {                                                                         \
+        const cudaError_t tenso_e_ = (call);                                     \
+        if (tenso_e_ != cudaSuccess) return fail(msg, msg_cap, #call, tenso_e_); \
     } while (0)
 
 // An op that is one CUDA call, its error turned into a status.
-#define TENSO_CUDA_OP(name, params, call)                                                     \
-    tenso_status name params {                                                                \
-        TENSO_CUDA_TRY(call);                                                                 \
-        return TENSO_OK;                                                                      \
+#define TENSO_CUDA_OP(name, params, call) \
+    tenso_status name params {            \
+        TENSO_CUDA_TRY(call);             \
+        return TENSO_OK;                  \
     }
 
 // ---- discovery ----
@@ -351,14 +351,15 @@ const CuFile &cufile() {
         c.read = reinterpret_cast<ssize_t (*)(CUfileHandle, void *, size_t, off_t, off_t)>(dlsym(c.lib, "cuFileRead"));
         c.get_bool = reinterpret_cast<CUfileError (*)(int, bool *)>(dlsym(c.lib, "cuFileGetParameterBool"));
         if (!c.driver_open || !c.handle_register || !c.handle_deregister || !c.read) {
-            std::snprintf(c.why, sizeof c.why, "GPUDirect Storage: libcufile lacks cuFileDriverOpen/HandleRegister/Read");
+            std::snprintf(c.why, sizeof c.why,
+                          "GPUDirect Storage: libcufile lacks cuFileDriverOpen/HandleRegister/Read");
             return c;
         }
         quiet.configure(c.lib);
         const CUfileError e = c.driver_open();
         if (e.err != 0) {
-            std::snprintf(c.why, sizeof c.why, "GPUDirect Storage: cuFileDriverOpen failed (cuFile error %d, CUresult %d)",
-                          e.err, e.cu_err);
+            std::snprintf(c.why, sizeof c.why,
+                          "GPUDirect Storage: cuFileDriverOpen failed (cuFile error %d, CUresult %d)", e.err, e.cu_err);
             return c;
         }
         c.open = true;
@@ -431,15 +432,30 @@ tenso_status gds_read(void *dst, size_t n, int fd, uint64_t file_offset, int32_t
 }
 
 const tenso_gpu_backend_ops kOps = {
-    TENSO_GPU_BACKEND_ABI, TENSO_GPU_BACKEND_CUDA,
-    init, device_count, device_info,
-    malloc_device, free_device, malloc_pinned, free_pinned,
-    stream_create, stream_destroy, stream_synchronize,
-    event_create, event_destroy, event_record, event_synchronize,
-    copy_h2d, copy_d2h,
-    ipc_export, ipc_open, ipc_close,
+    TENSO_GPU_BACKEND_ABI,
+    TENSO_GPU_BACKEND_CUDA,
+    init,
+    device_count,
+    device_info,
+    malloc_device,
+    free_device,
+    malloc_pinned,
+    free_pinned,
+    stream_create,
+    stream_destroy,
+    stream_synchronize,
+    event_create,
+    event_destroy,
+    event_record,
+    event_synchronize,
+    copy_h2d,
+    copy_d2h,
+    ipc_export,
+    ipc_open,
+    ipc_close,
     dequantize,
-    gds_probe, gds_read,
+    gds_probe,
+    gds_read,
 };
 
 }  // namespace

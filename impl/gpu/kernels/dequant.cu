@@ -15,8 +15,7 @@ constexpr int kThreads = 256;
 template <class I>
 __global__ void __launch_bounds__(kThreads) dequantize_kernel(const tenso_gpu_dequant_args a) {
     const uint64_t stride = uint64_t(gridDim.x) * blockDim.x;
-    for (uint64_t i = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < a.count; i += stride)
-        dq_element(a, I(i));
+    for (uint64_t i = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < a.count; i += stride) dq_element(a, I(i));
 }
 
 }  // namespace

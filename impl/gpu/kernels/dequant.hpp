@@ -58,8 +58,8 @@ TENSO_DQ_FN uint16_t dq_f32_to_f16(float f) {
     const uint32_t x = dq_float_bits(f);
     const uint16_t sign = uint16_t((x >> 16) & 0x8000u);
     const uint32_t ax = x & 0x7FFFFFFFu;
-    if (ax > 0x7F800000u) return uint16_t(sign | 0x7E00u);  // NaN
-    if (ax >= 0x477FF000u) return uint16_t(sign | 0x7C00u); // >= 65520 rounds to infinity
+    if (ax > 0x7F800000u) return uint16_t(sign | 0x7E00u);   // NaN
+    if (ax >= 0x477FF000u) return uint16_t(sign | 0x7C00u);  // >= 65520 rounds to infinity
     if (ax >= 0x38800000u) {                                 // normal: rebias, round at bit 13
         const uint32_t h = ax - 0x38000000u;
         return uint16_t(sign | ((h + 0xFFFu + ((h >> 13) & 1u)) >> 13));
@@ -113,8 +113,8 @@ TENSO_DQ_FN I dq_scale_index(const tenso_gpu_dequant_args &a, I i) {
 template <class I>
 TENSO_DQ_FN void dq_element(const tenso_gpu_dequant_args &a, I i) {
     const I k = dq_scale_index(a, i);
-    const float v = dq_affine(dq_code(static_cast<const uint8_t *>(a.codes), i, a.qdtype),
-                              a.zero_points[k], a.scales[k]);
+    const float v =
+        dq_affine(dq_code(static_cast<const uint8_t *>(a.codes), i, a.qdtype), a.zero_points[k], a.scales[k]);
     switch (a.out_dtype) {
     case TENSO_DTYPE_FLOAT16: static_cast<uint16_t *>(a.out)[i] = dq_f32_to_f16(v); break;
     case TENSO_DTYPE_BFLOAT16: static_cast<uint16_t *>(a.out)[i] = dq_f32_to_bf16(v); break;

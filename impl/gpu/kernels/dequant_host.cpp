@@ -18,8 +18,7 @@ tenso_status refuse(char *msg, size_t cap, const char *why) {
 tenso_status check_dequant_args(const tenso_gpu_dequant_args &a, char *msg, size_t cap) {
     if (a.qdtype < TENSO_DTYPE_QINT8 || a.qdtype > TENSO_DTYPE_QUINT4)
         return refuse(msg, cap, "codes are not a quantized dtype (qint8, quint8, qint4, quint4)");
-    if (a.out_dtype != TENSO_DTYPE_FLOAT32 && a.out_dtype != TENSO_DTYPE_FLOAT16 &&
-        a.out_dtype != TENSO_DTYPE_BFLOAT16)
+    if (a.out_dtype != TENSO_DTYPE_FLOAT32 && a.out_dtype != TENSO_DTYPE_FLOAT16 && a.out_dtype != TENSO_DTYPE_BFLOAT16)
         return refuse(msg, cap, "output dtype must be float32, float16 or bfloat16");
     switch (a.scheme) {
     case TENSO_QUANT_PER_TENSOR: break;

@@ -190,7 +190,7 @@ export const limits: Readonly<{
   defaultAlignment: number;
   maxAlignment: number;
 }>;
-/** The engine's version ("1.4.0"). */
+/** The engine's version ("1.5.0"). */
 export const version: string;
 /** The wire protocol version written (4). */
 export const protocolVersion: number;

@@ -12,7 +12,7 @@ export {
 export { Tensor, SparseMatrix, QuantizedTensor, StringTensor, RaggedArray, GpuIpcRef } from './values.js';
 export * from './errors.js';
 
-/** The engine's version ("1.4.0"): libtenso's, which this package's version follows. */
+/** The engine's version ("1.5.0"): libtenso's, which this package's version follows. */
 export const version = cstr(wasm.tenso_version_string());
 /** The wire protocol version written: 4. */
 export const protocolVersion = wasm.tenso_protocol_version();

@@ -36,7 +36,11 @@ def describe(obj):
     if sp.issparse(obj):
         fmt = obj.format
         parts = (obj.data, obj.row, obj.col) if fmt == "coo" else (obj.data, obj.indices, obj.indptr)
-        return {"kind": f"sparse_{fmt}", "shape": list(obj.shape), "components": [describe(np.asarray(p)) for p in parts]}
+        return {
+            "kind": f"sparse_{fmt}",
+            "shape": list(obj.shape),
+            "components": [describe(np.asarray(p)) for p in parts],
+        }
     if isinstance(obj, QuantizedTensor):
         scheme = ["per_tensor", "per_channel", "per_group"][int(obj.quant_scheme)]
         return {
@@ -56,16 +60,34 @@ def describe(obj):
         return {"kind": "string", "shape": [len(strings)], "strings": strings}
     if isinstance(obj, RaggedArray):
         rows = [np.ascontiguousarray(r) for r in obj.to_list()]
-        return {"kind": "ragged", "dtype": np.dtype(obj.dtype).name, "row_lengths": [len(r) for r in rows],
-                "rows_hex": [r.tobytes().hex() for r in rows]}
+        return {
+            "kind": "ragged",
+            "dtype": np.dtype(obj.dtype).name,
+            "row_lengths": [len(r) for r in rows],
+            "rows_hex": [r.tobytes().hex() for r in rows],
+        }
     raise TypeError(f"cannot describe {type(obj).__name__}")
 
 
 def cases():
     rng = np.random.default_rng(26)
     out = {}
-    for dt in ["float32", "float64", "float16", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
-               "uint64", "bool", "complex64", "complex128"]:
+    for dt in [
+        "float32",
+        "float64",
+        "float16",
+        "int8",
+        "int16",
+        "int32",
+        "int64",
+        "uint8",
+        "uint16",
+        "uint32",
+        "uint64",
+        "bool",
+        "complex64",
+        "complex128",
+    ]:
         x = (rng.standard_normal((3, 5)) * 100).astype(dt) if dt != "bool" else rng.random((3, 5)) > 0.5
         if dt.startswith("complex"):
             x = x + 1j * x[::-1]
@@ -112,8 +134,9 @@ def write(out_dir: Path) -> int:
     out_dir.mkdir(parents=True, exist_ok=True)
     for name, (obj, options) in cases().items():
         (out_dir / f"{name}.tenso").write_bytes(dumps(obj, options))
-        (out_dir / f"{name}.json").write_text(json.dumps(
-            {"value": describe(obj), "options": options, "compressed": bool(options.get("compress"))}))
+        (out_dir / f"{name}.json").write_text(
+            json.dumps({"value": describe(obj), "options": options, "compressed": bool(options.get("compress"))})
+        )
     print(f"wrote {len(cases())} packets with tenso {tenso.__version__}")
     return 0
 

@@ -30,11 +30,13 @@ def tensor() -> TensoResponse:
 
 @app.app.get("/bundle")
 def bundle() -> TensoResponse:
-    return TensoResponse({
-        "image": IMAGE[:8, :8].copy(),
-        "signal": np.sin(np.linspace(0, 6.28, 100)).astype(np.float32),
-        "labels": np.arange(4, dtype=np.int64),
-    })
+    return TensoResponse(
+        {
+            "image": IMAGE[:8, :8].copy(),
+            "signal": np.sin(np.linspace(0, 6.28, 100)).astype(np.float32),
+            "labels": np.arange(4, dtype=np.int64),
+        }
+    )
 
 
 @app.tenso_endpoint("/double")

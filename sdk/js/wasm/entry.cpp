@@ -22,9 +22,8 @@
 namespace {
 
 // The one JavaScript import: tenso_value_write_cb's pieces (sdk/js/src/engine.js, `piece`).
-extern "C" __attribute__((import_module("tenso"), import_name("piece"))) int tenso_js_piece(const void *p,
-                                                                                          size_t n,
-                                                                                          int borrowed);
+extern "C" __attribute__((import_module("tenso"), import_name("piece"))) int tenso_js_piece(const void *p, size_t n,
+                                                                                            int borrowed);
 
 int forward_piece(const void *data, size_t len, int borrowed, void *) { return tenso_js_piece(data, len, borrowed); }
 
@@ -60,7 +59,8 @@ struct Constant {
     const char *name;
     uint64_t value;
 };
-#define TENSO_JS_CONSTANT(name) {#name, uint64_t(name)}
+#define TENSO_JS_CONSTANT(name) \
+    { #name, uint64_t(name) }
 const Constant kConstants[] = {
     TENSO_JS_CONSTANT(TENSO_MAX_NDIM),
     TENSO_JS_CONSTANT(TENSO_MAX_ELEMENTS),
@@ -215,9 +215,9 @@ __attribute__((used)) tenso_status tenso_js_inspect(uint64_t *rec, const void *d
     tenso_packet_info info;
     const tenso_status st = tenso_inspect(&info, data, len);
     if (st != TENSO_OK) return st;
-    const uint64_t head[] = {info.version,     info.flags,       uint32_t(info.kind), uint32_t(info.dtype),
-                             info.ndim,        info.entry_count, info.alignment,      info.body_offset,
-                             info.body_size,   info.packet_size};
+    const uint64_t head[] = {info.version,   info.flags,       uint32_t(info.kind), uint32_t(info.dtype),
+                             info.ndim,      info.entry_count, info.alignment,      info.body_offset,
+                             info.body_size, info.packet_size};
     std::memcpy(rec, head, sizeof head);
     for (uint32_t i = 0; i < info.ndim && i < TENSO_MAX_NDIM; ++i) rec[10 + i] = info.shape[i];
     return TENSO_OK;
@@ -243,7 +243,8 @@ __attribute__((used)) tenso_status tenso_js_value_sparse(tenso_value **out, tens
                                                          const void *a, uint64_t a_nbytes, const uint64_t *a_len,
                                                          tenso_dtype a_dtype, const void *b, uint64_t b_nbytes,
                                                          const uint64_t *b_len, tenso_dtype b_dtype, const void *c,
-                                                         uint64_t c_nbytes, const uint64_t *c_len, tenso_dtype c_dtype) {
+                                                         uint64_t c_nbytes, const uint64_t *c_len,
+                                                         tenso_dtype c_dtype) {
     const tenso_tensor ta = make(a, a_nbytes, a_len, 1, a_dtype);
     const tenso_tensor tb = make(b, b_nbytes, b_len, 1, b_dtype);
     const tenso_tensor tc = make(c, c_nbytes, c_len, 1, c_dtype);
@@ -279,9 +280,8 @@ __attribute__((used)) tenso_status tenso_js_value_quantized_record(uint64_t *rec
 
 __attribute__((used)) tenso_status tenso_js_dequantize(float *dst, uint64_t count, const void *data, uint64_t nbytes,
                                                        const uint64_t *shape, uint32_t ndim, const float *scales,
-                                                       const float *zero_points, uint32_t num_scales,
-                                                       tenso_dtype dtype, int32_t scheme, int32_t axis,
-                                                       uint32_t group_size) {
+                                                       const float *zero_points, uint32_t num_scales, tenso_dtype dtype,
+                                                       int32_t scheme, int32_t axis, uint32_t group_size) {
     const tenso_quantized q =
         parts(data, nbytes, shape, ndim, scales, zero_points, num_scales, dtype, scheme, axis, group_size);
     return tenso_dequantize(dst, count, &q);
@@ -296,15 +296,14 @@ __attribute__((used)) tenso_status tenso_js_value_ragged(tenso_value **out, cons
 
 /** tenso_value_new_ipc_ref from its parts: the handle and the uuid must have the lengths of
  *  tenso_ipc_ref's fields (a shorter one would be read past its end, a longer one cut). */
-__attribute__((used)) tenso_status tenso_js_value_ipc_ref(tenso_value **out, const uint8_t *handle,
-                                                          size_t handle_len, const uint8_t *uuid,
-                                                          size_t uuid_len, uint64_t byte_offset,
+__attribute__((used)) tenso_status tenso_js_value_ipc_ref(tenso_value **out, const uint8_t *handle, size_t handle_len,
+                                                          const uint8_t *uuid, size_t uuid_len, uint64_t byte_offset,
                                                           uint64_t nbytes) {
     tenso_ipc_ref r;
     if (handle_len != sizeof r.handle || uuid_len != sizeof r.device_uuid) {
         const std::string msg = "a GPU IPC reference has a handle of " + std::to_string(sizeof r.handle) +
-                                " bytes and a device uuid of " + std::to_string(sizeof r.device_uuid) +
-                                ", got " + std::to_string(handle_len) + " and " + std::to_string(uuid_len);
+                                " bytes and a device uuid of " + std::to_string(sizeof r.device_uuid) + ", got " +
+                                std::to_string(handle_len) + " and " + std::to_string(uuid_len);
         return tenso::capi::set_error(TENSO_E_INVALID_ARGUMENT, msg.c_str());
     }
     CHECK_ARG(handle);

@@ -72,7 +72,7 @@ def mixed_ops(name: str, seed: int, ops: int) -> dict:
                         counts["bad"] += 1
             else:
                 counts["delete"] += int(cache.delete(KEYS[k]))
-        for hk, hv, hcopy in held:
+        for _hk, hv, hcopy in held:
             if not np.array_equal(hv, hcopy):
                 counts["bad"] += 1
     finally:

@@ -88,7 +88,7 @@ class Upstream:
 def _upstream_python():
     if os.environ.get("TENSO_UPSTREAM_PYTHON"):
         return os.environ["TENSO_UPSTREAM_PYTHON"]
-    out = subprocess.run(["bash", str(VENV_SH)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out = subprocess.run(["bash", str(VENV_SH)], capture_output=True, text=True)
     if out.returncode != 0:
         raise RuntimeError(f"{VENV_SH} failed:\n{out.stderr[-2000:]}")
     return out.stdout.strip().splitlines()[-1]

@@ -1,16 +1,27 @@
 """Hypothesis strategies for tenso values: arrays of every wire dtype (arbitrary bit patterns,
 NaN payloads included), nested bundles with arbitrary UTF-8 keys, encode options."""
 
+import ml_dtypes
 import numpy as np
 from hypothesis import strategies as st
-
-import ml_dtypes
 
 DTYPES = [
     np.dtype(n)
     for n in (
-        "float32", "int32", "float64", "int64", "uint8", "uint16", "bool", "float16",
-        "int8", "int16", "uint32", "uint64", "complex64", "complex128",
+        "float32",
+        "int32",
+        "float64",
+        "int64",
+        "uint8",
+        "uint16",
+        "bool",
+        "float16",
+        "int8",
+        "int16",
+        "uint32",
+        "uint64",
+        "complex64",
+        "complex128",
     )
 ] + [np.dtype(ml_dtypes.bfloat16)]
 

@@ -13,9 +13,22 @@ from tenso import config, errors
 
 def test_public_names_match_upstream():
     upstream_all = {
-        "dumps", "loads", "dump", "load", "read_stream", "write_stream", "aread_stream",
-        "read_to_device", "get_packet_info", "is_aligned", "iter_dumps", "QuantizedTensor",
-        "StringTensor", "RaggedArray", "TensoShm", "TensoCache",
+        "dumps",
+        "loads",
+        "dump",
+        "load",
+        "read_stream",
+        "write_stream",
+        "aread_stream",
+        "read_to_device",
+        "get_packet_info",
+        "is_aligned",
+        "iter_dumps",
+        "QuantizedTensor",
+        "StringTensor",
+        "RaggedArray",
+        "TensoShm",
+        "TensoCache",
     }
     assert upstream_all <= set(tenso.__all__)
     for name in upstream_all:
@@ -65,8 +78,23 @@ def test_iter_dumps_yields_exact_bytes():
 
 @pytest.mark.parametrize(
     "dtype",
-    ["float32", "int32", "float64", "int64", "uint8", "uint16", "bool", "float16", "int8", "int16",
-     "uint32", "uint64", "complex64", "complex128", ml_dtypes.bfloat16],
+    [
+        "float32",
+        "int32",
+        "float64",
+        "int64",
+        "uint8",
+        "uint16",
+        "bool",
+        "float16",
+        "int8",
+        "int16",
+        "uint32",
+        "uint64",
+        "complex64",
+        "complex128",
+        ml_dtypes.bfloat16,
+    ],
 )
 def test_every_dtype_round_trips(dtype):
     dt = np.dtype(dtype)
@@ -77,8 +105,10 @@ def test_every_dtype_round_trips(dtype):
     assert b.dtype == dt and b.shape == a.shape and b.tobytes() == a.tobytes()
 
 
-@pytest.mark.parametrize("dtype", ["U3", "S2", "O", "V3", "datetime64[ns]", "timedelta64[s]", np.longdouble,
-                                   ml_dtypes.float8_e4m3fn, [("a", "i4")]])
+@pytest.mark.parametrize(
+    "dtype",
+    ["U3", "S2", "O", "V3", "datetime64[ns]", "timedelta64[s]", np.longdouble, ml_dtypes.float8_e4m3fn, [("a", "i4")]],
+)
 def test_unsupported_dtype_is_value_error(dtype):
     dt = np.dtype(dtype)
     a = np.zeros(2, dtype=dt)
@@ -180,7 +210,11 @@ def test_empty_scalar_and_zero_dims():
 def test_bundles_nested_and_ordered():
     value = {
         "z": np.arange(3),
-        "é🙂": {"inner": np.ones((2, 2), np.float16), "": np.zeros(1, np.uint8), "deeper": {"x": np.int8(5) + np.zeros(1, np.int8)}},
+        "é🙂": {
+            "inner": np.ones((2, 2), np.float16),
+            "": np.zeros(1, np.uint8),
+            "deeper": {"x": np.int8(5) + np.zeros(1, np.int8)},
+        },
         "a": np.array([True, False]),
     }
     out = tenso.loads(tenso.dumps(value, check_integrity=True, alignment=16))
@@ -216,7 +250,10 @@ def test_threads_do_not_change_the_bytes():
         for threads in (0, 2, 4):
             assert bytes(tenso.dumps(value, compress=True, check_integrity=True, threads=threads)) == one
         for threads in (1, 0):
-            for out in (tenso.loads(one, threads=threads), tenso.loads(one, options=tenso.DecodeOptions(threads=threads))):
+            for out in (
+                tenso.loads(one, threads=threads),
+                tenso.loads(one, options=tenso.DecodeOptions(threads=threads)),
+            ):
                 got = out if isinstance(value, np.ndarray) else out["a2"]
                 assert np.array_equal(got, a)
     with pytest.raises(ValueError):
@@ -286,9 +323,16 @@ def test_loads_copy_is_writeable_and_independent():
 def test_packet_info_matches_upstream_shape():
     a = np.arange(6, dtype=np.float32).reshape(2, 3)
     assert tenso.get_packet_info(tenso.dumps(a)) == {
-        "version": 4, "flags": 1, "dtype_code": 1, "ndim": 2, "aligned": True,
-        "integrity_protected": False, "total_elements": 6, "shape": (2, 3),
-        "dtype": np.dtype("float32"), "data_size_bytes": 24,
+        "version": 4,
+        "flags": 1,
+        "dtype_code": 1,
+        "ndim": 2,
+        "aligned": True,
+        "integrity_protected": False,
+        "total_elements": 6,
+        "shape": (2, 3),
+        "dtype": np.dtype("float32"),
+        "data_size_bytes": 24,
     }
     with pytest.raises(ValueError):
         tenso.get_packet_info(b"TNSO")

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import tenso
-from tenso.async_core import aread_stream, awrite_stream
 from interop_codec import describe
+from tenso.async_core import aread_stream, awrite_stream
 
 VALUES = [
     np.arange(10, dtype=np.int16),

@@ -22,7 +22,7 @@ EXT_SRC = REPO / "sdk" / "python" / "src" / "ext"
 def test_version_strings():
     lib = tenso._tenso.library_version
     assert re.fullmatch(r"\d+\.\d+\.\d+", lib)
-    assert tenso.__version__ == f"0.24.0+tenso.{lib}"
+    assert tenso.__version__ == lib  # the distribution libtenso carries the library's version
     assert tenso._tenso.compiled_version == lib
     assert tenso._tenso.library_version_number == tenso._tenso.compiled_version_number
     header = (REPO / "capi" / "include" / "tenso" / "version.h").read_text()
@@ -49,8 +49,11 @@ def test_extension_links_libtenso_with_origin_rpath():
         assert "$ORIGIN" in out
     dyn = subprocess.run([readelf, "--dyn-syms", "-W", str(PKG_DIR / "libtenso.so.1")], capture_output=True, text=True)
     if dyn.returncode == 0:
-        exported = {line.split()[-1].split("@")[0] for line in dyn.stdout.splitlines()
-                    if " GLOBAL " in line and " UND " not in line and "FUNC" in line}
+        exported = {
+            line.split()[-1].split("@")[0]
+            for line in dyn.stdout.splitlines()
+            if " GLOBAL " in line and " UND " not in line and "FUNC" in line
+        }
         assert exported and all(name.startswith("tenso_") for name in exported), sorted(exported)[:10]
 
 
@@ -91,7 +94,19 @@ def test_wheel_contents():
     names = zipfile.ZipFile(wheel).namelist()
     assert "tenso/libtenso.so.1" in names
     assert any(re.fullmatch(r"tenso/_tenso\.cpython-.*\.so", n) for n in names)
-    for py in ("__init__.py", "core.py", "quantize.py", "ragged.py", "utils.py", "async_core.py", "errors.py", "config.py", "net.py", "py.typed", "_tenso.pyi"):
+    for py in (
+        "__init__.py",
+        "core.py",
+        "quantize.py",
+        "ragged.py",
+        "utils.py",
+        "async_core.py",
+        "errors.py",
+        "config.py",
+        "net.py",
+        "py.typed",
+        "_tenso.pyi",
+    ):
         assert f"tenso/{py}" in names, py
     # Nothing of the engine's own install (headers, pkg-config, CMake package) leaks in.
     assert not [n for n in names if not (n.startswith("tenso/") or ".dist-info/" in n)]

@@ -5,14 +5,13 @@ import asyncio
 
 import numpy as np
 import pytest
-
-from web_servers import httpx, serve, upstream_server
-
-import tenso
 from fastapi import Depends, FastAPI, Request
 from fastapi.responses import Response
+
+import tenso
 from tenso.client import TensoFastAPIClient
 from tenso.fastapi import TensoResponse, get_tenso_data
+from web_servers import httpx, serve, upstream_server
 
 X = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
 

@@ -8,7 +8,6 @@ import scipy.sparse as sp
 import tenso
 from interop_codec import describe
 
-
 # ---- QuantizedTensor --------------------------------------------------------------------------
 
 

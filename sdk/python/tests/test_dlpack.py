@@ -82,8 +82,25 @@ def test_numpy_from_dlpack_is_zero_copy_and_readonly():
     assert np.asarray(tv).base is not None and np.array_equal(np.asarray(tv), a)
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "int8", "int16", "int32", "int64",
-                                   "uint8", "uint16", "uint32", "uint64", "complex64", "complex128", "bool"])
+@pytest.mark.parametrize(
+    "dtype",
+    [
+        "float32",
+        "float64",
+        "float16",
+        "int8",
+        "int16",
+        "int32",
+        "int64",
+        "uint8",
+        "uint16",
+        "uint32",
+        "uint64",
+        "complex64",
+        "complex128",
+        "bool",
+    ],
+)
 def test_numpy_from_dlpack_every_dtype(dtype):
     a = (np.arange(6) % 2).astype(dtype).reshape(3, 2)
     _, tv = src_and_view(a)
@@ -156,7 +173,11 @@ def test_exports_outlive_the_view_and_packet_for_owned_data():
 
 
 def test_bundles_give_dicts_of_views():
-    value = {"a": np.arange(3, dtype=np.int8), "b": {"c": np.ones((2, 2))}, "q": tenso.QuantizedTensor.quantize(np.ones(4, np.float32), "qint8")}
+    value = {
+        "a": np.arange(3, dtype=np.int8),
+        "b": {"c": np.ones((2, 2))},
+        "q": tenso.QuantizedTensor.quantize(np.ones(4, np.float32), "qint8"),
+    }
     views = tenso.view(tenso.dumps(value))
     assert isinstance(views["a"], tenso.TensorView) and isinstance(views["b"]["c"], tenso.TensorView)
     assert isinstance(views["q"], tenso.QuantizedTensor)  # not dense: decoded as loads() would

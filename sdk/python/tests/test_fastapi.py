@@ -6,13 +6,12 @@ import json
 
 import numpy as np
 import pytest
-
-from web_servers import httpx, serve, upstream_client, upstream_server
-
-import tenso
 from fastapi import Depends, FastAPI
 from fastapi.responses import Response
+
+import tenso
 from tenso.fastapi import CHUNK_BYTES, TensoResponse, get_tenso_data, tenso_data
+from web_servers import httpx, serve, upstream_client, upstream_server
 
 OCTET = {"content-type": "application/octet-stream"}
 ARR = np.arange(12, dtype=np.float32).reshape(3, 4)
@@ -37,8 +36,15 @@ def make_app():
     @app.post("/describe")
     async def describe(x=Depends(get_tenso_data)):
         arrays = x if isinstance(x, dict) else {"": x}
-        out = {k: {"shape": list(v.shape), "dtype": str(v.dtype), "writeable": bool(v.flags.writeable),
-                   "sum": float(v.astype(np.float64).sum())} for k, v in arrays.items()}
+        out = {
+            k: {
+                "shape": list(v.shape),
+                "dtype": str(v.dtype),
+                "writeable": bool(v.flags.writeable),
+                "sum": float(v.astype(np.float64).sum()),
+            }
+            for k, v in arrays.items()
+        }
         return Response(json.dumps(out), media_type="application/json")
 
     @app.post("/double")
@@ -167,7 +173,9 @@ def test_async_client(url):
 
     async def go():
         async with httpx.AsyncClient(base_url=url) as c:
-            rs = await asyncio.gather(*(c.post("/double", content=bytes(tenso.dumps(ARR + i)), headers=OCTET) for i in range(8)))
+            rs = await asyncio.gather(
+                *(c.post("/double", content=bytes(tenso.dumps(ARR + i)), headers=OCTET) for i in range(8))
+            )
         return [tenso.loads(r.content) for r in rs]
 
     for i, y in enumerate(asyncio.run(go())):
@@ -273,7 +281,9 @@ def test_upstream_client_against_our_server(url):
         {"endpoint": "/double", "packet": bytes(tenso.dumps(x)).hex(), "mode": mode, "compress": compress}
         for mode, compress in (("predict", False), ("predict", True), ("apredict", False), ("stream", False))
     ]
-    reqs.append({"endpoint": "/small", "packet": bytes(tenso.dumps(np.zeros(4096, np.float32))).hex(), "mode": "predict"})
+    reqs.append(
+        {"endpoint": "/small", "packet": bytes(tenso.dumps(np.zeros(4096, np.float32))).hex(), "mode": "predict"}
+    )
     reqs.append({"endpoint": "/double", "packet": bytes(tenso.dumps(x)).hex(), "mode": "client"})
     results = upstream_client(url, reqs)
     for res in results[:4]:

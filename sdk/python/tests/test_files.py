@@ -66,7 +66,10 @@ def test_dump_to_bytesio_and_non_file_objects():
 @pytest.mark.parametrize("mmap_", [True, False])
 def test_save_file_load_file(tmp_path, mmap_):
     path = tmp_path / "s.tenso"
-    value = {"w": np.arange(10.0), "q": tenso.QuantizedTensor.quantize(np.linspace(-1, 1, 8, dtype=np.float32), "qint8")}
+    value = {
+        "w": np.arange(10.0),
+        "q": tenso.QuantizedTensor.quantize(np.linspace(-1, 1, 8, dtype=np.float32), "qint8"),
+    }
     tenso.save_file(path, value, check_integrity=True)
     out = tenso.load_file(path, mmap=mmap_)
     assert describe(out) == describe(value)

@@ -60,7 +60,17 @@ def ids(cases):
 
 def test_manifest_has_every_kind():
     kinds = {c["value"]["kind"] for c in CASES}
-    assert kinds == {"dense", "bundle", "sparse_coo", "sparse_csr", "sparse_csc", "quantized", "string", "ragged", "gpu_ipc_ref"}
+    assert kinds == {
+        "dense",
+        "bundle",
+        "sparse_coo",
+        "sparse_csr",
+        "sparse_csc",
+        "quantized",
+        "string",
+        "ragged",
+        "gpu_ipc_ref",
+    }
     assert len(CASES) >= 90
 
 
@@ -183,8 +193,7 @@ def test_gpu_ipc_ref_refused_like_upstream():
     with pytest.raises(ValueError) as e:
         tenso.loads(golden_bytes(case))
     assert str(e.value) == (
-        "Unsupported tenso packet (e.g. a GPU IPC reference, which is decoded on the device "
-        "rather than via loads())"
+        "Unsupported tenso packet (e.g. a GPU IPC reference, which is decoded on the device rather than via loads())"
     )
     assert isinstance(e.value, tenso.TensoUnsupportedError)
 

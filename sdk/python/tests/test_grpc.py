@@ -99,7 +99,9 @@ def test_proto_files_are_upstreams():
         pytest.skip("the upstream venv is not available")
     out = subprocess.run(
         [python, "-c", "import tenso.grpc, os; print(os.path.dirname(tenso.grpc.__file__))"],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
         env={k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")},
     )
     theirs = Path(out.stdout.strip())
@@ -115,7 +117,8 @@ def test_committed_stubs_are_what_the_generator_makes(tmp_path):
     pytest.importorskip("grpc_tools", reason="grpcio-tools is not installed")
     subprocess.run(
         ["bash", str(SDK / "scripts" / "gen-grpc.sh"), str(tmp_path)],
-        check=True, env={**os.environ, "PYTHON": sys.executable},
+        check=True,
+        env={**os.environ, "PYTHON": sys.executable},
     )
     committed = SDK / "src" / "tenso" / "grpc"
     names = sorted(p.name for p in (tmp_path / "tenso" / "grpc").iterdir())
@@ -165,7 +168,10 @@ def test_upstream_packets_through_our_service(channel):
     python = os.environ.get("TENSO_UPSTREAM_PYTHON")
     if not python:
         pytest.skip("the upstream venv is not available")
-    code = "import sys, numpy as np, tenso; sys.stdout.write(bytes(tenso.dumps(np.arange(6.0).reshape(2, 3), check_integrity=True)).hex())"
+    code = (
+        "import sys, numpy as np, tenso; "
+        "sys.stdout.write(bytes(tenso.dumps(np.arange(6.0).reshape(2, 3), check_integrity=True)).hex())"
+    )
     packet = bytes.fromhex(subprocess.run([python, "-c", code], capture_output=True, text=True, check=True).stdout)
     stub = tenso_msg_pb2_grpc.TensorInferenceStub(channel)
     reply = stub.Predict(tenso_msg_pb2.PredictRequest(tensor_packet=packet))
@@ -179,7 +185,16 @@ def test_wheel_ships_the_web_modules_and_protos():
     if not wheel:
         pytest.skip("TENSO_WHEEL not set (run-tests.sh sets it to the wheel it built)")
     names = set(zipfile.ZipFile(wheel).namelist())
-    for name in ("fastapi.py", "client.py", "serve.py", "grpc/__init__.py", "grpc/tenso_msg.proto",
-                 "grpc/benchmark_msg.proto", "grpc/tenso_msg_pb2.py", "grpc/tenso_msg_pb2_grpc.py",
-                 "grpc/benchmark_msg_pb2.py", "grpc/benchmark_msg_pb2_grpc.py"):
+    for name in (
+        "fastapi.py",
+        "client.py",
+        "serve.py",
+        "grpc/__init__.py",
+        "grpc/tenso_msg.proto",
+        "grpc/benchmark_msg.proto",
+        "grpc/tenso_msg_pb2.py",
+        "grpc/tenso_msg_pb2_grpc.py",
+        "grpc/benchmark_msg_pb2.py",
+        "grpc/benchmark_msg_pb2_grpc.py",
+    ):
         assert f"tenso/{name}" in names, name

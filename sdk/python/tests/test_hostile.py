@@ -11,9 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tenso
-from tenso import errors
 from conftest import CASES, golden_bytes
 from interop_codec import describe
+from tenso import errors
 
 PACKETS = [golden_bytes(c) for c in CASES]
 
@@ -81,7 +81,11 @@ def decode_all_ways(data):
 @pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
 def test_every_truncation_fails_cleanly(case):
     packet = golden_bytes(case)
-    cuts = range(len(packet)) if len(packet) <= 400 else sorted(set(range(0, 400)) | set(range(400, len(packet), 997)) | {len(packet) - 1})
+    cuts = (
+        range(len(packet))
+        if len(packet) <= 400
+        else sorted(set(range(0, 400)) | set(range(400, len(packet), 997)) | {len(packet) - 1})
+    )
     for cut in cuts:
         data = packet[:cut]
         with pytest.raises(tenso.TensoTruncatedError) as e:
@@ -98,7 +102,11 @@ def test_every_truncation_fails_cleanly(case):
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     index=st.integers(0, len(PACKETS) - 1),
-    edits=st.lists(st.tuples(st.integers(0, 1 << 20), st.integers(0, 255), st.sampled_from(["set", "xor", "insert", "delete"])), min_size=1, max_size=6),
+    edits=st.lists(
+        st.tuples(st.integers(0, 1 << 20), st.integers(0, 255), st.sampled_from(["set", "xor", "insert", "delete"])),
+        min_size=1,
+        max_size=6,
+    ),
 )
 def test_mutations_fail_cleanly(index, edits):
     data = bytearray(PACKETS[index])
@@ -177,7 +185,13 @@ def test_bundle_depth_bomb():
     """Bundles nested far deeper than 64 levels are refused, not recursed into."""
     inner = b"TNSO\x04\x10\x00\x00\x00\x00"
     for _ in range(200):
-        inner = b"TNSO\x04\x10\x00\x00\x01\x00" + (1).to_bytes(4, "little") + b"k" + len(inner).to_bytes(4, "little") + inner
+        inner = (
+            b"TNSO\x04\x10\x00\x00\x01\x00"
+            + (1).to_bytes(4, "little")
+            + b"k"
+            + len(inner).to_bytes(4, "little")
+            + inner
+        )
     for decode in (tenso.loads, lambda b: tenso.read_stream(io.BytesIO(b))):
         with pytest.raises(tenso.TensoLimitError, match="nest deeper") as e:
             decode(inner)

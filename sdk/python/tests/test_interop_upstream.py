@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 import tenso
 from conftest import CASES, UpstreamError, golden_bytes
 from interop_codec import describe
-from test_golden import widen_sparse_indices
 from strategies import arrays, bundles, float_arrays, options
+from test_golden import widen_sparse_indices
 
 pytestmark = pytest.mark.upstream
 
@@ -88,8 +88,12 @@ def test_bundles_both_ways(upstream, value, opts):
 def test_quantize_both_ways(upstream, x, qdtype, scheme, group_size, axis_pick, opts):
     axis = axis_pick % x.ndim
     reply = upstream.call(
-        op="quantize", input=describe(x), dtype=qdtype, scheme=scheme,
-        group_size=group_size if scheme == "per_group" else 0, axis=axis,
+        op="quantize",
+        input=describe(x),
+        dtype=qdtype,
+        scheme=scheme,
+        group_size=group_size if scheme == "per_group" else 0,
+        axis=axis,
     )
     q = tenso.QuantizedTensor.quantize(
         x, qdtype, scheme, group_size=group_size if scheme == "per_group" else 0, axis=axis
@@ -107,9 +111,7 @@ def test_strings_both_ways(upstream, strings, integrity):
     st_ = tenso.StringTensor(strings)
     ours = bytes(st_.dumps(check_integrity=integrity))
     desc = describe(st_)
-    theirs = bytes.fromhex(
-        upstream.call(op="dumps", value=desc, options={"check_integrity": integrity})["packet"]
-    )
+    theirs = bytes.fromhex(upstream.call(op="dumps", value=desc, options={"check_integrity": integrity})["packet"])
     assert ours == theirs
     assert upstream.loads(ours) == desc
     assert describe(tenso.loads(theirs)) == desc

@@ -456,9 +456,27 @@ def test_access_hook_and_key_text_not_kept():
     run(main())
     with tempfile.TemporaryDirectory() as d:
         subprocess.run(
-            ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-             "-keyout", os.path.join(d, "k.pem"), "-out", os.path.join(d, "c.pem"), "-days", "2", "-subj", "/CN=t"],
-            check=True, capture_output=True)
+            [
+                "openssl",
+                "req",
+                "-x509",
+                "-newkey",
+                "ec",
+                "-pkeyopt",
+                "ec_paramgen_curve:P-256",
+                "-nodes",
+                "-keyout",
+                os.path.join(d, "k.pem"),
+                "-out",
+                os.path.join(d, "c.pem"),
+                "-days",
+                "2",
+                "-subj",
+                "/CN=t",
+            ],
+            check=True,
+            capture_output=True,
+        )
         with open(os.path.join(d, "c.pem")) as f, open(os.path.join(d, "k.pem")) as g:
             cert, key = f.read(), g.read()
     node = TensorNode(cert_pem=cert, key_pem=key)
@@ -600,9 +618,10 @@ def test_plaintext_tcp_ipv6_and_unix():
             listen = ["tcp://127.0.0.1:0", f"unix://{path}"]
             if socket.has_ipv6:
                 listen.append("tcp://[::1]:0")
-            async with TensorNode(listen, allow_plaintext=True) as rx, TensorNode(
-                listen_enabled=False, allow_plaintext=True
-            ) as tx:
+            async with (
+                TensorNode(listen, allow_plaintext=True) as rx,
+                TensorNode(listen_enabled=False, allow_plaintext=True) as tx,
+            ):
                 addrs = rx.addrs()
                 assert addrs[0].startswith("tcp://127.0.0.1:") and addrs[1] == f"unix://{path}"
                 for i, a in enumerate(addrs):
@@ -710,9 +729,7 @@ def test_blocking_forms_from_threads():
     tx.start_sync()
     addr = rx.get_node_addr_sync()
     try:
-        threads = [
-            threading.Thread(target=tx.send_tensor_sync, args=(addr, f"t{i}", np.full(4, i))) for i in range(8)
-        ]
+        threads = [threading.Thread(target=tx.send_tensor_sync, args=(addr, f"t{i}", np.full(4, i))) for i in range(8)]
         for t in threads:
             t.start()
         got = sorted(rx.receive_tensor_sync(timeout=30)[0] for _ in range(8))

@@ -35,7 +35,6 @@ def test_dumps_loads_round_trip(value, opts):
         assert b"".join(tenso.iter_dumps(value, **small)) == bytes(tenso.dumps(value, **small))
 
 
-
 @settings(max_examples=50, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), integrity=st.booleans(), alignment=st.sampled_from([1, 64, 4096]))
 def test_compressed_packets_are_deterministic(seed, integrity, alignment):

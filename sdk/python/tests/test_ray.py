@@ -78,7 +78,9 @@ class _Echo:
 def test_core_import_has_no_ray():
     out = subprocess.run(
         [sys.executable, "-c", "import sys, tenso, tenso.cache; print('ray' in sys.modules)"],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     assert out.stdout.strip() == "False"
 
@@ -145,8 +147,12 @@ def test_dicts_of_other_objects_still_travel(registered):
 
 
 def test_dtypes_tenso_cannot_encode_fall_back_to_pickle(registered):
-    for a in (np.array([1, "x", None], dtype=object), np.arange(3).astype("datetime64[s]"),
-              np.arange(4, dtype=">i4"), np.zeros(2, dtype=[("a", "<i4"), ("b", "<f8")])):
+    for a in (
+        np.array([1, "x", None], dtype=object),
+        np.arange(3).astype("datetime64[s]"),
+        np.arange(4, dtype=">i4"),
+        np.zeros(2, dtype=[("a", "<i4"), ("b", "<f8")]),
+    ):
         got = ray.get(ray.put(a))
         assert got.dtype == a.dtype
         assert got.tolist() == a.tolist()

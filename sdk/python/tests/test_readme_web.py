@@ -10,9 +10,8 @@ import sys
 import numpy as np
 import pytest
 
-from web_servers import httpx, serve
-
 import tenso
+from web_servers import httpx, serve
 
 # Verbatim from upstream's README ("FastAPI Integration").
 README_FASTAPI = '''
@@ -122,5 +121,7 @@ def test_core_import_loads_no_extra():
     assert bad == []
     # tenso.grpc itself is importable without grpcio or protobuf (only its stub modules need them).
     code = "import sys, tenso.grpc; print('grpc' in sys.modules, 'google.protobuf' in sys.modules)"
-    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split() == ["False", "False"]
-
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split() == [
+        "False",
+        "False",
+    ]

@@ -12,10 +12,9 @@ import time
 import numpy as np
 import pytest
 
-from web_servers import httpx, serve, upstream_server
-
 import tenso
 from tenso.serve import TensoApp, _detect_workers, create_app, run
+from web_servers import httpx, serve, upstream_server
 
 OCTET = {"content-type": "application/octet-stream"}
 X = np.arange(10, dtype=np.float64)

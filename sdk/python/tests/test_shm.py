@@ -158,7 +158,6 @@ def test_buffer_outlives_close(shm_name):
     mv.release()
 
 
-
 # ---- the extension type's buffer export (tenso._tenso.Shm) -----------------------------------
 
 READ_ONLY_WRITE = textwrap.dedent(
@@ -186,7 +185,9 @@ def test_read_only_segment_exports_a_read_only_buffer(shm_name):
     this test rather than end the suite."""
     writer = tenso._tenso.Shm.create(shm_name, 4096)
     try:
-        r = subprocess.run([sys.executable, "-c", READ_ONLY_WRITE, shm_name], capture_output=True, text=True, timeout=120)
+        r = subprocess.run(
+            [sys.executable, "-c", READ_ONLY_WRITE, shm_name], capture_output=True, text=True, timeout=120
+        )
         assert r.returncode == 0 and r.stdout.strip() == "ok", (r.returncode, r.stdout, r.stderr)
         assert bytes(memoryview(writer)[:1]) == b"\0"  # nothing was written
         # Asking for a writable buffer of a read-only mapping is refused up front.

@@ -11,7 +11,6 @@ import os
 import socket
 import subprocess
 import sys
-import textwrap
 import threading
 import time
 
@@ -19,9 +18,9 @@ import numpy as np
 import pytest
 
 import tenso
-from tenso import DecodeOptions, config, errors
 from conftest import CASES, golden_bytes
 from interop_codec import describe
+from tenso import DecodeOptions, config, errors
 
 GOLDEN = [(c["name"], golden_bytes(c)) for c in CASES]
 # Packets the host decodes (not the GPU IPC reference), for the streams of many packets.
@@ -372,7 +371,9 @@ def test_decode_options_limits_everywhere():
     ]
     accepting = [
         DecodeOptions(),
-        DecodeOptions(max_packet_bytes=len(packet), max_entries=3, max_ndim=3, max_elements=24, max_decoded_bytes=1 << 20),
+        DecodeOptions(
+            max_packet_bytes=len(packet), max_entries=3, max_ndim=3, max_elements=24, max_decoded_bytes=1 << 20
+        ),
     ]
     readers = [
         lambda o: tenso.loads(packet, options=o),
@@ -409,8 +410,14 @@ def test_decode_options_checksum_and_validation_switches():
 
 @pytest.mark.parametrize(
     "kw",
-    [{"max_packet_bytes": -1}, {"max_ndim": 1 << 32}, {"max_elements": 1.5}, {"timeout": -1.0},
-     {"timeout": float("nan")}, {"max_entries": True}],
+    [
+        {"max_packet_bytes": -1},
+        {"max_ndim": 1 << 32},
+        {"max_elements": 1.5},
+        {"timeout": -1.0},
+        {"timeout": float("nan")},
+        {"max_entries": True},
+    ],
 )
 def test_decode_options_refuse_bad_values(kw):
     with pytest.raises(ValueError):
@@ -448,7 +455,11 @@ def test_dtype_tables_are_the_abis():
     assert config._QDTYPE_NAMES == {16: "qint8", 17: "quint8", 18: "qint4", 19: "quint4"}
     with pytest.raises(tenso.TensoUnsupportedError):
         tenso._tenso.dtype_from_name("float128")
-    for bad in (np.dtype("float128") if hasattr(np, "float128") else np.dtype("U3"), np.dtype("U3"), np.dtype("M8[ns]")):
+    for bad in (
+        np.dtype("float128") if hasattr(np, "float128") else np.dtype("U3"),
+        np.dtype("U3"),
+        np.dtype("M8[ns]"),
+    ):
         with pytest.raises(ValueError, match="Unsupported dtype"):
             tenso._tenso.dtype_code(bad)
 

@@ -278,12 +278,18 @@ def test_lying_length_does_not_allocate_up_front():
     head = b"TNSO\x04\x01\x00\x05\x01\x00" + claimed.to_bytes(4, "little")
     head += b"\x00" * (64 - len(head))
     stream_data = head + b"\x01" * 3_000_000
-    for framed in (head, b"TNSO\x04\x10\x00\x00\x01\x00" + (1).to_bytes(4, "little") + b"k"
-                   + (len(head) + claimed).to_bytes(4, "little") + head):
+    for framed in (
+        head,
+        b"TNSO\x04\x10\x00\x00\x01\x00"
+        + (1).to_bytes(4, "little")
+        + b"k"
+        + (len(head) + claimed).to_bytes(4, "little")
+        + head,
+    ):
         tracemalloc.start()
         try:
             with pytest.raises(EOFError):
-                tenso.read_stream(io.BytesIO(framed + stream_data[len(head):]))
+                tenso.read_stream(io.BytesIO(framed + stream_data[len(head) :]))
             peak = tracemalloc.get_traced_memory()[1]
         finally:
             tracemalloc.stop()

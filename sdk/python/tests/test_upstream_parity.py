@@ -269,13 +269,26 @@ def test_get_packet_info_rs():
     # Upstream 0.24's tenso_rs.get_packet_info_rs results for the same packets.
     dense = tenso.dumps(np.zeros((2, 3), np.float32))
     assert tenso.utils.get_packet_info_rs(dense) == {
-        "version": 4, "flags": 1, "dtype_code": 1, "ndim": 2, "aligned": True,
-        "integrity_protected": False, "total_elements": 6, "shape": (2, 3),
+        "version": 4,
+        "flags": 1,
+        "dtype_code": 1,
+        "ndim": 2,
+        "aligned": True,
+        "integrity_protected": False,
+        "total_elements": 6,
+        "shape": (2, 3),
     }
     bundle = tenso.dumps({"a": np.zeros(3)})
     assert tenso.utils.get_packet_info_rs(bundle) == {
-        "version": 4, "flags": 16, "dtype_code": 0, "ndim": 1, "aligned": False,
-        "integrity_protected": False, "entry_count": 1, "shape": (), "total_elements": 0,
+        "version": 4,
+        "flags": 16,
+        "dtype_code": 0,
+        "ndim": 1,
+        "aligned": False,
+        "integrity_protected": False,
+        "entry_count": 1,
+        "shape": (),
+        "total_elements": 0,
     }
     with pytest.raises(ValueError, match="^Packet too short"):
         tenso.utils.get_packet_info_rs(b"xx")

@@ -23,9 +23,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from web_servers import httpx
-
 import tenso
+from web_servers import httpx
 
 grpc = pytest.importorskip("grpc", reason="the grpc extra is not installed")
 from tenso.grpc import tenso_msg_pb2, tenso_msg_pb2_grpc  # noqa: E402
@@ -98,10 +97,12 @@ def heavy_file(heavy, tmp_path_factory):
 
 
 def stall_budget(packet):
-    """Half of what decoding `packet` takes here, now (the machine may be loaded), at least 250 ms."""
+    """Three quarters of what decoding `packet` takes here, now (the machine may be loaded), at
+    least 250 ms: a decode on the event loop stalls it for all of that time and more (half was
+    exceeded at load 6 by a decode that ran off the loop: 299 ms against 285)."""
     start = time.monotonic()
     tenso.loads(packet)
-    return max(STALL_BUDGET_S, (time.monotonic() - start) / 2)
+    return max(STALL_BUDGET_S, (time.monotonic() - start) * 0.75)
 
 
 # Sends the packet in argv[3] to the server (argv[1]: http or grpc, argv[2]: port); prints what
@@ -211,7 +212,9 @@ def test_http_heavy_body_decoded_once_off_the_loop(http_server, heavy, heavy_fil
     budget = len(packet) + (1 << 30) + 96 * MIB
     assert grew <= budget, f"peak RSS grew by {grew / MIB:.0f} MiB, budget {budget / MIB:.0f} MiB"
     assert p.count >= 2
-    assert p.worst < budget_s, f"/ping took {p.worst * 1000:.0f} ms during the request (budget {budget_s * 1000:.0f} ms)"
+    assert p.worst < budget_s, (
+        f"/ping took {p.worst * 1000:.0f} ms during the request (budget {budget_s * 1000:.0f} ms)"
+    )
 
 
 def _stub(server):
@@ -254,4 +257,6 @@ def test_grpc_heavy_message_does_not_stall_others(grpc_server, heavy, heavy_file
     budget = 4 * len(packet) + (1 << 30) + 96 * MIB
     assert grew <= budget, f"peak RSS grew by {grew / MIB:.0f} MiB, budget {budget / MIB:.0f} MiB"
     assert p.count >= 2
-    assert p.worst < budget_s, f"a small Predict took {p.worst * 1000:.0f} ms during the request (budget {budget_s * 1000:.0f} ms)"
+    assert p.worst < budget_s, (
+        f"a small Predict took {p.worst * 1000:.0f} ms during the request (budget {budget_s * 1000:.0f} ms)"
+    )

@@ -150,6 +150,7 @@ def test_socket_write_sends_the_array_memory(monkeypatch):
     a = np.arange(1 << 16, dtype=np.float32)
     left, right = socket.socketpair()
     with left, right:
+
         def forbidden(*args, **kwargs):
             raise AssertionError("the packet went through a Python-level send")
 

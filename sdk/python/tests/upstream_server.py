@@ -28,9 +28,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import numpy as np  # noqa: E402
-import tenso  # noqa: E402  (upstream's)
 
 import interop_codec as codec  # noqa: E402
+import tenso  # noqa: E402  (upstream's)
 
 
 def info_json(info):
@@ -63,7 +63,9 @@ def handle(req):
         return {"info": info_json(tenso.get_packet_info(bytes.fromhex(req["packet"])))}
     if op == "quantize":
         x = codec.build(req["input"], tenso)
-        q = tenso.QuantizedTensor.quantize(x, req["dtype"], req["scheme"], group_size=req["group_size"], axis=req["axis"])
+        q = tenso.QuantizedTensor.quantize(
+            x, req["dtype"], req["scheme"], group_size=req["group_size"], axis=req["axis"]
+        )
         return {"value": codec.describe(q), "dequant": q.dequantize().tobytes().hex()}
     if op == "stream":
         src = io.BytesIO(b"".join(bytes.fromhex(p) for p in req["packets"]))

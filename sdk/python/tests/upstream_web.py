@@ -22,11 +22,13 @@ import socket
 import sys
 
 import numpy as np
+
 import tenso  # upstream's
 
 
 def serve():
     import uvicorn
+
     from tenso.fastapi import TensoResponse
     from tenso.serve import create_app
 
@@ -56,6 +58,7 @@ def serve():
 
 def client(url):
     import httpx
+
     from tenso.client import TensoFastAPIClient
 
     octet = {"content-type": "application/octet-stream"}

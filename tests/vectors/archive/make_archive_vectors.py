@@ -12,21 +12,36 @@ Files (next to this script):
 The C suite (tests/capi/CapiArchiveInteropTest.cpp) reads each file and compares it with the
 manifest, and checks that tenso's writers produce these exact bytes from the same tensors.
 """
+
 import json
 import os
 
+import bintensors
+import bintensors.numpy as btn
 import numpy as np
 import safetensors
 import safetensors.numpy as stn
-import bintensors
-import bintensors.numpy as btn
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-NAMES = {np.dtype(k): v for k, v in [
-    ("bool", "BOOL"), ("uint8", "U8"), ("int8", "I8"), ("int16", "I16"), ("uint16", "U16"),
-    ("float16", "F16"), ("int32", "I32"), ("uint32", "U32"), ("float32", "F32"),
-    ("complex64", "C64"), ("float64", "F64"), ("int64", "I64"), ("uint64", "U64")]}
+NAMES = {
+    np.dtype(k): v
+    for k, v in [
+        ("bool", "BOOL"),
+        ("uint8", "U8"),
+        ("int8", "I8"),
+        ("int16", "I16"),
+        ("uint16", "U16"),
+        ("float16", "F16"),
+        ("int32", "I32"),
+        ("uint32", "U32"),
+        ("float32", "F32"),
+        ("complex64", "C64"),
+        ("float64", "F64"),
+        ("int64", "I64"),
+        ("uint64", "U64"),
+    ]
+}
 
 
 def values(dtype, shape, seed):
@@ -34,7 +49,7 @@ def values(dtype, shape, seed):
     i = np.arange(n, dtype=np.int64)
     raw = (i * 37 + seed * 11) % 251 - 100
     if dtype == np.bool_:
-        a = (raw % 3 == 0)
+        a = raw % 3 == 0
     elif dtype.kind == "u":
         a = (raw + 100).astype(dtype)
     elif dtype.kind == "c":
@@ -59,14 +74,22 @@ def basic():
 def describe(tensors, metadata):
     return {
         "metadata": metadata or {},
-        "tensors": {k: {"dtype": NAMES[v.dtype], "shape": list(v.shape),
-                        "hex": np.ascontiguousarray(v).tobytes().hex()} for k, v in tensors.items()},
+        "tensors": {
+            k: {"dtype": NAMES[v.dtype], "shape": list(v.shape), "hex": np.ascontiguousarray(v).tobytes().hex()}
+            for k, v in tensors.items()
+        },
     }
 
 
 def main():
-    manifest = {"generator": {"numpy": np.__version__, "safetensors": safetensors.__version__,
-                              "bintensors": bintensors.__version__}, "files": {}}
+    manifest = {
+        "generator": {
+            "numpy": np.__version__,
+            "safetensors": safetensors.__version__,
+            "bintensors": bintensors.__version__,
+        },
+        "files": {},
+    }
     t = basic()
     meta = {"format": "np"}
     stn.save_file(t, os.path.join(HERE, "st_basic.safetensors"), metadata=meta)

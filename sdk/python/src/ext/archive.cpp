@@ -202,7 +202,8 @@ void writer_finish(Writer &self) {
 }  // namespace
 
 void init_archive(py::module_ &m) {
-    m.def("format_name", [](int32_t f) { return std::string(tenso_format_name(f)); }, py::arg("format"));
+    m.def(
+        "format_name", [](int32_t f) { return std::string(tenso_format_name(f)); }, py::arg("format"));
 
     py::class_<Archive>(m, "Archive", "An open tenso archive, safetensors or bintensors file (tenso_archive).")
         .def_static("open", &archive_open, py::arg("path"), py::arg("format") = 0, py::arg("verify_all") = false,

@@ -139,7 +139,7 @@ private:
 class Value {
 public:
     ValuePtr value;
-    std::vector<py::object> keep;                     // arrays and child Values borrowed from
+    std::vector<py::object> keep;                      // arrays and child Values borrowed from
     std::vector<std::unique_ptr<BufferHold>> buffers;  // exported buffers borrowed from
 
     const tenso_value *get() const { return value.get(); }

@@ -67,7 +67,6 @@ py::array dense_array(const tenso_view *v, py::handle owner, const DecodeMode &m
                       mode);
 }
 
-
 py::object need_factory(const py::object &f, const char *what) {
     if (!f) raise_error(TENSO_E_INTERNAL, std::string("tenso: no Python constructor registered for ") + what);
     return f;
@@ -123,10 +122,12 @@ py::object to_python(const tenso_view *v, py::handle owner, const DecodeMode &mo
         py::array data = array_over(py::dtype::of<uint8_t>(), {py::ssize_t(q.nbytes)}, q.data, size_t(q.nbytes),
                                     tenso_view_alignment(v), owner, DecodeMode{mode.copy, false, mode.writeable});
         const size_t sbytes = size_t(q.num_scales) * sizeof(float);
-        py::array scales = array_over(py::dtype::of<float>(), {py::ssize_t(q.num_scales)}, q.scales, sbytes, 1, owner, mode);
-        py::array zps = array_over(py::dtype::of<float>(), {py::ssize_t(q.num_scales)}, q.zero_points, sbytes, 1, owner, mode);
-        return need_factory(factories().quantized, "quantized tensors")(
-            data, scales, zps, shape_tuple(q.shape, q.ndim), q.dtype, q.scheme, q.group_size, q.axis);
+        py::array scales =
+            array_over(py::dtype::of<float>(), {py::ssize_t(q.num_scales)}, q.scales, sbytes, 1, owner, mode);
+        py::array zps =
+            array_over(py::dtype::of<float>(), {py::ssize_t(q.num_scales)}, q.zero_points, sbytes, 1, owner, mode);
+        return need_factory(factories().quantized, "quantized tensors")(data, scales, zps, shape_tuple(q.shape, q.ndim),
+                                                                        q.dtype, q.scheme, q.group_size, q.axis);
     }
     case TENSO_KIND_STRING: {
         const uint64_t *offs = nullptr;
@@ -134,15 +135,16 @@ py::object to_python(const tenso_view *v, py::handle owner, const DecodeMode &mo
         check(tenso_view_string_offsets(&offs, &payload, v));
         const uint64_t count = tenso_view_ndim(v) ? tenso_view_shape(v)[0] : 0;
         const size_t plen = size_t(offs[count]);
-        py::array offsets = array_over(py::dtype::of<uint64_t>(), {py::ssize_t(count + 1)}, offs,
-                                       size_t(count + 1) * 8, 1, owner, mode);
+        py::array offsets = array_over(py::dtype::of<uint64_t>(), {py::ssize_t(count + 1)}, offs, size_t(count + 1) * 8,
+                                       1, owner, mode);
         py::object data;
         if (mode.copy) {
             data = py::bytes(payload, plen);
         } else {
             // A memoryview over a read-only uint8 view of the payload: str(data[a:b], "utf-8")
             // decodes a string without copying the payload first.
-            py::array bytes_view = array_over(py::dtype::of<uint8_t>(), {py::ssize_t(plen)}, payload, plen, 1, owner, mode);
+            py::array bytes_view =
+                array_over(py::dtype::of<uint8_t>(), {py::ssize_t(plen)}, payload, plen, 1, owner, mode);
             data = py::reinterpret_steal<py::object>(PyMemoryView_FromObject(bytes_view.ptr()));
             if (!data) throw py::error_already_set();
         }
@@ -302,13 +304,14 @@ void init_decode(py::module_ &m) {
     py::class_<Packet>(m, "Packet",
                        "A decoded packet: the owner (numpy base) of every array loads() returns from it. "
                        "It holds the source buffer exported while any of those arrays is alive.")
-        .def_property_readonly("source",
-                               [](const Packet &p) -> py::object {
-                                   PyObject *o = p.source.obj();
-                                   return o ? py::reinterpret_borrow<py::object>(o) : py::none();
-                               },
-                               "The object whose bytes the views point into (None when the packet owns "
-                               "its memory: streams, files, decompressed bodies).")
+        .def_property_readonly(
+            "source",
+            [](const Packet &p) -> py::object {
+                PyObject *o = p.source.obj();
+                return o ? py::reinterpret_borrow<py::object>(o) : py::none();
+            },
+            "The object whose bytes the views point into (None when the packet owns "
+            "its memory: streams, files, decompressed bodies).")
         .def_property_readonly("owns_data", [](const Packet &p) { return tenso_view_owns_data(p.root()) != 0; })
         .def_property_readonly("packet_size", [](const Packet &p) { return tenso_view_packet_size(p.root()); })
         .def_property_readonly("kind", [](const Packet &p) { return tenso_view_kind(p.root()); })
@@ -323,8 +326,7 @@ void init_decode(py::module_ &m) {
           py::arg("options") = py::none(),
           "Decodes the packet at the start of a C-contiguous buffer (options: DecodeOptions._fields() or None).");
     m.def("read_fd", &read_fd, py::arg("fd"), py::arg("copy") = false, py::arg("options") = py::none(),
-          py::arg("align") = false,
-          "Reads exactly one packet from a file descriptor; None at a clean end of stream.");
+          py::arg("align") = false, "Reads exactly one packet from a file descriptor; None at a clean end of stream.");
     m.def("load_file", &load_file, py::arg("path"), py::arg("mmap") = true, py::arg("copy") = false,
           "Loads the first packet of a file, mapped (zero-copy) or read.");
     m.def("loads_ragged", &loads_ragged, py::arg("data"), py::arg("copy") = false,

@@ -202,8 +202,8 @@ void init_dlpack(py::module_ &m) {
         .def_property_readonly("ndim", [](const TensorView &t) { return tenso_view_ndim(t.view); })
         .def_property_readonly("nbytes", [](const TensorView &t) { return tenso_view_nbytes(t.view); })
         .def_property_readonly("owns_data", [](const TensorView &t) { return tenso_view_owns_data(t.view) != 0; })
-        .def_property_readonly("packet", [](const TensorView &t) { return t.owner; },
-                               "The Packet this tensor was decoded from.")
+        .def_property_readonly(
+            "packet", [](const TensorView &t) { return t.owner; }, "The Packet this tensor was decoded from.")
         .def("numpy", &TensorView::numpy, "The tensor as a read-only numpy array (no copy).")
         .def(
             "__array__",
@@ -222,7 +222,8 @@ void init_dlpack(py::module_ &m) {
         .def("__repr__", [](const TensorView &t) {
             std::string s = "TensorView(shape=(";
             const uint32_t nd = tenso_view_ndim(t.view);
-            for (uint32_t i = 0; i < nd; ++i) s += std::to_string(tenso_view_shape(t.view)[i]) + (nd == 1 || i + 1 < nd ? "," : "");
+            for (uint32_t i = 0; i < nd; ++i)
+                s += std::to_string(tenso_view_shape(t.view)[i]) + (nd == 1 || i + 1 < nd ? "," : "");
             return s + "), dtype=" + tenso_dtype_name(tenso_view_dtype(t.view)) + ")";
         });
 
@@ -232,8 +233,7 @@ void init_dlpack(py::module_ &m) {
             py::object owner = decode_packet(data);
             return view_of(owner.cast<Packet &>().root(), owner);
         },
-        py::arg("data"),
-        "Decodes a packet into TensorView objects (a dict of them for bundles) for DLPack export.");
+        py::arg("data"), "Decodes a packet into TensorView objects (a dict of them for bundles) for DLPack export.");
 }
 
 }  // namespace tpy

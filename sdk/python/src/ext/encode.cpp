@@ -66,9 +66,11 @@ void prepare_tensor(TensorArg &out, py::handle obj, bool strict) {
     }
     if (over) {
         py::int_ exact(1);
-        for (ssize_t i = 0; i < ndim; ++i) exact = py::reinterpret_steal<py::int_>(PyNumber_Multiply(exact.ptr(), py::int_(a.shape(i)).ptr()));
-        raise_error(TENSO_E_TOO_MANY_ELEMENTS, "Packet exceeds maximum elements (" + py::str(exact).cast<std::string>() +
-                                                   " > " + std::to_string(TENSO_MAX_ELEMENTS) + ")");
+        for (ssize_t i = 0; i < ndim; ++i)
+            exact = py::reinterpret_steal<py::int_>(PyNumber_Multiply(exact.ptr(), py::int_(a.shape(i)).ptr()));
+        raise_error(TENSO_E_TOO_MANY_ELEMENTS, "Packet exceeds maximum elements (" +
+                                                   py::str(exact).cast<std::string>() + " > " +
+                                                   std::to_string(TENSO_MAX_ELEMENTS) + ")");
     }
     if (ndim > TENSO_MAX_NDIM)
         raise_error(TENSO_E_TOO_MANY_DIMS, "Packet exceeds maximum dimensions (" + std::to_string(ndim) + " > " +
@@ -76,8 +78,7 @@ void prepare_tensor(TensorArg &out, py::handle obj, bool strict) {
     if (!(a.flags() & py::array::c_style)) {
         if (strict) raise_value_error("Tensor is not C-Contiguous");
         a = py::reinterpret_steal<py::array>(py::detail::npy_api::get().PyArray_FromAny_(
-            a.ptr(), nullptr, 0, 0, py::detail::npy_api::NPY_ARRAY_C_CONTIGUOUS_,
-            nullptr));
+            a.ptr(), nullptr, 0, 0, py::detail::npy_api::NPY_ARRAY_C_CONTIGUOUS_, nullptr));
         if (!a) throw py::error_already_set();
     }
     out.t.dtype = dtype_code(a.dtype());
@@ -195,7 +196,8 @@ std::vector<uint64_t> shape_from(py::handle seq) {
         shape.push_back(uint64_t(v));
     }
     if (shape.size() > TENSO_MAX_NDIM)
-        raise_error(TENSO_E_TOO_MANY_DIMS, "Packet exceeds maximum dimensions (" + std::to_string(shape.size()) + " > 32)");
+        raise_error(TENSO_E_TOO_MANY_DIMS,
+                    "Packet exceeds maximum dimensions (" + std::to_string(shape.size()) + " > 32)");
     return shape;
 }
 
@@ -266,14 +268,14 @@ std::unique_ptr<Value> value_quantized(py::handle data, py::handle scales_obj, p
     return v;
 }
 
-std::unique_ptr<Value> value_quantize(py::handle arr, int32_t qdtype, int32_t scheme, int32_t axis, int64_t group_size) {
+std::unique_ptr<Value> value_quantize(py::handle arr, int32_t qdtype, int32_t scheme, int32_t axis,
+                                      int64_t group_size) {
     TensorArg ta;
     prepare_tensor(ta, arr, false);
     if (group_size < 0 || group_size > int64_t(UINT32_MAX)) raise_value_error("group_size is out of range");
     tenso_value *raw = nullptr;
-    check(maybe_released(ta.t.nbytes >= kReleaseGilBytes, [&] {
-        return tenso_quantize(&raw, &ta.t, qdtype, scheme, axis, uint32_t(group_size));
-    }));
+    check(maybe_released(ta.t.nbytes >= kReleaseGilBytes,
+                         [&] { return tenso_quantize(&raw, &ta.t, qdtype, scheme, axis, uint32_t(group_size)); }));
     auto v = std::make_unique<Value>();
     v->value.reset(raw);  // owns its packed data and scales: nothing borrowed
     return v;
@@ -329,7 +331,8 @@ py::array dequantize(py::handle data, py::handle scales_obj, py::handle zps_obj,
 
 std::unique_ptr<Value> value_strings(py::handle offsets_obj, py::handle payload) {
     py::array offsets = contiguous(offsets_obj, py::dtype::of<uint64_t>());
-    if (offsets.ndim() != 1 || offsets.size() < 1) raise_value_error("string offsets must be 1-D with count + 1 entries");
+    if (offsets.ndim() != 1 || offsets.size() < 1)
+        raise_value_error("string offsets must be 1-D with count + 1 entries");
     auto v = std::make_unique<Value>();
     BufferHold &body = v->hold(payload);
     const auto *offs = static_cast<const uint64_t *>(offsets.data());
@@ -347,7 +350,8 @@ std::unique_ptr<Value> value_ragged(py::handle flat, uint64_t count, py::handle 
     py::array offsets = contiguous(offsets_obj, py::dtype::of<uint64_t>());
     // libtenso reads count + 1 offsets: check the array holds them.
     if (offsets.ndim() != 1 || uint64_t(offsets.size()) != count + 1)
-        raise_value_error("Offsets length " + std::to_string(offsets.size()) + " != count+1 (" + std::to_string(count + 1) + ")");
+        raise_value_error("Offsets length " + std::to_string(offsets.size()) + " != count+1 (" +
+                          std::to_string(count + 1) + ")");
     tenso_value *raw = nullptr;
     check(tenso_value_new_ragged(&raw, &ta.t, count, static_cast<const uint64_t *>(offsets.data())));
     auto v = std::make_unique<Value>();
@@ -367,8 +371,7 @@ std::unique_ptr<Value> value_packet(py::handle data) {
 }
 
 void bundle_insert(Value &self, py::handle key, py::object child) {
-    if (!PyUnicode_Check(key.ptr()))
-        raise_type_error("bundle keys must be str, not " + type_name(key));
+    if (!PyUnicode_Check(key.ptr())) raise_type_error("bundle keys must be str, not " + type_name(key));
     Py_ssize_t len = 0;
     const char *utf8 = PyUnicode_AsUTF8AndSize(key.ptr(), &len);
     if (!utf8) throw py::error_already_set();
@@ -432,7 +435,8 @@ py::list value_pieces(py::object self_obj, bool check_integrity, bool compress, 
     return pieces;
 }
 
-void value_save_file(const Value &self, const std::string &path, bool check_integrity, bool compress, int64_t alignment) {
+void value_save_file(const Value &self, const std::string &path, bool check_integrity, bool compress,
+                     int64_t alignment) {
     tenso_encode_options o = make_options(check_integrity, compress, alignment);
     check(maybe_released(true, [&] { return tenso_value_save_file(path.c_str(), self.get(), &o); }));
 }
@@ -454,9 +458,10 @@ void init_encode(py::module_ &m) {
             tenso_encode_options o = make_options(check_integrity, compress, alignment, threads);
             TensorArg ta;
             prepare_tensor(ta, arr, strict);
-            return encode_bytes([&](size_t *b) { return tenso_dumps_bound(b, &ta.t, &o); },
-                                [&](void *dst, size_t cap, size_t *w) { return tenso_dumps_into(dst, cap, w, &ta.t, &o); },
-                                [&](tenso_buffer *b) { return tenso_dumps(b, &ta.t, &o); }, pad, o.alignment);
+            return encode_bytes(
+                [&](size_t *b) { return tenso_dumps_bound(b, &ta.t, &o); },
+                [&](void *dst, size_t cap, size_t *w) { return tenso_dumps_into(dst, cap, w, &ta.t, &o); },
+                [&](tenso_buffer *b) { return tenso_dumps(b, &ta.t, &o); }, pad, o.alignment);
         },
         py::arg("array"), py::arg("strict") = false, py::arg("check_integrity") = false, py::arg("compress") = false,
         py::arg("alignment") = 64, py::arg("pad") = true, py::arg("threads") = 0,
@@ -479,7 +484,8 @@ void init_encode(py::module_ &m) {
         "returns the bytes written.");
     m.def(
         "save_array_file",
-        [](const std::string &path, py::handle arr, bool strict, bool check_integrity, bool compress, int64_t alignment) {
+        [](const std::string &path, py::handle arr, bool strict, bool check_integrity, bool compress,
+           int64_t alignment) {
             tenso_encode_options o = make_options(check_integrity, compress, alignment);
             TensorArg ta;
             prepare_tensor(ta, arr, strict);
@@ -503,18 +509,20 @@ void init_encode(py::module_ &m) {
                       "A tenso_value: something to encode (tensor, bundle, sparse, quantized, strings, ragged, "
                       "packet). It borrows the memory of the objects it was built from and keeps them alive.")
         .def_static("tensor", &value_tensor, py::arg("array"), py::arg("strict") = false)
-        .def_static("bundle", [] {
-            auto v = std::make_unique<Value>();
-            tenso_value *raw = nullptr;
-            check(tenso_value_new_bundle(&raw));
-            v->value.reset(raw);
-            return v;
-        })
-        .def_static("sparse", &value_sparse, py::arg("kind"), py::arg("shape"), py::arg("a"), py::arg("b"), py::arg("c"))
+        .def_static("bundle",
+                    [] {
+                        auto v = std::make_unique<Value>();
+                        tenso_value *raw = nullptr;
+                        check(tenso_value_new_bundle(&raw));
+                        v->value.reset(raw);
+                        return v;
+                    })
+        .def_static("sparse", &value_sparse, py::arg("kind"), py::arg("shape"), py::arg("a"), py::arg("b"),
+                    py::arg("c"))
         .def_static("quantized", &value_quantized, py::arg("data"), py::arg("scales"), py::arg("zero_points"),
                     py::arg("shape"), py::arg("dtype_code"), py::arg("scheme"), py::arg("axis"), py::arg("group_size"))
-        .def_static("quantize", &value_quantize, py::arg("array"), py::arg("qdtype"), py::arg("scheme"), py::arg("axis"),
-                    py::arg("group_size"))
+        .def_static("quantize", &value_quantize, py::arg("array"), py::arg("qdtype"), py::arg("scheme"),
+                    py::arg("axis"), py::arg("group_size"))
         .def_static("strings", &value_strings, py::arg("offsets"), py::arg("payload"))
         .def_static("ragged", &value_ragged, py::arg("flat"), py::arg("count"), py::arg("offsets"))
         .def_static("packet", &value_packet, py::arg("data"))
@@ -523,8 +531,8 @@ void init_encode(py::module_ &m) {
         .def("quantized_parts", &quantized_parts)
         .def("dumps", &value_dumps, py::arg("check_integrity") = false, py::arg("compress") = false,
              py::arg("alignment") = 64, py::arg("pad") = true, py::arg("threads") = 0)
-        .def("write_fd", &value_write_fd, py::arg("fd"), py::arg("check_integrity") = false, py::arg("compress") = false,
-             py::arg("alignment") = 64)
+        .def("write_fd", &value_write_fd, py::arg("fd"), py::arg("check_integrity") = false,
+             py::arg("compress") = false, py::arg("alignment") = 64)
         .def("pieces", &value_pieces, py::arg("check_integrity") = false, py::arg("compress") = false,
              py::arg("alignment") = 64,
              "The packet as a list of pieces (tenso_value_write_cb): bytes objects for what libtenso builds, "

@@ -155,10 +155,10 @@ py::object decoded(Fn &&fn) {
     return from_value(root, raw, tenso_gpu_value_path(raw));
 }
 
-#define TPY_GPU_OPTION_ARGS                                                                                    \
-    py::kw_only(), py::arg("device") = 0, py::arg("dequantize_to") = 0, py::arg("no_gds") = false,            \
-        py::arg("chunk_bytes") = 0, py::arg("staging_buffers") = 0, py::arg("stream") = 0,                   \
-        py::arg("options") = py::none()
+#define TPY_GPU_OPTION_ARGS                                                                           \
+    py::kw_only(), py::arg("device") = 0, py::arg("dequantize_to") = 0, py::arg("no_gds") = false,    \
+                   py::arg("chunk_bytes") = 0, py::arg("staging_buffers") = 0, py::arg("stream") = 0, \
+                   py::arg("options") = py::none()
 
 const DeviceTensor &device_tensor(py::handle obj) { return obj.cast<const DeviceTensor &>(); }
 
@@ -241,14 +241,15 @@ void init_gpu(py::module_ &m) {
         .def_property_readonly("dtype", [](const DeviceTensor &d) { return numpy_dtype(tenso_gpu_tensor_dtype(d.t)); })
         .def_property_readonly("ndim", [](const DeviceTensor &d) { return tenso_gpu_tensor_ndim(d.t); })
         .def_property_readonly("nbytes", [](const DeviceTensor &d) { return tenso_gpu_tensor_nbytes(d.t); })
-        .def_property_readonly("device", [](const DeviceTensor &d) { return tenso_gpu_tensor_device(d.t); },
-                               "The device ordinal.")
-        .def_property_readonly("data_ptr",
-                               [](const DeviceTensor &d) { return reinterpret_cast<uintptr_t>(tenso_gpu_tensor_data(d.t)); },
-                               "The device address (valid while this object lives).")
-        .def_property_readonly("transfer_path", [](const DeviceTensor &d) { return std::string(path_name(d.path)); },
-                               "How the packet reached the device: 'staged', 'gds', 'gds_compat', 'ipc', or "
-                               "'none' for tensors not read from a packet.")
+        .def_property_readonly(
+            "device", [](const DeviceTensor &d) { return tenso_gpu_tensor_device(d.t); }, "The device ordinal.")
+        .def_property_readonly(
+            "data_ptr", [](const DeviceTensor &d) { return reinterpret_cast<uintptr_t>(tenso_gpu_tensor_data(d.t)); },
+            "The device address (valid while this object lives).")
+        .def_property_readonly(
+            "transfer_path", [](const DeviceTensor &d) { return std::string(path_name(d.path)); },
+            "How the packet reached the device: 'staged', 'gds', 'gds_compat', 'ipc', or "
+            "'none' for tensors not read from a packet.")
         .def("to_numpy", &DeviceTensor::to_numpy, "A host copy as a new writeable numpy array.")
         .def(
             "__array__",
@@ -266,8 +267,8 @@ void init_gpu(py::module_ &m) {
         .def("__repr__", [](const DeviceTensor &d) {
             return "DeviceTensor(shape=" + py::repr(d.shape()).cast<std::string>() +
                    ", dtype=" + tenso_dtype_name(tenso_gpu_tensor_dtype(d.t)) +
-                   ", device=" + std::to_string(tenso_gpu_tensor_device(d.t)) + ", backend=" +
-                   tenso_gpu_backend_name(tenso_gpu_backend()) + ")";
+                   ", device=" + std::to_string(tenso_gpu_tensor_device(d.t)) +
+                   ", backend=" + tenso_gpu_backend_name(tenso_gpu_backend()) + ")";
         });
 
     m.def(
@@ -278,10 +279,12 @@ void init_gpu(py::module_ &m) {
             check(tenso_gpu_select_backend(b));
         },
         py::arg("name"), "tenso_gpu_select_backend: 'cuda' or 'host', before the first GPU call.");
-    m.def("gpu_backend", [] { return std::string(tenso_gpu_backend_name(tenso_gpu_backend())); },
-          "The backend in use: 'cuda', 'host', or 'none' before the first GPU call.");
-    m.def("gpu_check", [] { check(tenso_gpu_available()); },
-          "Raises TensoNotAvailableError (with the reason) unless a device is usable.");
+    m.def(
+        "gpu_backend", [] { return std::string(tenso_gpu_backend_name(tenso_gpu_backend())); },
+        "The backend in use: 'cuda', 'host', or 'none' before the first GPU call.");
+    m.def(
+        "gpu_check", [] { check(tenso_gpu_available()); },
+        "Raises TensoNotAvailableError (with the reason) unless a device is usable.");
     m.def(
         "gpu_device_count",
         [] {
@@ -338,8 +341,8 @@ void init_gpu(py::module_ &m) {
             }
             return buffer_bytes(b);
         },
-        py::arg("tensor"), py::arg("check_integrity") = false, py::arg("compress") = false,
-        py::arg("alignment") = 64, "tenso_gpu_dumps: a DeviceTensor's packet as bytes.");
+        py::arg("tensor"), py::arg("check_integrity") = false, py::arg("compress") = false, py::arg("alignment") = 64,
+        "tenso_gpu_dumps: a DeviceTensor's packet as bytes.");
     m.def(
         "gpu_write_fd",
         [](py::handle tensor, py::handle fd, bool check_integrity, bool compress, int64_t alignment) {
@@ -441,8 +444,9 @@ void init_gpu(py::module_ &m) {
             return d;
         },
         "tenso_gpu_pool_stats_get as a dict.");
-    m.def("gpu_pool_set_limit", [](uint64_t limit) { check(tenso_gpu_pool_set_limit(limit)); }, py::arg("limit_bytes"),
-          "tenso_gpu_pool_set_limit (0 unpins every idle buffer now).");
+    m.def(
+        "gpu_pool_set_limit", [](uint64_t limit) { check(tenso_gpu_pool_set_limit(limit)); }, py::arg("limit_bytes"),
+        "tenso_gpu_pool_set_limit (0 unpins every idle buffer now).");
 }
 
 }  // namespace tpy

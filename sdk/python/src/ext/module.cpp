@@ -23,8 +23,8 @@ PyObject *g_type_error = nullptr;
 
 [[noreturn]] void raise_with_class(PyObject *cls, tenso_status status, const std::string &message) {
     // libtenso's messages may quote bytes from the packet: never fail on invalid UTF-8 here.
-    py::object text = py::reinterpret_steal<py::object>(
-        PyUnicode_DecodeUTF8(message.data(), Py_ssize_t(message.size()), "replace"));
+    py::object text =
+        py::reinterpret_steal<py::object>(PyUnicode_DecodeUTF8(message.data(), Py_ssize_t(message.size()), "replace"));
     if (!text) throw py::error_already_set();
     py::object exc = py::reinterpret_borrow<py::object>(cls)(text);
     exc.attr("status") = py::int_(status);
@@ -128,8 +128,7 @@ py::dtype numpy_dtype(tenso_dtype code) {
                 dt = py::dtype::from_args(py::module_::import("ml_dtypes").attr(name.c_str()));
             } catch (py::error_already_set &e2) {
                 if (!e2.matches(PyExc_ImportError) && !e2.matches(PyExc_AttributeError)) throw;
-                raise_error(TENSO_E_BAD_DTYPE,
-                            name + " packets need the ml_dtypes package (pip install ml_dtypes)");
+                raise_error(TENSO_E_BAD_DTYPE, name + " packets need the ml_dtypes package (pip install ml_dtypes)");
             }
         }
         slot = dt.release().ptr();
@@ -148,8 +147,7 @@ namespace {
 // The file the loaded libtenso came from, for messages that must say which library was loaded.
 std::string library_path() {
     Dl_info info{};
-    if (dladdr(reinterpret_cast<void *>(&tenso_version_number), &info) && info.dli_fname)
-        return info.dli_fname;
+    if (dladdr(reinterpret_cast<void *>(&tenso_version_number), &info) && info.dli_fname) return info.dli_fname;
     return "<unknown path>";
 }
 
@@ -181,15 +179,19 @@ PYBIND11_MODULE(_tenso, m) {
     m.attr("compiled_version_number") = uint32_t(TENSO_VERSION_NUMBER);
     m.attr("protocol_version") = tenso_protocol_version();
 
-    m.def("status_name", [](int32_t status) { return std::string(tenso_status_name(status)); },
-          py::arg("status"), "The symbolic name of a tenso_status value (\"TENSO_E_CHECKSUM\").");
-    m.def("dtype_code", [](py::object dt) { return dtype_code(py::dtype::from_args(dt)); }, py::arg("dtype"),
-          "The wire dtype code for a numpy dtype; ValueError when tenso cannot carry it.");
+    m.def(
+        "status_name", [](int32_t status) { return std::string(tenso_status_name(status)); }, py::arg("status"),
+        "The symbolic name of a tenso_status value (\"TENSO_E_CHECKSUM\").");
+    m.def(
+        "dtype_code", [](py::object dt) { return dtype_code(py::dtype::from_args(dt)); }, py::arg("dtype"),
+        "The wire dtype code for a numpy dtype; ValueError when tenso cannot carry it.");
     m.def("numpy_dtype", &numpy_dtype, py::arg("code"), "The numpy dtype for a dense wire dtype code.");
-    m.def("dtype_name", [](int32_t code) { return std::string(tenso_dtype_name(code)); }, py::arg("code"),
-          "libtenso's name for a wire dtype code (\"float32\", \"qint4\", \"string\", \"unknown\").");
-    m.def("dtype_itemsize", [](int32_t code) { return tenso_dtype_itemsize(code); }, py::arg("code"),
-          "Bytes per element of a dense wire dtype code; 0 for the others (quantized, string, unknown).");
+    m.def(
+        "dtype_name", [](int32_t code) { return std::string(tenso_dtype_name(code)); }, py::arg("code"),
+        "libtenso's name for a wire dtype code (\"float32\", \"qint4\", \"string\", \"unknown\").");
+    m.def(
+        "dtype_itemsize", [](int32_t code) { return tenso_dtype_itemsize(code); }, py::arg("code"),
+        "Bytes per element of a dense wire dtype code; 0 for the others (quantized, string, unknown).");
     m.def(
         "dtype_from_name",
         [](const std::string &name) {

@@ -31,15 +31,15 @@ struct AccessHook {
     static int call(void *user, int op, const char *peer, const char *name, size_t name_len) {
         py::gil_scoped_acquire gil;
         try {
-            py::object nm = py::reinterpret_steal<py::object>(
-                PyUnicode_DecodeUTF8(name, Py_ssize_t(name_len), "surrogateescape"));
+            py::object nm =
+                py::reinterpret_steal<py::object>(PyUnicode_DecodeUTF8(name, Py_ssize_t(name_len), "surrogateescape"));
             if (!nm) throw py::error_already_set();
-            const py::object r = static_cast<AccessHook *>(user)->fn(op == TENSO_NODE_ACCESS_GET ? "get" : "push", peer, nm);
+            const py::object r =
+                static_cast<AccessHook *>(user)->fn(op == TENSO_NODE_ACCESS_GET ? "get" : "push", peer, nm);
             return r.cast<bool>() ? 1 : 0;
         } catch (py::error_already_set &e) {
             e.discard_as_unraisable("tenso node access hook");
-        } catch (const std::exception &) {
-        }
+        } catch (const std::exception &) {}
         return 0;
     }
 };
@@ -109,9 +109,9 @@ using NodeHandle = Handle<tenso_node, tenso_node_free>;
 class Node {
 public:
     Node(py::handle listen, uint32_t flags, py::handle cert_pem, py::handle key_pem, py::handle ca_pem,
-         const py::iterable &pinned_keys, uint32_t threads, uint64_t max_packet_bytes,
-         uint32_t max_name_bytes, uint32_t max_queued, uint64_t max_queued_bytes, uint32_t max_connections,
-         uint32_t max_pool_per_peer, uint64_t idle_timeout_ms, uint64_t io_timeout_ms, uint64_t fd_passing_min_bytes) {
+         const py::iterable &pinned_keys, uint32_t threads, uint64_t max_packet_bytes, uint32_t max_name_bytes,
+         uint32_t max_queued, uint64_t max_queued_bytes, uint32_t max_connections, uint32_t max_pool_per_peer,
+         uint64_t idle_timeout_ms, uint64_t io_timeout_ms, uint64_t fd_passing_min_bytes) {
         tenso_node_options o;
         check(tenso_node_options_init(&o, TENSO_NODE_OPTIONS_VERSION));
         auto text = [](py::handle s, std::string &keep) -> const char * {
@@ -232,8 +232,8 @@ public:
         constexpr size_t kChunk = 256;
         struct Item {
             std::string name;
-            TensorArg ta;   // an array's, when the item is one
-            ValuePtr owned;  // its tenso_value
+            TensorArg ta;     // an array's, when the item is one
+            ValuePtr owned;   // its tenso_value
             py::object keep;  // or the Value given
             const tenso_value *v = nullptr;
         };
@@ -317,8 +317,8 @@ public:
         tenso_status st;
         {
             py::gil_scoped_release nogil;
-            st = tenso_node_send_packet(n.get(), addr.c_str(), nm.bytes.data(), nm.bytes.size(), b.data(), b.size(),
-                                        ms, c);
+            st = tenso_node_send_packet(n.get(), addr.c_str(), nm.bytes.data(), nm.bytes.size(), b.data(), b.size(), ms,
+                                        c);
         }
         check(st);
     }
@@ -347,8 +347,8 @@ public:
         std::unique_ptr<tenso_node_message, void (*)(tenso_node_message *)> msg(m, tenso_node_message_free);
         size_t name_len = 0;
         const char *name = tenso_node_message_name(m, &name_len);
-        py::object py_name = py::reinterpret_steal<py::object>(
-            PyUnicode_DecodeUTF8(name, Py_ssize_t(name_len), "surrogateescape"));
+        py::object py_name =
+            py::reinterpret_steal<py::object>(PyUnicode_DecodeUTF8(name, Py_ssize_t(name_len), "surrogateescape"));
         if (!py_name) throw py::error_already_set();
         py::str sender(tenso_node_message_sender(m));
         tenso_view *v = nullptr;
@@ -697,23 +697,22 @@ void init_net(py::module_ &m) {
         .def_property_readonly("triggered", &Cancel::triggered);
 
     py::class_<Node>(m, "Node", "A libtenso node (tenso_node). tenso.net.TensorNode is the Python API.")
-        .def(py::init<py::handle, uint32_t, py::handle, py::handle, py::handle, const py::iterable &,
-                      uint32_t, uint64_t, uint32_t, uint32_t, uint64_t, uint32_t, uint32_t, uint64_t, uint64_t,
-                      uint64_t>(),
+        .def(py::init<py::handle, uint32_t, py::handle, py::handle, py::handle, const py::iterable &, uint32_t,
+                      uint64_t, uint32_t, uint32_t, uint64_t, uint32_t, uint32_t, uint64_t, uint64_t, uint64_t>(),
              py::arg("listen") = py::none(), py::arg("flags") = 0u, py::arg("cert_pem") = py::none(),
-             py::arg("key_pem") = py::none(), py::arg("ca_pem") = py::none(),
-             py::arg("pinned_keys") = py::tuple(), py::arg("threads") = 0u,
-             py::arg("max_packet_bytes") = 0u, py::arg("max_name_bytes") = 0u, py::arg("max_queued") = 0u,
-             py::arg("max_queued_bytes") = 0u, py::arg("max_connections") = 0u, py::arg("max_pool_per_peer") = 0u,
-             py::arg("idle_timeout_ms") = 0u, py::arg("io_timeout_ms") = 0u, py::arg("fd_passing_min_bytes") = 0u)
+             py::arg("key_pem") = py::none(), py::arg("ca_pem") = py::none(), py::arg("pinned_keys") = py::tuple(),
+             py::arg("threads") = 0u, py::arg("max_packet_bytes") = 0u, py::arg("max_name_bytes") = 0u,
+             py::arg("max_queued") = 0u, py::arg("max_queued_bytes") = 0u, py::arg("max_connections") = 0u,
+             py::arg("max_pool_per_peer") = 0u, py::arg("idle_timeout_ms") = 0u, py::arg("io_timeout_ms") = 0u,
+             py::arg("fd_passing_min_bytes") = 0u)
         .def("addrs", &Node::addrs)
         .def("id", &Node::id)
         .def("send", &Node::send, py::arg("addr"), py::arg("name"), py::arg("value"), py::arg("timeout") = py::none(),
              py::arg("cancel") = py::none())
         .def("post", &Node::post, py::arg("addr"), py::arg("name"), py::arg("value"), py::arg("timeout") = py::none(),
              py::arg("cancel") = py::none())
-        .def("post_array", &Node::post_array, py::arg("addr"), py::arg("name"), py::arg("array"), py::arg("strict") = false,
-             py::arg("timeout") = py::none(), py::arg("cancel") = py::none())
+        .def("post_array", &Node::post_array, py::arg("addr"), py::arg("name"), py::arg("array"),
+             py::arg("strict") = false, py::arg("timeout") = py::none(), py::arg("cancel") = py::none())
         .def("post_many", &Node::post_many, py::arg("addr"), py::arg("items"), py::arg("strict") = false,
              py::arg("timeout") = py::none(), py::arg("cancel") = py::none())
         .def("flush", &Node::flush, py::arg("addr"), py::arg("timeout") = py::none(), py::arg("cancel") = py::none())

@@ -45,7 +45,7 @@ std::string_view key_bytes(const py::str &key) {
 
 struct Shm : Handle<tenso_shm, tenso_shm_close> {
     Shm(tenso_shm *h, bool writable_) : Handle(h, "the shared-memory segment is closed"), writable(writable_) {}
-    const bool writable;    // mapped PROT_WRITE: a writable export would fault on the first write
+    const bool writable;     // mapped PROT_WRITE: a writable export would fault on the first write
     Py_ssize_t exports = 0;  // buffers exported and not released; the GIL guards it
 };
 
@@ -144,8 +144,8 @@ tenso_cache_options cache_options(uint64_t size, uint32_t max_entries, uint32_t 
     return o;
 }
 
-std::unique_ptr<Cache> cache_create(const std::string &name, uint64_t size, uint32_t max_entries,
-                                    uint32_t max_clients, uint32_t max_pins, uint32_t lock_timeout_ms, bool replace) {
+std::unique_ptr<Cache> cache_create(const std::string &name, uint64_t size, uint32_t max_entries, uint32_t max_clients,
+                                    uint32_t max_pins, uint32_t lock_timeout_ms, bool replace) {
     const tenso_cache_options o = cache_options(size, max_entries, max_clients, max_pins, lock_timeout_ms, replace);
     tenso_cache *h = nullptr;
     check(nogil([&] { return tenso_cache_create(&h, name.c_str(), &o); }));
@@ -243,7 +243,8 @@ py::list cache_keys(const Cache &self) {
     check(st);
     py::list out;
     for (const std::string &k : keys) {
-        py::object s = py::reinterpret_steal<py::object>(PyUnicode_DecodeUTF8(k.data(), Py_ssize_t(k.size()), "replace"));
+        py::object s =
+            py::reinterpret_steal<py::object>(PyUnicode_DecodeUTF8(k.data(), Py_ssize_t(k.size()), "replace"));
         if (!s) throw py::error_already_set();
         out.append(s);
     }
@@ -280,12 +281,13 @@ void init_shm(py::module_ &m) {
                         "through the buffer protocol, read-only unless created or opened writable. close() "
                         "raises BufferError while an export (memoryview, np.frombuffer) is alive, as "
                         "mmap.close() does; arrays from get() keep the mapping themselves and stay valid.");
-    shm
-        .def_static("create", &shm_create, py::arg("name"), py::arg("size"), py::arg("replace") = false)
+    shm.def_static("create", &shm_create, py::arg("name"), py::arg("size"), py::arg("replace") = false)
         .def_static("open", &shm_open, py::arg("name"), py::arg("writable") = true, py::arg("any_owner") = false)
-        .def_static("create_for", &shm_create_for, py::arg("name"), py::arg("value"), py::arg("check_integrity") = false,
-                    py::arg("compress") = false, py::arg("alignment") = 64, py::arg("replace") = false)
-        .def_static("unlink", [](const std::string &name) { check(tenso_shm_unlink(name.c_str())); }, py::arg("name"))
+        .def_static("create_for", &shm_create_for, py::arg("name"), py::arg("value"),
+                    py::arg("check_integrity") = false, py::arg("compress") = false, py::arg("alignment") = 64,
+                    py::arg("replace") = false)
+        .def_static(
+            "unlink", [](const std::string &name) { check(tenso_shm_unlink(name.c_str())); }, py::arg("name"))
         .def("put", &shm_put, py::arg("value"), py::arg("check_integrity") = false, py::arg("compress") = false,
              py::arg("alignment") = 64)
         .def("get", &shm_get, py::arg("copy") = false)
@@ -307,26 +309,29 @@ void init_shm(py::module_ &m) {
                     py::arg("max_clients") = 0, py::arg("max_pins") = 0, py::arg("lock_timeout_ms") = 0,
                     py::arg("replace") = false)
         .def_static("open", &cache_open, py::arg("name"), py::arg("lock_timeout_ms") = 0, py::arg("any_owner") = false)
-        .def_static("unlink", [](const std::string &name) { check(tenso_cache_unlink(name.c_str())); }, py::arg("name"))
+        .def_static(
+            "unlink", [](const std::string &name) { check(tenso_cache_unlink(name.c_str())); }, py::arg("name"))
         .def_property_readonly("name", [](const Cache &c) { return std::string(tenso_cache_name(c.get())); })
-        .def("put", &cache_put, py::arg("key"), py::arg("value"), py::arg("ttl") = 0.0, py::arg("check_integrity") = false,
-             py::arg("compress") = false, py::arg("alignment") = 64)
+        .def("put", &cache_put, py::arg("key"), py::arg("value"), py::arg("ttl") = 0.0,
+             py::arg("check_integrity") = false, py::arg("compress") = false, py::arg("alignment") = 64)
         .def("get", &cache_get, py::arg("key"), py::arg("copy") = false)
         .def("delete", &cache_delete, py::arg("key"))
         .def("info", &cache_info, py::arg("key"))
         .def("contains", &cache_contains, py::arg("key"))
         .def("keys", &cache_keys)
-        .def("clear", [](const Cache &c) {
-            const auto held = c.lease();
-            tenso_cache *h = held.get();
-            check(nogil([&] { return tenso_cache_clear(h); }));
-        })
+        .def("clear",
+             [](const Cache &c) {
+                 const auto held = c.lease();
+                 tenso_cache *h = held.get();
+                 check(nogil([&] { return tenso_cache_clear(h); }));
+             })
         .def("stats", &cache_stats)
-        .def("check", [](const Cache &c) {
-            const auto held = c.lease();
-            tenso_cache *h = held.get();
-            check(nogil([&] { return tenso_cache_check(h); }));
-        })
+        .def("check",
+             [](const Cache &c) {
+                 const auto held = c.lease();
+                 tenso_cache *h = held.get();
+                 check(nogil([&] { return tenso_cache_check(h); }));
+             })
         .def("close", &Cache::close);
 }
 

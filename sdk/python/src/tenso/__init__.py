@@ -20,66 +20,70 @@ Beyond upstream: ``view`` (DLPack-exportable TensorView objects), the archive fu
 exception classes in ``tenso.errors``, and strings and ragged arrays inside bundles.
 """
 
+# isort: off
 from . import errors  # noqa: F401  (first: the extension looks its exception classes up at import)
 from . import _tenso
+
+# isort: on
+from .archive import ArchiveWriter, load_file, safe_open, save_file
+from .async_core import aiter_stream, aread_stream, awrite_stream
 from .core import (
+    _make_sparse,
     dump,
     dumps,
     iter_dumps,
+    iter_stream,
     load,
     loads,
-    iter_stream,
     read_stream,
     view,
     write_stream,
-    _make_sparse,
 )
 from .errors import (
+    TensoAuthError,
+    TensoCancelledError,
     TensoChecksumError,
+    TensoConnectionError,
     TensoCorruptError,
     TensoEOFError,
     TensoError,
     TensoExistsError,
     TensoFullError,
+    TensoGPUError,
     TensoInternalError,
     TensoIOError,
     TensoLimitError,
     TensoMemoryError,
     TensoNotAvailableError,
     TensoNotFoundError,
-    TensoTimeoutError,
-    TensoGPUError,
     TensoShutdownError,
-    TensoConnectionError,
-    TensoAuthError,
-    TensoCancelledError,
+    TensoTimeoutError,
     TensoTruncatedError,
     TensoTypeError,
     TensoUnsupportedError,
     TensoValueError,
 )
+
+# GPU transfers (tenso.gpu): libtenso's tenso_gpu_*, results handed to cupy/torch/jax when installed.
+from .gpu import read_to_device
+from .options import DecodeOptions
 from .quantize import QuantizedTensor
 from .ragged import RaggedArray, StringTensor
-from .utils import get_packet_info, is_aligned
-from .async_core import aiter_stream, aread_stream, awrite_stream
-from .options import DecodeOptions
 from .shm import TensoCache, TensoShm
-from .archive import ArchiveWriter, load_file, safe_open, save_file
+from .utils import get_packet_info, is_aligned
 
 _tenso._set_factories(QuantizedTensor._from_wire, StringTensor._from_raw, _make_sparse)
 
 TensorView = _tenso.TensorView
 Packet = _tenso.Packet
 
-# GPU transfers (tenso.gpu): libtenso's tenso_gpu_*, results handed to cupy/torch/jax when installed.
-from .gpu import read_to_device
 
 try:
     from importlib.metadata import version as _version
 
-    __version__ = _version("tenso")
+    __version__ = _version("libtenso")
 except Exception:  # pragma: no cover - not installed as a distribution
-    __version__ = "0.24.0+tenso." + _tenso.library_version
+    __version__ = _tenso.library_version
 
 #: The libtenso this package runs on: its version and the file it was loaded from.
 library_version: str = _tenso.library_version

@@ -4,12 +4,17 @@ Internal: use the functions of the ``tenso`` package. Every function raises the
 ``tenso.errors`` class that matches the libtenso status (ValueError/EOFError/... subclasses).
 """
 
-from typing import Any, Callable, Dict, List, Literal, Optional, Sequence, Tuple, Union, overload
+from typing import Any, Callable, Dict, Iterable, List, Literal, Optional, Sequence, Tuple, Union, overload
 
 import numpy as np
 from numpy.typing import NDArray
+from typing_extensions import TypeAlias
 
-_Buffer = Any  # any object with the buffer protocol (bytes, bytearray, memoryview, mmap, ndarray)
+_Buffer: TypeAlias = Any  # any object with the buffer protocol (bytes, bytearray, memoryview, mmap, ndarray)
+
+class _pybind11_type(type):
+    """pybind11's metaclass of every class below (``pybind11_builtins.pybind11_type`` at run time)."""
+
 _Fd = int
 
 library_path: str
@@ -28,7 +33,7 @@ def dtype_from_name(name: str) -> int: ...
 def _set_factories(quantized: Callable[..., Any], strings: Callable[..., Any], sparse: Callable[..., Any]) -> None: ...
 
 # ---- encoding ----
-class PacketBuffer:
+class PacketBuffer(metaclass=_pybind11_type):
     """A large packet in libtenso's memory (what dumps' memoryview points into from 32 MiB on);
     its pages are kept for the next packet when it goes."""
 
@@ -82,20 +87,20 @@ def dequantize(
     group_size: int,
 ) -> NDArray[np.float32]: ...
 
-class Piece:
+class Piece(metaclass=_pybind11_type):
     """A body piece of Value.pieces(): the array memory, kept alive while exported."""
 
     def __buffer__(self, flags: int) -> memoryview: ...
 
-class Value:
+class Value(metaclass=_pybind11_type):
     """A tenso_value (something to encode); keeps the objects whose memory it borrows alive."""
 
     @staticmethod
-    def tensor(array: NDArray[Any], strict: bool = False) -> "Value": ...
+    def tensor(array: NDArray[Any], strict: bool = False) -> Value: ...
     @staticmethod
-    def bundle() -> "Value": ...
+    def bundle() -> Value: ...
     @staticmethod
-    def sparse(kind: int, shape: Sequence[int], a: NDArray[Any], b: NDArray[Any], c: NDArray[Any]) -> "Value": ...
+    def sparse(kind: int, shape: Sequence[int], a: NDArray[Any], b: NDArray[Any], c: NDArray[Any]) -> Value: ...
     @staticmethod
     def quantized(
         data: _Buffer,
@@ -106,16 +111,16 @@ class Value:
         scheme: int,
         axis: int,
         group_size: int,
-    ) -> "Value": ...
+    ) -> Value: ...
     @staticmethod
-    def quantize(array: NDArray[Any], qdtype: int, scheme: int, axis: int, group_size: int) -> "Value": ...
+    def quantize(array: NDArray[Any], qdtype: int, scheme: int, axis: int, group_size: int) -> Value: ...
     @staticmethod
-    def strings(offsets: NDArray[np.uint64], payload: _Buffer) -> "Value": ...
+    def strings(offsets: NDArray[np.uint64], payload: _Buffer) -> Value: ...
     @staticmethod
-    def ragged(flat: NDArray[Any], count: int, offsets: NDArray[np.uint64]) -> "Value": ...
+    def ragged(flat: NDArray[Any], count: int, offsets: NDArray[np.uint64]) -> Value: ...
     @staticmethod
-    def packet(data: _Buffer) -> "Value": ...
-    def insert(self, key: str, child: "Value") -> None: ...
+    def packet(data: _Buffer) -> Value: ...
+    def insert(self, key: str, child: Value) -> None: ...
     def __len__(self) -> int: ...
     def quantized_parts(
         self,
@@ -137,10 +142,12 @@ class Value:
     def pieces(
         self, check_integrity: bool = False, compress: bool = False, alignment: int = 64
     ) -> List[Union[bytes, memoryview]]: ...
-    def save_file(self, path: Union[str, bytes], check_integrity: bool = False, compress: bool = False, alignment: int = 64) -> None: ...
+    def save_file(
+        self, path: Union[str, bytes], check_integrity: bool = False, compress: bool = False, alignment: int = 64
+    ) -> None: ...
 
 # ---- decoding ----
-class Packet:
+class Packet(metaclass=_pybind11_type):
     """A decoded packet: the numpy ``base`` of every array decoded from it."""
 
     @property
@@ -156,12 +163,12 @@ class Packet:
     @property
     def flags(self) -> int: ...
 
-_OptionFields = Optional[Tuple[int, int, int, int, int, int, int, int, int, int]]
+_OptionFields: TypeAlias = Optional[Tuple[int, int, int, int, int, int, int, int, int, int]]
 
 def loads(data: _Buffer, copy: bool = False, align: bool = False, options: _OptionFields = None) -> Any: ...
 def read_fd(fd: _Fd, copy: bool = False, options: _OptionFields = None, align: bool = False) -> Optional[Any]: ...
 
-class Decoder:
+class Decoder(metaclass=_pybind11_type):
     """libtenso's stream decoder (tenso_decoder)."""
 
     def __init__(
@@ -182,13 +189,14 @@ class Decoder:
     def needed(self) -> int: ...
     @property
     def idle(self) -> bool: ...
+
 def load_file(path: Union[str, bytes], mmap: bool = True, copy: bool = False) -> Any: ...
 def loads_ragged(data: _Buffer, copy: bool = False) -> Tuple[NDArray[Any], NDArray[np.uint64]]: ...
 def inspect(data: _Buffer) -> Dict[str, Any]: ...
 def packet_length(data: _Buffer) -> Tuple[bool, int]: ...
 
 # ---- DLPack ----
-class _DLPackTensor:
+class _DLPackTensor(metaclass=_pybind11_type):
     """What TensorView and DeviceTensor share (stub-only base): properties and DLPack."""
 
     @property
@@ -222,20 +230,24 @@ class TensorView(_DLPackTensor):
 def view(data: _Buffer) -> Union[TensorView, Dict[str, Any], Any]: ...
 
 # ---- shared memory and the cache (tenso/shm.h) ----
-class Shm:
+class Shm(metaclass=_pybind11_type):
     """A mapping of one shared-memory segment; exports its bytes through the buffer protocol
     (read-only unless created or opened writable). close() raises BufferError while an export is
     alive, as mmap.close() does; arrays from get() keep the mapping themselves."""
 
     @staticmethod
-    def create(name: str, size: int, replace: bool = False) -> "Shm": ...
+    def create(name: str, size: int, replace: bool = False) -> Shm: ...
     @staticmethod
-    def open(name: str, writable: bool = True, any_owner: bool = False) -> "Shm": ...
+    def open(name: str, writable: bool = True, any_owner: bool = False) -> Shm: ...
     @staticmethod
     def create_for(
-        name: str, value: Value, check_integrity: bool = False, compress: bool = False, alignment: int = 64,
+        name: str,
+        value: Value,
+        check_integrity: bool = False,
+        compress: bool = False,
+        alignment: int = 64,
         replace: bool = False,
-    ) -> Tuple["Shm", int]: ...
+    ) -> Tuple[Shm, int]: ...
     @staticmethod
     def unlink(name: str) -> None: ...
     def put(self, value: Value, check_integrity: bool = False, compress: bool = False, alignment: int = 64) -> int: ...
@@ -250,22 +262,32 @@ class Shm:
         """Unmap. BufferError while a memoryview (or np.frombuffer array) of it is alive."""
     def __buffer__(self, flags: int) -> memoryview: ...
 
-class Cache:
+class Cache(metaclass=_pybind11_type):
     """An attached tensor cache pool; gets are pinned zero-copy views."""
 
     @staticmethod
     def create(
-        name: str, size: int = 0, max_entries: int = 0, max_clients: int = 0, max_pins: int = 0,
-        lock_timeout_ms: int = 0, replace: bool = False,
-    ) -> "Cache": ...
+        name: str,
+        size: int = 0,
+        max_entries: int = 0,
+        max_clients: int = 0,
+        max_pins: int = 0,
+        lock_timeout_ms: int = 0,
+        replace: bool = False,
+    ) -> Cache: ...
     @staticmethod
-    def open(name: str, lock_timeout_ms: int = 0, any_owner: bool = False) -> "Cache": ...
+    def open(name: str, lock_timeout_ms: int = 0, any_owner: bool = False) -> Cache: ...
     @staticmethod
     def unlink(name: str) -> None: ...
     @property
     def name(self) -> str: ...
     def put(
-        self, key: str, value: Value, ttl: float = 0.0, check_integrity: bool = False, compress: bool = False,
+        self,
+        key: str,
+        value: Value,
+        ttl: float = 0.0,
+        check_integrity: bool = False,
+        compress: bool = False,
         alignment: int = 64,
     ) -> int: ...
     def get(self, key: str, copy: bool = False) -> Optional[Any]: ...
@@ -282,11 +304,13 @@ class Cache:
 # ---- archives (tenso/archive.h) ----
 def format_name(format: int) -> str: ...
 
-class Archive:
+class Archive(metaclass=_pybind11_type):
     """An open tenso archive, safetensors or bintensors file (read-only mapping)."""
 
     @staticmethod
-    def open(path: Union[str, bytes], format: int = 0, verify_all: bool = False, no_verify: bool = False) -> "Archive": ...
+    def open(
+        path: Union[str, bytes], format: int = 0, verify_all: bool = False, no_verify: bool = False
+    ) -> Archive: ...
     @property
     def format(self) -> int: ...
     @property
@@ -302,14 +326,18 @@ class Archive:
     def close(self) -> None:
         """Close the file. Arrays from get() keep the mapping until they go."""
 
-class ArchiveWriter:
+class ArchiveWriter(metaclass=_pybind11_type):
     """An archive being written into a temporary file, renamed over the target by finish()."""
 
     @staticmethod
     def open(
-        path: Union[str, bytes], format: int = 0, alignment: int = 64, hash: bool = True,
-        check_integrity: bool = False, compress: bool = False,
-    ) -> "ArchiveWriter": ...
+        path: Union[str, bytes],
+        format: int = 0,
+        alignment: int = 64,
+        hash: bool = True,
+        check_integrity: bool = False,
+        compress: bool = False,
+    ) -> ArchiveWriter: ...
     def add(self, name: str, value: Value) -> None: ...
     def set_metadata(self, key: str, value: str) -> None: ...
     def finish(self) -> None: ...
@@ -327,7 +355,7 @@ class DeviceTensor(_DLPackTensor):
     def transfer_path(self) -> Literal["staged", "gds", "gds_compat", "ipc", "none"]: ...
     def to_numpy(self) -> NDArray[Any]: ...
 
-_DeviceValue = Union[DeviceTensor, Dict[str, Any]]
+_DeviceValue: TypeAlias = Union[DeviceTensor, Dict[str, Any]]
 
 def gpu_select_backend(name: Literal["cuda", "host"]) -> None: ...
 def gpu_backend() -> Literal["cuda", "host", "none"]: ...
@@ -335,18 +363,41 @@ def gpu_check() -> None: ...
 def gpu_device_count() -> int: ...
 def gpu_device_info(device: int = 0) -> Dict[str, Any]: ...
 def gpu_loads(
-    data: _Buffer, *, device: int = 0, dequantize_to: int = 0, no_gds: bool = False, chunk_bytes: int = 0,
-    staging_buffers: int = 0, stream: int = 0, options: Optional[tuple] = None,
+    data: _Buffer,
+    *,
+    device: int = 0,
+    dequantize_to: int = 0,
+    no_gds: bool = False,
+    chunk_bytes: int = 0,
+    staging_buffers: int = 0,
+    stream: int = 0,
+    options: _OptionFields = None,
 ) -> _DeviceValue: ...
 def gpu_read_fd(
-    fd: _Fd, *, device: int = 0, dequantize_to: int = 0, no_gds: bool = False, chunk_bytes: int = 0,
-    staging_buffers: int = 0, stream: int = 0, options: Optional[tuple] = None,
+    fd: _Fd,
+    *,
+    device: int = 0,
+    dequantize_to: int = 0,
+    no_gds: bool = False,
+    chunk_bytes: int = 0,
+    staging_buffers: int = 0,
+    stream: int = 0,
+    options: _OptionFields = None,
 ) -> Optional[_DeviceValue]: ...
 def gpu_load_file(
-    path: str, *, device: int = 0, dequantize_to: int = 0, no_gds: bool = False, chunk_bytes: int = 0,
-    staging_buffers: int = 0, stream: int = 0, options: Optional[tuple] = None,
+    path: str,
+    *,
+    device: int = 0,
+    dequantize_to: int = 0,
+    no_gds: bool = False,
+    chunk_bytes: int = 0,
+    staging_buffers: int = 0,
+    stream: int = 0,
+    options: _OptionFields = None,
 ) -> _DeviceValue: ...
-def gpu_dumps(tensor: DeviceTensor, check_integrity: bool = False, compress: bool = False, alignment: int = 64) -> bytes: ...
+def gpu_dumps(
+    tensor: DeviceTensor, check_integrity: bool = False, compress: bool = False, alignment: int = 64
+) -> bytes: ...
 def gpu_write_fd(
     tensor: DeviceTensor, fd: _Fd, check_integrity: bool = False, compress: bool = False, alignment: int = 64
 ) -> int: ...
@@ -357,12 +408,13 @@ def gpu_ipc_open(packet: _Buffer, dtype: Any, shape: Sequence[int]) -> DeviceTen
 def gpu_dequantize(packet: _Buffer, dtype: Any, device: int = 0) -> DeviceTensor: ...
 def gpu_pool_stats() -> Dict[str, int]: ...
 def gpu_pool_set_limit(limit_bytes: int) -> None: ...
+
 # ---- nodes (tenso/net.h, 1.4) ----
 NODE_ALLOW_PLAINTEXT: int
 NODE_NO_FD_PASSING: int
 NODE_NO_LISTEN: int
 
-class Cancel:
+class Cancel(metaclass=_pybind11_type):
     """A cancel token (tenso_cancel)."""
 
     def __init__(self) -> None: ...
@@ -370,7 +422,7 @@ class Cancel:
     @property
     def triggered(self) -> bool: ...
 
-class Node:
+class Node(metaclass=_pybind11_type):
     """A libtenso node (tenso_node); tenso.net.TensorNode is the API. Timeouts in seconds
     (None: the node's io_timeout; for receive, no deadline)."""
 
@@ -401,15 +453,36 @@ class Node:
     def post(
         self, addr: str, name: str, value: Value, timeout: Optional[float] = None, cancel: Optional[Cancel] = None
     ) -> None: ...
+    def post_array(
+        self,
+        addr: str,
+        name: str,
+        array: NDArray[Any],
+        strict: bool = False,
+        timeout: Optional[float] = None,
+        cancel: Optional[Cancel] = None,
+    ) -> None: ...
+    def post_many(
+        self,
+        addr: str,
+        items: Iterable[Tuple[str, Union[NDArray[Any], Value]]],
+        strict: bool = False,
+        timeout: Optional[float] = None,
+        cancel: Optional[Cancel] = None,
+    ) -> None: ...
     def flush(self, addr: str, timeout: Optional[float] = None, cancel: Optional[Cancel] = None) -> None: ...
     def send_packet(
         self, addr: str, name: str, packet: _Buffer, timeout: Optional[float] = None, cancel: Optional[Cancel] = None
     ) -> None: ...
-    def receive(self, timeout: Optional[float] = None, cancel: Optional[Cancel] = None) -> Optional[Tuple[str, str, Any]]: ...
+    def receive(
+        self, timeout: Optional[float] = None, cancel: Optional[Cancel] = None
+    ) -> Optional[Tuple[str, str, Any]]: ...
     def receive_fd(self) -> int: ...
     def publish(self, name: str, value: Value) -> None: ...
     def unpublish(self, name: str) -> None: ...
-    def request(self, addr: str, name: str, timeout: Optional[float] = None, cancel: Optional[Cancel] = None) -> Any: ...
+    def request(
+        self, addr: str, name: str, timeout: Optional[float] = None, cancel: Optional[Cancel] = None
+    ) -> Any: ...
     def stats(self) -> Dict[str, int]: ...
     def shutdown(self) -> None: ...
     def close(self) -> None: ...

@@ -10,12 +10,11 @@ over the target only when complete, so a failed or interrupted save leaves the o
 
 import operator
 import os
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple, Union
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple, Type, Union
 
 import numpy as np
 
-from . import _tenso
-from . import core
+from . import _tenso, core
 from .config import _MAGIC, KIND_DENSE
 from .core import _to_value
 
@@ -90,7 +89,7 @@ class ArchiveWriter:
         compress: bool = False,
         hash: bool = True,
     ) -> None:
-        self._w: Any = _tenso.ArchiveWriter.open(
+        self._w: Optional[_tenso.ArchiveWriter] = _tenso.ArchiveWriter.open(
             os.fsencode(path), _format_code(format), alignment, hash, check_integrity, compress
         )
         try:
@@ -100,7 +99,7 @@ class ArchiveWriter:
             self.abort()
             raise
 
-    def _handle(self) -> Any:
+    def _handle(self) -> _tenso.ArchiveWriter:
         if self._w is None:
             raise ValueError("the archive writer is finished or aborted")
         return self._w
@@ -136,7 +135,7 @@ class ArchiveWriter:
     def __enter__(self) -> "ArchiveWriter":
         return self
 
-    def __exit__(self, exc_type: Any, exc_value: Any, traceback: Any) -> None:
+    def __exit__(self, exc_type: Optional[Type[BaseException]], *exc: object) -> None:
         if exc_type is None and self._w is not None:
             self.finish()
         else:
@@ -284,8 +283,10 @@ def _read_selection(archive: Any, entry_index: int, shape: Tuple[int, ...], dtyp
     if split is not None:
         # x[:, :16] of a wide matrix: each selected row is read on its own, not the whole span.
         pos, out_dim, rows = split
-        parts = [_read_selection(archive, entry_index, shape, dtype, tuple(items[:pos] + [i] + items[pos + 1 :]))
-                 for i in rows]
+        parts = [
+            _read_selection(archive, entry_index, shape, dtype, tuple(items[:pos] + [i] + items[pos + 1 :]))
+            for i in rows
+        ]
         return np.stack(parts, axis=out_dim)
     out_shape: List[int] = []
     out_strides: List[int] = []
@@ -328,7 +329,9 @@ def _read_selection(archive: Any, entry_index: int, shape: Tuple[int, ...], dtyp
     return view if view.flags.c_contiguous else view.copy()
 
 
-def _split_rows(items: List[Any], shape: Tuple[int, ...], strides: List[int], itemsize: int) -> Optional[Tuple[int, int, range]]:
+def _split_rows(
+    items: List[Any], shape: Tuple[int, ...], strides: List[int], itemsize: int
+) -> Optional[Tuple[int, int, range]]:
     """(item position, output axis, selected indices) of the outermost dimension with several
     selected rows when the bytes between one row's selection and the next are many; None to
     read the selection's whole span at once."""
@@ -420,10 +423,12 @@ class safe_open:  # noqa: N801  (safetensors' name)
         if verify not in ("lazy", "all", "never"):
             raise ValueError(f"verify must be 'lazy', 'all' or 'never', not {verify!r}")
         self._device = device
-        self._a: Any = _open(filename, format, verify_all=verify == "all", no_verify=verify == "never")
+        self._a: Optional[_tenso.Archive] = _open(
+            filename, format, verify_all=verify == "all", no_verify=verify == "never"
+        )
         self._entries: Optional[List[Dict[str, Any]]] = None
 
-    def _archive(self) -> Any:
+    def _archive(self) -> _tenso.Archive:
         if self._a is None:
             raise ValueError("the file is closed")
         return self._a
@@ -517,7 +522,7 @@ class safe_open:  # noqa: N801  (safetensors' name)
     def __enter__(self) -> "safe_open":
         return self
 
-    def __exit__(self, exc_type: Any, exc_value: Any, traceback: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 

@@ -5,7 +5,7 @@ from the arrays' own memory (libtenso builds the header; no packet buffer); ``st
 decodes the response as it arrives with libtenso's stream decoder instead of joining the chunks
 first.
 
-Needs the ``fastapi`` extra (``pip install tenso[fastapi]``; only httpx is used here).
+Needs the ``fastapi`` extra (``pip install libtenso[fastapi]``; only httpx is used here).
 """
 
 from typing import Any, Dict, List, Optional, Tuple, Union
@@ -66,7 +66,9 @@ class TensoFastAPIClient:
         if self._sync_client is None:
             import httpx
 
-            self._sync_client = httpx.Client(base_url=self._base_url, timeout=self._timeout, headers=self._extra_headers)
+            self._sync_client = httpx.Client(
+                base_url=self._base_url, timeout=self._timeout, headers=self._extra_headers
+            )
         return self._sync_client
 
     def _get_async_client(self) -> Any:
@@ -90,7 +92,7 @@ class TensoFastAPIClient:
         headers["content-length"] = str(sum(len(p) for p in pieces))
         return pieces, headers
 
-    def predict(self, endpoint: str, tensor: Union[np.ndarray, dict], compress: bool = False) -> Any:
+    def predict(self, endpoint: str, tensor: Union[np.ndarray, Dict[str, Any]], compress: bool = False) -> Any:
         """
         POST ``tensor`` as a packet to ``endpoint`` and decode the response packet.
 
@@ -113,14 +115,14 @@ class TensoFastAPIClient:
         response.raise_for_status()
         return loads(response.content)
 
-    async def apredict(self, endpoint: str, tensor: Union[np.ndarray, dict], compress: bool = False) -> Any:
+    async def apredict(self, endpoint: str, tensor: Union[np.ndarray, Dict[str, Any]], compress: bool = False) -> Any:
         """As :meth:`predict`, with ``httpx.AsyncClient``."""
         pieces, headers = self._request(tensor, compress)
         response = await self._get_async_client().post(endpoint, content=_aslices(pieces, _CHUNK), headers=headers)
         response.raise_for_status()
         return loads(response.content)
 
-    def stream_predict(self, endpoint: str, tensor: Union[np.ndarray, dict]) -> Any:
+    def stream_predict(self, endpoint: str, tensor: Union[np.ndarray, Dict[str, Any]]) -> Any:
         """
         As :meth:`predict`, reading the response incrementally: each chunk goes straight into
         libtenso's stream decoder (the packet's own buffer), so the body is never held twice.
@@ -137,7 +139,9 @@ class TensoFastAPIClient:
         obj = None
         got = 0
         pieces, headers = self._request(tensor, False)
-        with self._get_sync_client().stream("POST", endpoint, content=_slices(pieces, _CHUNK), headers=headers) as response:
+        with self._get_sync_client().stream(
+            "POST", endpoint, content=_slices(pieces, _CHUNK), headers=headers
+        ) as response:
             response.raise_for_status()
             for chunk in response.iter_raw() if _identity(response) else response.iter_bytes():
                 data = memoryview(chunk)
@@ -166,16 +170,16 @@ class TensoFastAPIClient:
     def __enter__(self) -> "TensoFastAPIClient":
         return self
 
-    def __exit__(self, *args: Any) -> None:
+    def __exit__(self, *args: object) -> None:
         self.close()
 
     async def __aenter__(self) -> "TensoFastAPIClient":
         return self
 
-    async def __aexit__(self, *args: Any) -> None:
+    async def __aexit__(self, *args: object) -> None:
         await self.aclose()
 
 
 def _identity(response: Any) -> bool:
     # Without a Content-Encoding the raw bytes are the body: skip httpx's decoder pass.
-    return response.headers.get("content-encoding", "identity") == "identity"
+    return bool(response.headers.get("content-encoding", "identity") == "identity")

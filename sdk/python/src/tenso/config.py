@@ -63,6 +63,7 @@ KIND_STRING = 7
 KIND_RAGGED = 8
 KIND_GPU_IPC_REF = 9
 
+
 # --- Dtype mapping ---
 def _dense_dtypes() -> Dict[np.dtype, int]:
     """numpy dtype -> wire code for every dense dtype libtenso knows (a code is one byte on the

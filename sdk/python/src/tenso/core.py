@@ -21,7 +21,7 @@ import select
 import socket
 import sys
 import threading
-from typing import Any, AsyncIterator, BinaryIO, Generator, Iterator, List, Optional, Union
+from typing import Any, AsyncIterator, BinaryIO, Generator, Iterator, List, Optional, Tuple, Union
 
 import numpy as np
 
@@ -33,8 +33,8 @@ from .config import (
     MAX_BUNDLE_ENTRIES,
     MAX_DEPTH,
 )
-from .options import DecodeOptions, _merge
 from .errors import TensoEOFError, TensoError, TensoLimitError, TensoTypeError, TensoValueError, _in_upstream_words
+from .options import DecodeOptions, _DecodeFields, _merge
 from .quantize import QuantizedTensor
 from .ragged import RaggedArray, StringTensor
 
@@ -75,7 +75,7 @@ def _check_threads(threads: int) -> None:
         raise TensoValueError(f"threads must be an integer from 0 to 2**32-1, got {threads!r}")
 
 
-def _sparse_value(obj: Any) -> Any:
+def _sparse_value(obj: Any) -> _tenso.Value:
     fmt = getattr(obj, "format", None)
     kind = _SPARSE_KINDS.get(fmt) if isinstance(fmt, str) else None
     if kind is None:
@@ -87,7 +87,7 @@ def _sparse_value(obj: Any) -> Any:
     return _tenso.Value.sparse(kind, tuple(obj.shape), *parts)
 
 
-def _to_value(obj: Any, strict: bool, depth: int = 0) -> Any:
+def _to_value(obj: Any, strict: bool, depth: int = 0) -> _tenso.Value:
     """The tenso_value for anything dumps() accepts; it borrows the arrays' memory."""
     if isinstance(obj, np.ndarray):
         return _tenso.Value.tensor(obj, strict)
@@ -169,7 +169,9 @@ def dumps(
     return _to_value(tensor, strict).dumps(check_integrity, compress, alignment, True, threads)
 
 
-def _dumps_bytes(tensor: Any, strict: bool, check_integrity: bool, compress: bool = False, alignment: int = 64) -> bytes:
+def _dumps_bytes(
+    tensor: Any, strict: bool, check_integrity: bool, compress: bool = False, alignment: int = 64
+) -> bytes:
     """As dumps(), as a bytes object holding exactly the packet."""
     if isinstance(tensor, np.ndarray):
         return _tenso.dumps_array(tensor, strict, check_integrity, compress, alignment, False)
@@ -289,7 +291,7 @@ def _read_some(source: Any, view: memoryview) -> int:
     readinto = getattr(source, "readinto", None)
     if readinto is not None:
         while True:
-            n = readinto(view)
+            n: Optional[int] = readinto(view)
             if n is not None:
                 return n
             _wait_readable(source)  # a non-blocking raw stream with nothing to read yet
@@ -297,7 +299,8 @@ def _read_some(source: Any, view: memoryview) -> int:
     if recv_into is not None:
         while True:
             try:
-                return recv_into(view)
+                got: int = recv_into(view)
+                return got
             except BlockingIOError:
                 _wait_readable(source)
     recv = getattr(source, "recv", None)
@@ -349,7 +352,7 @@ def _read_fd_of(source: Any) -> Optional[int]:
     return None
 
 
-def _stream_options(source: Any, options: Optional[DecodeOptions]) -> Optional[tuple]:
+def _stream_options(source: Any, options: Optional[DecodeOptions]) -> Optional[_DecodeFields]:
     """The decoder's options for reading `source`: a socket's own timeout (Python keeps its fd
     non-blocking and waits itself) becomes the decoder's deadline, the shorter one winning."""
     timeout = source.gettimeout() if isinstance(source, socket.socket) else None
@@ -556,9 +559,9 @@ def write_stream(tensor: Any, dest: Any, strict: bool = False, check_integrity: 
     """
     if type(dest) is socket.socket and type(tensor) is np.ndarray and dest.gettimeout() is None:
         # The common case in one step: one array to a blocking socket.
-        fd = dest.fileno()
-        if fd >= 0:
-            return _tenso.write_array_fd(tensor, fd, strict, check_integrity)
+        sock_fd = dest.fileno()
+        if sock_fd >= 0:
+            return _tenso.write_array_fd(tensor, sock_fd, strict, check_integrity)
     fd = _write_fd_of(dest)
     if fd is not None:
         if isinstance(tensor, np.ndarray):
@@ -591,7 +594,12 @@ def dump(tensor: Any, fp: BinaryIO, strict: bool = False, check_integrity: bool 
 
 
 def load(
-    fp: BinaryIO, mmap_mode: bool = False, copy: bool = False, align: bool = True, *, options: Optional[DecodeOptions] = None
+    fp: BinaryIO,
+    mmap_mode: bool = False,
+    copy: bool = False,
+    align: bool = True,
+    *,
+    options: Optional[DecodeOptions] = None,
 ) -> Any:
     """
     Deserialize an object from an open binary file.
@@ -666,7 +674,7 @@ def view(data: BytesLike) -> Any:
 # ---------------------------------------------------------------------------------------------
 
 
-def _make_sparse(kind: int, shape: tuple, a: np.ndarray, b: np.ndarray, c: np.ndarray) -> Any:
+def _make_sparse(kind: int, shape: Tuple[int, int], a: np.ndarray, b: np.ndarray, c: np.ndarray) -> Any:
     """scipy.sparse matrix for a decoded sparse packet (``*_matrix`` types, as upstream)."""
     import scipy.sparse as sp
 

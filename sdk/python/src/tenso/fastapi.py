@@ -21,7 +21,7 @@ decoded tree adds at most 24 x N more, for bundles of empty bundles). A body ove
 :data:`DECODE_OFFLOAD_BYTES` is fed to the decoder on a worker thread, with the GIL released,
 so that its decode (LZ4, checksums) never stalls the event loop and other requests.
 
-Needs the ``fastapi`` extra (``pip install tenso[fastapi]``).
+Needs the ``fastapi`` extra (``pip install libtenso[fastapi]``).
 """
 
 import asyncio

@@ -30,7 +30,7 @@ Example::
 
 import mmap
 import os
-from typing import Any, Dict, Optional, Sequence, Union
+from typing import Any, Dict, Literal, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -44,7 +44,7 @@ DeviceTensor = _tenso.DeviceTensor
 # --- framework detection (as upstream: cupy, then torch, then jax) ---
 BACKEND: Optional[str] = None
 try:
-    import cupy as cp  # type: ignore[import-not-found]
+    import cupy as cp
 
     HAS_CUPY = True
 except ImportError:
@@ -52,7 +52,7 @@ except ImportError:
     HAS_CUPY = False
 
 try:
-    import torch  # type: ignore[import-not-found]
+    import torch
 
     HAS_TORCH = True
 except ImportError:
@@ -60,7 +60,7 @@ except ImportError:
     HAS_TORCH = False
 
 try:
-    import jax  # type: ignore[import-not-found]
+    import jax
 
     HAS_JAX = True
 except ImportError:
@@ -83,7 +83,7 @@ _DLPACK_CPU = 1  # kDLCPU
 # ---------------------------------------------------------------------------------------------
 
 
-def select_backend(name: str) -> None:
+def select_backend(name: Literal["cuda", "host"]) -> None:
     """Choose libtenso's device backend, "cuda" or "host" (an emulated device in host memory),
     before the first GPU call (TensoValueError after it, for a different one)."""
     _tenso.gpu_select_backend(name)
@@ -240,7 +240,8 @@ def read_to_device(
         The packet is invalid or the stream ends inside it.
     """
     fields = _merge(options)
-    kw = dict(device=device_id, dequantize_to=_dtype_code(dequantize_to), options=fields)
+    kw: Dict[str, Any] = dict(device=device_id, dequantize_to=_dtype_code(dequantize_to), options=fields)
+    out: Optional[Union[DeviceTensor, Dict[str, Any]]]
     if isinstance(source, (bytes, bytearray, memoryview, np.ndarray, mmap.mmap)):
         out = _tenso.gpu_loads(source, **kw)
     elif isinstance(source, (str, os.PathLike)):
@@ -255,7 +256,7 @@ def read_to_device(
     return _framework_tensor(out, _resolve(framework))
 
 
-def load_file(path: Union[str, os.PathLike], device_id: int = 0, *, no_gds: bool = False, **kw: Any) -> Any:
+def load_file(path: Union[str, "os.PathLike[str]"], device_id: int = 0, *, no_gds: bool = False, **kw: Any) -> Any:
     """A packet file into device memory: GPUDirect Storage where cuFile is present and the
     packet allows it, else staged (``DeviceTensor.transfer_path`` says which). Keywords as
     :func:`read_to_device`."""
@@ -388,13 +389,13 @@ class GPUDirectTransfer:
         except TensoNotAvailableError:
             return False
 
-    def read_from_fd(self, fd: int, shape: tuple, dtype: Any, offset: int = 0) -> Any:
+    def read_from_fd(self, fd: int, shape: Tuple[int, ...], dtype: Any, offset: int = 0) -> Any:
         """Raw tensor bytes (not a packet) at `offset` of a file descriptor into device memory,
         through the pinned pool. EOFError on a short file."""
         dtype = np.dtype(dtype)
         nbytes = int(np.prod(shape)) * dtype.itemsize
         host = np.empty(nbytes, dtype=np.uint8)
-        mv = memoryview(host)
+        mv = host.data
         pos = 0
         while pos < nbytes:
             n = os.preadv(fd, [mv[pos:]], offset + pos)
@@ -408,7 +409,7 @@ class GPUDirectTransfer:
         did = device_id if device_id is not None else self.device_id
         return read_to_device(source, device_id=did, framework=self._backend)
 
-    def read_file(self, path: Union[str, os.PathLike]) -> Any:
+    def read_file(self, path: Union[str, "os.PathLike[str]"]) -> Any:
         """A packet file into device memory (GPUDirect Storage when available)."""
         return load_file(path, self.device_id, framework=self._backend)
 

@@ -5,6 +5,9 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
+# tenso_decode_options as the extension takes it (see DecodeOptions._fields).
+_DecodeFields = Tuple[int, int, int, int, int, int, int, int, int, int]
+
 # tenso_decode_options.flags (tenso.h)
 _DECODE_SKIP_CHECKSUM = 0x1
 _DECODE_VALIDATE_UTF8 = 0x2
@@ -98,10 +101,12 @@ class DecodeOptions:
         """A copy with some fields changed."""
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
 
-    def _fields(self) -> Tuple[int, int, int, int, int, int, int, int, int, int]:
+    def _fields(self) -> "_DecodeFields":
         """The C struct's fields, for the extension: (flags, max_ndim, max_depth, max_elements,
         max_packet_bytes, max_decoded_bytes, max_entries, timeout_ms, threads, max_inflation)."""
-        flags = (_DECODE_SKIP_CHECKSUM if self.skip_checksum else 0) | (_DECODE_VALIDATE_UTF8 if self.validate_utf8 else 0)
+        flags = (_DECODE_SKIP_CHECKSUM if self.skip_checksum else 0) | (
+            _DECODE_VALIDATE_UTF8 if self.validate_utf8 else 0
+        )
         # A deadline shorter than a millisecond still is one: never round it down to "none" (0).
         timeout_ms = 0 if self.timeout is None else max(1, int(-(-self.timeout * 1000 // 1)))
         return (
@@ -152,7 +157,7 @@ def _untrusted(
 
 def _merge(
     options: Optional[DecodeOptions], max_decoded_bytes: int = 0, max_entries: int = 0, threads: int = 0
-) -> Optional[tuple]:
+) -> Optional[_DecodeFields]:
     """The extension's options tuple (None: the defaults) from an options object and the
     keywords loads() takes (limits since 1.2, threads since 1.4; a keyword given wins)."""
     if options is None and not max_decoded_bytes and not max_entries and not threads:

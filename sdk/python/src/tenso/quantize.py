@@ -6,20 +6,20 @@ attributes, properties and methods. ``quantize`` and ``dequantize`` run in libte
 """
 
 import math
-from typing import Any, Tuple
+from typing import Tuple
 
 import numpy as np
 
 from . import _tenso
 from .config import (
+    _QDTYPE_FROM_NAME,
+    _QDTYPE_NAMES,
     QDTYPE_QINT4,
     QDTYPE_QINT8,
     QDTYPE_QUINT4,
     QUANT_PER_CHANNEL,
     QUANT_PER_GROUP,
     QUANT_PER_TENSOR,
-    _QDTYPE_FROM_NAME,
-    _QDTYPE_NAMES,
 )
 from .errors import TensoValueError
 
@@ -48,7 +48,7 @@ class QuantizedTensor:
         data: np.ndarray,
         scales: np.ndarray,
         zero_points: np.ndarray,
-        shape: tuple,
+        shape: Tuple[int, ...],
         dtype_code: int,
         quant_scheme: int = QUANT_PER_TENSOR,
         group_size: int = 0,
@@ -65,7 +65,7 @@ class QuantizedTensor:
 
     @property
     def dtype_name(self) -> str:
-        """"qint8", "quint8", "qint4" or "quint4"."""
+        """ "qint8", "quint8", "qint4" or "quint4"."""
         return _QDTYPE_NAMES[self.dtype_code]
 
     @property
@@ -161,7 +161,7 @@ class QuantizedTensor:
             self.group_size,
         )
 
-    def _to_value(self) -> Any:
+    def _to_value(self) -> _tenso.Value:
         """The tenso_value that encodes this tensor (borrowing its arrays)."""
         return _tenso.Value.quantized(
             np.ascontiguousarray(self.data),

@@ -9,7 +9,7 @@ bundle of ``__ragged_offsets__`` (uint64, count + 1), ``__ragged_flat__`` and
 Unlike upstream, both also travel inside bundles and streams (``tenso.dumps({"s": st})``).
 """
 
-from typing import Any, List, Sequence, Union
+from typing import Any, Dict, List, Sequence, Tuple, Union
 
 import numpy as np
 
@@ -71,7 +71,7 @@ class StringTensor:
         return len(self._data)
 
     @property
-    def shape(self) -> tuple:
+    def shape(self) -> Tuple[int]:
         return (self._count,)
 
     def dumps(self, check_integrity: bool = False) -> memoryview:
@@ -88,7 +88,7 @@ class StringTensor:
             raise ValueError("Not a StringTensor packet")
         return obj
 
-    def _to_value(self) -> Any:
+    def _to_value(self) -> _tenso.Value:
         return _tenso.Value.strings(self._offsets, self._data)
 
     @classmethod
@@ -103,8 +103,10 @@ class StringTensor:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, StringTensor):
             return NotImplemented
-        return self._count == other._count and bytes(self._data) == bytes(other._data) and bool(
-            np.array_equal(self._offsets, other._offsets)
+        return (
+            self._count == other._count
+            and bytes(self._data) == bytes(other._data)
+            and bool(np.array_equal(self._offsets, other._offsets))
         )
 
     __hash__ = None  # type: ignore[assignment]  # mutable-ish container: not hashable
@@ -185,11 +187,11 @@ class RaggedArray:
         """Serialize to a Tenso packet (a bundle, byte-identical to upstream's)."""
         return self._to_value().dumps(check_integrity, False, 64, True)
 
-    def _to_value(self) -> Any:
+    def _to_value(self) -> _tenso.Value:
         return _tenso.Value.ragged(np.ascontiguousarray(self._flat), self._count, self._offsets)
 
     @classmethod
-    def loads(cls, data: Union[BytesLike, dict]) -> "RaggedArray":
+    def loads(cls, data: Union[BytesLike, Dict[str, Any]]) -> "RaggedArray":
         """Deserialize from a Tenso packet or an already-deserialized dict.
 
         Raises ValueError ("Not a valid RaggedArray packet") for anything else, and for

@@ -39,11 +39,11 @@ whose arrays each travel as a packet. Were the registration ever used, a dict te
 encode (one holding other objects) falls back to pickle instead of failing.
 
 Not in the core package: ``import tenso`` does not import Ray. Install with
-``pip install 'tenso[ray]'``.
+``pip install 'libtenso[ray]'``.
 """
 
 import pickle
-from typing import Any, List, Tuple
+from typing import Any, Dict, List, Tuple
 
 import numpy as np
 
@@ -98,7 +98,7 @@ def _deserialize_view(wire: _Wire) -> Any:
     return _deserialize(wire, False)
 
 
-def _serialize_dict(d: dict) -> _Wire:
+def _serialize_dict(d: Dict[str, Any]) -> _Wire:
     """A dict of arrays as one bundle packet; any other dict as its items (pickled by Ray)."""
     try:
         return _packet(d)
@@ -165,7 +165,7 @@ def register(include_torch: bool = False, include_jax: bool = False, *, zero_cop
     try:
         from ray.util.serialization import register_serializer
     except ImportError:
-        raise ImportError("Ray is required for this integration. Install it with: pip install 'tenso[ray]'") from None
+        raise ImportError("Ray is required for this integration. Install it with: pip install 'libtenso[ray]'") from None
 
     deserialize = _deserialize_view if zero_copy else _deserialize_copy
     serializers: List[Tuple[type, Any, Any]] = [
@@ -177,7 +177,9 @@ def register(include_torch: bool = False, include_jax: bool = False, *, zero_cop
         try:
             import torch
         except ImportError:
-            raise ImportError("PyTorch is required for torch tensor serialization. Install it with: pip install torch") from None
+            raise ImportError(
+                "PyTorch is required for torch tensor serialization. Install it with: pip install torch"
+            ) from None
         serializers.append((torch.Tensor, _serialize_torch, _deserialize_torch))
     if include_jax:
         try:
@@ -206,4 +208,3 @@ def unregister() -> None:
 def registered_types() -> Tuple[type, ...]:
     """The classes tenso serializes for Ray in this process now. Not in upstream."""
     return tuple(_registered_types)
-

@@ -22,7 +22,7 @@ import asyncio
 import logging
 import os
 import warnings
-from typing import Any, Callable, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 logger = logging.getLogger("tenso.serve")
 
@@ -120,7 +120,7 @@ class TensoApp:
         """Add ``GET path`` answering ``{"status": "ok", "endpoints": [...]}``."""
 
         @self._app.get(path)
-        def health() -> dict:
+        def health() -> Dict[str, Any]:
             return {"status": "ok", "endpoints": self._endpoints}
 
 

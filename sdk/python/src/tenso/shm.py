@@ -71,7 +71,7 @@ class TensoShm:
                 raise ValueError("'size' must be a positive number different from zero")
             if name is None:
                 name = "tenso_" + secrets.token_hex(8)
-            self._h: Any = _tenso.Shm.create(name, size)
+            self._h: Optional[_tenso.Shm] = _tenso.Shm.create(name, size)
         else:
             if name is None:
                 raise ValueError("name is required when create=False")
@@ -85,7 +85,7 @@ class TensoShm:
         self._name = name
         return self
 
-    def _handle(self) -> Any:
+    def _handle(self) -> _tenso.Shm:
         if self._h is None:
             raise ValueError(f"TensoShm {self._name!r} is closed")
         return self._h
@@ -149,7 +149,7 @@ class TensoShm:
     def __enter__(self) -> "TensoShm":
         return self
 
-    def __exit__(self, exc_type: Any, exc_value: Any, traceback: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         # As upstream: closed, not unlinked (the other process may still need the segment).
         self.close()
 
@@ -171,7 +171,9 @@ class TensoShm:
         and encode ``obj`` into it. A leftover segment of that name (a crashed run's) is
         replaced, as upstream does.
         """
-        handle, _written = _tenso.Shm.create_for(name, _to_value(obj, False), check_integrity, compress, alignment, True)
+        handle, _written = _tenso.Shm.create_for(
+            name, _to_value(obj, False), check_integrity, compress, alignment, True
+        )
         return cls._wrap(handle, name)
 
 
@@ -289,7 +291,7 @@ class TensoCache:
         lock_timeout: Optional[float] = None,
         any_owner: bool = False,
     ) -> None:
-        self._h: Any = None
+        self._h: Optional[_tenso.Cache] = None
         self._owns = create
         timeout_ms = 0 if lock_timeout is None else max(1, int(round(lock_timeout * 1000)))
         if create:
@@ -308,7 +310,7 @@ class TensoCache:
                 raise _not_a_cache(name, e) from None
         self._name: str = name
 
-    def _handle(self) -> Any:
+    def _handle(self) -> _tenso.Cache:
         if self._h is None:
             raise RuntimeError("TensoCache is closed")
         return self._h
@@ -479,7 +481,7 @@ class TensoCache:
     def __enter__(self) -> "TensoCache":
         return self
 
-    def __exit__(self, exc_type: Any, exc_value: Any, traceback: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
         if self._owns:
             self.unlink()
@@ -495,6 +497,5 @@ class TensoCache:
             return f"TensoCache(name={self._name!r}, status=closed)"
         s = self._h.stats()
         return (
-            f"TensoCache(name={self._name!r}, status=open, pool_size={s['pool_bytes']}, "
-            f"max_entries={s['max_entries']})"
+            f"TensoCache(name={self._name!r}, status=open, pool_size={s['pool_bytes']}, max_entries={s['max_entries']})"
         )

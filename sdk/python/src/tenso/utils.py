@@ -5,8 +5,8 @@ from typing import Any, Dict
 import numpy as np
 
 from . import _tenso
-from .errors import TensoError, _in_upstream_words
 from .config import _QDTYPE_NAMES, _REV_DTYPE_MAP, FLAG_ALIGNED, FLAG_BUNDLE, FLAG_INTEGRITY
+from .errors import TensoError, _in_upstream_words
 
 
 def is_aligned(data: Any, alignment: int = 64) -> bool:

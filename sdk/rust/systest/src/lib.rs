@@ -137,8 +137,17 @@ mod tests {
         let names = callback_types();
         assert_eq!(
             names,
-            ["tenso_write_fn", "tenso_alloc_fn", "tenso_release_fn", "tenso_cache_key_fn", "tenso_progress_fn",
-             "tenso_gpu_release_fn", "tenso_node_release_fn", "tenso_node_access_fn", "tenso_node_op_fn"]
+            [
+                "tenso_write_fn",
+                "tenso_alloc_fn",
+                "tenso_release_fn",
+                "tenso_cache_key_fn",
+                "tenso_progress_fn",
+                "tenso_gpu_release_fn",
+                "tenso_node_release_fn",
+                "tenso_node_access_fn",
+                "tenso_node_op_fn"
+            ]
         );
     }
 

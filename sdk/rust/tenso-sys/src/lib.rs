@@ -14,9 +14,20 @@
 //! headers: struct sizes, alignments and field offsets, every constant's value and every
 //! function's signature (a mismatch fails to compile or fails the test).
 //!
-//! Use the safe `tenso` crate unless you need the raw ABI.
+//! Use the safe crate (`libtenso`, `use tenso::...`) unless you need the raw ABI.
+//!
+//! With the `bundled` feature (the default) libtenso is compiled from the sources this crate
+//! carries and linked statically; without it, the installed libtenso that pkg-config finds is
+//! linked (see build.rs).
 #![no_std]
 #![allow(non_camel_case_types, non_snake_case, non_upper_case_globals)]
+
+// The bundled engine's native dependencies: named so that rustc links their libraries (an
+// extern crate nothing refers to would be dropped).
+#[cfg(feature = "bundled")]
+extern crate lz4_sys as _;
+#[cfg(feature = "bundled")]
+extern crate openssl_sys as _;
 
 use core::ffi::{c_char, c_int, c_void};
 use core::marker::{PhantomData, PhantomPinned};
@@ -26,7 +37,7 @@ use core::marker::{PhantomData, PhantomPinned};
 // ============================================================================================
 
 pub const TENSO_VERSION_MAJOR: u32 = 1;
-pub const TENSO_VERSION_MINOR: u32 = 4;
+pub const TENSO_VERSION_MINOR: u32 = 5;
 pub const TENSO_VERSION_PATCH: u32 = 0;
 /// The ABI major: the soname is libtenso.so.TENSO_SOVERSION.
 pub const TENSO_SOVERSION: u32 = 1;
@@ -36,7 +47,7 @@ pub const TENSO_PROTOCOL_VERSION: u32 = 4;
 /// with [`tenso_version_number`] at run time.
 pub const TENSO_VERSION_NUMBER: u32 = TENSO_VERSION_MAJOR * 10000 + TENSO_VERSION_MINOR * 100 + TENSO_VERSION_PATCH;
 /// `TENSO_VERSION_STRING`, NUL-terminated.
-pub const TENSO_VERSION_STRING: &[u8] = b"1.4.0\0";
+pub const TENSO_VERSION_STRING: &[u8] = b"1.5.0\0";
 
 // ============================================================================================
 // errors.h
@@ -221,13 +232,17 @@ pub struct tenso_decode_options {
     /// Since version 3 (1.3): threads that decompress the LZ4 blocks of a large body;
     /// 0 = every core, 1 = the calling thread.
     pub threads: u32,
+    /// Since version 4 (1.5): what LZ4 bodies may decompress to, in all, as a multiple of the
+    /// bytes handed to the decode, counted as at least 4 MiB; 0 = no such bound.
+    pub max_inflation: u32,
 }
 // The C layout (tenso.h): a field out of place would hand libtenso the wrong limits.
 const _: () = assert!(core::mem::size_of::<tenso_decode_options>() == 64);
 const _: () = assert!(core::mem::offset_of!(tenso_decode_options, max_decoded_bytes) == 32);
 const _: () = assert!(core::mem::offset_of!(tenso_decode_options, threads) == 56);
+const _: () = assert!(core::mem::offset_of!(tenso_decode_options, max_inflation) == 60);
 
-pub const TENSO_DECODE_OPTIONS_VERSION: u32 = 3;
+pub const TENSO_DECODE_OPTIONS_VERSION: u32 = 4;
 /// `TENSO_DECODE_OPTIONS_INIT`.
 pub const TENSO_DECODE_OPTIONS_INIT: tenso_decode_options = tenso_decode_options {
     version: TENSO_DECODE_OPTIONS_VERSION,
@@ -240,6 +255,7 @@ pub const TENSO_DECODE_OPTIONS_INIT: tenso_decode_options = tenso_decode_options
     max_entries: 0,
     timeout_ms: 0,
     threads: 0,
+    max_inflation: 0,
 };
 
 /// A dense tensor to encode (all memory borrowed for the duration of the call).

@@ -14,9 +14,15 @@ pub enum Scheme {
     /// One scale and zero point for the whole tensor.
     PerTensor,
     /// One per index along `axis` (negative counts from the end when quantizing).
-    PerChannel { axis: i32 },
+    PerChannel {
+        /// The channel axis.
+        axis: i32,
+    },
     /// One per `group_size` consecutive elements in C order.
-    PerGroup { group_size: u32 },
+    PerGroup {
+        /// Elements per group, > 0.
+        group_size: u32,
+    },
 }
 
 impl Scheme {
@@ -40,11 +46,14 @@ impl Scheme {
 pub struct Quantized<'a> {
     /// `Qint8`, `Quint8`, `Qint4` or `Quint4`.
     pub dtype: Dtype,
+    /// Which elements share a scale and zero point.
     pub scheme: Scheme,
+    /// The dequantized tensor's shape.
     pub shape: &'a [usize],
     /// Packed codes: one byte per element, or two per byte for 4-bit dtypes (element 2k in the
     /// low nibble, 2k+1 in the high one).
     pub data: &'a [u8],
+    /// One per tensor, channel or group, as the scheme says.
     pub scales: &'a [f32],
     /// As many as `scales`; floats, neither rounded nor clamped.
     pub zero_points: &'a [f32],
@@ -145,11 +154,38 @@ impl<'a> Quantized<'a> {
 #[derive(Debug, Clone, Copy)]
 pub enum Sparse<'v> {
     /// Coordinate format: `data[i]` sits at (`row[i]`, `col[i]`).
-    Coo { shape: [usize; 2], data: &'v ViewRef, row: &'v ViewRef, col: &'v ViewRef },
+    Coo {
+        /// Rows and columns.
+        shape: [usize; 2],
+        /// The values, nnz of them.
+        data: &'v ViewRef,
+        /// Their row indices.
+        row: &'v ViewRef,
+        /// Their column indices.
+        col: &'v ViewRef,
+    },
     /// Compressed rows: row r is `indices`/`data` at `indptr[r]..indptr[r + 1]`.
-    Csr { shape: [usize; 2], data: &'v ViewRef, indices: &'v ViewRef, indptr: &'v ViewRef },
+    Csr {
+        /// Rows and columns.
+        shape: [usize; 2],
+        /// The values, nnz of them.
+        data: &'v ViewRef,
+        /// Their column indices.
+        indices: &'v ViewRef,
+        /// Row starts, rows + 1 of them.
+        indptr: &'v ViewRef,
+    },
     /// Compressed columns: column c is `indices`/`data` at `indptr[c]..indptr[c + 1]`.
-    Csc { shape: [usize; 2], data: &'v ViewRef, indices: &'v ViewRef, indptr: &'v ViewRef },
+    Csc {
+        /// Rows and columns.
+        shape: [usize; 2],
+        /// The values, nnz of them.
+        data: &'v ViewRef,
+        /// Their row indices.
+        indices: &'v ViewRef,
+        /// Column starts, columns + 1 of them.
+        indptr: &'v ViewRef,
+    },
 }
 
 impl<'v> Sparse<'v> {
@@ -322,8 +358,11 @@ impl<'v> Ragged<'v> {
 pub struct IpcRef {
     /// Opaque, e.g. a `cudaIpcMemHandle_t`.
     pub handle: [u8; 64],
+    /// Where the tensor starts inside the shared allocation.
     pub byte_offset: u64,
+    /// The tensor's bytes.
     pub nbytes: u64,
+    /// The device holding the allocation.
     pub device_uuid: [u8; 16],
 }
 

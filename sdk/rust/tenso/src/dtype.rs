@@ -35,18 +35,29 @@ macro_rules! dtypes {
 }
 
 dtypes! {
+    /// IEEE binary32.
     Float32 = TENSO_DTYPE_FLOAT32,
+    /// Signed 32-bit integers.
     Int32 = TENSO_DTYPE_INT32,
+    /// IEEE binary64.
     Float64 = TENSO_DTYPE_FLOAT64,
+    /// Signed 64-bit integers.
     Int64 = TENSO_DTYPE_INT64,
+    /// Unsigned bytes.
     Uint8 = TENSO_DTYPE_UINT8,
+    /// Unsigned 16-bit integers.
     Uint16 = TENSO_DTYPE_UINT16,
     /// One byte per element, 0 or 1.
     Bool = TENSO_DTYPE_BOOL,
+    /// IEEE binary16.
     Float16 = TENSO_DTYPE_FLOAT16,
+    /// Signed bytes.
     Int8 = TENSO_DTYPE_INT8,
+    /// Signed 16-bit integers.
     Int16 = TENSO_DTYPE_INT16,
+    /// Unsigned 32-bit integers.
     Uint32 = TENSO_DTYPE_UINT32,
+    /// Unsigned 64-bit integers.
     Uint64 = TENSO_DTYPE_UINT64,
     /// Interleaved (re, im) float32.
     Complex64 = TENSO_DTYPE_COMPLEX64,
@@ -54,11 +65,17 @@ dtypes! {
     Complex128 = TENSO_DTYPE_COMPLEX128,
     /// The upper 16 bits of a float32.
     Bfloat16 = TENSO_DTYPE_BFLOAT16,
+    /// Signed 8-bit quantized codes.
     Qint8 = TENSO_DTYPE_QINT8,
+    /// Unsigned 8-bit quantized codes.
     Quint8 = TENSO_DTYPE_QUINT8,
+    /// Signed 4-bit quantized codes, two a byte.
     Qint4 = TENSO_DTYPE_QINT4,
+    /// Unsigned 4-bit quantized codes, two a byte.
     Quint4 = TENSO_DTYPE_QUINT4,
+    /// UTF-8 strings (string packets).
     String = TENSO_DTYPE_STRING,
+    /// Byte strings (defined by the protocol, written by no encoder).
     Bytes = TENSO_DTYPE_BYTES,
 }
 
@@ -146,15 +163,23 @@ macro_rules! kinds {
 }
 
 kinds! {
+    /// One C-contiguous tensor.
     Dense = TENSO_KIND_DENSE,
+    /// String key to packet, nested.
     Bundle = TENSO_KIND_BUNDLE,
+    /// A sparse matrix in coordinate form.
     SparseCoo = TENSO_KIND_SPARSE_COO,
+    /// A sparse matrix, compressed rows.
     SparseCsr = TENSO_KIND_SPARSE_CSR,
+    /// A sparse matrix, compressed columns.
     SparseCsc = TENSO_KIND_SPARSE_CSC,
+    /// 8- or 4-bit codes with scales and zero points.
     Quantized = TENSO_KIND_QUANTIZED,
+    /// An array of strings.
     String = TENSO_KIND_STRING,
     /// A direct ragged packet (flag `RAGGED`); upstream's ragged arrays are bundles.
     Ragged = TENSO_KIND_RAGGED,
+    /// A reference to device memory of another process.
     GpuIpcRef = TENSO_KIND_GPU_IPC_REF,
 }
 
@@ -306,7 +331,9 @@ impl From<Bf16> for f32 {
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 #[repr(C)]
 pub struct Complex<T> {
+    /// The real part.
     pub re: T,
+    /// The imaginary part.
     pub im: T,
 }
 

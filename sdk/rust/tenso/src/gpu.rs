@@ -114,6 +114,7 @@ pub fn device_count() -> Result<usize> {
 pub struct DeviceInfo {
     /// The ordinal.
     pub device: i32,
+    /// The device's name.
     pub name: String,
     /// The device UUID (the host backend: one per process).
     pub uuid: [u8; 16],
@@ -121,9 +122,11 @@ pub struct DeviceInfo {
     pub total_memory: u64,
     /// (major, minor).
     pub compute_capability: (i32, i32),
+    /// Streaming multiprocessors.
     pub multiprocessors: i32,
     /// (domain, bus, device).
     pub pci: (i32, i32, i32),
+    /// The backend that reports it.
     pub backend: Option<Backend>,
     /// GPUDirect Storage (cuFile) can reach the device.
     pub gds: bool,
@@ -156,11 +159,13 @@ pub fn device_info(device: i32) -> Result<DeviceInfo> {
 /// The pinned staging pool's counters ([`pool_stats`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PoolStats {
-    /// Pinned buffers held now, and their total size.
+    /// Pinned buffers held now.
     pub buffers: u64,
+    /// Their total size.
     pub bytes: u64,
-    /// Requests served by a kept buffer / that pinned a new one.
+    /// Requests served by a kept buffer.
     pub hits: u64,
+    /// Requests that pinned a new one.
     pub misses: u64,
     /// The most bytes kept.
     pub limit_bytes: u64,

@@ -77,6 +77,7 @@
 //! call. Nothing in this API is `unsafe` but [`Shm::bytes_mut`] (a `&mut` over a segment
 //! other handles map; [`Shm::write_at`] is the safe writer).
 #![deny(missing_debug_implementations)]
+#![warn(missing_docs)]
 
 mod archive;
 #[cfg(feature = "ndarray")]
@@ -120,7 +121,9 @@ pub use options::{DecodeOptions, Options};
 pub use shm::{Cache, CacheEntryInfo, CacheOptions, CacheStats, CacheView, IfExists, Shm, ShmOpenOptions};
 pub use tensor::Tensor;
 pub use value::{quantize, Bundle, Value};
-pub use view::{inspect, loads, loads_tensor, packet_length, Entries, PacketInfo, PacketLength, TensorView, View, ViewRef};
+pub use view::{
+    inspect, loads, loads_tensor, packet_length, Entries, PacketInfo, PacketLength, TensorView, View, ViewRef,
+};
 
 /// The raw declarations this crate is built on.
 pub use tenso_sys as sys;
@@ -128,16 +131,27 @@ pub use tenso_sys as sys;
 /// Header flag bits of [`ViewRef::flags`] / [`PacketInfo::flags`] (`TENSO_FLAG_*`).
 pub mod flags {
     use tenso_sys as sys;
+    /// The body is padded to 64 bytes.
     pub const ALIGNED: u32 = sys::TENSO_FLAG_ALIGNED;
+    /// An XXH3-64 footer follows the body.
     pub const INTEGRITY: u32 = sys::TENSO_FLAG_INTEGRITY;
+    /// The body is an LZ4 frame.
     pub const COMPRESSION: u32 = sys::TENSO_FLAG_COMPRESSION;
+    /// A COO sparse container.
     pub const SPARSE_COO: u32 = sys::TENSO_FLAG_SPARSE_COO;
+    /// A bundle.
     pub const BUNDLE: u32 = sys::TENSO_FLAG_BUNDLE;
+    /// A CSR sparse container.
     pub const SPARSE_CSR: u32 = sys::TENSO_FLAG_SPARSE_CSR;
+    /// A CSC sparse container.
     pub const SPARSE_CSC: u32 = sys::TENSO_FLAG_SPARSE_CSC;
+    /// A one-byte alignment exponent follows the shape (an alignment other than 64).
     pub const CUST_ALIGN: u32 = sys::TENSO_FLAG_CUST_ALIGN;
+    /// A string packet.
     pub const STRING: u32 = sys::TENSO_FLAG_STRING;
+    /// A direct ragged packet.
     pub const RAGGED: u32 = sys::TENSO_FLAG_RAGGED;
+    /// A GPU IPC reference packet.
     pub const GPU_IPC_REF: u32 = sys::TENSO_FLAG_GPU_IPC_REF;
 }
 

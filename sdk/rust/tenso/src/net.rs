@@ -39,6 +39,7 @@ pub struct NodeOptions {
     pub no_listen: bool,
     /// This node's certificate chain and key (PEM); `None`: an ephemeral P-256 key.
     pub cert_pem: Option<String>,
+    /// The private key of `cert_pem` (PEM).
     pub key_pem: Option<String>,
     /// Trust dialers whose chain ends at this CA (PEM).
     pub ca_pem: Option<String>,
@@ -46,12 +47,18 @@ pub struct NodeOptions {
     pub pinned_keys: Vec<String>,
     /// Event-loop threads; 0 = 1.
     pub threads: u32,
-    /// Limits on what peers send (0 = libtenso's default; see `tenso/net.h`).
+    /// The largest packet accepted from a peer (0 = libtenso's default, 16 GiB; the limits
+    /// below also take 0 for the defaults of `tenso/net.h`).
     pub max_packet_bytes: u64,
+    /// The longest value name (0: 4096).
     pub max_name_bytes: u32,
+    /// Received pushes waiting to be taken (0: 1024).
     pub max_queued: u32,
+    /// Their total bytes; a full queue stops reading from the pushing peers (0: 1 GiB).
     pub max_queued_bytes: u64,
+    /// Inbound connections, and pooled ones per peer (0: 64).
     pub max_connections: u32,
+    /// Idle pooled connections kept per peer (0: 4).
     pub max_pool_per_peer: u32,
     /// A pooled connection idle this long is closed (`None`: 5 minutes).
     pub idle_timeout: Option<Duration>,
@@ -128,8 +135,11 @@ fn cancel_ptr(c: Option<&CancelToken>) -> *mut sys::tenso_cancel {
 /// `"tcp://host:port"` or `"unix:"`) and the value, a [`Packet`] that owns its aligned memory.
 #[derive(Debug)]
 pub struct Message {
+    /// The name it was pushed under.
     pub name: String,
+    /// Who pushed it.
     pub sender: String,
+    /// The decoded value.
     pub value: Packet,
 }
 
@@ -138,11 +148,15 @@ pub struct Message {
 pub struct NodeStats {
     /// Outbound connections held in the pool (idle or busy).
     pub pool_size: u32,
+    /// Connections peers opened to this node, open now.
     pub inbound_connections: u32,
     /// Received pushes waiting.
     pub queued: u32,
+    /// Their packet bytes.
     pub queued_bytes: u64,
+    /// Bytes written to peers so far.
     pub bytes_sent: u64,
+    /// Bytes read from peers so far.
     pub bytes_received: u64,
     /// Outbound dials so far (pool misses).
     pub connections_opened: u64,

@@ -202,6 +202,24 @@ impl DecodeOptions {
         self
     }
 
+    /// Bounds what LZ4 bodies decompress to, in all, as a multiple of the packet's bytes
+    /// (counted as at least 4 MiB): a packet of N bytes then costs at most
+    /// max(N, 4 MiB) × `n` in bodies, whatever its header claims (0, the default: no such
+    /// bound). Since 1.5.
+    ///
+    /// ```
+    /// // 64 MiB of zeros compresses to a few hundred KiB: more than 4 MiB x 2.
+    /// let zeros = vec![0u8; 64 << 20];
+    /// let packet = tenso::Options::new().compress(true).dumps(&tenso::Tensor::from_slice(&zeros))?;
+    /// let err = tenso::DecodeOptions::new().max_inflation(2).loads(&packet).unwrap_err();
+    /// assert_eq!(err.kind(), tenso::ErrorKind::Limit);
+    /// # Ok::<(), tenso::Error>(())
+    /// ```
+    pub fn max_inflation(mut self, n: u32) -> DecodeOptions {
+        self.raw.max_inflation = n;
+        self
+    }
+
     /// A deadline for file-descriptor reads and writes ([`read_fd`](crate::read_fd),
     /// [`Decoder::read_fd`](crate::Decoder::read_fd)): the most one call may wait for the
     /// peer, in total, per packet; expiry is [`ErrorKind::Timeout`](crate::ErrorKind::Timeout).

@@ -760,7 +760,10 @@ pub enum PacketLength {
     /// The packet is complete and this long (`<=` the bytes given).
     Complete(usize),
     /// More bytes are needed: read until the buffer holds `needed` bytes, then ask again.
-    Incomplete { needed: usize },
+    Incomplete {
+        /// The total bytes to have before asking again.
+        needed: usize,
+    },
 }
 
 /// Works out the exact length of the packet that starts at `bytes` from its headers alone,

@@ -1,0 +1,3 @@
+module tenso.invalid/tools/godoc
+
+go 1.24
