@@ -235,8 +235,15 @@ def _drain(rx: TensorNode) -> None:
 def c_acked_seconds(listen: str, plaintext: bool, n: int) -> float:
     """n x tenso_node_send (1 KiB, acknowledged) from a C node, called through ctypes."""
     lib = ctypes.CDLL(tenso.library_path)
-    lib.tenso_node_send.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t,
-                                    ctypes.c_void_p, ctypes.c_uint64, ctypes.c_void_p]
+    lib.tenso_node_send.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_char_p,
+        ctypes.c_char_p,
+        ctypes.c_size_t,
+        ctypes.c_void_p,
+        ctypes.c_uint64,
+        ctypes.c_void_p,
+    ]
     lib.tenso_node_new.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(_COptions)]
     lib.tenso_node_options_init.argtypes = [ctypes.POINTER(_COptions), ctypes.c_uint32]
     lib.tenso_value_new_tensor.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(_CTensor)]

@@ -8,6 +8,7 @@ queue; goal: within 2x of post_tensor_sync), in the same run.
 
     python net_post_bench.py [N]   (run with the SDK venv, e.g. build/venv-sdk/bin/python)
 """
+
 import asyncio
 import multiprocessing as mp
 import os
@@ -16,7 +17,9 @@ import time
 
 import numpy as np
 from tenso.net import TensorNode
+
 KIB = np.ones(256, np.float32)
+
 
 def receiver(listen, q, n):
     with TensorNode(listen, allow_plaintext=True, max_queued=1 << 21, max_queued_bytes=1 << 32) as rx:
@@ -26,12 +29,16 @@ def receiver(listen, q, n):
             rx.receive_tensor_sync(timeout=60)
         q.put("done")
 
+
 def run(listen, n, mode):
     q = mp.Queue()
-    p = mp.Process(target=receiver, args=(listen, q, n)); p.start()
+    p = mp.Process(target=receiver, args=(listen, q, n))
+    p.start()
     addr = q.get()
     with TensorNode(listen_enabled=False, allow_plaintext=True, max_queued=1 << 16) as tx:
-        tx.post_tensor_sync(addr, "warm", KIB); tx.flush_sync(addr)
+        tx.post_tensor_sync(addr, "warm", KIB)
+        tx.flush_sync(addr)
+
         async def coroutines():
             t0 = time.perf_counter()
             for _ in range(n):
@@ -52,9 +59,12 @@ def run(listen, n, mode):
         else:
             tx.flush_sync(addr)
             dt = time.perf_counter() - t0
-    q.put("go"); time.sleep(0.1)
-    assert q.get(timeout=120) == "done"; p.join()
+    q.put("go")
+    time.sleep(0.1)
+    assert q.get(timeout=120) == "done"
+    p.join()
     return n / dt
+
 
 if __name__ == "__main__":
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 200000
@@ -63,8 +73,14 @@ if __name__ == "__main__":
         s = listen.split(":")[0]
         sync = run(listen, n, "sync")
         print(f"python post_tensor_sync 1 KiB + flush, {s}, receiver queues only: {sync:,.0f}/s", flush=True)
-        print(f"python post_many_sync (1000/call) 1 KiB + flush, {s}, receiver queues only: {run(listen, n, 'many'):,.0f}/s", flush=True)
+        print(
+            f"python post_many_sync (1000/call) 1 KiB + flush, {s}, receiver queues only: {run(listen, n, 'many'):,.0f}/s",
+            flush=True,
+        )
         coro = run(listen, n, "await")
-        print(f"python await post_tensor 1 KiB + await flush, {s}, receiver queues only: {coro:,.0f}/s "
-              f"({sync / coro:.2f}x the time of post_tensor_sync)", flush=True)
+        print(
+            f"python await post_tensor 1 KiB + await flush, {s}, receiver queues only: {coro:,.0f}/s "
+            f"({sync / coro:.2f}x the time of post_tensor_sync)",
+            flush=True,
+        )
     print(f"load average at end: {os.getloadavg()}")

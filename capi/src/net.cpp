@@ -337,7 +337,8 @@ tenso_status tenso_node_queue_reap(tenso_node_op **ops, size_t cap, size_t *coun
     *count_out = 0;
     CHECK_ARG(q);
     CHECK_ARG(ops || !cap);
-    if (q->q->callback_mode()) return set_error(TENSO_E_INVALID_ARGUMENT, "a callback-mode queue is reaped by its own thread");
+    if (q->q->callback_mode())
+        return set_error(TENSO_E_INVALID_ARGUMENT, "a callback-mode queue is reaped by its own thread");
     TENSO_API_BEGIN
     tenso::net::Operation *chunk[64];
     size_t total = 0;
@@ -448,7 +449,8 @@ tenso_status tenso_node_op_take_view(tenso_view **out, tenso_node_op *op) {
     CHECK_ARG(op);
     Operation *o = O(op);
     if (!o->done.load(std::memory_order_acquire) || o->kind != Operation::kRequest || !o->view)
-        return set_error(TENSO_E_INVALID_ARGUMENT, "no value to take: not a completed request that succeeded, or taken");
+        return set_error(TENSO_E_INVALID_ARGUMENT,
+                         "no value to take: not a completed request that succeeded, or taken");
     *out = release_view(std::move(o->view));
     return TENSO_OK;
 }
@@ -459,7 +461,8 @@ tenso_status tenso_node_op_take_message(tenso_node_message **out, tenso_node_op 
     CHECK_ARG(op);
     Operation *o = O(op);
     if (!o->done.load(std::memory_order_acquire) || o->kind != Operation::kReceive || !o->msg)
-        return set_error(TENSO_E_INVALID_ARGUMENT, "no message to take: not a completed receive that succeeded, or taken");
+        return set_error(TENSO_E_INVALID_ARGUMENT,
+                         "no message to take: not a completed receive that succeeded, or taken");
     TENSO_API_BEGIN
     std::unique_ptr<tenso_node_message> m(new tenso_node_message);
     m->m = std::move(o->msg);

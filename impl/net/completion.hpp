@@ -104,7 +104,7 @@ private:
     std::shared_ptr<Queue> keep_;  // the queue stays while the op does
     int watch_fd_ = -1;            // the descriptor it waits for, if any
     uint32_t watch_events_ = 0;
-    bool waking_ = false;          // waits for notify_waiters
+    bool waking_ = false;  // waits for notify_waiters
     bool timed_ = false;
     std::multimap<Clock::time_point, Operation *>::iterator timer_;
     bool listed_ = false;  // in the queue's completions, not reaped yet
@@ -159,8 +159,8 @@ private:
     void start(Operation *op);
     void run_callbacks();
     // Under mu_:
-    void poll_events();                   // epoll_wait(0) and the steps it allows
-    void advance(Operation *op);                 // steps op; completes it or registers its wait
+    void poll_events();           // epoll_wait(0) and the steps it allows
+    void advance(Operation *op);  // steps op; completes it or registers its wait
     void wait_for(Operation *op, const Want &w);
     void unwait(Operation *op);
     void complete(Operation *op, int32_t st, std::string m, bool deliver);
@@ -172,7 +172,7 @@ private:
     Callback cb_;
     int ep_ = -1, event_fd_ = -1, timer_fd_ = -1;
     std::mutex mu_;
-    std::condition_variable cv_;  // forget() waits here for a callback or a stream
+    std::condition_variable cv_;                       // forget() waits here for a callback or a stream
     std::map<int, std::vector<Operation *>> watches_;  // fd -> ops waiting for it (EPOLLONESHOT)
     std::multimap<Clock::time_point, Operation *> timers_;
     Clock::time_point timer_at_ = Clock::time_point::max();
@@ -184,7 +184,7 @@ private:
     // a completion within the start from one on the queue's thread just after it), else unless
     // it completes within its start.
     bool delivers(const Operation *op) const { return cb_ || op != starting_; }
-    bool reaping_ = false;    // completions made now are collected by this reap: no signal
+    bool reaping_ = false;  // completions made now are collected by this reap: no signal
     std::deque<Operation *> completed_;
     std::unordered_set<Operation *> inflight_;  // every op started and not completed (for cancel-all)
     bool closed_ = false;
@@ -199,13 +199,13 @@ private:
 // operation is made); a send encodes its value here, a post when it is first in line (a value
 // that does not encode fails that post). The value (and what it borrows) stays in use until
 // the operation completes.
-std::unique_ptr<Operation> make_send(Node::Impl &n, const std::string &addr, const std::string &name,
-                              const Value &v, uint64_t timeout_ms, void *payload);
+std::unique_ptr<Operation> make_send(Node::Impl &n, const std::string &addr, const std::string &name, const Value &v,
+                                     uint64_t timeout_ms, void *payload);
 std::unique_ptr<Operation> make_request(Node::Impl &n, const std::string &addr, const std::string &name,
-                                 uint64_t timeout_ms, void *payload);
+                                        uint64_t timeout_ms, void *payload);
 std::unique_ptr<Operation> make_receive(Node::Impl &n, uint64_t timeout_ms, void *payload);
-std::unique_ptr<Operation> make_post(Node::Impl &n, const std::string &addr, const std::string &name,
-                              const Value &v, uint64_t timeout_ms, void *payload);
+std::unique_ptr<Operation> make_post(Node::Impl &n, const std::string &addr, const std::string &name, const Value &v,
+                                     uint64_t timeout_ms, void *payload);
 std::unique_ptr<Operation> make_flush(Node::Impl &n, const std::string &addr, uint64_t timeout_ms, void *payload);
 
 }  // namespace tenso::net

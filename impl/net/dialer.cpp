@@ -144,24 +144,24 @@ Control Node::Impl::call(Outbound &c, Outgoing &out, bool get, const Waker &w, c
 
 Io Node::Impl::call_step(Outbound &c, Outgoing &out, bool get, Control *reply_out, bool read_at_once) {
     if (!out.done()) try {
-        const Io r = out.pump(c.sock);
-        if (r != Io::kDone) return r;
-        if (!read_at_once) return Io::kWantRead;
-    } catch (const Error &e) {
-        // A peer that refused us closes after its answer: when writing fails, the answer
-        // (an error frame) may be waiting to be read, and says more than the broken pipe.
-        if (e.status() != TENSO_E_CONNECTION) throw;
-        std::unique_ptr<View> v;
-        try {
-            if (c.reader.frame(c.sock, c.ctl, &v) == Io::kDone) {
-                const Control reply = parse_control(*v, opts.max_name_bytes);
-                if (reply.op == Op::kError) fail(reply.status, "the peer refused: " + reply.message);
+            const Io r = out.pump(c.sock);
+            if (r != Io::kDone) return r;
+            if (!read_at_once) return Io::kWantRead;
+        } catch (const Error &e) {
+            // A peer that refused us closes after its answer: when writing fails, the answer
+            // (an error frame) may be waiting to be read, and says more than the broken pipe.
+            if (e.status() != TENSO_E_CONNECTION) throw;
+            std::unique_ptr<View> v;
+            try {
+                if (c.reader.frame(c.sock, c.ctl, &v) == Io::kDone) {
+                    const Control reply = parse_control(*v, opts.max_name_bytes);
+                    if (reply.op == Op::kError) fail(reply.status, "the peer refused: " + reply.message);
+                }
+            } catch (const Error &answer) {
+                if (answer.status() != TENSO_E_CONNECTION) throw;
             }
-        } catch (const Error &answer) {
-            if (answer.status() != TENSO_E_CONNECTION) throw;
+            throw;
         }
-        throw;
-    }
     std::unique_ptr<View> v;
     const Io r = c.reader.frame(c.sock, c.ctl, &v);
     if (r == Io::kDone) {
@@ -169,10 +169,12 @@ Io Node::Impl::call_step(Outbound &c, Outgoing &out, bool get, Control *reply_ou
         if (reply.op == Op::kError) fail(reply.status, "the peer refused: " + reply.message);
         // Only the answer the request expects: anything else is a peer out of step (the
         // caller drops the connection). One request is outstanding: an `ok` for more is too.
-        const bool expected = get ? (reply.op == Op::kValue || reply.op == Op::kValueFd)
-                                  : (reply.op == Op::kOk && reply.length <= 1);
-        if (reply.op == Op::kOk && reply.length > 1) fail(TENSO_E_MALFORMED, "the peer acknowledged more pushes than were sent");
-        if (!expected) fail(TENSO_E_MALFORMED, std::string("the peer answered a ") + (get ? "get" : "push") + " out of step");
+        const bool expected =
+            get ? (reply.op == Op::kValue || reply.op == Op::kValueFd) : (reply.op == Op::kOk && reply.length <= 1);
+        if (reply.op == Op::kOk && reply.length > 1)
+            fail(TENSO_E_MALFORMED, "the peer acknowledged more pushes than were sent");
+        if (!expected)
+            fail(TENSO_E_MALFORMED, std::string("the peer answered a ") + (get ? "get" : "push") + " out of step");
         *reply_out = std::move(reply);
         return Io::kDone;
     }
@@ -259,7 +261,8 @@ void prepare_push(PreparedPush &pp, const Address &a, const std::string &name, c
 
 // ---- Node: send and request --------------------------------------------------------------
 
-void Node::send(const std::string &addr, const std::string &name, const Payload &p, uint64_t timeout_ms, Cancel *cancel) {
+void Node::send(const std::string &addr, const std::string &name, const Payload &p, uint64_t timeout_ms,
+                Cancel *cancel) {
     Impl &n = *impl_;
     const Call call(n, addr, name, timeout_ms, cancel);
     PreparedPush pp;
@@ -274,7 +277,8 @@ void Node::send(const std::string &addr, const std::string &name, const Payload 
     n.checkin(std::move(conn));
 }
 
-std::unique_ptr<View> Node::request(const std::string &addr, const std::string &name, uint64_t timeout_ms, Cancel *cancel) {
+std::unique_ptr<View> Node::request(const std::string &addr, const std::string &name, uint64_t timeout_ms,
+                                    Cancel *cancel) {
     Impl &n = *impl_;
     const Call call(n, addr, name, timeout_ms, cancel);
     const Address &a = call.addr;

@@ -95,8 +95,7 @@ private:
 
 class ReceiveOp : public Operation {
 public:
-    ReceiveOp(void *user, uint64_t timeout_ms)
-        : Operation(kReceive, user, timeout_ms), now_only_(timeout_ms == 0) {}
+    ReceiveOp(void *user, uint64_t timeout_ms) : Operation(kReceive, user, timeout_ms), now_only_(timeout_ms == 0) {}
 
     Want step(Node::Impl &n) override {
         check_stop();
@@ -112,8 +111,8 @@ private:
 
 }  // namespace
 
-std::unique_ptr<Operation> make_send(Node::Impl &n, const std::string &addr, const std::string &name,
-                              const Value &v, uint64_t timeout_ms, void *payload) {
+std::unique_ptr<Operation> make_send(Node::Impl &n, const std::string &addr, const std::string &name, const Value &v,
+                                     uint64_t timeout_ms, void *payload) {
     check_name(name, n.opts);
     std::unique_ptr<ExchangeOp> op(new ExchangeOp(Operation::kSend, payload, effective(timeout_ms, n.opts)));
     op->addr = parse_address(addr, false);
@@ -124,7 +123,7 @@ std::unique_ptr<Operation> make_send(Node::Impl &n, const std::string &addr, con
 }
 
 std::unique_ptr<Operation> make_request(Node::Impl &n, const std::string &addr, const std::string &name,
-                                 uint64_t timeout_ms, void *payload) {
+                                        uint64_t timeout_ms, void *payload) {
     check_name(name, n.opts);
     std::unique_ptr<ExchangeOp> op(new ExchangeOp(Operation::kRequest, payload, effective(timeout_ms, n.opts)));
     op->addr = parse_address(addr, false);

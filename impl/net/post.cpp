@@ -616,7 +616,8 @@ protected:
                 s.buf.resize(need);
                 std::memcpy(s.buf.data() + at, head.data(), head.size());
                 at += head.size();
-                if (s.plan.write_to(s.buf.data() + at) != size_) fail(TENSO_E_INTERNAL, "a plan wrote other than its size");
+                if (s.plan.write_to(s.buf.data() + at) != size_)
+                    fail(TENSO_E_INTERNAL, "a plan wrote other than its size");
                 s.ends.push_back(at + size_t(size_));
                 ++s.posted;
                 if (s.buf.size() - s.buf_at >= Node::Impl::PostStream::kPostBuffer) drain(s, o, false, nw, nd);
@@ -726,7 +727,9 @@ void Node::Impl::post_backlog(PostStream &s, const Waker &w, const Deadline &d) 
             st = current_status(&m);
         }
         if (st != TENSO_OK || want.kind == Want::kDone) Queue::complete_elsewhere(op, st, m);
-        else if (want.kind == Want::kFd) w.wait(want.fd, short(((want.events & EPOLLIN) ? POLLIN : 0) | ((want.events & EPOLLOUT) ? POLLOUT : 0)), d);
+        else if (want.kind == Want::kFd)
+            w.wait(want.fd, short(((want.events & EPOLLIN) ? POLLIN : 0) | ((want.events & EPOLLOUT) ? POLLOUT : 0)),
+                   d);
         else w.pause(1);  // it dials and the peer's connections are all busy
     }
 }
@@ -740,14 +743,13 @@ void Node::Impl::fail_backlog(PostStream &s, int32_t st, const char *why) {
         } catch (const Error &e) {
             Queue::complete_elsewhere(op, e.status(), e.what());
             continue;
-        } catch (...) {
-        }
+        } catch (...) {}
         Queue::complete_elsewhere(op, st, why);
     }
 }
 
-std::unique_ptr<Operation> make_post(Node::Impl &n, const std::string &addr, const std::string &name,
-                                     const Value &v, uint64_t timeout_ms, void *payload) {
+std::unique_ptr<Operation> make_post(Node::Impl &n, const std::string &addr, const std::string &name, const Value &v,
+                                     uint64_t timeout_ms, void *payload) {
     check_name(name, n.opts);
     std::unique_ptr<PostOp> op(new PostOp(payload, effective(timeout_ms, n.opts), n, addr));
     op->name = name;
@@ -756,8 +758,7 @@ std::unique_ptr<Operation> make_post(Node::Impl &n, const std::string &addr, con
 }
 
 std::unique_ptr<Operation> make_flush(Node::Impl &n, const std::string &addr, uint64_t timeout_ms, void *payload) {
-    return std::unique_ptr<Operation>(
-        new FlushOp(payload, effective(timeout_ms, n.opts), n, addr));
+    return std::unique_ptr<Operation>(new FlushOp(payload, effective(timeout_ms, n.opts), n, addr));
 }
 
 }  // namespace tenso::net

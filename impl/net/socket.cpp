@@ -241,7 +241,8 @@ Io Sock::read(void *p, size_t cap, size_t *n) {
         m.msg_iovlen = 1;
         m.msg_control = cbuf;
         m.msg_controllen = sizeof cbuf;
-        do r = ::recvmsg(fd, &m, 0); while (r < 0 && errno == EINTR);
+        do r = ::recvmsg(fd, &m, 0);
+        while (r < 0 && errno == EINTR);
         if (r > 0)
             for (cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c))
                 if (c->cmsg_level == SOL_TLS && c->cmsg_type == TLS_GET_RECORD_TYPE) {

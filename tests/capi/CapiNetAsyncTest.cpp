@@ -478,7 +478,7 @@ public:
         CPPUNIT_ASSERT_MESSAGE("a send has completed when cancel returns", tenso_node_op_done(b.get()));
         TENSO_CHECK_STATUS(TENSO_E_CANCELLED, tenso_node_op_result(b.get()));
         reap_all(q.get(), {b.get()}, true);  // still delivered
-        tenso_node_op_cancel(b.get());  // done: nothing
+        tenso_node_op_cancel(b.get());       // done: nothing
         // b's push had arrived (parked for room): it is queued once "a" is taken.
         CPPUNIT_ASSERT_EQUAL(std::string("a"), receive_name(rx.get()));
         CPPUNIT_ASSERT_EQUAL(std::string("b"), receive_name(rx.get()));
@@ -529,12 +529,15 @@ public:
         TENSO_CHECK_STATUS(TENSO_E_CONNECTION, tenso_node_op_result(op.get()));
         // Refused at the start: nothing is made.
         tenso_node_op *raw = reinterpret_cast<tenso_node_op *>(&port);
-        TENSO_CHECK_STATUS(TENSO_E_BAD_ADDRESS, tenso_node_send_start(&raw, q.get(), "nope://x", "x", 1, v.get(), 0, nullptr));
+        TENSO_CHECK_STATUS(TENSO_E_BAD_ADDRESS,
+                           tenso_node_send_start(&raw, q.get(), "nope://x", "x", 1, v.get(), 0, nullptr));
         CPPUNIT_ASSERT(raw == nullptr);
         TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT,
                            tenso_node_post_start(&raw, q.get(), "tcp://127.0.0.1:1", "", 0, v.get(), 0, nullptr));
-        TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, tenso_node_send_start(&raw, nullptr, "tcp://127.0.0.1:1", "x", 1, v.get(), 0, nullptr));
-        TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, tenso_node_request_start(&raw, q.get(), nullptr, "x", 1, 0, nullptr));
+        TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT,
+                           tenso_node_send_start(&raw, nullptr, "tcp://127.0.0.1:1", "x", 1, v.get(), 0, nullptr));
+        TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT,
+                           tenso_node_request_start(&raw, q.get(), nullptr, "x", 1, 0, nullptr));
         TENSO_CHECK_STATUS(TENSO_E_INVALID_ARGUMENT, tenso_node_op_result(nullptr));
         // Not completed yet: no result.
         OpPtr waiting = start_receive(q.get(), UINT64_MAX);
@@ -698,7 +701,8 @@ public:
         }
         {
             std::unique_lock<std::mutex> g(state.mu);
-            const bool all = state.cv.wait_for(g, std::chrono::seconds(30), [&] { return state.names.size() == 4 && state.ok == 8; });
+            const bool all = state.cv.wait_for(g, std::chrono::seconds(30),
+                                               [&] { return state.names.size() == 4 && state.ok == 8; });
             CPPUNIT_ASSERT_MESSAGE("callbacks: " + std::to_string(state.names.size()) + " messages, " +
                                        std::to_string(state.ok) + " ok, " + std::to_string(state.failed) + " failed",
                                    all);
@@ -739,7 +743,8 @@ public:
             s.version = TENSO_NODE_STATS_VERSION;
             TENSO_CHECK_OK(tenso_node_stats_get(&s, n));
             CPPUNIT_ASSERT_EQUAL(uint64_t(1), s.tls_kernel + s.tls_user);
-            if (!kernel) CPPUNIT_ASSERT_EQUAL_MESSAGE("no kernel TLS here: the OpenSSL fallback", uint64_t(1), s.tls_user);
+            if (!kernel)
+                CPPUNIT_ASSERT_EQUAL_MESSAGE("no kernel TLS here: the OpenSSL fallback", uint64_t(1), s.tls_user);
             CPPUNIT_ASSERT_EQUAL(uint64_t(0), s.reserved[0] | s.reserved[1]);
         }
     }
@@ -798,14 +803,17 @@ public:
         ValuePtr bv = big.value();
         tenso_buffer b{};
         TENSO_CHECK_OK(tenso_value_dumps(&b, bv.get(), nullptr));
-        const std::vector<uint8_t> head(static_cast<const uint8_t *>(b.data), static_cast<const uint8_t *>(b.data) + 4096);
+        const std::vector<uint8_t> head(static_cast<const uint8_t *>(b.data),
+                                        static_cast<const uint8_t *>(b.data) + 4096);
         tenso_buffer_dispose(&b);
-        auto value_frame = [](uint64_t len) { return nettest::strings_packet({"value", "", "0", std::to_string(len), "0", ""}); };
+        auto value_frame = [](uint64_t len) {
+            return nettest::strings_packet({"value", "", "0", std::to_string(len), "0", ""});
+        };
         const std::vector<std::vector<uint8_t>> answers = {
             nettest::strings_packet({"ok", "", "0", "1", "0", ""}),  // to a get
-            value_frame(head.size()),                                 // to a push
-            value_frame(100),                                         // then 4 KiB of the 4 MiB packet
-            value_frame(uint64_t(1) << 50),                           // past max_packet_bytes
+            value_frame(head.size()),                                // to a push
+            value_frame(100),                                        // then 4 KiB of the 4 MiB packet
+            value_frame(uint64_t(1) << 50),                          // past max_packet_bytes
         };
         Silent peer;
         // Joined after the dialer is freed (its connections closed), even when an assertion fails.
@@ -826,8 +834,7 @@ public:
                 std::vector<uint8_t> out = answers[i];
                 if (i == 2) out.insert(out.end(), head.begin(), head.end());
                 nettest::write_all(c, out);
-                while (::recv(c, buf, sizeof buf, 0) > 0) {
-                }
+                while (::recv(c, buf, sizeof buf, 0) > 0) {}
                 ::close(c);
             }
         });

@@ -311,7 +311,7 @@ typedef struct tenso_node_stats {
     /** TLS connections since start whose records OpenSSL encrypts in this process (the
         fallback). @since 1.5 (reserved, zero, before) */
     uint64_t tls_user;
-    uint64_t reserved[2];         /**< 0; room to grow */
+    uint64_t reserved[2]; /**< 0; room to grow */
 } tenso_node_stats;
 
 #define TENSO_NODE_STATS_VERSION 1 /**< the tenso_node_stats version these headers declare */
@@ -428,8 +428,8 @@ TENSO_API int tenso_node_queue_fd(const tenso_node_queue *q);
  *  (0: does not wait; UINT64_MAX: no deadline); *count_out 0 with TENSO_OK when none came.
  *  The operations handed out are done (tenso_node_op_done is 1) and still the caller's.
  *  @return TENSO_E_INVALID_ARGUMENT for a callback-mode queue. @since 1.5 */
-TENSO_API tenso_status tenso_node_queue_reap(tenso_node_op **ops, size_t cap, size_t *count_out,
-                                             tenso_node_queue *q, uint64_t timeout_ms);
+TENSO_API tenso_status tenso_node_queue_reap(tenso_node_op **ops, size_t cap, size_t *count_out, tenso_node_queue *q,
+                                             uint64_t timeout_ms);
 
 /** Frees the queue. Operations still in flight on it are cancelled, and no completion is
  *  delivered any more (a callback-mode queue's thread is stopped, waiting for a callback that
@@ -456,8 +456,7 @@ TENSO_API tenso_status tenso_node_flush_start(tenso_node_op **out, tenso_node_qu
 
 /** Starts tenso_node_request; the value is taken with tenso_node_op_take_view. @since 1.5 */
 TENSO_API tenso_status tenso_node_request_start(tenso_node_op **out, tenso_node_queue *q, const char *addr,
-                                                const char *name, size_t name_len, uint64_t timeout_ms,
-                                                void *payload);
+                                                const char *name, size_t name_len, uint64_t timeout_ms, void *payload);
 
 /** Starts tenso_node_receive (timeout_ms 0: completes at once, with a message or
  *  TENSO_E_TIMEOUT); the message is taken with tenso_node_op_take_message. @since 1.5 */

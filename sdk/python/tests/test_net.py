@@ -749,9 +749,10 @@ def test_coroutines_use_no_threads_per_call():
     # 200 sends and requests in flight at once from one loop: no executor thread is started
     # (the node's own event-loop threads are all there is), and every call completes.
     async def main():
-        async with TensorNode(max_connections=8, max_pool_per_peer=8) as rx, TensorNode(
-            listen_enabled=False, max_connections=8, max_pool_per_peer=8
-        ) as tx:
+        async with (
+            TensorNode(max_connections=8, max_pool_per_peer=8) as rx,
+            TensorNode(listen_enabled=False, max_connections=8, max_pool_per_peer=8) as tx,
+        ):
             addr = await rx.get_node_addr()
             rx.publish("p", np.arange(5))
             await tx.send_tensor(addr, "warm", np.ones(1))
@@ -834,9 +835,10 @@ def test_wait_for_receive_loses_no_message():
 
 def test_coroutine_and_blocking_posts_keep_order():
     async def main():
-        async with TensorNode("tcp://127.0.0.1:0", allow_plaintext=True) as rx, TensorNode(
-            listen_enabled=False, allow_plaintext=True
-        ) as tx:
+        async with (
+            TensorNode("tcp://127.0.0.1:0", allow_plaintext=True) as rx,
+            TensorNode(listen_enabled=False, allow_plaintext=True) as tx,
+        ):
             addr = await rx.get_node_addr()
             big = np.ones(1 << 20, np.float32)  # 4 MiB: more than the socket takes at once
             k = 0

@@ -539,8 +539,8 @@ public:
         auto p = std::make_unique<Pending>();
         p->receive = true;
         tenso_node_op *op = nullptr;
-        check(tenso_node_receive_start(&op, live(), timeout_ms(timeout, std::numeric_limits<uint64_t>::max()),
-                                       p.get()));
+        check(
+            tenso_node_receive_start(&op, live(), timeout_ms(timeout, std::numeric_limits<uint64_t>::max()), p.get()));
         return started(loop, std::move(p), op, false);
     }
 
@@ -604,7 +604,7 @@ private:
     };
     std::unique_ptr<tenso_node_queue, QueueFree> q_;
     std::unordered_map<PyObject *, Pending *> in_flight_;  // by future
-    std::deque<py::object> stash_;  // messages received for cancelled receives, in order
+    std::deque<py::object> stash_;                         // messages received for cancelled receives, in order
 
     tenso_node_queue *live() const {
         if (!q_) raise_value_error("tenso node queue: closed");

@@ -257,7 +257,9 @@ class TensorNode:
         many small values, the per-call cost is paid once per few hundred). Raises the first
         failure: the pairs before it were posted, those after it were not."""
         node = self._started()
-        node.post_many(addr, ((n, v if type(v) is np.ndarray else _to_value(v, strict)) for n, v in items), strict, timeout)
+        node.post_many(
+            addr, ((n, v if type(v) is np.ndarray else _to_value(v, strict)) for n, v in items), strict, timeout
+        )
 
     async def post_many(
         self, addr: str, items: Iterable[Tuple[str, Any]], timeout: Optional[float] = None, *, strict: bool = False
