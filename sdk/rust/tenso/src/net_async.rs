@@ -97,7 +97,9 @@ impl Shared {
             loop {
                 let mut n = 0usize;
                 // SAFETY: ops has room for 64; the queue lives as long as self.
-                check(unsafe { sys::tenso_node_queue_reap(ops.as_mut_ptr(), ops.len(), &mut n, self.queue.as_ptr(), 0) })?;
+                check(unsafe {
+                    sys::tenso_node_queue_reap(ops.as_mut_ptr(), ops.len(), &mut n, self.queue.as_ptr(), 0)
+                })?;
                 let woken: Vec<Waker> = {
                     let mut st = self.lock();
                     ops[..n].iter().filter_map(|op| st.wakers.remove(&(*op as usize))).collect()
@@ -266,7 +268,13 @@ impl AsyncNode {
     /// Cancel-safe: dropping the future never loses a message.
     pub fn receive(&self, timeout: Option<Duration>) -> Completion<'static, Option<Message>> {
         if let Some(m) = self.shared.lock().stash.pop_front() {
-            return Completion { shared: Arc::clone(&self.shared), run: Run::Ready(Ok(Some(m))), take: take_message, receive: true };
+            return Completion {
+                shared: Arc::clone(&self.shared),
+                run: Run::Ready(Ok(Some(m))),
+                take: take_message,
+                receive: true,
+                listed: false,
+            };
         }
         let ms = timeout.map_or(u64::MAX, millis);
         self.start(None, true, take_message, |out, q| {
@@ -309,7 +317,13 @@ impl AsyncNode {
     }
 
     fn failed<'a, T>(&self, e: Error) -> Completion<'a, T> {
-        Completion { shared: Arc::clone(&self.shared), run: Run::Ready(Err(e)), take: |_, _| unreachable!(), receive: false }
+        Completion {
+            shared: Arc::clone(&self.shared),
+            run: Run::Ready(Err(e)),
+            take: |_, _| unreachable!(),
+            receive: false,
+            listed: false,
+        }
     }
 
     fn start<'a, T>(
@@ -326,7 +340,7 @@ impl AsyncNode {
             (Ok(()), None) => Run::Ready(Err(Error::new(ErrorKind::Internal, "libtenso returned a NULL operation"))),
             (Ok(()), Some(op)) => Run::Running { op, keep },
         };
-        Completion { shared: Arc::clone(&self.shared), run, take, receive }
+        Completion { shared: Arc::clone(&self.shared), run, take, receive, listed: false }
     }
 }
 
@@ -384,6 +398,8 @@ pub struct Completion<'a, T> {
     run: Run<'a, T>,
     take: Take<T>,
     receive: bool,
+    /// Its task's waker is in the queue's list (it returned Pending and has not completed).
+    listed: bool,
 }
 
 // SAFETY: the operation handle is thread-safe (net.h) and owned by this future alone; the value
@@ -437,19 +453,23 @@ impl<T> Future for Completion<'_, T> {
             Run::Running { op, .. } => *op,
             _ => return Poll::Ready(this.finish()),
         };
-        let key = op.as_ptr() as usize;
-        if !this.is_finished() {
-            this.shared.lock().wakers.insert(key, cx.waker().clone());
-            if let Err(e) = this.shared.drive() {
-                this.shared.lock().wakers.remove(&key);
-                return Poll::Ready(Err(e));
-            }
-            if !this.is_finished() {
-                return Poll::Pending;
-            }
-            this.shared.lock().wakers.remove(&key);
+        // Never listed, so no wake of the reactor's was handed to it: done at once.
+        if !this.listed && this.is_finished() {
+            return Poll::Ready(this.finish());
         }
-        Poll::Ready(this.finish())
+        let key = op.as_ptr() as usize;
+        this.shared.lock().wakers.insert(key, cx.waker().clone());
+        this.listed = true;
+        // Reaps the queue even when this call is done already (another thread's cancel or the
+        // node's shutdown ends calls without a reap): the reactor's wake may have come here on
+        // behalf of every call, and only a reap wakes the others.
+        let driven = this.shared.drive();
+        if driven.is_ok() && !this.is_finished() {
+            return Poll::Pending;
+        }
+        this.shared.lock().wakers.remove(&key);
+        this.listed = false;
+        Poll::Ready(driven.and_then(|()| this.finish()))
     }
 }
 
@@ -458,6 +478,11 @@ impl<T> Drop for Completion<'_, T> {
         let Run::Running { op, .. } = &self.run else { return };
         let op = op.as_ptr();
         self.shared.lock().wakers.remove(&(op as usize));
+        if self.listed {
+            // The reactor's wake may have come to this future's task for all of them: hand it
+            // on, or the other calls would wait for a readiness that tokio has already reported.
+            self.shared.wake_by_ref();
+        }
         if self.receive {
             // Cancel-safe: a receive ends at once when cancelled (net.h); a message it took
             // first goes to the next receive.

@@ -179,3 +179,29 @@ async fn deadlines_and_shutdown_with_calls_in_flight() -> tenso::Result<()> {
     assert_eq!(tx.flush(&addr, None).await.unwrap_err().kind(), ErrorKind::Shutdown);
     Ok(())
 }
+
+// Calls ended on another thread (here the node's shutdown) complete without a reap; the one task
+// the reactor wakes for the queue must still reap it for the others, or they wait forever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_ended_elsewhere_wake_every_task() -> tenso::Result<()> {
+    for _ in 0..10 {
+        let rx = AsyncNode::new(&NodeOptions { max_queued: 1, ..plain(true) })?;
+        let addr = rx.node().addr()?;
+        let tx = Arc::new(AsyncNode::new(&plain(false))?);
+        tx.send(&addr, "full", &Tensor::from_slice(&[0u8]), None).await?;
+        let mut waiting = tokio::task::JoinSet::new();
+        for i in 0..8u8 {
+            let (tx, addr) = (Arc::clone(&tx), addr.clone());
+            waiting.spawn(async move { tx.send(&addr, "w", &Tensor::from_slice(&[i]), None).await });
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        tx.node().shutdown();
+        let all = async {
+            while let Some(r) = waiting.join_next().await {
+                assert_eq!(r.expect("task").unwrap_err().kind(), ErrorKind::Shutdown);
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(10), all).await.expect("a task was never woken");
+    }
+    Ok(())
+}
