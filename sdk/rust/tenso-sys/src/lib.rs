@@ -764,7 +764,13 @@ pub const TENSO_NODE_ACCESS_GET: c_int = 1;
 pub const TENSO_NODE_ACCESS_PUSH: c_int = 2;
 /// A node's access hook: nonzero allows the peer's get or push of `name`. @since 1.5
 pub type tenso_node_access_fn = Option<
-    unsafe extern "C" fn(user: *mut c_void, op: c_int, peer: *const c_char, name: *const c_char, name_len: usize) -> c_int,
+    unsafe extern "C" fn(
+        user: *mut c_void,
+        op: c_int,
+        peer: *const c_char,
+        name: *const c_char,
+        name_len: usize,
+    ) -> c_int,
 >;
 
 /// A node's counters.
@@ -1306,7 +1312,11 @@ extern "C" {
     pub fn tenso_node_stats_get(out: *mut tenso_node_stats, n: *const tenso_node) -> tenso_status;
 
     // ---- completion-based calls (since 1.5)
-    pub fn tenso_node_queue_new(out: *mut *mut tenso_node_queue, n: *mut tenso_node, f: tenso_node_op_fn) -> tenso_status;
+    pub fn tenso_node_queue_new(
+        out: *mut *mut tenso_node_queue,
+        n: *mut tenso_node,
+        f: tenso_node_op_fn,
+    ) -> tenso_status;
     pub fn tenso_node_queue_fd(q: *const tenso_node_queue) -> c_int;
     pub fn tenso_node_queue_reap(
         ops: *mut *mut tenso_node_op,
