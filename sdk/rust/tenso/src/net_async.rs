@@ -469,6 +469,10 @@ impl<T> Future for Completion<'_, T> {
         }
         this.shared.lock().wakers.remove(&key);
         this.listed = false;
+        // A wake for all that picked this task after the reap above would end here: reap once
+        // more now that it is unlisted (the readiness that woke it is still set), so the
+        // reactor's next wake goes to a task still waiting.
+        let driven = driven.and_then(|()| this.shared.drive());
         Poll::Ready(driven.and_then(|()| this.finish()))
     }
 }
