@@ -10,22 +10,14 @@
  */
 #include <tenso/tenso.h>
 
-__attribute__((visibility("default"))) uint32_t probe_tensor_rank(const tenso_tensor *t) {
-    return t->ndim;
-}
+__attribute__((visibility("default"))) uint32_t probe_tensor_rank(const tenso_tensor *t) { return t->ndim; }
 
-__attribute__((visibility("default"))) uint32_t probe_encode_flags(const tenso_encode_options *o) {
-    return o->flags;
-}
+__attribute__((visibility("default"))) uint32_t probe_encode_flags(const tenso_encode_options *o) { return o->flags; }
 
 #ifndef PROBE_REMOVE
-__attribute__((visibility("default"))) int probe_removed_in_variant(void) {
-    return 2;
-}
+__attribute__((visibility("default"))) int probe_removed_in_variant(void) { return 2; }
 #endif
 
 #ifdef PROBE_ADD
-__attribute__((visibility("default"))) int probe_added_in_variant(void) {
-    return 1;
-}
+__attribute__((visibility("default"))) int probe_added_in_variant(void) { return 1; }
 #endif

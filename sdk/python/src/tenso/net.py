@@ -125,7 +125,7 @@ class TensorNode:
         self._lock = threading.Lock()
         self._shut = False
         # Futures of awaited receives, woken by shutdown (their descriptor may close first).
-        self._waiters: set[Tuple[asyncio.AbstractEventLoop, "asyncio.Future[None]"]] = set()
+        self._waiters: set[Tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = set()
         # Blocking calls of the coroutine API run here; a node's calls are thread-safe.
         self._pool = concurrent.futures.ThreadPoolExecutor(thread_name_prefix="tenso-node")
 

@@ -165,7 +165,9 @@ def register(include_torch: bool = False, include_jax: bool = False, *, zero_cop
     try:
         from ray.util.serialization import register_serializer
     except ImportError:
-        raise ImportError("Ray is required for this integration. Install it with: pip install 'libtenso[ray]'") from None
+        raise ImportError(
+            "Ray is required for this integration. Install it with: pip install 'libtenso[ray]'"
+        ) from None
 
     deserialize = _deserialize_view if zero_copy else _deserialize_copy
     serializers: List[Tuple[type, Any, Any]] = [
