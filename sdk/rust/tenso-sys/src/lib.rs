@@ -764,7 +764,13 @@ pub const TENSO_NODE_ACCESS_GET: c_int = 1;
 pub const TENSO_NODE_ACCESS_PUSH: c_int = 2;
 /// A node's access hook: nonzero allows the peer's get or push of `name`. @since 1.5
 pub type tenso_node_access_fn = Option<
-    unsafe extern "C" fn(user: *mut c_void, op: c_int, peer: *const c_char, name: *const c_char, name_len: usize) -> c_int,
+    unsafe extern "C" fn(
+        user: *mut c_void,
+        op: c_int,
+        peer: *const c_char,
+        name: *const c_char,
+        name_len: usize,
+    ) -> c_int,
 >;
 
 /// A node's counters.
