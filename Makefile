@@ -120,12 +120,10 @@ tsan: bootstrap
 		-DCMAKE_C_COMPILER=$(CLANG_CC) -DCMAKE_CXX_COMPILER=$(CLANG_CXX) \
 		-DCMAKE_BUILD_TYPE=RelWithDebInfo -DTENSO_WERROR=ON -DTENSO_SANITIZE=thread
 	$(CMAKE) --build $(TSAN_BUILD) -j $(JOBS)
-	# Left out: CapiHostileTest (single-threaded) and CapiDecodeRaceTest (its threads touch two
-	# mappings of one memfd, which TSan cannot relate): TSan checks nothing in them, and in long
-	# runs its own runtime dies there (SEGV writing shadow memory, same pc each time; not yet
-	# understood). Both run in make test and under ASan+UBSan.
-	TSAN_OPTIONS=halt_on_error=1 $(CTEST) --test-dir $(TSAN_BUILD) --output-on-failure -j $(JOBS) \
-		-E '^capi\.(CapiHostileTest|CapiDecodeRaceTest)$$'
+	# Every suite runs, CapiHostileTest and CapiDecodeRaceTest included: their hundreds of
+	# thousands of refused decodes once overflowed TSan's per-thread shadow stack (see scan_whole
+	# in impl/format/codec.cpp), a SEGV in the runtime's FuncEntry and a slowdown before it.
+	TSAN_OPTIONS=halt_on_error=1 $(CTEST) --test-dir $(TSAN_BUILD) --output-on-failure -j $(JOBS)
 
 # Each target fuzzes a scratch copy of its corpus (new inputs stay in build-fuzz/, never in
 # the repository); crash reproducers land in build-fuzz/artifacts/. All targets run, then the

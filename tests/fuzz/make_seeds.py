@@ -389,7 +389,10 @@ def net_seeds():
         return out
 
     v = f32x4()
-    push = lambda name: control("push", name, len(v), message="ok-count") + v
+
+    def push(name):
+        return control("push", name, len(v), message="ok-count") + v
+
     a, b = push("a"), push("b")
     write(
         "net",
@@ -404,7 +407,10 @@ def net_seeds():
             (1, control("get", "missing")),
         ),
     )
-    fd = lambda kind, extra=False: 4 | (kind << 3) | (32 if extra else 0)
+
+    def fd(kind, extra=False):
+        return 4 | (kind << 3) | (32 if extra else 0)
+
     write(
         "net",
         "script-push-fd-short",
