@@ -89,7 +89,6 @@ unset CCACHE_NOHASHDIR
 launcher=()
 if command -v ccache >/dev/null; then
     launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
-    export CC="ccache cc" CXX="ccache c++"  # the cc crate (libtenso-sys) takes the wrapper
 fi
 prefix_map="-ffile-prefix-map=$work=/usr/src/build -ffile-prefix-map=$src=/usr/src/$name"
 # The CUDA wheels, if they are fetched (CUDA=ON), go where the development tree keeps them.
@@ -196,6 +195,9 @@ vendor nlohmann/json.hpp nlohmann nlohmann-json3-dev
 log "crates: cargo package (builds both from the packaged sources), cargo publish --dry-run"
 (
     cd "$rust"
+    # The cc crate (libtenso-sys's bundled build) takes the wrapper as its compiler. Only here:
+    # CMake would take CXX="ccache c++" as the CUDA host compiler, which nvcc cannot run.
+    if ((${#launcher[@]})); then export CC="ccache cc" CXX="ccache c++"; fi
     if [[ "${TENSO_DIST_VERIFY:-1}" == 0 ]]; then
         cargo package --workspace --exclude systest --locked --no-verify
     else

@@ -96,6 +96,26 @@ def heavy_file(heavy, tmp_path_factory):
     return str(path)
 
 
+def within_stall_budget(packet, attempt):
+    """Runs `attempt()` (the slowest small call while a heavy one is served, in s) against
+    stall_budget, once more if the first run is over it: on 2 loaded cores a decode running off
+    the loop, on every core, can still starve a small call once in a while; a decode on the loop
+    stalls it every time. Returns (slowest, budget) of the last run."""
+    for _ in range(2):
+        budget_s = stall_budget(packet)
+        worst = attempt()
+        if worst < budget_s:
+            return worst, budget_s
+    load = os.getloadavg()[0]
+    if load > (os.cpu_count() or 1):
+        # More runnable work than cores: a small call waits for a core, not for the decode, and
+        # the two cannot be told apart (seen: 1.2 s against 0.5 s at load 6.7 on 2 cores). The
+        # memory budgets above were checked; the latency is only checked on a machine with a
+        # core to spare.
+        pytest.skip(f"load average {load:.1f} on {os.cpu_count()} cores: the stall budget cannot be checked")
+    return worst, budget_s
+
+
 def stall_budget(packet):
     """Three quarters of what decoding `packet` takes here, now (the machine may be loaded), at
     least 250 ms: a decode on the event loop stalls it for all of that time and more (half was
@@ -201,20 +221,22 @@ def test_http_lz4_bomb_refused_before_inflating(http_server, bomb):
 
 def test_http_heavy_body_decoded_once_off_the_loop(http_server, heavy, heavy_file):
     packet, want = heavy
-    budget_s = stall_budget(packet)
     url = f"http://127.0.0.1:{http_server.port}"
-    with httpx.Client() as pings:
-        base = http_server.reset_peak()
-        with Pinger(lambda: pings.get(url + "/ping", timeout=60).raise_for_status()) as p:
-            got = send_from_child("http", http_server, heavy_file)
-        grew = http_server.status("VmHWM") - base
-    assert got == want + [1]  # and the handler's array was writeable
-    budget = len(packet) + (1 << 30) + 96 * MIB
-    assert grew <= budget, f"peak RSS grew by {grew / MIB:.0f} MiB, budget {budget / MIB:.0f} MiB"
-    assert p.count >= 2
-    assert p.worst < budget_s, (
-        f"/ping took {p.worst * 1000:.0f} ms during the request (budget {budget_s * 1000:.0f} ms)"
-    )
+
+    def attempt():
+        with httpx.Client() as pings:
+            base = http_server.reset_peak()
+            with Pinger(lambda: pings.get(url + "/ping", timeout=60).raise_for_status()) as p:
+                got = send_from_child("http", http_server, heavy_file)
+            grew = http_server.status("VmHWM") - base
+        assert got == want + [1]  # and the handler's array was writeable
+        budget = len(packet) + (1 << 30) + 96 * MIB
+        assert grew <= budget, f"peak RSS grew by {grew / MIB:.0f} MiB, budget {budget / MIB:.0f} MiB"
+        assert p.count >= 2
+        return p.worst
+
+    worst, budget_s = within_stall_budget(packet, attempt)
+    assert worst < budget_s, f"/ping took {worst * 1000:.0f} ms during the request (budget {budget_s * 1000:.0f} ms)"
 
 
 def _stub(server):
@@ -245,18 +267,22 @@ def test_grpc_lz4_bomb_refused_before_inflating(grpc_server, bomb):
 
 def test_grpc_heavy_message_does_not_stall_others(grpc_server, heavy, heavy_file):
     packet, want = heavy
-    budget_s = stall_budget(packet)
     channel, stub = _stub(grpc_server)
     small = tenso_msg_pb2.PredictRequest(tensor_packet=bytes(tenso.dumps(np.ones(4, np.uint8))))
-    with channel:
+
+    def attempt():
         base = grpc_server.reset_peak()
         with Pinger(lambda: stub.Predict(small, timeout=60)) as p:
             got = send_from_child("grpc", grpc_server, heavy_file)
         grew = grpc_server.status("VmHWM") - base
-    assert got[:2] == want
-    budget = 4 * len(packet) + (1 << 30) + 96 * MIB
-    assert grew <= budget, f"peak RSS grew by {grew / MIB:.0f} MiB, budget {budget / MIB:.0f} MiB"
-    assert p.count >= 2
-    assert p.worst < budget_s, (
-        f"a small Predict took {p.worst * 1000:.0f} ms during the request (budget {budget_s * 1000:.0f} ms)"
+        assert got[:2] == want
+        budget = 4 * len(packet) + (1 << 30) + 96 * MIB
+        assert grew <= budget, f"peak RSS grew by {grew / MIB:.0f} MiB, budget {budget / MIB:.0f} MiB"
+        assert p.count >= 2
+        return p.worst
+
+    with channel:
+        worst, budget_s = within_stall_budget(packet, attempt)
+    assert worst < budget_s, (
+        f"a small Predict took {worst * 1000:.0f} ms during the request (budget {budget_s * 1000:.0f} ms)"
     )
