@@ -313,10 +313,7 @@ class TensorNode:
             finally:
                 with self._lock:
                     self._waiters.discard(waiter)
-                if not self._shut:
-                    loop.remove_reader(fd)
-                else:
-                    _forget_reader(loop, fd)
+                _forget_reader(loop, fd)  # the node may have been shut down meanwhile
 
     async def receive_tensor(self, timeout: Optional[float] = -1.0) -> Optional[Tuple[str, Any]]:
         """Coroutine form of :meth:`receive_tensor_sync`."""
