@@ -46,6 +46,11 @@ skip CapiGpuTest::ipcInForkedChild \
     "a child forked from a multi-threaded process starts threads; qemu-user 7.2 aborts there (TCG assertion cpu == current_cpu)"
 skip CapiNetTest::testTlsRecordsUnderBackpressure \
     "pushes 64 MiB through TLS against a 20 s deadline; under qemu-user every AES and GHASH instruction is emulated, far too slowly for it"
+for t in CapiGpuHostileTest::readFdHeaderClaimHoldsNothing CapiGpuHostileTest::readFdAllocatesAsBytesArrive; do
+    skip "$t" "waits until the reader thread sleeps in read(2), seen in /proc/self/task/<tid>/syscall; under qemu-user that file shows the host's (x86-64) system call numbers, never aarch64's SYS_read"
+done
+skip CapiNetHostileTest::testPassedDescriptorsBounded \
+    "counts the descriptors a node holds after peers pass more than fit its control buffer; the kernel closes what a truncated SCM_RIGHTS message drops, but qemu-user receives into a larger host buffer and does not close the descriptors it cannot hand on (127 held for 40 peers here, against 80 natively): qemu's count, not ours"
 if [[ ! -e /proc/sys/fs/binfmt_misc/qemu-aarch64 ]]; then
     for t in CapiGpuTest::stagingFailsHalfway CapiGpuTest::cudaBackendUnavailable; do
         skip "$t" "re-executes the test program (posix_spawn of /proc/self/exe): starting an aarch64 program from inside the emulator needs qemu registered in binfmt_misc, which this machine lacks"
