@@ -85,7 +85,10 @@ log "Rust: ours against upstream's pure-Rust crate (cargo bench vs_upstream)"
 ) < <(:) >"$out/rust.txt"
 
 load_after="$(loadavg)"
-if over "$load_after"; then
+# The run itself keeps a core busy for minutes, which alone lifts the 1-minute average to about
+# 1: afterwards, only more than that says other work came in.
+over_after() { awk -v l="$1" -v m="$max_load" 'BEGIN { exit !(l > m + 1) }'; }
+if over_after "$load_after"; then
     log "WARNING: the load average rose to $load_after during the run: the figures are marked as not quiet"
 fi
 cpu="$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n1)"
