@@ -8,8 +8,9 @@ so that its peak memory (VmHWM, reset before each request) is measured alone:
   no second copy, off the event loop: peak RSS grows by at most the body (four times for gRPC,
   whose receive buffer, serialized message and protobuf field hold copies of it) + the decoded 1 GiB + 96 MiB, the
   arrays are writeable (HTTP), and an unrelated request sent meanwhile (GET /ping, a small
-  Predict) never waits as long as half the decode takes (measured here first, at least 250 ms):
-  decoding on the event loop stalls it for the whole decode. The large request is sent by a
+  Predict) is served while the decode runs (the server logs both, on one clock): a decode that
+  blocks the server serves nothing until it ends. Latency is not asserted; it depends on the
+  machine's load (benchmarks measure it). The large request is sent by a
   child process, so the client's own GIL does not delay the pings."""
 
 import json
@@ -32,15 +33,19 @@ from tenso.grpc import tenso_msg_pb2, tenso_msg_pb2_grpc  # noqa: E402
 HERE = Path(__file__).resolve().parent
 OCTET = {"content-type": "application/octet-stream"}
 MIB = 1 << 20
-STALL_BUDGET_S = 0.25
 
 
 class Server:
     """web_hostile_server.py MODE in a child process; its port and its memory."""
 
-    def __init__(self, mode):
+    def __init__(self, mode, events):
+        self.events = events
+        events.write_text("")
         self.proc = subprocess.Popen(
-            [sys.executable, str(HERE / "web_hostile_server.py"), mode], stdout=subprocess.PIPE, text=True, cwd=HERE
+            [sys.executable, str(HERE / "web_hostile_server.py"), mode, str(events)],
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=HERE,
         )
         line = self.proc.stdout.readline()
         if not line:
@@ -53,6 +58,15 @@ class Server:
                 if line.startswith(key + ":"):
                     return int(line.split()[1]) * 1024
         raise KeyError(key)
+
+    def served_while_decoding(self, since):
+        """The calls served while a decode ran, the decodes' total time (s) and their count, of
+        the events logged after `since` (time.monotonic())."""
+        events = [json.loads(line) for line in self.events.read_text().splitlines()]
+        pings = [e[1] for e in events if e[0] == "ping" and e[1] >= since]
+        decodes = [(e[1], e[2]) for e in events if e[0] == "decode" and e[1] >= since]
+        served = sum(1 for t in pings if any(start < t < end for start, end in decodes))
+        return served, sum(end - start for start, end in decodes), len(decodes)
 
     def reset_peak(self):
         """VmHWM back to the current RSS (Linux's clear_refs 5); returns that RSS."""
@@ -69,14 +83,14 @@ class Server:
 
 
 @pytest.fixture(scope="module")
-def http_server():
-    with Server("http") as s:
+def http_server(tmp_path_factory):
+    with Server("http", tmp_path_factory.mktemp("http") / "events") as s:
         yield s
 
 
 @pytest.fixture(scope="module")
-def grpc_server():
-    with Server("grpc") as s:
+def grpc_server(tmp_path_factory):
+    with Server("grpc", tmp_path_factory.mktemp("grpc") / "events") as s:
         yield s
 
 
@@ -96,33 +110,23 @@ def heavy_file(heavy, tmp_path_factory):
     return str(path)
 
 
-def within_stall_budget(packet, attempt):
-    """Runs `attempt()` (the slowest small call while a heavy one is served, in s) against
-    stall_budget, once more if the first run is over it: on 2 loaded cores a decode running off
-    the loop, on every core, can still starve a small call once in a while; a decode on the loop
-    stalls it every time. Returns (slowest, budget) of the last run."""
+def served_during_decode(server, attempt):
+    """Runs `attempt()` (the heavy request with small calls every 10 ms on a thread) and asserts
+    that a small call was served while the heavy packet was being decoded. Runs it once more if
+    none was: on 2 loaded cores a decode running off the loop, on every core, can still starve
+    the small calls for a while; a decode that blocks the server starves them every time."""
     for _ in range(2):
-        budget_s = stall_budget(packet)
-        worst = attempt()
-        if worst < budget_s:
-            return worst, budget_s
-    load = os.getloadavg()[0]
-    if load > (os.cpu_count() or 1):
-        # More runnable work than cores: a small call waits for a core, not for the decode, and
-        # the two cannot be told apart (seen: 1.2 s against 0.5 s at load 6.7 on 2 cores). The
-        # memory budgets above were checked; the latency is only checked on a machine with a
-        # core to spare.
-        pytest.skip(f"load average {load:.1f} on {os.cpu_count()} cores: the stall budget cannot be checked")
-    return worst, budget_s
-
-
-def stall_budget(packet):
-    """Three quarters of what decoding `packet` takes here, now (the machine may be loaded), at
-    least 250 ms: a decode on the event loop stalls it for all of that time and more (half was
-    exceeded at load 6 by a decode that ran off the loop: 299 ms against 285)."""
-    start = time.monotonic()
-    tenso.loads(packet)
-    return max(STALL_BUDGET_S, (time.monotonic() - start) * 0.75)
+        since = time.monotonic()
+        attempt()
+        served, decoding, steps = server.served_while_decoding(since)
+        # 1 GiB cannot be inflated in under 50 ms here: a shorter total means the decode was not seen.
+        assert decoding > 0.05, f"{steps} decode steps took {decoding * 1000:.0f} ms in all"
+        if served:
+            return
+    pytest.fail(
+        f"no small call was served while the heavy packet was decoded ({steps} steps, "
+        f"{decoding * 1000:.0f} ms): the decode blocks the server"
+    )
 
 
 # Sends the packet in argv[3] to the server (argv[1]: http or grpc, argv[2]: port); prints what
@@ -176,20 +180,17 @@ def heavy():
 
 
 class Pinger:
-    """Calls `ping()` every 10 ms on a thread while the block runs; the slowest call, in s."""
+    """Calls `ping()` every 10 ms on a thread while the block runs, and counts the calls."""
 
     def __init__(self, ping):
         self.ping = ping
-        self.worst = 0.0
         self.count = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run)
 
     def _run(self):
         while not self._stop.is_set():
-            start = time.monotonic()
             self.ping()
-            self.worst = max(self.worst, time.monotonic() - start)
             self.count += 1
             self._stop.wait(0.01)
 
@@ -233,10 +234,8 @@ def test_http_heavy_body_decoded_once_off_the_loop(http_server, heavy, heavy_fil
         budget = len(packet) + (1 << 30) + 96 * MIB
         assert grew <= budget, f"peak RSS grew by {grew / MIB:.0f} MiB, budget {budget / MIB:.0f} MiB"
         assert p.count >= 2
-        return p.worst
 
-    worst, budget_s = within_stall_budget(packet, attempt)
-    assert worst < budget_s, f"/ping took {worst * 1000:.0f} ms during the request (budget {budget_s * 1000:.0f} ms)"
+    served_during_decode(http_server, attempt)
 
 
 def _stub(server):
@@ -279,10 +278,6 @@ def test_grpc_heavy_message_does_not_stall_others(grpc_server, heavy, heavy_file
         budget = 4 * len(packet) + (1 << 30) + 96 * MIB
         assert grew <= budget, f"peak RSS grew by {grew / MIB:.0f} MiB, budget {budget / MIB:.0f} MiB"
         assert p.count >= 2
-        return p.worst
 
     with channel:
-        worst, budget_s = within_stall_budget(packet, attempt)
-    assert worst < budget_s, (
-        f"a small Predict took {worst * 1000:.0f} ms during the request (budget {budget_s * 1000:.0f} ms)"
-    )
+        served_during_decode(grpc_server, attempt)
