@@ -313,7 +313,10 @@ class TensorNode:
             finally:
                 with self._lock:
                     self._waiters.discard(waiter)
-                _forget_reader(loop, fd)  # the node may have been shut down meanwhile
+                if not self._shut:
+                    loop.remove_reader(fd)
+                else:
+                    _forget_reader(loop, fd)
 
     async def receive_tensor(self, timeout: Optional[float] = -1.0) -> Optional[Tuple[str, Any]]:
         """Coroutine form of :meth:`receive_tensor_sync`."""
