@@ -90,8 +90,7 @@ void Node::Impl::stop() {
     }
     reaper.reset();
     for (Listener &l : listeners) {
-        l.sd.reset();  // closes the listening socket: the descriptor owns l.fd
-        l.fd = -1;
+        l.sd.reset();
         if (l.addr.scheme == Address::kUnix) ::unlink(l.addr.path.c_str());
     }
     stop_streams();
@@ -129,6 +128,8 @@ Node::~Node() {
     }
     if (impl_->stop_fd >= 0) ::close(impl_->stop_fd);
     if (impl_->recv_fd >= 0) ::close(impl_->recv_fd);
+    for (Listener &l : impl_->listeners)
+        if (l.fd >= 0) ::close(l.fd);
 }
 
 void Node::shutdown() { impl_->stop(); }

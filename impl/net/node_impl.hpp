@@ -107,7 +107,7 @@ struct Outbound {
 // A listening socket, accepted from on the event loop.
 struct Listener {
     Address addr;
-    int fd = -1;  // the listening socket, owned (and closed) by sd
+    int fd = -1;
     std::unique_ptr<asio::posix::stream_descriptor> sd;
     std::unique_ptr<asio::steady_timer> pause;  // accepting again after running out of descriptors
     std::string printable;

@@ -67,7 +67,7 @@ step "Rust (rustdoc -D warnings)"
     export CARGO_TARGET_DIR="$repo/build-lint/cargo"
     # The workspace (not -p tenso: upstream's crate, a dev-dependency of the bench, has that name too).
     # Every feature but `bundled` (its sources are added only when the crate is packaged).
-    RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --locked --quiet --workspace --exclude systest --no-default-features --features libtenso/ndarray
+    RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --locked --quiet --workspace --exclude systest --no-default-features --features libtenso/ndarray,libtenso/tokio
 )
 rm -rf "$out/rust"
 cp -r "$repo/build-lint/cargo/doc" "$out/rust"

@@ -88,7 +88,7 @@ for s in "${steps[@]}"; do
             export TENSO_NO_PKG_CONFIG=1 TENSO_LIB_DIR="$lint_build" TENSO_INCLUDE_DIR="$repo/capi/include"
             export CARGO_TARGET_DIR="$lint_build/cargo"
             # Every feature but `bundled` (its sources are added only when the crate is packaged).
-            cargo clippy --workspace --all-targets --no-default-features --features libtenso/ndarray --locked --quiet -- -D warnings
+            cargo clippy --workspace --all-targets --no-default-features --features libtenso/ndarray,libtenso/tokio --locked --quiet -- -D warnings
         )
         ;;
     go)
