@@ -14,6 +14,7 @@
 #include <netinet/tcp.h>
 #include <sys/resource.h>
 #include <arpa/inet.h>
+#include <poll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>

@@ -11,6 +11,11 @@ Nodes from Python (issue 16): tenso.net.TensorNode against a raw socket and agai
   same bytes over TCP loopback; the ratio is raw time / node time (>= 1: as fast as raw).
 - 1 KiB pull round trip (request_tensor_sync): median and p99.
 - tensor-iroh on the same tensors, when it can start a node on this machine (see ``iroh_note``).
+- issue 25: ``await send_tensor`` of 1 KiB, acknowledged, one at a time (the coroutine awaits
+  libtenso's completion queue on the running loop, no thread per call), against
+  ``send_tensor_sync`` and against the C call itself (``tenso_node_send`` in a loop through
+  ctypes, ~1 us of ctypes per call), over TLS and TCP; the receiver queues everything (no
+  drain while timed), in the same process.
 
 Rounds interleave the contenders (a noisy neighbour hits all alike); tables give medians.
 """
@@ -18,6 +23,8 @@ Rounds interleave the contenders (a noisy neighbour hits all alike); tables give
 from __future__ import annotations
 
 import argparse
+import asyncio
+import ctypes
 import json
 import os
 import platform
@@ -176,6 +183,139 @@ def iroh_bench(rounds: int, n_small: int) -> Dict[str, Any]:
         return {"note": f"tensor-iroh: {type(e).__name__}: {e}"}
 
 
+class _COptions(ctypes.Structure):
+    """tenso_node_options (tenso/net.h), for the C reference loop."""
+
+    _fields_ = [
+        ("version", ctypes.c_uint32),
+        ("flags", ctypes.c_uint32),
+        ("listen", ctypes.c_char_p),
+        ("cert_pem", ctypes.c_char_p),
+        ("key_pem", ctypes.c_char_p),
+        ("ca_pem", ctypes.c_char_p),
+        ("pinned_keys", ctypes.c_void_p),
+        ("pinned_key_count", ctypes.c_uint32),
+        ("threads", ctypes.c_uint32),
+        ("max_packet_bytes", ctypes.c_uint64),
+        ("max_name_bytes", ctypes.c_uint32),
+        ("max_queued", ctypes.c_uint32),
+        ("max_queued_bytes", ctypes.c_uint64),
+        ("max_connections", ctypes.c_uint32),
+        ("max_pool_per_peer", ctypes.c_uint32),
+        ("idle_timeout_ms", ctypes.c_uint64),
+        ("io_timeout_ms", ctypes.c_uint64),
+        ("fd_passing_min_bytes", ctypes.c_uint64),
+    ]
+
+
+class _CTensor(ctypes.Structure):
+    """tenso_tensor (tenso/tenso.h)."""
+
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("nbytes", ctypes.c_uint64),
+        ("shape", ctypes.POINTER(ctypes.c_uint64)),
+        ("ndim", ctypes.c_uint32),
+        ("dtype", ctypes.c_int32),
+    ]
+
+
+def _receiver(listen: str, plaintext: bool, n: int) -> TensorNode:
+    """A receiver that queues every push of a timed loop (nothing drains while it runs)."""
+    rx = TensorNode(listen, allow_plaintext=plaintext, max_queued=n + 16, max_queued_bytes=1 << 32)
+    rx.start_sync()
+    return rx
+
+
+def _drain(rx: TensorNode) -> None:
+    while rx.receive_tensor_sync(timeout=0) is not None:
+        pass
+
+
+def c_acked_seconds(listen: str, plaintext: bool, n: int) -> float:
+    """n x tenso_node_send (1 KiB, acknowledged) from a C node, called through ctypes."""
+    lib = ctypes.CDLL(tenso.library_path)
+    lib.tenso_node_send.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_char_p,
+        ctypes.c_char_p,
+        ctypes.c_size_t,
+        ctypes.c_void_p,
+        ctypes.c_uint64,
+        ctypes.c_void_p,
+    ]
+    lib.tenso_node_new.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(_COptions)]
+    lib.tenso_node_options_init.argtypes = [ctypes.POINTER(_COptions), ctypes.c_uint32]
+    lib.tenso_value_new_tensor.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(_CTensor)]
+    lib.tenso_node_free.argtypes = [ctypes.c_void_p]
+    lib.tenso_value_free.argtypes = [ctypes.c_void_p]
+    rx = _receiver(listen, plaintext, n)
+    o = _COptions()
+    lib.tenso_node_options_init(ctypes.byref(o), 1)
+    o.flags = 0x4 | (0x1 if plaintext else 0)  # NO_LISTEN (| ALLOW_PLAINTEXT)
+    tx = ctypes.c_void_p()
+    v = ctypes.c_void_p()
+    shape = (ctypes.c_uint64 * 1)(256)
+    t = _CTensor(KIB.ctypes.data, KIB.nbytes, shape, 1, 1)  # float32
+    try:
+        assert lib.tenso_node_new(ctypes.byref(tx), ctypes.byref(o)) == 0
+        assert lib.tenso_value_new_tensor(ctypes.byref(v), ctypes.byref(t)) == 0
+        addr = rx.get_node_addr_sync().encode()
+        send = lib.tenso_node_send
+        assert send(tx, addr, b"w", 1, v, 0, None) == 0  # the dial, outside the timing
+        start = time.perf_counter()
+        for _ in range(n):
+            if send(tx, addr, b"k", 1, v, 0, None) != 0:
+                raise RuntimeError("tenso_node_send failed")
+        return time.perf_counter() - start
+    finally:
+        lib.tenso_value_free(v)
+        lib.tenso_node_free(tx)
+        rx.close()
+
+
+def py_acked_seconds(listen: str, plaintext: bool, n: int, coroutine: bool) -> float:
+    """n x ``await send_tensor`` (or ``send_tensor_sync``) of 1 KiB, acknowledged, one at a time."""
+    rx = _receiver(listen, plaintext, n)
+    tx = TensorNode(listen_enabled=False, allow_plaintext=plaintext)
+    tx.start_sync()
+    addr = rx.get_node_addr_sync()
+    try:
+        if not coroutine:
+            tx.send_tensor_sync(addr, "w", KIB)
+            start = time.perf_counter()
+            for _ in range(n):
+                tx.send_tensor_sync(addr, "k", KIB)
+            return time.perf_counter() - start
+
+        async def run() -> float:
+            await tx.send_tensor(addr, "w", KIB)
+            start = time.perf_counter()
+            for _ in range(n):
+                await tx.send_tensor(addr, "k", KIB)
+            return time.perf_counter() - start
+
+        return asyncio.run(run())
+    finally:
+        tx.close()
+        rx.close()
+
+
+def acked_rates(n: int, rounds: int) -> Dict[str, Dict[str, float]]:
+    """Medians of interleaved rounds: acknowledged 1 KiB sends per second, C / sync / coroutine."""
+    out: Dict[str, Dict[str, float]] = {}
+    for scheme, listen, plaintext in (("tls", "tls://127.0.0.1:0", False), ("tcp", "tcp://127.0.0.1:0", True)):
+        s: Dict[str, List[float]] = {"c": [], "sync": [], "await": []}
+        for _ in range(rounds):
+            s["c"].append(n / c_acked_seconds(listen, plaintext, n))
+            s["sync"].append(n / py_acked_seconds(listen, plaintext, n, False))
+            s["await"].append(n / py_acked_seconds(listen, plaintext, n, True))
+        med = {k: statistics.median(v) for k, v in s.items()}
+        med["await_vs_c"] = med["await"] / med["c"]
+        out[scheme] = med
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
@@ -208,6 +348,8 @@ def main() -> None:
     res["push_64mib_s"] = med
     res["push_64mib_ratio_vs_raw"] = {k: med["raw"] / med[k] for k in ("tcp", "tls", "unix")}
     res["pull_1kib"] = pull_latency(2000 if args.quick else 10000)
+    res["acked_1kib_per_s"] = acked_rates(2000 if args.quick else 20000, rounds)
+    res["load_average"] = os.getloadavg()
     if not args.no_iroh:
         res["tensor_iroh"] = iroh_bench(rounds, min(n_small, 2000))
 
@@ -236,6 +378,13 @@ def main() -> None:
         f"| 1 KiB pull round trip (TLS) | median {res['pull_1kib']['median_us']:.0f} us, "
         f"p99 {res['pull_1kib']['p99_us']:.0f} us |"
     )
+    for k in ("tls", "tcp"):
+        a = res["acked_1kib_per_s"][k]
+        lines.append(
+            f"| 1 KiB acknowledged sends/s, one at a time, {k}: `await send_tensor` | {a['await']:,.0f} "
+            f"({a['await_vs_c']:.2f}x the C call's {a['c']:,.0f}; send_tensor_sync {a['sync']:,.0f}) |"
+        )
+    lines.append(f"| load average (1, 5, 15 min) at the end | {', '.join(f'{x:.1f}' for x in res['load_average'])} |")
     iroh = res.get("tensor_iroh", {})
     if "note" in iroh:
         lines.append(f"| tensor-iroh | {iroh['note']} |")

@@ -5,6 +5,7 @@
 
 #include "firewall.hpp"
 #include "format/decoder.hpp"
+#include "net/completion.hpp"
 #include "net/node.hpp"
 
 struct tenso_cancel {
@@ -17,11 +18,19 @@ struct tenso_node {
 struct tenso_node_message {
     std::unique_ptr<tenso::net::Message> m;
 };
+struct tenso_node_queue {
+    std::shared_ptr<tenso::net::Queue> q;
+};
+// tenso_node_op is never defined: a tenso_node_op* is a tenso::net::Operation*.
 
 using tenso::capi::release_view;
 using tenso::capi::set_error;
 
 namespace {
+
+tenso::net::Operation *O(tenso_node_op *op) { return reinterpret_cast<tenso::net::Operation *>(op); }
+const tenso::net::Operation *O(const tenso_node_op *op) { return reinterpret_cast<const tenso::net::Operation *>(op); }
+tenso_node_op *H(tenso::net::Operation *op) { return reinterpret_cast<tenso_node_op *>(op); }
 
 tenso::net::NodeOptions node_options(const tenso_node_options *o) {
     tenso::net::NodeOptions r;
@@ -300,7 +309,176 @@ tenso_status tenso_node_stats_get(tenso_node_stats *out, const tenso_node *n) {
     out->connections_opened = s.connections_opened;
     out->connections_reused = s.connections_reused;
     out->refused = s.refused;
+    out->tls_kernel = s.tls_kernel;
+    out->tls_user = s.tls_user;
     TENSO_API_END
+}
+
+// ---- completion-based calls ----------------------------------------------------------------
+
+tenso_status tenso_node_queue_new(tenso_node_queue **out, tenso_node *n, tenso_node_op_fn fn) {
+    CHECK_ARG(out);
+    *out = nullptr;
+    CHECK_ARG(n);
+    TENSO_API_BEGIN
+    tenso::net::Queue::Callback cb;
+    if (fn) cb = [fn](tenso::net::Operation *op) { fn(H(op), op->payload); };
+    std::unique_ptr<tenso_node_queue> q(new tenso_node_queue);
+    q->q = tenso::net::Queue::make(n->n.impl(), std::move(cb));
+    *out = q.release();
+    TENSO_API_END
+}
+
+int tenso_node_queue_fd(const tenso_node_queue *q) { return q ? q->q->fd() : -1; }
+
+tenso_status tenso_node_queue_reap(tenso_node_op **ops, size_t cap, size_t *count_out, tenso_node_queue *q,
+                                   uint64_t timeout_ms) {
+    CHECK_ARG(count_out);
+    *count_out = 0;
+    CHECK_ARG(q);
+    CHECK_ARG(ops || !cap);
+    if (q->q->callback_mode())
+        return set_error(TENSO_E_INVALID_ARGUMENT, "a callback-mode queue is reaped by its own thread");
+    TENSO_API_BEGIN
+    tenso::net::Operation *chunk[64];
+    size_t total = 0;
+    do {
+        const size_t want = std::min<size_t>(64, cap - total);
+        const size_t k = q->q->reap(chunk, want, total ? 0 : timeout_ms);
+        for (size_t i = 0; i < k; ++i) ops[total + i] = H(chunk[i]);
+        total += k;
+        *count_out = total;
+        if (k < want) break;
+    } while (total < cap);
+    TENSO_API_END
+}
+
+void tenso_node_queue_free(tenso_node_queue *q) {
+    if (!q) return;
+    q->q->close();
+    delete q;
+}
+
+}  // extern "C"
+
+namespace {
+using tenso::net::Operation;
+// tenso_node_send_start and tenso_node_post_start: the same arguments.
+template <class Make>
+tenso_status start_push(tenso_node_op **out, tenso_node_queue *q, const char *addr, const char *name, size_t name_len,
+                        const tenso_value *v, uint64_t timeout_ms, void *payload, Make make) {
+    CHECK_ARG(out);
+    *out = nullptr;
+    CHECK_ARG(q);
+    CHECK_ARG(addr);
+    CHECK_ARG(name);
+    CHECK_ARG(v);
+    TENSO_API_BEGIN
+    tenso::net::Queue &qu = *q->q;
+    // Borrowed until the operation completes (net.h).
+    *out = H(qu.launch([&] { return make(qu.node(), addr, std::string(name, name_len), v->v, timeout_ms, payload); }));
+    TENSO_API_END
+}
+}  // namespace
+
+extern "C" {
+
+tenso_status tenso_node_send_start(tenso_node_op **out, tenso_node_queue *q, const char *addr, const char *name,
+                                   size_t name_len, const tenso_value *v, uint64_t timeout_ms, void *payload) {
+    return start_push(out, q, addr, name, name_len, v, timeout_ms, payload, tenso::net::make_send);
+}
+
+tenso_status tenso_node_post_start(tenso_node_op **out, tenso_node_queue *q, const char *addr, const char *name,
+                                   size_t name_len, const tenso_value *v, uint64_t timeout_ms, void *payload) {
+    return start_push(out, q, addr, name, name_len, v, timeout_ms, payload, tenso::net::make_post);
+}
+
+tenso_status tenso_node_flush_start(tenso_node_op **out, tenso_node_queue *q, const char *addr, uint64_t timeout_ms,
+                                    void *payload) {
+    CHECK_ARG(out);
+    *out = nullptr;
+    CHECK_ARG(q);
+    CHECK_ARG(addr);
+    TENSO_API_BEGIN
+    tenso::net::Queue &qu = *q->q;
+    *out = H(qu.launch([&] { return tenso::net::make_flush(qu.node(), addr, timeout_ms, payload); }));
+    TENSO_API_END
+}
+
+tenso_status tenso_node_request_start(tenso_node_op **out, tenso_node_queue *q, const char *addr, const char *name,
+                                      size_t name_len, uint64_t timeout_ms, void *payload) {
+    CHECK_ARG(out);
+    *out = nullptr;
+    CHECK_ARG(q);
+    CHECK_ARG(addr);
+    CHECK_ARG(name);
+    TENSO_API_BEGIN
+    tenso::net::Queue &qu = *q->q;
+    *out = H(qu.launch(
+        [&] { return tenso::net::make_request(qu.node(), addr, std::string(name, name_len), timeout_ms, payload); }));
+    TENSO_API_END
+}
+
+tenso_status tenso_node_receive_start(tenso_node_op **out, tenso_node_queue *q, uint64_t timeout_ms, void *payload) {
+    CHECK_ARG(out);
+    *out = nullptr;
+    CHECK_ARG(q);
+    TENSO_API_BEGIN
+    tenso::net::Queue &qu = *q->q;
+    *out = H(qu.launch([&] { return tenso::net::make_receive(qu.node(), timeout_ms, payload); }));
+    TENSO_API_END
+}
+
+int tenso_node_op_done(const tenso_node_op *op) { return op && O(op)->done.load(std::memory_order_acquire) ? 1 : 0; }
+
+tenso_status tenso_node_op_result(const tenso_node_op *op) {
+    CHECK_ARG(op);
+    const Operation *o = O(op);
+    if (!o->done.load(std::memory_order_acquire))
+        return set_error(TENSO_E_INVALID_ARGUMENT, "the operation has not completed");
+    if (o->status != TENSO_OK) return set_error(o->status, o->message.c_str());
+    tenso::capi::clear_error();
+    return TENSO_OK;
+}
+
+void *tenso_node_op_payload(const tenso_node_op *op) { return op ? O(op)->payload : nullptr; }
+
+tenso_status tenso_node_op_take_view(tenso_view **out, tenso_node_op *op) {
+    CHECK_ARG(out);
+    *out = nullptr;
+    CHECK_ARG(op);
+    Operation *o = O(op);
+    if (!o->done.load(std::memory_order_acquire) || o->kind != Operation::kRequest || !o->view)
+        return set_error(TENSO_E_INVALID_ARGUMENT,
+                         "no value to take: not a completed request that succeeded, or taken");
+    *out = release_view(std::move(o->view));
+    return TENSO_OK;
+}
+
+tenso_status tenso_node_op_take_message(tenso_node_message **out, tenso_node_op *op) {
+    CHECK_ARG(out);
+    *out = nullptr;
+    CHECK_ARG(op);
+    Operation *o = O(op);
+    if (!o->done.load(std::memory_order_acquire) || o->kind != Operation::kReceive || !o->msg)
+        return set_error(TENSO_E_INVALID_ARGUMENT,
+                         "no message to take: not a completed receive that succeeded, or taken");
+    TENSO_API_BEGIN
+    std::unique_ptr<tenso_node_message> m(new tenso_node_message);
+    m->m = std::move(o->msg);
+    *out = m.release();
+    TENSO_API_END
+}
+
+void tenso_node_op_cancel(tenso_node_op *op) {
+    if (op && !O(op)->done.load(std::memory_order_acquire)) O(op)->queue()->cancel(O(op));
+}
+
+void tenso_node_op_free(tenso_node_op *op) {
+    if (!op) return;
+    Operation *o = O(op);
+    o->queue()->forget(o);
+    delete o;
 }
 
 }  // extern "C"

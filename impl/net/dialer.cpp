@@ -27,6 +27,17 @@ Outbound::Outbound(Node::Impl &n) : ctl(decoder_config(n.clim)), val(decoder_con
 }
 
 std::unique_ptr<Outbound> Node::Impl::dial(const Address &a, const Waker &w, const Deadline &d) {
+    std::unique_ptr<Outbound> c = dial_start(a, w, d);
+    for (;;) {
+        const Io r = dial_step(*c);
+        if (r == Io::kDone) return c;
+        w.wait(c->sock.fd, r == Io::kWantRead ? POLLIN : POLLOUT, d);
+    }
+}
+
+// The socket made and its connect begun (a name is resolved on a helper thread, waited for
+// until d or a stop: see resolve).
+std::unique_ptr<Outbound> Node::Impl::dial_start(const Address &a, const Waker &w, const Deadline &d) {
     if (a.scheme != Address::kTls && !opts.plaintext)
         fail(TENSO_E_INVALID_ARGUMENT, "plaintext peer " + a.key() + " without TENSO_NODE_ALLOW_PLAINTEXT");
     std::unique_ptr<Outbound> c(new Outbound(*this));
@@ -35,13 +46,13 @@ std::unique_ptr<Outbound> Node::Impl::dial(const Address &a, const Waker &w, con
         const int fd = ::socket(family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (fd < 0) sys_fail(TENSO_E_IO, "socket");
         c->sock.fd = fd;
+        if (family != AF_UNIX) {
+            const int one = 1;
+            setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+        }
         if (::connect(fd, sa, sl) != 0) {
             if (errno != EINPROGRESS && errno != EAGAIN) sys_fail(TENSO_E_CONNECTION, "connect to " + a.key());
-            w.wait(fd, POLLOUT, d);
-            int err = 0;
-            socklen_t el = sizeof err;
-            getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el);
-            if (err) sys_fail(TENSO_E_CONNECTION, "connect to " + a.key(), err);
+            c->dialing = Outbound::kConnecting;
         }
     };
     if (a.scheme == Address::kUnix) {
@@ -54,32 +65,57 @@ std::unique_ptr<Outbound> Node::Impl::dial(const Address &a, const Waker &w, con
     } else {
         const Resolved res = resolve(a.host, a.port, w, d);
         connect_one(res->ai_family, res->ai_addr, res->ai_addrlen);
-        const int one = 1;
-        setsockopt(c->sock.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        if (a.scheme == Address::kTls) {
-            c->sock.ssl = new_ssl(tls->client(), c->sock.fd);
-            SSL_set_connect_state(c->sock.ssl);
-            pin_peer(c->sock.ssl, &a.fingerprint);
-            for (;;) {
-                const int h = SSL_do_handshake(c->sock.ssl);
-                if (h == 1) break;
-                const int err = SSL_get_error(c->sock.ssl, h);
-                if (err == SSL_ERROR_WANT_READ) w.wait(c->sock.fd, POLLIN, d);
-                else if (err == SSL_ERROR_WANT_WRITE) w.wait(c->sock.fd, POLLOUT, d);
-                else if (SSL_get_verify_result(c->sock.ssl) == X509_V_ERR_APPLICATION_VERIFICATION) {
-                    ERR_clear_error();
-                    fail(TENSO_E_AUTH, "the peer's key is not the one in its address " + a.key() +
-                                           " (refused during the handshake, before this node showed its certificate)");
-                } else {
-                    c->sock.ssl_fail(err, "TLS handshake");
-                }
-            }
-            pin_peer(c->sock.ssl, nullptr);
-            c->sock.peer = tls->check_peer(c->sock.ssl, a.fingerprint, false);
-        }
     }
-    opened.fetch_add(1);
     return c;
+}
+
+// Connects, then (TLS) shakes hands, without waiting: kDone once the connection is ready.
+Io Node::Impl::dial_step(Outbound &o) {
+    const Address &a = o.addr;
+    if (o.dialing == Outbound::kConnecting) {
+        pollfd pf{o.sock.fd, POLLOUT, 0};
+        if (::poll(&pf, 1, 0) == 0) return Io::kWantWrite;
+        int err = 0;
+        socklen_t el = sizeof err;
+        getsockopt(o.sock.fd, SOL_SOCKET, SO_ERROR, &err, &el);
+        if (err) sys_fail(TENSO_E_CONNECTION, "connect to " + a.key(), err);
+        o.dialing = Outbound::kConnected;
+    }
+    if (o.dialing == Outbound::kConnected && a.scheme == Address::kTls) {
+        o.sock.ssl = new_ssl(tls->client(), o.sock.fd, &o.sock.kernel_bio);
+        SSL_set_connect_state(o.sock.ssl);
+        pin_peer(o.sock.ssl, &a.fingerprint);  // a key other than the address's fails the handshake
+        o.dialing = Outbound::kHandshake;
+    }
+    if (o.dialing == Outbound::kHandshake) {
+        const int h = o.sock.handshake();
+        if (h != 1) {
+            const int err = SSL_get_error(o.sock.ssl, h);
+            if (err == SSL_ERROR_WANT_READ) return Io::kWantRead;
+            if (err == SSL_ERROR_WANT_WRITE) return Io::kWantWrite;
+            if (SSL_get_verify_result(o.sock.ssl) == X509_V_ERR_APPLICATION_VERIFICATION) {
+                ERR_clear_error();
+                fail(TENSO_E_AUTH, "the peer's key is not the one in its address " + a.key() +
+                                       " (refused during the handshake, before this node showed its certificate)");
+            }
+            o.sock.ssl_fail(err, "TLS handshake");
+        }
+        pin_peer(o.sock.ssl, nullptr);
+        o.sock.peer = tls->check_peer(o.sock.ssl, a.fingerprint, false);
+        (o.sock.start_kernel_tls() ? tls_kernel : tls_user).fetch_add(1);
+    }
+    if (o.dialing != Outbound::kReady) {
+        o.dialing = Outbound::kReady;
+        opened.fetch_add(1);
+    }
+    return Io::kDone;
+}
+
+std::string push_ack_timeout(const Outbound &c, uint64_t ms) {
+    return "timed out after " + std::to_string(ms) + " ms waiting for " + c.addr.key() +
+           " to acknowledge the push: it has all of it, but its receive queue is full (its "
+           "max_queued / max_queued_bytes) and nothing receives from it; the timeout is "
+           "the call's, else this node's io_timeout_ms";
 }
 
 Control Node::Impl::call(Outbound &c, Outgoing &out, bool get, const Waker &w, const Deadline &d) {
@@ -88,58 +124,74 @@ Control Node::Impl::call(Outbound &c, Outgoing &out, bool get, const Waker &w, c
     // dial) is honoured before anything is handed over: over unix:// the first write passes
     // the whole value as a descriptor.
     w.check();
-    try {
-        for (;;) {
-            const Io r = out.pump(c.sock);
-            if (r == Io::kDone) break;
-            w.wait(c.sock.fd, r == Io::kWantRead ? POLLIN : POLLOUT, d);
-        }
-    } catch (const Error &e) {
-        // A peer that refused us closes after its answer: when writing fails, the answer
-        // (an error frame) may be waiting to be read, and says more than the broken pipe.
-        if (e.status() != TENSO_E_CONNECTION) throw;
-        std::unique_ptr<View> v;
-        try {
-            if (c.reader.frame(c.sock, c.ctl, &v) == Io::kDone) {
-                const Control reply = parse_control(*v, opts.max_name_bytes);
-                if (reply.op == Op::kError) fail(reply.status, "the peer refused: " + reply.message);
-            }
-        } catch (const Error &answer) {
-            if (answer.status() != TENSO_E_CONNECTION) throw;
-        }
-        throw;
-    }
     for (;;) {
-        std::unique_ptr<View> v;
-        const Io r = c.reader.frame(c.sock, c.ctl, &v);
-        if (r == Io::kDone) {
-            Control reply = parse_control(*v, opts.max_name_bytes);
-            if (reply.op == Op::kError) fail(reply.status, "the peer refused: " + reply.message);
-            // Only the answer the request expects: anything else is a peer out of step (the
-            // caller drops the connection). One request is outstanding: an `ok` for more is too.
-            const bool expected =
-                get ? (reply.op == Op::kValue || reply.op == Op::kValueFd) : (reply.op == Op::kOk && reply.length <= 1);
-            if (reply.op == Op::kOk && reply.length > 1)
-                fail(TENSO_E_MALFORMED, "the peer acknowledged more pushes than were sent");
-            if (!expected)
-                fail(TENSO_E_MALFORMED, std::string("the peer answered a ") + (get ? "get" : "push") + " out of step");
-            return reply;
+        Control reply;
+        const Io r = call_step(c, out, get, &reply);
+        if (r == Io::kDone) return reply;
+        if (!out.done() || get) {
+            w.wait(c.sock.fd, r == Io::kWantWrite ? POLLOUT : POLLIN, d);
+            continue;
         }
-        if (r == Io::kEof) fail(TENSO_E_CONNECTION, "the peer closed the connection");
+        // The push is written whole: the peer holds it and has not queued it.
         try {
             w.wait(c.sock.fd, r == Io::kWantWrite ? POLLOUT : POLLIN, d);
         } catch (const Error &e) {
-            if (e.status() != TENSO_E_TIMEOUT || get) throw;
-            // The push is written whole: the peer holds it and has not queued it.
-            fail(TENSO_E_TIMEOUT, "timed out after " + std::to_string(d.ms) + " ms waiting for " + c.addr.key() +
-                                      " to acknowledge the push: it has all of it, but its receive queue is full (its "
-                                      "max_queued / max_queued_bytes) and nothing receives from it; the timeout is "
-                                      "the call's, else this node's io_timeout_ms");
+            if (e.status() != TENSO_E_TIMEOUT) throw;
+            fail(TENSO_E_TIMEOUT, push_ack_timeout(c, d.ms));
         }
     }
 }
 
+Io Node::Impl::call_step(Outbound &c, Outgoing &out, bool get, Control *reply_out, bool read_at_once) {
+    if (!out.done()) try {
+            const Io r = out.pump(c.sock);
+            if (r != Io::kDone) return r;
+            if (!read_at_once) return Io::kWantRead;
+        } catch (const Error &e) {
+            // A peer that refused us closes after its answer: when writing fails, the answer
+            // (an error frame) may be waiting to be read, and says more than the broken pipe.
+            if (e.status() != TENSO_E_CONNECTION) throw;
+            std::unique_ptr<View> v;
+            try {
+                if (c.reader.frame(c.sock, c.ctl, &v) == Io::kDone) {
+                    const Control reply = parse_control(*v, opts.max_name_bytes);
+                    if (reply.op == Op::kError) fail(reply.status, "the peer refused: " + reply.message);
+                }
+            } catch (const Error &answer) {
+                if (answer.status() != TENSO_E_CONNECTION) throw;
+            }
+            throw;
+        }
+    std::unique_ptr<View> v;
+    const Io r = c.reader.frame(c.sock, c.ctl, &v);
+    if (r == Io::kDone) {
+        Control reply = parse_control(*v, opts.max_name_bytes);
+        if (reply.op == Op::kError) fail(reply.status, "the peer refused: " + reply.message);
+        // Only the answer the request expects: anything else is a peer out of step (the
+        // caller drops the connection). One request is outstanding: an `ok` for more is too.
+        const bool expected =
+            get ? (reply.op == Op::kValue || reply.op == Op::kValueFd) : (reply.op == Op::kOk && reply.length <= 1);
+        if (reply.op == Op::kOk && reply.length > 1)
+            fail(TENSO_E_MALFORMED, "the peer acknowledged more pushes than were sent");
+        if (!expected)
+            fail(TENSO_E_MALFORMED, std::string("the peer answered a ") + (get ? "get" : "push") + " out of step");
+        *reply_out = std::move(reply);
+        return Io::kDone;
+    }
+    if (r == Io::kEof) fail(TENSO_E_CONNECTION, "the peer closed the connection");
+    return r;
+}
+
 std::unique_ptr<View> Node::Impl::read_value(Outbound &c, const Control &reply, const Waker &w, const Deadline &d) {
+    for (;;) {
+        std::unique_ptr<View> v;
+        const Io r = read_value_step(c, reply, &v);
+        if (r == Io::kDone) return v;
+        w.wait(c.sock.fd, r == Io::kWantWrite ? POLLOUT : POLLIN, d);
+    }
+}
+
+Io Node::Impl::read_value_step(Outbound &c, const Control &reply, std::unique_ptr<View> *out) {
     if (reply.length > opts.max_packet_bytes) fail(TENSO_E_LIMIT, "the value is larger than max_packet_bytes");
     if (reply.length == 0) fail(TENSO_E_MALFORMED, "a value of 0 bytes");
     if (reply.op == Op::kValueFd) {
@@ -154,16 +206,20 @@ std::unique_ptr<View> Node::Impl::read_value(Outbound &c, const Control &reply, 
         }
         ::close(fd);
         Scanned s = scan_received(std::move(raw), vlim);
-        return bind_received(s, vlim);
+        *out = bind_received(s, vlim);
+        return Io::kDone;
     }
-    c.val.expect(size_t(reply.length));  // the announcement is the value's limit
-    for (;;) {
-        std::unique_ptr<View> v;
-        const Io r = c.reader.frame(c.sock, c.val, &v);
-        if (r == Io::kDone) return v;
-        if (r == Io::kEof) fail(TENSO_E_CONNECTION, "the peer closed the connection before the value");
-        w.wait(c.sock.fd, r == Io::kWantWrite ? POLLOUT : POLLIN, d);
+    // The announcement is the value's limit (set before its first byte: a later step finds the
+    // decoder inside the packet).
+    if (c.val.idle()) c.val.expect(size_t(reply.length));
+    std::unique_ptr<View> v;
+    const Io r = c.reader.frame(c.sock, c.val, &v);
+    if (r == Io::kDone) {
+        *out = std::move(v);
+        return Io::kDone;
     }
+    if (r == Io::kEof) fail(TENSO_E_CONNECTION, "the peer closed the connection before the value");
+    return r;
 }
 
 void prepare_push(PreparedPush &pp, const Address &a, const std::string &name, const Payload &p, const NodeOptions &o) {

@@ -29,7 +29,7 @@ Inbound::Inbound(Node::Impl &n, int fd, bool unix_, bool tls, std::string peer)
     sock_.counter_out = &n.bytes_sent;
     if (unix_) sock_.fd_budget = &n.fds;
     if (tls) {
-        sock_.ssl = new_ssl(n.tls->server(), fd);
+        sock_.ssl = new_ssl(n.tls->server(), fd, &sock_.kernel_bio);
         SSL_set_accept_state(sock_.ssl);
         state_ = kHandshake;
     }
@@ -312,7 +312,7 @@ void Inbound::step() {
             case kClosed: return finish();
             case kDecoding: return;  // the decode's return steps on
             case kHandshake: {
-                const int r = SSL_do_handshake(sock_.ssl);
+                const int r = sock_.handshake();
                 if (r != 1) {
                     const int err = SSL_get_error(sock_.ssl, r);
                     if (err == SSL_ERROR_WANT_READ) return wait(Io::kWantRead);
@@ -322,6 +322,7 @@ void Inbound::step() {
                     return finish();
                 }
                 state_ = kReadControl;
+                (sock_.start_kernel_tls() ? n_.tls_kernel : n_.tls_user).fetch_add(1);
                 try {
                     sock_.peer = n_.tls->check_peer(sock_.ssl, "", true);
                 } catch (const Error &e) {

@@ -251,6 +251,23 @@ void Node::Impl::decode_off_loop(std::function<void()> job) {
 
 // ---- Node: the receive queue and published values --------------------------------------
 
+std::unique_ptr<Message> Node::Impl::try_receive() {
+    std::unique_ptr<Message> m;
+    std::unique_lock<std::mutex> g(q_mu);
+    if (queue.empty()) return m;
+    m = std::move(queue.front());
+    queue.pop_front();
+    queued_bytes -= m->bytes;
+    if (overshoot && m->overshoot) overshoot = false;
+    if (queue.empty() && signalled) {
+        uint64_t v;
+        (void)!::read(recv_fd, &v, sizeof v);
+        signalled = false;
+    }
+    resume_parked(g);
+    return m;
+}
+
 std::unique_ptr<Message> Node::receive(uint64_t timeout_ms, Cancel *cancel) {
     CallScope scope(*impl_);
     Impl &n = *impl_;
@@ -258,23 +275,7 @@ std::unique_ptr<Message> Node::receive(uint64_t timeout_ms, Cancel *cancel) {
     const Deadline d = Deadline::in(timeout_ms);
     for (;;) {
         w.check();
-        std::unique_ptr<Message> m;
-        {
-            std::unique_lock<std::mutex> g(n.q_mu);
-            if (!n.queue.empty()) {
-                m = std::move(n.queue.front());
-                n.queue.pop_front();
-                n.queued_bytes -= m->bytes;
-                if (n.overshoot && m->overshoot) n.overshoot = false;
-                if (n.queue.empty() && n.signalled) {
-                    uint64_t v;
-                    (void)!::read(n.recv_fd, &v, sizeof v);
-                    n.signalled = false;
-                }
-                n.resume_parked(g);
-            }
-        }
-        if (m) return m;
+        if (std::unique_ptr<Message> m = n.try_receive()) return m;
         if (timeout_ms == 0) fail(TENSO_E_TIMEOUT, "no message is waiting");
         w.wait(n.recv_fd, POLLIN, d);
     }

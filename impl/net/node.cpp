@@ -43,6 +43,7 @@ void Node::Impl::start() {
     reap();
     for (uint32_t i = 0; i < opts.threads; ++i)
         threads.emplace_back([this] {
+            NoSigpipe::block_sigpipe_for_good();  // kernel TLS writes through write(2)
             // The event loop's last boundary: a handler that throws (each catches what it
             // expects) does not take the process down; the loop goes on.
             for (;;) {
@@ -90,10 +91,12 @@ void Node::Impl::stop() {
     }
     reaper.reset();
     for (Listener &l : listeners) {
-        l.sd.reset();
+        l.sd.reset();  // closes the listening socket: the descriptor owns l.fd
+        l.fd = -1;
         if (l.addr.scheme == Address::kUnix) ::unlink(l.addr.path.c_str());
     }
     stop_streams();
+    stop_queues();
     // Handlers still queued keep their connections (shut down above) until the node is freed,
     // when the io_context goes; `io` itself stays, so a late post from a receive is harmless.
     {
@@ -128,8 +131,6 @@ Node::~Node() {
     }
     if (impl_->stop_fd >= 0) ::close(impl_->stop_fd);
     if (impl_->recv_fd >= 0) ::close(impl_->recv_fd);
-    for (Listener &l : impl_->listeners)
-        if (l.fd >= 0) ::close(l.fd);
 }
 
 void Node::shutdown() { impl_->stop(); }
@@ -163,6 +164,8 @@ NodeStats Node::stats() const {
     s.connections_opened = n.opened.load();
     s.connections_reused = n.reused.load();
     s.refused = n.refused.load();
+    s.tls_kernel = n.tls_kernel.load();
+    s.tls_user = n.tls_user.load();
     return s;
 }
 

@@ -53,6 +53,7 @@ struct NodeStats {
     uint32_t pool_size = 0, inbound_connections = 0, queued = 0;
     uint64_t queued_bytes = 0, bytes_sent = 0, bytes_received = 0;
     uint64_t connections_opened = 0, connections_reused = 0, refused = 0;
+    uint64_t tls_kernel = 0, tls_user = 0;
 };
 
 struct Message {
@@ -114,6 +115,8 @@ public:
     NodeStats stats() const;
 
     struct Impl;
+    // The engine, for the completion queues (impl/net/completion.hpp), which share it.
+    const std::shared_ptr<Impl> &impl() const { return impl_; }
 
 private:
     std::shared_ptr<Impl> impl_;

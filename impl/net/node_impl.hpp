@@ -101,19 +101,22 @@ struct Outbound {
     Decoder ctl, val;
     Address addr;
     Clock::time_point idle_since;
+    // Where a dial stands (dial_step): connecting, connected, in the TLS handshake, ready.
+    enum Dialing { kConnecting, kConnected, kHandshake, kReady } dialing = kConnected;
     explicit Outbound(Node::Impl &n);
 };
 
 // A listening socket, accepted from on the event loop.
 struct Listener {
     Address addr;
-    int fd = -1;
+    int fd = -1;  // the listening socket, owned (and closed) by sd
     std::unique_ptr<asio::posix::stream_descriptor> sd;
     std::unique_ptr<asio::steady_timer> pause;  // accepting again after running out of descriptors
     std::string printable;
 };
 
 class Inbound;
+class Queue;
 
 // The node: its options, the event loop serving inbound connections, the receive queue,
 // published values, the outbound pool and the post streams.
@@ -188,6 +191,10 @@ struct Node::Impl : std::enable_shared_from_this<Node::Impl> {
     // The stream of that address text, locked (*g), never one the reaper retired.
     std::shared_ptr<PostStream> lock_stream(const std::string &text, std::unique_lock<std::mutex> *g);
     void stop_streams();
+    // The completion-based posts and flushes waiting on the stream (under its lock): moved on
+    // (the calling thread waits as a blocking call), or all failed with st.
+    void post_backlog(PostStream &s, const Waker &w, const Deadline &d);
+    void fail_backlog(PostStream &s, int32_t st, const char *why);
     // Writes a stream's buffered posts soon after a post leaves them (see PostStream).
     void arm_idle_flush(const std::weak_ptr<PostStream> &ws);
     void idle_flush(const std::weak_ptr<PostStream> &ws);
@@ -196,7 +203,17 @@ struct Node::Impl : std::enable_shared_from_this<Node::Impl> {
 
     uint64_t bytes_sent = 0, bytes_received = 0;  // atomically updated
     std::atomic<uint64_t> opened{0}, reused{0}, refused{0};
+    std::atomic<uint64_t> tls_kernel{0}, tls_user{0};  // TLS connections by who encrypts (kTLS or OpenSSL)
     std::atomic<uint32_t> calls{0};
+
+    // completion queues (completion.cpp): those of this node, and how many of their operations
+    // wait for a pool slot or a post stream (notify_waiters wakes them when one comes free).
+    std::mutex queues_mu;
+    std::vector<std::weak_ptr<Queue>> queues;
+    std::atomic<uint32_t> async_waiting{0};
+    std::atomic<uint64_t> wake_gen{0};  // counts notify_waiters calls (see Queue::wait_for)
+    void notify_waiters();
+    void stop_queues();  // at stop: the operations in flight fail with TENSO_E_SHUTDOWN
 
     // node.cpp
     void start();
@@ -220,6 +237,8 @@ struct Node::Impl : std::enable_shared_from_this<Node::Impl> {
     // Queues m, which holds a reservation of m->bytes.
     void enqueue(std::unique_ptr<Message> m);
     void resume_parked(std::unique_lock<std::mutex> &q);  // releases q
+    // The oldest received push, or null when none waits (resumes the parked connections).
+    std::unique_ptr<Message> try_receive();
     // pool.cpp
     // On a timer: closes pooled connections idle for idle_timeout_ms, retires idle post
     // streams, and ends inbound connections past their deadline.
@@ -227,6 +246,11 @@ struct Node::Impl : std::enable_shared_from_this<Node::Impl> {
     void reap_streams();    // post.cpp
     void expire_inbound();  // listener.cpp
     std::unique_ptr<Outbound> checkout(const Address &a, const Waker &w, const Deadline &d);
+    // Without waiting: kIdle (*c is a pooled connection), kDial (a slot is taken: dial, and
+    // give it back with discard or release_slot on failure) or kFull (max_connections busy).
+    enum class Slot { kIdle, kDial, kFull };
+    Slot try_checkout(const Address &a, std::unique_ptr<Outbound> *c);
+    void release_slot(const Address &a);
     void checkin(std::unique_ptr<Outbound> c);
     void discard(std::unique_ptr<Outbound> c);  // a connection out of step: closed
     // dialer.cpp
@@ -235,6 +259,14 @@ struct Node::Impl : std::enable_shared_from_this<Node::Impl> {
     // An `error` frame throws its status; any other answer is TENSO_E_MALFORMED.
     Control call(Outbound &c, Outgoing &out, bool get, const Waker &w, const Deadline &d);
     std::unique_ptr<View> read_value(Outbound &c, const Control &reply, const Waker &w, const Deadline &d);
+    // The steps of the three above, which never wait (the completion-based calls drive them):
+    // kDone when finished, else what to wait for on the connection's descriptor.
+    std::unique_ptr<Outbound> dial_start(const Address &a, const Waker &w, const Deadline &d);
+    Io dial_step(Outbound &c);
+    // After out.start(). read_at_once false: once the request is written, wait for the reply
+    // before reading (the read right after a write finds nothing: a syscall saved).
+    Io call_step(Outbound &c, Outgoing &out, bool get, Control *reply, bool read_at_once = true);
+    Io read_value_step(Outbound &c, const Control &reply, std::unique_ptr<View> *out);
 };
 
 // ---- what every call shares ---------------------------------------------------------------
@@ -250,6 +282,12 @@ struct CallScope {
         }
     }
     ~CallScope() { n.calls.fetch_sub(1); }
+};
+// Wakes the completion-based calls waiting for what the scope held (a post stream's lock) when
+// it ends: declared before the lock, so that it runs after the unlock.
+struct NotifyOnExit {
+    Node::Impl &n;
+    ~NotifyOnExit() { n.notify_waiters(); }
 };
 inline void check_name(const std::string &name, const NodeOptions &o) {
     if (name.empty() || name.size() > o.max_name_bytes)
@@ -287,6 +325,8 @@ struct PreparedPush {
 
 // The push of p to a: encoded (a value), read from its descriptor (not a Unix peer) or passed as
 // a descriptor (a Unix peer; a memfd made for a large packet).
+// The message of a push timed out after it was written whole, waiting for its acknowledgement.
+std::string push_ack_timeout(const Outbound &c, uint64_t ms);
 void prepare_push(PreparedPush &pp, const Address &a, const std::string &name, const Payload &p, const NodeOptions &o);
 
 }  // namespace tenso::net

@@ -33,50 +33,58 @@ void Node::Impl::reap() {
     });
 }
 
+Node::Impl::Slot Node::Impl::try_checkout(const Address &a, std::unique_ptr<Outbound> *c) {
+    std::lock_guard<std::mutex> g(pool_mu);
+    Peer &p = pool[a.key()];
+    while (!p.idle.empty()) {
+        std::unique_ptr<Outbound> cand = std::move(p.idle.back());
+        p.idle.pop_back();
+        // A pooled connection the peer closed (or wrote to unasked) is readable, or its
+        // TLS layer holds bytes read ahead: drop it.
+        pollfd pf{cand->sock.fd, POLLIN, 0};
+        if (::poll(&pf, 1, 0) == 0 && !(cand->sock.ssl && SSL_has_pending(cand->sock.ssl))) {
+            *c = std::move(cand);
+            ++p.busy;
+            reused.fetch_add(1);
+            return Slot::kIdle;
+        }
+    }
+    if (p.busy < opts.max_connections) {
+        ++p.busy;
+        return Slot::kDial;
+    }
+    return Slot::kFull;
+}
+
+void Node::Impl::release_slot(const Address &a) {
+    std::lock_guard<std::mutex> g(pool_mu);
+    --pool[a.key()].busy;
+    pool_cv.notify_all();
+    notify_waiters();
+}
+
 std::unique_ptr<Outbound> Node::Impl::checkout(const Address &a, const Waker &w, const Deadline &d) {
-    const std::string key = a.key();
     for (;;) {
         std::unique_ptr<Outbound> c;
-        {
-            std::unique_lock<std::mutex> g(pool_mu);
-            Peer &p = pool[key];
-            while (!p.idle.empty()) {
-                std::unique_ptr<Outbound> cand = std::move(p.idle.back());
-                p.idle.pop_back();
-                // A pooled connection the peer closed (or wrote to unasked) is readable, or its
-                // TLS layer holds bytes read ahead: drop it.
-                pollfd pf{cand->sock.fd, POLLIN, 0};
-                if (::poll(&pf, 1, 0) == 0 && !(cand->sock.ssl && SSL_has_pending(cand->sock.ssl))) {
-                    c = std::move(cand);
-                    break;
-                }
-            }
-            if (c) {
-                ++p.busy;
-                reused.fetch_add(1);
-                return c;
-            }
-            if (p.busy < opts.max_connections) {
-                ++p.busy;
-                break;
-            }
-            // At the maximum for this peer: wait for a connection to come back, or the deadline,
-            // a stop (notified) or a cancel (the token cannot notify: looked at every kCancelMs).
-            constexpr auto kCancelMs = std::chrono::milliseconds(5);
-            w.check();
-            if (!d.none && Clock::now() >= d.at) fail(TENSO_E_TIMEOUT, "timed out waiting for a pooled connection");
-            Clock::time_point until = w.cancel ? Clock::now() + kCancelMs : Clock::time_point::max();
-            if (!d.none) until = std::min(until, d.at);
-            if (until == Clock::time_point::max()) pool_cv.wait(g);
-            else pool_cv.wait_until(g, until);
-        }
+        const Slot s = try_checkout(a, &c);
+        if (s == Slot::kIdle) return c;
+        if (s == Slot::kDial) break;
+        std::unique_lock<std::mutex> g(pool_mu);
+        if (pool[a.key()].busy < opts.max_connections || !pool[a.key()].idle.empty()) continue;
+        // At the maximum for this peer: wait for a connection to come back, or the deadline,
+        // a stop (notified) or a cancel (the token cannot notify: looked at every kCancelMs).
+        constexpr auto kCancelMs = std::chrono::milliseconds(5);
+        w.check();
+        if (!d.none && Clock::now() >= d.at) fail(TENSO_E_TIMEOUT, "timed out waiting for a pooled connection");
+        Clock::time_point until = w.cancel ? Clock::now() + kCancelMs : Clock::time_point::max();
+        if (!d.none) until = std::min(until, d.at);
+        if (until == Clock::time_point::max()) pool_cv.wait(g);
+        else pool_cv.wait_until(g, until);
     }
     try {
         return dial(a, w, d);
     } catch (...) {
-        std::lock_guard<std::mutex> g(pool_mu);
-        --pool[key].busy;
-        pool_cv.notify_all();
+        release_slot(a);
         throw;
     }
 }
@@ -86,6 +94,7 @@ void Node::Impl::discard(std::unique_ptr<Outbound> c) {
         std::lock_guard<std::mutex> g(pool_mu);
         --pool[c->addr.key()].busy;
         pool_cv.notify_all();
+        notify_waiters();
     }
     c.reset();
 }
@@ -96,6 +105,7 @@ void Node::Impl::checkin(std::unique_ptr<Outbound> c) {
     Peer &p = pool[c->addr.key()];
     --p.busy;
     pool_cv.notify_all();
+    notify_waiters();
     // Out of step (bytes or descriptors left over from the peer): not reused.
     if (stopped || p.idle.size() >= opts.max_pool_per_peer || !c->val.idle() || !c->ctl.idle() ||
         !c->sock.fds.empty() || c->reader.pos != c->reader.end) {

@@ -6,8 +6,13 @@
 #include <cstring>
 
 #include <poll.h>
+#include <sys/epoll.h>
+
+#include "net/completion.hpp"
 
 namespace tenso::net {
+
+class StreamOp;
 
 // Pipelined pushes to one peer: one connection written by post, its acknowledgements read as
 // they come (and all of them by flush). The mutex orders posts and flushes to the peer.
@@ -52,6 +57,10 @@ struct Node::Impl::PostStream {
     std::string head_name;
     uint64_t head_length = UINT64_MAX;
     std::vector<uint8_t> head;
+    // Completion-based posts and flushes waiting their turn, oldest first. The first may be
+    // part way (dialing the connection, or a large post partly written): whoever holds mu
+    // moves them on (post_backlog) before it writes anything of its own.
+    std::deque<StreamOp *> pending;
     const std::vector<uint8_t> &push_head(const std::string &name, uint64_t length) {
         if (length != head_length || name != head_name) {
             Control c;
@@ -200,7 +209,8 @@ void Node::Impl::reap_streams() {
     for (auto &sp : all) {
         PostStream &s = *sp;
         std::unique_lock<std::mutex> g(s.mu, std::try_to_lock);
-        if (!g.owns_lock() || s.last_use > limit || s.buf_at < s.buf.size()) continue;
+        // Completion-based posts or flushes in line keep it (they hold it until they are done).
+        if (!g.owns_lock() || s.last_use > limit || s.buf_at < s.buf.size() || !s.pending.empty()) continue;
         if (s.conn && s.written > s.acked) {
             try {
                 on_stream(s, [&] { read_acks(s, opts, false, w, Deadline::in(0)); });
@@ -253,6 +263,7 @@ void Node::Impl::idle_flush(const std::weak_ptr<PostStream> &ws) {
     const std::shared_ptr<PostStream> sp = ws.lock();
     if (!sp || stopped) return;
     PostStream &s = *sp;
+    const NotifyOnExit notify{*this};
     std::unique_lock<std::mutex> g(s.mu, std::try_to_lock);
     if (!g.owns_lock()) return arm_idle_flush(ws);
     bool done = true;
@@ -282,6 +293,7 @@ void Node::Impl::stop_streams() {
     for (auto &sp : all) {
         // A post or flush in progress holds the lock until the stop descriptor wakes it.
         std::lock_guard<std::mutex> g(sp->mu);
+        fail_backlog(*sp, TENSO_E_SHUTDOWN, "the node is shut down");
         if (!sp->conn) continue;
         try {
             drain(*sp, opts, false, w, d);
@@ -297,14 +309,16 @@ void Node::Impl::stop_streams() {
 namespace {
 // What post and flush start with: counted in flight, the name checked (a post's), the deadline
 // fixed, a first look at the cancel token and the stop descriptor, and the peer's stream locked.
+// Its end wakes the completion-based calls waiting for the stream (notify: after the unlock).
 struct StreamCall {
     CallScope scope;
+    NotifyOnExit notify;
     Waker w;
     Deadline d;
     std::unique_lock<std::mutex> g;
     std::shared_ptr<Node::Impl::PostStream> sp;
     StreamCall(Node::Impl &n, const std::string &addr, const std::string *name, uint64_t timeout_ms, Cancel *cancel)
-        : scope(n), w{n.stop_fd, cancel, &n.stopped}, d(Deadline::in(effective(timeout_ms, n.opts))) {
+        : scope(n), notify{n}, w{n.stop_fd, cancel, &n.stopped}, d(Deadline::in(effective(timeout_ms, n.opts))) {
         if (name) check_name(*name, n.opts);
         w.check();
         sp = n.lock_stream(addr, &g);
@@ -325,6 +339,7 @@ void Node::post(const std::string &addr, const std::string &name, const Payload 
     // A shutdown that began while we waited for the lock has written or failed the buffer
     // already: nothing may be added to it now.
     w.check();
+    n.post_backlog(s, w, d);
     if (!s.conn) s.conn = n.checkout(*a, w, d);
     // Encoding first, outside on_stream: a value that does not encode fails this post alone,
     // not the connection and the posts on it.
@@ -398,6 +413,7 @@ void Node::flush(const std::string &addr, uint64_t timeout_ms, Cancel *cancel) {
     const Waker &w = call.w;
     const Deadline &d = call.d;
     Impl::PostStream &s = *call.sp;
+    n.post_backlog(s, w, d);
     if (s.conn) {
         try {
             n.on_stream(s, [&] {
@@ -417,6 +433,332 @@ void Node::flush(const std::string &addr, uint64_t timeout_ms, Cancel *cancel) {
     s.first_status = 0;
     s.first_message.clear();
     if (st != 0) fail(st, m);
+}
+
+// ---- completion-based posts and flushes ----------------------------------------------------
+//
+// A post or flush started on a completion queue keeps its place among the posts to its peer:
+// when none is waiting it is tried at once (a small post is then done when it returns, as a
+// blocking one is); otherwise it joins the stream's `pending` and is moved on, first in first
+// out, by its queue's steps (which only try the stream's lock) or by a blocking post or flush,
+// which drives those ahead of it before its own (post_backlog).
+
+class StreamOp : public Operation {
+public:
+    StreamOp(Kind k, void *user, uint64_t timeout_ms, Node::Impl &n, const std::string &addr)
+        : Operation(k, user, timeout_ms), addr_(addr), sp(n.post_stream(addr)) {}
+    const std::string addr_;  // as the caller gave it: the stream is looked up again if retired
+    std::shared_ptr<Node::Impl::PostStream> sp;
+
+    Want step(Node::Impl &n) override {
+        const NotifyOnExit notify{n};  // after the unlock: the next one may go on
+        std::unique_lock<std::mutex> g(sp->mu, std::try_to_lock);
+        if (!g.owns_lock()) return Want::wake();
+        // The reaper retires only streams with nothing pending, so this one holds nothing of
+        // the stream yet: it follows the peer's current stream (as lock_stream does).
+        while (sp->retired) {
+            g.unlock();
+            sp = n.post_stream(addr_);
+            g = std::unique_lock<std::mutex>(sp->mu, std::try_to_lock);
+            if (!g.owns_lock()) return Want::wake();
+        }
+        sp->last_use = Clock::now();
+        return run(n);
+    }
+
+    // Under the stream's lock.
+    Want run(Node::Impl &n) {
+        Node::Impl::PostStream &s = *sp;
+        if (stop.load()) {
+            leave(n);
+            check_stop();
+        }
+        if (!queued_ && !s.pending.empty()) {
+            s.pending.push_back(this);
+            queued_ = true;
+        }
+        if (queued_ && s.pending.front() != this) return Want::wake();
+        Want w;
+        try {
+            w = advance(n, s);
+        } catch (...) {
+            leave(n);
+            throw;
+        }
+        if (w.kind == Want::kDone) leave(n);
+        else if (!queued_) {
+            s.pending.push_back(this);
+            queued_ = true;
+        }
+        return w;
+    }
+
+protected:
+    // At the front of the stream: goes on without waiting.
+    virtual Want advance(Node::Impl &n, Node::Impl::PostStream &s) = 0;
+    // Leaves the stream (done, failed or stopped): what it holds part way is given back.
+    virtual void abandon(Node::Impl &) {}
+    // The stream's connection, dialed when it has none; null while the dial goes on (*w says
+    // what it waits for).
+    Outbound *connection(Node::Impl &n, Node::Impl::PostStream &s, Want *w) {
+        if (s.conn) return s.conn.get();
+        if (!dialing_) {
+            std::unique_ptr<Outbound> c;
+            const Node::Impl::Slot slot = n.try_checkout(s.addr, &c);
+            if (slot == Node::Impl::Slot::kFull) {
+                *w = Want::wake();
+                return nullptr;
+            }
+            if (slot == Node::Impl::Slot::kIdle) {
+                s.conn = std::move(c);
+                return s.conn.get();
+            }
+            try {
+                dialing_ = n.dial_start(s.addr, Waker{n.stop_fd, nullptr, &n.stopped}, Deadline::in(timeout_ms()));
+            } catch (...) {
+                n.release_slot(s.addr);
+                throw;
+            }
+        }
+        const Io r = n.dial_step(*dialing_);
+        if (r != Io::kDone) {
+            *w = Want::io(dialing_->sock.fd, r);
+            return nullptr;
+        }
+        s.conn = std::move(dialing_);
+        return s.conn.get();
+    }
+    // Waits for the connection to take bytes (and reads acknowledgements meanwhile).
+    static Want room(const Outbound &c) {
+        Want w = Want::io(c.sock.fd, Io::kWantWrite);
+        w.events |= EPOLLIN;
+        return w;
+    }
+
+private:
+    bool queued_ = false;
+    std::unique_ptr<Outbound> dialing_;
+
+    void leave(Node::Impl &n) {
+        Node::Impl::PostStream &s = *sp;
+        if (queued_) {
+            s.pending.erase(std::find(s.pending.begin(), s.pending.end(), this));
+            queued_ = false;
+        }
+        if (dialing_) n.discard(std::move(dialing_));
+        abandon(n);
+    }
+};
+
+namespace {
+
+class PostOp : public StreamOp {
+public:
+    PostOp(void *user, uint64_t timeout_ms, Node::Impl &n, const std::string &addr)
+        : StreamOp(kPost, user, timeout_ms, n, addr) {}
+    std::string name;
+    const Value *value = nullptr;  // borrowed until it completes
+
+protected:
+    Want advance(Node::Impl &n, Node::Impl::PostStream &s) override {
+        Want w;
+        Outbound *c = connection(n, s, &w);
+        if (!c) return w;
+        const NodeOptions &o = n.opts;
+        // Encoded into the stream's reused plan, outside on_stream (as the blocking post): a
+        // value that does not encode fails this post alone. Nothing else uses the plan while
+        // this post is first in line.
+        if (!decided_) {
+            s.plan.clear();
+            s.plan.add(*value);
+            size_ = s.plan.size();
+            const bool as_fd = s.addr.scheme == Address::kUnix && !o.no_fd_passing && size_ >= o.fd_passing_min_bytes;
+            small_ = !as_fd && s.push_head(name, size_).size() + size_ <= Node::Impl::PostStream::kSmallPost;
+            if (!small_) {
+                // The reused plan keeps no large value's memory (see the blocking post).
+                s.plan = Plan{EncodeOptions{}, false};
+                Payload p;
+                p.value = std::shared_ptr<const Value>(value, [](const Value *) {});
+                prepare_push(large_, s.addr, name, p, o);
+            }
+            decided_ = planned_ = true;
+        }
+        const Waker nw{n.stop_fd, nullptr, &n.stopped};  // never waited on (block = false)
+        const Deadline nd{};
+        n.on_stream(s, [&] {
+            w = Want::done();
+            // Waits for room on the socket, reading the acknowledgements the peer may be
+            // blocked on meanwhile.
+            auto wait_room = [&] {
+                read_acks(s, o, false, nw, nd);
+                w = room(*c);
+            };
+            // The bound on unacknowledged posts, as the blocking post's.
+            const uint64_t bound = std::max<uint64_t>(1, o.max_queued);
+            while (!started_ && s.unacked() >= bound) {
+                if (!drain(s, o, false, nw, nd)) return wait_room();
+                read_acks(s, o, false, nw, nd);
+                if (s.unacked() >= bound) return void(w = Want::readable(c->sock.fd));
+            }
+            if (small_) {
+                if (s.buf.size() - s.buf_at >= Node::Impl::PostStream::kPostBuffer && !drain(s, o, false, nw, nd))
+                    return wait_room();
+                if (!planned_) {  // it waited: the plan is encoded again (the same bytes)
+                    s.plan.clear();
+                    s.plan.add(*value);
+                }
+                const std::vector<uint8_t> &head = s.push_head(name, size_);
+                size_t at = s.buf.size();
+                const size_t need = at + head.size() + size_t(size_);
+                if (need > s.buf.capacity())
+                    s.buf.reserve(std::min(std::max(need, 2 * s.buf.capacity()),
+                                           Node::Impl::PostStream::kPostBuffer + Node::Impl::PostStream::kSmallPost));
+                s.buf.resize(need);
+                std::memcpy(s.buf.data() + at, head.data(), head.size());
+                at += head.size();
+                if (s.plan.write_to(s.buf.data() + at) != size_)
+                    fail(TENSO_E_INTERNAL, "a plan wrote other than its size");
+                s.ends.push_back(at + size_t(size_));
+                ++s.posted;
+                if (s.buf.size() - s.buf_at >= Node::Impl::PostStream::kPostBuffer) drain(s, o, false, nw, nd);
+                if (s.buf_at < s.buf.size() && !s.idle_armed) {
+                    s.idle_armed = true;
+                    Node::Impl *ip = &n;
+                    asio::post(*n.io, [ip, ws = std::weak_ptr<Node::Impl::PostStream>(sp)] { ip->arm_idle_flush(ws); });
+                }
+                return;
+            }
+            // Large: the buffered posts first, then its frames straight from its memory. While
+            // it is part way nothing else is written on the connection (it is first in line).
+            if (!started_) {
+                if (!drain(s, o, false, nw, nd)) return wait_room();
+                ++s.posted;
+                large_.out.start();
+                started_ = true;
+            }
+            const Io r = large_.out.pump(c->sock);
+            if (r != Io::kDone) {
+                read_acks(s, o, false, nw, nd);
+                w = Want::io(c->sock.fd, r);
+                w.events |= EPOLLIN;
+                return;
+            }
+            ++s.written;
+            started_ = false;
+        });
+        if (w.kind != Want::kDone) planned_ = false;
+        return w;
+    }
+
+    // A large post stopped part way leaves its frame unfinished: the connection is dropped and
+    // the posts it owed an acknowledgement fail, as after any failure on it.
+    void abandon(Node::Impl &n) override {
+        if (!started_) return;
+        started_ = false;
+        Node::Impl::PostStream &s = *sp;
+        if (s.unacked() > 0) s.note(stop.load() ? stop.load() : TENSO_E_CONNECTION, "a post was stopped part way");
+        s.reset();
+        if (s.conn) n.discard(std::move(s.conn));
+    }
+
+private:
+    bool decided_ = false, small_ = false, planned_ = false, started_ = false;
+    uint64_t size_ = 0;
+    PreparedPush large_;
+};
+
+class FlushOp : public StreamOp {
+public:
+    FlushOp(void *user, uint64_t timeout_ms, Node::Impl &n, const std::string &addr)
+        : StreamOp(kFlush, user, timeout_ms, n, addr) {}
+
+protected:
+    Want advance(Node::Impl &n, Node::Impl::PostStream &s) override {
+        Want w = Want::done();
+        if (s.conn) {
+            const Waker nw{n.stop_fd, nullptr, &n.stopped};  // never waited on
+            const Deadline nd{};
+            try {
+                n.on_stream(s, [&] {
+                    Outbound &c = *s.conn;
+                    const bool written = drain(s, n.opts, false, nw, nd);
+                    read_acks(s, n.opts, false, nw, nd);
+                    if (!written) return void(w = room(c));
+                    if (s.acked < s.posted) w = Want::readable(c.sock.fd);
+                });
+            } catch (const Error &) {
+                // Reported below as the first failure among the posts.
+            }
+            if (w.kind != Want::kDone) return w;
+            if (s.conn) {
+                s.reset();
+                n.checkin(std::move(s.conn));
+            }
+        }
+        const int32_t st = s.first_status;
+        const std::string m = s.first_message;
+        s.first_status = 0;
+        s.first_message.clear();
+        if (st != 0) fail(st, m);
+        return w;
+    }
+
+    // Stopped while it waited: as the blocking flush, the connection is closed and the posts
+    // still unacknowledged fail (this flush reports it).
+    void abandon(Node::Impl &n) override {
+        Node::Impl::PostStream &s = *sp;
+        if (!stop.load() || !s.conn || s.unacked() == 0) return;
+        s.reset();
+        n.discard(std::move(s.conn));
+    }
+};
+
+}  // namespace
+
+void Node::Impl::post_backlog(PostStream &s, const Waker &w, const Deadline &d) {
+    while (!s.pending.empty()) {
+        StreamOp *op = s.pending.front();
+        Want want;
+        int32_t st = TENSO_OK;
+        std::string m;
+        try {
+            want = op->run(*this);
+        } catch (...) {
+            st = current_status(&m);
+        }
+        if (st != TENSO_OK || want.kind == Want::kDone) Queue::complete_elsewhere(op, st, m);
+        else if (want.kind == Want::kFd)
+            w.wait(want.fd, short(((want.events & EPOLLIN) ? POLLIN : 0) | ((want.events & EPOLLOUT) ? POLLOUT : 0)),
+                   d);
+        else w.pause(1);  // it dials and the peer's connections are all busy
+    }
+}
+
+void Node::Impl::fail_backlog(PostStream &s, int32_t st, const char *why) {
+    while (!s.pending.empty()) {
+        StreamOp *op = s.pending.front();
+        op->request_stop(st, why);
+        try {
+            op->run(*this);  // leaves the stream and throws the stop status
+        } catch (const Error &e) {
+            Queue::complete_elsewhere(op, e.status(), e.what());
+            continue;
+        } catch (...) {}
+        Queue::complete_elsewhere(op, st, why);
+    }
+}
+
+std::unique_ptr<Operation> make_post(Node::Impl &n, const std::string &addr, const std::string &name, const Value &v,
+                                     uint64_t timeout_ms, void *payload) {
+    check_name(name, n.opts);
+    std::unique_ptr<PostOp> op(new PostOp(payload, effective(timeout_ms, n.opts), n, addr));
+    op->name = name;
+    op->value = &v;
+    return op;
+}
+
+std::unique_ptr<Operation> make_flush(Node::Impl &n, const std::string &addr, uint64_t timeout_ms, void *payload) {
+    return std::unique_ptr<Operation>(new FlushOp(payload, effective(timeout_ms, n.opts), n, addr));
 }
 
 }  // namespace tenso::net

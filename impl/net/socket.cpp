@@ -9,6 +9,7 @@
 #include <thread>
 
 #include <fcntl.h>
+#include <linux/tls.h>
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -209,15 +210,49 @@ Io Sock::ssl_result(int r, size_t n, uint64_t *counter, const char *what) {
     ssl_fail(err, what);
 }
 
+int Sock::handshake() {
+    const NoSigpipe guard(kernel_bio);
+    return SSL_do_handshake(ssl);
+}
+
+bool Sock::start_kernel_tls() {
+    if (!kernel_bio) return false;
+    ktls_tx = BIO_get_ktls_send(SSL_get_wbio(ssl));
+    ktls_rx = BIO_get_ktls_recv(SSL_get_rbio(ssl));
+    return ktls_tx;
+}
+
 Io Sock::read(void *p, size_t cap, size_t *n) {
     *n = 0;
-    if (ssl) {
+    if (ssl && !ktls_rx) {
+        const NoSigpipe guard(kernel_bio);
         // Sequenced: *n is set by the read (an argument list may evaluate *n before the call).
         const int r = SSL_read_ex(ssl, p, cap, n);
         return ssl_result(r, *n, counter_in, "TLS read");
     }
     ssize_t r;
-    if (unix_) {
+    if (ktls_rx) {
+        // The kernel decrypts straight into p; a record other than application data comes
+        // alone, with its type in a control message.
+        alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(unsigned char))];
+        iovec iov{p, cap};
+        msghdr m{};
+        m.msg_iov = &iov;
+        m.msg_iovlen = 1;
+        m.msg_control = cbuf;
+        m.msg_controllen = sizeof cbuf;
+        do r = ::recvmsg(fd, &m, 0);
+        while (r < 0 && errno == EINTR);
+        if (r > 0)
+            for (cmsghdr *c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c))
+                if (c->cmsg_level == SOL_TLS && c->cmsg_type == TLS_GET_RECORD_TYPE) {
+                    const unsigned char type = *CMSG_DATA(c);
+                    if (type == 21) return Io::kEof;  // an alert: the peer closes (close_notify) or gives up
+                    if (type != 23)
+                        fail(TENSO_E_CONNECTION, "the peer sent a TLS record of type " + std::to_string(type) +
+                                                     " after the handshake (kernel TLS takes application data only)");
+                }
+    } else if (unix_) {
         alignas(cmsghdr) char cbuf[CMSG_SPACE(4 * sizeof(int))];
         iovec iov{p, cap};
         msghdr m{};
@@ -267,6 +302,7 @@ Io Sock::read(void *p, size_t cap, size_t *n) {
 }
 
 Io Sock::tls_write(const iovec *iov, size_t cnt, size_t *n) {
+    const NoSigpipe guard(kernel_bio);
     const void *p = iov[0].iov_base;
     size_t len = iov[0].iov_len;
     if (len < kRecord && cnt > 1 && !stage) stage.reset(new (std::nothrow) uint8_t[kRecord]);  // none: unpacked
@@ -285,15 +321,15 @@ Io Sock::tls_write(const iovec *iov, size_t cnt, size_t *n) {
     len = std::min(len, kRecord);
     size_t total = 0;  // does anything follow this record?
     for (size_t i = 0; i < cnt && total <= len; ++i) total += iov[i].iov_len;
-    set_send_more(ssl, total > len);
+    if (!kernel_bio) set_send_more(ssl, total > len);
     const int r = SSL_write_ex(ssl, p, len, n);
-    set_send_more(ssl, false);
+    if (!kernel_bio) set_send_more(ssl, false);
     return ssl_result(r, *n, counter_out, "TLS write");
 }
 
 Io Sock::write(const iovec *iov, size_t cnt, size_t *n, int pass_fd) {
     *n = 0;
-    if (ssl) return tls_write(iov, cnt, n);
+    if (ssl && !ktls_tx) return tls_write(iov, cnt, n);
     msghdr m{};
     m.msg_iov = const_cast<iovec *>(iov);
     m.msg_iovlen = std::min<size_t>(cnt, IOV_MAX);

@@ -94,6 +94,10 @@ struct FdBudget {
 struct Sock {
     int fd = -1;
     SSL *ssl = nullptr;
+    // Kernel TLS (tls.hpp): the SSL uses OpenSSL's socket BIO (kernel_bio); once the handshake
+    // is done the kernel may encrypt what we send (ktls_tx) and decrypt what we receive
+    // (ktls_rx), and those bytes then bypass OpenSSL: plain sendmsg and recvmsg.
+    bool kernel_bio = false, ktls_tx = false, ktls_rx = false;
     bool unix_ = false;
     std::deque<int> fds;            // descriptors received (Unix), oldest first
     FdBudget *fd_budget = nullptr;  // counts `fds` (set on Unix connections)
@@ -110,6 +114,10 @@ struct Sock {
     void drop_fds();
 
     [[noreturn]] void ssl_fail(int err, const char *what);
+    // A step of the TLS handshake (SSL_do_handshake).
+    int handshake();
+    // After the handshake: which directions the kernel took (see above); true when it encrypts.
+    bool start_kernel_tls();
     // What an SSL_read_ex / SSL_write_ex call returned (r), as an Io; n bytes moved.
     Io ssl_result(int r, size_t n, uint64_t *counter, const char *what);
     // Reads into p; *n gets the bytes. TLS reads ahead (tls.cpp): OpenSSL may hold whole

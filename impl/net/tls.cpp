@@ -14,8 +14,12 @@
 #include <openssl/pem.h>
 #include <openssl/sha.h>
 #include <openssl/x509.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "error.hpp"
 #include "tenso/tenso.h"
@@ -245,7 +249,80 @@ BIO_METHOD *socket_method() {
 
 }  // namespace
 
-SSL *new_ssl(SSL_CTX *ctx, int fd) {
+bool kernel_tls_available() {
+    static const bool available = [] {
+        // A connected loopback pair: the ULP attaches only to an established connection.
+        const int l = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        const int c = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        int a = -1;
+        bool ok = false;
+        sockaddr_in sa{};
+        sa.sin_family = AF_INET;
+        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        socklen_t sl = sizeof sa;
+        if (l >= 0 && c >= 0 && ::bind(l, reinterpret_cast<sockaddr *>(&sa), sizeof sa) == 0 && ::listen(l, 1) == 0 &&
+            ::getsockname(l, reinterpret_cast<sockaddr *>(&sa), &sl) == 0 &&
+            ::connect(c, reinterpret_cast<sockaddr *>(&sa), sizeof sa) == 0 &&
+            (a = ::accept4(l, nullptr, nullptr, SOCK_CLOEXEC)) >= 0)
+            ok = ::setsockopt(c, SOL_TCP, TCP_ULP, "tls", sizeof "tls") == 0;
+        for (int fd : {a, c, l})
+            if (fd >= 0) ::close(fd);
+        return ok;
+    }();
+    return available;
+}
+
+namespace {
+thread_local bool t_sigpipe_blocked = false;
+}
+
+void NoSigpipe::block_sigpipe_for_good() {
+    sigset_t pipe;
+    sigemptyset(&pipe);
+    sigaddset(&pipe, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe, nullptr);
+    t_sigpipe_blocked = true;
+}
+
+NoSigpipe::NoSigpipe(bool on) : on_(on && !t_sigpipe_blocked) {
+    if (!on_) return;
+    sigset_t pipe, pending;
+    sigemptyset(&pipe);
+    sigaddset(&pipe, SIGPIPE);
+    sigpending(&pending);
+    pending_before_ = sigismember(&pending, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe, &old_);
+}
+
+NoSigpipe::~NoSigpipe() {
+    if (!on_) return;
+    sigset_t pipe, pending;
+    sigemptyset(&pipe);
+    sigaddset(&pipe, SIGPIPE);
+    sigpending(&pending);
+    if (!pending_before_ && sigismember(&pending, SIGPIPE)) {
+        const timespec zero{0, 0};
+        sigtimedwait(&pipe, nullptr, &zero);
+    }
+    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+}
+
+SSL *new_ssl(SSL_CTX *ctx, int fd, bool *kernel) {
+    *kernel = kernel_tls_available();
+    if (*kernel) {
+        SSL *ssl = SSL_new(ctx);
+        BIO *b = ssl ? BIO_new_socket(fd, BIO_NOCLOSE) : nullptr;
+        if (!b) {
+            SSL_free(ssl);
+            fail(TENSO_E_NO_MEMORY, "SSL_new");
+        }
+        SSL_set_bio(ssl, b, b);
+        SSL_set_options(ssl, SSL_OP_ENABLE_KTLS);
+        // Records OpenSSL read ahead past the handshake would keep the kernel from taking the
+        // receiving side.
+        SSL_set_read_ahead(ssl, 0);
+        return ssl;
+    }
     BIO_METHOD *m = socket_method();
     if (!m) fail(TENSO_E_NO_MEMORY, "BIO_meth_new");
     std::unique_ptr<BioSock> st(new (std::nothrow) BioSock);

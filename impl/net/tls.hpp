@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include <signal.h>
+
 #include <openssl/ssl.h>
 
 namespace tenso::net {
@@ -34,8 +36,32 @@ private:
     std::vector<std::string> pinned_;
 };
 
-// An SSL for a non-blocking socket, reading and writing through send(MSG_NOSIGNAL)/recv.
-SSL *new_ssl(SSL_CTX *ctx, int fd);
+// Whether this kernel takes TLS records (the `tls` TCP upper-layer protocol, kTLS): probed once
+// per process, on a loopback connection of its own. False where the module is absent.
+bool kernel_tls_available();
+
+// An SSL for a non-blocking socket. Without kernel TLS it reads and writes through
+// send(MSG_NOSIGNAL)/recv (the BIO below); with it, through OpenSSL's own socket BIO with
+// SSL_OP_ENABLE_KTLS, so that OpenSSL hands the traffic keys to the kernel after the handshake
+// (*kernel set). OpenSSL's socket BIO writes with write(2): calls into such an SSL run under
+// NoSigpipe.
+SSL *new_ssl(SSL_CTX *ctx, int fd, bool *kernel);
+
+// Blocks SIGPIPE on this thread for its life (when `on`) and discards one raised meanwhile, so a
+// peer gone away is EPIPE, never the signal. Free on the node's own threads, which block
+// SIGPIPE for good (block_sigpipe_for_good).
+class NoSigpipe {
+public:
+    explicit NoSigpipe(bool on);
+    static void block_sigpipe_for_good();
+    ~NoSigpipe();
+    NoSigpipe(const NoSigpipe &) = delete;
+    NoSigpipe &operator=(const NoSigpipe &) = delete;
+
+private:
+    bool on_, pending_before_ = false;
+    sigset_t old_;
+};
 
 // Whether application data follows the record the next SSL_write_ex writes: the record is then
 // gathered with the next ones and sent with them (one send per 128 KiB instead of one per 16 KiB

@@ -15,6 +15,13 @@ import (
 // The share of libtenso's exported functions that this package calls: the functions the
 // loaded library exports (its dynamic symbol table) against the tenso_* names the package's
 // Go files and C preamble use outside comments. Below 90% the SDK has fallen behind the ABI.
+//
+// The completion-based calls (1.5: tenso_node_queue_*, tenso_node_*_start, tenso_node_op_*)
+// are not counted: they exist so that an event loop (asyncio, tokio) need not park a thread
+// per call, which is what a goroutine in a blocking call already costs nothing to do (the Go
+// scheduler is that event loop). A Go wrapper would put a second loop beside the runtime's.
+var notForGo = regexp.MustCompile(`^tenso_node_(queue_[a-z_]+|op_[a-z_]+|[a-z_]+_start)$`)
+
 func TestABICoverage(t *testing.T) {
 	const want = 0.90
 	f, err := elf.Open(LibraryPath())
@@ -27,8 +34,13 @@ func TestABICoverage(t *testing.T) {
 		t.Fatal(err)
 	}
 	exported := map[string]bool{}
+	var skipped []string
 	for _, s := range syms {
 		if elf.ST_TYPE(s.Info) == elf.STT_FUNC && s.Section != elf.SHN_UNDEF && strings.HasPrefix(s.Name, "tenso_") {
+			if notForGo.MatchString(s.Name) {
+				skipped = append(skipped, s.Name)
+				continue
+			}
 			exported[s.Name] = true
 		}
 	}
@@ -76,8 +88,9 @@ func TestABICoverage(t *testing.T) {
 	}
 	sort.Strings(missing)
 	share := float64(covered) / float64(len(exported))
-	t.Logf("the Go SDK calls %d of libtenso's %d exported functions (%.1f%%); not called: %s",
-		covered, len(exported), 100*share, strings.Join(missing, " "))
+	t.Logf("the Go SDK calls %d of libtenso's %d exported functions (%.1f%%); not called: %s; "+
+		"not counted (completion-based, for event loops): %d", covered, len(exported), 100*share,
+		strings.Join(missing, " "), len(skipped))
 	if share < want {
 		t.Errorf("ABI coverage %.1f%% is below %.0f%%", 100*share, 100*want)
 	}

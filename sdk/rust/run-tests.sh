@@ -8,7 +8,7 @@
 #      installing, shared while tests use the library (a rebuild never swaps libtenso.so under a
 #      running test);
 #   2. cargo test (tenso-sys layout/ABI test, unit, integration and doc tests), again for the
-#      `ndarray` feature, cargo clippy with warnings denied (default and all features), cargo
+#      `ndarray` and `tokio` features, cargo clippy with warnings denied (default and all features), cargo
 #      doc with warnings denied, all with PKG_CONFIG_PATH pointing at the stage and
 #      --no-default-features: the staged libtenso, not the `bundled` build (whose sources only
 #      the packaged crate carries; tests/dist tests it). LD_LIBRARY_PATH is not set: the test
@@ -90,6 +90,8 @@ nodefault=(--no-default-features)
 "$cargo" test --workspace "${nodefault[@]}" --locked
 log "cargo test --features ndarray"
 "$cargo" test -p libtenso "${nodefault[@]}" --features ndarray --locked
+log "cargo test --features tokio (AsyncNode under tokio's multi-threaded runtime)"
+"$cargo" test -p libtenso "${nodefault[@]}" --features tokio --locked
 log "cargo clippy"
 "$cargo" clippy --workspace --all-targets "${nodefault[@]}" --locked -- -D warnings
 "$cargo" clippy --workspace --all-targets "${nodefault[@]}" --features libtenso/ndarray --locked -- -D warnings

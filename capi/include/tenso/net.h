@@ -24,7 +24,11 @@
  * pinned_keys; with neither set it accepts any dialer that proves a key (its fingerprint is
  * the message's sender). Refusals: TENSO_E_AUTH. Plain TCP and Unix sockets are used only with
  * TENSO_NODE_ALLOW_PLAINTEXT. Without an access hook (tenso_node_set_access, @since 1.5) every
- * trusted dialer may get every published value and push under any name.
+ * trusted dialer may get every published value and push under any name. Where the kernel
+ * offers TLS (Linux's `tls` module, kTLS), OpenSSL hands it the traffic keys after each
+ * handshake and the kernel encrypts (and, where it can, decrypts) the records, written straight
+ * from the value's memory; elsewhere OpenSSL does it in this process. tenso_node_stats counts
+ * the connections of each kind (since 1.5).
  *
  * Threads and lifetimes. A node runs its own event loop (standalone Asio) on `threads` threads.
  * Every call is thread-safe; blocking calls may run on many threads at once. tenso_node_shutdown
@@ -53,7 +57,12 @@
  * max_queued_bytes, counted as decoded (inflated) bytes and reserved before their bytes are
  * read; at most 64 passed descriptors wait for their frames.
  *
- * @since 1.4 for everything in this header.
+ * Completion-based calls (1.5). Every push, post, flush, request and receive can also be
+ * started without blocking (tenso_node_send_start, ...) on a completion queue: the caller's
+ * event loop waits on the queue's one descriptor, and learns of each call's completion by
+ * reaping it, or through a callback. See "Completion-based calls" below.
+ *
+ * @since 1.4 for everything in this header but the completion-based calls (1.5).
  */
 #ifndef TENSO_NET_H
 #define TENSO_NET_H
@@ -295,7 +304,14 @@ typedef struct tenso_node_stats {
     uint64_t connections_opened;  /**< outbound dials so far (pool misses) */
     uint64_t connections_reused;  /**< outbound calls served by a pooled connection */
     uint64_t refused;             /**< inbound peers refused (auth, limits, hostile frames) */
-    uint64_t reserved[4];         /**< 0; room to grow */
+    /** TLS connections (dialed and accepted) since start whose records the kernel encrypts
+        (kTLS, used automatically where the kernel offers it: its `tls` module). @since 1.5
+        (reserved, zero, before) */
+    uint64_t tls_kernel;
+    /** TLS connections since start whose records OpenSSL encrypts in this process (the
+        fallback). @since 1.5 (reserved, zero, before) */
+    uint64_t tls_user;
+    uint64_t reserved[2]; /**< 0; room to grow */
 } tenso_node_stats;
 
 #define TENSO_NODE_STATS_VERSION 1 /**< the tenso_node_stats version these headers declare */
@@ -303,6 +319,184 @@ typedef struct tenso_node_stats {
 /** Fills *out (whose version the caller sets) with the node's counters now.
  *  @return TENSO_E_INVALID_ARGUMENT for an unknown version. */
 TENSO_API tenso_status tenso_node_stats_get(tenso_node_stats *out, const tenso_node *n);
+
+/* ============================================================================================
+ * Completion-based calls
+ *
+ * The calls above block their thread until they are done. The calls below start the same work
+ * and return at once; an event loop then waits on one descriptor per completion queue (usually
+ * one queue per node and event loop) instead of a thread per call:
+ *
+ *     tenso_node_queue *q;
+ *     tenso_node_queue_new(&q, node, NULL);               // descriptor mode
+ *     tenso_node_op *op;
+ *     tenso_node_send_start(&op, q, addr, "w", 1, v, 0, my_state);
+ *     if (!tenso_node_op_done(op)) {
+ *         ... poll(tenso_node_queue_fd(q)) readable ...
+ *         tenso_node_op *done[16];
+ *         size_t n;
+ *         tenso_node_queue_reap(done, 16, &n, q, 0);       // done[i] == op, one day
+ *     }
+ *     tenso_status st = tenso_node_op_result(op);          // as tenso_node_send's
+ *     tenso_node_op_free(op);
+ *
+ * Who does the work. A queue's descriptor is readable when one of its operations can make
+ * progress (its socket is ready, its deadline passed) or has completed; tenso_node_queue_reap
+ * runs that progress on the calling thread (non-blocking reads and writes of the operations'
+ * sockets, a TLS handshake step, ...) and hands out the operations that completed. An
+ * operation moves on only while its queue is reaped: a loop that stops reaping stalls its own
+ * outbound calls (the node's threads keep serving inbound connections). Work is also done by
+ * the start function itself, until the operation would wait: a small post is usually done
+ * before tenso_node_post_start returns, a send has written its request. In callback mode
+ * (tenso_node_queue_new with fn) the queue runs a thread of its own that reaps it and calls fn
+ * for each completion.
+ *
+ * Completion at once. In descriptor mode, an operation that completes within its start function
+ * (tenso_node_op_done is 1 when the start function returns) is not delivered to the queue:
+ * there is nothing to wait for. Check tenso_node_op_done after every start. In callback mode
+ * every operation is called back exactly once, also one that completed within its start
+ * function (the queue's thread may complete an operation the moment its start returns, so
+ * tenso_node_op_done after the start could not tell the two apart): the callback owns it.
+ *
+ * Ownership. A start function that returns TENSO_OK gives the caller a new operation, which the
+ * caller frees with tenso_node_op_free in every case (completed, failed, cancelled; delivered or
+ * not). A start function that fails starts nothing and sets *out to NULL (an invalid argument,
+ * a bad address, a bad name, a send's value that does not encode, TENSO_E_SHUTDOWN, out of
+ * memory); every other outcome is the operation's, through tenso_node_op_result (a post's
+ * value is encoded when the post's turn comes, and one that does not encode fails that post). The value given to
+ * tenso_node_send_start / tenso_node_post_start, and the memory it borrows, must stay valid and
+ * unchanged until the operation has completed (or tenso_node_op_free has returned): bodies are
+ * written straight from it. Results (a request's value, a received message) belong to the
+ * operation until taken with tenso_node_op_take_view / tenso_node_op_take_message.
+ *
+ * Ordering. Posts to one peer, blocking or not, are written and received in the order they were
+ * started; a flush waits for every post to that peer started before it, and posts started after
+ * it wait for the flush. Completions are delivered in the order the operations completed, which
+ * for sends and requests need not be the order they started. Receive operations take received
+ * pushes in the order the operations started (and interleave with blocking receives).
+ *
+ * Deadlines and cancellation. timeout_ms is the blocking call's (0 = the node's io_timeout_ms,
+ * receive: 0 = only what is waiting now; UINT64_MAX = none). An operation past its deadline
+ * completes with TENSO_E_TIMEOUT; tenso_node_op_cancel ends it with TENSO_E_CANCELLED. Either
+ * closes the connection the operation was using part way (a send or request), as the blocking
+ * calls do; a post or flush that stops part way fails the posts its connection owed an
+ * acknowledgement (flush reports them), as a blocking flush that times out.
+ *
+ * Shutdown. tenso_node_shutdown (and tenso_node_free) completes every operation in flight on
+ * the node's queues with TENSO_E_SHUTDOWN, delivered as usual; later start functions fail with
+ * TENSO_E_SHUTDOWN. Queues and operations stay valid after their node is freed: reap them and
+ * free them in any order.
+ *
+ * Threads. Every function below is thread-safe: operations may be started, reaped, cancelled
+ * and freed on any thread, a queue reaped by one thread at a time or several (each completion is
+ * handed out once). Progress is made under the queue's lock, so reaping from two threads does
+ * not make one queue faster: use a queue per thread instead.
+ * ========================================================================================== */
+
+/** A completion queue: where operations are started and their completions handed out. */
+typedef struct tenso_node_queue tenso_node_queue;
+/** One completion-based call. */
+typedef struct tenso_node_op tenso_node_op;
+
+/** A completion callback: called once per delivered completion, on the queue's thread, with the
+ *  operation and the payload given to its start function. The callback may start, cancel and
+ *  free operations (this one included) and reap nothing; it must not block (no blocking node
+ *  call, no tenso_node_shutdown, tenso_node_free or tenso_node_queue_free of its own queue's
+ *  node), since the queue's other completions wait for it. @since 1.5 */
+typedef void (*tenso_node_op_fn)(tenso_node_op *op, void *payload);
+
+/** Makes a completion queue for node `n`.
+ *  @param fn NULL: descriptor mode (the caller reaps; see tenso_node_queue_fd). Else callback
+ *  mode: the queue starts one thread that waits on its descriptor, does the operations' work and
+ *  calls fn for each completion (every operation started on it, once, possibly before its
+ *  start function has returned: the caller hands the operation to the callback and does not
+ *  touch it after starting it); tenso_node_queue_reap is then refused.
+ *  @return TENSO_E_SHUTDOWN once the node is shut down; TENSO_E_IO when the kernel refuses a
+ *  descriptor. The queue holds a reference to the node's engine, not to the tenso_node handle.
+ *  @since 1.5 */
+TENSO_API tenso_status tenso_node_queue_new(tenso_node_queue **out, tenso_node *n, tenso_node_op_fn fn);
+
+/** The queue's descriptor (an epoll instance; -1 for NULL): readable while reaping can make
+ *  progress or hand out a completion. Owned by the queue: poll it, never read or close it. A
+ *  readable descriptor may yield no completion (the progress was a step of an operation in
+ *  flight). Edge-triggered waiters (tokio's AsyncFd) reap until a reap returns fewer
+ *  completions than asked for, then wait again. @since 1.5 */
+TENSO_API int tenso_node_queue_fd(const tenso_node_queue *q);
+
+/** Makes what progress the queue's operations can, and hands out up to `cap` completed ones,
+ *  oldest completion first, into ops[0..*count_out). Waits up to timeout_ms for at least one
+ *  (0: does not wait; UINT64_MAX: no deadline); *count_out 0 with TENSO_OK when none came.
+ *  The operations handed out are done (tenso_node_op_done is 1) and still the caller's.
+ *  @return TENSO_E_INVALID_ARGUMENT for a callback-mode queue. @since 1.5 */
+TENSO_API tenso_status tenso_node_queue_reap(tenso_node_op **ops, size_t cap, size_t *count_out, tenso_node_queue *q,
+                                             uint64_t timeout_ms);
+
+/** Frees the queue. Operations still in flight on it are cancelled, and no completion is
+ *  delivered any more (a callback-mode queue's thread is stopped, waiting for a callback that
+ *  runs, unless called from that callback); the operations stay valid and are still freed one
+ *  by one with tenso_node_op_free. NULL is accepted. @since 1.5 */
+TENSO_API void tenso_node_queue_free(tenso_node_queue *q);
+
+/** Starts tenso_node_send on queue `q` (its node): `payload` is handed back with the
+ *  completion. @return see Ownership above; the operation's result is tenso_node_send's. @since 1.5 */
+TENSO_API tenso_status tenso_node_send_start(tenso_node_op **out, tenso_node_queue *q, const char *addr,
+                                             const char *name, size_t name_len, const tenso_value *v,
+                                             uint64_t timeout_ms, void *payload);
+
+/** Starts tenso_node_post. The operation completes when the post is buffered or written (the
+ *  value's memory is then no longer used), usually within this call; its result is
+ *  tenso_node_post's. @since 1.5 */
+TENSO_API tenso_status tenso_node_post_start(tenso_node_op **out, tenso_node_queue *q, const char *addr,
+                                             const char *name, size_t name_len, const tenso_value *v,
+                                             uint64_t timeout_ms, void *payload);
+
+/** Starts tenso_node_flush of every post to `addr` started before it. @since 1.5 */
+TENSO_API tenso_status tenso_node_flush_start(tenso_node_op **out, tenso_node_queue *q, const char *addr,
+                                              uint64_t timeout_ms, void *payload);
+
+/** Starts tenso_node_request; the value is taken with tenso_node_op_take_view. @since 1.5 */
+TENSO_API tenso_status tenso_node_request_start(tenso_node_op **out, tenso_node_queue *q, const char *addr,
+                                                const char *name, size_t name_len, uint64_t timeout_ms, void *payload);
+
+/** Starts tenso_node_receive (timeout_ms 0: completes at once, with a message or
+ *  TENSO_E_TIMEOUT); the message is taken with tenso_node_op_take_message. @since 1.5 */
+TENSO_API tenso_status tenso_node_receive_start(tenso_node_op **out, tenso_node_queue *q, uint64_t timeout_ms,
+                                                void *payload);
+
+/** 1 once the operation has completed (0 for NULL). Thread-safe; the result may be read once it
+ *  is 1. @since 1.5 */
+TENSO_API int tenso_node_op_done(const tenso_node_op *op);
+
+/** The completed operation's status: what the blocking call would have returned. On failure
+ *  tenso_last_error() is set to the operation's message (kept by the operation, so reading it
+ *  again gives the same). @return TENSO_E_INVALID_ARGUMENT while it has not completed. @since 1.5 */
+TENSO_API tenso_status tenso_node_op_result(const tenso_node_op *op);
+
+/** The payload given to its start function. @since 1.5 */
+TENSO_API void *tenso_node_op_payload(const tenso_node_op *op);
+
+/** Moves a completed request's value out; the caller frees it with tenso_view_free.
+ *  @return TENSO_E_INVALID_ARGUMENT when it is not a request that succeeded, or the value was
+ *  taken already. @since 1.5 */
+TENSO_API tenso_status tenso_node_op_take_view(tenso_view **out, tenso_node_op *op);
+
+/** Moves a completed receive's message out; the caller frees it with tenso_node_message_free.
+ *  @return TENSO_E_INVALID_ARGUMENT when it is not a receive that succeeded, or the message was
+ *  taken already. @since 1.5 */
+TENSO_API tenso_status tenso_node_op_take_message(tenso_node_message **out, tenso_node_op *op);
+
+/** Ends the operation with TENSO_E_CANCELLED, unless it completes first; its completion is
+ *  delivered as any other. A send, request or receive has completed when this returns; a post
+ *  or flush also, unless a blocking post or flush to its peer on another thread holds the peer's
+ *  connection, in which case it completes once that call lets go of it. Done or NULL: nothing.
+ *  Thread-safe. @since 1.5 */
+TENSO_API void tenso_node_op_cancel(tenso_node_op *op);
+
+/** Frees the operation. One still in flight is cancelled first, and this waits until the node
+ *  no longer uses it or its value (see tenso_node_op_cancel); its completion is then not
+ *  delivered. A completion handed out or not yet reaped is forgotten, with a result not taken.
+ *  NULL is accepted. @since 1.5 */
+TENSO_API void tenso_node_op_free(tenso_node_op *op);
 
 TENSO_END_DECL
 

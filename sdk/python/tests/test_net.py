@@ -740,3 +740,150 @@ def test_blocking_forms_from_threads():
     finally:
         tx.close()
         rx.close()
+
+
+# ---- coroutines on the running loop (libtenso's completion queues, issue 25) --------------------
+
+
+def test_coroutines_use_no_threads_per_call():
+    # 200 sends and requests in flight at once from one loop: no executor thread is started
+    # (the node's own event-loop threads are all there is), and every call completes.
+    async def main():
+        async with (
+            TensorNode(max_connections=8, max_pool_per_peer=8) as rx,
+            TensorNode(listen_enabled=False, max_connections=8, max_pool_per_peer=8) as tx,
+        ):
+            addr = await rx.get_node_addr()
+            rx.publish("p", np.arange(5))
+            await tx.send_tensor(addr, "warm", np.ones(1))
+            before = threading.active_count()
+            sends = [tx.send_tensor(addr, f"s{i}", np.full(8, i)) for i in range(100)]
+            reqs = [tx.request_tensor(addr, "p") for _ in range(100)]
+            results = await asyncio.gather(*sends, *reqs)
+            assert threading.active_count() == before
+            for r in results[100:]:
+                assert_same(np.arange(5), r)
+            names = set()
+            for _ in range(101):
+                names.add((await rx.receive_tensor(timeout=30))[0])
+            assert names == {"warm"} | {f"s{i}" for i in range(100)}
+            assert tx.stats()["connections_opened"] <= 8
+
+    run(main())
+
+
+def test_one_node_from_several_loops():
+    # Nothing assumes the default loop: the node serves a loop in another thread while the main
+    # loop uses it, and a later asyncio.run gets a queue of its own.
+    rx = TensorNode()
+    rx.start_sync()
+    tx = TensorNode(listen_enabled=False)
+    tx.start_sync()
+    addr = rx.get_node_addr_sync()
+    try:
+
+        async def sender(prefix):
+            for i in range(20):
+                await tx.send_tensor(addr, f"{prefix}{i}", np.array([i]))
+
+        def other_thread():
+            loop = asyncio.new_event_loop()
+            try:
+                loop.run_until_complete(sender("t"))
+            finally:
+                loop.close()
+
+        th = threading.Thread(target=other_thread)
+        th.start()
+        run(sender("m"))
+        th.join(60)
+        assert not th.is_alive()
+        run(sender("n"))
+        got = sorted(rx.receive_tensor_sync(timeout=30)[0] for _ in range(60))
+        assert got == sorted([f"{p}{i}" for p in "mnt" for i in range(20)])
+    finally:
+        tx.close()
+        rx.close()
+
+
+def test_wait_for_receive_loses_no_message():
+    # receive_tensor under asyncio.wait_for with a short timeout, again and again, while pushes
+    # arrive: a receive cancelled after it took a message hands it to the next one.
+    async def main():
+        async with TensorNode() as rx, TensorNode(listen_enabled=False) as tx:
+            addr = await rx.get_node_addr()
+            n = 200
+
+            async def push():
+                for i in range(n):
+                    await tx.post_tensor(addr, f"p{i}", np.array([i]))
+                await tx.flush(addr)
+
+            pusher = asyncio.ensure_future(push())
+            got = []
+            while len(got) < n:
+                try:
+                    item = await asyncio.wait_for(rx.receive_tensor(timeout=None), 0.001)
+                except asyncio.TimeoutError:
+                    continue
+                got.append(item[0])
+            await pusher
+            assert got == [f"p{i}" for i in range(n)]
+
+    run(main())
+
+
+def test_coroutine_and_blocking_posts_keep_order():
+    async def main():
+        async with (
+            TensorNode("tcp://127.0.0.1:0", allow_plaintext=True) as rx,
+            TensorNode(listen_enabled=False, allow_plaintext=True) as tx,
+        ):
+            addr = await rx.get_node_addr()
+            big = np.ones(1 << 20, np.float32)  # 4 MiB: more than the socket takes at once
+            k = 0
+            for _ in range(3):
+                await tx.post_tensor(addr, f"n{k}", big)
+                k += 1
+                tx.post_tensor_sync(addr, f"n{k}", np.array([k]))
+                k += 1
+                await tx.post_many(addr, [(f"n{k}", np.array([k])), (f"n{k + 1}", np.array([k + 1]))])
+                k += 2
+            await tx.flush(addr)
+            for i in range(k):
+                assert (await rx.receive_tensor(timeout=30))[0] == f"n{i}"
+
+    run(main())
+
+
+def test_cancelling_a_request_cancels_its_call():
+    # A peer that accepts and never answers: the awaited request is cancelled by the task's
+    # cancellation, at once, and the node goes on.
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        port = silent.getsockname()[1]
+
+        async def main():
+            async with TensorNode(listen_enabled=False, allow_plaintext=True) as tx:
+                task = asyncio.ensure_future(tx.request_tensor(f"tcp://127.0.0.1:{port}", "x", timeout=600))
+                await asyncio.sleep(0.1)
+                t0 = time.monotonic()
+                task.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await task
+                assert time.monotonic() - t0 < 5
+                with pytest.raises(TensoTimeoutError):
+                    await tx.request_tensor(f"tcp://127.0.0.1:{port}", "x", timeout=0.1)
+
+        run(main())
+
+
+def test_kernel_tls_or_fallback_in_stats():
+    async def main():
+        async with TensorNode() as rx, TensorNode(listen_enabled=False) as tx:
+            await tx.send_tensor(await rx.get_node_addr(), "x", np.ones(3))
+            for s in (tx.stats(), rx.stats()):
+                assert s["tls_kernel"] + s["tls_user"] == 1
+
+    run(main())

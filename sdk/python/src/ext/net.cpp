@@ -1,11 +1,15 @@
-// net.cpp - tenso._tenso.Node and tenso._tenso.Cancel: libtenso's nodes (tenso/net.h). Every
-// call that may wait (start, send, receive, request, publish, shutdown, close) runs with the GIL
-// released; tenso.net builds the asyncio API on top (worker threads for send and request, the
-// receive descriptor for receive).
+// net.cpp - tenso._tenso.Node, tenso._tenso.Cancel and tenso._tenso.Queue: libtenso's nodes
+// (tenso/net.h). Every call that may wait (start, send, receive, request, publish, shutdown,
+// close) runs with the GIL released. tenso.net builds the asyncio API on Queue: the node's
+// completion-based calls, whose completions resolve asyncio futures when the event loop finds
+// the queue's descriptor readable (no thread per call).
 #include <algorithm>
 #include <cstring>
+#include <deque>
 #include <limits>
+#include <memory>
 #include <mutex>
+#include <unordered_map>
 
 #include "common.hpp"
 
@@ -335,6 +339,11 @@ public:
         }
         if (st == TENSO_E_TIMEOUT) return py::none();
         check(st);
+        return message_tuple(m);
+    }
+
+    // (name, sender, object) of a received message, which it frees.
+    static py::object message_tuple(tenso_node_message *m) {
         std::unique_ptr<tenso_node_message, void (*)(tenso_node_message *)> msg(m, tenso_node_message_free);
         size_t name_len = 0;
         const char *name = tenso_node_message_name(m, &name_len);
@@ -421,6 +430,8 @@ public:
         d["connections_opened"] = s.connections_opened;
         d["connections_reused"] = s.connections_reused;
         d["refused"] = s.refused;
+        d["tls_kernel"] = s.tls_kernel;
+        d["tls_user"] = s.tls_user;
         return d;
     }
 
@@ -459,6 +470,7 @@ public:
     }
 
     bool closed() const { return h_->closed(); }
+    std::shared_ptr<tenso_node> lease() const { return h_->lease(); }
 
 private:
     std::unique_ptr<NodeHandle> h_;
@@ -474,6 +486,201 @@ private:
             tenso_node_set_access(n.get(), nullptr, nullptr);
         }
         access_.reset();
+    }
+};
+
+// A completion queue of the node (tenso_node_queue, descriptor mode) for one asyncio event loop:
+// tenso.net's coroutines start calls on it and await futures that reap() resolves, which the
+// loop calls when fd() is readable (loop.add_reader). Every method runs on the loop's thread.
+class Queue {
+public:
+    explicit Queue(const Node &node) {
+        auto n = node.lease();
+        tenso_node_queue *q = nullptr;
+        check(tenso_node_queue_new(&q, n.get(), nullptr));
+        q_.reset(q);
+    }
+    ~Queue() { close(); }
+
+    int fd() const { return tenso_node_queue_fd(q_.get()); }
+
+    // Each start returns a future of `loop` (done already when the call completed at once),
+    // except post, which returns None when the post is done at once (the common case).
+    py::object send(py::handle loop, const std::string &addr, py::handle name, py::handle value, bool strict,
+                    py::handle timeout) {
+        return push(tenso_node_send_start, loop, addr, name, value, strict, timeout, false);
+    }
+    py::object post(py::handle loop, const std::string &addr, py::handle name, py::handle value, bool strict,
+                    py::handle timeout) {
+        return push(tenso_node_post_start, loop, addr, name, value, strict, timeout, true);
+    }
+    py::object flush(py::handle loop, const std::string &addr, py::handle timeout) {
+        auto p = std::make_unique<Pending>();
+        tenso_node_op *op = nullptr;
+        check(tenso_node_flush_start(&op, live(), addr.c_str(), timeout_ms(timeout, 0), p.get()));
+        return started(loop, std::move(p), op, false);
+    }
+    py::object request(py::handle loop, const std::string &addr, py::handle name, py::handle timeout) {
+        NameArg nm(name);
+        auto p = std::make_unique<Pending>();
+        tenso_node_op *op = nullptr;
+        check(tenso_node_request_start(&op, live(), addr.c_str(), nm.bytes.data(), nm.bytes.size(),
+                                       timeout_ms(timeout, 0), p.get()));
+        return started(loop, std::move(p), op, false);
+    }
+    // Resolves to (name, sender, object), or None when nothing came in time.
+    py::object receive(py::handle loop, py::handle timeout) {
+        if (!stash_.empty()) {  // taken by a receive that was cancelled after it completed
+            py::object fut = loop.attr("create_future")();
+            fut.attr("set_result")(stash_.front());
+            stash_.pop_front();
+            return fut;
+        }
+        auto p = std::make_unique<Pending>();
+        p->receive = true;
+        tenso_node_op *op = nullptr;
+        check(
+            tenso_node_receive_start(&op, live(), timeout_ms(timeout, std::numeric_limits<uint64_t>::max()), p.get()));
+        return started(loop, std::move(p), op, false);
+    }
+
+    // Hands out what completed: resolves the futures (the loop's reader callback).
+    void reap() {
+        if (!q_) return;
+        tenso_node_op *ops[64];
+        size_t n = 0;
+        do {
+            tenso_status st;
+            {
+                py::gil_scoped_release nogil;  // the operations' socket work runs here
+                st = tenso_node_queue_reap(ops, 64, &n, q_.get(), 0);
+            }
+            check(st);
+            for (size_t i = 0; i < n; ++i) {
+                std::unique_ptr<Pending> p(static_cast<Pending *>(tenso_node_op_payload(ops[i])));
+                in_flight_.erase(p->fut.ptr());
+                resolve(*p);
+            }
+        } while (n == 64);
+    }
+
+    // The awaiting task was cancelled: so is the call (its completion is reaped as usual).
+    void cancel(py::handle fut) {
+        auto it = in_flight_.find(fut.ptr());
+        if (it != in_flight_.end()) tenso_node_op_cancel(it->second->op);
+    }
+
+    // Frees the queue; calls in flight are cancelled, and their futures with them.
+    void close() {
+        if (!q_) return;
+        std::unordered_map<PyObject *, Pending *> left;
+        left.swap(in_flight_);
+        for (auto &e : left) {
+            std::unique_ptr<Pending> p(e.second);
+            {
+                py::gil_scoped_release nogil;  // may wait for a blocking post to the same peer
+                tenso_node_op_free(p->op);
+            }
+            p->op = nullptr;
+            if (!p->fut.attr("done")().cast<bool>()) p->fut.attr("cancel")();
+        }
+        py::gil_scoped_release nogil;
+        q_.reset();
+    }
+
+private:
+    // What a call keeps until it completes: its future, its operation, its value's memory.
+    struct Pending {
+        py::object fut;
+        tenso_node_op *op = nullptr;
+        TensorArg ta;     // an array's
+        ValuePtr owned;   // its tenso_value
+        py::object keep;  // or the tenso._tenso.Value given
+        bool receive = false;
+        ~Pending() { tenso_node_op_free(op); }
+    };
+    struct QueueFree {
+        void operator()(tenso_node_queue *q) const noexcept { tenso_node_queue_free(q); }
+    };
+    std::unique_ptr<tenso_node_queue, QueueFree> q_;
+    std::unordered_map<PyObject *, Pending *> in_flight_;  // by future
+    std::deque<py::object> stash_;                         // messages received for cancelled receives, in order
+
+    tenso_node_queue *live() const {
+        if (!q_) raise_value_error("tenso node queue: closed");
+        return q_.get();
+    }
+
+    using StartFn = tenso_status (*)(tenso_node_op **, tenso_node_queue *, const char *, const char *, size_t,
+                                     const tenso_value *, uint64_t, void *);
+    py::object push(StartFn fn, py::handle loop, const std::string &addr, py::handle name, py::handle value,
+                    bool strict, py::handle timeout, bool none_when_done) {
+        bury_published();
+        NameArg nm(name);
+        auto p = std::make_unique<Pending>();
+        const tenso_value *v;
+        if (py::isinstance<Value>(value)) {
+            p->keep = py::reinterpret_borrow<py::object>(value);
+            v = p->keep.cast<const Value &>().get();
+        } else {
+            p->owned = Node::array_value(p->ta, value, strict);
+            v = p->owned.get();
+        }
+        const uint64_t ms = timeout_ms(timeout, 0);
+        tenso_node_op *op = nullptr;
+        tenso_status st;
+        if (p->ta.t.nbytes >= kReleaseGilBytes) {
+            py::gil_scoped_release nogil;  // the first steps write what the socket takes
+            st = fn(&op, live(), addr.c_str(), nm.bytes.data(), nm.bytes.size(), v, ms, p.get());
+        } else {
+            st = fn(&op, live(), addr.c_str(), nm.bytes.data(), nm.bytes.size(), v, ms, p.get());
+        }
+        check(st);
+        return started(loop, std::move(p), op, none_when_done);
+    }
+
+    py::object started(py::handle loop, std::unique_ptr<Pending> p, tenso_node_op *op, bool none_when_done) {
+        p->op = op;
+        if (tenso_node_op_done(op)) {
+            if (none_when_done) {
+                check(tenso_node_op_result(op));
+                return py::none();
+            }
+            p->fut = loop.attr("create_future")();
+            resolve(*p);
+            return std::move(p->fut);
+        }
+        p->fut = loop.attr("create_future")();
+        py::object fut = p->fut;
+        in_flight_.emplace(fut.ptr(), p.release());
+        return fut;
+    }
+
+    // Sets the future from the completed operation.
+    void resolve(Pending &p) {
+        const tenso_status st = tenso_node_op_result(p.op);
+        py::object result = py::none();
+        py::object error;
+        try {
+            if (st == TENSO_OK) {
+                tenso_view *v = nullptr;
+                tenso_node_message *m = nullptr;
+                if (tenso_node_op_take_view(&v, p.op) == TENSO_OK) result = view_to_python(v, false);
+                else if (tenso_node_op_take_message(&m, p.op) == TENSO_OK) result = Node::message_tuple(m);
+                tenso_error_clear();
+            } else if (st != TENSO_E_TIMEOUT || !p.receive) {
+                raise_status(st);
+            }
+        } catch (py::error_already_set &e) {
+            error = e.value();
+        }
+        if (p.fut.attr("done")().cast<bool>()) {
+            // Cancelled: a message it took goes to the next receive, not lost.
+            if (p.receive && !result.is_none()) stash_.push_back(std::move(result));
+            return;
+        }
+        if (error) p.fut.attr("set_exception")(error);
+        else p.fut.attr("set_result")(result);
     }
 };
 
@@ -522,6 +729,22 @@ void init_net(py::module_ &m) {
         .def("shutdown", &Node::shutdown)
         .def("close", &Node::close)
         .def_property_readonly("closed", &Node::closed);
+
+    py::class_<Queue>(m, "Queue",
+                      "A completion queue of a node for one asyncio loop (tenso_node_queue); used by tenso.net.")
+        .def(py::init<const Node &>(), py::arg("node"))
+        .def("fd", &Queue::fd)
+        .def("send", &Queue::send, py::arg("loop"), py::arg("addr"), py::arg("name"), py::arg("value"),
+             py::arg("strict") = false, py::arg("timeout") = py::none())
+        .def("post", &Queue::post, py::arg("loop"), py::arg("addr"), py::arg("name"), py::arg("value"),
+             py::arg("strict") = false, py::arg("timeout") = py::none())
+        .def("flush", &Queue::flush, py::arg("loop"), py::arg("addr"), py::arg("timeout") = py::none())
+        .def("request", &Queue::request, py::arg("loop"), py::arg("addr"), py::arg("name"),
+             py::arg("timeout") = py::none())
+        .def("receive", &Queue::receive, py::arg("loop"), py::arg("timeout") = py::none())
+        .def("reap", &Queue::reap)
+        .def("cancel", &Queue::cancel, py::arg("future"))
+        .def("close", &Queue::close);
 }
 
 }  // namespace tpy

@@ -20,11 +20,19 @@ Blocking form: every coroutine method has a blocking twin with the suffix ``_syn
 (``send_tensor_sync``, ``receive_tensor_sync``, ...) that may be called from any thread and
 releases the GIL while it waits.
 
-Cancellation: cancelling the task awaiting ``send_tensor``/``request_tensor`` triggers the call's
-libtenso cancel token, so the call on the worker thread ends with ``TensoCancelledError`` at once.
-``receive_tensor`` waits on the node's receive descriptor inside the event loop. A cancel (or a
-timeout) stops a push only while it is still being handed to the connection: after that the
-peer has it, and ``TensoCancelledError`` does not mean it was not delivered (see net.h).
+Coroutines run on the running event loop, whichever it is, with no thread per call: each starts
+libtenso's completion-based call (``tenso_node_*_start``) on a completion queue the node keeps
+for that loop, and awaits a future that the loop resolves when the queue's descriptor is
+readable (``loop.add_reader``). The socket work of outbound calls runs on the loop's thread,
+with the GIL released. A node may be used from several loops (one queue each).
+
+Cancellation: cancelling the task awaiting a coroutine cancels its libtenso call
+(``tenso_node_op_cancel``): a send or request in progress closes its connection, as a timeout
+does. A cancel (or a timeout) stops a push only while it is still being handed to the
+connection: after that the peer has it, and ``TensoCancelledError`` does not mean it was not
+delivered (see net.h). A ``receive_tensor`` cancelled after it took a message hands that
+message to the next ``receive_tensor`` on the same loop, so
+``asyncio.wait_for(node.receive_tensor(), t)`` loses nothing.
 
 Shutdown: ``shutdown()``, ``close()`` and leaving ``with``/``async with`` end every call waiting
 on the node, blocking or awaited (``receive_tensor`` included), with ``TensoShutdownError``.
@@ -36,9 +44,9 @@ Access: by default every trusted peer may pull every published name and push any
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import threading
-from typing import Any, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, TypeVar
+import weakref
+from typing import Any, Awaitable, Iterable, List, Optional, Sequence, Tuple, TypeVar
 
 import numpy as np
 
@@ -102,7 +110,7 @@ class TensorNode:
             flags |= _tenso.NODE_NO_FD_PASSING
         if not listen_enabled:
             flags |= _tenso.NODE_NO_LISTEN
-        self._options: Dict[str, Any] = dict(
+        self._options = dict(
             listen=listen,
             flags=flags,
             cert_pem=cert_pem,
@@ -124,10 +132,9 @@ class TensorNode:
         self._node: Optional[_tenso.Node] = None
         self._lock = threading.Lock()
         self._shut = False
-        # Futures of awaited receives, woken by shutdown (their descriptor may close first).
-        self._waiters: set[Tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = set()
-        # Blocking calls of the coroutine API run here; a node's calls are thread-safe.
-        self._pool = concurrent.futures.ThreadPoolExecutor(thread_name_prefix="tenso-node")
+        # The completion queue of each event loop the coroutines ran on (see _queue).
+        self._queues: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _tenso.Queue]" = weakref.WeakKeyDictionary()
+        self._last: Tuple[Any, Optional[_tenso.Queue]] = (None, None)
 
     # ---- lifetime ---------------------------------------------------------------------------
 
@@ -142,8 +149,9 @@ class TensorNode:
                 self._options["key_pem"] = None
 
     async def start(self) -> None:
-        """Coroutine form of :meth:`start_sync`."""
-        await self._run(self.start_sync)
+        """Coroutine form of :meth:`start_sync` (the binding and key generation run on the
+        loop's default executor: milliseconds, once)."""
+        await asyncio.get_running_loop().run_in_executor(None, self.start_sync)
 
     def shutdown(self) -> None:
         """Stops the node: closes every connection and fails pending and later calls with
@@ -151,34 +159,34 @@ class TensorNode:
         with self._lock:
             self._shut = True
             node = self._node
-            waiters = list(self._waiters)
         if node is not None:
             node.shutdown()
-        for loop, fut in waiters:
-            try:
-                loop.call_soon_threadsafe(_wake, fut)
-            except RuntimeError:  # that loop is closed: nobody awaits there any more
-                pass
-        self._pool.shutdown(wait=False)
 
     def close(self) -> None:
-        """Shuts down and frees the node (once no call is using it)."""
+        """Shuts down and frees the node (once no call is using it). Coroutines still awaiting
+        it fail with ``TensoShutdownError`` (on their loop's next turn)."""
         self.shutdown()
+        with self._lock:
+            queues = list(self._queues.items())
+            self._queues.clear()
+            self._last = (None, None)
+        for loop, q in queues:
+            _detach(loop, q)
         if self._node is not None:
             self._node.close()
 
-    def __enter__(self) -> TensorNode:
+    def __enter__(self) -> "TensorNode":
         self.start_sync()
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    async def __aenter__(self) -> TensorNode:
+    async def __aenter__(self) -> "TensorNode":
         await self.start()
         return self
 
-    async def __aexit__(self, *exc: object) -> None:
+    async def __aexit__(self, *exc: Any) -> None:
         self.close()
 
     # ---- addresses --------------------------------------------------------------------------
@@ -213,9 +221,8 @@ class TensorNode:
         self, addr: str, name: str, value: Any, timeout: Optional[float] = None, *, strict: bool = False
     ) -> None:
         """Coroutine form of :meth:`send_tensor_sync`; cancelling it cancels the send."""
-        node = self._started()
-        v = _to_value(value, strict)
-        await self._cancellable(lambda c: node.send(addr, name, v, timeout, c))
+        loop, q = self._queue()
+        await _completion(q, q.send(loop, addr, name, _arg(value, strict), strict, timeout))
 
     def post_tensor_sync(
         self, addr: str, name: str, value: Any, timeout: Optional[float] = None, *, strict: bool = False
@@ -235,10 +242,13 @@ class TensorNode:
     async def post_tensor(
         self, addr: str, name: str, value: Any, timeout: Optional[float] = None, *, strict: bool = False
     ) -> None:
-        """Coroutine form of :meth:`post_tensor_sync`."""
-        node = self._started()
-        v = _to_value(value, strict)
-        await self._cancellable(lambda c: node.post(addr, name, v, timeout, c))
+        """Coroutine form of :meth:`post_tensor_sync`: usually done without suspending (the
+        value is buffered or written); it waits (on the loop) only where the blocking form
+        would block. Posts started by coroutines and by the blocking form keep their order."""
+        loop, q = self._queue()
+        fut = q.post(loop, addr, name, _arg(value, strict), strict, timeout)
+        if fut is not None:
+            await _completion(q, fut)
 
     def post_many_sync(
         self, addr: str, items: Iterable[Tuple[str, Any]], timeout: Optional[float] = None, *, strict: bool = False
@@ -254,10 +264,13 @@ class TensorNode:
     async def post_many(
         self, addr: str, items: Iterable[Tuple[str, Any]], timeout: Optional[float] = None, *, strict: bool = False
     ) -> None:
-        """Coroutine form of :meth:`post_many_sync`."""
-        node = self._started()
-        pairs = [(n, v if type(v) is np.ndarray else _to_value(v, strict)) for n, v in items]
-        await self._cancellable(lambda c: node.post_many(addr, pairs, strict, timeout, c))
+        """Coroutine form of :meth:`post_many_sync` (one post after the other, each awaited only
+        when it must wait)."""
+        loop, q = self._queue()
+        for n, v in items:
+            fut = q.post(loop, addr, n, _arg(v, strict), strict, timeout)
+            if fut is not None:
+                await _completion(q, fut)
 
     def flush_sync(self, addr: str, timeout: Optional[float] = None) -> None:
         """Waits until every post to ``addr`` is acknowledged; raises the first failure among
@@ -266,8 +279,8 @@ class TensorNode:
 
     async def flush(self, addr: str, timeout: Optional[float] = None) -> None:
         """Coroutine form of :meth:`flush_sync`; cancelling it cancels the wait."""
-        node = self._started()
-        await self._cancellable(lambda c: node.flush(addr, timeout, c))
+        loop, q = self._queue()
+        await _completion(q, q.flush(loop, addr, timeout))
 
     def receive_tensor_with_sender_sync(self, timeout: Optional[float] = -1.0) -> Optional[Tuple[str, str, Any]]:
         """As :meth:`receive_tensor_sync`, with the sender: ``(name, sender, value)``. The sender
@@ -283,40 +296,11 @@ class TensorNode:
         return None if got is None else (got[0], got[2])
 
     async def receive_tensor_with_sender(self, timeout: Optional[float] = -1.0) -> Optional[Tuple[str, str, Any]]:
-        """Coroutine form of :meth:`receive_tensor_with_sender_sync`: waits on the node's receive
-        descriptor in the event loop (no thread)."""
-        node = self._started()
+        """Coroutine form of :meth:`receive_tensor_with_sender_sync`."""
+        loop, q = self._queue()
         t = self.receive_timeout if timeout == -1.0 else timeout
-        loop = asyncio.get_running_loop()
-        deadline = None if t is None else loop.time() + t
-        fd = node.receive_fd()
-        while True:
-            if self._shut:
-                raise _shutdown_error()
-            got = node.receive(0)
-            if got is not None:
-                return got
-            remaining = None if deadline is None else deadline - loop.time()
-            if remaining is not None and remaining <= 0:
-                return None
-            ready: asyncio.Future[None] = loop.create_future()
-            waiter = (loop, ready)
-            with self._lock:
-                if self._shut:
-                    raise _shutdown_error()
-                self._waiters.add(waiter)
-            loop.add_reader(fd, _wake, ready)
-            try:
-                await asyncio.wait_for(ready, remaining)
-            except asyncio.TimeoutError:
-                pass
-            finally:
-                with self._lock:
-                    self._waiters.discard(waiter)
-                if not self._shut:
-                    loop.remove_reader(fd)
-                else:
-                    _forget_reader(loop, fd)
+        got: Optional[Tuple[str, str, Any]] = await _completion(q, q.receive(loop, t))
+        return got
 
     async def receive_tensor(self, timeout: Optional[float] = -1.0) -> Optional[Tuple[str, Any]]:
         """Coroutine form of :meth:`receive_tensor_sync`."""
@@ -342,8 +326,8 @@ class TensorNode:
 
     async def request_tensor(self, addr: str, name: str, timeout: Optional[float] = None) -> Any:
         """Coroutine form of :meth:`request_tensor_sync`; cancelling it cancels the request."""
-        node = self._started()
-        return await self._cancellable(lambda c: node.request(addr, name, timeout, c))
+        loop, q = self._queue()
+        return await _completion(q, q.request(loop, addr, name, timeout))
 
     # ---- access -----------------------------------------------------------------------------
 
@@ -368,7 +352,9 @@ class TensorNode:
 
     def stats(self) -> dict[str, int]:
         """``tenso_node_stats`` as a dict (pool_size, inbound_connections, queued, queued_bytes,
-        bytes_sent, bytes_received, connections_opened, connections_reused, refused)."""
+        bytes_sent, bytes_received, connections_opened, connections_reused, refused, and
+        tls_kernel / tls_user: TLS connections whose records the kernel (kTLS, used where the
+        kernel offers it) or OpenSSL in this process encrypts)."""
         return dict(self._started().stats())
 
     # ---- helpers ----------------------------------------------------------------------------
@@ -381,45 +367,68 @@ class TensorNode:
             raise _tenso_value_error("tenso node: not started (await node.start() first)")
         return node
 
-    async def _run(self, fn: Callable[[], _T]) -> _T:
-        return await asyncio.get_running_loop().run_in_executor(self._executor(), fn)
+    def _queue(self) -> Tuple[asyncio.AbstractEventLoop, _tenso.Queue]:
+        """The running loop and this node's completion queue for it, made (and its descriptor
+        added to the loop's readers) on first use."""
+        loop = asyncio.get_running_loop()
+        last_loop, q = self._last
+        if last_loop is loop and q is not None:
+            return loop, q
+        node = self._started()
+        with self._lock:
+            if self._shut:
+                raise _shutdown_error()
+            q = self._queues.get(loop)
+            if q is None:
+                q = _tenso.Queue(node)
+                loop.add_reader(q.fd(), q.reap)
+                self._queues[loop] = q
+            self._last = (loop, q)
+        return loop, q
 
-    async def _cancellable(self, fn: Callable[[_tenso.Cancel], _T]) -> _T:
-        token = _tenso.Cancel()
-        fut = asyncio.get_running_loop().run_in_executor(self._executor(), fn, token)
+
+async def _completion(q: _tenso.Queue, fut: Awaitable[_T]) -> _T:
+    """Awaits a call's future; a cancelled await cancels the call."""
+    try:
+        return await fut
+    except asyncio.CancelledError:
+        q.cancel(fut)
+        raise
+
+
+def _arg(value: Any, strict: bool) -> Any:
+    """What a push takes: an array as it is (no Value object in between), anything else encoded."""
+    return value if type(value) is np.ndarray else _to_value(value, strict)
+
+
+def _detach(loop: asyncio.AbstractEventLoop, q: _tenso.Queue) -> None:
+    """Resolves what the node's shutdown completed, removes the queue's reader and frees it: on
+    the loop's thread (now, when that is this one)."""
+
+    def run() -> None:
         try:
-            return await asyncio.shield(fut)
-        except asyncio.CancelledError:
-            token.trigger()  # the worker's call ends with TensoCancelledError; nobody awaits it
-            fut.add_done_callback(_consume)
-            raise
+            q.reap()
+        finally:
+            loop.remove_reader(q.fd())
+            q.close()
 
-    def _executor(self) -> concurrent.futures.Executor:
-        if self._shut:
-            raise _shutdown_error()
-        return self._pool
+    try:
+        running = asyncio.get_running_loop()
+    except RuntimeError:
+        running = None
+    if running is loop:
+        run()
+    elif not loop.is_closed():
+        try:
+            loop.call_soon_threadsafe(run)
+        except RuntimeError:  # closed meanwhile: its readers are gone with it
+            q.close()
+    else:
+        q.close()
 
 
 def _ms(seconds: Optional[float]) -> int:
     return 0 if seconds is None else max(1, int(seconds * 1000))
-
-
-def _wake(fut: asyncio.Future[None]) -> None:
-    if not fut.done():
-        fut.set_result(None)
-
-
-def _forget_reader(loop: asyncio.AbstractEventLoop, fd: int) -> None:
-    # The node may be closed, and its receive descriptor with it: unregistering may fail.
-    try:
-        loop.remove_reader(fd)
-    except (OSError, ValueError):
-        pass
-
-
-def _consume(fut: asyncio.Future[Any]) -> None:
-    if not fut.cancelled():
-        fut.exception()
 
 
 def _shutdown_error() -> Exception:

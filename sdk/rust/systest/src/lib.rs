@@ -145,7 +145,8 @@ mod tests {
                 "tenso_progress_fn",
                 "tenso_gpu_release_fn",
                 "tenso_node_release_fn",
-                "tenso_node_access_fn"
+                "tenso_node_access_fn",
+                "tenso_node_op_fn"
             ]
         );
     }

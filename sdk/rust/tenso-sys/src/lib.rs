@@ -787,10 +787,31 @@ pub struct tenso_node_stats {
     pub connections_opened: u64,
     pub connections_reused: u64,
     pub refused: u64,
-    pub reserved: [u64; 4],
+    /// TLS connections whose records the kernel handles (kTLS; since 1.5).
+    pub tls_kernel: u64,
+    /// TLS connections whose records OpenSSL handles in the process (since 1.5).
+    pub tls_user: u64,
+    pub reserved: [u64; 2],
 }
 
 pub const TENSO_NODE_STATS_VERSION: u32 = 1;
+
+/// A completion queue (since 1.5). Opaque.
+#[repr(C)]
+pub struct tenso_node_queue {
+    _data: [u8; 0],
+    _marker: PhantomData<(*mut u8, PhantomPinned)>,
+}
+
+/// A completion-based call (since 1.5). Opaque.
+#[repr(C)]
+pub struct tenso_node_op {
+    _data: [u8; 0],
+    _marker: PhantomData<(*mut u8, PhantomPinned)>,
+}
+
+/// Called per delivered completion on a callback-mode queue's thread (since 1.5).
+pub type tenso_node_op_fn = Option<unsafe extern "C" fn(op: *mut tenso_node_op, payload: *mut c_void)>;
 
 extern "C" {
     // ---- errors.h
@@ -1289,6 +1310,71 @@ extern "C" {
         cancel: *mut tenso_cancel,
     ) -> tenso_status;
     pub fn tenso_node_stats_get(out: *mut tenso_node_stats, n: *const tenso_node) -> tenso_status;
+
+    // ---- completion-based calls (since 1.5)
+    pub fn tenso_node_queue_new(
+        out: *mut *mut tenso_node_queue,
+        n: *mut tenso_node,
+        f: tenso_node_op_fn,
+    ) -> tenso_status;
+    pub fn tenso_node_queue_fd(q: *const tenso_node_queue) -> c_int;
+    pub fn tenso_node_queue_reap(
+        ops: *mut *mut tenso_node_op,
+        cap: usize,
+        count_out: *mut usize,
+        q: *mut tenso_node_queue,
+        timeout_ms: u64,
+    ) -> tenso_status;
+    pub fn tenso_node_queue_free(q: *mut tenso_node_queue);
+    pub fn tenso_node_send_start(
+        out: *mut *mut tenso_node_op,
+        q: *mut tenso_node_queue,
+        addr: *const c_char,
+        name: *const c_char,
+        name_len: usize,
+        v: *const tenso_value,
+        timeout_ms: u64,
+        payload: *mut c_void,
+    ) -> tenso_status;
+    pub fn tenso_node_post_start(
+        out: *mut *mut tenso_node_op,
+        q: *mut tenso_node_queue,
+        addr: *const c_char,
+        name: *const c_char,
+        name_len: usize,
+        v: *const tenso_value,
+        timeout_ms: u64,
+        payload: *mut c_void,
+    ) -> tenso_status;
+    pub fn tenso_node_flush_start(
+        out: *mut *mut tenso_node_op,
+        q: *mut tenso_node_queue,
+        addr: *const c_char,
+        timeout_ms: u64,
+        payload: *mut c_void,
+    ) -> tenso_status;
+    pub fn tenso_node_request_start(
+        out: *mut *mut tenso_node_op,
+        q: *mut tenso_node_queue,
+        addr: *const c_char,
+        name: *const c_char,
+        name_len: usize,
+        timeout_ms: u64,
+        payload: *mut c_void,
+    ) -> tenso_status;
+    pub fn tenso_node_receive_start(
+        out: *mut *mut tenso_node_op,
+        q: *mut tenso_node_queue,
+        timeout_ms: u64,
+        payload: *mut c_void,
+    ) -> tenso_status;
+    pub fn tenso_node_op_done(op: *const tenso_node_op) -> c_int;
+    pub fn tenso_node_op_result(op: *const tenso_node_op) -> tenso_status;
+    pub fn tenso_node_op_payload(op: *const tenso_node_op) -> *mut c_void;
+    pub fn tenso_node_op_take_view(out: *mut *mut tenso_view, op: *mut tenso_node_op) -> tenso_status;
+    pub fn tenso_node_op_take_message(out: *mut *mut tenso_node_message, op: *mut tenso_node_op) -> tenso_status;
+    pub fn tenso_node_op_cancel(op: *mut tenso_node_op);
+    pub fn tenso_node_op_free(op: *mut tenso_node_op);
 }
 
 // ============================================================================================

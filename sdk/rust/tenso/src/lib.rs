@@ -91,6 +91,8 @@ mod error;
 pub mod gpu;
 mod io;
 mod net;
+#[cfg(feature = "tokio")]
+mod net_async;
 mod options;
 mod shm;
 mod tensor;
@@ -113,6 +115,8 @@ pub use error::{Error, ErrorKind, Result};
 pub use io::read_fd;
 pub use io::{load, load_with, read_from, LoadMode, Packet, Packets};
 pub use net::{AccessOp, CancelToken, Message, Node, NodeOptions, NodeStats};
+#[cfg(feature = "tokio")]
+pub use net_async::{AsyncNode, Completion};
 pub use options::{DecodeOptions, Options};
 pub use shm::{Cache, CacheEntryInfo, CacheOptions, CacheStats, CacheView, IfExists, Shm, ShmOpenOptions};
 pub use tensor::Tensor;

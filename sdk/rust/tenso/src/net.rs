@@ -68,7 +68,7 @@ pub struct NodeOptions {
     pub fd_passing_min_bytes: u64,
 }
 
-fn millis(d: Duration) -> u64 {
+pub(crate) fn millis(d: Duration) -> u64 {
     // Round up: a positive timeout below a millisecond still waits.
     u64::try_from(d.as_nanos().div_ceil(1_000_000)).unwrap_or(u64::MAX)
 }
@@ -164,6 +164,11 @@ pub struct NodeStats {
     pub connections_reused: u64,
     /// Inbound peers refused (auth, limits, hostile frames).
     pub refused: u64,
+    /// TLS connections (dialed and accepted) whose records the kernel encrypts (kTLS, used
+    /// where the kernel offers it).
+    pub tls_kernel: u64,
+    /// TLS connections whose records OpenSSL handles in this process (the fallback).
+    pub tls_user: u64,
 }
 
 /// A tenso node (`tenso_node`): listens for pushes and pulls, dials peers by address, pools
@@ -243,6 +248,34 @@ impl Drop for Node {
     }
 }
 
+/// A [`Message`] from a received push, which it frees.
+///
+/// # Safety
+/// `m` is a live message the caller owns.
+pub(crate) unsafe fn message_from_raw(m: *mut sys::tenso_node_message) -> Result<Message> {
+    struct Msg(*mut sys::tenso_node_message);
+    impl Drop for Msg {
+        fn drop(&mut self) {
+            // SAFETY: we own the message.
+            unsafe { sys::tenso_node_message_free(self.0) }
+        }
+    }
+    let m = Msg(m);
+    let mut len = 0usize;
+    // SAFETY: live message; name is len bytes, sender NUL-terminated, both owned by it.
+    let (name, sender) = unsafe {
+        let p = sys::tenso_node_message_name(m.0, &mut len);
+        let name = String::from_utf8_lossy(std::slice::from_raw_parts(p.cast::<u8>(), len)).into_owned();
+        (name, CStr::from_ptr(sys::tenso_node_message_sender(m.0)).to_string_lossy().into_owned())
+    };
+    let mut v = ptr::null_mut();
+    // SAFETY: out-pointer; the view moves out of the message.
+    check(unsafe { sys::tenso_node_message_take_view(&mut v, m.0) })?;
+    // SAFETY: the view owns its memory.
+    let value = unsafe { Packet::from_owning_view(v) }?;
+    Ok(Message { name, sender, value })
+}
+
 /// Drops the node's reference to a published [`Buffer`] when the node releases it.
 unsafe extern "C" fn drop_buffer(user: *mut c_void) {
     // SAFETY: `user` is the Arc<Buffer> reference that publish_buffer handed to the node.
@@ -300,7 +333,7 @@ impl Node {
         Ok(Node { raw, access: std::sync::Mutex::new(None) })
     }
 
-    fn ptr(&self) -> *mut sys::tenso_node {
+    pub(crate) fn ptr(&self) -> *mut sys::tenso_node {
         self.raw.as_ptr()
     }
 
@@ -455,27 +488,8 @@ impl Node {
             return Ok(None);
         }
         check(st)?;
-        struct Msg(*mut sys::tenso_node_message);
-        impl Drop for Msg {
-            fn drop(&mut self) {
-                // SAFETY: we own the message.
-                unsafe { sys::tenso_node_message_free(self.0) }
-            }
-        }
-        let m = Msg(m);
-        let mut len = 0usize;
-        // SAFETY: live message; name is len bytes, sender NUL-terminated, both owned by it.
-        let (name, sender) = unsafe {
-            let p = sys::tenso_node_message_name(m.0, &mut len);
-            let name = String::from_utf8_lossy(std::slice::from_raw_parts(p.cast::<u8>(), len)).into_owned();
-            (name, CStr::from_ptr(sys::tenso_node_message_sender(m.0)).to_string_lossy().into_owned())
-        };
-        let mut v = ptr::null_mut();
-        // SAFETY: out-pointer; the view moves out of the message.
-        check(unsafe { sys::tenso_node_message_take_view(&mut v, m.0) })?;
-        // SAFETY: the view owns its memory.
-        let value = unsafe { Packet::from_owning_view(v) }?;
-        Ok(Some(Message { name, sender, value }))
+        // SAFETY: a message tenso_node_receive handed us.
+        unsafe { message_from_raw(m) }.map(Some)
     }
 
     /// The descriptor that is readable while received pushes wait (for poll/epoll); owned by
@@ -600,6 +614,8 @@ impl Node {
             connections_opened: s.connections_opened,
             connections_reused: s.connections_reused,
             refused: s.refused,
+            tls_kernel: s.tls_kernel,
+            tls_user: s.tls_user,
         })
     }
 

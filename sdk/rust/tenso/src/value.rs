@@ -57,6 +57,15 @@ fn construct<'a>(f: impl FnOnce(*mut *mut sys::tenso_value) -> i32) -> Result<Va
     Ok(Value { raw, keep: Vec::new(), _borrows: PhantomData })
 }
 
+#[cfg(feature = "tokio")]
+impl<'a> Value<'a> {
+    /// A value handle describing a plain tensor whose memory `raw` borrows for `'a`.
+    pub(crate) fn from_tensor_raw(raw: sys::tenso_tensor) -> Result<Value<'a>> {
+        // SAFETY: `raw` describes memory borrowed for 'a, which the value records.
+        construct(|out| unsafe { sys::tenso_value_new_tensor(out, &raw) })
+    }
+}
+
 /// Runs `f` with a libtenso value handle for `value`: its own handle, or a temporary one
 /// describing a plain [`Tensor`] (the calls that store values take handles only).
 pub(crate) fn with_value<'a, E: Encode<'a> + ?Sized, R>(
