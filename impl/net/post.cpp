@@ -34,8 +34,8 @@ struct Node::Impl::PostStream {
     static constexpr int kIdleFlushMs = 1;
     Address addr;  // set once, when made
     std::mutex mu;
-    // Under mu: the reaper took the stream out of the node's maps (idle, nothing owed); a
-    // caller that fetched it before looks it up again.
+    // Set under mu and line_mu: the reaper took the stream out of the node's maps (idle,
+    // nothing owed, nobody in line); a caller that fetched it before looks it up again.
     bool retired = false;
     Clock::time_point last_use = Clock::now();
     asio::steady_timer idle;
@@ -59,8 +59,21 @@ struct Node::Impl::PostStream {
     std::vector<uint8_t> head;
     // Completion-based posts and flushes waiting their turn, oldest first. The first may be
     // part way (dialing the connection, or a large post partly written): whoever holds mu
-    // moves them on (post_backlog) before it writes anything of its own.
+    // moves them on (post_backlog) before it writes anything of its own. An operation joins
+    // it when it starts, under line_mu alone (held for a few instructions, inside mu when
+    // both are held), since mu may be held by a blocking post or the idle flush: joining only
+    // once it held mu let a later start that found mu free overtake one that did not.
+    // Entries leave under both.
+    std::mutex line_mu;
     std::deque<StreamOp *> pending;
+    bool in_line() {
+        std::lock_guard<std::mutex> g(line_mu);
+        return !pending.empty();
+    }
+    StreamOp *first_in_line() {
+        std::lock_guard<std::mutex> g(line_mu);
+        return pending.empty() ? nullptr : pending.front();
+    }
     const std::vector<uint8_t> &push_head(const std::string &name, uint64_t length) {
         if (length != head_length || name != head_name) {
             Control c;
@@ -210,7 +223,7 @@ void Node::Impl::reap_streams() {
         PostStream &s = *sp;
         std::unique_lock<std::mutex> g(s.mu, std::try_to_lock);
         // Completion-based posts or flushes in line keep it (they hold it until they are done).
-        if (!g.owns_lock() || s.last_use > limit || s.buf_at < s.buf.size() || !s.pending.empty()) continue;
+        if (!g.owns_lock() || s.last_use > limit || s.buf_at < s.buf.size() || s.in_line()) continue;
         if (s.conn && s.written > s.acked) {
             try {
                 on_stream(s, [&] { read_acks(s, opts, false, w, Deadline::in(0)); });
@@ -219,7 +232,12 @@ void Node::Impl::reap_streams() {
             }
         }
         if (s.unacked() > 0 || s.first_status != 0) continue;
-        s.retired = true;
+        {
+            // An operation that joins the line now finds the stream retired and looks again.
+            std::lock_guard<std::mutex> l(s.line_mu);
+            if (!s.pending.empty()) continue;
+            s.retired = true;
+        }
         if (s.conn) {
             s.reset();
             checkin(std::move(s.conn));
@@ -437,11 +455,11 @@ void Node::flush(const std::string &addr, uint64_t timeout_ms, Cancel *cancel) {
 
 // ---- completion-based posts and flushes ----------------------------------------------------
 //
-// A post or flush started on a completion queue keeps its place among the posts to its peer:
-// when none is waiting it is tried at once (a small post is then done when it returns, as a
-// blocking one is); otherwise it joins the stream's `pending` and is moved on, first in first
-// out, by its queue's steps (which only try the stream's lock) or by a blocking post or flush,
-// which drives those ahead of it before its own (post_backlog).
+// A post or flush started on a completion queue takes its place among the posts to its peer
+// when it starts: it joins the stream's `pending` and, first in line and the stream free, is
+// tried at once (a small post is then done when it returns, as a blocking one is); otherwise it
+// is moved on, first in first out, by its queue's steps (which only try the stream's lock) or by
+// a blocking post or flush, which drives those ahead of it before its own (post_backlog).
 
 class StreamOp : public Operation {
 public:
@@ -452,32 +470,34 @@ public:
 
     Want step(Node::Impl &n) override {
         const NotifyOnExit notify{n};  // after the unlock: the next one may go on
+        // The first step runs within the start: the operation takes its place in line now,
+        // whoever holds the stream. The reaper retires only streams with nobody in line, so
+        // one retired before it joined is left for the peer's current stream (as lock_stream).
+        while (!queued_) {
+            {
+                std::lock_guard<std::mutex> l(sp->line_mu);
+                if (!sp->retired) {
+                    sp->pending.push_back(this);
+                    queued_ = true;
+                    break;
+                }
+            }
+            sp = n.post_stream(addr_);
+        }
         std::unique_lock<std::mutex> g(sp->mu, std::try_to_lock);
         if (!g.owns_lock()) return Want::wake();
-        // The reaper retires only streams with nothing pending, so this one holds nothing of
-        // the stream yet: it follows the peer's current stream (as lock_stream does).
-        while (sp->retired) {
-            g.unlock();
-            sp = n.post_stream(addr_);
-            g = std::unique_lock<std::mutex>(sp->mu, std::try_to_lock);
-            if (!g.owns_lock()) return Want::wake();
-        }
         sp->last_use = Clock::now();
         return run(n);
     }
 
-    // Under the stream's lock.
+    // Under the stream's lock, in line.
     Want run(Node::Impl &n) {
         Node::Impl::PostStream &s = *sp;
         if (stop.load()) {
             leave(n);
             check_stop();
         }
-        if (!queued_ && !s.pending.empty()) {
-            s.pending.push_back(this);
-            queued_ = true;
-        }
-        if (queued_ && s.pending.front() != this) return Want::wake();
+        if (s.first_in_line() != this) return Want::wake();
         Want w;
         try {
             w = advance(n, s);
@@ -486,10 +506,6 @@ public:
             throw;
         }
         if (w.kind == Want::kDone) leave(n);
-        else if (!queued_) {
-            s.pending.push_back(this);
-            queued_ = true;
-        }
         return w;
     }
 
@@ -542,6 +558,7 @@ private:
     void leave(Node::Impl &n) {
         Node::Impl::PostStream &s = *sp;
         if (queued_) {
+            std::lock_guard<std::mutex> l(s.line_mu);
             s.pending.erase(std::find(s.pending.begin(), s.pending.end(), this));
             queued_ = false;
         }
@@ -716,8 +733,17 @@ protected:
 }  // namespace
 
 void Node::Impl::post_backlog(PostStream &s, const Waker &w, const Deadline &d) {
-    while (!s.pending.empty()) {
-        StreamOp *op = s.pending.front();
+    // Those in line when the caller got the stream go first; ones started since go after it.
+    // Only the holder of mu takes them out of line, so `last` stays in line until run here.
+    StreamOp *last = nullptr;
+    {
+        std::lock_guard<std::mutex> l(s.line_mu);
+        if (s.pending.empty()) return;
+        last = s.pending.back();
+    }
+    for (;;) {
+        StreamOp *op = s.first_in_line();
+        const bool final = op == last;
         Want want;
         int32_t st = TENSO_OK;
         std::string m;
@@ -726,8 +752,10 @@ void Node::Impl::post_backlog(PostStream &s, const Waker &w, const Deadline &d) 
         } catch (...) {
             st = current_status(&m);
         }
-        if (st != TENSO_OK || want.kind == Want::kDone) Queue::complete_elsewhere(op, st, m);
-        else if (want.kind == Want::kFd)
+        if (st != TENSO_OK || want.kind == Want::kDone) {
+            Queue::complete_elsewhere(op, st, m);
+            if (final) return;
+        } else if (want.kind == Want::kFd)
             w.wait(want.fd, short(((want.events & EPOLLIN) ? POLLIN : 0) | ((want.events & EPOLLOUT) ? POLLOUT : 0)),
                    d);
         else w.pause(1);  // it dials and the peer's connections are all busy
@@ -735,8 +763,7 @@ void Node::Impl::post_backlog(PostStream &s, const Waker &w, const Deadline &d) 
 }
 
 void Node::Impl::fail_backlog(PostStream &s, int32_t st, const char *why) {
-    while (!s.pending.empty()) {
-        StreamOp *op = s.pending.front();
+    while (StreamOp *op = s.first_in_line()) {
         op->request_stop(st, why);
         try {
             op->run(*this);  // leaves the stream and throws the stop status
