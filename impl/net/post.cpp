@@ -513,7 +513,8 @@ protected:
     // At the front of the stream: goes on without waiting.
     virtual Want advance(Node::Impl &n, Node::Impl::PostStream &s) = 0;
     // Leaves the stream (done, failed or stopped): what it holds part way is given back.
-    virtual void abandon(Node::Impl &) {}
+    // `first`: it was first in line, the only place where it can have used the connection.
+    virtual void abandon(Node::Impl &, bool /*first*/) {}
     // The stream's connection, dialed when it has none; null while the dial goes on (*w says
     // what it waits for).
     Outbound *connection(Node::Impl &n, Node::Impl::PostStream &s, Want *w) {
@@ -557,13 +558,15 @@ private:
 
     void leave(Node::Impl &n) {
         Node::Impl::PostStream &s = *sp;
+        bool first = false;
         if (queued_) {
             std::lock_guard<std::mutex> l(s.line_mu);
+            first = s.pending.front() == this;
             s.pending.erase(std::find(s.pending.begin(), s.pending.end(), this));
             queued_ = false;
         }
         if (dialing_) n.discard(std::move(dialing_));
-        abandon(n);
+        abandon(n, first);
     }
 };
 
@@ -669,8 +672,8 @@ protected:
 
     // A large post stopped part way leaves its frame unfinished: the connection is dropped and
     // the posts it owed an acknowledgement fail, as after any failure on it.
-    void abandon(Node::Impl &n) override {
-        if (!started_) return;
+    void abandon(Node::Impl &n, bool) override {
+        if (!started_) return;  // only the first in line starts
         started_ = false;
         Node::Impl::PostStream &s = *sp;
         if (s.unacked() > 0) s.note(stop.load() ? stop.load() : TENSO_E_CONNECTION, "a post was stopped part way");
@@ -720,11 +723,13 @@ protected:
         return w;
     }
 
-    // Stopped while it waited: as the blocking flush, the connection is closed and the posts
-    // still unacknowledged fail (this flush reports it).
-    void abandon(Node::Impl &n) override {
+    // Stopped while it waited for acknowledgements: as the blocking flush, the connection is
+    // closed and the posts still unacknowledged fail (this flush reports it). Stopped while
+    // still behind others in line, it only leaves the line: the connection is theirs (a large
+    // post ahead may be part way through its frame).
+    void abandon(Node::Impl &n, bool first) override {
         Node::Impl::PostStream &s = *sp;
-        if (!stop.load() || !s.conn || s.unacked() == 0) return;
+        if (!first || !stop.load() || !s.conn || s.unacked() == 0) return;
         s.reset();
         n.discard(std::move(s.conn));
     }

@@ -227,6 +227,7 @@ class CapiNetAsyncTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(testManyInFlightBeyondPoolMaximum);
     CPPUNIT_TEST(testReceiveOpsWaitInOrder);
     CPPUNIT_TEST(testCancelSendWaitingForQueueRoom);
+    CPPUNIT_TEST(testCancelledFlushInLineLeavesThePostAhead);
     CPPUNIT_TEST(testDeadlineAgainstSilentPeer);
     CPPUNIT_TEST(testRefusedConnectionAndBadArguments);
     CPPUNIT_TEST(testFreeInFlightIsNotDelivered);
@@ -485,6 +486,58 @@ public:
         OpPtr c = start_send(q.get(), addr, "c", v.get());
         reap_one(q.get(), c.get());
         TENSO_CHECK_OK(tenso_node_op_result(c.get()));
+    }
+
+    // A flush started behind a large post that is part way (its peer reads nothing yet) and
+    // cancelled there only leaves the line: the post goes on, on the same connection, and
+    // completes once the peer reads. (It once closed the post's connection mid-frame.)
+    void testCancelledFlushInLineLeavesThePostAhead() {
+        Silent peer;
+        NodePtr tx = dialer(TENSO_NODE_ALLOW_PLAINTEXT);
+        QueuePtr q = queue_of(tx.get());
+        Floats big(4 << 20, 1.0f);  // 16 MiB: more than loopback's buffers hold
+        ValuePtr v = big.value();
+        OpPtr p = start_post(q.get(), peer.addr(), "big", v.get());
+        OpPtr fl = start_flush(q.get(), peer.addr());
+        assert_quiet(q.get(), 200);
+        CPPUNIT_ASSERT_MESSAGE("the post is part way", !tenso_node_op_done(p.get()));
+        tenso_node_op_cancel(fl.get());
+        CPPUNIT_ASSERT(tenso_node_op_done(fl.get()));
+        TENSO_CHECK_STATUS(TENSO_E_CANCELLED, tenso_node_op_result(fl.get()));
+        reap_all(q.get(), {fl.get()}, true);
+        CPPUNIT_ASSERT_MESSAGE("the post goes on", !tenso_node_op_done(p.get()));
+        // The peer now reads its one connection to the end of the post's frame.
+        struct Reader {
+            int c;
+            std::atomic<uint64_t> got{0};
+            std::thread t;
+            explicit Reader(int fd) : c(fd) {
+                t = std::thread([this] {
+                    std::vector<char> buf(1 << 16);
+                    for (ssize_t r; (r = ::read(c, buf.data(), buf.size())) > 0;) got += uint64_t(r);
+                });
+            }
+            uint64_t until_closed() {  // by the node
+                t.join();
+                return got;
+            }
+            ~Reader() {  // also when an assertion fails first
+                ::shutdown(c, SHUT_RDWR);
+                if (t.joinable()) t.join();
+                ::close(c);
+            }
+        };
+        const int c = ::accept(peer.l, nullptr, nullptr);
+        CPPUNIT_ASSERT(c >= 0);
+        Reader reader(c);
+        reap_all(q.get(), {p.get()});
+        TENSO_CHECK_OK(tenso_node_op_result(p.get()));
+        tenso_node_stats st{};
+        st.version = TENSO_NODE_STATS_VERSION;
+        TENSO_CHECK_OK(tenso_node_stats_get(&st, tx.get()));
+        CPPUNIT_ASSERT_EQUAL(uint64_t(1), st.connections_opened);
+        tx.reset();  // closes the connection
+        CPPUNIT_ASSERT_MESSAGE("the whole frame on the one connection", reader.until_closed() >= big.t.nbytes);
     }
 
     void testDeadlineAgainstSilentPeer() {
