@@ -16,6 +16,7 @@ import sys
 import time
 
 import numpy as np
+
 from tenso.net import TensorNode
 
 KIB = np.ones(256, np.float32)
@@ -73,10 +74,8 @@ if __name__ == "__main__":
         s = listen.split(":")[0]
         sync = run(listen, n, "sync")
         print(f"python post_tensor_sync 1 KiB + flush, {s}, receiver queues only: {sync:,.0f}/s", flush=True)
-        print(
-            f"python post_many_sync (1000/call) 1 KiB + flush, {s}, receiver queues only: {run(listen, n, 'many'):,.0f}/s",
-            flush=True,
-        )
+        many = run(listen, n, "many")
+        print(f"python post_many_sync (1000/call) 1 KiB + flush, {s}, receiver queues only: {many:,.0f}/s", flush=True)
         coro = run(listen, n, "await")
         print(
             f"python await post_tensor 1 KiB + await flush, {s}, receiver queues only: {coro:,.0f}/s "

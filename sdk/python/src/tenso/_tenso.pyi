@@ -490,7 +490,7 @@ class Node(metaclass=_pybind11_type):
     @property
     def closed(self) -> bool: ...
 
-class Queue:
+class Queue(metaclass=_pybind11_type):
     """A completion queue of a node for one asyncio loop (tenso_node_queue); tenso.net's
     coroutines start calls on it and await the futures its reap() resolves. Each start returns a
     future of `loop` (done already when the call completed at once); post returns None when the

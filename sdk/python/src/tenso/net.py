@@ -46,7 +46,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import weakref
-from typing import Any, Awaitable, Iterable, List, Optional, Sequence, Tuple, TypeVar
+from typing import Any, Awaitable, Callable, Dict, Iterable, List, Optional, Sequence, Tuple, TypeVar
 
 import numpy as np
 
@@ -110,7 +110,7 @@ class TensorNode:
             flags |= _tenso.NODE_NO_FD_PASSING
         if not listen_enabled:
             flags |= _tenso.NODE_NO_LISTEN
-        self._options = dict(
+        self._options: Dict[str, Any] = dict(
             listen=listen,
             flags=flags,
             cert_pem=cert_pem,
@@ -133,7 +133,7 @@ class TensorNode:
         self._lock = threading.Lock()
         self._shut = False
         # The completion queue of each event loop the coroutines ran on (see _queue).
-        self._queues: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _tenso.Queue]" = weakref.WeakKeyDictionary()
+        self._queues: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _tenso.Queue] = weakref.WeakKeyDictionary()
         self._last: Tuple[Any, Optional[_tenso.Queue]] = (None, None)
 
     # ---- lifetime ---------------------------------------------------------------------------
@@ -175,18 +175,18 @@ class TensorNode:
         if self._node is not None:
             self._node.close()
 
-    def __enter__(self) -> "TensorNode":
+    def __enter__(self) -> TensorNode:
         self.start_sync()
         return self
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
-    async def __aenter__(self) -> "TensorNode":
+    async def __aenter__(self) -> TensorNode:
         await self.start()
         return self
 
-    async def __aexit__(self, *exc: Any) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         self.close()
 
     # ---- addresses --------------------------------------------------------------------------
