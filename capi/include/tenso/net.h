@@ -406,6 +406,8 @@ typedef struct tenso_node_op tenso_node_op;
 typedef void (*tenso_node_op_fn)(tenso_node_op *op, void *payload);
 
 /** Makes a completion queue for node `n`.
+ *  @param out receives the new queue (NULL on failure); free it with tenso_node_queue_free.
+ *  @param n the node whose calls are started on the queue.
  *  @param fn NULL: descriptor mode (the caller reaps; see tenso_node_queue_fd). Else callback
  *  mode: the queue starts one thread that waits on its descriptor, does the operations' work and
  *  calls fn for each completion (every operation started on it, once, possibly before its
