@@ -19,6 +19,11 @@ private:
 };
 
 [[noreturn]] inline void fail(int32_t status, const std::string &msg) { throw Error(status, msg); }
+// fail() out of line, for a message that is a C string: the hot functions that can fail then
+// build no std::string, and need no registers for one, on their fast path.
+[[noreturn]] __attribute__((noinline, cold)) inline void fail_msg(int32_t status, const char *msg) {
+    throw Error(status, msg);
+}
 
 // Thrown by the scanner when the bytes end before the packet does. `need` is the total number
 // of bytes (from the scan origin) required to make progress; framing loops read up to it.

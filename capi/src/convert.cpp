@@ -13,21 +13,28 @@ namespace tenso::capi {
 namespace {
 std::string num(uint64_t v) { return std::to_string(v); }
 
+[[noreturn]] __attribute__((noinline, cold)) void unknown_version(const char *what, uint32_t version) {
+    fail(TENSO_E_INVALID_ARGUMENT, std::string("unknown ") + what + " version " + std::to_string(version));
+}
+
 // A caller's versioned options struct, read once: its version checked (1 to N) and as many
 // bytes copied over `defaults` as that version has (ends[version - 1]).
 template <class T, size_t N>
 T read_options(const T *user, T defaults, const char *what, const size_t (&ends)[N]) {
     const uint32_t version = user->version;
-    if (version < 1 || version > N)
-        fail(TENSO_E_INVALID_ARGUMENT, std::string("unknown ") + what + " version " + std::to_string(version));
+    if (version == N) {  // today's struct: one fixed-size copy
+        T o = *user;
+        o.version = version;  // as checked, whatever the caller's memory says now
+        return o;
+    }
+    if (version < 1 || version > N) unknown_version(what, version);
     std::memcpy(&defaults, user, ends[version - 1]);
     return defaults;
 }
 }  // namespace
 
-Limits limits(const tenso_decode_options *opts) {
+Limits read_limits(const tenso_decode_options *opts) {
     Limits l;
-    if (!opts) return l;
     // The caller's struct is read once, as far as its version reaches; the copy is checked and used.
     static const size_t ends[] = {offsetof(tenso_decode_options, max_decoded_bytes),
                                   offsetof(tenso_decode_options, timeout_ms),
@@ -36,7 +43,7 @@ Limits limits(const tenso_decode_options *opts) {
     const tenso_decode_options o =
         read_options(opts, tenso_decode_options TENSO_DECODE_OPTIONS_INIT, "tenso_decode_options", ends);
     if (o.flags & ~uint32_t(TENSO_DECODE_SKIP_CHECKSUM | TENSO_DECODE_VALIDATE_UTF8))
-        fail(TENSO_E_INVALID_ARGUMENT, "unknown decode flags");
+        fail_msg(TENSO_E_INVALID_ARGUMENT, "unknown decode flags");
     // 0 means "the default"; a caller may tighten the protocol's limits, never loosen them.
     l.timeout_ms = o.timeout_ms;
     l.threads = o.threads;
@@ -91,27 +98,20 @@ gpu::Options gpu_options(const tenso_gpu_options *opts) {
     return g;
 }
 
-EncodeOptions encode_options(const tenso_encode_options *opts) {
+EncodeOptions read_encode_options(const tenso_encode_options *opts) {
     EncodeOptions e;
-    if (!opts) return e;
     static const size_t ends[] = {offsetof(tenso_encode_options, threads), sizeof(tenso_encode_options)};
     static_assert(sizeof ends / sizeof *ends == TENSO_ENCODE_OPTIONS_VERSION, "one end per version");
     const tenso_encode_options o =  // read the caller's struct once, as far as its version reaches
         read_options(opts, tenso_encode_options TENSO_ENCODE_OPTIONS_INIT, "tenso_encode_options", ends);
     if (o.flags & ~uint32_t(TENSO_ENCODE_INTEGRITY | TENSO_ENCODE_COMPRESS))
-        fail(TENSO_E_INVALID_ARGUMENT, "unknown encode flags");
+        fail_msg(TENSO_E_INVALID_ARGUMENT, "unknown encode flags");
     e.integrity = o.flags & TENSO_ENCODE_INTEGRITY;
     e.compress = o.flags & TENSO_ENCODE_COMPRESS;
     if (o.alignment) e.alignment = checked_alignment(o.alignment);
     e.level = o.compression_level;
     e.threads = o.threads;
     return e;
-}
-
-Tensor tensor(const tenso_tensor *tp) {
-    if (!tp) fail(TENSO_E_INVALID_ARGUMENT, "tensor is NULL");
-    const tenso_tensor t = *tp;  // the caller's struct is read once (make_tensor reads the shape once)
-    return make_tensor(t.dtype, t.ndim, t.shape, t.data, t.nbytes);
 }
 
 CacheOptions cache_options(const tenso_cache_options *opts) {
@@ -233,19 +233,6 @@ void fill(tenso_archive_entry *out, const ArchiveEntry &in) {
     out->nbytes = in.nbytes;
     out->data_offset = in.data_offset;
     out->xxh3 = in.xxh3;
-}
-
-void fill(tenso_tensor_view *out, const DenseView &in) {
-    out->data = in.data;
-    out->nbytes = in.nbytes;
-    out->packet_size = in.packet_size;
-    out->dtype = in.dtype;
-    out->ndim = in.ndim;
-    out->flags = in.flags;
-    out->version = in.version;
-    out->alignment = in.alignment;
-    out->reserved = 0;
-    std::memcpy(out->shape, in.shape, sizeof(uint64_t) * in.ndim);
 }
 
 }  // namespace tenso::capi

@@ -15,10 +15,21 @@
 
 namespace tenso::capi {
 
-Limits limits(const tenso_decode_options *opts);                  // NULL: the defaults
-EncodeOptions encode_options(const tenso_encode_options *opts);   // NULL: the defaults
+Limits read_limits(const tenso_decode_options *opts);  // not NULL
+inline Limits limits(const tenso_decode_options *opts) {
+    return opts ? read_limits(opts) : Limits();
+}  // NULL: the defaults
+EncodeOptions read_encode_options(const tenso_encode_options *opts);     // not NULL
+inline EncodeOptions encode_options(const tenso_encode_options *opts) {  // NULL: the defaults
+    return opts ? read_encode_options(opts) : EncodeOptions();
+}
 DecoderConfig decoder_config(const tenso_decoder_options *opts);  // NULL: the defaults
-Tensor tensor(const tenso_tensor *t);                             // checked by make_tensor
+// Checked by make_tensor; the caller's struct is read once (make_tensor reads the shape once).
+__attribute__((always_inline)) inline Tensor tensor(const tenso_tensor *tp) {
+    if (!tp) fail_msg(TENSO_E_INVALID_ARGUMENT, "tensor is NULL");
+    const tenso_tensor t = *tp;
+    return make_tensor(t.dtype, t.ndim, t.shape, t.data, t.nbytes);
+}
 CacheOptions cache_options(const tenso_cache_options *opts);
 ArchiveOptions archive_options(const tenso_archive_options *opts);
 ArchiveWriteOptions archive_write_options(const tenso_archive_write_options *opts);
@@ -28,6 +39,5 @@ void fill(tenso_packet_info *out, const PacketInfo &in);
 void fill(tenso_cache_entry_info *out, const CacheEntryInfo &in);
 void fill(tenso_cache_stats *out, const CacheStats &in);
 void fill(tenso_archive_entry *out, const ArchiveEntry &in);
-void fill(tenso_tensor_view *out, const DenseView &in);
 
 }  // namespace tenso::capi

@@ -11,6 +11,8 @@
 #include <new>
 #include <string>
 
+#include <pthread.h>
+
 #include "convert.hpp"
 #include "firewall.hpp"
 
@@ -21,21 +23,59 @@
 namespace tenso::capi {
 
 namespace {
-// Initial-exec: every call clears it, and the general TLS model would cost each call a
-// __tls_get_addr call (a 32-byte slot fits the static TLS reserve a dlopen()ed library gets).
-thread_local std::string t_error __attribute__((tls_model("initial-exec")));
+// The calling thread's message. Every call clears it, so it is plain data in initial-exec TLS:
+// one store. (A thread_local std::string needs a guard variable for its destructor, which the
+// general TLS model reaches through __tls_get_addr on every call; a 24-byte slot fits the
+// static TLS reserve a dlopen()ed library gets.) The text is on the heap, grown on failure, and
+// freed at thread exit by the destructor of a pthread key that holds it.
+struct ErrorSlot {
+    char *text;  // null until this thread's first failure
+    size_t len, cap;
+};
+thread_local ErrorSlot t_error __attribute__((tls_model("initial-exec")));
+pthread_key_t g_error_key;
+bool g_error_key_ok = false;
+
+void free_error_text(void *text) {
+    std::free(text);
+    t_error = ErrorSlot{};  // runs on the exiting thread: a later failure allocates anew
+}
+
+// Room for n bytes and a NUL; false when there is none (the message is then dropped).
+bool reserve_error(size_t n) {
+    ErrorSlot &e = t_error;
+    if (n < e.cap) return true;
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    ::pthread_once(&once, [] { g_error_key_ok = ::pthread_key_create(&g_error_key, free_error_text) == 0; });
+    const size_t cap = std::max<size_t>(n + 1, 256);
+    char *p = static_cast<char *>(std::realloc(e.text, cap));
+    if (!p) return false;
+    e.text = p;
+    e.cap = cap;
+    if (g_error_key_ok) ::pthread_setspecific(g_error_key, p);
+    return true;
+}
+
+// When the library is unloaded (dlclose), its key must not call back into unmapped code at a
+// later thread exit: the key goes, and what threads still hold is left to the process.
+__attribute__((destructor)) void drop_error_key() {
+    if (g_error_key_ok) ::pthread_key_delete(g_error_key);
+    g_error_key_ok = false;
+}
 }  // namespace
 
 tenso_status set_error(tenso_status st, const char *msg) noexcept {
-    try {
-        t_error = msg;
-    } catch (...) {
-        t_error.clear();  // out of memory for the message itself: the status still says it
+    const size_t n = std::strlen(msg);
+    ErrorSlot &e = t_error;
+    e.len = 0;
+    if (reserve_error(n)) {
+        std::memcpy(e.text, msg, n + 1);
+        e.len = n;
     }
     return st;
 }
-void clear_error() noexcept { t_error.clear(); }
-const char *last_error() noexcept { return t_error.c_str(); }
+void clear_error() noexcept { t_error.len = 0; }
+const char *last_error() noexcept { return t_error.len ? t_error.text : ""; }
 
 }  // namespace tenso::capi
 
@@ -641,7 +681,7 @@ tenso_status tenso_loads_tensor(tenso_tensor_view *out, const void *data, size_t
     CHECK_ARG(out);
     CHECK_ARG(data || !len);
     TENSO_API_BEGIN
-    fill(out, tenso::decode_dense(static_cast<const uint8_t *>(data), len, limits(opts)));
+    tenso::decode_dense(out, static_cast<const uint8_t *>(data), len, limits(opts));
     TENSO_API_END
 }
 

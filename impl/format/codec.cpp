@@ -41,34 +41,28 @@ constexpr size_t kHashChunk = 16 * 1024;  // copy-then-hash granularity: stays i
 // Options and inputs
 // ------------------------------------------------------------------------------------------
 
-uint32_t checked_alignment(uint64_t alignment) {
-    if (!is_pow2(alignment) || alignment > TENSO_MAX_ALIGNMENT)
-        fail(TENSO_E_INVALID_ARGUMENT, "alignment " + num(alignment) + " is not a power of two up to 2^20");
-    return uint32_t(alignment);
+void bad_alignment(uint64_t alignment) {
+    fail(TENSO_E_INVALID_ARGUMENT, "alignment " + num(alignment) + " is not a power of two up to 2^20");
 }
 
-Tensor make_tensor(int dtype, uint32_t ndim, const uint64_t *shape, const void *data, uint64_t nbytes) {
-    Tensor r;
-    size_t item = dtype_itemsize(dtype);
+// Why make_tensor refused its arguments: built off the hot path, from the copy of the shape it
+// checked (the caller's may have changed since).
+void bad_tensor(int dtype, uint32_t ndim, const uint64_t *shape, bool shape_given, const void *data, uint64_t nbytes) {
+    const size_t item = dtype_itemsize(dtype);
     if (!item)
         fail(TENSO_E_BAD_DTYPE,
              std::string("dtype ") + num(uint32_t(dtype)) + " (" + dtype_name(dtype) + ") is not a dense dtype");
     if (ndim > TENSO_MAX_NDIM) fail(TENSO_E_TOO_MANY_DIMS, "ndim " + num(ndim) + " exceeds 32");
-    if (ndim && !shape) fail(TENSO_E_INVALID_ARGUMENT, "shape is NULL");
-    for (uint32_t i = 0; i < ndim; ++i) {
-        const uint64_t d = r.shape[i] = shape[i];
-        if (d > UINT32_MAX)
-            fail(TENSO_E_INVALID_ARGUMENT, "dimension " + num(i) + " (" + num(d) + ") does not fit the wire's u32");
-    }
-    r.dtype = dtype;
-    r.ndim = ndim;
-    uint64_t expect = checked_numel(r.shape, r.ndim, TENSO_MAX_ELEMENTS) * item;
+    if (ndim && !shape_given) fail(TENSO_E_INVALID_ARGUMENT, "shape is NULL");
+    for (uint32_t i = 0; i < ndim; ++i)
+        if (shape[i] > UINT32_MAX)
+            fail(TENSO_E_INVALID_ARGUMENT,
+                 "dimension " + num(i) + " (" + num(shape[i]) + ") does not fit the wire's u32");
+    const uint64_t expect = checked_numel(shape, ndim, TENSO_MAX_ELEMENTS) * item;
     if (nbytes != expect)
         fail(TENSO_E_INVALID_ARGUMENT, "data length " + num(nbytes) + " is not shape x itemsize (" + num(expect) + ")");
     if (expect && !data) fail(TENSO_E_INVALID_ARGUMENT, "data is NULL");
-    r.data = static_cast<const uint8_t *>(data);
-    r.nbytes = nbytes;
-    return r;
+    fail(TENSO_E_INTERNAL, "tensor refused without a reason");
 }
 
 uint32_t Value::depth() const {
@@ -253,18 +247,6 @@ void Plan::add(const Value &v) {
 }
 
 void Plan::add(const Tensor &t) { add_tensor(t, opts_); }
-
-size_t dense_header(uint8_t *head, const Tensor &t, const EncodeOptions &o) {
-    const uint32_t a = o.alignment;
-    uint16_t flags = align_flags(a);
-    if (o.integrity) flags |= TENSO_FLAG_INTEGRITY;
-    if (o.compress) flags |= TENSO_FLAG_COMPRESSION;
-    write_header(head, flags, uint8_t(t.dtype), uint8_t(t.ndim));
-    size_t h = kHeaderV4;
-    for (uint32_t i = 0; i < t.ndim; ++i, h += 4) wr32(head + h, uint32_t(t.shape[i]));
-    if (flags & TENSO_FLAG_CUST_ALIGN) head[h++] = uint8_t(log2_exact(a));
-    return h;
-}
 
 void Plan::add_tensor(const Tensor &t, const EncodeOptions &o) {
     uint8_t head[kDenseHeaderMax];
@@ -819,6 +801,10 @@ std::unique_ptr<View> bind_scanned(const Node &n, const uint8_t *buf, const Limi
 // Encoding into a caller's buffer
 // ------------------------------------------------------------------------------------------
 
+void too_small(size_t cap, size_t n) {
+    fail(TENSO_E_BUFFER_TOO_SMALL, "destination holds " + num(cap) + " bytes, the packet needs " + num(n));
+}
+
 namespace {
 
 // The general path: the plan, written at its bound straight into dst when dst holds that
@@ -832,8 +818,7 @@ size_t planned_into(const Input &in, const EncodeOptions &o, uint8_t *dst, size_
     Plan p(o, Plan::Mode::kCompress);
     p.add(in);
     *needed = p.size();
-    if (p.size() > cap)
-        fail(TENSO_E_BUFFER_TOO_SMALL, "destination holds " + num(cap) + " bytes, the packet needs " + num(p.size()));
+    if (p.size() > cap) too_small(cap, p.size());
     return p.write_to(dst);
 }
 
@@ -843,18 +828,14 @@ size_t encode_into(const Value &v, const EncodeOptions &o, uint8_t *dst, size_t 
     return planned_into(v, o, dst, cap, needed);
 }
 
-// An uncompressed tensor, the small-packet case, needs no plan: header, body and footer go
+// An uncompressed tensor with a footer needs no plan either: header, body and footer go
 // straight to dst, with no allocation.
-size_t encode_into(const Tensor &t, const EncodeOptions &o, uint8_t *dst, size_t cap, size_t *needed) {
+size_t encode_tensor_into(const Tensor &t, const EncodeOptions &o, uint8_t *dst, size_t cap, size_t *needed) {
     if (o.compress) return planned_into(t, o, dst, cap, needed);
-    uint8_t head[kDenseHeaderMax];
-    const size_t h = dense_header(head, t, o), pad = pad_to(h, o.alignment);
-    const size_t n = h + pad + size_t(t.nbytes) + (o.integrity ? kFooterLen : 0);
+    const size_t n = dense_packet_len(t, o);
     *needed = n;
-    if (n > cap) fail(TENSO_E_BUFFER_TOO_SMALL, "destination holds " + num(cap) + " bytes, the packet needs " + num(n));
-    std::memcpy(dst, head, h);
-    std::memset(dst + h, 0, pad);
-    uint8_t *body = dst + h + pad;
+    if (n > cap) too_small(cap, n);
+    uint8_t *body = dense_prefix(dst, n, t, o);
     if (!o.integrity) {
         if (t.nbytes) std::memcpy(body, t.data, size_t(t.nbytes));
     } else if (t.nbytes <= kHashChunk) {
@@ -868,24 +849,24 @@ size_t encode_into(const Tensor &t, const EncodeOptions &o, uint8_t *dst, size_t
     return n;
 }
 
-DenseView decode_dense(const uint8_t *buf, size_t len, const Limits &limits) {
+void decode_dense(tenso_tensor_view *out, const uint8_t *buf, size_t len, const Limits &limits) {
     const Node n = scan_whole(buf, len, limits);
     if (n.kind != TENSO_KIND_DENSE || n.compressed)
         fail(TENSO_E_UNSUPPORTED_KIND,
              std::string(n.compressed ? "a compressed" : "a " + std::string(kind_name(n.kind))) +
                  " packet needs memory of its own: decode it with tenso_loads");
     check_footer(n, buf, limits);
-    DenseView d;
-    d.data = n.nbytes ? buf + n.body_off : nullptr;
-    d.nbytes = n.nbytes;
-    d.packet_size = n.end - n.start;
-    d.dtype = n.dtype;
-    d.ndim = n.ndim;
-    d.flags = n.flags;
-    d.version = n.version;
-    d.alignment = n.alignment;
-    std::memcpy(d.shape, n.shape.data(), sizeof(uint64_t) * n.ndim);
-    return d;
+    out->data = n.nbytes ? buf + n.body_off : nullptr;
+    out->nbytes = n.nbytes;
+    out->packet_size = n.end - n.start;
+    out->dtype = n.dtype;
+    out->ndim = n.ndim;
+    out->flags = n.flags;
+    out->version = n.version;
+    out->alignment = n.alignment;
+    out->reserved = 0;
+    const uint64_t *shape = n.shape.data();
+    for (uint32_t i = 0; i < n.ndim; ++i) out->shape[i] = shape[i];
 }
 
 void encode_to_fd(const Value &v, const EncodeOptions &o, int fd, uint64_t *written) {

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <string>
@@ -29,7 +30,11 @@ struct EncodeOptions {
     unsigned threads = 0;  // LZ4 blocks compressed on this many threads; 0 = every core
 };
 // An encode alignment as given: a power of two up to TENSO_MAX_ALIGNMENT, or INVALID_ARGUMENT.
-uint32_t checked_alignment(uint64_t alignment);
+[[noreturn]] __attribute__((noinline, cold)) void bad_alignment(uint64_t alignment);
+inline uint32_t checked_alignment(uint64_t alignment) {
+    if (!is_pow2(alignment) || alignment > TENSO_MAX_ALIGNMENT) bad_alignment(alignment);
+    return uint32_t(alignment);
+}
 
 // A dense tensor as the caller described it (data borrowed).
 struct Tensor {
@@ -40,8 +45,36 @@ struct Tensor {
     uint64_t nbytes = 0;
 };
 // A dense tensor from its parts: a dense dtype, ndim <= 32, dims that fit the wire's u32 (each
-// read once), nbytes == numel x itemsize and data present when there are bytes.
-Tensor make_tensor(int dtype, uint32_t ndim, const uint64_t *shape, const void *data, uint64_t nbytes);
+// read once), nbytes == numel x itemsize and data present when there are bytes. Inline: it is
+// most of what a small encode costs beyond the copy. bad_tensor says why it refused.
+[[noreturn]] __attribute__((noinline, cold)) void bad_tensor(int dtype, uint32_t ndim, const uint64_t *shape,
+                                                             bool shape_given, const void *data, uint64_t nbytes);
+__attribute__((always_inline)) inline Tensor make_tensor(int dtype, uint32_t ndim, const uint64_t *shape,
+                                                         const void *data, uint64_t nbytes) {
+    Tensor r;
+    const size_t item = dtype_itemsize(dtype);
+    if (!item || ndim > TENSO_MAX_NDIM || (ndim && !shape)) bad_tensor(dtype, ndim, r.shape, shape, data, nbytes);
+    // One pass: every dim read once, into r.shape, and the checks use the copy (checked_numel's
+    // rules: a zero dim makes an empty tensor, whatever the others say; an overflowing product
+    // or one over the limit fails).
+    uint64_t any = 0, numel = 1;
+    bool zero = false, over = false;
+    for (uint32_t i = 0; i < ndim; ++i) {
+        const uint64_t d = r.shape[i] = shape[i];
+        any |= d;
+        zero |= d == 0;
+        over |= __builtin_mul_overflow(numel, d, &numel);
+    }
+    if (zero) numel = 0;
+    const uint64_t expect = numel * item;  // numel <= TENSO_MAX_ELEMENTS: no overflow
+    if (any > UINT32_MAX || (!zero && (over || numel > TENSO_MAX_ELEMENTS)) || nbytes != expect || (expect && !data))
+        bad_tensor(dtype, ndim, r.shape, true, data, nbytes);
+    r.dtype = dtype;
+    r.ndim = ndim;
+    r.data = static_cast<const uint8_t *>(data);
+    r.nbytes = nbytes;
+    return r;
+}
 
 // Something to encode. Tensor data and packet bytes are borrowed unless `owned` holds them;
 // keys are owned. Copying a Value is cheap (owned storage is shared).
@@ -67,14 +100,56 @@ struct Value::Entry {
 
 // The longest header, shape and alignment byte of a dense tensor's packet.
 constexpr size_t kDenseHeaderMax = kHeaderV4 + 4 * TENSO_MAX_NDIM + 1;
-// Writes them for `t` under `o` into head (kDenseHeaderMax bytes of room); returns their length.
+// Their length for ndim dims under `alignment`: the exponent byte is there for CUST_ALIGN.
+inline size_t dense_header_len(uint32_t ndim, uint32_t alignment) {
+    return kHeaderV4 + 4 * size_t(ndim) + ((align_flags(alignment) & TENSO_FLAG_CUST_ALIGN) ? 1 : 0);
+}
+// Writes them for `t` under `o` into head (dense_header_len bytes of room); returns their length.
 // Padding to o.alignment follows them.
-size_t dense_header(uint8_t *head, const Tensor &t, const EncodeOptions &o);
+inline size_t dense_header(uint8_t *head, const Tensor &t, const EncodeOptions &o) {
+    const uint32_t a = o.alignment;
+    uint16_t flags = align_flags(a);
+    if (o.integrity) flags |= TENSO_FLAG_INTEGRITY;
+    if (o.compress) flags |= TENSO_FLAG_COMPRESSION;
+    write_header(head, flags, uint8_t(t.dtype), uint8_t(t.ndim));
+    size_t h = kHeaderV4;
+    for (uint32_t i = 0; i < t.ndim; ++i, h += 4) wr32(head + h, uint32_t(t.shape[i]));
+    if (flags & TENSO_FLAG_CUST_ALIGN) head[h++] = uint8_t(log2_exact(a));
+    return h;  // == dense_header_len(t.ndim, a)
+}
+// An uncompressed dense packet's length: header, padding, body and footer.
+inline size_t dense_packet_len(const Tensor &t, const EncodeOptions &o) {
+    const size_t h = dense_header_len(t.ndim, o.alignment);
+    return h + pad_to(h, o.alignment) + size_t(t.nbytes) + (o.integrity ? kFooterLen : 0);
+}
+// Writes the header and padding of an uncompressed dense packet of n bytes at dst; returns
+// where the body goes. Padding under 64 bytes is zeroed as a fixed 64 bytes when the packet
+// has them (the body and footer, written next, cover the excess): a few stores, not a call.
+inline uint8_t *dense_prefix(uint8_t *dst, size_t n, const Tensor &t, const EncodeOptions &o) {
+    const size_t h = dense_header(dst, t, o), pad = pad_to(h, o.alignment);
+    if (pad < 64 && h + 64 <= n) std::memset(dst + h, 0, 64);
+    else std::memset(dst + h, 0, pad);
+    return dst + h + pad;
+}
+// BUFFER_TOO_SMALL: cap bytes of room for a packet of n.
+[[noreturn]] __attribute__((noinline, cold)) void too_small(size_t cap, size_t n);
 
 // The packet for a value into dst (cap bytes of room): returns its length; *needed gets it
 // too, also when cap is too small (then BUFFER_TOO_SMALL).
 size_t encode_into(const Value &v, const EncodeOptions &o, uint8_t *dst, size_t cap, size_t *needed);
-size_t encode_into(const Tensor &t, const EncodeOptions &o, uint8_t *dst, size_t cap, size_t *needed);
+// A tensor packet with a footer or a compressed body (encode_into below does the rest).
+size_t encode_tensor_into(const Tensor &t, const EncodeOptions &o, uint8_t *dst, size_t cap, size_t *needed);
+// A tensor: without a footer or compression (the small-packet case) header, padding and one
+// copy, inline, so that a C ABI call is one function.
+inline size_t encode_into(const Tensor &t, const EncodeOptions &o, uint8_t *dst, size_t cap, size_t *needed) {
+    if (o.compress || o.integrity) return encode_tensor_into(t, o, dst, cap, needed);
+    const size_t n = dense_packet_len(t, o);
+    *needed = n;
+    if (n > cap) too_small(cap, n);
+    uint8_t *body = dense_prefix(dst, n, t, o);
+    if (t.nbytes) std::memcpy(body, t.data, size_t(t.nbytes));
+    return n;
+}
 // The packet for a value written to fd completely (sockets without SIGPIPE, EAGAIN waited
 // out); *written counts what went out, also when it fails.
 void encode_to_fd(const Value &v, const EncodeOptions &o, int fd, uint64_t *written);
@@ -257,15 +332,10 @@ struct PacketInfo {
 };
 
 // A dense, uncompressed packet, checked as decode() checks it and described without a View
-// (tenso_loads_tensor). Other kinds, and compressed bodies, are UNSUPPORTED_KIND.
-struct DenseView {
-    const uint8_t *data = nullptr;
-    uint64_t nbytes = 0, packet_size = 0;
-    int dtype = 0;
-    uint32_t ndim = 0, flags = 0, version = 0, alignment = 0;
-    uint64_t shape[TENSO_MAX_NDIM];  // ndim entries are set
-};
-DenseView decode_dense(const uint8_t *buf, size_t len, const Limits &limits);
+// (tenso_loads_tensor): into the ABI's own struct, which is this result field for field (a
+// copy through an engine type was a tenth of a small decode). *out is written only once every
+// check has passed. Other kinds, and compressed bodies, are UNSUPPORTED_KIND.
+void decode_dense(tenso_tensor_view *out, const uint8_t *buf, size_t len, const Limits &limits);
 
 PacketInfo inspect(const uint8_t *buf, size_t len);
 

@@ -81,7 +81,15 @@ const DtypeInfo *find_dtype(int code) {
 
 bool is_quantized(int dtype) { return dtype_kind(dtype) == TENSO_KIND_QUANTIZED; }
 
+constexpr DtypeSizes dtype_sizes() {
+    DtypeSizes t{};
+    for (const DtypeInfo &d : kDtypes) t.by_code[d.code] = uint8_t(d.itemsize);
+    return t;
+}
+
 }  // namespace
+
+const DtypeSizes kDtypeSizes = dtype_sizes();
 
 // RFC 3629 UTF-8: no overlongs, no surrogates, nothing above U+10FFFF.
 bool valid_utf8(const uint8_t *s, size_t n) {
@@ -130,6 +138,7 @@ public:
     Scanner(const uint8_t *buf, size_t len, const Limits &lim, ScanMode mode)
         : b_(buf), len_(len), lim_(lim), header_only_(mode == ScanMode::kHeader) {
         constexpr uint64_t kNone = std::numeric_limits<uint64_t>::max();
+        avail_ = lim.max_packet_bytes && lim.max_packet_bytes < len ? size_t(lim.max_packet_bytes) : len;
         entries_left_ = lim.max_entries ? lim.max_entries : kNone;
         decoded_left_ = lim.max_decoded_bytes ? lim.max_decoded_bytes : kNone;
         inflated_left_ = !lim.max_decoded_bytes && lim.max_packet_bytes ? lim.max_packet_bytes : kNone;
@@ -143,6 +152,7 @@ public:
 private:
     const uint8_t *b_;
     size_t len_;
+    size_t avail_;  // what need() lets a packet reach: len_, or max_packet_bytes when less
     const Limits &lim_;
     bool header_only_;
     // What a full scan's decode may still take: packets (max_entries), bytes it allocates
@@ -171,21 +181,34 @@ private:
 
     // Requires bytes up to `end`: past the container's bound is an inconsistency, past the
     // packet-size limit a LIMIT, past what we have a NeedMore.
-    void need(size_t end, size_t bound, int bound_status, const char *what) {
+    __attribute__((always_inline)) void need(size_t end, size_t bound, int bound_status, const char *what) {
+        if (__builtin_expect(end > bound || end > avail_, 0)) refuse(end, bound, bound_status, what);
+    }
+    [[noreturn]] __attribute__((noinline, cold)) void refuse(size_t end, size_t bound, int bound_status,
+                                                             const char *what) const {
         if (end > bound) fail(bound_status, std::string(what) + " runs past the length its container gives");
         if (lim_.max_packet_bytes && end > lim_.max_packet_bytes)
             fail(TENSO_E_LIMIT, "packet is larger than max_packet_bytes (" + num(lim_.max_packet_bytes) + ")");
-        if (end > len_) throw NeedMore{end};
+        throw NeedMore{end};
     }
 
     static size_t add(size_t a, uint64_t b) {
-        if (b > std::numeric_limits<size_t>::max() - a) fail(TENSO_E_MALFORMED, "packet length overflows");
+        if (b > std::numeric_limits<size_t>::max() - a) fail_msg(TENSO_E_MALFORMED, "packet length overflows");
         return a + size_t(b);
     }
 
-    size_t read_shape(Node &n, size_t pos, size_t bound, int bst) {
-        if (n.ndim > lim_.max_ndim)
-            fail(TENSO_E_TOO_MANY_DIMS, "ndim " + num(n.ndim) + " exceeds the limit of " + num(lim_.max_ndim));
+    // The helpers every kind's header goes through are inlined into each (they are most of a
+    // small packet's scan); what they say on failure is built out of line.
+    [[noreturn]] __attribute__((noinline, cold)) void too_many_dims(uint32_t ndim) const {
+        fail(TENSO_E_TOO_MANY_DIMS, "ndim " + num(ndim) + " exceeds the limit of " + num(lim_.max_ndim));
+    }
+    [[noreturn]] __attribute__((noinline, cold)) static void bad_exponent(unsigned e) {
+        if (e >= 64) fail(TENSO_E_MALFORMED, "alignment exponent " + num(e) + " is not < 64");
+        fail(TENSO_E_LIMIT, "alignment 2^" + num(e) + " exceeds the limit of 2^" + num(kMaxAlignLog2));
+    }
+
+    __attribute__((always_inline)) size_t read_shape(Node &n, size_t pos, size_t bound, int bst) {
+        if (n.ndim > lim_.max_ndim) too_many_dims(n.ndim);
         need(pos + 4 * size_t(n.ndim), bound, bst, "shape");
         uint64_t *shape = n.shape.resize(n.ndim);
         for (uint32_t i = 0; i < n.ndim; ++i) shape[i] = rd32(b_ + pos + 4 * i);
@@ -194,13 +217,11 @@ private:
     }
 
     // Reads the optional exponent byte, then sets alignment and body_off.
-    size_t read_alignment(Node &n, size_t pos, size_t bound, int bst) {
+    __attribute__((always_inline)) size_t read_alignment(Node &n, size_t pos, size_t bound, int bst) {
         if (n.flags & TENSO_FLAG_CUST_ALIGN) {
             need(pos + 1, bound, bst, "alignment exponent");
             unsigned e = b_[pos++];
-            if (e >= 64) fail(TENSO_E_MALFORMED, "alignment exponent " + num(e) + " is not < 64");
-            if (e > kMaxAlignLog2)
-                fail(TENSO_E_LIMIT, "alignment 2^" + num(e) + " exceeds the limit of 2^" + num(kMaxAlignLog2));
+            if (e > kMaxAlignLog2) bad_exponent(e);
             n.alignment = 1u << e;
         } else {
             n.alignment = (n.flags & TENSO_FLAG_ALIGNED) ? TENSO_DEFAULT_ALIGNMENT : 1;
@@ -210,7 +231,7 @@ private:
     }
 
     // Body of body_len bytes at body_off, then the footer if flagged.
-    void finish(Node &n, size_t bound, int bst) {
+    __attribute__((always_inline)) void finish(Node &n, size_t bound, int bst) {
         if (header_only_) return;
         size_t end = add(n.body_off, n.body_len);
         if (n.flags & TENSO_FLAG_INTEGRITY) {
@@ -238,14 +259,17 @@ Node Scanner::packet(size_t start, size_t bound, int bst, int depth) {
     }
     Node n;
     n.start = start;
-    need(start + 4, bound, bst, "header");
-    if (std::memcmp(b_ + start, kMagic, 4) != 0) fail(TENSO_E_BAD_MAGIC, "bad magic: not a Tenso packet");
-    need(start + kHeaderLegacy, bound, bst, "header");
+    // Each need() below decides which error a short header gets; when the longest header fits,
+    // none of them can fail.
+    const bool whole = start + kHeaderV4 <= bound && start + kHeaderV4 <= avail_;
+    if (!whole) need(start + 4, bound, bst, "header");
+    if (rd32(b_ + start) != rd32(kMagic)) fail_msg(TENSO_E_BAD_MAGIC, "bad magic: not a Tenso packet");
+    if (!whole) need(start + kHeaderLegacy, bound, bst, "header");
     n.version = b_[start + 4];
     size_t pos;
     uint8_t reserved = 0;
     if (n.version == 4) {
-        need(start + kHeaderV4, bound, bst, "header");
+        if (!whole) need(start + kHeaderV4, bound, bst, "header");
         n.flags = rd16(b_ + start + 5);
         n.dtype = b_[start + 7];
         n.ndim = b_[start + 8];
@@ -283,9 +307,13 @@ Node Scanner::packet(size_t start, size_t bound, int bst, int depth) {
     return n;
 }
 
+[[noreturn]] __attribute__((noinline, cold)) void bad_dtype(int dtype) {
+    fail(TENSO_E_BAD_DTYPE, "unknown dtype code " + num(unsigned(dtype)));
+}
+
 void Scanner::dense(Node &n, size_t pos, size_t bound, int bst) {
-    size_t item = dtype_itemsize(n.dtype);
-    if (!item) fail(TENSO_E_BAD_DTYPE, "unknown dtype code " + num(unsigned(n.dtype)));
+    const size_t item = dtype_itemsize(n.dtype);
+    if (!item) bad_dtype(n.dtype);
     pos = read_shape(n, pos, bound, bst);
     n.nbytes = checked_numel(n.shape.data(), n.ndim, lim_.max_elements) * item;
     read_alignment(n, pos, bound, bst);
@@ -425,11 +453,6 @@ void Scanner::sparse(Node &n, size_t pos, size_t bound, int bst, int depth) {
 
 }  // namespace
 
-size_t dtype_itemsize(int dtype) {
-    const DtypeInfo *d = find_dtype(dtype);
-    return d ? d->itemsize : 0;
-}
-
 const char *dtype_name(int dtype) {
     const DtypeInfo *d = find_dtype(dtype);
     return d ? d->name : "unknown";
@@ -469,29 +492,8 @@ int kind_from_name(const std::string &name) {
     return 0;
 }
 
-uint64_t checked_numel(const uint64_t *shape, uint32_t ndim, uint64_t max_elements) {
-    // One pass, multiplications with an overflow flag rather than a division per dimension
-    // (this runs on every encode and decode): the product of dims that overflows, or exceeds
-    // the limit, fails; any zero dim makes an empty tensor, whatever the other dims say.
-    uint64_t n = 1;
-    bool zero = false, over = false;
-    for (uint32_t i = 0; i < ndim; ++i) {
-        zero |= shape[i] == 0;
-        over |= __builtin_mul_overflow(n, shape[i], &n);
-    }
-    if (zero) return 0;
-    if (over || n > max_elements)
-        fail(TENSO_E_TOO_MANY_ELEMENTS, "shape has more than " + num(max_elements) + " elements");
-    return n;
-}
-
-void write_header(uint8_t *p, uint16_t flags, uint8_t dtype, uint8_t ndim, uint8_t reserved) {
-    std::memcpy(p, kMagic, 4);
-    p[4] = 4;
-    wr16(p + 5, flags);
-    p[7] = dtype;
-    p[8] = ndim;
-    p[9] = reserved;
+void fail_too_many_elements(uint64_t max_elements) {
+    fail(TENSO_E_TOO_MANY_ELEMENTS, "shape has more than " + num(max_elements) + " elements");
 }
 
 uint64_t expected_num_scales(int scheme, uint32_t axis, uint32_t group_size, const uint64_t *shape, uint32_t ndim,
@@ -531,7 +533,7 @@ uint32_t nesting_depth(const Node &n) {
     return d;
 }
 
-int kind_of(uint32_t flags, int dtype) {
+int kind_of_flagged(uint32_t flags, int dtype) {
     if (flags & TENSO_FLAG_GPU_IPC_REF) return TENSO_KIND_GPU_IPC_REF;
     if (flags & TENSO_FLAG_BUNDLE) return TENSO_KIND_BUNDLE;
     if (flags & TENSO_FLAG_SPARSE_COO) return TENSO_KIND_SPARSE_COO;

@@ -28,25 +28,35 @@ constexpr size_t kFooterLen = 8;
 constexpr size_t kIpcRefLen = 106;
 constexpr unsigned kMaxAlignLog2 = 20;  // TENSO_MAX_ALIGNMENT
 
-// ---- little-endian helpers (the wire is LE on every host) ----
-inline uint16_t rd16(const uint8_t *p) { return uint16_t(p[0] | (p[1] << 8)); }
+// ---- little-endian helpers (the wire is LE, and so is every host: see above) ----
+// One unaligned load or store each; packet fields sit at any offset.
+inline uint16_t rd16(const uint8_t *p) {
+    uint16_t v;
+    std::memcpy(&v, p, 2);
+    return v;
+}
 inline uint32_t rd32(const uint8_t *p) {
-    return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
+    uint32_t v;
+    std::memcpy(&v, p, 4);
+    return v;
 }
-inline uint64_t rd64(const uint8_t *p) { return uint64_t(rd32(p)) | uint64_t(rd32(p + 4)) << 32; }
-inline void wr16(uint8_t *p, uint16_t v) {
-    p[0] = uint8_t(v);
-    p[1] = uint8_t(v >> 8);
+inline uint64_t rd64(const uint8_t *p) {
+    uint64_t v;
+    std::memcpy(&v, p, 8);
+    return v;
 }
-inline void wr32(uint8_t *p, uint32_t v) {
-    for (int i = 0; i < 4; ++i) p[i] = uint8_t(v >> (8 * i));
-}
-inline void wr64(uint8_t *p, uint64_t v) {
-    for (int i = 0; i < 8; ++i) p[i] = uint8_t(v >> (8 * i));
-}
+inline void wr16(uint8_t *p, uint16_t v) { std::memcpy(p, &v, 2); }
+inline void wr32(uint8_t *p, uint32_t v) { std::memcpy(p, &v, 4); }
+inline void wr64(uint8_t *p, uint64_t v) { std::memcpy(p, &v, 8); }
 
 // ---- dtypes ----
-size_t dtype_itemsize(int dtype);              // 0 for anything that is not a dense dtype
+// Element sizes by dtype code (0: not a dense dtype), derived from wire.cpp's dtype table so
+// that the encoder and the scanner look one up inline.
+struct DtypeSizes {
+    uint8_t by_code[256];
+};
+extern const DtypeSizes kDtypeSizes;
+inline size_t dtype_itemsize(int dtype) { return unsigned(dtype) < 256 ? kDtypeSizes.by_code[dtype] : 0; }
 const char *dtype_name(int dtype);             // "unknown" for codes we do not know
 int dtype_from_name(const std::string &name);  // 0 when unknown
 uint32_t dtype_bits(int dtype);                // per element as stored; 0 for strings and unknown codes
@@ -78,7 +88,21 @@ inline uint16_t align_flags(uint32_t alignment) {
 }
 
 // Element count of a shape, or fail with TOO_MANY_ELEMENTS on overflow / over the limit.
-uint64_t checked_numel(const uint64_t *shape, uint32_t ndim, uint64_t max_elements);
+// One pass, multiplications with an overflow flag rather than a division per dimension (this
+// runs on every encode and decode): the product of dims that overflows, or exceeds the limit,
+// fails; any zero dim makes an empty tensor, whatever the other dims say.
+[[noreturn]] void fail_too_many_elements(uint64_t max_elements);
+inline uint64_t checked_numel(const uint64_t *shape, uint32_t ndim, uint64_t max_elements) {
+    uint64_t n = 1;
+    bool zero = false, over = false;
+    for (uint32_t i = 0; i < ndim; ++i) {
+        zero |= shape[i] == 0;
+        over |= __builtin_mul_overflow(n, shape[i], &n);
+    }
+    if (zero) return 0;
+    if (__builtin_expect(over || n > max_elements, 0)) fail_too_many_elements(max_elements);
+    return n;
+}
 
 // How many scales a quantization scheme needs (0 per tensor, 1 per channel, 2 per group);
 // fails with `status` for an unknown scheme, an axis out of range or a group size of 0.
@@ -86,7 +110,14 @@ uint64_t expected_num_scales(int scheme, uint32_t axis, uint32_t group_size, con
                              uint64_t numel, int32_t status);
 
 // Writes a v4 base header (10 bytes).
-void write_header(uint8_t *p, uint16_t flags, uint8_t dtype, uint8_t ndim, uint8_t reserved = 0);
+inline void write_header(uint8_t *p, uint16_t flags, uint8_t dtype, uint8_t ndim, uint8_t reserved = 0) {
+    std::memcpy(p, kMagic, 4);
+    p[4] = 4;
+    wr16(p + 5, flags);
+    p[7] = dtype;
+    p[8] = ndim;
+    p[9] = reserved;
+}
 
 // ---- GPU IPC reference packets ----
 // A v4 header (GPU_IPC_REF flag, discriminator 1 in the reserved byte) and a 96-byte body:
@@ -131,7 +162,7 @@ public:
 
     // Room for ndim dims, contents unset.
     uint64_t *resize(uint32_t ndim) {
-        heap_.reset(ndim > kInline ? new uint64_t[ndim] : nullptr);
+        if (ndim > kInline || heap_) heap_.reset(ndim > kInline ? new uint64_t[ndim] : nullptr);
         n_ = ndim;
         return data();
     }
@@ -231,7 +262,13 @@ private:
 // Levels of packets nested below `n` (bundle values, sparse components).
 uint32_t nesting_depth(const Node &n);
 
-// The kind a header announces (dispatch order of the reference engine).
-int kind_of(uint32_t flags, int dtype);
+// The kind a header announces (dispatch order of the reference engine). Inline for the common
+// case, a dense dtype with no kind flag; kind_of_flagged decides the rest.
+int kind_of_flagged(uint32_t flags, int dtype);
+inline int kind_of(uint32_t flags, int dtype) {
+    constexpr uint32_t kFlagged = TENSO_FLAG_GPU_IPC_REF | TENSO_FLAG_BUNDLE | TENSO_FLAG_SPARSE_COO |
+                                  TENSO_FLAG_SPARSE_CSR | TENSO_FLAG_SPARSE_CSC | TENSO_FLAG_STRING | TENSO_FLAG_RAGGED;
+    return !(flags & kFlagged) && dtype_itemsize(dtype) ? TENSO_KIND_DENSE : kind_of_flagged(flags, dtype);
+}
 
 }  // namespace tenso

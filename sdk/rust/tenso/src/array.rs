@@ -108,7 +108,7 @@ where
 
     fn source(&self) -> Result<Source<'_>> {
         match self.as_slice() {
-            Some(s) => Ok(Source::Tensor(Tensor::new(s, self.shape())?, false)),
+            Some(s) => Ok(Source::Tensor(std::borrow::Cow::Owned(Tensor::new(s, self.shape())?), false)),
             None => {
                 let mut bytes = Vec::with_capacity(self.len() * std::mem::size_of::<T>());
                 for x in self.iter() {

@@ -33,6 +33,7 @@ impl Options {
     }
 
     /// The options for a call: NULL for the defaults (libtenso then reads no struct).
+    #[inline]
     pub(crate) fn ptr(&self) -> *const sys::tenso_encode_options {
         if self.raw == sys::TENSO_ENCODE_OPTIONS_INIT {
             std::ptr::null()

@@ -422,7 +422,7 @@ impl<'a> Bundle<'a> {
                 let tensor = match &copy {
                     // SAFETY: the Arc's heap bytes are kept by the bundle (below), unmoved.
                     Some(c) => Tensor::from_bytes(tensor.dtype(), unsafe { detach(c) }, tensor.shape())?,
-                    None => tensor,
+                    None => *tensor,
                 };
                 let raw = tensor.raw();
                 let tmp: Value<'_> = {
