@@ -25,6 +25,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 
 #include "error.hpp"
 #include "format/hash.hpp"
@@ -251,14 +252,32 @@ private:
     Cache &c_;
 };
 
+template <class Op>
+auto Cache::locked(Op &&op) -> decltype(op()) {
+    try {
+        Lock l(*this);
+        if constexpr (std::is_void_v<decltype(op())>) {
+            op();
+            map_->check_intact(given_);
+        } else {
+            auto r = op();
+            map_->check_intact(given_);
+            return r;
+        }
+    } catch (...) {
+        map_->check_intact(given_);  // whatever zeros made op fail with, the pool was truncated
+        throw;
+    }
+}
+
 void Cache::lock(bool check_size) {
     if (current_pid() != pid_)
         fail(TENSO_E_INVALID_ARGUMENT,
              "cache handle was opened by another process (inherited through fork): "
              "open the cache again in this process");
-    // The mutex itself lies in the pages a truncation takes away. Releasing a view skips the
-    // check (a syscall on the hit path): its holder was exposed to the residual race already.
-    if (check_size) map_->check_size(given_);
+    // The mutex itself lies in the pages a truncation takes away. Guarded, the check is a load;
+    // unguarded (no fault_guard slot left), releasing a view skips its system call.
+    if (check_size || map_->guarded()) map_->check_size(given_);
     // Uncontended: no clock read. trylock reports EOWNERDEAD just as the timed lock does.
     int r = ::pthread_mutex_trylock(&s_->mutex);
     if (r == EBUSY) {
@@ -1013,71 +1032,72 @@ void Cache::put(const char *key, size_t key_len, const Value &v, const EncodeOpt
     const uint64_t hash = key_hash(key, key_len);
     const auto *k = reinterpret_cast<const uint8_t *>(key);
 
-    Lock l(*this);
-    const int64_t now = now_ns();
-    uint32_t old = lookup(k, key_len, hash);
-    if (old) {
-        Entry &e = ent(old);
-        const Space sp = check_space(e);
-        if (!e.pins && sp.alloc >= alloc) {
-            // In place. WRITING first: a crash mid-copy drops the entry instead of serving a
-            // torn packet.
-            e.state = kWriting;
-            order();
-            plan.write_to(data_ + sp.off);
-            e.packet_len = need;
-            e.created_ns = now;
-            s_->ttl_live += uint32_t(ttl_ns > 0) - uint32_t(e.ttl_ns > 0);
-            e.ttl_ns = ttl_ns;
-            e.generation = ++s_->generation;
-            e.last_access = ++s_->tick;
-            order();
-            e.state = kLive;
-            lru_unlink(old);
-            lru_push_head(old);
-            *written = need;
-            return;
+    return locked([&] {
+        const int64_t now = now_ns();
+        uint32_t old = lookup(k, key_len, hash);
+        if (old) {
+            Entry &e = ent(old);
+            const Space sp = check_space(e);
+            if (!e.pins && sp.alloc >= alloc) {
+                // In place. WRITING first: a crash mid-copy drops the entry instead of serving a
+                // torn packet.
+                e.state = kWriting;
+                order();
+                plan.write_to(data_ + sp.off);
+                e.packet_len = need;
+                e.created_ns = now;
+                s_->ttl_live += uint32_t(ttl_ns > 0) - uint32_t(e.ttl_ns > 0);
+                e.ttl_ns = ttl_ns;
+                e.generation = ++s_->generation;
+                e.last_access = ++s_->tick;
+                order();
+                e.state = kLive;
+                lru_unlink(old);
+                lru_push_head(old);
+                *written = need;
+                return;
+            }
         }
-    }
-    const uint64_t off = allocate(alloc, &old, now);
-    uint32_t slot;
-    try {
-        slot = take_slot(&old);
-    } catch (...) {
-        extent_free(off, alloc);
-        throw;
-    }
-    Entry &e = ent(slot);
-    e.data_off = off;
-    e.alloc_size = alloc;
-    e.packet_len = need;
-    e.key_len = uint32_t(key_len);
-    std::memcpy(e.key, key, key_len);
-    e.key_hash = hash;
-    e.pins = 0;
-    e.lru_prev = e.lru_next = 0;
-    e.created_ns = now;
-    e.ttl_ns = ttl_ns;
-    e.generation = ++s_->generation;
-    e.last_access = ++s_->tick;
-    order();
-    e.state = kWriting;  // from here its space is accounted for, also by recovery
-    s_->used_bytes += alloc;
-    order();
-    try {
-        plan.write_to(data_ + off);
-    } catch (...) {
-        release(slot);
-        throw;
-    }
-    if (old) unpublish(old);
-    index_insert(slot);
-    lru_push_head(slot);
-    ++s_->live;
-    if (ttl_ns > 0) ++s_->ttl_live;
-    order();
-    e.state = kLive;
-    *written = need;
+        const uint64_t off = allocate(alloc, &old, now);
+        uint32_t slot;
+        try {
+            slot = take_slot(&old);
+        } catch (...) {
+            extent_free(off, alloc);
+            throw;
+        }
+        Entry &e = ent(slot);
+        e.data_off = off;
+        e.alloc_size = alloc;
+        e.packet_len = need;
+        e.key_len = uint32_t(key_len);
+        std::memcpy(e.key, key, key_len);
+        e.key_hash = hash;
+        e.pins = 0;
+        e.lru_prev = e.lru_next = 0;
+        e.created_ns = now;
+        e.ttl_ns = ttl_ns;
+        e.generation = ++s_->generation;
+        e.last_access = ++s_->tick;
+        order();
+        e.state = kWriting;  // from here its space is accounted for, also by recovery
+        s_->used_bytes += alloc;
+        order();
+        try {
+            plan.write_to(data_ + off);
+        } catch (...) {
+            release(slot);
+            throw;
+        }
+        if (old) unpublish(old);
+        index_insert(slot);
+        lru_push_head(slot);
+        ++s_->live;
+        if (ttl_ns > 0) ++s_->ttl_live;
+        order();
+        e.state = kLive;
+        *written = need;
+    });
 }
 
 namespace {
@@ -1096,9 +1116,8 @@ std::unique_ptr<View> Cache::get(const char *key, size_t key_len, const Limits &
     const uint64_t hash = key_hash(key, key_len);
     auto token = std::make_shared<PinToken>();  // allocated first: pinning cannot then leak
     token->cache = shared_from_this();
-    uint64_t off, len;
-    {
-        Lock l(*this);
+    uint64_t off = 0, len = 0;
+    locked([&] {
         uint32_t i = lookup(reinterpret_cast<const uint8_t *>(key), key_len, hash);
         if (!i) {
             ++s_->misses;
@@ -1122,207 +1141,226 @@ std::unique_ptr<View> Cache::get(const char *key, size_t key_len, const Limits &
         lru_push_head(i);
         e.last_access = ++s_->tick;
         ++s_->hits;
+    });
+    // A truncation from here on shows as zeros in the packet: TRUNCATED, not a decode status.
+    std::unique_ptr<View> view;
+    try {
+        view = decode(data_ + off, len, limits, std::move(token));
+    } catch (...) {
+        map_->check_intact(given_);
+        throw;
     }
-    return decode(data_ + off, len, limits, std::move(token));
+    map_->check_intact(given_);
+    return view;
 }
 
 void Cache::remove(const char *key, size_t key_len) {
     check_key(key, key_len);
     const uint64_t hash = key_hash(key, key_len);
-    Lock l(*this);
-    uint32_t i = lookup(reinterpret_cast<const uint8_t *>(key), key_len, hash);
-    bool was_expired = i && expired_now(ent(i));
-    if (i) unpublish(i);
-    if (was_expired) ++s_->expirations;
-    if (!i || was_expired)
-        fail(TENSO_E_NOT_FOUND, "no key '" + std::string(key, key_len) + "' in cache '" + given_ + "'");
+    return locked([&] {
+        uint32_t i = lookup(reinterpret_cast<const uint8_t *>(key), key_len, hash);
+        bool was_expired = i && expired_now(ent(i));
+        if (i) unpublish(i);
+        if (was_expired) ++s_->expirations;
+        if (!i || was_expired)
+            fail(TENSO_E_NOT_FOUND, "no key '" + std::string(key, key_len) + "' in cache '" + given_ + "'");
+    });
 }
 
 CacheEntryInfo Cache::info(const char *key, size_t key_len) {
     check_key(key, key_len);
     const uint64_t hash = key_hash(key, key_len);
-    Lock l(*this);
-    const int64_t now = now_ns();
-    uint32_t i = lookup(reinterpret_cast<const uint8_t *>(key), key_len, hash);
-    if (!i || expired(ent(i), now))
-        fail(TENSO_E_NOT_FOUND, "no key '" + std::string(key, key_len) + "' in cache '" + given_ + "'");
-    const Entry &e = ent(i);
-    const Space sp = check_space(e);
-    CacheEntryInfo out;
-    out.packet = inspect(data_ + sp.off, sp.len);
-    out.alloc_bytes = sp.alloc;
-    out.ttl_seconds = double(e.ttl_ns) / 1e9;
-    out.age_seconds = double(now - e.created_ns) / 1e9;
-    out.pins = e.pins;
-    return out;
+    return locked([&] {
+        const int64_t now = now_ns();
+        uint32_t i = lookup(reinterpret_cast<const uint8_t *>(key), key_len, hash);
+        if (!i || expired(ent(i), now))
+            fail(TENSO_E_NOT_FOUND, "no key '" + std::string(key, key_len) + "' in cache '" + given_ + "'");
+        const Entry &e = ent(i);
+        const Space sp = check_space(e);
+        CacheEntryInfo out;
+        out.packet = inspect(data_ + sp.off, sp.len);
+        out.alloc_bytes = sp.alloc;
+        out.ttl_seconds = double(e.ttl_ns) / 1e9;
+        out.age_seconds = double(now - e.created_ns) / 1e9;
+        out.pins = e.pins;
+        return out;
+    });
 }
 
 bool Cache::contains(const char *key, size_t key_len) {
     check_key(key, key_len);
     const uint64_t hash = key_hash(key, key_len);
-    Lock l(*this);
-    uint32_t i = lookup(reinterpret_cast<const uint8_t *>(key), key_len, hash);
-    return i && !expired_now(ent(i));
+    return locked([&] {
+        uint32_t i = lookup(reinterpret_cast<const uint8_t *>(key), key_len, hash);
+        return i && !expired_now(ent(i));
+    });
 }
 
 std::vector<std::string> Cache::keys() {
-    std::vector<std::string> out;
-    Lock l(*this);
-    const int64_t now = now_ns();
-    out.reserve(std::min(s_->live, g_->max_entries));  // `live` is shared: bounded by our copy
-    uint32_t steps = 0;
-    for (uint32_t i = s_->lru_head; i; i = ent(i).lru_next) {
-        if (++steps > g_->max_entries) corrupt("LRU list has a cycle");
-        const Entry &e = ent(i);
-        if (!expired(e, now))
-            out.emplace_back(reinterpret_cast<const char *>(e.key),
-                             std::min<size_t>(e.key_len, TENSO_CACHE_MAX_KEY_BYTES));
-    }
-    return out;
+    return locked([&] {
+        std::vector<std::string> out;
+        const int64_t now = now_ns();
+        out.reserve(std::min(s_->live, g_->max_entries));  // `live` is shared: bounded by our copy
+        uint32_t steps = 0;
+        for (uint32_t i = s_->lru_head; i; i = ent(i).lru_next) {
+            if (++steps > g_->max_entries) corrupt("LRU list has a cycle");
+            const Entry &e = ent(i);
+            if (!expired(e, now))
+                out.emplace_back(reinterpret_cast<const char *>(e.key),
+                                 std::min<size_t>(e.key_len, TENSO_CACHE_MAX_KEY_BYTES));
+        }
+        return out;
+    });
 }
 
 void Cache::clear() {
-    Lock l(*this);
-    uint32_t steps = 0;
-    while (uint32_t i = s_->lru_head) {
-        if (++steps > g_->max_entries) corrupt("LRU list has a cycle");
-        unpublish(i);
-    }
+    return locked([&] {
+        uint32_t steps = 0;
+        while (uint32_t i = s_->lru_head) {
+            if (++steps > g_->max_entries) corrupt("LRU list has a cycle");
+            unpublish(i);
+        }
+    });
 }
 
 CacheStats Cache::stats() {
-    Lock l(*this);
-    // Expired entries are dropped first, so `entries` counts what keys() lists; both cost
-    // nothing in a pool without TTL entries. Pinned ones stay until released but are not counted.
-    uint32_t expired_pinned = 0;
-    drop_expired(0, now_ns(), &expired_pinned);
-    CacheStats st;
-    CacheStats *out = &st;
-    out->entries = s_->live - std::min(expired_pinned, s_->live);
-    out->max_entries = g_->max_entries;
-    out->pool_bytes = g_->pool_size;
-    out->data_bytes = g_->data_size;
-    out->used_bytes = s_->used_bytes;
-    out->free_bytes = g_->data_size - std::min(s_->used_bytes, g_->data_size);
-    out->hits = s_->hits;
-    out->misses = s_->misses;
-    out->evictions = s_->evictions;
-    out->expirations = s_->expirations;
-    out->pinned_entries = s_->pinned;
-    out->recoveries = s_->recoveries;
-    out->clients = s_->clients;
-    return st;
+    return locked([&] {
+        // Expired entries are dropped first, so `entries` counts what keys() lists; both cost
+        // nothing in a pool without TTL entries. Pinned ones stay until released but are not counted.
+        uint32_t expired_pinned = 0;
+        drop_expired(0, now_ns(), &expired_pinned);
+        CacheStats st;
+        CacheStats *out = &st;
+        out->entries = s_->live - std::min(expired_pinned, s_->live);
+        out->max_entries = g_->max_entries;
+        out->pool_bytes = g_->pool_size;
+        out->data_bytes = g_->data_size;
+        out->used_bytes = s_->used_bytes;
+        out->free_bytes = g_->data_size - std::min(s_->used_bytes, g_->data_size);
+        out->hits = s_->hits;
+        out->misses = s_->misses;
+        out->evictions = s_->evictions;
+        out->expirations = s_->expirations;
+        out->pinned_entries = s_->pinned;
+        out->recoveries = s_->recoveries;
+        out->clients = s_->clients;
+        return st;
+    });
 }
 
 void Cache::check() {
-    Lock l(*this);
-    // Entries: states, ranges, packets; disjoint; accounting.
-    std::vector<uint32_t> used;
-    uint64_t bytes = 0, free_slots = 0;
-    uint32_t live = 0, pinned = 0, ttl_live = 0;
-    for (uint32_t i = 1; i <= g_->max_entries; ++i) {
-        const Entry &e = entries_[i - 1];
-        const std::string who = "entry " + num(i) + " ";
-        switch (e.state) {
-        case kFree: ++free_slots; continue;
-        case kLive:
-            ++live;
-            ttl_live += e.ttl_ns > 0;
-            break;
-        case kOrphan:
-            if (!e.pins) corrupt(who + "is an orphan without pins");
-            break;
-        default: corrupt(who + "has state " + num(e.state) + " outside an operation");
+    return locked([&] {
+        // Entries: states, ranges, packets; disjoint; accounting.
+        std::vector<uint32_t> used;
+        uint64_t bytes = 0, free_slots = 0;
+        uint32_t live = 0, pinned = 0, ttl_live = 0;
+        for (uint32_t i = 1; i <= g_->max_entries; ++i) {
+            const Entry &e = entries_[i - 1];
+            const std::string who = "entry " + num(i) + " ";
+            switch (e.state) {
+            case kFree: ++free_slots; continue;
+            case kLive:
+                ++live;
+                ttl_live += e.ttl_ns > 0;
+                break;
+            case kOrphan:
+                if (!e.pins) corrupt(who + "is an orphan without pins");
+                break;
+            default: corrupt(who + "has state " + num(e.state) + " outside an operation");
+            }
+            if (!packet_ok(e)) corrupt(who + "has an invalid range or packet header");
+            if (e.key_hash != key_hash(reinterpret_cast<const char *>(e.key), e.key_len))
+                corrupt(who + "has a stale key hash");
+            used.push_back(i);
+            bytes += e.alloc_size;
+            if (e.pins) ++pinned;
         }
-        if (!packet_ok(e)) corrupt(who + "has an invalid range or packet header");
-        if (e.key_hash != key_hash(reinterpret_cast<const char *>(e.key), e.key_len))
-            corrupt(who + "has a stale key hash");
-        used.push_back(i);
-        bytes += e.alloc_size;
-        if (e.pins) ++pinned;
-    }
-    if (live != s_->live) corrupt("live count " + num(s_->live) + ", entries say " + num(live));
-    if (ttl_live != s_->ttl_live) corrupt("TTL entry count " + num(s_->ttl_live) + ", entries say " + num(ttl_live));
-    if (pinned != s_->pinned) corrupt("pinned count " + num(s_->pinned) + ", entries say " + num(pinned));
-    if (bytes != s_->used_bytes) corrupt("used bytes " + num(s_->used_bytes) + ", entries hold " + num(bytes));
-    // Free extents: sorted, coalesced, disjoint from entries, and together the rest of the region.
-    std::sort(used.begin(), used.end(),
-              [&](uint32_t a, uint32_t b) { return entries_[a - 1].data_off < entries_[b - 1].data_off; });
-    if (s_->extents > g_->extent_capacity) corrupt("free-extent count " + num(s_->extents));
-    std::vector<Extent> all;
-    for (uint32_t i : used) all.push_back(Extent{entries_[i - 1].data_off, entries_[i - 1].alloc_size});
-    uint64_t free_bytes = 0;
-    for (uint32_t k = 0; k < s_->extents; ++k) {
-        const Extent &x = extents_[k];
-        if (!x.len || x.off % kAlign || x.len % kAlign) corrupt("free extent " + num(k) + " is empty or misaligned");
-        if (k && extents_[k - 1].off + extents_[k - 1].len >= x.off)
-            corrupt("free extents " + num(k) + " unsorted or not coalesced");
-        free_bytes += x.len;
-        all.push_back(x);
-    }
-    std::sort(all.begin(), all.end(), [](const Extent &a, const Extent &b) { return a.off < b.off; });
-    uint64_t at = 0;
-    for (const Extent &x : all) {
-        if (x.off != at)
-            corrupt(x.off < at ? "data ranges overlap at " + num(x.off)
-                               : "data bytes at " + num(at) + " are neither used nor free");
-        at = x.off + x.len;
-    }
-    if (at != g_->data_size) corrupt("data region accounted up to " + num(at) + " of " + num(g_->data_size));
-    if (free_bytes + bytes != g_->data_size) corrupt("free plus used bytes differ from the data region");
-    // Index: exactly the live entries, each reachable from its home slot.
-    uint32_t indexed = 0;
-    for (uint32_t k = 0; k < g_->index_capacity; ++k) {
-        uint32_t v = index_[k];
-        if (!v) continue;
-        if (v > g_->max_entries || entries_[v - 1].state != kLive)
-            corrupt("index slot " + num(k) + " names a non-live entry");
-        const Entry &e = entries_[v - 1];
-        if (lookup(e.key, e.key_len, e.key_hash) != v)
-            corrupt("index: entry " + num(v) + " not reachable or key duplicated");
-        ++indexed;
-    }
-    if (indexed != live) corrupt("index holds " + num(indexed) + " keys, " + num(live) + " entries are live");
-    // LRU: a well-linked list of exactly the live entries.
-    uint32_t n = 0, prev = 0;
-    for (uint32_t i = s_->lru_head; i; i = ent(i).lru_next) {
-        if (++n > live) corrupt("LRU list longer than the live entries");
-        if (ent(i).state != kLive || ent(i).lru_prev != prev) corrupt("LRU link at entry " + num(i));
-        prev = i;
-    }
-    if (n != live || s_->lru_tail != prev) corrupt("LRU list does not match the live entries");
-    // Free slots.
-    n = 0;
-    for (uint32_t i = s_->free_slots; i; i = ent(i).lru_next) {
-        if (++n > free_slots || ent(i).state != kFree) corrupt("free-slot chain");
-    }
-    if (n != free_slots) corrupt("free-slot chain holds " + num(n) + " of " + num(free_slots) + " free slots");
-    // Pins: records name attached clients and held entries, and add up to each entry's count.
-    std::vector<uint64_t> sums(g_->max_entries, 0);
-    uint32_t records = 0;
-    for (uint32_t k = 0; k < g_->pin_capacity; ++k) {
-        const Pin &p = pins_[k];
-        if (!p.entry) continue;
-        ++records;
-        if (p.entry > g_->max_entries || !p.client || p.client > g_->max_clients || !clients_[p.client - 1].in_use ||
-            !p.count)
-            corrupt("pin record " + num(k) + " is invalid");
-        const uint32_t st = entries_[p.entry - 1].state;
-        if (st != kLive && st != kOrphan) corrupt("pin record " + num(k) + " names a free entry");
-        if (pin_find(p.entry, p.client) != k + 1) corrupt("pin record " + num(k) + " unreachable or duplicated");
-        sums[p.entry - 1] += p.count;
-    }
-    if (records != s_->pin_records)
-        corrupt("pin record count " + num(s_->pin_records) + ", table holds " + num(records));
-    for (uint32_t i = 0; i < g_->max_entries; ++i)
-        if (entries_[i].state != kFree && sums[i] != entries_[i].pins)
-            corrupt("entry " + num(i + 1) + " counts " + num(entries_[i].pins) + " pins, records hold " + num(sums[i]));
-    uint32_t clients = 0;
-    for (uint32_t i = 0; i < g_->max_clients; ++i) {
-        if (clients_[i].in_use > 1) corrupt("client row " + num(i) + " is malformed");
-        clients += clients_[i].in_use;
-    }
-    if (clients != s_->clients) corrupt("client count " + num(s_->clients) + ", rows say " + num(clients));
+        if (live != s_->live) corrupt("live count " + num(s_->live) + ", entries say " + num(live));
+        if (ttl_live != s_->ttl_live)
+            corrupt("TTL entry count " + num(s_->ttl_live) + ", entries say " + num(ttl_live));
+        if (pinned != s_->pinned) corrupt("pinned count " + num(s_->pinned) + ", entries say " + num(pinned));
+        if (bytes != s_->used_bytes) corrupt("used bytes " + num(s_->used_bytes) + ", entries hold " + num(bytes));
+        // Free extents: sorted, coalesced, disjoint from entries, and together the rest of the region.
+        std::sort(used.begin(), used.end(),
+                  [&](uint32_t a, uint32_t b) { return entries_[a - 1].data_off < entries_[b - 1].data_off; });
+        if (s_->extents > g_->extent_capacity) corrupt("free-extent count " + num(s_->extents));
+        std::vector<Extent> all;
+        for (uint32_t i : used) all.push_back(Extent{entries_[i - 1].data_off, entries_[i - 1].alloc_size});
+        uint64_t free_bytes = 0;
+        for (uint32_t k = 0; k < s_->extents; ++k) {
+            const Extent &x = extents_[k];
+            if (!x.len || x.off % kAlign || x.len % kAlign)
+                corrupt("free extent " + num(k) + " is empty or misaligned");
+            if (k && extents_[k - 1].off + extents_[k - 1].len >= x.off)
+                corrupt("free extents " + num(k) + " unsorted or not coalesced");
+            free_bytes += x.len;
+            all.push_back(x);
+        }
+        std::sort(all.begin(), all.end(), [](const Extent &a, const Extent &b) { return a.off < b.off; });
+        uint64_t at = 0;
+        for (const Extent &x : all) {
+            if (x.off != at)
+                corrupt(x.off < at ? "data ranges overlap at " + num(x.off)
+                                   : "data bytes at " + num(at) + " are neither used nor free");
+            at = x.off + x.len;
+        }
+        if (at != g_->data_size) corrupt("data region accounted up to " + num(at) + " of " + num(g_->data_size));
+        if (free_bytes + bytes != g_->data_size) corrupt("free plus used bytes differ from the data region");
+        // Index: exactly the live entries, each reachable from its home slot.
+        uint32_t indexed = 0;
+        for (uint32_t k = 0; k < g_->index_capacity; ++k) {
+            uint32_t v = index_[k];
+            if (!v) continue;
+            if (v > g_->max_entries || entries_[v - 1].state != kLive)
+                corrupt("index slot " + num(k) + " names a non-live entry");
+            const Entry &e = entries_[v - 1];
+            if (lookup(e.key, e.key_len, e.key_hash) != v)
+                corrupt("index: entry " + num(v) + " not reachable or key duplicated");
+            ++indexed;
+        }
+        if (indexed != live) corrupt("index holds " + num(indexed) + " keys, " + num(live) + " entries are live");
+        // LRU: a well-linked list of exactly the live entries.
+        uint32_t n = 0, prev = 0;
+        for (uint32_t i = s_->lru_head; i; i = ent(i).lru_next) {
+            if (++n > live) corrupt("LRU list longer than the live entries");
+            if (ent(i).state != kLive || ent(i).lru_prev != prev) corrupt("LRU link at entry " + num(i));
+            prev = i;
+        }
+        if (n != live || s_->lru_tail != prev) corrupt("LRU list does not match the live entries");
+        // Free slots.
+        n = 0;
+        for (uint32_t i = s_->free_slots; i; i = ent(i).lru_next) {
+            if (++n > free_slots || ent(i).state != kFree) corrupt("free-slot chain");
+        }
+        if (n != free_slots) corrupt("free-slot chain holds " + num(n) + " of " + num(free_slots) + " free slots");
+        // Pins: records name attached clients and held entries, and add up to each entry's count.
+        std::vector<uint64_t> sums(g_->max_entries, 0);
+        uint32_t records = 0;
+        for (uint32_t k = 0; k < g_->pin_capacity; ++k) {
+            const Pin &p = pins_[k];
+            if (!p.entry) continue;
+            ++records;
+            if (p.entry > g_->max_entries || !p.client || p.client > g_->max_clients ||
+                !clients_[p.client - 1].in_use || !p.count)
+                corrupt("pin record " + num(k) + " is invalid");
+            const uint32_t st = entries_[p.entry - 1].state;
+            if (st != kLive && st != kOrphan) corrupt("pin record " + num(k) + " names a free entry");
+            if (pin_find(p.entry, p.client) != k + 1) corrupt("pin record " + num(k) + " unreachable or duplicated");
+            sums[p.entry - 1] += p.count;
+        }
+        if (records != s_->pin_records)
+            corrupt("pin record count " + num(s_->pin_records) + ", table holds " + num(records));
+        for (uint32_t i = 0; i < g_->max_entries; ++i)
+            if (entries_[i].state != kFree && sums[i] != entries_[i].pins)
+                corrupt("entry " + num(i + 1) + " counts " + num(entries_[i].pins) + " pins, records hold " +
+                        num(sums[i]));
+        uint32_t clients = 0;
+        for (uint32_t i = 0; i < g_->max_clients; ++i) {
+            if (clients_[i].in_use > 1) corrupt("client row " + num(i) + " is malformed");
+            clients += clients_[i].in_use;
+        }
+        if (clients != s_->clients) corrupt("client count " + num(s_->clients) + ", rows say " + num(clients));
+    });
 }
 
 }  // namespace tenso

@@ -19,6 +19,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <csetjmp>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -94,6 +97,14 @@ void chmod_shm(const std::string &name, mode_t mode) {
     CPPUNIT_ASSERT(fd >= 0);
     CPPUNIT_ASSERT(::fchmod(fd, mode) == 0);
     ::close(fd);
+}
+
+// testForeignSigbusChained's handler, installed before libtenso's.
+sigjmp_buf g_user_jump;
+volatile sig_atomic_t g_user_faults = 0;
+void on_user_sigbus(int) {
+    ++g_user_faults;
+    siglongjmp(g_user_jump, 1);
 }
 
 void truncate_shm(const std::string &name, off_t size) {
@@ -179,6 +190,8 @@ class CapiTrustTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(testTruncatedFiles);
     CPPUNIT_TEST(testTruncatedSegment);
     CPPUNIT_TEST(testTruncatedPool);
+    CPPUNIT_TEST(testViewsOfTruncatedObjects);
+    CPPUNIT_TEST(testForeignSigbusChained);
     CPPUNIT_TEST(testOtherUsersObjects);
     CPPUNIT_TEST(testOwnObjectsAsAnotherUid);
     CPPUNIT_TEST(testDotNames);
@@ -451,6 +464,126 @@ public:
             c.reset();  // detaching must not touch the lost pages either
         });
         CPPUNIT_ASSERT_MESSAGE(msg, msg.empty());
+    }
+
+    // Views held while their segment or pool is truncated (to nothing, or by its last page)
+    // read zeros where the lost pages were instead of raising SIGBUS, and their bytes below the
+    // cut as they were; freeing them is safe; every later call answers TRUNCATED, also once the
+    // object has grown back.
+    void testViewsOfTruncatedObjects() {
+        const uint64_t page = uint64_t(::sysconf(_SC_PAGESIZE));
+        for (bool whole : {true, false}) {
+            std::string msg = run_isolated([&] {
+                const std::string seg = shm_tag("seg-view"), pool = shm_tag("pool-view");
+                struct Gone {
+                    std::string n;
+                    ~Gone() { tenso_shm_unlink(n.c_str()); }
+                } gone{seg};
+                cache_test::Unlink gone_pool{pool};
+                cache_test::Val val(1, 1, 1000000 - 3);  // 4 MB
+                // The segment is sized to its packet, so the last page holds the body's tail.
+                tenso_shm *raw = nullptr;
+                TENSO_CHECK_OK(
+                    tenso_shm_create_for(&raw, nullptr, seg.c_str(), val.value.get(), nullptr, TENSO_SHM_REPLACE));
+                std::unique_ptr<tenso_shm, void (*)(tenso_shm *)> s(raw, tenso_shm_close);
+                const uint64_t seg_size = tenso_shm_size(s.get());
+                cache_test::CachePtr c = cache_test::create(pool, cache_test::options(8 << 20, 0, TENSO_SHM_REPLACE));
+                TENSO_CHECK_OK(tenso_cache_put(nullptr, c.get(), "k", 1, val.value.get(), nullptr, 0));
+                tenso_view *sv = nullptr, *cv = nullptr;
+                TENSO_CHECK_OK(tenso_shm_get(&sv, s.get(), nullptr));
+                ViewPtr seg_view(sv);
+                TENSO_CHECK_OK(tenso_cache_get(&cv, c.get(), "k", 1, nullptr));
+                ViewPtr pool_view(cv);
+                truncate_shm(seg, whole ? 0 : off_t((seg_size - 1) / page * page));
+                truncate_shm(pool, whole ? 0 : off_t((8 << 20) - page));
+                const size_t n = val.data.size();
+                for (const tenso_view *v : {seg_view.get(), pool_view.get()}) {
+                    CPPUNIT_ASSERT_EQUAL(uint64_t(n * 4), tenso_view_nbytes(v));
+                    const auto *p = static_cast<const volatile uint32_t *>(tenso_view_data(v));
+                    size_t zeros = 0, kept = 0;
+                    for (size_t i = 0; i < n; ++i) {
+                        const uint32_t x = p[i];
+                        zeros += x == 0 && val.data[i] != 0;
+                        kept += x == val.data[i];
+                    }
+                    CPPUNIT_ASSERT_EQUAL_MESSAGE("every element as it was, or zero", n, zeros + kept);
+                    if (whole) CPPUNIT_ASSERT_EQUAL(size_t(std::count(val.data.begin(), val.data.end(), 0u)), kept);
+                }
+                // Cut by its last page, the segment's view lost its tail; the pool's packet ends
+                // below its last page and reads as it was.
+                if (!whole)
+                    CPPUNIT_ASSERT(static_cast<const volatile uint32_t *>(tenso_view_data(seg_view.get()))[n - 1] == 0);
+                seg_view.reset();
+                pool_view.reset();  // the unpin lands in zeros, not in a SIGBUS
+                tenso_view *v = nullptr;
+                int found = 0;
+                for (int grown = 0; grown < 2; ++grown) {
+                    TENSO_CHECK_STATUS(TENSO_E_TRUNCATED, tenso_shm_get(&v, s.get(), nullptr));
+                    TENSO_CHECK_STATUS(TENSO_E_TRUNCATED, tenso_cache_get(&v, c.get(), "k", 1, nullptr));
+                    TENSO_CHECK_STATUS(TENSO_E_TRUNCATED, tenso_cache_contains(&found, c.get(), "k", 1));
+                    truncate_shm(seg, off_t(seg_size));
+                    truncate_shm(pool, 8 << 20);
+                }
+                c.reset();  // detaching skips the pool
+                s.reset();
+            });
+            CPPUNIT_ASSERT_MESSAGE(std::string(whole ? "cut to 0: " : "cut by a page: ") + msg, msg.empty());
+        }
+    }
+
+    // The SIGBUS handler that guards mappings passes on faults that are not in them: a handler
+    // installed before libtenso's first mapping still gets a fault in a foreign object, and a
+    // fault in a tenso segment does not reach it. Runs in a fresh process (this binary, run
+    // again for this test), where no earlier test has installed libtenso's handler yet.
+    void testForeignSigbusChained() {
+        if (!std::getenv("TENSO_TEST_FRESH_PROCESS")) {
+            const pid_t pid = ::fork();
+            CPPUNIT_ASSERT(pid >= 0);
+            if (pid == 0) {
+                ::setenv("TENSO_TEST_FRESH_PROCESS", "1", 1);
+                ::execl("/proc/self/exe", "tenso_capi_tests", "CapiTrustTest::testForeignSigbusChained", nullptr);
+                ::_exit(127);
+            }
+            int status = 0;
+            CPPUNIT_ASSERT_EQUAL(pid, ::waitpid(pid, &status, 0));
+            CPPUNIT_ASSERT_MESSAGE("the fresh process failed (its output is above)",
+                                   WIFEXITED(status) && WEXITSTATUS(status) == 0);
+            return;
+        }
+        struct sigaction mine = {};
+        mine.sa_handler = on_user_sigbus;
+        CPPUNIT_ASSERT_EQUAL(0, ::sigaction(SIGBUS, &mine, nullptr));
+        const std::string seg = shm_tag("seg-chain"), foreign = "/" + shm_tag("foreign");
+        struct Gone {
+            std::string a, b;
+            ~Gone() {
+                tenso_shm_unlink(a.c_str());
+                ::shm_unlink(b.c_str());
+            }
+        } gone{seg, foreign};
+        tenso_shm *raw = nullptr;
+        TENSO_CHECK_OK(tenso_shm_create(&raw, seg.c_str(), 1 << 20, TENSO_SHM_REPLACE));  // installs it
+        std::unique_ptr<tenso_shm, void (*)(tenso_shm *)> s(raw, tenso_shm_close);
+        // A foreign object, mapped and then truncated by hand.
+        const int fd = ::shm_open(foreign.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+        CPPUNIT_ASSERT(fd >= 0);
+        CPPUNIT_ASSERT_EQUAL(0, ::ftruncate(fd, 1 << 16));
+        void *m = ::mmap(nullptr, 1 << 16, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        CPPUNIT_ASSERT(m != MAP_FAILED);
+        CPPUNIT_ASSERT_EQUAL(0, ::ftruncate(fd, 0));
+        ::close(fd);
+        if (sigsetjmp(g_user_jump, 1) == 0) {
+            (void)*static_cast<volatile uint8_t *>(m);
+            CPPUNIT_FAIL("a read past the end of a truncated foreign object did not fault");
+        }
+        ::munmap(m, 1 << 16);
+        CPPUNIT_ASSERT_EQUAL(1, int(g_user_faults));
+        // Tenso's own segment, truncated: absorbed, the user's handler is not called.
+        truncate_shm(seg, 0);
+        CPPUNIT_ASSERT_EQUAL(0, int(*static_cast<volatile uint8_t *>(tenso_shm_data(s.get()))));
+        CPPUNIT_ASSERT_EQUAL(1, int(g_user_faults));
+        tenso_view *v = nullptr;
+        TENSO_CHECK_STATUS(TENSO_E_TRUNCATED, tenso_shm_get(&v, s.get(), nullptr));
     }
 
     // uid 65534 creates a segment and a pool; root refuses them unless it opts in.
