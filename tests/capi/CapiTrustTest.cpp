@@ -192,6 +192,7 @@ class CapiTrustTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(testTruncatedPool);
     CPPUNIT_TEST(testViewsOfTruncatedObjects);
     CPPUNIT_TEST(testForeignSigbusChained);
+    CPPUNIT_TEST(testUnguardedMappings);
     CPPUNIT_TEST(testOtherUsersObjects);
     CPPUNIT_TEST(testOwnObjectsAsAnotherUid);
     CPPUNIT_TEST(testDotNames);
@@ -584,6 +585,48 @@ public:
         CPPUNIT_ASSERT_EQUAL(1, int(g_user_faults));
         tenso_view *v = nullptr;
         TENSO_CHECK_STATUS(TENSO_E_TRUNCATED, tenso_shm_get(&v, s.get(), nullptr));
+    }
+
+    // Past the guard's 1024 slots a mapping is checked with a system call per call instead:
+    // truncated, it still answers TRUNCATED rather than raising SIGBUS.
+    void testUnguardedMappings() {
+        std::string msg = run_isolated([&] {
+            struct rlimit rl;
+            CPPUNIT_ASSERT_EQUAL(0, ::getrlimit(RLIMIT_NOFILE, &rl));
+            if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < 1200) {
+                std::printf("\n  CapiTrustTest: RLIMIT_NOFILE hard limit %lu, unguarded case skipped",
+                            (unsigned long)rl.rlim_max);
+                return;
+            }
+            rl.rlim_cur = rl.rlim_max == RLIM_INFINITY ? 4096 : std::min<rlim_t>(rl.rlim_max, 4096);
+            CPPUNIT_ASSERT_EQUAL(0, ::setrlimit(RLIMIT_NOFILE, &rl));
+            const std::string name = shm_tag("seg-many");
+            struct Gone {
+                std::string n;
+                ~Gone() { tenso_shm_unlink(n.c_str()); }
+            } gone{name};
+            OwnedTensor t(TENSO_DTYPE_FLOAT32, {1000}, 7);
+            ValuePtr v = value_of(t.t);
+            tenso_shm *raw = nullptr;
+            TENSO_CHECK_OK(tenso_shm_create_for(&raw, nullptr, name.c_str(), v.get(), nullptr, TENSO_SHM_REPLACE));
+            std::vector<std::unique_ptr<tenso_shm, void (*)(tenso_shm *)>> maps;
+            maps.emplace_back(raw, tenso_shm_close);
+            for (int i = 0; i < 1100; ++i) {  // every slot taken, whatever this process held before
+                TENSO_CHECK_OK(tenso_shm_open(&raw, name.c_str(), 0));
+                maps.emplace_back(raw, tenso_shm_close);
+            }
+            tenso_view *out = nullptr;
+            TENSO_CHECK_OK(tenso_shm_get(&out, maps.back().get(), nullptr));
+            tenso_view_free(out);
+            truncate_shm(name, 0);
+            TENSO_CHECK_STATUS(TENSO_E_TRUNCATED, tenso_shm_get(&out, maps.back().get(), nullptr));
+            const std::string asked = tenso_last_error();  // lseek's answer
+            CPPUNIT_ASSERT_MESSAGE(asked, asked.find("truncated to 0 bytes") != std::string::npos);
+            TENSO_CHECK_STATUS(TENSO_E_TRUNCATED, tenso_shm_get(&out, maps.front().get(), nullptr));
+            const std::string guarded = tenso_last_error();  // the guard's
+            CPPUNIT_ASSERT_MESSAGE(guarded, guarded.find("lost pages") != std::string::npos);
+        });
+        CPPUNIT_ASSERT_MESSAGE(msg, msg.empty());
     }
 
     // uid 65534 creates a segment and a pool; root refuses them unless it opts in.
