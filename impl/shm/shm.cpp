@@ -50,10 +50,14 @@ ShmMapping::~ShmMapping() {
     // A truncated mapping's address range stays reserved, as private zero pages that cost no
     // memory: if the truncation hit while this process held a pool's robust mutex, glibc's
     // per-thread robust list still links through the mutex's zeroed page, and a later lock
-    // would write there.
-    if (addr && truncated)
-        ::mmap(addr, len, PROT_READ | PROT_WRITE, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    else if (addr) ::munmap(addr, len);
+    // would write there. Should even that mmap fail, the old mapping stays as it is.
+    if (addr && truncated) {
+        void *kept =
+            ::mmap(addr, len, PROT_READ | PROT_WRITE, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        (void)kept;
+    } else if (addr) {
+        ::munmap(addr, len);
+    }
     if (fd >= 0) ::close(fd);
 }
 
