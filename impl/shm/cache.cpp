@@ -401,6 +401,7 @@ std::shared_ptr<Cache> Cache::create(const char *name, const CacheOptions &o) {
         std::memcpy(base, &tmp, sizeof tmp);
         __atomic_store_n(reinterpret_cast<uint64_t *>(base), magic_word(), __ATOMIC_RELEASE);
         c->attach();
+        c->map_->check_filled(name);  // tables that /dev/shm had no room for read as zeros
     } catch (...) {
         ::shm_unlink(n.c_str());
         throw;

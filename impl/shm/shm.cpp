@@ -68,6 +68,14 @@ void ShmMapping::check_size_slowly(const std::string &name) const {
                                     " bytes under a mapping of " + std::to_string(len));
 }
 
+void ShmMapping::check_filled(const std::string &name) const {
+    if (!tripped || !tripped->load(std::memory_order_acquire)) return;
+    fail(TENSO_E_TRUNCATED, "shared-memory object '" + name + "' lost pages while it was filled (" +
+                                std::to_string(len) +
+                                " bytes): /dev/shm is probably full (see df /dev/shm); free space there or "
+                                "make the object smaller");
+}
+
 void ShmMapping::fail_truncated(const std::string &name) const {
     fail(TENSO_E_TRUNCATED, "shared-memory object '" + name + "' lost pages under this process's mapping of " +
                                 std::to_string(len) +
@@ -170,6 +178,9 @@ std::unique_ptr<Segment> Segment::create_for(const char *name, const Value &v, c
     s->map_ = shm_create(n, plan.size() ? plan.size() : 1, replace, false);
     try {
         plan.write_to(s->map_->addr);
+        // ftruncate only reserves the size: a page /dev/shm has no room for faults on its
+        // first touch, and the guard turns that into zeros. Such a segment is not the packet.
+        s->map_->check_filled(name);
     } catch (...) {
         ::shm_unlink(n.c_str());  // no half-written segment is left under the name
         throw;

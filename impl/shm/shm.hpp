@@ -40,6 +40,9 @@ struct ShmMapping {
     void check_intact(const std::string &name) const {
         if (tripped && tripped->load(std::memory_order_acquire)) fail_truncated(name);
     }
+    // After creating and filling an object: TRUNCATED, naming /dev/shm as full, when pages
+    // were lost under the writes (tmpfs had no room for them).
+    void check_filled(const std::string &name) const;
     bool guarded() const { return tripped != nullptr; }
     [[noreturn]] void fail_truncated(const std::string &name) const;
     void check_size_slowly(const std::string &name) const;

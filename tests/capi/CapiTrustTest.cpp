@@ -190,6 +190,7 @@ class CapiTrustTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(testTruncatedFiles);
     CPPUNIT_TEST(testTruncatedSegment);
     CPPUNIT_TEST(testTruncatedPool);
+    CPPUNIT_TEST(testFullDevShm);
     CPPUNIT_TEST(testViewsOfTruncatedObjects);
     CPPUNIT_TEST(testForeignSigbusChained);
     CPPUNIT_TEST(testUnguardedMappings);
@@ -442,6 +443,33 @@ public:
             tenso_view *out = nullptr;
             TENSO_CHECK_STATUS(TENSO_E_TRUNCATED, tenso_shm_get(&out, s.get(), nullptr));
             TENSO_CHECK_STATUS(TENSO_E_TRUNCATED, tenso_shm_put(nullptr, s.get(), v.get(), nullptr));
+        });
+        CPPUNIT_ASSERT_MESSAGE(msg, msg.empty());
+    }
+
+    // A segment bigger than /dev/shm has room for (a 4 MiB tmpfs over it, in a private mount
+    // namespace): ftruncate reserves nothing, the pages past the room fault as they are
+    // written, and create_for used to report success with them lost. Now TRUNCATED, naming
+    // /dev/shm, and no object is left under the name.
+    void testFullDevShm() {
+        std::string msg = run_isolated([&] {
+            if (::unshare(CLONE_NEWNS) != 0 || ::mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+                ::mount("tenso-full", "/dev/shm", "tmpfs", 0, "size=4m") != 0) {
+                std::printf("\n  CapiTrustTest: no mount namespace (%s), full-/dev/shm case skipped",
+                            std::strerror(errno));
+                return;
+            }
+            const std::string name = shm_tag("seg-full");
+            cache_test::Val val(1, 1, 3000000);  // 12 MB
+            tenso_shm *raw = nullptr;
+            uint64_t written = 0;
+            const tenso_status st =
+                tenso_shm_create_for(&raw, &written, name.c_str(), val.value.get(), nullptr, TENSO_SHM_REPLACE);
+            if (st == TENSO_OK) tenso_shm_close(raw);
+            TENSO_CHECK_STATUS(TENSO_E_TRUNCATED, st);
+            const std::string why = tenso_last_error();
+            CPPUNIT_ASSERT_MESSAGE(why, why.find("/dev/shm is probably full") != std::string::npos);
+            CPPUNIT_ASSERT_EQUAL(TENSO_E_NOT_FOUND, tenso_shm_open(&raw, name.c_str(), 0));
         });
         CPPUNIT_ASSERT_MESSAGE(msg, msg.empty());
     }
