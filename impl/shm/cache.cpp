@@ -372,7 +372,14 @@ std::shared_ptr<Cache> Cache::create(const char *name, const CacheOptions &o) {
                                            " clients, " + num(pins) + " pins) and a packet (at least " + num(kMinData) +
                                            " bytes); with derived tables the smallest pool is " + num(kMinPoolBytes) +
                                            " bytes");
-    g.data_size = (size - off) & ~(kAlign - 1);
+    // From 1 MiB up the data region also stops short of the pool's last page (whole or
+    // partial): a truncation can only take whole pages, so any cut that reaches a packet takes
+    // the last page with it, and the one load of the last byte that every operation makes
+    // faults. (A cut that leaves the end inside the last page raises no fault at all.) Older
+    // libraries follow data_size and open such pools unchanged.
+    const uint64_t last_page = (size - 1) / page * page;
+    const uint64_t data_end = size >= (uint64_t(1) << 20) && last_page >= off + kMinData ? last_page : size;
+    g.data_size = (data_end - off) & ~(kAlign - 1);
     g.key_max = TENSO_CACHE_MAX_KEY_BYTES;
     g.checksum = geometry_hash(g);
 

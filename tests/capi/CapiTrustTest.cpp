@@ -191,6 +191,7 @@ class CapiTrustTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(testTruncatedSegment);
     CPPUNIT_TEST(testTruncatedPool);
     CPPUNIT_TEST(testFullDevShm);
+    CPPUNIT_TEST(testSubPageShrinkOfPool);
     CPPUNIT_TEST(testViewsOfTruncatedObjects);
     CPPUNIT_TEST(testForeignSigbusChained);
     CPPUNIT_TEST(testUnguardedMappings);
@@ -472,6 +473,46 @@ public:
             CPPUNIT_ASSERT_EQUAL(TENSO_E_NOT_FOUND, tenso_shm_open(&raw, name.c_str(), 0));
         });
         CPPUNIT_ASSERT_MESSAGE(msg, msg.empty());
+    }
+
+    // A shrink that leaves the new end inside a mapping's last page raises no fault, so it must
+    // not reach a packet: a pool full to the brim, cut by one byte or to one byte into its last
+    // page, either answers TRUNCATED or gives its packet back exactly (it used to give it back
+    // with its tail zeroed).
+    void testSubPageShrinkOfPool() {
+        const uint64_t page = uint64_t(::sysconf(_SC_PAGESIZE));
+        for (uint64_t size : {uint64_t(4) << 20, (uint64_t(4) << 20) + 100}) {
+            const uint64_t last_page = (size - 1) / page * page;
+            for (uint64_t cut : {size - 1, last_page + 1}) {
+                std::string msg = run_isolated([&] {
+                    const std::string name = shm_tag("pool-subpage");
+                    cache_test::Unlink gone{name};
+                    cache_test::CachePtr c = cache_test::create(name, cache_test::options(size, 0, TENSO_SHM_REPLACE));
+                    // 64 bytes of header and shape, then the body: the largest packet that fits.
+                    uint64_t n = cache_test::stats(c.get()).free_bytes - 64;
+                    std::unique_ptr<OwnedTensor> t;
+                    for (;; n -= 64) {
+                        t.reset(new OwnedTensor(TENSO_DTYPE_UINT8, {n}, 3));
+                        t->data.back() = 0xff;
+                        ValuePtr v = value_of(t->t);
+                        const tenso_status st = tenso_cache_put(nullptr, c.get(), "k", 1, v.get(), nullptr, 0);
+                        if (st == TENSO_OK) break;
+                        TENSO_CHECK_STATUS(TENSO_E_FULL, st);
+                    }
+                    truncate_shm(name, off_t(cut));
+                    tenso_view *raw = nullptr;
+                    const tenso_status st = tenso_cache_get(&raw, c.get(), "k", 1, nullptr);
+                    if (st == TENSO_E_TRUNCATED) return;
+                    TENSO_CHECK_OK(st);
+                    ViewPtr v(raw);
+                    CPPUNIT_ASSERT_EQUAL(n, tenso_view_nbytes(v.get()));
+                    CPPUNIT_ASSERT_MESSAGE("the packet's tail was lost without TRUNCATED",
+                                           std::memcmp(tenso_view_data(v.get()), t->data.data(), n) == 0);
+                });
+                CPPUNIT_ASSERT_MESSAGE(
+                    "pool of " + std::to_string(size) + " cut to " + std::to_string(cut) + ": " + msg, msg.empty());
+            }
+        }
     }
 
     void testTruncatedPool() {

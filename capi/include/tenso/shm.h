@@ -26,13 +26,14 @@
  * later call on the handle answer TENSO_E_TRUNCATED, even after the object grows back. A call
  * notices a truncation by reading the mapping's last byte, without a system call. Pages the
  * kernel cannot provide (the tmpfs behind /dev/shm is full) fault the same way and are handled
- * the same way. Limits: a shrink that keeps part of the last page (the object's size is not a
- * multiple of the page size, and it lost less than that remainder) raises no fault: the bytes
- * past the new end read as zeros and calls go on. A SIGBUS handler installed later that does not pass SIGBUS on
- * to the one it replaced takes this protection away. Past 1024 mappings in a process, each call
- * on the others asks the kernel for the object's size (lseek) instead, and a truncation after
- * that check raises SIGBUS. libtenso is never unloaded once loaded (dlclose leaves it mapped),
- * so the handler stays valid.
+ * the same way. Limits: a shrink that leaves the new end inside the mapping's last page raises
+ * no fault (whatever the object's size, a page-multiple one included): the bytes past the new
+ * end read as zeros and calls go on. A pool of 1 MiB or more keeps no packet in its last page
+ * (whole or partial), so such a shrink cannot reach its data; in a smaller pool, and in a
+ * segment, the packet's last bytes may read as zeros unnoticed. A SIGBUS handler installed later that does not pass
+ * SIGBUS on to the one it replaced takes this protection away. Past 1024 mappings in a process, each call on the others
+ * asks the kernel for the object's size (lseek) instead, and a truncation after that check raises SIGBUS. libtenso is
+ * never unloaded once loaded (dlclose leaves it mapped), so the handler stays valid.
  */
 #ifndef TENSO_SHM_H
 #define TENSO_SHM_H
