@@ -117,6 +117,11 @@ bool install() {
 
 int watch(uint8_t *addr, size_t len, bool writable) noexcept {
     if (!len || !install()) return -1;
+    // A handler installed after ours (Python's faulthandler.enable(), or its disable(), which
+    // puts back the default) leaves this mapping unprotected: it falls back to lseek.
+    struct sigaction cur;
+    if (::sigaction(SIGBUS, nullptr, &cur) != 0 || !(cur.sa_flags & SA_SIGINFO) || cur.sa_sigaction != on_sigbus)
+        return -1;
     for (int i = 0; i < kSlots; ++i) {
         uint32_t free = 0;
         if (!g_slots[i].owned.compare_exchange_strong(free, 1, std::memory_order_acquire)) continue;

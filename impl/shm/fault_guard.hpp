@@ -19,7 +19,8 @@
 namespace tenso::fault_guard {
 
 // Guards [addr, addr + len): a slot number, or -1 when no slot is free (the caller then asks
-// the kernel for the size instead) or the handler could not be installed.
+// the kernel for the size instead), the handler could not be installed, or another SIGBUS
+// handler has replaced it since.
 int watch(uint8_t *addr, size_t len, bool writable) noexcept;
 // Stops guarding the slot's mapping; call before unmapping it.
 void unwatch(int slot) noexcept;

@@ -195,6 +195,7 @@ class CapiTrustTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(testViewsOfTruncatedObjects);
     CPPUNIT_TEST(testForeignSigbusChained);
     CPPUNIT_TEST(testUnguardedMappings);
+    CPPUNIT_TEST(testReplacedHandler);
     CPPUNIT_TEST(testOtherUsersObjects);
     CPPUNIT_TEST(testOwnObjectsAsAnotherUid);
     CPPUNIT_TEST(testDotNames);
@@ -694,6 +695,38 @@ public:
             TENSO_CHECK_STATUS(TENSO_E_TRUNCATED, tenso_shm_get(&out, maps.front().get(), nullptr));
             const std::string guarded = tenso_last_error();  // the guard's
             CPPUNIT_ASSERT_MESSAGE(guarded, guarded.find("lost pages") != std::string::npos);
+        });
+        CPPUNIT_ASSERT_MESSAGE(msg, msg.empty());
+    }
+
+    // A SIGBUS handler installed over libtenso's (Python's faulthandler.enable(); its disable()
+    // puts SIG_DFL back) would end the process at a truncation: a segment mapped after that is
+    // not guarded but checked with lseek per call, and answers TRUNCATED.
+    void testReplacedHandler() {
+        std::string msg = run_isolated([&] {
+            const std::string first = shm_tag("seg-before"), name = shm_tag("seg-replaced");
+            struct Gone {
+                std::string a, b;
+                ~Gone() {
+                    tenso_shm_unlink(a.c_str());
+                    tenso_shm_unlink(b.c_str());
+                }
+            } gone{first, name};
+            tenso_shm *raw = nullptr;
+            TENSO_CHECK_OK(tenso_shm_create(&raw, first.c_str(), 4096, TENSO_SHM_REPLACE));  // installs it
+            tenso_shm_close(raw);
+            struct sigaction dfl = {};
+            dfl.sa_handler = SIG_DFL;
+            CPPUNIT_ASSERT_EQUAL(0, ::sigaction(SIGBUS, &dfl, nullptr));
+            OwnedTensor t(TENSO_DTYPE_FLOAT32, {1000}, 7);
+            ValuePtr v = value_of(t.t);
+            TENSO_CHECK_OK(tenso_shm_create_for(&raw, nullptr, name.c_str(), v.get(), nullptr, TENSO_SHM_REPLACE));
+            std::unique_ptr<tenso_shm, void (*)(tenso_shm *)> s(raw, tenso_shm_close);
+            truncate_shm(name, 0);
+            tenso_view *out = nullptr;
+            TENSO_CHECK_STATUS(TENSO_E_TRUNCATED, tenso_shm_get(&out, s.get(), nullptr));
+            const std::string asked = tenso_last_error();  // lseek's answer
+            CPPUNIT_ASSERT_MESSAGE(asked, asked.find("truncated to 0 bytes") != std::string::npos);
         });
         CPPUNIT_ASSERT_MESSAGE(msg, msg.empty());
     }

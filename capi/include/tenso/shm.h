@@ -20,20 +20,39 @@
  * pools under a SIGBUS handler of its own, installed at the first such mapping in a process: a
  * fault inside one of them replaces the lost pages, in this process only, with private zero
  * pages and marks the handle truncated; every other fault is passed to the handler that was
- * there before. So a truncation never crashes the process: a view handed out earlier reads
- * zeros where the lost pages were (as if a writer had zeroed those bytes, which any writer may
- * do anyway), freeing it is safe, and the call during which the truncation happened and every
- * later call on the handle answer TENSO_E_TRUNCATED, even after the object grows back. A call
+ * there before. A view handed out earlier then reads zeros where the lost pages were (as if a
+ * writer had zeroed those bytes, which any writer may do anyway), freeing it is safe, and the
+ * call during which the truncation happened and every later call on the handle answer
+ * TENSO_E_TRUNCATED. Once a fault has marked the handle it stays marked, also after the object
+ * grows back; a truncation undone before anything touched the lost pages goes unnoticed. A call
  * notices a truncation by reading the mapping's last byte, without a system call. Pages the
- * kernel cannot provide (the tmpfs behind /dev/shm is full) fault the same way and are handled
- * the same way. Limits: a shrink that leaves the new end inside the mapping's last page raises
- * no fault (whatever the object's size, a page-multiple one included): the bytes past the new
- * end read as zeros and calls go on. A pool of 1 MiB or more keeps no packet in its last page
- * (whole or partial), so such a shrink cannot reach its data; in a smaller pool, and in a
- * segment, the packet's last bytes may read as zeros unnoticed. A SIGBUS handler installed later that does not pass
- * SIGBUS on to the one it replaced takes this protection away. Past 1024 mappings in a process, each call on the others
- * asks the kernel for the object's size (lseek) instead, and a truncation after that check raises SIGBUS. libtenso is
- * never unloaded once loaded (dlclose leaves it mapped), so the handler stays valid.
+ * kernel cannot provide (the tmpfs behind /dev/shm is full) fault the same way: creating a
+ * segment that /dev/shm has no room for fails with TENSO_E_TRUNCATED, and a pool answers it
+ * at the first put that needs the missing pages.
+ *
+ * Limits; in these cases a truncation can still end the process with SIGBUS, or go unnoticed:
+ * - A shrink that leaves the new end inside the mapping's last page raises no fault (whatever
+ *   the object's size, a page-multiple one included): the bytes past the new end read as zeros
+ *   and calls go on. A pool of 1 MiB or more keeps no packet in its last page (whole or
+ *   partial), so such a shrink cannot reach its data; in a smaller pool, and in a segment, the
+ *   packet's last bytes may read as zeros unnoticed.
+ * - Memory of a mapping handed to a system call (write(2) from a view's buffer, a socket send)
+ *   is read by the kernel, which does not fault: the call fails with EFAULT where the pages
+ *   are gone. A pool's mutex lives in the pool: if a truncation takes its page between glibc's
+ *   user-space read of the lock word and its futex wait, glibc can abort the process.
+ * - A SIGBUS handler installed later that does not pass SIGBUS on to the one it replaced, with
+ *   its siginfo, takes this protection away from every mapping, and Python's
+ *   faulthandler.enable() is such a handler (it re-raises the signal, losing the fault
+ *   address); faulthandler.disable() then restores the default, not libtenso's handler.
+ *   Mappings made while another handler is installed are not guarded: their calls check the
+ *   object's size with lseek instead. Enable faulthandler before the first segment or pool, or
+ *   not at all, in a process that maps objects others may truncate.
+ * - Past 1024 mappings in a process, each call on the others asks the kernel for the object's
+ *   size (lseek) instead, and a truncation after that check raises SIGBUS.
+ * The handler's code must stay mapped: libtenso.so is never unloaded once loaded (linked
+ * -z nodelete). Where the engine is linked statically instead (the Rust crate's default
+ * `bundled` feature) it is part of that program or library; a shared library built that way
+ * must not be unloaded after its first segment or pool.
  */
 #ifndef TENSO_SHM_H
 #define TENSO_SHM_H

@@ -63,6 +63,12 @@ class TensoShm:
     A segment truncated by another process raises TensoTruncatedError from then on; views (and
     the memory of the segment) read zeros where the lost pages were instead of raising SIGBUS
     (see "Truncation" in tenso/shm.h for the limits).
+
+    Python's ``faulthandler`` takes that protection away: ``faulthandler.enable()`` replaces
+    libtenso's SIGBUS handler with one that re-raises the signal (a truncation then ends the
+    process), and ``faulthandler.disable()`` restores the default, not libtenso's handler.
+    Segments and pools mapped while it is replaced are checked with a system call per call
+    instead; enable faulthandler before the first segment or pool, or not at all.
     """
 
     def __init__(self, name: Optional[str], create: bool = False, size: int = 0, *, any_owner: bool = False) -> None:
@@ -281,6 +287,12 @@ class TensoCache:
     A pool truncated by another process raises TensoTruncatedError from then on; views read
     zeros where the lost pages were, and freeing them is safe, instead of raising SIGBUS (see
     "Truncation" in tenso/shm.h for the limits).
+
+    Python's ``faulthandler`` takes that protection away: ``faulthandler.enable()`` replaces
+    libtenso's SIGBUS handler with one that re-raises the signal (a truncation then ends the
+    process), and ``faulthandler.disable()`` restores the default, not libtenso's handler.
+    Segments and pools mapped while it is replaced are checked with a system call per call
+    instead; enable faulthandler before the first segment or pool, or not at all.
     """
 
     def __init__(
