@@ -102,7 +102,11 @@ void chmod_shm(const std::string &name, mode_t mode) {
 // testForeignSigbusChained's handler, installed before libtenso's.
 sigjmp_buf g_user_jump;
 volatile sig_atomic_t g_user_faults = 0;
+volatile sig_atomic_t g_user_mask_ok = 0;  // its sa_mask blocked, nothing else
 void on_user_sigbus(int) {
+    sigset_t now;
+    ::pthread_sigmask(SIG_BLOCK, nullptr, &now);
+    g_user_mask_ok = sigismember(&now, SIGUSR2) == 1 && sigismember(&now, SIGUSR1) == 0;
     ++g_user_faults;
     siglongjmp(g_user_jump, 1);
 }
@@ -603,7 +607,8 @@ public:
     }
 
     // The SIGBUS handler that guards mappings passes on faults that are not in them: a handler
-    // installed before libtenso's first mapping still gets a fault in a foreign object, and a
+    // installed before libtenso's first mapping still gets a fault in a foreign object (with the
+    // signal mask its sa_mask asked for), and a
     // fault in a tenso segment does not reach it. Runs in a fresh process (this binary, run
     // again for this test), where no earlier test has installed libtenso's handler yet.
     void testForeignSigbusChained() {
@@ -623,6 +628,8 @@ public:
         }
         struct sigaction mine = {};
         mine.sa_handler = on_user_sigbus;
+        sigemptyset(&mine.sa_mask);
+        sigaddset(&mine.sa_mask, SIGUSR2);
         CPPUNIT_ASSERT_EQUAL(0, ::sigaction(SIGBUS, &mine, nullptr));
         const std::string seg = shm_tag("seg-chain"), foreign = "/" + shm_tag("foreign");
         struct Gone {
@@ -649,6 +656,8 @@ public:
         }
         ::munmap(m, 1 << 16);
         CPPUNIT_ASSERT_EQUAL(1, int(g_user_faults));
+        CPPUNIT_ASSERT_MESSAGE("the chained handler ran with its own sa_mask (SIGUSR2), not libtenso's",
+                               g_user_mask_ok);
         // Tenso's own segment, truncated: absorbed, the user's handler is not called.
         truncate_shm(seg, 0);
         CPPUNIT_ASSERT_EQUAL(0, int(*static_cast<volatile uint8_t *>(tenso_shm_data(s.get()))));
