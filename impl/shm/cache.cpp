@@ -1051,7 +1051,13 @@ void Cache::put(const char *key, size_t key_len, const Value &v, const EncodeOpt
                 // torn packet.
                 e.state = kWriting;
                 order();
-                plan.write_to(data_ + sp.off);
+                try {
+                    plan.write_to(data_ + sp.off);
+                    map_->check_intact(given_);  // zeros where the packet went: never LIVE again
+                } catch (...) {
+                    unpublish(old);
+                    throw;
+                }
                 e.packet_len = need;
                 e.created_ns = now;
                 s_->ttl_live += uint32_t(ttl_ns > 0) - uint32_t(e.ttl_ns > 0);
@@ -1093,6 +1099,7 @@ void Cache::put(const char *key, size_t key_len, const Value &v, const EncodeOpt
         order();
         try {
             plan.write_to(data_ + off);
+            map_->check_intact(given_);  // zeros where the packet went: not published
         } catch (...) {
             release(slot);
             throw;

@@ -196,6 +196,7 @@ class CapiTrustTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(testTruncatedPool);
     CPPUNIT_TEST(testFullDevShm);
     CPPUNIT_TEST(testSubPageShrinkOfPool);
+    CPPUNIT_TEST(testPutIntoLostPages);
     CPPUNIT_TEST(testViewsOfTruncatedObjects);
     CPPUNIT_TEST(testForeignSigbusChained);
     CPPUNIT_TEST(testUnguardedMappings);
@@ -518,6 +519,53 @@ public:
                     "pool of " + std::to_string(size) + " cut to " + std::to_string(cut) + ": " + msg, msg.empty());
             }
         }
+    }
+
+    // A put whose packet lands on pages the kernel cannot provide (a hole punched into the data
+    // region while /dev/shm is full) answers TRUNCATED and leaves no entry behind: other
+    // handles must not find the key (a put used to publish it LIVE, zeros and all, before it
+    // looked at the flag), in place or in a new slot.
+    void testPutIntoLostPages() {
+        std::string msg = run_isolated([&] {
+            if (::unshare(CLONE_NEWNS) != 0 || ::mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+                ::mount("tenso-full", "/dev/shm", "tmpfs", 0, "size=8m") != 0) {
+                std::printf("\n  CapiTrustTest: no mount namespace (%s), lost-pages put skipped", std::strerror(errno));
+                return;
+            }
+            const std::string name = shm_tag("pool-lost");
+            cache_test::Unlink gone{name};
+            cache_test::CachePtr c = cache_test::create(name, cache_test::options(4 << 20, 0, TENSO_SHM_REPLACE));
+            cache_test::Val v1(1, 1, 200000), v2(1, 2, 200000), v3(2, 1, 200000);
+            TENSO_CHECK_OK(tenso_cache_put(nullptr, c.get(), "k", 1, v1.value.get(), nullptr, 0));
+            cache_test::CachePtr other = cache_test::open(name);
+            // The data region's pages dropped, then /dev/shm filled: touching them faults.
+            {
+                const uint64_t page = uint64_t(::sysconf(_SC_PAGESIZE));
+                cache_test::RawPool raw(name);
+                const uint64_t off = raw.get<uint64_t>(cache_test::kDataOff),
+                               len = raw.get<uint64_t>(cache_test::kDataSizeOff) / page * page;
+                CPPUNIT_ASSERT_EQUAL(
+                    0, ::fallocate(raw.fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off_t(off), off_t(len)));
+            }
+            const int fill = ::open("/dev/shm/filler", O_RDWR | O_CREAT, 0600);
+            CPPUNIT_ASSERT(fill >= 0);
+            std::vector<char> chunk(1 << 16, 1);
+            while (::write(fill, chunk.data(), chunk.size()) > 0) {}
+            ::close(fill);
+            int found = -1;
+            // In place: same key, same size, no pins.
+            TENSO_CHECK_STATUS(TENSO_E_TRUNCATED,
+                               tenso_cache_put(nullptr, c.get(), "k", 1, v2.value.get(), nullptr, 0));
+            TENSO_CHECK_OK(tenso_cache_contains(&found, other.get(), "k", 1));
+            CPPUNIT_ASSERT_EQUAL_MESSAGE("in place: the failed put's entry is gone", 0, found);
+            // A new slot, through the other handle (this one is marked truncated now).
+            TENSO_CHECK_STATUS(TENSO_E_TRUNCATED,
+                               tenso_cache_put(nullptr, other.get(), "j", 1, v3.value.get(), nullptr, 0));
+            cache_test::CachePtr third = cache_test::open(name);
+            TENSO_CHECK_OK(tenso_cache_contains(&found, third.get(), "j", 1));
+            CPPUNIT_ASSERT_EQUAL_MESSAGE("new slot: the failed put's entry is not published", 0, found);
+        });
+        CPPUNIT_ASSERT_MESSAGE(msg, msg.empty());
     }
 
     void testTruncatedPool() {
