@@ -1352,7 +1352,7 @@ void Cache::check() {
         std::vector<uint64_t> sums(g_->max_entries, 0);
         uint32_t records = 0;
         for (uint32_t k = 0; k < g_->pin_capacity; ++k) {
-            const Pin &p = pins_[k];
+            const Pin p = pins_[k];  // one copy of the shared record, checked and used
             if (!p.entry) continue;
             ++records;
             if (p.entry > g_->max_entries || !p.client || p.client > g_->max_clients ||
