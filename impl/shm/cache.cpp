@@ -428,55 +428,66 @@ std::shared_ptr<Cache> Cache::open(const char *name, uint32_t lock_timeout_ms, b
          shm_unfinished(n, sizeof kPoolMagic, any_owner) && now_ns() < deadline;)
         ::usleep(1000);
     c->map_ = shm_open_existing(n, true, false, kHeaderBytes, TENSO_E_CORRUPT, any_owner);
-    // The magic first, with an acquire load (pairs with create's release store): on weakly
-    // ordered CPUs (aarch64) a plain copy could read the geometry before the magic, and see a
-    // half-written header under a complete magic.
-    const uint64_t magic = __atomic_load_n(reinterpret_cast<const uint64_t *>(c->map_->addr), __ATOMIC_ACQUIRE);
-    Geometry g;
-    std::memcpy(&g, c->map_->addr, sizeof g);  // checked and used from this private copy only
-    std::memcpy(g.magic, &magic, sizeof g.magic);
-    const std::string who = "'" + n + "' ";
-    if (std::memcmp(g.magic, kPoolMagic, sizeof kPoolMagic) != 0)
-        fail(TENSO_E_CORRUPT, who + "is not a tenso cache (bad magic)");
-    if (g.layout_version != kLayoutVersion)
-        fail(TENSO_E_CORRUPT,
-             who + "has cache layout version " + num(g.layout_version) + ", this library reads " + num(kLayoutVersion));
-    if (g.checksum != geometry_hash(g)) fail(TENSO_E_CORRUPT, who + "has a cache header whose checksum does not match");
-    auto bad = [&](const std::string &what) { fail(TENSO_E_CORRUPT, who + "has an invalid cache geometry: " + what); };
-    if (g.pool_size != c->map_->len)
-        bad("header says " + num(g.pool_size) + " bytes, the segment has " + num(c->map_->len));
-    if (g.header_bytes != kHeaderBytes || g.client_bytes != sizeof(Client) || g.pin_bytes != sizeof(Pin) ||
-        g.entry_bytes != sizeof(Entry) || g.extent_bytes != sizeof(Extent) || g.key_max != TENSO_CACHE_MAX_KEY_BYTES)
-        bad("record sizes differ from this library's");
-    if (!g.max_entries || g.max_entries > kMaxEntries || !g.max_clients || g.max_clients > kMaxClients || !g.max_pins ||
-        g.max_pins > kMaxPins)
-        bad("table counts out of range");
-    if (!is_pow2(g.pin_capacity) || g.pin_capacity < 2ull * g.max_pins || !is_pow2(g.index_capacity) ||
-        g.index_capacity < 2ull * g.max_entries || g.extent_capacity != g.max_entries + 1ull)
-        bad("hash table capacities inconsistent with the counts");
-    // Regions in order, aligned, disjoint, inside the pool (counts are bounded, so no overflow).
-    struct Region {
-        const char *name;
-        uint64_t off, bytes;
-    } regions[] = {{"client table", g.clients_off, uint64_t(g.max_clients) * sizeof(Client)},
-                   {"pin table", g.pins_off, uint64_t(g.pin_capacity) * sizeof(Pin)},
-                   {"hash index", g.index_off, uint64_t(g.index_capacity) * 4},
-                   {"entry table", g.entries_off, uint64_t(g.max_entries) * sizeof(Entry)},
-                   {"extent table", g.extents_off, uint64_t(g.extent_capacity) * sizeof(Extent)},
-                   {"data region", g.data_off, g.data_size}};
-    uint64_t end = kHeaderBytes;
-    for (const Region &r : regions) {
-        if (r.off % kAlign || r.off < end || r.off > g.pool_size || r.bytes > g.pool_size - r.off)
-            bad(std::string(r.name) + " at " + num(r.off) + " (+" + num(r.bytes) + ") is misplaced");
-        end = r.off + r.bytes;
-    }
-    if (g.data_size < kAlign || g.data_size % kAlign) bad("data region size " + num(g.data_size));
-    c->bind(g);
-    // Best effort (Linux 5.14+): fault the pool in now rather than page by page in puts.
+    // A truncation while the pool is read here shows as zeros (a bad magic, a bad geometry, a
+    // zeroed mutex): TRUNCATED, not CORRUPT.
+    try {
+        // The magic first, with an acquire load (pairs with create's release store): on weakly
+        // ordered CPUs (aarch64) a plain copy could read the geometry before the magic, and see a
+        // half-written header under a complete magic.
+        const uint64_t magic = __atomic_load_n(reinterpret_cast<const uint64_t *>(c->map_->addr), __ATOMIC_ACQUIRE);
+        Geometry g;
+        std::memcpy(&g, c->map_->addr, sizeof g);  // checked and used from this private copy only
+        std::memcpy(g.magic, &magic, sizeof g.magic);
+        const std::string who = "'" + n + "' ";
+        if (std::memcmp(g.magic, kPoolMagic, sizeof kPoolMagic) != 0)
+            fail(TENSO_E_CORRUPT, who + "is not a tenso cache (bad magic)");
+        if (g.layout_version != kLayoutVersion)
+            fail(TENSO_E_CORRUPT, who + "has cache layout version " + num(g.layout_version) + ", this library reads " +
+                                      num(kLayoutVersion));
+        if (g.checksum != geometry_hash(g))
+            fail(TENSO_E_CORRUPT, who + "has a cache header whose checksum does not match");
+        auto bad = [&](const std::string &what) {
+            fail(TENSO_E_CORRUPT, who + "has an invalid cache geometry: " + what);
+        };
+        if (g.pool_size != c->map_->len)
+            bad("header says " + num(g.pool_size) + " bytes, the segment has " + num(c->map_->len));
+        if (g.header_bytes != kHeaderBytes || g.client_bytes != sizeof(Client) || g.pin_bytes != sizeof(Pin) ||
+            g.entry_bytes != sizeof(Entry) || g.extent_bytes != sizeof(Extent) ||
+            g.key_max != TENSO_CACHE_MAX_KEY_BYTES)
+            bad("record sizes differ from this library's");
+        if (!g.max_entries || g.max_entries > kMaxEntries || !g.max_clients || g.max_clients > kMaxClients ||
+            !g.max_pins || g.max_pins > kMaxPins)
+            bad("table counts out of range");
+        if (!is_pow2(g.pin_capacity) || g.pin_capacity < 2ull * g.max_pins || !is_pow2(g.index_capacity) ||
+            g.index_capacity < 2ull * g.max_entries || g.extent_capacity != g.max_entries + 1ull)
+            bad("hash table capacities inconsistent with the counts");
+        // Regions in order, aligned, disjoint, inside the pool (counts are bounded, so no overflow).
+        struct Region {
+            const char *name;
+            uint64_t off, bytes;
+        } regions[] = {{"client table", g.clients_off, uint64_t(g.max_clients) * sizeof(Client)},
+                       {"pin table", g.pins_off, uint64_t(g.pin_capacity) * sizeof(Pin)},
+                       {"hash index", g.index_off, uint64_t(g.index_capacity) * 4},
+                       {"entry table", g.entries_off, uint64_t(g.max_entries) * sizeof(Entry)},
+                       {"extent table", g.extents_off, uint64_t(g.extent_capacity) * sizeof(Extent)},
+                       {"data region", g.data_off, g.data_size}};
+        uint64_t end = kHeaderBytes;
+        for (const Region &r : regions) {
+            if (r.off % kAlign || r.off < end || r.off > g.pool_size || r.bytes > g.pool_size - r.off)
+                bad(std::string(r.name) + " at " + num(r.off) + " (+" + num(r.bytes) + ") is misplaced");
+            end = r.off + r.bytes;
+        }
+        if (g.data_size < kAlign || g.data_size % kAlign) bad("data region size " + num(g.data_size));
+        c->bind(g);
+        // Best effort (Linux 5.14+): fault the pool in now rather than page by page in puts.
 #ifdef MADV_POPULATE_WRITE
-    ::madvise(c->map_->addr, c->map_->len, MADV_POPULATE_WRITE);
+        ::madvise(c->map_->addr, c->map_->len, MADV_POPULATE_WRITE);
 #endif
-    c->attach();
+        c->attach();
+    } catch (...) {
+        c->map_->check_intact(name);
+        throw;
+    }
     return c;
 }
 

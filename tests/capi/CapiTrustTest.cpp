@@ -524,7 +524,8 @@ public:
     // A put whose packet lands on pages the kernel cannot provide (a hole punched into the data
     // region while /dev/shm is full) answers TRUNCATED and leaves no entry behind: other
     // handles must not find the key (a put used to publish it LIVE, zeros and all, before it
-    // looked at the flag), in place or in a new slot.
+    // looked at the flag), in place or in a new slot. Opening a pool whose header page is lost
+    // so answers TRUNCATED, not CORRUPT.
     void testPutIntoLostPages() {
         std::string msg = run_isolated([&] {
             if (::unshare(CLONE_NEWNS) != 0 || ::mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
@@ -547,11 +548,14 @@ public:
                 CPPUNIT_ASSERT_EQUAL(
                     0, ::fallocate(raw.fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off_t(off), off_t(len)));
             }
-            const int fill = ::open("/dev/shm/filler", O_RDWR | O_CREAT, 0600);
-            CPPUNIT_ASSERT(fill >= 0);
-            std::vector<char> chunk(1 << 16, 1);
-            while (::write(fill, chunk.data(), chunk.size()) > 0) {}
-            ::close(fill);
+            const auto fill_up = [] {
+                const int fill = ::open("/dev/shm/filler", O_WRONLY | O_CREAT | O_APPEND, 0600);
+                CPPUNIT_ASSERT(fill >= 0);
+                std::vector<char> chunk(1 << 12, 1);
+                while (::write(fill, chunk.data(), chunk.size()) > 0) {}
+                ::close(fill);
+            };
+            fill_up();
             int found = -1;
             // In place: same key, same size, no pins.
             TENSO_CHECK_STATUS(TENSO_E_TRUNCATED,
@@ -564,6 +568,19 @@ public:
             cache_test::CachePtr third = cache_test::open(name);
             TENSO_CHECK_OK(tenso_cache_contains(&found, third.get(), "j", 1));
             CPPUNIT_ASSERT_EQUAL_MESSAGE("new slot: the failed put's entry is not published", 0, found);
+            // Opening a pool whose header page is lost: zeros for a magic, TRUNCATED (not CORRUPT).
+            {
+                cache_test::RawPool raw(name);
+                CPPUNIT_ASSERT_EQUAL(0, ::fallocate(raw.fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0,
+                                                    off_t(::sysconf(_SC_PAGESIZE))));
+            }
+            fill_up();
+            tenso_cache_options o = TENSO_CACHE_OPTIONS_INIT;
+            o.lock_timeout_ms = 50;  // the zero magic looks unfinished until then
+            tenso_cache *raw = nullptr;
+            const tenso_status st = tenso_cache_open(&raw, name.c_str(), &o);
+            if (st == TENSO_OK) tenso_cache_close(raw);
+            TENSO_CHECK_STATUS(TENSO_E_TRUNCATED, st);
         });
         CPPUNIT_ASSERT_MESSAGE(msg, msg.empty());
     }
