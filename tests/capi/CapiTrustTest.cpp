@@ -477,6 +477,13 @@ public:
             const std::string why = tenso_last_error();
             CPPUNIT_ASSERT_MESSAGE(why, why.find("/dev/shm is probably full") != std::string::npos);
             CPPUNIT_ASSERT_EQUAL(TENSO_E_NOT_FOUND, tenso_shm_open(&raw, name.c_str(), 0));
+            // A pool: its pages are faulted in at create, the last one by the size check.
+            tenso_cache *c = nullptr;
+            auto o = cache_test::options(12 << 20, 0, TENSO_SHM_REPLACE);
+            const tenso_status pst = tenso_cache_create(&c, name.c_str(), &o);
+            if (pst == TENSO_OK) tenso_cache_close(c);
+            TENSO_CHECK_STATUS(TENSO_E_TRUNCATED, pst);
+            CPPUNIT_ASSERT_EQUAL(TENSO_E_NOT_FOUND, tenso_cache_open(&c, name.c_str(), nullptr));
         });
         CPPUNIT_ASSERT_MESSAGE(msg, msg.empty());
     }

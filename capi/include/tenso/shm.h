@@ -27,8 +27,8 @@
  * grows back; a truncation undone before anything touched the lost pages goes unnoticed. A call
  * notices a truncation by reading the mapping's last byte, without a system call. Pages the
  * kernel cannot provide (the tmpfs behind /dev/shm is full) fault the same way: creating a
- * segment that /dev/shm has no room for fails with TENSO_E_TRUNCATED, and a pool answers it
- * at the first put that needs the missing pages.
+ * segment or pool that /dev/shm has no room for fails with TENSO_E_TRUNCATED and leaves no
+ * object behind.
  *
  * Limits; in these cases a truncation can still end the process with SIGBUS, or go unnoticed:
  * - A shrink that leaves the new end inside the mapping's last page raises no fault (whatever
