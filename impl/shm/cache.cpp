@@ -25,6 +25,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 
 #include "error.hpp"
 #include "format/hash.hpp"
@@ -251,14 +252,32 @@ private:
     Cache &c_;
 };
 
+template <class Op>
+auto Cache::locked(Op &&op) -> decltype(op()) {
+    try {
+        Lock l(*this);
+        if constexpr (std::is_void_v<decltype(op())>) {
+            op();
+            map_->check_intact(given_);
+        } else {
+            auto r = op();
+            map_->check_intact(given_);
+            return r;
+        }
+    } catch (...) {
+        map_->check_intact(given_);  // whatever zeros made op fail with, the pool was truncated
+        throw;
+    }
+}
+
 void Cache::lock(bool check_size) {
     if (current_pid() != pid_)
         fail(TENSO_E_INVALID_ARGUMENT,
              "cache handle was opened by another process (inherited through fork): "
              "open the cache again in this process");
-    // The mutex itself lies in the pages a truncation takes away. Releasing a view skips the
-    // check (a syscall on the hit path): its holder was exposed to the residual race already.
-    if (check_size) map_->check_size(given_);
+    // The mutex itself lies in the pages a truncation takes away. Guarded, the check is a load;
+    // unguarded (no fault_guard slot left), releasing a view skips its system call.
+    if (check_size || map_->guarded()) map_->check_size(given_);
     // Uncontended: no clock read. trylock reports EOWNERDEAD just as the timed lock does.
     int r = ::pthread_mutex_trylock(&s_->mutex);
     if (r == EBUSY) {
@@ -353,7 +372,14 @@ std::shared_ptr<Cache> Cache::create(const char *name, const CacheOptions &o) {
                                            " clients, " + num(pins) + " pins) and a packet (at least " + num(kMinData) +
                                            " bytes); with derived tables the smallest pool is " + num(kMinPoolBytes) +
                                            " bytes");
-    g.data_size = (size - off) & ~(kAlign - 1);
+    // From 1 MiB up the data region also stops short of the pool's last page (whole or
+    // partial): a truncation can only take whole pages, so any cut that reaches a packet takes
+    // the last page with it, and the one load of the last byte that every operation makes
+    // faults. (A cut that leaves the end inside the last page raises no fault at all.) Older
+    // libraries follow data_size and open such pools unchanged.
+    const uint64_t last_page = (size - 1) / page * page;
+    const uint64_t data_end = size >= (uint64_t(1) << 20) && last_page >= off + kMinData ? last_page : size;
+    g.data_size = (data_end - off) & ~(kAlign - 1);
     g.key_max = TENSO_CACHE_MAX_KEY_BYTES;
     g.checksum = geometry_hash(g);
 
@@ -382,6 +408,7 @@ std::shared_ptr<Cache> Cache::create(const char *name, const CacheOptions &o) {
         std::memcpy(base, &tmp, sizeof tmp);
         __atomic_store_n(reinterpret_cast<uint64_t *>(base), magic_word(), __ATOMIC_RELEASE);
         c->attach();
+        c->map_->check_filled(name);  // tables that /dev/shm had no room for read as zeros
     } catch (...) {
         ::shm_unlink(n.c_str());
         throw;
@@ -401,55 +428,66 @@ std::shared_ptr<Cache> Cache::open(const char *name, uint32_t lock_timeout_ms, b
          shm_unfinished(n, sizeof kPoolMagic, any_owner) && now_ns() < deadline;)
         ::usleep(1000);
     c->map_ = shm_open_existing(n, true, false, kHeaderBytes, TENSO_E_CORRUPT, any_owner);
-    // The magic first, with an acquire load (pairs with create's release store): on weakly
-    // ordered CPUs (aarch64) a plain copy could read the geometry before the magic, and see a
-    // half-written header under a complete magic.
-    const uint64_t magic = __atomic_load_n(reinterpret_cast<const uint64_t *>(c->map_->addr), __ATOMIC_ACQUIRE);
-    Geometry g;
-    std::memcpy(&g, c->map_->addr, sizeof g);  // checked and used from this private copy only
-    std::memcpy(g.magic, &magic, sizeof g.magic);
-    const std::string who = "'" + n + "' ";
-    if (std::memcmp(g.magic, kPoolMagic, sizeof kPoolMagic) != 0)
-        fail(TENSO_E_CORRUPT, who + "is not a tenso cache (bad magic)");
-    if (g.layout_version != kLayoutVersion)
-        fail(TENSO_E_CORRUPT,
-             who + "has cache layout version " + num(g.layout_version) + ", this library reads " + num(kLayoutVersion));
-    if (g.checksum != geometry_hash(g)) fail(TENSO_E_CORRUPT, who + "has a cache header whose checksum does not match");
-    auto bad = [&](const std::string &what) { fail(TENSO_E_CORRUPT, who + "has an invalid cache geometry: " + what); };
-    if (g.pool_size != c->map_->len)
-        bad("header says " + num(g.pool_size) + " bytes, the segment has " + num(c->map_->len));
-    if (g.header_bytes != kHeaderBytes || g.client_bytes != sizeof(Client) || g.pin_bytes != sizeof(Pin) ||
-        g.entry_bytes != sizeof(Entry) || g.extent_bytes != sizeof(Extent) || g.key_max != TENSO_CACHE_MAX_KEY_BYTES)
-        bad("record sizes differ from this library's");
-    if (!g.max_entries || g.max_entries > kMaxEntries || !g.max_clients || g.max_clients > kMaxClients || !g.max_pins ||
-        g.max_pins > kMaxPins)
-        bad("table counts out of range");
-    if (!is_pow2(g.pin_capacity) || g.pin_capacity < 2ull * g.max_pins || !is_pow2(g.index_capacity) ||
-        g.index_capacity < 2ull * g.max_entries || g.extent_capacity != g.max_entries + 1ull)
-        bad("hash table capacities inconsistent with the counts");
-    // Regions in order, aligned, disjoint, inside the pool (counts are bounded, so no overflow).
-    struct Region {
-        const char *name;
-        uint64_t off, bytes;
-    } regions[] = {{"client table", g.clients_off, uint64_t(g.max_clients) * sizeof(Client)},
-                   {"pin table", g.pins_off, uint64_t(g.pin_capacity) * sizeof(Pin)},
-                   {"hash index", g.index_off, uint64_t(g.index_capacity) * 4},
-                   {"entry table", g.entries_off, uint64_t(g.max_entries) * sizeof(Entry)},
-                   {"extent table", g.extents_off, uint64_t(g.extent_capacity) * sizeof(Extent)},
-                   {"data region", g.data_off, g.data_size}};
-    uint64_t end = kHeaderBytes;
-    for (const Region &r : regions) {
-        if (r.off % kAlign || r.off < end || r.off > g.pool_size || r.bytes > g.pool_size - r.off)
-            bad(std::string(r.name) + " at " + num(r.off) + " (+" + num(r.bytes) + ") is misplaced");
-        end = r.off + r.bytes;
-    }
-    if (g.data_size < kAlign || g.data_size % kAlign) bad("data region size " + num(g.data_size));
-    c->bind(g);
-    // Best effort (Linux 5.14+): fault the pool in now rather than page by page in puts.
+    // A truncation while the pool is read here shows as zeros (a bad magic, a bad geometry, a
+    // zeroed mutex): TRUNCATED, not CORRUPT.
+    try {
+        // The magic first, with an acquire load (pairs with create's release store): on weakly
+        // ordered CPUs (aarch64) a plain copy could read the geometry before the magic, and see a
+        // half-written header under a complete magic.
+        const uint64_t magic = __atomic_load_n(reinterpret_cast<const uint64_t *>(c->map_->addr), __ATOMIC_ACQUIRE);
+        Geometry g;
+        std::memcpy(&g, c->map_->addr, sizeof g);  // checked and used from this private copy only
+        std::memcpy(g.magic, &magic, sizeof g.magic);
+        const std::string who = "'" + n + "' ";
+        if (std::memcmp(g.magic, kPoolMagic, sizeof kPoolMagic) != 0)
+            fail(TENSO_E_CORRUPT, who + "is not a tenso cache (bad magic)");
+        if (g.layout_version != kLayoutVersion)
+            fail(TENSO_E_CORRUPT, who + "has cache layout version " + num(g.layout_version) + ", this library reads " +
+                                      num(kLayoutVersion));
+        if (g.checksum != geometry_hash(g))
+            fail(TENSO_E_CORRUPT, who + "has a cache header whose checksum does not match");
+        auto bad = [&](const std::string &what) {
+            fail(TENSO_E_CORRUPT, who + "has an invalid cache geometry: " + what);
+        };
+        if (g.pool_size != c->map_->len)
+            bad("header says " + num(g.pool_size) + " bytes, the segment has " + num(c->map_->len));
+        if (g.header_bytes != kHeaderBytes || g.client_bytes != sizeof(Client) || g.pin_bytes != sizeof(Pin) ||
+            g.entry_bytes != sizeof(Entry) || g.extent_bytes != sizeof(Extent) ||
+            g.key_max != TENSO_CACHE_MAX_KEY_BYTES)
+            bad("record sizes differ from this library's");
+        if (!g.max_entries || g.max_entries > kMaxEntries || !g.max_clients || g.max_clients > kMaxClients ||
+            !g.max_pins || g.max_pins > kMaxPins)
+            bad("table counts out of range");
+        if (!is_pow2(g.pin_capacity) || g.pin_capacity < 2ull * g.max_pins || !is_pow2(g.index_capacity) ||
+            g.index_capacity < 2ull * g.max_entries || g.extent_capacity != g.max_entries + 1ull)
+            bad("hash table capacities inconsistent with the counts");
+        // Regions in order, aligned, disjoint, inside the pool (counts are bounded, so no overflow).
+        struct Region {
+            const char *name;
+            uint64_t off, bytes;
+        } regions[] = {{"client table", g.clients_off, uint64_t(g.max_clients) * sizeof(Client)},
+                       {"pin table", g.pins_off, uint64_t(g.pin_capacity) * sizeof(Pin)},
+                       {"hash index", g.index_off, uint64_t(g.index_capacity) * 4},
+                       {"entry table", g.entries_off, uint64_t(g.max_entries) * sizeof(Entry)},
+                       {"extent table", g.extents_off, uint64_t(g.extent_capacity) * sizeof(Extent)},
+                       {"data region", g.data_off, g.data_size}};
+        uint64_t end = kHeaderBytes;
+        for (const Region &r : regions) {
+            if (r.off % kAlign || r.off < end || r.off > g.pool_size || r.bytes > g.pool_size - r.off)
+                bad(std::string(r.name) + " at " + num(r.off) + " (+" + num(r.bytes) + ") is misplaced");
+            end = r.off + r.bytes;
+        }
+        if (g.data_size < kAlign || g.data_size % kAlign) bad("data region size " + num(g.data_size));
+        c->bind(g);
+        // Best effort (Linux 5.14+): fault the pool in now rather than page by page in puts.
 #ifdef MADV_POPULATE_WRITE
-    ::madvise(c->map_->addr, c->map_->len, MADV_POPULATE_WRITE);
+        ::madvise(c->map_->addr, c->map_->len, MADV_POPULATE_WRITE);
 #endif
-    c->attach();
+        c->attach();
+    } catch (...) {
+        c->map_->check_intact(name);
+        throw;
+    }
     return c;
 }
 
@@ -1013,71 +1051,79 @@ void Cache::put(const char *key, size_t key_len, const Value &v, const EncodeOpt
     const uint64_t hash = key_hash(key, key_len);
     const auto *k = reinterpret_cast<const uint8_t *>(key);
 
-    Lock l(*this);
-    const int64_t now = now_ns();
-    uint32_t old = lookup(k, key_len, hash);
-    if (old) {
-        Entry &e = ent(old);
-        const Space sp = check_space(e);
-        if (!e.pins && sp.alloc >= alloc) {
-            // In place. WRITING first: a crash mid-copy drops the entry instead of serving a
-            // torn packet.
-            e.state = kWriting;
-            order();
-            plan.write_to(data_ + sp.off);
-            e.packet_len = need;
-            e.created_ns = now;
-            s_->ttl_live += uint32_t(ttl_ns > 0) - uint32_t(e.ttl_ns > 0);
-            e.ttl_ns = ttl_ns;
-            e.generation = ++s_->generation;
-            e.last_access = ++s_->tick;
-            order();
-            e.state = kLive;
-            lru_unlink(old);
-            lru_push_head(old);
-            *written = need;
-            return;
+    return locked([&] {
+        const int64_t now = now_ns();
+        uint32_t old = lookup(k, key_len, hash);
+        if (old) {
+            Entry &e = ent(old);
+            const Space sp = check_space(e);
+            if (!e.pins && sp.alloc >= alloc) {
+                // In place. WRITING first: a crash mid-copy drops the entry instead of serving a
+                // torn packet.
+                e.state = kWriting;
+                order();
+                try {
+                    plan.write_to(data_ + sp.off);
+                    map_->check_intact(given_);  // zeros where the packet went: never LIVE again
+                } catch (...) {
+                    unpublish(old);
+                    throw;
+                }
+                e.packet_len = need;
+                e.created_ns = now;
+                s_->ttl_live += uint32_t(ttl_ns > 0) - uint32_t(e.ttl_ns > 0);
+                e.ttl_ns = ttl_ns;
+                e.generation = ++s_->generation;
+                e.last_access = ++s_->tick;
+                order();
+                e.state = kLive;
+                lru_unlink(old);
+                lru_push_head(old);
+                *written = need;
+                return;
+            }
         }
-    }
-    const uint64_t off = allocate(alloc, &old, now);
-    uint32_t slot;
-    try {
-        slot = take_slot(&old);
-    } catch (...) {
-        extent_free(off, alloc);
-        throw;
-    }
-    Entry &e = ent(slot);
-    e.data_off = off;
-    e.alloc_size = alloc;
-    e.packet_len = need;
-    e.key_len = uint32_t(key_len);
-    std::memcpy(e.key, key, key_len);
-    e.key_hash = hash;
-    e.pins = 0;
-    e.lru_prev = e.lru_next = 0;
-    e.created_ns = now;
-    e.ttl_ns = ttl_ns;
-    e.generation = ++s_->generation;
-    e.last_access = ++s_->tick;
-    order();
-    e.state = kWriting;  // from here its space is accounted for, also by recovery
-    s_->used_bytes += alloc;
-    order();
-    try {
-        plan.write_to(data_ + off);
-    } catch (...) {
-        release(slot);
-        throw;
-    }
-    if (old) unpublish(old);
-    index_insert(slot);
-    lru_push_head(slot);
-    ++s_->live;
-    if (ttl_ns > 0) ++s_->ttl_live;
-    order();
-    e.state = kLive;
-    *written = need;
+        const uint64_t off = allocate(alloc, &old, now);
+        uint32_t slot;
+        try {
+            slot = take_slot(&old);
+        } catch (...) {
+            extent_free(off, alloc);
+            throw;
+        }
+        Entry &e = ent(slot);
+        e.data_off = off;
+        e.alloc_size = alloc;
+        e.packet_len = need;
+        e.key_len = uint32_t(key_len);
+        std::memcpy(e.key, key, key_len);
+        e.key_hash = hash;
+        e.pins = 0;
+        e.lru_prev = e.lru_next = 0;
+        e.created_ns = now;
+        e.ttl_ns = ttl_ns;
+        e.generation = ++s_->generation;
+        e.last_access = ++s_->tick;
+        order();
+        e.state = kWriting;  // from here its space is accounted for, also by recovery
+        s_->used_bytes += alloc;
+        order();
+        try {
+            plan.write_to(data_ + off);
+            map_->check_intact(given_);  // zeros where the packet went: not published
+        } catch (...) {
+            release(slot);
+            throw;
+        }
+        if (old) unpublish(old);
+        index_insert(slot);
+        lru_push_head(slot);
+        ++s_->live;
+        if (ttl_ns > 0) ++s_->ttl_live;
+        order();
+        e.state = kLive;
+        *written = need;
+    });
 }
 
 namespace {
@@ -1096,9 +1142,8 @@ std::unique_ptr<View> Cache::get(const char *key, size_t key_len, const Limits &
     const uint64_t hash = key_hash(key, key_len);
     auto token = std::make_shared<PinToken>();  // allocated first: pinning cannot then leak
     token->cache = shared_from_this();
-    uint64_t off, len;
-    {
-        Lock l(*this);
+    uint64_t off = 0, len = 0;
+    locked([&] {
         uint32_t i = lookup(reinterpret_cast<const uint8_t *>(key), key_len, hash);
         if (!i) {
             ++s_->misses;
@@ -1122,207 +1167,226 @@ std::unique_ptr<View> Cache::get(const char *key, size_t key_len, const Limits &
         lru_push_head(i);
         e.last_access = ++s_->tick;
         ++s_->hits;
+    });
+    // A truncation from here on shows as zeros in the packet: TRUNCATED, not a decode status.
+    std::unique_ptr<View> view;
+    try {
+        view = decode(data_ + off, len, limits, std::move(token));
+    } catch (...) {
+        map_->check_intact(given_);
+        throw;
     }
-    return decode(data_ + off, len, limits, std::move(token));
+    map_->check_intact(given_);
+    return view;
 }
 
 void Cache::remove(const char *key, size_t key_len) {
     check_key(key, key_len);
     const uint64_t hash = key_hash(key, key_len);
-    Lock l(*this);
-    uint32_t i = lookup(reinterpret_cast<const uint8_t *>(key), key_len, hash);
-    bool was_expired = i && expired_now(ent(i));
-    if (i) unpublish(i);
-    if (was_expired) ++s_->expirations;
-    if (!i || was_expired)
-        fail(TENSO_E_NOT_FOUND, "no key '" + std::string(key, key_len) + "' in cache '" + given_ + "'");
+    return locked([&] {
+        uint32_t i = lookup(reinterpret_cast<const uint8_t *>(key), key_len, hash);
+        bool was_expired = i && expired_now(ent(i));
+        if (i) unpublish(i);
+        if (was_expired) ++s_->expirations;
+        if (!i || was_expired)
+            fail(TENSO_E_NOT_FOUND, "no key '" + std::string(key, key_len) + "' in cache '" + given_ + "'");
+    });
 }
 
 CacheEntryInfo Cache::info(const char *key, size_t key_len) {
     check_key(key, key_len);
     const uint64_t hash = key_hash(key, key_len);
-    Lock l(*this);
-    const int64_t now = now_ns();
-    uint32_t i = lookup(reinterpret_cast<const uint8_t *>(key), key_len, hash);
-    if (!i || expired(ent(i), now))
-        fail(TENSO_E_NOT_FOUND, "no key '" + std::string(key, key_len) + "' in cache '" + given_ + "'");
-    const Entry &e = ent(i);
-    const Space sp = check_space(e);
-    CacheEntryInfo out;
-    out.packet = inspect(data_ + sp.off, sp.len);
-    out.alloc_bytes = sp.alloc;
-    out.ttl_seconds = double(e.ttl_ns) / 1e9;
-    out.age_seconds = double(now - e.created_ns) / 1e9;
-    out.pins = e.pins;
-    return out;
+    return locked([&] {
+        const int64_t now = now_ns();
+        uint32_t i = lookup(reinterpret_cast<const uint8_t *>(key), key_len, hash);
+        if (!i || expired(ent(i), now))
+            fail(TENSO_E_NOT_FOUND, "no key '" + std::string(key, key_len) + "' in cache '" + given_ + "'");
+        const Entry &e = ent(i);
+        const Space sp = check_space(e);
+        CacheEntryInfo out;
+        out.packet = inspect(data_ + sp.off, sp.len);
+        out.alloc_bytes = sp.alloc;
+        out.ttl_seconds = double(e.ttl_ns) / 1e9;
+        out.age_seconds = double(now - e.created_ns) / 1e9;
+        out.pins = e.pins;
+        return out;
+    });
 }
 
 bool Cache::contains(const char *key, size_t key_len) {
     check_key(key, key_len);
     const uint64_t hash = key_hash(key, key_len);
-    Lock l(*this);
-    uint32_t i = lookup(reinterpret_cast<const uint8_t *>(key), key_len, hash);
-    return i && !expired_now(ent(i));
+    return locked([&] {
+        uint32_t i = lookup(reinterpret_cast<const uint8_t *>(key), key_len, hash);
+        return i && !expired_now(ent(i));
+    });
 }
 
 std::vector<std::string> Cache::keys() {
-    std::vector<std::string> out;
-    Lock l(*this);
-    const int64_t now = now_ns();
-    out.reserve(std::min(s_->live, g_->max_entries));  // `live` is shared: bounded by our copy
-    uint32_t steps = 0;
-    for (uint32_t i = s_->lru_head; i; i = ent(i).lru_next) {
-        if (++steps > g_->max_entries) corrupt("LRU list has a cycle");
-        const Entry &e = ent(i);
-        if (!expired(e, now))
-            out.emplace_back(reinterpret_cast<const char *>(e.key),
-                             std::min<size_t>(e.key_len, TENSO_CACHE_MAX_KEY_BYTES));
-    }
-    return out;
+    return locked([&] {
+        std::vector<std::string> out;
+        const int64_t now = now_ns();
+        out.reserve(std::min(s_->live, g_->max_entries));  // `live` is shared: bounded by our copy
+        uint32_t steps = 0;
+        for (uint32_t i = s_->lru_head; i; i = ent(i).lru_next) {
+            if (++steps > g_->max_entries) corrupt("LRU list has a cycle");
+            const Entry &e = ent(i);
+            if (!expired(e, now))
+                out.emplace_back(reinterpret_cast<const char *>(e.key),
+                                 std::min<size_t>(e.key_len, TENSO_CACHE_MAX_KEY_BYTES));
+        }
+        return out;
+    });
 }
 
 void Cache::clear() {
-    Lock l(*this);
-    uint32_t steps = 0;
-    while (uint32_t i = s_->lru_head) {
-        if (++steps > g_->max_entries) corrupt("LRU list has a cycle");
-        unpublish(i);
-    }
+    return locked([&] {
+        uint32_t steps = 0;
+        while (uint32_t i = s_->lru_head) {
+            if (++steps > g_->max_entries) corrupt("LRU list has a cycle");
+            unpublish(i);
+        }
+    });
 }
 
 CacheStats Cache::stats() {
-    Lock l(*this);
-    // Expired entries are dropped first, so `entries` counts what keys() lists; both cost
-    // nothing in a pool without TTL entries. Pinned ones stay until released but are not counted.
-    uint32_t expired_pinned = 0;
-    drop_expired(0, now_ns(), &expired_pinned);
-    CacheStats st;
-    CacheStats *out = &st;
-    out->entries = s_->live - std::min(expired_pinned, s_->live);
-    out->max_entries = g_->max_entries;
-    out->pool_bytes = g_->pool_size;
-    out->data_bytes = g_->data_size;
-    out->used_bytes = s_->used_bytes;
-    out->free_bytes = g_->data_size - std::min(s_->used_bytes, g_->data_size);
-    out->hits = s_->hits;
-    out->misses = s_->misses;
-    out->evictions = s_->evictions;
-    out->expirations = s_->expirations;
-    out->pinned_entries = s_->pinned;
-    out->recoveries = s_->recoveries;
-    out->clients = s_->clients;
-    return st;
+    return locked([&] {
+        // Expired entries are dropped first, so `entries` counts what keys() lists; both cost
+        // nothing in a pool without TTL entries. Pinned ones stay until released but are not counted.
+        uint32_t expired_pinned = 0;
+        drop_expired(0, now_ns(), &expired_pinned);
+        CacheStats st;
+        CacheStats *out = &st;
+        out->entries = s_->live - std::min(expired_pinned, s_->live);
+        out->max_entries = g_->max_entries;
+        out->pool_bytes = g_->pool_size;
+        out->data_bytes = g_->data_size;
+        out->used_bytes = s_->used_bytes;
+        out->free_bytes = g_->data_size - std::min(s_->used_bytes, g_->data_size);
+        out->hits = s_->hits;
+        out->misses = s_->misses;
+        out->evictions = s_->evictions;
+        out->expirations = s_->expirations;
+        out->pinned_entries = s_->pinned;
+        out->recoveries = s_->recoveries;
+        out->clients = s_->clients;
+        return st;
+    });
 }
 
 void Cache::check() {
-    Lock l(*this);
-    // Entries: states, ranges, packets; disjoint; accounting.
-    std::vector<uint32_t> used;
-    uint64_t bytes = 0, free_slots = 0;
-    uint32_t live = 0, pinned = 0, ttl_live = 0;
-    for (uint32_t i = 1; i <= g_->max_entries; ++i) {
-        const Entry &e = entries_[i - 1];
-        const std::string who = "entry " + num(i) + " ";
-        switch (e.state) {
-        case kFree: ++free_slots; continue;
-        case kLive:
-            ++live;
-            ttl_live += e.ttl_ns > 0;
-            break;
-        case kOrphan:
-            if (!e.pins) corrupt(who + "is an orphan without pins");
-            break;
-        default: corrupt(who + "has state " + num(e.state) + " outside an operation");
+    return locked([&] {
+        // Entries: states, ranges, packets; disjoint; accounting.
+        std::vector<uint32_t> used;
+        uint64_t bytes = 0, free_slots = 0;
+        uint32_t live = 0, pinned = 0, ttl_live = 0;
+        for (uint32_t i = 1; i <= g_->max_entries; ++i) {
+            const Entry &e = entries_[i - 1];
+            const std::string who = "entry " + num(i) + " ";
+            switch (e.state) {
+            case kFree: ++free_slots; continue;
+            case kLive:
+                ++live;
+                ttl_live += e.ttl_ns > 0;
+                break;
+            case kOrphan:
+                if (!e.pins) corrupt(who + "is an orphan without pins");
+                break;
+            default: corrupt(who + "has state " + num(e.state) + " outside an operation");
+            }
+            if (!packet_ok(e)) corrupt(who + "has an invalid range or packet header");
+            if (e.key_hash != key_hash(reinterpret_cast<const char *>(e.key), e.key_len))
+                corrupt(who + "has a stale key hash");
+            used.push_back(i);
+            bytes += e.alloc_size;
+            if (e.pins) ++pinned;
         }
-        if (!packet_ok(e)) corrupt(who + "has an invalid range or packet header");
-        if (e.key_hash != key_hash(reinterpret_cast<const char *>(e.key), e.key_len))
-            corrupt(who + "has a stale key hash");
-        used.push_back(i);
-        bytes += e.alloc_size;
-        if (e.pins) ++pinned;
-    }
-    if (live != s_->live) corrupt("live count " + num(s_->live) + ", entries say " + num(live));
-    if (ttl_live != s_->ttl_live) corrupt("TTL entry count " + num(s_->ttl_live) + ", entries say " + num(ttl_live));
-    if (pinned != s_->pinned) corrupt("pinned count " + num(s_->pinned) + ", entries say " + num(pinned));
-    if (bytes != s_->used_bytes) corrupt("used bytes " + num(s_->used_bytes) + ", entries hold " + num(bytes));
-    // Free extents: sorted, coalesced, disjoint from entries, and together the rest of the region.
-    std::sort(used.begin(), used.end(),
-              [&](uint32_t a, uint32_t b) { return entries_[a - 1].data_off < entries_[b - 1].data_off; });
-    if (s_->extents > g_->extent_capacity) corrupt("free-extent count " + num(s_->extents));
-    std::vector<Extent> all;
-    for (uint32_t i : used) all.push_back(Extent{entries_[i - 1].data_off, entries_[i - 1].alloc_size});
-    uint64_t free_bytes = 0;
-    for (uint32_t k = 0; k < s_->extents; ++k) {
-        const Extent &x = extents_[k];
-        if (!x.len || x.off % kAlign || x.len % kAlign) corrupt("free extent " + num(k) + " is empty or misaligned");
-        if (k && extents_[k - 1].off + extents_[k - 1].len >= x.off)
-            corrupt("free extents " + num(k) + " unsorted or not coalesced");
-        free_bytes += x.len;
-        all.push_back(x);
-    }
-    std::sort(all.begin(), all.end(), [](const Extent &a, const Extent &b) { return a.off < b.off; });
-    uint64_t at = 0;
-    for (const Extent &x : all) {
-        if (x.off != at)
-            corrupt(x.off < at ? "data ranges overlap at " + num(x.off)
-                               : "data bytes at " + num(at) + " are neither used nor free");
-        at = x.off + x.len;
-    }
-    if (at != g_->data_size) corrupt("data region accounted up to " + num(at) + " of " + num(g_->data_size));
-    if (free_bytes + bytes != g_->data_size) corrupt("free plus used bytes differ from the data region");
-    // Index: exactly the live entries, each reachable from its home slot.
-    uint32_t indexed = 0;
-    for (uint32_t k = 0; k < g_->index_capacity; ++k) {
-        uint32_t v = index_[k];
-        if (!v) continue;
-        if (v > g_->max_entries || entries_[v - 1].state != kLive)
-            corrupt("index slot " + num(k) + " names a non-live entry");
-        const Entry &e = entries_[v - 1];
-        if (lookup(e.key, e.key_len, e.key_hash) != v)
-            corrupt("index: entry " + num(v) + " not reachable or key duplicated");
-        ++indexed;
-    }
-    if (indexed != live) corrupt("index holds " + num(indexed) + " keys, " + num(live) + " entries are live");
-    // LRU: a well-linked list of exactly the live entries.
-    uint32_t n = 0, prev = 0;
-    for (uint32_t i = s_->lru_head; i; i = ent(i).lru_next) {
-        if (++n > live) corrupt("LRU list longer than the live entries");
-        if (ent(i).state != kLive || ent(i).lru_prev != prev) corrupt("LRU link at entry " + num(i));
-        prev = i;
-    }
-    if (n != live || s_->lru_tail != prev) corrupt("LRU list does not match the live entries");
-    // Free slots.
-    n = 0;
-    for (uint32_t i = s_->free_slots; i; i = ent(i).lru_next) {
-        if (++n > free_slots || ent(i).state != kFree) corrupt("free-slot chain");
-    }
-    if (n != free_slots) corrupt("free-slot chain holds " + num(n) + " of " + num(free_slots) + " free slots");
-    // Pins: records name attached clients and held entries, and add up to each entry's count.
-    std::vector<uint64_t> sums(g_->max_entries, 0);
-    uint32_t records = 0;
-    for (uint32_t k = 0; k < g_->pin_capacity; ++k) {
-        const Pin &p = pins_[k];
-        if (!p.entry) continue;
-        ++records;
-        if (p.entry > g_->max_entries || !p.client || p.client > g_->max_clients || !clients_[p.client - 1].in_use ||
-            !p.count)
-            corrupt("pin record " + num(k) + " is invalid");
-        const uint32_t st = entries_[p.entry - 1].state;
-        if (st != kLive && st != kOrphan) corrupt("pin record " + num(k) + " names a free entry");
-        if (pin_find(p.entry, p.client) != k + 1) corrupt("pin record " + num(k) + " unreachable or duplicated");
-        sums[p.entry - 1] += p.count;
-    }
-    if (records != s_->pin_records)
-        corrupt("pin record count " + num(s_->pin_records) + ", table holds " + num(records));
-    for (uint32_t i = 0; i < g_->max_entries; ++i)
-        if (entries_[i].state != kFree && sums[i] != entries_[i].pins)
-            corrupt("entry " + num(i + 1) + " counts " + num(entries_[i].pins) + " pins, records hold " + num(sums[i]));
-    uint32_t clients = 0;
-    for (uint32_t i = 0; i < g_->max_clients; ++i) {
-        if (clients_[i].in_use > 1) corrupt("client row " + num(i) + " is malformed");
-        clients += clients_[i].in_use;
-    }
-    if (clients != s_->clients) corrupt("client count " + num(s_->clients) + ", rows say " + num(clients));
+        if (live != s_->live) corrupt("live count " + num(s_->live) + ", entries say " + num(live));
+        if (ttl_live != s_->ttl_live)
+            corrupt("TTL entry count " + num(s_->ttl_live) + ", entries say " + num(ttl_live));
+        if (pinned != s_->pinned) corrupt("pinned count " + num(s_->pinned) + ", entries say " + num(pinned));
+        if (bytes != s_->used_bytes) corrupt("used bytes " + num(s_->used_bytes) + ", entries hold " + num(bytes));
+        // Free extents: sorted, coalesced, disjoint from entries, and together the rest of the region.
+        std::sort(used.begin(), used.end(),
+                  [&](uint32_t a, uint32_t b) { return entries_[a - 1].data_off < entries_[b - 1].data_off; });
+        if (s_->extents > g_->extent_capacity) corrupt("free-extent count " + num(s_->extents));
+        std::vector<Extent> all;
+        for (uint32_t i : used) all.push_back(Extent{entries_[i - 1].data_off, entries_[i - 1].alloc_size});
+        uint64_t free_bytes = 0;
+        for (uint32_t k = 0; k < s_->extents; ++k) {
+            const Extent &x = extents_[k];
+            if (!x.len || x.off % kAlign || x.len % kAlign)
+                corrupt("free extent " + num(k) + " is empty or misaligned");
+            if (k && extents_[k - 1].off + extents_[k - 1].len >= x.off)
+                corrupt("free extents " + num(k) + " unsorted or not coalesced");
+            free_bytes += x.len;
+            all.push_back(x);
+        }
+        std::sort(all.begin(), all.end(), [](const Extent &a, const Extent &b) { return a.off < b.off; });
+        uint64_t at = 0;
+        for (const Extent &x : all) {
+            if (x.off != at)
+                corrupt(x.off < at ? "data ranges overlap at " + num(x.off)
+                                   : "data bytes at " + num(at) + " are neither used nor free");
+            at = x.off + x.len;
+        }
+        if (at != g_->data_size) corrupt("data region accounted up to " + num(at) + " of " + num(g_->data_size));
+        if (free_bytes + bytes != g_->data_size) corrupt("free plus used bytes differ from the data region");
+        // Index: exactly the live entries, each reachable from its home slot.
+        uint32_t indexed = 0;
+        for (uint32_t k = 0; k < g_->index_capacity; ++k) {
+            uint32_t v = index_[k];
+            if (!v) continue;
+            if (v > g_->max_entries || entries_[v - 1].state != kLive)
+                corrupt("index slot " + num(k) + " names a non-live entry");
+            const Entry &e = entries_[v - 1];
+            if (lookup(e.key, e.key_len, e.key_hash) != v)
+                corrupt("index: entry " + num(v) + " not reachable or key duplicated");
+            ++indexed;
+        }
+        if (indexed != live) corrupt("index holds " + num(indexed) + " keys, " + num(live) + " entries are live");
+        // LRU: a well-linked list of exactly the live entries.
+        uint32_t n = 0, prev = 0;
+        for (uint32_t i = s_->lru_head; i; i = ent(i).lru_next) {
+            if (++n > live) corrupt("LRU list longer than the live entries");
+            if (ent(i).state != kLive || ent(i).lru_prev != prev) corrupt("LRU link at entry " + num(i));
+            prev = i;
+        }
+        if (n != live || s_->lru_tail != prev) corrupt("LRU list does not match the live entries");
+        // Free slots.
+        n = 0;
+        for (uint32_t i = s_->free_slots; i; i = ent(i).lru_next) {
+            if (++n > free_slots || ent(i).state != kFree) corrupt("free-slot chain");
+        }
+        if (n != free_slots) corrupt("free-slot chain holds " + num(n) + " of " + num(free_slots) + " free slots");
+        // Pins: records name attached clients and held entries, and add up to each entry's count.
+        std::vector<uint64_t> sums(g_->max_entries, 0);
+        uint32_t records = 0;
+        for (uint32_t k = 0; k < g_->pin_capacity; ++k) {
+            const Pin p = pins_[k];  // one copy of the shared record, checked and used
+            if (!p.entry) continue;
+            ++records;
+            if (p.entry > g_->max_entries || !p.client || p.client > g_->max_clients ||
+                !clients_[p.client - 1].in_use || !p.count)
+                corrupt("pin record " + num(k) + " is invalid");
+            const uint32_t st = entries_[p.entry - 1].state;
+            if (st != kLive && st != kOrphan) corrupt("pin record " + num(k) + " names a free entry");
+            if (pin_find(p.entry, p.client) != k + 1) corrupt("pin record " + num(k) + " unreachable or duplicated");
+            sums[p.entry - 1] += p.count;
+        }
+        if (records != s_->pin_records)
+            corrupt("pin record count " + num(s_->pin_records) + ", table holds " + num(records));
+        for (uint32_t i = 0; i < g_->max_entries; ++i)
+            if (entries_[i].state != kFree && sums[i] != entries_[i].pins)
+                corrupt("entry " + num(i + 1) + " counts " + num(entries_[i].pins) + " pins, records hold " +
+                        num(sums[i]));
+        uint32_t clients = 0;
+        for (uint32_t i = 0; i < g_->max_clients; ++i) {
+            if (clients_[i].in_use > 1) corrupt("client row " + num(i) + " is malformed");
+            clients += clients_[i].in_use;
+        }
+        if (clients != s_->clients) corrupt("client count " + num(s_->clients) + ", rows say " + num(clients));
+    });
 }
 
 }  // namespace tenso

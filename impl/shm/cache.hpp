@@ -96,6 +96,10 @@ private:
     void bind(const cache_layout::Geometry &g);
     void attach();
     void lock(bool check_size);  // check_size: TRUNCATED when the pool shrank under us
+    // Runs `op` under the lock; TRUNCATED, whatever op returned or threw, when the pool lost
+    // pages meanwhile (the fault guard put zeros in their place, and op may have read them).
+    template <class Op>
+    auto locked(Op &&op) -> decltype(op());
     void unlock() noexcept;
 
     // Everything below runs under the lock.

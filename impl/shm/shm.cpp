@@ -11,6 +11,7 @@
 
 #include "error.hpp"
 #include "io/io.hpp"
+#include "shm/fault_guard.hpp"
 
 namespace tenso {
 
@@ -36,21 +37,50 @@ std::shared_ptr<ShmMapping> map_fd(Fd &f, size_t len, bool writable, bool popula
     m->writable = writable;
     m->fd = f.fd;
     f.fd = -1;
+    m->guard = fault_guard::watch(m->addr, len, writable);
+    m->tripped = fault_guard::tripped_flag(m->guard);
     return m;
 }
 
 }  // namespace
 
 ShmMapping::~ShmMapping() {
-    if (addr) ::munmap(addr, len);
+    const bool truncated = tripped && tripped->load(std::memory_order_acquire);
+    fault_guard::unwatch(guard);
+    // A truncated mapping's address range stays reserved, as private zero pages that cost no
+    // memory: if the truncation hit while this process held a pool's robust mutex, glibc's
+    // per-thread robust list still links through the mutex's zeroed page, and a later lock
+    // would write there. Should even that mmap fail, the old mapping stays as it is.
+    if (addr && truncated) {
+        void *kept =
+            ::mmap(addr, len, PROT_READ | PROT_WRITE, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        (void)kept;
+    } else if (addr) {
+        ::munmap(addr, len);
+    }
     if (fd >= 0) ::close(fd);
 }
 
-void ShmMapping::check_size(const std::string &name) const {
+void ShmMapping::check_size_slowly(const std::string &name) const {
     const uint64_t size = fd_size(fd);
     if (size < len)
         fail(TENSO_E_TRUNCATED, "shared-memory object '" + name + "' was truncated to " + std::to_string(size) +
                                     " bytes under a mapping of " + std::to_string(len));
+}
+
+void ShmMapping::check_filled(const std::string &name) const {
+    if (!tripped || !tripped->load(std::memory_order_acquire)) return;
+    fail(TENSO_E_TRUNCATED, "shared-memory object '" + name + "' lost pages while it was filled (" +
+                                std::to_string(len) +
+                                " bytes): /dev/shm is probably full (see df /dev/shm); free space there or "
+                                "make the object smaller");
+}
+
+void ShmMapping::fail_truncated(const std::string &name) const {
+    fail(TENSO_E_TRUNCATED, "shared-memory object '" + name + "' lost pages under this process's mapping of " +
+                                std::to_string(len) +
+                                " bytes: another process truncated it (or /dev/shm ran out of space); they read "
+                                "as zeros here now, open it again if it was recreated");
 }
 
 std::string shm_name(const char *name) {
@@ -148,6 +178,9 @@ std::unique_ptr<Segment> Segment::create_for(const char *name, const Value &v, c
     s->map_ = shm_create(n, plan.size() ? plan.size() : 1, replace, false);
     try {
         plan.write_to(s->map_->addr);
+        // ftruncate only reserves the size: a page /dev/shm has no room for faults on its
+        // first touch, and the guard turns that into zeros. Such a segment is not the packet.
+        s->map_->check_filled(name);
     } catch (...) {
         ::shm_unlink(n.c_str());  // no half-written segment is left under the name
         throw;
@@ -173,13 +206,22 @@ void Segment::put(const Value &v, const EncodeOptions &opts, uint64_t *written) 
                                            " bytes, the packet needs " + std::to_string(plan.size()));
     map_->check_size(given_);
     plan.write_to(map_->addr);
+    map_->check_intact(given_);
 }
 
 std::unique_ptr<View> Segment::get(const Limits &limits) const {
     // decode() scans from byte 0 and frames the packet by its own length, so a segment larger
     // than its packet (stale bytes, zeros, upstream's rounded sizes) reads back exactly.
     map_->check_size(given_);
-    return decode(map_->addr, map_->len, limits, map_);
+    std::unique_ptr<View> v;
+    try {
+        v = decode(map_->addr, map_->len, limits, map_);
+    } catch (...) {
+        map_->check_intact(given_);  // zeros where a packet was: TRUNCATED, not a decode status
+        throw;
+    }
+    map_->check_intact(given_);
+    return v;
 }
 
 }  // namespace tenso

@@ -3,6 +3,7 @@
 // layout of upstream's TensoShm) are built on these; so is the cache pool (cache.hpp).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -21,10 +22,30 @@ struct ShmMapping {
     uint8_t *addr = nullptr;
     size_t len = 0;
     bool writable = false;
-    int fd = -1;  // kept to see truncation by others
-    // TRUNCATED when the object is now shorter than the mapping: touching the lost pages would
-    // raise SIGBUS. (A truncation after this check still can: the residual race.)
-    void check_size(const std::string &name) const;
+    int fd = -1;     // kept to ask for the size where the mapping is not guarded
+    int guard = -1;  // fault_guard slot: a truncation turns the lost pages into zeros and trips it
+    const std::atomic<uint32_t> *tripped = nullptr;  // the slot's flag
+    // TRUNCATED when the object is now shorter than the mapping. Guarded (the usual case): one
+    // load of the mapping's last byte, which faults if any whole page was cut off, and a look
+    // at the guard; no system call. Unguarded: lseek to the end.
+    void check_size(const std::string &name) const {
+        if (!tripped) return check_size_slowly(name);
+        // Truncation takes whole pages from the end, so if any went, the last one did.
+        (void)*reinterpret_cast<volatile const uint8_t *>(addr + len - 1);
+        check_intact(name);
+    }
+    // TRUNCATED when the guard absorbed a fault in this mapping: an operation that started
+    // before the truncation may have read zeros where the lost pages were, so its result is
+    // void. Call after the operation's last access (or when it failed).
+    void check_intact(const std::string &name) const {
+        if (tripped && tripped->load(std::memory_order_acquire)) fail_truncated(name);
+    }
+    // After creating and filling an object: TRUNCATED, naming /dev/shm as full, when pages
+    // were lost under the writes (tmpfs had no room for them).
+    void check_filled(const std::string &name) const;
+    bool guarded() const { return tripped != nullptr; }
+    [[noreturn]] void fail_truncated(const std::string &name) const;
+    void check_size_slowly(const std::string &name) const;
     ShmMapping() = default;
     ShmMapping(const ShmMapping &) = delete;  // exactly one owner unmaps
     ShmMapping &operator=(const ShmMapping &) = delete;

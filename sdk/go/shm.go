@@ -103,8 +103,9 @@ func OpenShm(name string, writable bool) (*Shm, error) {
 
 // OpenShmWith opens an existing segment. The error wraps ErrNotFound when there is no segment
 // of that name, ErrIO when another uid owns it (unless o.AnyOwner). A segment truncated by
-// another process gives ErrTruncated on the next call; a truncation after that check, or while
-// a view of it is read, still raises SIGBUS.
+// another process gives ErrTruncated from then on; views of it read zeros where the lost pages
+// were instead of raising SIGBUS (libtenso's SIGBUS handler, chained to the Go runtime's; see
+// "Truncation" in tenso/shm.h for its limits).
 func OpenShmWith(name string, o ShmOpenOptions) (*Shm, error) {
 	if versionErr != nil {
 		return nil, versionErr
@@ -339,9 +340,9 @@ func CreateCache(name string, o CacheOptions) (*Cache, error) {
 // OpenCache attaches to an existing pool (only o.LockTimeout and o.AnyOwner apply). The error
 // wraps ErrNotFound when there is none, ErrIO when another uid owns it (unless o.AnyOwner),
 // ErrCorrupt for a segment that is not a tenso cache, ErrFull when the pool's MaxClients
-// handles are attached. A pool truncated by another process gives ErrTruncated on the next
-// call; a truncation after that check, or while a CacheView is read or closed (its pin is
-// released in the pool), still raises SIGBUS.
+// handles are attached. A pool truncated by another process gives ErrTruncated from then on;
+// a CacheView read or closed after it reads zeros where the lost pages were instead of raising
+// SIGBUS (see "Truncation" in tenso/shm.h for the limits).
 func OpenCache(name string, o CacheOptions) (*Cache, error) {
 	if versionErr != nil {
 		return nil, versionErr

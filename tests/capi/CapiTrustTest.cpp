@@ -19,6 +19,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <csetjmp>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -94,6 +97,18 @@ void chmod_shm(const std::string &name, mode_t mode) {
     CPPUNIT_ASSERT(fd >= 0);
     CPPUNIT_ASSERT(::fchmod(fd, mode) == 0);
     ::close(fd);
+}
+
+// testForeignSigbusChained's handler, installed before libtenso's.
+sigjmp_buf g_user_jump;
+volatile sig_atomic_t g_user_faults = 0;
+volatile sig_atomic_t g_user_mask_ok = 0;  // its sa_mask blocked, nothing else
+void on_user_sigbus(int) {
+    sigset_t now;
+    ::pthread_sigmask(SIG_BLOCK, nullptr, &now);
+    g_user_mask_ok = sigismember(&now, SIGUSR2) == 1 && sigismember(&now, SIGUSR1) == 0;
+    ++g_user_faults;
+    siglongjmp(g_user_jump, 1);
 }
 
 void truncate_shm(const std::string &name, off_t size) {
@@ -179,6 +194,13 @@ class CapiTrustTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(testTruncatedFiles);
     CPPUNIT_TEST(testTruncatedSegment);
     CPPUNIT_TEST(testTruncatedPool);
+    CPPUNIT_TEST(testFullDevShm);
+    CPPUNIT_TEST(testSubPageShrinkOfPool);
+    CPPUNIT_TEST(testPutIntoLostPages);
+    CPPUNIT_TEST(testViewsOfTruncatedObjects);
+    CPPUNIT_TEST(testForeignSigbusChained);
+    CPPUNIT_TEST(testUnguardedMappings);
+    CPPUNIT_TEST(testReplacedHandler);
     CPPUNIT_TEST(testOtherUsersObjects);
     CPPUNIT_TEST(testOwnObjectsAsAnotherUid);
     CPPUNIT_TEST(testDotNames);
@@ -432,6 +454,144 @@ public:
         CPPUNIT_ASSERT_MESSAGE(msg, msg.empty());
     }
 
+    // A segment bigger than /dev/shm has room for (a 4 MiB tmpfs over it, in a private mount
+    // namespace): ftruncate reserves nothing, the pages past the room fault as they are
+    // written, and create_for used to report success with them lost. Now TRUNCATED, naming
+    // /dev/shm, and no object is left under the name.
+    void testFullDevShm() {
+        std::string msg = run_isolated([&] {
+            if (::unshare(CLONE_NEWNS) != 0 || ::mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+                ::mount("tenso-full", "/dev/shm", "tmpfs", 0, "size=4m") != 0) {
+                std::printf("\n  CapiTrustTest: no mount namespace (%s), full-/dev/shm case skipped",
+                            std::strerror(errno));
+                return;
+            }
+            const std::string name = shm_tag("seg-full");
+            cache_test::Val val(1, 1, 3000000);  // 12 MB
+            tenso_shm *raw = nullptr;
+            uint64_t written = 0;
+            const tenso_status st =
+                tenso_shm_create_for(&raw, &written, name.c_str(), val.value.get(), nullptr, TENSO_SHM_REPLACE);
+            if (st == TENSO_OK) tenso_shm_close(raw);
+            TENSO_CHECK_STATUS(TENSO_E_TRUNCATED, st);
+            const std::string why = tenso_last_error();
+            CPPUNIT_ASSERT_MESSAGE(why, why.find("/dev/shm is probably full") != std::string::npos);
+            CPPUNIT_ASSERT_EQUAL(TENSO_E_NOT_FOUND, tenso_shm_open(&raw, name.c_str(), 0));
+            // A pool: its pages are faulted in at create, the last one by the size check.
+            tenso_cache *c = nullptr;
+            auto o = cache_test::options(12 << 20, 0, TENSO_SHM_REPLACE);
+            const tenso_status pst = tenso_cache_create(&c, name.c_str(), &o);
+            if (pst == TENSO_OK) tenso_cache_close(c);
+            TENSO_CHECK_STATUS(TENSO_E_TRUNCATED, pst);
+            CPPUNIT_ASSERT_EQUAL(TENSO_E_NOT_FOUND, tenso_cache_open(&c, name.c_str(), nullptr));
+        });
+        CPPUNIT_ASSERT_MESSAGE(msg, msg.empty());
+    }
+
+    // A shrink that leaves the new end inside a mapping's last page raises no fault, so it must
+    // not reach a packet: a pool full to the brim, cut by one byte or to one byte into its last
+    // page, either answers TRUNCATED or gives its packet back exactly (it used to give it back
+    // with its tail zeroed).
+    void testSubPageShrinkOfPool() {
+        const uint64_t page = uint64_t(::sysconf(_SC_PAGESIZE));
+        for (uint64_t size : {uint64_t(4) << 20, (uint64_t(4) << 20) + 100}) {
+            const uint64_t last_page = (size - 1) / page * page;
+            for (uint64_t cut : {size - 1, last_page + 1}) {
+                std::string msg = run_isolated([&] {
+                    const std::string name = shm_tag("pool-subpage");
+                    cache_test::Unlink gone{name};
+                    cache_test::CachePtr c = cache_test::create(name, cache_test::options(size, 0, TENSO_SHM_REPLACE));
+                    // 64 bytes of header and shape, then the body: the largest packet that fits.
+                    uint64_t n = cache_test::stats(c.get()).free_bytes - 64;
+                    std::unique_ptr<OwnedTensor> t;
+                    for (;; n -= 64) {
+                        t.reset(new OwnedTensor(TENSO_DTYPE_UINT8, {n}, 3));
+                        t->data.back() = 0xff;
+                        ValuePtr v = value_of(t->t);
+                        const tenso_status st = tenso_cache_put(nullptr, c.get(), "k", 1, v.get(), nullptr, 0);
+                        if (st == TENSO_OK) break;
+                        TENSO_CHECK_STATUS(TENSO_E_FULL, st);
+                    }
+                    truncate_shm(name, off_t(cut));
+                    tenso_view *raw = nullptr;
+                    const tenso_status st = tenso_cache_get(&raw, c.get(), "k", 1, nullptr);
+                    if (st == TENSO_E_TRUNCATED) return;
+                    TENSO_CHECK_OK(st);
+                    ViewPtr v(raw);
+                    CPPUNIT_ASSERT_EQUAL(n, tenso_view_nbytes(v.get()));
+                    CPPUNIT_ASSERT_MESSAGE("the packet's tail was lost without TRUNCATED",
+                                           std::memcmp(tenso_view_data(v.get()), t->data.data(), n) == 0);
+                });
+                CPPUNIT_ASSERT_MESSAGE(
+                    "pool of " + std::to_string(size) + " cut to " + std::to_string(cut) + ": " + msg, msg.empty());
+            }
+        }
+    }
+
+    // A put whose packet lands on pages the kernel cannot provide (a hole punched into the data
+    // region while /dev/shm is full) answers TRUNCATED and leaves no entry behind: other
+    // handles must not find the key (a put used to publish it LIVE, zeros and all, before it
+    // looked at the flag), in place or in a new slot. Opening a pool whose header page is lost
+    // so answers TRUNCATED, not CORRUPT.
+    void testPutIntoLostPages() {
+        std::string msg = run_isolated([&] {
+            if (::unshare(CLONE_NEWNS) != 0 || ::mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+                ::mount("tenso-full", "/dev/shm", "tmpfs", 0, "size=8m") != 0) {
+                std::printf("\n  CapiTrustTest: no mount namespace (%s), lost-pages put skipped", std::strerror(errno));
+                return;
+            }
+            const std::string name = shm_tag("pool-lost");
+            cache_test::Unlink gone{name};
+            cache_test::CachePtr c = cache_test::create(name, cache_test::options(4 << 20, 0, TENSO_SHM_REPLACE));
+            cache_test::Val v1(1, 1, 200000), v2(1, 2, 200000), v3(2, 1, 200000);
+            TENSO_CHECK_OK(tenso_cache_put(nullptr, c.get(), "k", 1, v1.value.get(), nullptr, 0));
+            cache_test::CachePtr other = cache_test::open(name);
+            // The data region's pages dropped, then /dev/shm filled: touching them faults.
+            {
+                const uint64_t page = uint64_t(::sysconf(_SC_PAGESIZE));
+                cache_test::RawPool raw(name);
+                const uint64_t off = raw.get<uint64_t>(cache_test::kDataOff),
+                               len = raw.get<uint64_t>(cache_test::kDataSizeOff) / page * page;
+                CPPUNIT_ASSERT_EQUAL(
+                    0, ::fallocate(raw.fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off_t(off), off_t(len)));
+            }
+            const auto fill_up = [] {
+                const int fill = ::open("/dev/shm/filler", O_WRONLY | O_CREAT | O_APPEND, 0600);
+                CPPUNIT_ASSERT(fill >= 0);
+                std::vector<char> chunk(1 << 12, 1);
+                while (::write(fill, chunk.data(), chunk.size()) > 0) {}
+                ::close(fill);
+            };
+            fill_up();
+            int found = -1;
+            // In place: same key, same size, no pins.
+            TENSO_CHECK_STATUS(TENSO_E_TRUNCATED,
+                               tenso_cache_put(nullptr, c.get(), "k", 1, v2.value.get(), nullptr, 0));
+            TENSO_CHECK_OK(tenso_cache_contains(&found, other.get(), "k", 1));
+            CPPUNIT_ASSERT_EQUAL_MESSAGE("in place: the failed put's entry is gone", 0, found);
+            // A new slot, through the other handle (this one is marked truncated now).
+            TENSO_CHECK_STATUS(TENSO_E_TRUNCATED,
+                               tenso_cache_put(nullptr, other.get(), "j", 1, v3.value.get(), nullptr, 0));
+            cache_test::CachePtr third = cache_test::open(name);
+            TENSO_CHECK_OK(tenso_cache_contains(&found, third.get(), "j", 1));
+            CPPUNIT_ASSERT_EQUAL_MESSAGE("new slot: the failed put's entry is not published", 0, found);
+            // Opening a pool whose header page is lost: zeros for a magic, TRUNCATED (not CORRUPT).
+            {
+                cache_test::RawPool raw(name);
+                CPPUNIT_ASSERT_EQUAL(0, ::fallocate(raw.fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0,
+                                                    off_t(::sysconf(_SC_PAGESIZE))));
+            }
+            fill_up();
+            tenso_cache_options o = TENSO_CACHE_OPTIONS_INIT;
+            o.lock_timeout_ms = 50;  // the zero magic looks unfinished until then
+            tenso_cache *raw = nullptr;
+            const tenso_status st = tenso_cache_open(&raw, name.c_str(), &o);
+            if (st == TENSO_OK) tenso_cache_close(raw);
+            TENSO_CHECK_STATUS(TENSO_E_TRUNCATED, st);
+        });
+        CPPUNIT_ASSERT_MESSAGE(msg, msg.empty());
+    }
+
     void testTruncatedPool() {
         std::string msg = run_isolated([&] {
             const std::string name = shm_tag("pool-trunc");
@@ -449,6 +609,205 @@ public:
                 TENSO_CHECK_STATUS(TENSO_E_TRUNCATED, tenso_cache_stats_get(&st, c.get()));
             }
             c.reset();  // detaching must not touch the lost pages either
+        });
+        CPPUNIT_ASSERT_MESSAGE(msg, msg.empty());
+    }
+
+    // Views held while their segment or pool is truncated (to nothing, or by its last page)
+    // read zeros where the lost pages were instead of raising SIGBUS, and their bytes below the
+    // cut as they were; freeing them is safe; every later call answers TRUNCATED, also once the
+    // object has grown back.
+    void testViewsOfTruncatedObjects() {
+        const uint64_t page = uint64_t(::sysconf(_SC_PAGESIZE));
+        for (bool whole : {true, false}) {
+            std::string msg = run_isolated([&] {
+                const std::string seg = shm_tag("seg-view"), pool = shm_tag("pool-view");
+                struct Gone {
+                    std::string n;
+                    ~Gone() { tenso_shm_unlink(n.c_str()); }
+                } gone{seg};
+                cache_test::Unlink gone_pool{pool};
+                cache_test::Val val(1, 1, 1000000 - 3);  // 4 MB
+                // The segment is sized to its packet, so the last page holds the body's tail.
+                tenso_shm *raw = nullptr;
+                TENSO_CHECK_OK(
+                    tenso_shm_create_for(&raw, nullptr, seg.c_str(), val.value.get(), nullptr, TENSO_SHM_REPLACE));
+                std::unique_ptr<tenso_shm, void (*)(tenso_shm *)> s(raw, tenso_shm_close);
+                const uint64_t seg_size = tenso_shm_size(s.get());
+                cache_test::CachePtr c = cache_test::create(pool, cache_test::options(8 << 20, 0, TENSO_SHM_REPLACE));
+                TENSO_CHECK_OK(tenso_cache_put(nullptr, c.get(), "k", 1, val.value.get(), nullptr, 0));
+                tenso_view *sv = nullptr, *cv = nullptr;
+                TENSO_CHECK_OK(tenso_shm_get(&sv, s.get(), nullptr));
+                ViewPtr seg_view(sv);
+                TENSO_CHECK_OK(tenso_cache_get(&cv, c.get(), "k", 1, nullptr));
+                ViewPtr pool_view(cv);
+                truncate_shm(seg, whole ? 0 : off_t((seg_size - 1) / page * page));
+                truncate_shm(pool, whole ? 0 : off_t((8 << 20) - page));
+                const size_t n = val.data.size();
+                for (const tenso_view *v : {seg_view.get(), pool_view.get()}) {
+                    CPPUNIT_ASSERT_EQUAL(uint64_t(n * 4), tenso_view_nbytes(v));
+                    const auto *p = static_cast<const volatile uint32_t *>(tenso_view_data(v));
+                    size_t zeros = 0, kept = 0;
+                    for (size_t i = 0; i < n; ++i) {
+                        const uint32_t x = p[i];
+                        zeros += x == 0 && val.data[i] != 0;
+                        kept += x == val.data[i];
+                    }
+                    CPPUNIT_ASSERT_EQUAL_MESSAGE("every element as it was, or zero", n, zeros + kept);
+                    if (whole) CPPUNIT_ASSERT_EQUAL(size_t(std::count(val.data.begin(), val.data.end(), 0u)), kept);
+                }
+                // Cut by its last page, the segment's view lost its tail; the pool's packet ends
+                // below its last page and reads as it was.
+                if (!whole)
+                    CPPUNIT_ASSERT(static_cast<const volatile uint32_t *>(tenso_view_data(seg_view.get()))[n - 1] == 0);
+                seg_view.reset();
+                pool_view.reset();  // the unpin lands in zeros, not in a SIGBUS
+                tenso_view *v = nullptr;
+                int found = 0;
+                for (int grown = 0; grown < 2; ++grown) {
+                    TENSO_CHECK_STATUS(TENSO_E_TRUNCATED, tenso_shm_get(&v, s.get(), nullptr));
+                    TENSO_CHECK_STATUS(TENSO_E_TRUNCATED, tenso_cache_get(&v, c.get(), "k", 1, nullptr));
+                    TENSO_CHECK_STATUS(TENSO_E_TRUNCATED, tenso_cache_contains(&found, c.get(), "k", 1));
+                    truncate_shm(seg, off_t(seg_size));
+                    truncate_shm(pool, 8 << 20);
+                }
+                c.reset();  // detaching skips the pool
+                s.reset();
+            });
+            CPPUNIT_ASSERT_MESSAGE(std::string(whole ? "cut to 0: " : "cut by a page: ") + msg, msg.empty());
+        }
+    }
+
+    // The SIGBUS handler that guards mappings passes on faults that are not in them: a handler
+    // installed before libtenso's first mapping still gets a fault in a foreign object (with the
+    // signal mask its sa_mask asked for), and a
+    // fault in a tenso segment does not reach it. Runs in a fresh process (this binary, run
+    // again for this test), where no earlier test has installed libtenso's handler yet.
+    void testForeignSigbusChained() {
+        if (!std::getenv("TENSO_TEST_FRESH_PROCESS")) {
+            const pid_t pid = ::fork();
+            CPPUNIT_ASSERT(pid >= 0);
+            if (pid == 0) {
+                ::setenv("TENSO_TEST_FRESH_PROCESS", "1", 1);
+                ::execl("/proc/self/exe", "tenso_capi_tests", "CapiTrustTest::testForeignSigbusChained", nullptr);
+                ::_exit(127);
+            }
+            int status = 0;
+            CPPUNIT_ASSERT_EQUAL(pid, ::waitpid(pid, &status, 0));
+            CPPUNIT_ASSERT_MESSAGE("the fresh process failed (its output is above)",
+                                   WIFEXITED(status) && WEXITSTATUS(status) == 0);
+            return;
+        }
+        struct sigaction mine = {};
+        mine.sa_handler = on_user_sigbus;
+        sigemptyset(&mine.sa_mask);
+        sigaddset(&mine.sa_mask, SIGUSR2);
+        CPPUNIT_ASSERT_EQUAL(0, ::sigaction(SIGBUS, &mine, nullptr));
+        const std::string seg = shm_tag("seg-chain"), foreign = "/" + shm_tag("foreign");
+        struct Gone {
+            std::string a, b;
+            ~Gone() {
+                tenso_shm_unlink(a.c_str());
+                ::shm_unlink(b.c_str());
+            }
+        } gone{seg, foreign};
+        tenso_shm *raw = nullptr;
+        TENSO_CHECK_OK(tenso_shm_create(&raw, seg.c_str(), 1 << 20, TENSO_SHM_REPLACE));  // installs it
+        std::unique_ptr<tenso_shm, void (*)(tenso_shm *)> s(raw, tenso_shm_close);
+        // A foreign object, mapped and then truncated by hand.
+        const int fd = ::shm_open(foreign.c_str(), O_RDWR | O_CREAT | O_EXCL, 0600);
+        CPPUNIT_ASSERT(fd >= 0);
+        CPPUNIT_ASSERT_EQUAL(0, ::ftruncate(fd, 1 << 16));
+        void *m = ::mmap(nullptr, 1 << 16, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        CPPUNIT_ASSERT(m != MAP_FAILED);
+        CPPUNIT_ASSERT_EQUAL(0, ::ftruncate(fd, 0));
+        ::close(fd);
+        if (sigsetjmp(g_user_jump, 1) == 0) {
+            (void)*static_cast<volatile uint8_t *>(m);
+            CPPUNIT_FAIL("a read past the end of a truncated foreign object did not fault");
+        }
+        ::munmap(m, 1 << 16);
+        CPPUNIT_ASSERT_EQUAL(1, int(g_user_faults));
+        CPPUNIT_ASSERT_MESSAGE("the chained handler ran with its own sa_mask (SIGUSR2), not libtenso's",
+                               g_user_mask_ok);
+        // Tenso's own segment, truncated: absorbed, the user's handler is not called.
+        truncate_shm(seg, 0);
+        CPPUNIT_ASSERT_EQUAL(0, int(*static_cast<volatile uint8_t *>(tenso_shm_data(s.get()))));
+        CPPUNIT_ASSERT_EQUAL(1, int(g_user_faults));
+        tenso_view *v = nullptr;
+        TENSO_CHECK_STATUS(TENSO_E_TRUNCATED, tenso_shm_get(&v, s.get(), nullptr));
+    }
+
+    // Past the guard's 1024 slots a mapping is checked with a system call per call instead:
+    // truncated, it still answers TRUNCATED rather than raising SIGBUS.
+    void testUnguardedMappings() {
+        std::string msg = run_isolated([&] {
+            struct rlimit rl;
+            CPPUNIT_ASSERT_EQUAL(0, ::getrlimit(RLIMIT_NOFILE, &rl));
+            if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < 1200) {
+                std::printf("\n  CapiTrustTest: RLIMIT_NOFILE hard limit %lu, unguarded case skipped",
+                            (unsigned long)rl.rlim_max);
+                return;
+            }
+            rl.rlim_cur = rl.rlim_max == RLIM_INFINITY ? 4096 : std::min<rlim_t>(rl.rlim_max, 4096);
+            CPPUNIT_ASSERT_EQUAL(0, ::setrlimit(RLIMIT_NOFILE, &rl));
+            const std::string name = shm_tag("seg-many");
+            struct Gone {
+                std::string n;
+                ~Gone() { tenso_shm_unlink(n.c_str()); }
+            } gone{name};
+            OwnedTensor t(TENSO_DTYPE_FLOAT32, {1000}, 7);
+            ValuePtr v = value_of(t.t);
+            tenso_shm *raw = nullptr;
+            TENSO_CHECK_OK(tenso_shm_create_for(&raw, nullptr, name.c_str(), v.get(), nullptr, TENSO_SHM_REPLACE));
+            std::vector<std::unique_ptr<tenso_shm, void (*)(tenso_shm *)>> maps;
+            maps.emplace_back(raw, tenso_shm_close);
+            for (int i = 0; i < 1100; ++i) {  // every slot taken, whatever this process held before
+                TENSO_CHECK_OK(tenso_shm_open(&raw, name.c_str(), 0));
+                maps.emplace_back(raw, tenso_shm_close);
+            }
+            tenso_view *out = nullptr;
+            TENSO_CHECK_OK(tenso_shm_get(&out, maps.back().get(), nullptr));
+            tenso_view_free(out);
+            truncate_shm(name, 0);
+            TENSO_CHECK_STATUS(TENSO_E_TRUNCATED, tenso_shm_get(&out, maps.back().get(), nullptr));
+            const std::string asked = tenso_last_error();  // lseek's answer
+            CPPUNIT_ASSERT_MESSAGE(asked, asked.find("truncated to 0 bytes") != std::string::npos);
+            TENSO_CHECK_STATUS(TENSO_E_TRUNCATED, tenso_shm_get(&out, maps.front().get(), nullptr));
+            const std::string guarded = tenso_last_error();  // the guard's
+            CPPUNIT_ASSERT_MESSAGE(guarded, guarded.find("lost pages") != std::string::npos);
+        });
+        CPPUNIT_ASSERT_MESSAGE(msg, msg.empty());
+    }
+
+    // A SIGBUS handler installed over libtenso's (Python's faulthandler.enable(); its disable()
+    // puts SIG_DFL back) would end the process at a truncation: a segment mapped after that is
+    // not guarded but checked with lseek per call, and answers TRUNCATED.
+    void testReplacedHandler() {
+        std::string msg = run_isolated([&] {
+            const std::string first = shm_tag("seg-before"), name = shm_tag("seg-replaced");
+            struct Gone {
+                std::string a, b;
+                ~Gone() {
+                    tenso_shm_unlink(a.c_str());
+                    tenso_shm_unlink(b.c_str());
+                }
+            } gone{first, name};
+            tenso_shm *raw = nullptr;
+            TENSO_CHECK_OK(tenso_shm_create(&raw, first.c_str(), 4096, TENSO_SHM_REPLACE));  // installs it
+            tenso_shm_close(raw);
+            struct sigaction dfl = {};
+            dfl.sa_handler = SIG_DFL;
+            CPPUNIT_ASSERT_EQUAL(0, ::sigaction(SIGBUS, &dfl, nullptr));
+            OwnedTensor t(TENSO_DTYPE_FLOAT32, {1000}, 7);
+            ValuePtr v = value_of(t.t);
+            TENSO_CHECK_OK(tenso_shm_create_for(&raw, nullptr, name.c_str(), v.get(), nullptr, TENSO_SHM_REPLACE));
+            std::unique_ptr<tenso_shm, void (*)(tenso_shm *)> s(raw, tenso_shm_close);
+            truncate_shm(name, 0);
+            tenso_view *out = nullptr;
+            TENSO_CHECK_STATUS(TENSO_E_TRUNCATED, tenso_shm_get(&out, s.get(), nullptr));
+            const std::string asked = tenso_last_error();  // lseek's answer
+            CPPUNIT_ASSERT_MESSAGE(asked, asked.find("truncated to 0 bytes") != std::string::npos);
         });
         CPPUNIT_ASSERT_MESSAGE(msg, msg.empty());
     }

@@ -15,13 +15,44 @@
  * between processes that trust each other (same user, or users who would trust each other's
  * code): see docs/threat-model.md.
  *
- * Truncation. A mapping's pages past the object's current end raise SIGBUS when touched. Every
- * call on a handle first checks that the object is still as long as the mapping and answers
- * TENSO_E_TRUNCATED when it is not; an ftruncate by another process after that check, or while
- * the caller reads a view it already holds, still raises SIGBUS. tenso_view_free of a cache
- * view does not check (it writes the pin release into the pool on the hot path), so freeing
- * one after the pool was truncated raises SIGBUS too. Only processes that can write the object
- * can do that (the trust rule above).
+ * Truncation. Whoever can write a segment or pool can also ftruncate it, and touching a
+ * mapping's pages past the object's new end raises SIGBUS. libtenso therefore maps segments and
+ * pools under a SIGBUS handler of its own, installed at the first such mapping in a process: a
+ * fault inside one of them replaces the lost pages, in this process only, with private zero
+ * pages and marks the handle truncated; every other fault is passed to the handler that was
+ * there before. A view handed out earlier then reads zeros where the lost pages were (as if a
+ * writer had zeroed those bytes, which any writer may do anyway), freeing it is safe, and the
+ * call during which the truncation happened and every later call on the handle answer
+ * TENSO_E_TRUNCATED. Once a fault has marked the handle it stays marked, also after the object
+ * grows back; a truncation undone before anything touched the lost pages goes unnoticed. A call
+ * notices a truncation by reading the mapping's last byte, without a system call. Pages the
+ * kernel cannot provide (the tmpfs behind /dev/shm is full) fault the same way: creating a
+ * segment or pool that /dev/shm has no room for fails with TENSO_E_TRUNCATED and leaves no
+ * object behind.
+ *
+ * Limits; in these cases a truncation can still end the process with SIGBUS, or go unnoticed:
+ * - A shrink that leaves the new end inside the mapping's last page raises no fault (whatever
+ *   the object's size, a page-multiple one included): the bytes past the new end read as zeros
+ *   and calls go on. A pool of 1 MiB or more keeps no packet in its last page (whole or
+ *   partial), so such a shrink cannot reach its data; in a smaller pool, and in a segment, the
+ *   packet's last bytes may read as zeros unnoticed.
+ * - Memory of a mapping handed to a system call (write(2) from a view's buffer, a socket send)
+ *   is read by the kernel, which does not fault: the call fails with EFAULT where the pages
+ *   are gone. A pool's mutex lives in the pool: if a truncation takes its page between glibc's
+ *   user-space read of the lock word and its futex wait, glibc can abort the process.
+ * - A SIGBUS handler installed later that does not pass SIGBUS on to the one it replaced, with
+ *   its siginfo, takes this protection away from every mapping, and Python's
+ *   faulthandler.enable() is such a handler (it re-raises the signal, losing the fault
+ *   address); faulthandler.disable() then restores the default, not libtenso's handler.
+ *   Mappings made while another handler is installed are not guarded: their calls check the
+ *   object's size with lseek instead. Enable faulthandler before the first segment or pool, or
+ *   not at all, in a process that maps objects others may truncate.
+ * - Past 1024 mappings in a process, each call on the others asks the kernel for the object's
+ *   size (lseek) instead, and a truncation after that check raises SIGBUS.
+ * The handler's code must stay mapped: libtenso.so is never unloaded once loaded (linked
+ * -z nodelete). Where the engine is linked statically instead (the Rust crate's default
+ * `bundled` feature) it is part of that program or library; a shared library built that way
+ * must not be unloaded after its first segment or pool.
  */
 #ifndef TENSO_SHM_H
 #define TENSO_SHM_H
@@ -167,8 +198,8 @@ TENSO_API tenso_status tenso_shm_unlink(const char *name);
  * pthread_mutex_clocklock (or hang it until the lock timeout). That is inherent to a
  * process-shared mutex and cannot be checked: attach only processes you would trust not to
  * crash you. Pools are created 0600 and tenso_cache_open refuses another uid's pool unless
- * tenso_cache_options.flags has TENSO_SHM_ANY_OWNER. Every operation first checks that the
- * pool was not truncated (TENSO_E_TRUNCATED); see "Truncation" above for the residual race.
+ * tenso_cache_options.flags has TENSO_SHM_ANY_OWNER. A truncated pool answers every operation
+ * with TENSO_E_TRUNCATED (see "Truncation" above).
  *
  * Zero-copy reads are pinned. tenso_cache_get() returns a view into the pool and pins the
  * entry until the view is freed: a pinned entry is never evicted, expired, overwritten or

@@ -60,8 +60,15 @@ class TensoShm:
         Attach to a segment owned by another uid too. By default another uid's segment is
         refused (TensoIOError): whoever can write it controls every byte you read.
 
-    A segment truncated by another process raises TensoTruncatedError on the next call; touching
-    a view (or the memory of a segment) after that check can still raise SIGBUS.
+    A segment truncated by another process raises TensoTruncatedError from then on; views (and
+    the memory of the segment) read zeros where the lost pages were instead of raising SIGBUS
+    (see "Truncation" in tenso/shm.h for the limits).
+
+    Python's ``faulthandler`` takes that protection away: ``faulthandler.enable()`` replaces
+    libtenso's SIGBUS handler with one that re-raises the signal (a truncation then ends the
+    process), and ``faulthandler.disable()`` restores the default, not libtenso's handler.
+    Segments and pools mapped while it is replaced are checked with a system call per call
+    instead; enable faulthandler before the first segment or pool, or not at all.
     """
 
     def __init__(self, name: Optional[str], create: bool = False, size: int = 0, *, any_owner: bool = False) -> None:
@@ -277,8 +284,15 @@ class TensoCache:
         When attaching, accept a pool owned by another uid too. By default another uid's pool
         is refused (TensoIOError): every attached process can write every byte of it.
 
-    A pool truncated by another process raises TensoTruncatedError on the next call; reading a
-    view, or freeing one (its pin is released in the pool), after that can still raise SIGBUS.
+    A pool truncated by another process raises TensoTruncatedError from then on; views read
+    zeros where the lost pages were, and freeing them is safe, instead of raising SIGBUS (see
+    "Truncation" in tenso/shm.h for the limits).
+
+    Python's ``faulthandler`` takes that protection away: ``faulthandler.enable()`` replaces
+    libtenso's SIGBUS handler with one that re-raises the signal (a truncation then ends the
+    process), and ``faulthandler.disable()`` restores the default, not libtenso's handler.
+    Segments and pools mapped while it is replaced are checked with a system call per call
+    instead; enable faulthandler before the first segment or pool, or not at all.
     """
 
     def __init__(

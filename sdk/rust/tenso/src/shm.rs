@@ -103,8 +103,9 @@ impl fmt::Debug for Shm {
 /// process's effective uid; another uid's segment is refused with [`ErrorKind::Io`], as
 /// whoever can write it controls every byte this process reads.
 ///
-/// A segment truncated by another process gives [`ErrorKind::Truncated`] on the next call;
-/// a truncation after that check, or while a [`View`] of it is read, still raises SIGBUS.
+/// A segment truncated by another process gives [`ErrorKind::Truncated`] from then on; a
+/// [`View`] of it reads zeros where the lost pages were instead of raising SIGBUS (see
+/// "Truncation" in `tenso/shm.h` for the limits).
 ///
 /// ```
 /// let name = format!("/tenso-doc-shmopen-{}", std::process::id());
@@ -432,9 +433,9 @@ impl CacheOptions {
     /// apply). [`ErrorKind::NotFound`] when there is none, [`ErrorKind::Io`] when another uid
     /// owns it (without `any_owner`), [`ErrorKind::Corrupt`] for a segment that is not a tenso
     /// cache, [`ErrorKind::Full`] when `max_clients` handles are attached. A pool truncated by
-    /// another process gives [`ErrorKind::Truncated`] on the next call; a truncation after that
-    /// check, or while a [`CacheView`] is read or dropped (its pin is released in the pool),
-    /// still raises SIGBUS.
+    /// another process gives [`ErrorKind::Truncated`] from then on; a [`CacheView`] read or
+    /// dropped after it reads zeros where the lost pages were instead of raising SIGBUS (see
+    /// "Truncation" in `tenso/shm.h` for the limits).
     pub fn open(&self, name: &str) -> Result<Cache> {
         let c = c_name(name, "cache name")?;
         let mut out = ptr::null_mut();
