@@ -51,9 +51,11 @@ for t in CapiGpuHostileTest::readFdHeaderClaimHoldsNothing CapiGpuHostileTest::r
 done
 skip CapiNetHostileTest::testPassedDescriptorsBounded \
     "counts the descriptors a node holds after peers pass more than fit its control buffer; the kernel closes what a truncated SCM_RIGHTS message drops, but qemu-user receives into a larger host buffer and does not close the descriptors it cannot hand on (127 held for 40 peers here, against 80 natively): qemu's count, not ours"
+skip CapiTrustTest::testFullDevShm \
+    "a pool created on a full 4 MiB tmpfs answers OK under qemu-user 7.2 (natively TRUNCATED, in make test; the segment case passes under qemu too): not explained yet, see issue 25's note"
 if [[ ! -e /proc/sys/fs/binfmt_misc/qemu-aarch64 ]]; then
-    for t in CapiGpuTest::stagingFailsHalfway CapiGpuTest::cudaBackendUnavailable; do
-        skip "$t" "re-executes the test program (posix_spawn of /proc/self/exe): starting an aarch64 program from inside the emulator needs qemu registered in binfmt_misc, which this machine lacks"
+    for t in CapiGpuTest::stagingFailsHalfway CapiGpuTest::cudaBackendUnavailable CapiTrustTest::testForeignSigbusChained; do
+        skip "$t" "re-executes the test program (/proc/self/exe): starting an aarch64 program from inside the emulator needs qemu registered in binfmt_misc, which this machine lacks"
     done
 fi
 
