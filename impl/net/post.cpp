@@ -93,6 +93,14 @@ struct Node::Impl::PostStream {
             first_message = m;
         }
     }
+    // A flush's result: the first failure noted since the last flush (thrown, and forgotten).
+    void report_noted() {
+        const int32_t st = first_status;
+        const std::string m = first_message;
+        first_status = 0;
+        first_message.clear();
+        if (st != 0) fail(st, m);
+    }
     uint64_t unacked() const { return posted - acked; }
     // Forgets the connection's posts (it is checked in, or dropped with them failed).
     void reset() {
@@ -446,11 +454,7 @@ void Node::flush(const std::string &addr, uint64_t timeout_ms, Cancel *cancel) {
             n.checkin(std::move(s.conn));
         }
     }
-    const int32_t st = s.first_status;
-    const std::string m = s.first_message;
-    s.first_status = 0;
-    s.first_message.clear();
-    if (st != 0) fail(st, m);
+    s.report_noted();
 }
 
 // ---- completion-based posts and flushes ----------------------------------------------------
@@ -715,11 +719,7 @@ protected:
                 n.checkin(std::move(s.conn));
             }
         }
-        const int32_t st = s.first_status;
-        const std::string m = s.first_message;
-        s.first_status = 0;
-        s.first_message.clear();
-        if (st != 0) fail(st, m);
+        s.report_noted();
         return w;
     }
 

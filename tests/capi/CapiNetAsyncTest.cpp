@@ -29,10 +29,10 @@
 
 namespace {
 
-struct NodeFree {
-    void operator()(tenso_node *n) const { tenso_node_free(n); }
-};
-using NodePtr = std::unique_ptr<tenso_node, NodeFree>;
+using nettest::MsgPtr;
+using nettest::NodePtr;
+using nettest::ValuePtr;
+using nettest::ViewPtr;
 struct QueueFree {
     void operator()(tenso_node_queue *q) const { tenso_node_queue_free(q); }
 };
@@ -41,18 +41,6 @@ struct OpFree {
     void operator()(tenso_node_op *o) const { tenso_node_op_free(o); }
 };
 using OpPtr = std::unique_ptr<tenso_node_op, OpFree>;
-struct MsgFree {
-    void operator()(tenso_node_message *m) const { tenso_node_message_free(m); }
-};
-using MsgPtr = std::unique_ptr<tenso_node_message, MsgFree>;
-struct ViewFree {
-    void operator()(tenso_view *v) const { tenso_view_free(v); }
-};
-using ViewPtr = std::unique_ptr<tenso_view, ViewFree>;
-struct ValueFree {
-    void operator()(tenso_value *v) const { tenso_value_free(v); }
-};
-using ValuePtr = std::unique_ptr<tenso_value, ValueFree>;
 
 NodePtr make_node(const char *listen, uint32_t flags = 0, uint32_t max_queued = 0, uint32_t max_connections = 0) {
     tenso_node_options o;
