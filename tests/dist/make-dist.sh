@@ -193,6 +193,12 @@ vendor nlohmann/json.hpp nlohmann nlohmann-json3-dev
 # would (metadata, dependencies on crates.io) without building again.
 # TENSO_DIST_VERIFY=0 skips the build (dist.reproducible: it makes nothing that ships).
 log "crates: cargo package (builds both from the packaged sources), cargo publish --dry-run"
+# cargo package --workspace verifies libtenso against the packaged libtenso-sys through a
+# temporary local registry, whose crates it unpacks into $CARGO_HOME/registry/src/-<hash>/ and
+# then reuses by name and version alone: a libtenso-sys rebuilt at the same version would be
+# read stale (seen: a 1.5.0 without fields added since). Those unpacked copies go first.
+rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/libtenso-sys-"$version" \
+    "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/libtenso-"$version"
 (
     cd "$rust"
     # The cc crate (libtenso-sys's bundled build) takes the wrapper as its compiler. Only here:
