@@ -37,11 +37,13 @@ tenso::net::NodeOptions node_options(const tenso_node_options *o) {
     if (!o) return r;
     if (o->version != TENSO_NODE_OPTIONS_VERSION)
         tenso::fail(TENSO_E_INVALID_ARGUMENT, "tenso_node_options.version is not TENSO_NODE_OPTIONS_VERSION");
-    const uint32_t known = TENSO_NODE_ALLOW_PLAINTEXT | TENSO_NODE_NO_FD_PASSING | TENSO_NODE_NO_LISTEN;
+    const uint32_t known =
+        TENSO_NODE_ALLOW_PLAINTEXT | TENSO_NODE_NO_FD_PASSING | TENSO_NODE_NO_LISTEN | TENSO_NODE_NO_BUSY_POLL;
     if (o->flags & ~known) tenso::fail(TENSO_E_INVALID_ARGUMENT, "unknown tenso_node_options.flags bits");
     r.plaintext = o->flags & TENSO_NODE_ALLOW_PLAINTEXT;
     r.no_fd_passing = o->flags & TENSO_NODE_NO_FD_PASSING;
     r.no_listen = o->flags & TENSO_NODE_NO_LISTEN;
+    r.no_busy_poll = o->flags & TENSO_NODE_NO_BUSY_POLL;
     if (o->listen) r.listen = o->listen;
     // Given but empty is an error, not "unset" (an empty key or CA file must not pass silently).
     if (o->cert_pem && !*o->cert_pem)
@@ -311,6 +313,8 @@ tenso_status tenso_node_stats_get(tenso_node_stats *out, const tenso_node *n) {
     out->refused = s.refused;
     out->tls_kernel = s.tls_kernel;
     out->tls_user = s.tls_user;
+    out->busy_polls = s.busy_polls;
+    out->busy_poll_hits = s.busy_poll_hits;
     TENSO_API_END
 }
 

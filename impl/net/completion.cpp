@@ -96,6 +96,9 @@ void Queue::start(Operation *op) {
     inflight_.insert(op);
     starting_ = op;
     advance(op);
+    // The one call in flight, waiting for its answer: that answer is usually a few microseconds
+    // away, and the start polls for it rather than making the caller's loop sleep and wake.
+    if (!op->done && op->answer_ && inflight_.size() == 1 && answer_ready()) poll_events();
     starting_ = nullptr;
 }
 
@@ -155,6 +158,8 @@ void Queue::wait_for(Operation *op, const Want &w) {
         v.push_back(op);
         op->watch_fd_ = w.fd;
         op->watch_events_ = w.events;
+        op->answer_ = w.answer;
+        answering_ += w.answer;
         uint32_t events = 0;
         for (Operation *o : v) events |= o->watch_events_;
         epoll_event e{};
@@ -190,6 +195,8 @@ void Queue::unwait(Operation *op) {
             if (v.empty()) watches_.erase(it);
         }
         op->watch_fd_ = -1;
+        answering_ -= op->answer_;
+        op->answer_ = false;
     }
     if (op->waking_) {
         waking_.erase(std::remove(waking_.begin(), waking_.end(), op), waking_.end());
@@ -275,6 +282,8 @@ void Queue::poll_events() {
                 watches_.erase(it);
                 for (Operation *op : ready) {
                     op->watch_fd_ = -1;
+                    answering_ -= op->answer_;
+                    op->answer_ = false;
                     advance(op);
                 }
             }
@@ -283,14 +292,21 @@ void Queue::poll_events() {
     }
 }
 
+bool Queue::answer_ready() {
+    pollfd p{ep_, POLLIN, 0};
+    return answering_ && n_->busy.spin(&p, 1);
+}
+
 size_t Queue::reap(Operation **out, size_t cap, uint64_t timeout_ms) {
     const Deadline d = Deadline::in(timeout_ms);
-    for (;;) {
+    for (bool spun = false;; spun = true) {
         size_t n = 0;
         {
             std::lock_guard<std::mutex> g(mu_);
             reaping_ = true;
             poll_events();
+            // About to sleep for an answer: poll for it first (once per reap).
+            if (completed_.empty() && timeout_ms != 0 && !spun && answer_ready()) poll_events();
             reaping_ = false;
             while (n < cap && !completed_.empty()) {
                 Operation *op = completed_.front();
@@ -309,9 +325,10 @@ size_t Queue::reap(Operation **out, size_t cap, uint64_t timeout_ms) {
 }
 
 void Queue::run_callbacks() {
+    bool ready = false;  // the last round's busy poll found events: no sleep
     for (;;) {
         pollfd p{ep_, POLLIN, 0};
-        (void)::poll(&p, 1, -1);
+        if (!ready) (void)::poll(&p, 1, -1);
         std::unique_lock<std::mutex> g(mu_);
         if (quit_) return;
         reaping_ = true;
@@ -330,6 +347,8 @@ void Queue::run_callbacks() {
             delivering_ = nullptr;
             cv_.notify_all();
         }
+        // Before sleeping again: an answer due is polled for (and stepped next round).
+        ready = !quit_ && answer_ready();
     }
 }
 

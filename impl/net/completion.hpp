@@ -36,10 +36,17 @@ struct Want {
     enum Kind { kDone, kFd, kWake } kind = kDone;
     int fd = -1;
     uint32_t events = 0;  // EPOLLIN / EPOLLOUT
+    bool answer = false;  // the peer's answer to what was written whole: busy polled for
     static Want done() { return Want{}; }
     // The connection fd until r (kWantRead or kWantWrite) no longer holds.
     static Want io(int fd, Io r);
     static Want readable(int fd);
+    // io(fd, r), the answer to a request written whole when r is kWantRead.
+    static Want answer_on(int fd, Io r) {
+        Want w = io(fd, r);
+        w.answer = r == Io::kWantRead;
+        return w;
+    }
     // Until notify_waiters (a pool slot or the post stream came free), or the deadline.
     static Want wake() {
         Want w;
@@ -104,6 +111,7 @@ private:
     std::shared_ptr<Queue> keep_;  // the queue stays while the op does
     int watch_fd_ = -1;            // the descriptor it waits for, if any
     uint32_t watch_events_ = 0;
+    bool answer_ = false;  // its watch is for an answer (Want::answer)
     bool waking_ = false;  // waits for notify_waiters
     bool timed_ = false;
     std::multimap<Clock::time_point, Operation *>::iterator timer_;
@@ -167,6 +175,9 @@ private:
     void end(Operation *op, int32_t st, const char *why);  // request_stop + advance
     void arm_timer();
     void signal();
+    // Busy polls the queue's descriptor (the node's BusyPoll) while an operation waits for an
+    // answer; true when something became ready (the caller then steps it). Under mu_.
+    bool answer_ready();
 
     std::shared_ptr<Node::Impl> n_;
     Callback cb_;
@@ -178,6 +189,7 @@ private:
     Clock::time_point timer_at_ = Clock::time_point::max();
     std::vector<Operation *> waking_;
     std::atomic<uint32_t> nwaking_{0};
+    uint32_t answering_ = 0;  // operations whose watch is for an answer
     std::atomic<bool> wake_pending_{false};
     Operation *starting_ = nullptr;  // the op whose start runs now: its completion is not delivered
     // Whether op's completion now is delivered: always in callback mode (the caller cannot tell

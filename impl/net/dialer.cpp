@@ -128,13 +128,18 @@ Control Node::Impl::call(Outbound &c, Outgoing &out, bool get, const Waker &w, c
         Control reply;
         const Io r = call_step(c, out, get, &reply);
         if (r == Io::kDone) return reply;
+        // Written whole, the call waits for the answer (a TLS read may want to write first).
+        auto wait = [&] {
+            if (out.done() && r == Io::kWantRead) w.wait_answer(c.sock.fd, d);
+            else w.wait(c.sock.fd, r == Io::kWantWrite ? POLLOUT : POLLIN, d);
+        };
         if (!out.done() || get) {
-            w.wait(c.sock.fd, r == Io::kWantWrite ? POLLOUT : POLLIN, d);
+            wait();
             continue;
         }
         // The push is written whole: the peer holds it and has not queued it.
         try {
-            w.wait(c.sock.fd, r == Io::kWantWrite ? POLLOUT : POLLIN, d);
+            wait();
         } catch (const Error &e) {
             if (e.status() != TENSO_E_TIMEOUT) throw;
             fail(TENSO_E_TIMEOUT, push_ack_timeout(c, d.ms));
@@ -187,7 +192,8 @@ std::unique_ptr<View> Node::Impl::read_value(Outbound &c, const Control &reply, 
         std::unique_ptr<View> v;
         const Io r = read_value_step(c, reply, &v);
         if (r == Io::kDone) return v;
-        w.wait(c.sock.fd, r == Io::kWantWrite ? POLLOUT : POLLIN, d);
+        if (r == Io::kWantRead) w.wait_answer(c.sock.fd, d);
+        else w.wait(c.sock.fd, POLLOUT, d);
     }
 }
 

@@ -31,6 +31,7 @@ void Node::Impl::start() {
     stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     recv_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (stop_fd < 0 || recv_fd < 0) sys_fail(TENSO_E_IO, "eventfd");
+    busy.enable(!opts.no_busy_poll);
     vlim = value_limits(opts);
     plim = push_limits(opts);
     clim = control_limits(opts);
@@ -166,6 +167,7 @@ NodeStats Node::stats() const {
     s.refused = n.refused.load();
     s.tls_kernel = n.tls_kernel.load();
     s.tls_user = n.tls_user.load();
+    n.busy.counts(&s.busy_polls, &s.busy_poll_hits);
     return s;
 }
 

@@ -32,7 +32,7 @@ private:
 };
 
 struct NodeOptions {
-    bool plaintext = false, no_fd_passing = false, no_listen = false;
+    bool plaintext = false, no_fd_passing = false, no_listen = false, no_busy_poll = false;
     std::string listen = "tls://127.0.0.1:0";
     std::string cert_pem, key_pem, ca_pem;
     bool ca_set = false;                   // ca_pem was given (empty text is then an error, not "no CA")
@@ -54,6 +54,7 @@ struct NodeStats {
     uint64_t queued_bytes = 0, bytes_sent = 0, bytes_received = 0;
     uint64_t connections_opened = 0, connections_reused = 0, refused = 0;
     uint64_t tls_kernel = 0, tls_user = 0;
+    uint64_t busy_polls = 0, busy_poll_hits = 0;
 };
 
 struct Message {

@@ -138,6 +138,7 @@ struct Node::Impl : std::enable_shared_from_this<Node::Impl> {
     std::vector<Listener> listeners;
     int stop_fd = -1, recv_fd = -1;
     std::atomic<bool> stopped{false};
+    BusyPoll busy;  // the calls' waits for answers (socket.hpp); set up by start()
     std::mutex stop_mu;
 
     // inbound connections; under in_mu, the slots they hold (see pre_auth_slots)
@@ -304,7 +305,8 @@ struct Call {
     Waker w;
     Deadline d;
     Call(Node::Impl &n, const std::string &address, const std::string &name, uint64_t timeout_ms, Cancel *cancel)
-        : scope(n), addr((check_name(name, n.opts), parse_address(address, false))), w{n.stop_fd, cancel, &n.stopped},
+        : scope(n),
+          addr((check_name(name, n.opts), parse_address(address, false))), w{n.stop_fd, cancel, &n.stopped, &n.busy},
           d(Deadline::in(effective(timeout_ms, n.opts))) {
         w.check();
     }

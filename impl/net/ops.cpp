@@ -58,14 +58,14 @@ public:
                 // reused), so waiting for the socket is safe.
                 const Io r = n.call_step(*conn_, push.out, kind == kRequest, &reply, written_);
                 written_ = push.out.done();
-                if (r != Io::kDone) return Want::io(conn_->sock.fd, r);
+                if (r != Io::kDone) return written_ ? Want::answer_on(conn_->sock.fd, r) : Want::io(conn_->sock.fd, r);
                 if (kind == kSend) return Want::done();
                 stage_ = kValue;
                 continue;
             }
             case kValue: {
                 const Io r = n.read_value_step(*conn_, reply, &view);
-                if (r != Io::kDone) return Want::io(conn_->sock.fd, r);
+                if (r != Io::kDone) return Want::answer_on(conn_->sock.fd, r);
                 return Want::done();
             }
             }

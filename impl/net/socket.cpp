@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <linux/tls.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -52,6 +53,40 @@ void Waker::pause(int ms) const {
     pollfd p[2] = {{stop_fd, POLLIN, 0}, {cancel ? cancel->fd() : -1, POLLIN, 0}};
     ::poll(p, 2, ms);
     check();
+}
+
+bool BusyPoll::spin(pollfd *p, unsigned n) {
+    if (!on_) return false;
+    const uint32_t skip = skip_.load(std::memory_order_relaxed);
+    if (skip != 0) {
+        skip_.store(skip - 1, std::memory_order_relaxed);
+        return false;
+    }
+    polls_.fetch_add(1, std::memory_order_relaxed);
+    const Clock::time_point until = Clock::now() + std::chrono::nanoseconds(kBudgetNs);
+    do {
+        if (::poll(p, n, 0) > 0) {
+            hits_.fetch_add(1, std::memory_order_relaxed);
+            misses_.store(0, std::memory_order_relaxed);
+            return true;
+        }
+        sched_yield();
+    } while (Clock::now() < until);
+    const uint32_t k = std::min<uint32_t>(misses_.load(std::memory_order_relaxed) + 1, 8);
+    misses_.store(k, std::memory_order_relaxed);
+    skip_.store((1u << k) - 1, std::memory_order_relaxed);
+    return false;
+}
+
+void Waker::wait_answer(int fd, const Deadline &d) const {
+    if (busy) {
+        pollfd p[3] = {{fd, POLLIN, 0}, {stop_fd, POLLIN, 0}, {cancel ? cancel->fd() : -1, POLLIN, 0}};
+        if (busy->spin(p, 3) && p[0].revents) {
+            check();
+            return;
+        }
+    }
+    wait(fd, POLLIN, d);
 }
 
 void Waker::wait(int fd, short events, const Deadline &d) const {

@@ -201,6 +201,9 @@ func NewNode(o NodeOptions) (*Node, error) {
 	if o.NoListen {
 		co.flags |= C.TENSO_NODE_NO_LISTEN
 	}
+	if o.NoBusyPoll {
+		co.flags |= C.TENSO_NODE_NO_BUSY_POLL
+	}
 	co.listen = cstr(strings.Join(o.Listen, ","))
 	co.cert_pem = cstr(o.CertPEM)
 	keyCopy = cstr(o.KeyPEM)
@@ -618,6 +621,10 @@ func (n *Node) Stats() (NodeStats, error) {
 		ConnectionsOpened:  uint64(s.connections_opened),
 		ConnectionsReused:  uint64(s.connections_reused),
 		Refused:            uint64(s.refused),
+		TLSKernel:          uint64(s.tls_kernel),
+		TLSUser:            uint64(s.tls_user),
+		BusyPolls:          uint64(s.busy_polls),
+		BusyPollHits:       uint64(s.busy_poll_hits),
 	}, nil
 }
 

@@ -11,6 +11,9 @@ type NodeOptions struct {
 	AllowPlaintext bool // allow tcp:// and unix:// listeners and peers (no TLS)
 	NoFDPassing    bool // never pass descriptors over Unix sockets
 	NoListen       bool // a node that only dials
+	// A call waiting for a peer's answer sleeps at once instead of polling its socket for up
+	// to 50 µs first: less CPU, more latency.
+	NoBusyPoll bool
 	// This node's identity (PEM); empty: an ephemeral P-256 key and self-signed certificate.
 	CertPEM, KeyPEM string
 	// Dialers the listener trusts: chains ending at CAPEM, or keys with these fingerprints
@@ -50,6 +53,10 @@ type NodeStats struct {
 	ConnectionsOpened  uint64 // outbound dials (pool misses)
 	ConnectionsReused  uint64 // outbound calls served by a pooled connection
 	Refused            uint64 // inbound peers refused (auth, limits, hostile frames)
+	TLSKernel          uint64 // TLS connections whose records the kernel encrypts (kTLS)
+	TLSUser            uint64 // TLS connections whose records OpenSSL encrypts in this process
+	BusyPolls          uint64 // waits for a peer's answer that polled for it first
+	BusyPollHits       uint64 // those whose answer came while polling
 }
 
 // AccessOp is what a peer asks of a node's access hook (Node.SetAccess).

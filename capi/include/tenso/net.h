@@ -100,6 +100,12 @@ TENSO_API void tenso_cancel_free(tenso_cancel *c);
 #define TENSO_NODE_NO_FD_PASSING 0x2u
 /** tenso_node_options.flags: do not listen at all (a node that only dials). */
 #define TENSO_NODE_NO_LISTEN 0x4u
+/** tenso_node_options.flags: a call waiting for a peer's answer (an acknowledgement, a reply,
+ *  a value) sleeps at once instead of polling its socket for up to 50 us first. Polling saves
+ *  the 40-80 us a sleeping thread takes to wake through an idle CPU (notably in virtual
+ *  machines), at the cost of that CPU time; it backs off by itself while answers take longer
+ *  (see docs/net-protocol.md "Latency"). @since 1.5 */
+#define TENSO_NODE_NO_BUSY_POLL 0x8u
 
 /** Zero means "default" in every field. */
 typedef struct tenso_node_options {
@@ -311,7 +317,12 @@ typedef struct tenso_node_stats {
     /** TLS connections since start whose records OpenSSL encrypts in this process (the
         fallback). @since 1.5 (reserved, zero, before) */
     uint64_t tls_user;
-    uint64_t reserved[2]; /**< 0; room to grow */
+    /** Waits for a peer's answer that busy polled first (see TENSO_NODE_NO_BUSY_POLL).
+        @since 1.5 (reserved, zero, before) */
+    uint64_t busy_polls;
+    /** Those whose answer came while polling: busy_polls - busy_poll_hits slept after all.
+        @since 1.5 (reserved, zero, before) */
+    uint64_t busy_poll_hits;
 } tenso_node_stats;
 
 #define TENSO_NODE_STATS_VERSION 1 /**< the tenso_node_stats version these headers declare */
@@ -347,7 +358,10 @@ TENSO_API tenso_status tenso_node_stats_get(tenso_node_stats *out, const tenso_n
  * operation moves on only while its queue is reaped: a loop that stops reaping stalls its own
  * outbound calls (the node's threads keep serving inbound connections). Work is also done by
  * the start function itself, until the operation would wait: a small post is usually done
- * before tenso_node_post_start returns, a send has written its request. In callback mode
+ * before tenso_node_post_start returns, a send has written its request. A start whose
+ * operation is the only one in flight on its queue and waits for the peer's answer polls for
+ * it for up to 50 us before returning (busy polling, see TENSO_NODE_NO_BUSY_POLL and
+ * docs/net-protocol.md), so a quick answer completes the operation within its start. In callback mode
  * (tenso_node_queue_new with fn) the queue runs a thread of its own that reaps it and calls fn
  * for each completion.
  *

@@ -432,6 +432,8 @@ public:
         d["refused"] = s.refused;
         d["tls_kernel"] = s.tls_kernel;
         d["tls_user"] = s.tls_user;
+        d["busy_polls"] = s.busy_polls;
+        d["busy_poll_hits"] = s.busy_poll_hits;
         return d;
     }
 
@@ -690,6 +692,7 @@ void init_net(py::module_ &m) {
     m.attr("NODE_ALLOW_PLAINTEXT") = uint32_t(TENSO_NODE_ALLOW_PLAINTEXT);
     m.attr("NODE_NO_FD_PASSING") = uint32_t(TENSO_NODE_NO_FD_PASSING);
     m.attr("NODE_NO_LISTEN") = uint32_t(TENSO_NODE_NO_LISTEN);
+    m.attr("NODE_NO_BUSY_POLL") = uint32_t(TENSO_NODE_NO_BUSY_POLL);
 
     py::class_<Cancel>(m, "Cancel", "A cancel token (tenso_cancel): trigger() fails the calls given it.")
         .def(py::init<>())

@@ -413,6 +413,7 @@ def gpu_pool_set_limit(limit_bytes: int) -> None: ...
 NODE_ALLOW_PLAINTEXT: int
 NODE_NO_FD_PASSING: int
 NODE_NO_LISTEN: int
+NODE_NO_BUSY_POLL: int
 
 class Cancel(metaclass=_pybind11_type):
     """A cancel token (tenso_cancel)."""

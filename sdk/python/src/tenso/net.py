@@ -67,7 +67,9 @@ class TensorNode:
     - ``listen``: listen addresses, a str (comma-separated) or a sequence; default
       ``"tls://127.0.0.1:0"``. ``tcp://`` and ``unix://`` need ``allow_plaintext=True``.
     - ``allow_plaintext``, ``fd_passing`` (Unix peers: large packets travel as a descriptor),
-      ``listen_enabled`` (False: a node that only dials).
+      ``listen_enabled`` (False: a node that only dials), ``busy_poll`` (False: a call waiting
+      for a peer's answer sleeps at once instead of polling up to 50 us for it; see
+      ``TENSO_NODE_NO_BUSY_POLL``).
     - ``cert_pem``/``key_pem`` (this node's identity; default an ephemeral key), ``ca_pem`` and
       ``pinned_keys`` (which dialers the listener trusts).
     - ``timeout``: the default deadline of blocking calls in seconds (default 60).
@@ -85,6 +87,7 @@ class TensorNode:
         allow_plaintext: bool = False,
         fd_passing: bool = True,
         listen_enabled: bool = True,
+        busy_poll: bool = True,
         cert_pem: Optional[str] = None,
         key_pem: Optional[str] = None,
         ca_pem: Optional[str] = None,
@@ -110,6 +113,8 @@ class TensorNode:
             flags |= _tenso.NODE_NO_FD_PASSING
         if not listen_enabled:
             flags |= _tenso.NODE_NO_LISTEN
+        if not busy_poll:
+            flags |= _tenso.NODE_NO_BUSY_POLL
         self._options: Dict[str, Any] = dict(
             listen=listen,
             flags=flags,
@@ -354,7 +359,8 @@ class TensorNode:
         """``tenso_node_stats`` as a dict (pool_size, inbound_connections, queued, queued_bytes,
         bytes_sent, bytes_received, connections_opened, connections_reused, refused, and
         tls_kernel / tls_user: TLS connections whose records the kernel (kTLS, used where the
-        kernel offers it) or OpenSSL in this process encrypts)."""
+        kernel offers it) or OpenSSL in this process encrypts, and busy_polls / busy_poll_hits:
+        waits for a peer's answer that polled for it first, and those it came during)."""
         return dict(self._started().stats())
 
     # ---- helpers ----------------------------------------------------------------------------

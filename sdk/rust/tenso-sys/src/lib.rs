@@ -728,6 +728,9 @@ pub const TENSO_NODE_ALLOW_PLAINTEXT: u32 = 0x1;
 pub const TENSO_NODE_NO_FD_PASSING: u32 = 0x2;
 /// `tenso_node_options.flags`: do not listen at all.
 pub const TENSO_NODE_NO_LISTEN: u32 = 0x4;
+/// `tenso_node_options.flags`: a call waiting for a peer's answer sleeps at once instead of
+/// polling for it first (since 1.5).
+pub const TENSO_NODE_NO_BUSY_POLL: u32 = 0x8;
 
 /// Node options; zero means "default" in every field (see `tenso/net.h`).
 #[repr(C)]
@@ -791,7 +794,10 @@ pub struct tenso_node_stats {
     pub tls_kernel: u64,
     /// TLS connections whose records OpenSSL handles in the process (since 1.5).
     pub tls_user: u64,
-    pub reserved: [u64; 2],
+    /// Waits for a peer's answer that busy polled first (since 1.5).
+    pub busy_polls: u64,
+    /// Those whose answer came while polling (since 1.5).
+    pub busy_poll_hits: u64,
 }
 
 pub const TENSO_NODE_STATS_VERSION: u32 = 1;
