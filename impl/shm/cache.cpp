@@ -119,9 +119,19 @@ struct Client {
     int32_t pid;
     uint64_t start_time;  // /proc/<pid>/stat field 22: tells a reused pid apart
     uint64_t pid_ns;      // inode of /proc/self/ns/pid: liveness is only judged in our namespace
-    uint64_t reserved[5];
+    // Added after 1.5.0 in what was reserved (older libraries zero both and never read them):
+    uint64_t spare_pin;   // a pin of this client that no view holds (kSpare*); 0 = none
+    uint64_t quiet_hits;  // hits served without the lock, not yet added to Shared::hits
+    uint64_t reserved[3];
 };
-static_assert(sizeof(Client) == 64, "client layout");
+static_assert(sizeof(Client) == 64 && offsetof(Client, spare_pin) == 24, "client layout");
+
+// A spare pin: the entry index + 1 (25 bits: up to kMaxEntries), a flag saying it was read
+// without the lock since its last LRU move, and the low 38 bits of the entry's generation, so
+// a pin that recovery dropped is never taken for one whose slot a later put reused.
+constexpr uint64_t kSpareEntryMask = (uint64_t(1) << 25) - 1, kSpareQuiet = uint64_t(1) << 25;
+constexpr unsigned kSpareGenShift = 26;
+static_assert(kMaxEntries <= kSpareEntryMask, "spare pins name every entry");
 
 struct Pin {
     uint32_t entry, client, count, reserved;  // entry/client index + 1; entry 0 = empty
@@ -175,6 +185,18 @@ uint32_t pow2_at_least(uint64_t v) {
 // handed on by the kernel (robust futex list, under its own barriers) once the dead thread's
 // every executed store is visible.
 inline void order() { std::atomic_signal_fence(std::memory_order_seq_cst); }
+
+// An entry's state is also read without the lock (Cache::serve_quietly, on an entry this
+// client pins), so every change is one atomic store.
+inline void set_state(Entry &e, uint32_t state) { __atomic_store_n(&e.state, state, __ATOMIC_RELEASE); }
+
+uint64_t spare_of(uint32_t idx1, uint64_t generation, bool quiet) {
+    return idx1 | (quiet ? kSpareQuiet : 0) | generation << kSpareGenShift;
+}
+// True when `spare` was made from the entry's current generation.
+bool spare_current(uint64_t spare, uint64_t generation) {
+    return (spare >> kSpareGenShift) == (generation << kSpareGenShift) >> kSpareGenShift;
+}
 
 uint64_t geometry_hash(const Geometry &g) { return xxh3(&g, offsetof(Geometry, checksum)); }
 
@@ -661,7 +683,7 @@ void Cache::release(uint32_t idx1) {
     Entry &e = ent(idx1);
     const Space sp = check_space(e);
     const uint64_t off = sp.off, len = sp.alloc;
-    e.state = kFree;
+    set_state(e, kFree);
     order();
     e.pins = 0;
     e.lru_prev = 0;
@@ -678,7 +700,7 @@ void Cache::unpublish(uint32_t idx1) {
     lru_unlink(idx1);
     --s_->live;
     if (e.ttl_ns > 0) --s_->ttl_live;
-    if (e.pins) e.state = kOrphan;
+    if (e.pins) set_state(e, kOrphan);
     else release(idx1);
 }
 
@@ -720,6 +742,7 @@ bool Cache::evict_one(uint32_t keep) {
 uint64_t Cache::allocate(uint64_t size, uint32_t *old, int64_t now) {
     uint64_t off = extent_alloc(size);
     if (off != UINT64_MAX) return off;
+    if (s_->pinned) reclaim_spares();  // before pins decide what may go
     if (drop_expired(*old, now) && (off = extent_alloc(size)) != UINT64_MAX) return off;
     for (int round = 0; round < 2; ++round) {
         while (evict_one(*old))
@@ -740,6 +763,7 @@ uint64_t Cache::allocate(uint64_t size, uint32_t *old, int64_t now) {
 }
 
 uint32_t Cache::take_slot(uint32_t *old) {
+    if (!s_->free_slots && s_->pinned) reclaim_spares();
     if (!s_->free_slots && !evict_one(*old) && *old && !ent(*old).pins) {
         unpublish(*old);
         *old = 0;
@@ -839,14 +863,89 @@ void Cache::unpin_quietly(uint32_t entry) noexcept {
     }
 }
 
+// ------------------------------------------------------------------------------ spare pins
+//
+// A view's pin is not given back when the view goes: it is parked in this client's row
+// (`spare_pin`, one atomic compare-and-swap), and the next get of the same key in this client
+// takes it back (one atomic exchange), checks without the lock that the entry is still the
+// key's live value, and serves the hit without locking at all. The pin never lapses in
+// between, so no writer can reuse the bytes: a pinned entry is never rewritten in place,
+// evicted, expired or freed, and its key, space and generation stay as they are; it can only
+// be unpublished (ORPHAN), which the state check sees. Whoever needs a pin out of the way
+// (a put, an eviction, delete, stats) takes the spares back under the lock first.
+
+void Cache::touch(uint32_t idx1) {
+    if (s_->lru_head != idx1) {
+        lru_unlink(idx1);
+        lru_push_head(idx1);
+    }
+    ent(idx1).last_access = ++s_->tick;
+}
+
+void Cache::release_pin(uint32_t entry, uint64_t generation, bool quiet) noexcept {
+    // A forked child does not own the row; an unguarded or truncated mapping cannot be
+    // touched without the checks the lock path makes.
+    if (current_pid() == pid_ && map_->guarded() && !map_->tripped->load(std::memory_order_acquire)) {
+        uint64_t none = 0;
+        if (__atomic_compare_exchange_n(&clients_[client_ - 1].spare_pin, &none, spare_of(entry, generation, quiet),
+                                        false, __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+            return;
+    }
+    unpin_quietly(entry);  // the slot holds another pin already
+}
+
+uint64_t Cache::take_spare() noexcept {
+    uint64_t *slot = &clients_[client_ - 1].spare_pin;
+    // A plain load first: an empty slot costs no locked instruction.
+    return __atomic_load_n(slot, __ATOMIC_RELAXED) ? __atomic_exchange_n(slot, 0, __ATOMIC_ACQUIRE) : 0;
+}
+
+bool Cache::serve_quietly(uint64_t spare, const uint8_t *key, size_t len, uint64_t hash, Space *out) const {
+    const uint32_t idx1 = uint32_t(spare & kSpareEntryMask);
+    if (!idx1 || idx1 > g_->max_entries) return false;
+    const Entry &e = entries_[idx1 - 1];
+    // Expiry needs the clock and may drop the entry: the locked path does both.
+    if (__atomic_load_n(&e.state, __ATOMIC_ACQUIRE) != kLive ||
+        !spare_current(spare, __atomic_load_n(&e.generation, __ATOMIC_RELAXED)) ||
+        __atomic_load_n(&e.ttl_ns, __ATOMIC_RELAXED) != 0 || __atomic_load_n(&e.key_len, __ATOMIC_RELAXED) != len ||
+        __atomic_load_n(&e.key_hash, __ATOMIC_RELAXED) != hash || std::memcmp(e.key, key, len) != 0)
+        return false;
+    const Space sp = space(e);
+    if (!extent_ok(sp.off, sp.alloc) || sp.len > sp.alloc) return false;  // the locked path says CORRUPT
+    *out = sp;
+    return true;
+}
+
+void Cache::settle_spare(uint32_t client, uint64_t spare) {
+    const uint32_t idx1 = uint32_t(spare & kSpareEntryMask);
+    if (!idx1 || idx1 > g_->max_entries) return;  // not a pin this library parked: nothing held
+    Entry &e = entries_[idx1 - 1];
+    if ((e.state != kLive && e.state != kOrphan) || !spare_current(spare, e.generation)) return;  // lapsed
+    if ((spare & kSpareQuiet) && e.state == kLive) touch(idx1);  // the LRU move its quiet hits owed
+    unpin(idx1, client, 1);
+}
+
+void Cache::reclaim_spares() {
+    for (uint32_t i = 0; i < g_->max_clients; ++i) {
+        Client &c = clients_[i];
+        if (!c.in_use) continue;
+        if (__atomic_load_n(&c.quiet_hits, __ATOMIC_RELAXED))
+            s_->hits += __atomic_exchange_n(&c.quiet_hits, 0, __ATOMIC_RELAXED);
+        if (!__atomic_load_n(&c.spare_pin, __ATOMIC_RELAXED)) continue;
+        if (uint64_t spare = __atomic_exchange_n(&c.spare_pin, 0, __ATOMIC_ACQUIRE)) settle_spare(i + 1, spare);
+    }
+}
+
 void Cache::drop_client(uint32_t client) {
+    Client &row = clients_[client - 1];
+    s_->hits += __atomic_exchange_n(&row.quiet_hits, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&row.spare_pin, 0, __ATOMIC_RELAXED);  // its pin goes with the others below
     std::vector<Pin> mine;
     for (uint32_t i = 0; i < g_->pin_capacity; ++i)
         if (pins_[i].entry && pins_[i].client == client) mine.push_back(pins_[i]);
     for (const Pin &p : mine) unpin(p.entry, client, p.count);
-    Client &c = clients_[client - 1];
-    if (c.in_use) {
-        c.in_use = 0;
+    if (row.in_use) {
+        row.in_use = 0;
         --s_->clients;
     }
 }
@@ -959,7 +1058,7 @@ void Cache::recover() {
                 continue;
             }
         }
-        e.state = kFree;
+        set_state(e, kFree);
     }
     // 2. Overlaps: keep the first by offset, drop the later.
     std::sort(used.begin(), used.end(),
@@ -968,7 +1067,7 @@ void Cache::recover() {
     for (uint32_t i : used) {
         Entry &e = entries_[i - 1];
         if (e.data_off < end) {
-            e.state = kFree;
+            set_state(e, kFree);
             continue;
         }
         end = e.data_off + e.alloc_size;
@@ -979,11 +1078,13 @@ void Cache::recover() {
     for (uint32_t i = 1; i <= g_->max_entries; ++i) {
         Entry &e = entries_[i - 1];
         if (e.state != kLive) continue;
-        e.key_hash = key_hash(reinterpret_cast<const char *>(e.key), e.key_len);
+        // Written only when wrong: a pinned entry is read without the lock (serve_quietly).
+        const uint64_t h = key_hash(reinterpret_cast<const char *>(e.key), e.key_len);
+        if (e.key_hash != h) e.key_hash = h;
         if (uint32_t other = lookup(e.key, e.key_len, e.key_hash)) {
             Entry &o = entries_[other - 1];
             Entry &loser = o.generation < e.generation ? o : e;
-            loser.state = kOrphan;
+            set_state(loser, kOrphan);
             if (&loser == &e) continue;
             index_erase(other);
         }
@@ -1016,7 +1117,7 @@ void Cache::recover() {
     }
     // 6. Orphans nobody pins are released (rebuild() then sees them FREE).
     for (uint32_t i = 0; i < g_->max_entries; ++i)
-        if (entries_[i].state == kOrphan && !entries_[i].pins) entries_[i].state = kFree;
+        if (entries_[i].state == kOrphan && !entries_[i].pins) set_state(entries_[i], kFree);
     uint32_t clients = 0;
     for (uint32_t i = 0; i < g_->max_clients; ++i) clients += clients_[i].in_use;
     s_->clients = clients;
@@ -1056,11 +1157,12 @@ void Cache::put(const char *key, size_t key_len, const Value &v, const EncodeOpt
         uint32_t old = lookup(k, key_len, hash);
         if (old) {
             Entry &e = ent(old);
+            if (e.pins) reclaim_spares();  // a spare pin must not keep it from being rewritten
             const Space sp = check_space(e);
             if (!e.pins && sp.alloc >= alloc) {
                 // In place. WRITING first: a crash mid-copy drops the entry instead of serving a
                 // torn packet.
-                e.state = kWriting;
+                set_state(e, kWriting);
                 order();
                 try {
                     plan.write_to(data_ + sp.off);
@@ -1076,7 +1178,7 @@ void Cache::put(const char *key, size_t key_len, const Value &v, const EncodeOpt
                 e.generation = ++s_->generation;
                 e.last_access = ++s_->tick;
                 order();
-                e.state = kLive;
+                set_state(e, kLive);
                 lru_unlink(old);
                 lru_push_head(old);
                 *written = need;
@@ -1105,7 +1207,7 @@ void Cache::put(const char *key, size_t key_len, const Value &v, const EncodeOpt
         e.generation = ++s_->generation;
         e.last_access = ++s_->tick;
         order();
-        e.state = kWriting;  // from here its space is accounted for, also by recovery
+        set_state(e, kWriting);  // from here its space is accounted for, also by recovery
         s_->used_bytes += alloc;
         order();
         try {
@@ -1121,7 +1223,7 @@ void Cache::put(const char *key, size_t key_len, const Value &v, const EncodeOpt
         ++s_->live;
         if (ttl_ns > 0) ++s_->ttl_live;
         order();
-        e.state = kLive;
+        set_state(e, kLive);
         *written = need;
     });
 }
@@ -1131,8 +1233,10 @@ namespace {
 struct PinToken {
     std::shared_ptr<Cache> cache;
     uint32_t entry = 0;
+    uint64_t generation = 0;  // the entry's, when it was pinned
+    bool quiet = false;       // served without the lock
     ~PinToken() {
-        if (entry) cache->unpin_quietly(entry);
+        if (entry) cache->release_pin(entry, generation, quiet);
     }
 };
 }  // namespace
@@ -1140,38 +1244,67 @@ struct PinToken {
 std::unique_ptr<View> Cache::get(const char *key, size_t key_len, const Limits &limits) {
     check_key(key, key_len);
     const uint64_t hash = key_hash(key, key_len);
+    const auto *k = reinterpret_cast<const uint8_t *>(key);
     auto token = std::make_shared<PinToken>();  // allocated first: pinning cannot then leak
     token->cache = shared_from_this();
-    uint64_t off = 0, len = 0;
-    locked([&] {
-        uint32_t i = lookup(reinterpret_cast<const uint8_t *>(key), key_len, hash);
-        if (!i) {
-            ++s_->misses;
-            fail(TENSO_E_NOT_FOUND, "no key '" + std::string(key, key_len) + "' in cache '" + given_ + "'");
-        }
-        Entry &e = ent(i);
-        if (expired_now(e)) {
-            ++s_->misses;
-            if (!e.pins) {
-                unpublish(i);
-                ++s_->expirations;
+    Space sp{};
+    // The hit without the lock: this client's spare pin, when it is on this key's entry. The
+    // lock path checks the process and the pool's size first; so does this one.
+    uint64_t spare = 0;
+    if (current_pid() == pid_ && map_->guarded()) {
+        map_->check_size(given_);
+        spare = take_spare();
+    }
+    if (spare && serve_quietly(spare, k, key_len, hash, &sp)) {
+        token->entry = uint32_t(spare & kSpareEntryMask);
+        token->generation = spare >> kSpareGenShift;
+        token->quiet = true;
+        __atomic_fetch_add(&clients_[client_ - 1].quiet_hits, 1, __ATOMIC_RELAXED);
+    } else {
+        try {
+            locked([&] {
+                if (spare) {  // another entry's, or one that lapsed: given back first
+                    const uint64_t s = spare;
+                    spare = 0;
+                    settle_spare(client_, s);
+                }
+                uint32_t i = lookup(k, key_len, hash);
+                if (!i) {
+                    ++s_->misses;
+                    fail(TENSO_E_NOT_FOUND, "no key '" + std::string(key, key_len) + "' in cache '" + given_ + "'");
+                }
+                Entry &e = ent(i);
+                if (expired_now(e)) {
+                    ++s_->misses;
+                    if (e.pins) reclaim_spares();
+                    if (!e.pins) {
+                        unpublish(i);
+                        ++s_->expirations;
+                    }
+                    fail(TENSO_E_NOT_FOUND, "key '" + std::string(key, key_len) + "' has expired");
+                }
+                sp = check_space(e);
+                pin(i);
+                token->entry = i;
+                token->generation = e.generation;
+                touch(i);
+                ++s_->hits;
+            });
+        } catch (...) {
+            // The lock was not had (timeout, truncation): the spare goes back to its slot, or,
+            // if another took that, stays held until this handle detaches.
+            if (spare) {
+                uint64_t none = 0;
+                __atomic_compare_exchange_n(&clients_[client_ - 1].spare_pin, &none, spare, false, __ATOMIC_RELEASE,
+                                            __ATOMIC_RELAXED);
             }
-            fail(TENSO_E_NOT_FOUND, "key '" + std::string(key, key_len) + "' has expired");
+            throw;
         }
-        const Space sp = check_space(e);
-        off = sp.off;
-        len = sp.len;
-        pin(i);
-        token->entry = i;
-        lru_unlink(i);
-        lru_push_head(i);
-        e.last_access = ++s_->tick;
-        ++s_->hits;
-    });
+    }
     // A truncation from here on shows as zeros in the packet: TRUNCATED, not a decode status.
     std::unique_ptr<View> view;
     try {
-        view = decode(data_ + off, len, limits, std::move(token));
+        view = decode(data_ + sp.off, sp.len, limits, std::move(token));
     } catch (...) {
         map_->check_intact(given_);
         throw;
@@ -1186,6 +1319,7 @@ void Cache::remove(const char *key, size_t key_len) {
     return locked([&] {
         uint32_t i = lookup(reinterpret_cast<const uint8_t *>(key), key_len, hash);
         bool was_expired = i && expired_now(ent(i));
+        if (i && ent(i).pins) reclaim_spares();  // freed now unless a view holds it
         if (i) unpublish(i);
         if (was_expired) ++s_->expirations;
         if (!i || was_expired)
@@ -1202,6 +1336,7 @@ CacheEntryInfo Cache::info(const char *key, size_t key_len) {
         if (!i || expired(ent(i), now))
             fail(TENSO_E_NOT_FOUND, "no key '" + std::string(key, key_len) + "' in cache '" + given_ + "'");
         const Entry &e = ent(i);
+        if (e.pins) reclaim_spares();  // pins counts views
         const Space sp = check_space(e);
         CacheEntryInfo out;
         out.packet = inspect(data_ + sp.off, sp.len);
@@ -1224,6 +1359,7 @@ bool Cache::contains(const char *key, size_t key_len) {
 
 std::vector<std::string> Cache::keys() {
     return locked([&] {
+        reclaim_spares();  // the LRU moves that quiet hits owe
         std::vector<std::string> out;
         const int64_t now = now_ns();
         out.reserve(std::min(s_->live, g_->max_entries));  // `live` is shared: bounded by our copy
@@ -1241,6 +1377,7 @@ std::vector<std::string> Cache::keys() {
 
 void Cache::clear() {
     return locked([&] {
+        if (s_->pinned) reclaim_spares();
         uint32_t steps = 0;
         while (uint32_t i = s_->lru_head) {
             if (++steps > g_->max_entries) corrupt("LRU list has a cycle");
@@ -1253,6 +1390,7 @@ CacheStats Cache::stats() {
     return locked([&] {
         // Expired entries are dropped first, so `entries` counts what keys() lists; both cost
         // nothing in a pool without TTL entries. Pinned ones stay until released but are not counted.
+        reclaim_spares();  // quiet hits counted, spare pins not
         uint32_t expired_pinned = 0;
         drop_expired(0, now_ns(), &expired_pinned);
         CacheStats st;
