@@ -1,5 +1,5 @@
 // shm.cpp - the extern "C" firewall for tenso/shm.h: shared-memory segments and the
-// multi-process cache (engine: impl/shm/shm.cpp, impl/shm/cache.cpp).
+// multi-process cache (engine: impl/shm/shm.cpp, impl/shm/cache*.cpp).
 #include <cstring>
 #include <string>
 

@@ -71,8 +71,11 @@ public:
     CacheStats stats();
     void check();  // throws CORRUPT naming the first broken invariant
 
-    // For the pin token of a view (never throws).
-    void unpin_quietly(uint32_t entry) noexcept;
+    // For the pin token of a view (never throws): parks the pin in this client's spare slot,
+    // where the next get of the same entry takes it back without the lock, or else unpins it
+    // under the lock. `generation` is the entry's when it was pinned; `quiet`: the view was
+    // served without the lock (its LRU move is still owed).
+    void release_pin(uint32_t entry, uint64_t generation, bool quiet) noexcept;
 
 private:
     class Lock;
@@ -125,6 +128,8 @@ private:
     void pin_erase_at(uint32_t pos);
     void pin(uint32_t entry);
     void unpin(uint32_t entry, uint32_t client, uint32_t count);
+    void unpin_quietly(uint32_t entry) noexcept;  // takes the lock
+    void touch(uint32_t idx1);                    // LRU head, new access tick
     void drop_client(uint32_t client);
     size_t reap_dead_clients();
     void rebuild();  // derived state from the entry, client and pin tables
@@ -140,6 +145,15 @@ private:
     static Space space(const cache_layout::Entry &e);
     // The entry's space, checked before any write, read or free goes through it.
     Space check_space(const cache_layout::Entry &e) const;
+    // Spare pins (docs/cache-layout.md, "Spare pins"). take_spare empties this client's slot
+    // without the lock; serve_quietly checks, also without it, that the spare's entry is the
+    // live, unexpiring value of `key` (each field read once), and gives its checked space.
+    uint64_t take_spare() noexcept;
+    bool serve_quietly(uint64_t spare, const uint8_t *key, size_t len, uint64_t hash, Space *out) const;
+    void settle_spare(uint32_t client, uint64_t spare);  // under the lock: unpins it if still held
+    // Under the lock: unpins every client's spare and adds up its quiet hits, before pins or
+    // hits are counted or an entry's pins stand in the way.
+    void reclaim_spares();
 };
 
 }  // namespace tenso

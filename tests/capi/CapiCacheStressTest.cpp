@@ -1,5 +1,6 @@
 // CapiCacheStressTest - the cache under several processes: 4 processes x 100k mixed
-// put/get/delete with every value verified on read, 4 threads sharing one handle, and writers
+// put/get/delete with every value verified on read, 4 threads sharing one handle, views held
+// (and their bytes compared) across quiet hits while a writer rewrites their keys, and writers
 // SIGKILLed while others carry on: half the rounds at a random moment, half caught holding the
 // pool's lock (stopped, checked, then killed) so lock recovery runs on every run however the
 // scheduler behaves; afterwards tenso_cache_check passes and every surviving entry verifies.
@@ -7,10 +8,14 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <cstring>
+#include <new>
 #include <random>
 #include <string>
 #include <thread>
@@ -137,6 +142,43 @@ void verify_pool(tenso_cache *c) {
     }
 }
 
+// Readers that hold each view while writers rewrite, replace, delete and evict its key: a
+// held view's bytes never change. Each reader gets its key several times running, so most
+// gets take back the pin the last free parked and run without the lock (docs/cache-layout.md,
+// "Spare pins"); threads of one process share the handle and so race for its one spare.
+std::string read_and_hold(tenso_cache *c, uint32_t seed, uint64_t rounds) {
+    std::mt19937 rng(seed);
+    for (uint64_t r = 0; r < rounds; ++r) {
+        const uint32_t k = rng() % 8;
+        const std::string key = key_of(k);
+        tenso_view *held = nullptr;
+        tenso_status st = tenso_cache_get(&held, c, key.data(), key.size(), nullptr);
+        if (st == TENSO_E_NOT_FOUND) continue;
+        if (st != TENSO_OK) return "get: " + tenso_describe(st);
+        hostile::ViewPtr hold(held);
+        std::string bad = verify(held, k);
+        if (!bad.empty()) return "get " + key + ": " + bad;
+        const auto *bytes = static_cast<const uint8_t *>(tenso_view_data(held));
+        const std::vector<uint8_t> seen(bytes, bytes + tenso_view_nbytes(held));
+        for (int again = 0; again < 4; ++again) {  // the same key (quiet hits), then another one
+            const std::string other = again < 3 ? key : key_of((k + 1) % 8);
+            tenso_view *v = nullptr;
+            st = tenso_cache_get(&v, c, other.data(), other.size(), nullptr);
+            if (st == TENSO_OK) {
+                bad = verify(v, uint32_t(std::stoul(other.substr(4))));
+                tenso_view_free(v);
+                if (!bad.empty()) return "get " + other + ": " + bad;
+            } else if (st != TENSO_E_NOT_FOUND) {
+                return "get: " + tenso_describe(st);
+            }
+            std::this_thread::yield();
+        }
+        if (std::memcmp(bytes, seen.data(), seen.size()) != 0)
+            return "the bytes of a held view of " + key + " changed under it";
+    }
+    return "";
+}
+
 std::string drain(int fd) {
     std::string msg;
     char buf[512];
@@ -152,6 +194,7 @@ class CapiCacheStressTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(testFourProcesses);
     CPPUNIT_TEST(testThreadsShareOneHandle);
     CPPUNIT_TEST(testKilledWriters);
+    CPPUNIT_TEST(testHeldViewsAgainstWriters);
     CPPUNIT_TEST_SUITE_END();
 
 public:
@@ -189,6 +232,94 @@ public:
             threads.emplace_back([&, t] { errors[t] = work_on(c.get(), 50 + t, 20000, 2048); });
         for (std::thread &th : threads) th.join();
         for (const std::string &e : errors) CPPUNIT_ASSERT_MESSAGE(e, e.empty());
+        verify_pool(c.get());
+        tenso_cache_stats s = stats(c.get());
+        CPPUNIT_ASSERT(s.hits > 1000 && s.evictions > 0);
+        CPPUNIT_ASSERT_EQUAL(uint64_t(0), s.pinned_entries);
+        CPPUNIT_ASSERT_EQUAL(uint64_t(1), s.clients);
+    }
+
+    // A writer process rewrites the readers' 8 keys in place (same sizes, new versions), with
+    // new sizes (new copies), deletes them and evicts them (8 slots, filler keys), while two
+    // reader processes of two threads each hold views across their own quiet hits.
+    void testHeldViewsAgainstWriters() {
+        Unlink u{pool_name("held")};
+        CachePtr c = create(u.name, options(2 << 20, 8));
+        for (uint32_t k = 0; k < 8; ++k) {
+            Val v(k, 0, 200);
+            TENSO_CHECK_OK(
+                tenso_cache_put(nullptr, c.get(), key_of(k).data(), key_of(k).size(), v.value.get(), nullptr, 0));
+        }
+        struct Shared {
+            std::atomic<int> stop{0};
+            std::atomic<uint64_t> writes{0};  // the readers start once the writer runs
+        };
+        void *mem = ::mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        CPPUNIT_ASSERT(mem != MAP_FAILED);
+        Shared *shared = new (mem) Shared;
+        int fds[2];
+        CPPUNIT_ASSERT(::pipe(fds) == 0);
+        const pid_t writer = ::fork();
+        if (writer == 0) {
+            std::string msg;
+            tenso_cache *w = nullptr;
+            if (tenso_cache_open(&w, u.name.c_str(), nullptr) != TENSO_OK) ::_exit(1);
+            std::vector<std::unique_ptr<Val>> vals;  // per key: 4 versions of one size, 1 larger
+            for (uint32_t k = 0; k < 8; ++k)
+                for (uint32_t ver = 0; ver < 5; ++ver) vals.emplace_back(new Val(k, ver, ver < 4 ? 200 : 900));
+            Val filler(100, 1, 300);
+            std::mt19937 rng(7);
+            while (msg.empty() && !shared->stop.load()) {
+                const uint32_t k = rng() % 8, op = rng() % 16;
+                const std::string key = key_of(k);
+                tenso_status st = TENSO_OK;
+                if (op < 12)
+                    st = tenso_cache_put(nullptr, w, key.data(), key.size(), vals[k * 5 + rng() % 5]->value.get(),
+                                         nullptr, 0);
+                else if (op < 14) st = tenso_cache_delete(w, key.data(), key.size());
+                else st = tenso_cache_put(nullptr, w, "key/100", 7, filler.value.get(), nullptr, 0);
+                if (st != TENSO_OK && st != TENSO_E_NOT_FOUND && st != TENSO_E_FULL)
+                    msg = "writer: " + tenso_describe(st);
+                shared->writes.fetch_add(1);
+            }
+            tenso_cache_close(w);
+            if (!msg.empty() && ::write(fds[1], msg.data(), msg.size()) < 0) msg = "?";
+            ::_exit(msg.empty() ? 0 : 1);
+        }
+        std::vector<pid_t> readers;
+        for (uint32_t p = 0; p < 2; ++p) {
+            const pid_t pid = ::fork();
+            if (pid == 0) {
+                tenso_cache *rc = nullptr;
+                if (tenso_cache_open(&rc, u.name.c_str(), nullptr) != TENSO_OK) ::_exit(1);
+                while (!shared->writes.load()) std::this_thread::yield();
+                std::string errors[2];
+                std::thread t([&] { errors[1] = read_and_hold(rc, 20 + p, 1500); });
+                errors[0] = read_and_hold(rc, 10 + p, 1500);
+                t.join();
+                tenso_cache_close(rc);
+                std::string msg = errors[0] + errors[1];
+                if (!msg.empty() && ::write(fds[1], msg.data(), msg.size()) < 0) msg = "?";
+                ::_exit(msg.empty() ? 0 : 1);
+            }
+            readers.push_back(pid);
+        }
+        ::close(fds[1]);
+        bool readers_ok = true;
+        for (pid_t pid : readers) {
+            int status = 0;
+            ::waitpid(pid, &status, 0);
+            readers_ok &= WIFEXITED(status) && WEXITSTATUS(status) == 0;
+        }
+        const uint64_t writes = shared->writes.load();
+        shared->stop.store(1);
+        int status = 0;
+        ::waitpid(writer, &status, 0);
+        const std::string msg = drain(fds[0]);
+        ::close(fds[0]);
+        ::munmap(mem, sizeof(Shared));
+        CPPUNIT_ASSERT_MESSAGE(msg, readers_ok && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        CPPUNIT_ASSERT_MESSAGE(std::to_string(writes) + " writes while the readers ran", writes > 100);
         verify_pool(c.get());
         tenso_cache_stats s = stats(c.get());
         CPPUNIT_ASSERT(s.hits > 1000 && s.evictions > 0);

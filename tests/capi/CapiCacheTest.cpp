@@ -67,6 +67,25 @@ void age(const std::string &pool, const std::string &key, double seconds) {
     }
     CPPUNIT_FAIL("no live entry " + key + " in " + pool);
 }
+// The index + 1 of the live entry under `key`, and its generation (entry offsets 0, 4, 64, 88).
+uint32_t live_entry(const RawPool &raw, const std::string &key, uint64_t *generation) {
+    const uint64_t table = raw.get<uint64_t>(kEntriesOff);
+    for (uint32_t i = 0; i < raw.get<uint32_t>(kMaxEntriesOff); ++i) {
+        const size_t e = size_t(table) + size_t(i) * 256;
+        if (raw.get<uint32_t>(e) == 2 && raw.get<uint32_t>(e + 4) == key.size() &&
+            std::memcmp(raw.p + e + 88, key.data(), key.size()) == 0) {
+            *generation = raw.get<uint64_t>(e + 64);
+            return i + 1;
+        }
+    }
+    CPPUNIT_FAIL("no live entry " + key);
+    return 0;
+}
+// Client row `row`'s field at `field` (kClientSpareOff, kClientQuietHitsOff).
+size_t client_field(const RawPool &raw, uint32_t row, size_t field) {
+    return size_t(raw.get<uint64_t>(kClientsOff)) + row * kClientBytes + field;
+}
+
 std::vector<std::string> keys(tenso_cache *c) {
     std::vector<std::string> out;
     TENSO_CHECK_OK(tenso_cache_keys(
@@ -90,6 +109,8 @@ class CapiCacheTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(testLruEviction);
     CPPUNIT_TEST(testInPlace);
     CPPUNIT_TEST(testPinnedSurvives);
+    CPPUNIT_TEST(testSparePins);
+    CPPUNIT_TEST(testHostileSparePins);
     CPPUNIT_TEST(testFullWhenPinned);
     CPPUNIT_TEST(testHostileHeaders);
     CPPUNIT_TEST(testOpenWhileCreating);
@@ -304,6 +325,141 @@ public:
         for (uint32_t k = 100; k < 140; ++k) put(c.get(), key_of(k), small);
         CPPUNIT_ASSERT_EQUAL(uint64_t(16), stats(c.get()).entries);
         CPPUNIT_ASSERT(contains(c.get(), key_of(139)) && !contains(c.get(), key_of(100)));
+        TENSO_CHECK_OK(tenso_cache_check(c.get()));
+    }
+
+    // docs/cache-layout.md, "Spare pins": a freed view's pin is parked in its client's row and
+    // the next get of the key takes it back without the lock. Other handles still rewrite,
+    // replace, delete and evict the key as if no pin were left; views served that way keep
+    // their bytes; hits and LRU order count the quiet hits.
+    void testSparePins() {
+        Unlink u{pool_name("spare")};
+        CachePtr c = create(u.name, options(1 << 20, 2));  // 2 slots: a third key evicts
+        CachePtr d = open(u.name);
+        RawPool raw(u.name);
+        const size_t spare = client_field(raw, 0, kClientSpareOff), quiet = client_field(raw, 0, kClientQuietHitsOff);
+        Val a1(1, 1, 100), a2(1, 2, 100), a3(1, 3, 100), b(2, 1, 100), x(3, 1, 100);
+        put(c.get(), "a", a1);
+        put(c.get(), "b", b);
+        const uint64_t hits = stats(d.get()).hits;
+        for (int i = 0; i < 5; ++i) CPPUNIT_ASSERT_EQUAL(std::string(), verify(get(c.get(), "a").get(), 1));
+        CPPUNIT_ASSERT(raw.get<uint64_t>(spare) != 0);
+        CPPUNIT_ASSERT_EQUAL_MESSAGE("gets after the first are quiet", uint64_t(4), raw.get<uint64_t>(quiet));
+        tenso_cache_entry_info info;
+        TENSO_CHECK_OK(tenso_cache_info(&info, d.get(), "a", 1));
+        CPPUNIT_ASSERT_EQUAL_MESSAGE("info counts views, not spares", uint32_t(0), info.pins);
+        CPPUNIT_ASSERT_EQUAL(uint64_t(0), raw.get<uint64_t>(spare));
+        tenso_cache_stats s = stats(d.get());
+        CPPUNIT_ASSERT_EQUAL(hits + 5, s.hits);
+        CPPUNIT_ASSERT_EQUAL(uint64_t(0), s.pinned_entries);
+
+        // Parked, then replaced by another handle: rewritten in place, and read back new.
+        get(c.get(), "a");
+        get(c.get(), "a");
+        TENSO_CHECK_OK(tenso_cache_info(&info, c.get(), "a", 1));
+        const uint64_t alloc = info.alloc_bytes, used = stats(d.get()).used_bytes;
+        get(c.get(), "a");  // parked again (stats took it)
+        put(d.get(), "a", a2);
+        CPPUNIT_ASSERT_EQUAL_MESSAGE("in place", used, stats(d.get()).used_bytes);
+        uint32_t version = 0;
+        CPPUNIT_ASSERT_EQUAL(std::string(), verify(get(c.get(), "a").get(), 1, &version));
+        CPPUNIT_ASSERT_EQUAL(uint32_t(2), version);
+
+        // Deleted by another handle while parked: its space is free at once.
+        get(c.get(), "b");
+        TENSO_CHECK_OK(tenso_cache_delete(d.get(), "b", 1));
+        CPPUNIT_ASSERT_EQUAL(used - alloc, stats(d.get()).used_bytes);
+        TENSO_CHECK_STATUS(TENSO_E_NOT_FOUND, get_status(c.get(), "b"));
+
+        // A view served quietly, held while another handle replaces its key: it keeps its
+        // bytes; freed, its pin parks on the orphan, which the next get releases.
+        get(c.get(), "a");
+        ViewPtr held = get(c.get(), "a");
+        CPPUNIT_ASSERT_EQUAL(uint64_t(0), raw.get<uint64_t>(spare));  // taken by `held`
+        put(d.get(), "a", a3);
+        s = stats(d.get());
+        CPPUNIT_ASSERT_EQUAL_MESSAGE("a new copy beside the held one", used, s.used_bytes);
+        CPPUNIT_ASSERT_EQUAL(uint64_t(1), s.pinned_entries);
+        CPPUNIT_ASSERT_EQUAL(std::string(), verify(held.get(), 1, &version));
+        CPPUNIT_ASSERT_EQUAL(uint32_t(2), version);
+        CPPUNIT_ASSERT_EQUAL(0, std::memcmp(tenso_view_data(held.get()), a2.data.data(), a2.data.size() * 4));
+        held.reset();
+        CPPUNIT_ASSERT(raw.get<uint64_t>(spare) != 0);
+        CPPUNIT_ASSERT_EQUAL(std::string(), verify(get(c.get(), "a").get(), 1, &version));
+        CPPUNIT_ASSERT_EQUAL(uint32_t(3), version);
+        s = stats(d.get());
+        CPPUNIT_ASSERT_EQUAL_MESSAGE("the orphan went with the spare", used - alloc, s.used_bytes);
+        CPPUNIT_ASSERT_EQUAL(uint64_t(0), s.pinned_entries);
+        TENSO_CHECK_OK(tenso_cache_check(d.get()));
+
+        // LRU: a key read only quietly since another was read is still the more recent one.
+        put(c.get(), "b", b);  // b, a
+        get(c.get(), "a");     // a, b; c's spare on a
+        get(c.get(), "a");     // quiet
+        get(d.get(), "b");     // b, a; d's spare on b
+        get(c.get(), "a");     // quiet: a is the most recent in fact
+        put(d.get(), "x", x);  // no free slot: the spares settle, b goes
+        std::vector<std::string> want{"x", "a"};
+        CPPUNIT_ASSERT(keys(d.get()) == want);
+        TENSO_CHECK_OK(tenso_cache_check(d.get()));
+
+        // Detaching adds the quiet hits and drops the spare.
+        get(c.get(), "a");
+        get(c.get(), "a");
+        get(c.get(), "a");
+        const uint64_t before = raw.get<uint64_t>(quiet), counted = stats(d.get()).hits;
+        get(c.get(), "a");  // stats took the spare: this one locks, and parks again
+        get(c.get(), "a");
+        CPPUNIT_ASSERT(before >= 2);
+        c.reset();
+        s = stats(d.get());
+        CPPUNIT_ASSERT_EQUAL(counted + 2, s.hits);
+        CPPUNIT_ASSERT_EQUAL(uint64_t(0), s.pinned_entries);
+        CPPUNIT_ASSERT_EQUAL(uint64_t(1), s.clients);
+        TENSO_CHECK_OK(tenso_cache_check(d.get()));
+    }
+
+    // Garbage in the spare fields (any process can write them) costs no crash, no over-read
+    // and no pin of anyone else: a slot out of range, one with a stale generation, one naming
+    // another entry, one naming an entry another handle pins, and garbage in another row.
+    void testHostileSparePins() {
+        Unlink u{pool_name("spare-hostile")};
+        CachePtr c = create(u.name, options(1 << 20, 8));
+        CachePtr d = open(u.name);
+        RawPool raw(u.name);
+        const size_t mine = client_field(raw, 0, kClientSpareOff), other = client_field(raw, 1, kClientSpareOff);
+        Val a(1, 1, 100), b(2, 1, 100);
+        put(c.get(), "a", a);
+        put(c.get(), "b", b);
+        uint64_t gen_a = 0, gen_b = 0;
+        const uint32_t ea = live_entry(raw, "a", &gen_a), eb = live_entry(raw, "b", &gen_b);
+        ViewPtr held_b = get(d.get(), "b");  // d pins b
+        const uint64_t forged[] = {
+            ~uint64_t(0),                          // entry index out of range
+            ea | (gen_a + 1) << 26,                // a, a generation it does not have
+            eb | uint64_t(1) << 25 | gen_b << 26,  // b, which c does not pin (d does)
+            uint64_t(9) | uint64_t(1) << 25,       // past max entries (8)
+        };
+        for (uint64_t g : forged) {
+            raw.set<uint64_t>(mine, g);
+            CPPUNIT_ASSERT_EQUAL(std::string(), verify(get(c.get(), "a").get(), 1));
+            tenso_cache_entry_info info;
+            TENSO_CHECK_OK(tenso_cache_info(&info, c.get(), "b", 1));
+            CPPUNIT_ASSERT_EQUAL_MESSAGE("d's pin on b is d's", uint32_t(1), info.pins);
+            TENSO_CHECK_OK(tenso_cache_info(&info, c.get(), "a", 1));
+            CPPUNIT_ASSERT_EQUAL(uint32_t(0), info.pins);
+            TENSO_CHECK_OK(tenso_cache_check(c.get()));
+        }
+        // In another client's row: settled by whoever takes spares back, harmlessly.
+        for (uint64_t g : forged) {
+            raw.set<uint64_t>(other, g);
+            raw.set<uint64_t>(client_field(raw, 1, kClientQuietHitsOff), 12345);
+            stats(c.get());
+            TENSO_CHECK_OK(tenso_cache_check(c.get()));
+        }
+        held_b.reset();
+        tenso_cache_stats s = stats(c.get());
+        CPPUNIT_ASSERT_EQUAL(uint64_t(0), s.pinned_entries);
         TENSO_CHECK_OK(tenso_cache_check(c.get()));
     }
 

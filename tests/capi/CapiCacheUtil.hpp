@@ -109,6 +109,8 @@ constexpr size_t kVersionOff = 8, kPoolSizeOff = 16, kEntriesOff = 80, kMaxEntri
                  kDataOff = 112, kDataSizeOff = 120, kChecksumOff = 136, kMutexOff = 256;
 // Entry fields.
 constexpr size_t kEntryDataOff = 16, kEntryPacketLen = 32;
+// The client table's offset (header), and a client row's spare pin and quiet hits.
+constexpr size_t kClientsOff = 24, kClientBytes = 64, kClientSpareOff = 24, kClientQuietHitsOff = 32;
 
 // The pool's raw bytes, read and rewritten through shm_open as a foreign program would.
 struct RawPool {

@@ -206,6 +206,11 @@ TENSO_API tenso_status tenso_shm_unlink(const char *name);
  * reused in place. Deleting or replacing a pinned key hides it at once but keeps its bytes
  * until the last pin is released. Pins are recorded per attached handle, so the pins of a
  * process that died are reclaimed (processes sharing a pool must share a PID namespace).
+ * Freeing a view may keep its pin as the handle's one spare, which the next get of the same
+ * key takes back without locking the pool (a repeated hit costs no lock at all); any put,
+ * eviction, delete, info or stats that finds a spare in its way releases it first, so the
+ * pins these report count views. Libraries older than this (1.5.0 and before) attached to
+ * the same pool see a spare as a pin until the handle's next get of another key or detach.
  *
  * Space. A put that does not fit first drops expired entries, then evicts unpinned entries
  * from the least recently used end, and answers TENSO_E_FULL when that is not enough.
