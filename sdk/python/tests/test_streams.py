@@ -294,3 +294,63 @@ def test_lying_length_does_not_allocate_up_front():
         finally:
             tracemalloc.stop()
         assert peak < 64 * 1024 * 1024, peak
+
+
+def test_failed_packet_leaves_the_threads_decoder_ready():
+    """read_stream on descriptors reuses one decoder per thread: a packet that failed (cut off,
+    garbage) is dropped with its stream, so the next stream on that thread starts clean."""
+    a = np.arange(300, dtype=np.float32)
+    packet = bytes(tenso.dumps(a))
+    for bad in (packet[:100], b"NOTATENSOPACKET!" * 8):
+        left, right = socket.socketpair()
+        with left, right:
+            left.sendall(bad)
+            left.close()
+            with pytest.raises(ValueError):  # TensoTruncatedError is an EOFError and a ValueError
+                tenso.read_stream(right)
+        left, right = socket.socketpair()
+        with left, right:
+            left.sendall(packet)
+            assert np.array_equal(tenso.read_stream(right), a)
+
+
+def test_reused_decoder_never_overwrites_a_live_array():
+    """The thread's decoder takes the previous packet's buffer for the next one only once that
+    packet's arrays are gone: arrays still held keep their values."""
+    values = [np.full(100_000, i, np.float64) for i in range(4)]
+    left, right = socket.socketpair()
+    with left, right:
+        t, errors = writer_thread(lambda: [tenso.write_stream(v, left) for v in values])
+        kept = tenso.read_stream(right)
+        for v in values[1:]:
+            got = tenso.read_stream(right)  # the one before is dropped here: its buffer is reusable
+            assert np.array_equal(got, v)
+        t.join(30)
+        assert not errors, errors
+    assert np.array_equal(kept, values[0])
+
+
+def test_threads_read_with_their_own_decoders():
+    """Threads reading their own sockets at once (the GIL released while they wait) each
+    decode their own stream."""
+    results, streams = {}, {}
+    for i in range(4):
+        streams[i] = socket.socketpair()
+
+    def reader(i):
+        right = streams[i][1]
+        results[i] = [tenso.read_stream(right) for _ in range(20)]
+
+    readers = [threading.Thread(target=reader, args=(i,)) for i in streams]
+    for r in readers:
+        r.start()
+    for n in range(20):
+        for i, (left, _) in streams.items():
+            tenso.write_stream(np.full(5000, i * 100 + n, np.int32), left)
+    for r in readers:
+        r.join(30)
+    for i, (left, right) in streams.items():
+        left.close()
+        right.close()
+        assert [int(x[0]) for x in results[i]] == [i * 100 + n for n in range(20)]
+        assert all(x.shape == (5000,) and (x == x[0]).all() for x in results[i])

@@ -58,9 +58,10 @@ tenso_dtype dtype_code(const py::dtype &dt);
 py::dtype numpy_dtype(tenso_dtype code);
 
 // A dense tensor described for libtenso: the (contiguous) array whose memory is borrowed and the
-// tenso_tensor pointing into it.
+// tenso_tensor pointing into it. `arr` is a py::object, not a py::array: py::array's default
+// constructor makes an empty numpy array, a cost on every encode (write_stream, post_tensor).
 struct TensorArg {
-    py::array arr;
+    py::object arr;
     uint64_t shape[TENSO_MAX_NDIM] = {};
     tenso_tensor t{};
 };

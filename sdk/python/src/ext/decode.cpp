@@ -15,6 +15,21 @@ void set_readonly(py::array &a) {
     py::detail::array_proxy(a.ptr())->flags &= ~py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
 }
 
+// A C-order array of `shape` over `data`, which `base` keeps alive: numpy's own constructor.
+// py::array's would first copy the shape, compute strides into a vector and read the flags
+// back, which on a 1 KiB packet costs about as much as the array itself.
+py::array array_at(const py::dtype &dt, const std::vector<py::ssize_t> &shape, void *data, py::handle base,
+                   bool writeable) {
+    static_assert(sizeof(py::ssize_t) == sizeof(Py_intptr_t), "numpy dimensions are Py_intptr_t");
+    auto &api = py::detail::npy_api::get();
+    auto a = py::reinterpret_steal<py::array>(api.PyArray_NewFromDescr_(
+        api.PyArray_Type_, dt.inc_ref().ptr(), int(shape.size()), reinterpret_cast<const Py_intptr_t *>(shape.data()),
+        nullptr, data, writeable ? py::detail::npy_api::NPY_ARRAY_WRITEABLE_ : 0, nullptr));  // steals dt
+    if (!a) throw py::error_already_set();
+    if (api.PyArray_SetBaseObject_(a.ptr(), base.inc_ref().ptr()) != 0) throw py::error_already_set();  // steals base
+    return a;
+}
+
 // A new array of `shape` whose data starts at an `align`-byte boundary (numpy only promises the
 // item size), holding a copy of `nbytes` at `src`.
 py::array aligned_copy(const py::dtype &dt, const std::vector<py::ssize_t> &shape, const void *src, size_t nbytes,
@@ -30,9 +45,7 @@ py::array aligned_copy(const py::dtype &dt, const std::vector<py::ssize_t> &shap
             std::memcpy(p + off, src, nbytes);
         }
     }
-    py::array out(dt, shape, std::vector<py::ssize_t>{}, p + off, raw);
-    if (!writeable) set_readonly(out);
-    return out;
+    return array_at(dt, shape, p + off, raw, writeable);
 }
 
 // An array over `data` (owned by `owner`), or a copy per `mode`. `align` is the alignment the
@@ -44,9 +57,9 @@ py::array array_over(const py::dtype &dt, const std::vector<py::ssize_t> &shape,
         if (mode.copy) return aligned_copy(dt, shape, data, nbytes, copy_align, true);
         if (mode.align && align > 1 && nbytes && (reinterpret_cast<uintptr_t>(data) % align) != 0)
             return aligned_copy(dt, shape, data, nbytes, copy_align, mode.writeable);
+        if (nbytes) return array_at(dt, shape, const_cast<void *>(data), owner, mode.writeable);
         // Empty tensors have no data pointer: numpy allocates the (empty) array itself.
-        py::array out = nbytes ? py::array(dt, shape, std::vector<py::ssize_t>{}, data, owner)
-                               : py::array(dt, shape, std::vector<py::ssize_t>{});
+        py::array out(dt, shape, std::vector<py::ssize_t>{});
         if (!mode.writeable) set_readonly(out);
         return out;
     } catch (py::error_already_set &e) {

@@ -137,9 +137,40 @@ private:
     size_t packet_bytes_ = 0;  // of the packet in progress, fed or committed so far
 };
 
+// One packet from a file descriptor with the calling thread's decoder for this (copy, align):
+// read_stream's decoders, one per thread and mode, made on first use and freed when the thread
+// ends (views they handed out stay valid). The next packet reuses the previous one's buffer once
+// its arrays are gone, so a stream of large packets does not map and fault in fresh memory for
+// each one; and finding the decoder costs no Python lookup per packet. Only this thread uses
+// its decoders, and it runs no Python while one reads, so no busy flag is needed.
+py::object thread_read_fd(int fd, bool copy, bool align) {
+    thread_local std::unique_ptr<tenso_decoder, DecoderFree> decoders[4];
+    std::unique_ptr<tenso_decoder, DecoderFree> &d = decoders[(copy ? 2 : 0) | (align ? 1 : 0)];
+    if (!d) {
+        tenso_decoder *made = nullptr;
+        check(tenso_decoder_new(&made, nullptr));  // no read-ahead: nothing past the packet is read
+        d.reset(made);
+    }
+    tenso_view *v = nullptr;
+    tenso_status st;
+    {
+        py::gil_scoped_release nogil;
+        st = tenso_decoder_read_fd(&v, d.get(), fd);
+    }
+    if (st == TENSO_E_END_OF_STREAM) return py::none();
+    if (st != TENSO_OK) {
+        tenso_decoder_reset(d.get());  // a partial packet belongs to that stream, not to the next call's
+        raise_status(st);
+    }
+    return view_to_python(v, DecodeMode{copy, align});
+}
+
 }  // namespace
 
 void init_stream(py::module_ &m) {
+    m.def("thread_read_fd", &thread_read_fd, py::arg("fd"), py::arg("copy") = false, py::arg("align") = true,
+          "One packet from a file descriptor (GIL released) with this thread's decoder for (copy, align), "
+          "never reading past it; None at a clean end. A failed packet resets that decoder.");
     py::class_<Decoder>(m, "Decoder",
                         "libtenso's stream decoder (tenso_decoder): framing, limits and decoding of a "
                         "byte stream, one packet at a time.")

@@ -20,7 +20,6 @@ import mmap
 import select
 import socket
 import sys
-import threading
 from typing import Any, AsyncIterator, BinaryIO, Generator, Iterator, List, Optional, Tuple, Union
 
 import numpy as np
@@ -431,33 +430,11 @@ def read_stream(source: Any, *, options: Optional[DecodeOptions] = None) -> Opti
         # does for it, without its checks of every other kind of source.
         fd = source.fileno()
         if fd >= 0:
-            decoder = _thread_decoder(False, True)
             try:
-                return decoder.read_fd(fd)
+                return _tenso.thread_read_fd(fd, False, True)
             except TensoError as e:
-                decoder.reset()
                 raise _in_upstream_words(e) from None
-            except BaseException:
-                decoder.reset()
-                raise
     return _read_one(source, options, False, True)
-
-
-# One decoder per thread and (copy, align) for read_stream on descriptors with the default
-# options: the decoder reuses its previous packet's buffer once that packet's arrays are gone,
-# so a stream of large packets does not map and fault in fresh memory for each one.
-_local = threading.local()
-
-
-def _thread_decoder(copy: bool, align: bool) -> Any:
-    try:
-        return _local.decoders[(copy, align)]
-    except (AttributeError, KeyError):
-        decoders = getattr(_local, "decoders", None)
-        if decoders is None:
-            decoders = _local.decoders = {}
-        decoder = decoders[(copy, align)] = _tenso.Decoder(None, False, copy, align)
-        return decoder
 
 
 def _read_one(source: Any, options: Optional[DecodeOptions], copy: bool, align: bool) -> Optional[Any]:
@@ -473,12 +450,9 @@ def _read_packet(source: Any, options: Optional[DecodeOptions], copy: bool, alig
         fields = _stream_options(source, options)
         if fields is not None:
             return _tenso.read_fd(fd, copy, fields, align)  # tenso_read_fd: no read-ahead
-        decoder = _thread_decoder(copy, align)
-        try:
-            return decoder.read_fd(fd)  # no read-ahead either: nothing past the packet is read
-        except BaseException:
-            decoder.reset()  # a partial packet belongs to that stream, not to the next call's
-            raise
+        # The thread's decoder for (copy, align), which reuses the previous packet's buffer;
+        # no read-ahead either: nothing past the packet is read.
+        return _tenso.thread_read_fd(fd, copy, align)
     return _read_with(source, _tenso.Decoder(_merge(options), False, copy, align))
 
 
