@@ -40,15 +40,15 @@ struct Deadline {
 
 // Busy polling for an answer. A peer answers a small request in 10-30 us here, but a thread
 // that sleeps for the answer is woken through a CPU that went idle meanwhile, which on a
-// virtual machine costs 40-80 us more (raw TCP, 1 KiB and a 1-byte answer: 93 us median
-// sleeping, 27 us polling). So a wait for an answer first polls its socket for up to kBudget,
+// virtual machine costs 30-80 us more (raw TCP, 1 KiB and a 1-byte answer: 105 us median
+// sleeping, 38 us polling). So a wait for an answer first polls its socket for up to kBudget,
 // yielding the CPU between polls (a busy CPU goes to whoever needs it, the peer included).
 // A spin that runs out is a miss: the next 2^k waits sleep at once (k = misses in a row, up
 // to 8), so a slow peer costs one spin per 256 calls, not one per call. Per node; the counters
 // are hints, shared without order.
 class BusyPoll {
 public:
-    static constexpr int64_t kBudgetNs = 50000;
+    static constexpr int64_t kBudgetNs = 100000;
     void enable(bool on) { on_ = on; }
     // Polls p (the socket first) until one is ready or the budget is spent; true when one is.
     bool spin(struct pollfd *p, unsigned n);

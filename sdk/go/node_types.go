@@ -12,7 +12,7 @@ type NodeOptions struct {
 	NoFDPassing    bool // never pass descriptors over Unix sockets
 	NoListen       bool // a node that only dials
 	// A call waiting for a peer's answer sleeps at once instead of polling its socket for up
-	// to 50 µs first: less CPU, more latency.
+	// to 100 µs first: less CPU, more latency.
 	NoBusyPoll bool
 	// This node's identity (PEM); empty: an ephemeral P-256 key and self-signed certificate.
 	CertPEM, KeyPEM string

@@ -101,7 +101,7 @@ TENSO_API void tenso_cancel_free(tenso_cancel *c);
 /** tenso_node_options.flags: do not listen at all (a node that only dials). */
 #define TENSO_NODE_NO_LISTEN 0x4u
 /** tenso_node_options.flags: a call waiting for a peer's answer (an acknowledgement, a reply,
- *  a value) sleeps at once instead of polling its socket for up to 50 us first. Polling saves
+ *  a value) sleeps at once instead of polling its socket for up to 100 us first. Polling saves
  *  the 40-80 us a sleeping thread takes to wake through an idle CPU (notably in virtual
  *  machines), at the cost of that CPU time; it backs off by itself while answers take longer
  *  (see docs/net-protocol.md "Latency"). @since 1.5 */
@@ -360,7 +360,7 @@ TENSO_API tenso_status tenso_node_stats_get(tenso_node_stats *out, const tenso_n
  * the start function itself, until the operation would wait: a small post is usually done
  * before tenso_node_post_start returns, a send has written its request. A start whose
  * operation is the only one in flight on its queue and waits for the peer's answer polls for
- * it for up to 50 us before returning (busy polling, see TENSO_NODE_NO_BUSY_POLL and
+ * it for up to 100 us before returning (busy polling, see TENSO_NODE_NO_BUSY_POLL and
  * docs/net-protocol.md), so a quick answer completes the operation within its start. In callback mode
  * (tenso_node_queue_new with fn) the queue runs a thread of its own that reaps it and calls fn
  * for each completion.
