@@ -7,7 +7,6 @@
 #include <pthread.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -537,10 +536,10 @@ void Plan::write_pulled(const uint8_t *body, const std::function<void(const Piec
 namespace {
 // Writes an iovec array completely: partial writes, EINTR, and EAGAIN on non-blocking fds.
 // Sockets go through sendmsg(MSG_NOSIGNAL): a peer that hung up is an I/O error for the
-// caller, not a SIGPIPE that kills the process.
+// caller, not a SIGPIPE that kills the process. sendmsg is tried first and anything else
+// (ENOTSOCK) falls back to writev: no fstat per packet on the path that streams small ones.
 void writev_all(int fd, struct iovec *iov, size_t cnt, uint64_t *written) {
-    struct stat st;
-    const bool sock = ::fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode);
+    bool sock = true;
     while (cnt) {
         const size_t batch = std::min<size_t>(cnt, IOV_MAX);
         ssize_t r;
@@ -550,6 +549,10 @@ void writev_all(int fd, struct iovec *iov, size_t cnt, uint64_t *written) {
             m.msg_iov = iov;
             m.msg_iovlen = batch;
             r = ::sendmsg(fd, &m, MSG_NOSIGNAL);
+            if (r < 0 && errno == ENOTSOCK) {
+                sock = false;
+                continue;
+            }
         } else {
             r = ::writev(fd, iov, int(batch));
         }
