@@ -316,3 +316,39 @@ func TestNodeAccessHook(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A wait for the peer's answer polls first (counted in Stats); NoBusyPoll never does, nor does
+// a listener answering. The peer answers 1 ms late (its access hook sleeps): an answer already
+// there when the sender first reads would need no wait at all.
+func TestNodeBusyPollCountedAndOff(t *testing.T) {
+	rx := newTestNode(t, NodeOptions{})
+	if err := rx.SetAccess(func(AccessOp, string, string) bool { time.Sleep(time.Millisecond); return true }); err != nil {
+		t.Fatal(err)
+	}
+	tx := newTestNode(t, NodeOptions{NoListen: true})
+	sleeper := newTestNode(t, NodeOptions{NoListen: true, NoBusyPoll: true})
+	ctx := testCtx(t)
+	addr := nodeAddr(t, rx)
+	for _, n := range []*Node{tx, sleeper} {
+		for i := 0; i < 3; i++ {
+			if err := n.Send(ctx, addr, "x", Vector([]float32{1, 2})); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	a, err1 := tx.Stats()
+	s, err2 := sleeper.Stats()
+	r, err3 := rx.Stats()
+	if err1 != nil || err2 != nil || err3 != nil {
+		t.Fatal(err1, err2, err3)
+	}
+	if a.BusyPolls < 1 || a.BusyPollHits != 0 {
+		t.Fatalf("busy-polling node: %+v", a)
+	}
+	if s.BusyPolls != 0 || s.BusyPollHits != 0 || r.BusyPolls != 0 {
+		t.Fatalf("NoBusyPoll node %+v, listener %+v", s, r)
+	}
+	if a.TLSKernel+a.TLSUser != 1 {
+		t.Fatalf("one TLS connection: %+v", a)
+	}
+}

@@ -887,3 +887,30 @@ def test_kernel_tls_or_fallback_in_stats():
                 assert s["tls_kernel"] + s["tls_user"] == 1
 
     run(main())
+
+
+def test_busy_poll_counted_and_off():
+    """A wait for a peer's answer polls first (counted in stats); busy_poll=False never does,
+    and a listener answering never waits. The peer answers 1 ms late (its access hook sleeps):
+    an answer already there when the sender first reads would need no wait at all."""
+
+    def late(op: str, peer: str, name: str) -> bool:
+        time.sleep(0.001)
+        return True
+
+    async def main():
+        async with TensorNode() as rx, TensorNode(listen_enabled=False) as tx, TensorNode(
+            listen_enabled=False, busy_poll=False
+        ) as sleeper:
+            rx.set_access(late)
+            addr = await rx.get_node_addr()
+            for node in (tx, sleeper):
+                for _ in range(3):  # the first dials; later ones wait for answers
+                    node.send_tensor_sync(addr, "x", np.ones(3))
+                    await node.send_tensor(addr, "x", np.ones(3))
+            s, q, r = tx.stats(), sleeper.stats(), rx.stats()
+            assert s["busy_polls"] >= 1 and s["busy_poll_hits"] == 0
+            assert q["busy_polls"] == 0 and q["busy_poll_hits"] == 0
+            assert r["busy_polls"] == 0
+
+    run(main())

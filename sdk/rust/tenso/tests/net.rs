@@ -168,3 +168,28 @@ fn _node_is_send_sync() {
     check::<Node>();
     check::<CancelToken>();
 }
+
+#[test]
+fn busy_poll_counted_and_off() {
+    // A wait for the peer's answer polls first (counted); `no_busy_poll` never does, nor does a
+    // listener answering. The peer answers 1 ms late (its access hook sleeps): an answer already
+    // there when the sender first reads would need no wait at all.
+    let rx = Node::new(&NodeOptions::default()).unwrap();
+    rx.set_access(Some(|_: AccessOp, _: &str, _: &str| {
+        std::thread::sleep(Duration::from_millis(1));
+        true
+    }))
+    .unwrap();
+    let tx = dialer(false);
+    let sleeper = Node::new(&NodeOptions { no_listen: true, no_busy_poll: true, ..Default::default() }).unwrap();
+    let addr = rx.addr().unwrap();
+    for n in [&tx, &sleeper] {
+        for _ in 0..3 {
+            n.send(&addr, "x", &Tensor::from_slice(&[1.0f32; 4]), None).unwrap();
+        }
+    }
+    let (a, s, r) = (tx.stats().unwrap(), sleeper.stats().unwrap(), rx.stats().unwrap());
+    assert!(a.busy_polls >= 1 && a.busy_poll_hits == 0, "{a:?}");
+    assert_eq!((s.busy_polls, s.busy_poll_hits), (0, 0));
+    assert_eq!(r.busy_polls, 0);
+}
