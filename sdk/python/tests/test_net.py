@@ -899,9 +899,11 @@ def test_busy_poll_counted_and_off():
         return True
 
     async def main():
-        async with TensorNode() as rx, TensorNode(listen_enabled=False) as tx, TensorNode(
-            listen_enabled=False, busy_poll=False
-        ) as sleeper:
+        async with (
+            TensorNode() as rx,
+            TensorNode(listen_enabled=False) as tx,
+            TensorNode(listen_enabled=False, busy_poll=False) as sleeper,
+        ):
             rx.set_access(late)
             addr = await rx.get_node_addr()
             for node in (tx, sleeper):
