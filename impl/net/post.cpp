@@ -146,8 +146,9 @@ void read_acks(Node::Impl::PostStream &s, const NodeOptions &o, bool block, cons
         }
         if (r == Io::kEof) fail(TENSO_E_CONNECTION, "the peer closed the connection");
         if (!block) return;
-        if (r == Io::kWantRead) w.wait_answer(c.sock.fd, d);
-        else w.wait(c.sock.fd, POLLOUT, d);
+        // No busy polling here (Waker::wait_answer): a post stream is throughput-bound, and a
+        // spinning sender takes a CPU from the receiver it waits for.
+        w.wait(c.sock.fd, r == Io::kWantWrite ? POLLOUT : POLLIN, d);
     }
 }
 
@@ -345,8 +346,7 @@ struct StreamCall {
     std::unique_lock<std::mutex> g;
     std::shared_ptr<Node::Impl::PostStream> sp;
     StreamCall(Node::Impl &n, const std::string &addr, const std::string *name, uint64_t timeout_ms, Cancel *cancel)
-        : scope(n), notify{n}, w{n.stop_fd, cancel, &n.stopped, &n.busy},
-          d(Deadline::in(effective(timeout_ms, n.opts))) {
+        : scope(n), notify{n}, w{n.stop_fd, cancel, &n.stopped}, d(Deadline::in(effective(timeout_ms, n.opts))) {
         if (name) check_name(*name, n.opts);
         w.check();
         sp = n.lock_stream(addr, &g);
@@ -710,7 +710,7 @@ protected:
                     const bool written = drain(s, n.opts, false, nw, nd);
                     read_acks(s, n.opts, false, nw, nd);
                     if (!written) return void(w = room(c));
-                    if (s.acked < s.posted) w = Want::answer_on(c.sock.fd, Io::kWantRead);
+                    if (s.acked < s.posted) w = Want::readable(c.sock.fd);
                 });
             } catch (const Error &) {
                 // Reported below as the first failure among the posts.

@@ -100,11 +100,11 @@ TENSO_API void tenso_cancel_free(tenso_cancel *c);
 #define TENSO_NODE_NO_FD_PASSING 0x2u
 /** tenso_node_options.flags: do not listen at all (a node that only dials). */
 #define TENSO_NODE_NO_LISTEN 0x4u
-/** tenso_node_options.flags: a call waiting for a peer's answer (an acknowledgement, a reply,
- *  a value) sleeps at once instead of polling its socket for up to 100 us first. Polling saves
- *  the 40-80 us a sleeping thread takes to wake through an idle CPU (notably in virtual
- *  machines), at the cost of that CPU time; it backs off by itself while answers take longer
- *  (see docs/net-protocol.md "Latency"). @since 1.5 */
+/** tenso_node_options.flags: a send waiting for its acknowledgement, or a request for its
+ *  value, sleeps at once instead of polling its socket for up to 100 us first (posts and
+ *  flushes never poll). Polling saves the 30-80 us a sleeping thread takes to wake through an
+ *  idle CPU (notably in virtual machines), at the cost of that CPU time; it backs off by itself
+ *  while answers take longer (see docs/net-protocol.md "Latency"). @since 1.5 */
 #define TENSO_NODE_NO_BUSY_POLL 0x8u
 
 /** Zero means "default" in every field. */
@@ -358,12 +358,12 @@ TENSO_API tenso_status tenso_node_stats_get(tenso_node_stats *out, const tenso_n
  * operation moves on only while its queue is reaped: a loop that stops reaping stalls its own
  * outbound calls (the node's threads keep serving inbound connections). Work is also done by
  * the start function itself, until the operation would wait: a small post is usually done
- * before tenso_node_post_start returns, a send has written its request. A start whose
- * operation is the only one in flight on its queue and waits for the peer's answer polls for
- * it for up to 100 us before returning (busy polling, see TENSO_NODE_NO_BUSY_POLL and
- * docs/net-protocol.md), so a quick answer completes the operation within its start. In callback mode
- * (tenso_node_queue_new with fn) the queue runs a thread of its own that reaps it and calls fn
- * for each completion.
+ * before tenso_node_post_start returns, a send has written its request. A send or request
+ * start whose operation is the only one in flight on its queue polls for the peer's answer
+ * for up to 100 us before returning (busy polling, see TENSO_NODE_NO_BUSY_POLL and
+ * docs/net-protocol.md), so a quick answer completes the operation within its start. In
+ * callback mode (tenso_node_queue_new with fn) the queue runs a thread of its own that reaps
+ * it and calls fn for each completion.
  *
  * Completion at once. In descriptor mode, an operation that completes within its start function
  * (tenso_node_op_done is 1 when the start function returns) is not delivered to the queue:

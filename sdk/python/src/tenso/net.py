@@ -67,9 +67,9 @@ class TensorNode:
     - ``listen``: listen addresses, a str (comma-separated) or a sequence; default
       ``"tls://127.0.0.1:0"``. ``tcp://`` and ``unix://`` need ``allow_plaintext=True``.
     - ``allow_plaintext``, ``fd_passing`` (Unix peers: large packets travel as a descriptor),
-      ``listen_enabled`` (False: a node that only dials), ``busy_poll`` (False: a call waiting
-      for a peer's answer sleeps at once instead of polling up to 100 us for it; see
-      ``TENSO_NODE_NO_BUSY_POLL``).
+      ``listen_enabled`` (False: a node that only dials), ``busy_poll`` (False: a send waiting
+      for its acknowledgement, or a request for its value, sleeps at once instead of polling
+      up to 100 us for it; see ``TENSO_NODE_NO_BUSY_POLL``).
     - ``cert_pem``/``key_pem`` (this node's identity; default an ephemeral key), ``ca_pem`` and
       ``pinned_keys`` (which dialers the listener trusts).
     - ``timeout``: the default deadline of blocking calls in seconds (default 60).
