@@ -192,8 +192,8 @@ std::unique_ptr<View> Node::Impl::read_value(Outbound &c, const Control &reply, 
         std::unique_ptr<View> v;
         const Io r = read_value_step(c, reply, &v);
         if (r == Io::kDone) return v;
-        if (r == Io::kWantRead) w.wait_answer(c.sock.fd, d);
-        else w.wait(c.sock.fd, POLLOUT, d);
+        // The answer (its control frame) came: the value's bytes stream, and are not polled for.
+        w.wait(c.sock.fd, r == Io::kWantWrite ? POLLOUT : POLLIN, d);
     }
 }
 

@@ -65,7 +65,7 @@ public:
             }
             case kValue: {
                 const Io r = n.read_value_step(*conn_, reply, &view);
-                if (r != Io::kDone) return Want::answer_on(conn_->sock.fd, r);
+                if (r != Io::kDone) return Want::io(conn_->sock.fd, r);  // streaming: not polled for
                 return Want::done();
             }
             }
