@@ -720,7 +720,10 @@ Node scan_whole(const uint8_t *buf, size_t len, const Limits &limits) {
     }
 }
 
-void bind(View &v, const Node &n, const uint8_t *buf, const Limits &lim, const std::shared_ptr<const void> &keep) {
+// Assigns every field of `v` (bare(): a freed view is reused) as for a packet without a body;
+// bind() and decode_into() go on from there.
+inline void bind_fields(View &v, const Node &n, const uint8_t *buf, const Limits &lim,
+                        const std::shared_ptr<const void> &keep) {
     v.kind = n.kind;
     v.version = n.version;
     v.flags = n.flags;
@@ -731,7 +734,20 @@ void bind(View &v, const Node &n, const uint8_t *buf, const Limits &lim, const s
     v.packet_size = n.end - n.start;
     v.keep = keep;
     v.owns_data = bool(keep);
+    v.data = nullptr;  // containers have no body
+    v.nbytes = 0;
     check_footer(n, buf, lim);
+}
+
+// The body of a dense packet that is not compressed: in the bytes bound.
+inline void bind_body(View &v, const Node &n, const uint8_t *buf) {
+    v.nbytes = n.nbytes;
+    v.data = n.nbytes ? buf + n.body_off : nullptr;
+}
+
+// bind_fields(), then the children, extra parts and body the packet has.
+void bind(View &v, const Node &n, const uint8_t *buf, const Limits &lim, const std::shared_ptr<const void> &keep) {
+    bind_fields(v, n, buf, lim, keep);
     switch (n.kind) {
     case TENSO_KIND_BUNDLE: bind_children(v, n, buf, lim, keep); return;
     case TENSO_KIND_SPARSE_COO:
@@ -749,17 +765,13 @@ void bind(View &v, const Node &n, const uint8_t *buf, const Limits &lim, const s
         return;
     default: break;
     }
-    const uint8_t *body = buf + n.body_off;
+    if (!n.compressed) return bind_body(v, n, buf);
+    std::shared_ptr<uint8_t> out = alloc_aligned(n.nbytes);
+    lz4_frame_decompress(out.get(), n.nbytes, buf + n.body_off, n.body_len, lim.threads);
     v.nbytes = n.nbytes;
-    if (n.compressed) {
-        std::shared_ptr<uint8_t> out = alloc_aligned(n.nbytes);
-        lz4_frame_decompress(out.get(), n.nbytes, body, n.body_len, lim.threads);
-        v.data = n.nbytes ? out.get() : nullptr;
-        v.keep = std::move(out);
-        v.owns_data = true;
-    } else {
-        v.data = n.nbytes ? body : nullptr;
-    }
+    v.data = n.nbytes ? out.get() : nullptr;
+    v.keep = std::move(out);
+    v.owns_data = true;
 }
 
 }  // namespace
@@ -783,10 +795,19 @@ bool scan_detached(Node *out, const uint8_t *head, size_t have, size_t len, cons
     return true;
 }
 
-std::unique_ptr<View> decode(const uint8_t *buf, size_t len, const Limits &limits, std::shared_ptr<const void> keep) {
+void decode_into(View &v, const uint8_t *buf, size_t len, const Limits &limits,
+                 const std::shared_ptr<const void> &keep) {
     const Node n = scan_whole(buf, len, limits);
+    if (n.kind == TENSO_KIND_DENSE && !n.compressed) {  // most packets: bind() without its call
+        bind_fields(v, n, buf, limits, keep);
+        return bind_body(v, n, buf);
+    }
+    tenso::bind(v, n, buf, limits, keep);
+}
+
+std::unique_ptr<View> decode(const uint8_t *buf, size_t len, const Limits &limits, std::shared_ptr<const void> keep) {
     std::unique_ptr<View> v(new View);
-    tenso::bind(*v, n, buf, limits, keep);
+    decode_into(*v, buf, len, limits, keep);
     return v;
 }
 

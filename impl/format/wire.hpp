@@ -152,9 +152,24 @@ class Shape {
 public:
     static constexpr uint32_t kInline = 4;
     Shape() {}  // not zero-filled: loads is hot
-    Shape(const Shape &o) { assign(o.data(), o.n_); }
+    Shape(const Shape &o) { *this = o; }
     Shape &operator=(const Shape &o) {
-        if (this != &o) assign(o.data(), o.n_);
+        if (this == &o) return *this;
+        if (o.heap_) {
+            assign(o.heap_.get(), o.n_);
+            return *this;
+        }
+        // In place, a dim at a time: no call to memcpy, and each load matches the store that
+        // wrote the dim (a scan just did), so the store forwards (a wider load would stall).
+        heap_.reset();
+        switch (o.n_) {
+        case 4: in_[3] = o.in_[3]; [[fallthrough]];
+        case 3: in_[2] = o.in_[2]; [[fallthrough]];
+        case 2: in_[1] = o.in_[1]; [[fallthrough]];
+        case 1: in_[0] = o.in_[0]; [[fallthrough]];
+        default: break;
+        }
+        n_ = o.n_;
         return *this;
     }
     Shape(Shape &&) noexcept = default;
@@ -170,6 +185,7 @@ public:
         uint64_t *d = resize(ndim);
         if (ndim) std::memcpy(d, p, sizeof(uint64_t) * ndim);  // a scalar's p may be null
     }
+    bool on_heap() const { return bool(heap_); }
     uint64_t *data() { return heap_ ? heap_.get() : in_; }
     const uint64_t *data() const { return heap_ ? heap_.get() : in_; }
     uint64_t &operator[](size_t i) { return data()[i]; }
