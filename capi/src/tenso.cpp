@@ -117,21 +117,30 @@ View *take_view() {
     return v;
 }
 
-// tenso_view_free(): what the view holds (children, a mapping, a decompressed body) is freed
-// now, and the view, bare, kept as this thread's spare unless it has one. A dense view is bare
-// already; constructing it again cost a tenth of a small packet's decode.
-void give_view(View *v) noexcept {
-    if (!v) return;
+void keep_spare(View *v) noexcept {
+    ASAN_POISON_MEMORY_REGION(v, sizeof(View));
+    t_slot.spare = v;
+}
+
+// give_view() of a view that is not bare, or on a thread that holds a spare or has no key yet.
+__attribute__((noinline)) void give_view_slow(View *v) noexcept {
     if (t_slot.spare || !key_slot()) {
         delete v;
         return;
     }
-    if (!v->bare()) {
-        v->~View();
-        new (v) View;
-    }
-    ASAN_POISON_MEMORY_REGION(v, sizeof(View));
-    t_slot.spare = v;
+    v->~View();
+    new (v) View;
+    keep_spare(v);
+}
+
+// tenso_view_free(): what the view holds (children, a mapping, a decompressed body) is freed
+// now, and the view, bare, kept as this thread's spare unless it has one. A dense view is bare
+// already (constructing it again cost a tenth of a small packet's decode), and freeing it is
+// a few loads and a store.
+void give_view(View *v) noexcept {
+    if (!v) return;
+    if (t_slot.spare || !t_slot.keyed || !v->bare()) return give_view_slow(v);
+    keep_spare(v);
 }
 struct GiveView {
     void operator()(View *v) const noexcept { give_view(v); }

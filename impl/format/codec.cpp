@@ -703,18 +703,23 @@ void bind_strings(View &v, const Node &n, const uint8_t *buf, const Limits &lim)
         fail(TENSO_E_MALFORMED, "string payload is not valid UTF-8");
 }
 
-// scan() of a whole packet: too few bytes is TRUNCATED. (Returned, not assigned: loads is hot.)
+[[noreturn]] __attribute__((noinline, cold)) void fail_truncated(size_t need, size_t len) {
+    fail(TENSO_E_TRUNCATED, "packet is truncated: needs at least " + num(need) + " bytes, has " + num(len));
+}
+
+// scan() of a whole packet: too few bytes is TRUNCATED. (Returned, not assigned, and inlined
+// into its callers: loads is hot, and a call level is a few percent of a small packet's.)
 // The catch (...) { throw; } here and in as_loads_says (decoder.cpp) is for ThreadSanitizer:
 // clang's TSan pass (14) calls __tsan_func_exit for an unwinding frame only from a cleanup
 // landing pad, so each Error passing a frame whose only catch is NeedMore's left an entry on the
 // thread's TSan shadow stack (65,536 entries): hostile-input loops overflowed it (a SEGV in the
 // runtime's FuncEntry, past the stack's mapping). Other typed-only catches on failure paths that
 // inputs can repeat should do the same.
-Node scan_whole(const uint8_t *buf, size_t len, const Limits &limits) {
+__attribute__((always_inline)) inline Node scan_whole(const uint8_t *buf, size_t len, const Limits &limits) {
     try {
         return scan(buf, len, limits);
     } catch (const NeedMore &m) {
-        fail(TENSO_E_TRUNCATED, "packet is truncated: needs at least " + num(m.need) + " bytes, has " + num(len));
+        fail_truncated(m.need, len);
     } catch (...) {
         throw;  // for TSan: see above
     }

@@ -208,23 +208,24 @@ struct Node {
     uint32_t flags = 0;
     int dtype = 0;
     uint32_t ndim = 0;
-    Shape shape;
     uint32_t alignment = 1;
     size_t start = 0;     // first byte of the packet
     size_t body_off = 0;  // first byte of the body (0 for containers)
     size_t body_len = 0;  // body bytes as stored (compressed length for LZ4)
     uint64_t nbytes = 0;  // logical body bytes (numel * itemsize for dense)
     size_t end = 0;       // one past the last byte, footer included
-    uint32_t count = 0;   // bundle entries
     size_t meta_off = 0;  // quantized: scheme byte .. last zero point
     size_t meta_len = 0;
+    uint32_t count = 0;  // bundle entries
     // Quantized metadata as checked: bind uses these, never a second read of bytes that
     // another process may rewrite in between (shared memory).
-    uint8_t scheme = 0, axis = 0;
     uint32_t group_size = 0, num_scales = 0;
+    uint8_t scheme = 0, axis = 0;
     bool footer = false;
     bool compressed = false;
     std::vector<Child> children;  // bundle entries, sparse components
+    // Last, so that what is zeroed above is contiguous: a scan constructs a Node per packet.
+    Shape shape;
 };
 
 struct Node::Child {
