@@ -147,7 +147,13 @@ impl<'a> View<'a> {
     #[inline]
     pub(crate) unsafe fn from_raw(p: *mut sys::tenso_view, input: &'a [u8]) -> Result<View<'a>> {
         let raw = NonNull::new(p).ok_or_else(|| Error::new(ErrorKind::Internal, "libtenso returned a NULL view"))?;
-        Ok(View { raw, input: (input.as_ptr() as usize, input.len()), _bytes: PhantomData })
+        Ok(View::from_root(raw, input))
+    }
+
+    /// SAFETY: as [`from_raw`](View::from_raw).
+    #[inline]
+    unsafe fn from_root(raw: NonNull<sys::tenso_view>, input: &'a [u8]) -> View<'a> {
+        View { raw, input: (input.as_ptr() as usize, input.len()), _bytes: PhantomData }
     }
 }
 
@@ -172,9 +178,24 @@ impl DecodeOptions {
     pub fn loads<'a>(&self, bytes: &'a [u8]) -> Result<View<'a>> {
         let mut out = ptr::null_mut();
         // SAFETY: valid pointers; the view borrows `bytes`, tied to 'a.
-        check(unsafe { sys::tenso_loads(&mut out, bytes.as_ptr().cast(), bytes.len(), self.ptr()) })?;
-        // SAFETY: success gives a root view over `bytes`.
-        unsafe { View::from_raw(out, bytes) }
+        let st = unsafe { sys::tenso_loads(&mut out, bytes.as_ptr().cast(), bytes.len(), self.ptr()) };
+        match NonNull::new(out) {
+            // SAFETY: success gives a root view over `bytes`.
+            Some(raw) if st == sys::TENSO_OK => Ok(unsafe { View::from_root(raw, bytes) }),
+            _ => Err(loads_failed(st)),
+        }
+    }
+}
+
+/// The error of a `tenso_loads` that returned `status` (a NULL view with TENSO_OK is libtenso's
+/// fault). Out of line: the caller's success path then keeps its `View` in registers.
+#[cold]
+#[inline(never)]
+fn loads_failed(status: i32) -> Error {
+    if status == sys::TENSO_OK {
+        Error::new(ErrorKind::Internal, "libtenso returned a NULL view")
+    } else {
+        Error::last(status)
     }
 }
 
