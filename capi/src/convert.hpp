@@ -3,6 +3,8 @@
 // engine results are copied into the caller's structs. No rule of the format lives here.
 #pragma once
 
+#include <optional>
+
 #include "tenso/archive.h"
 #include "tenso/shm.h"
 #include "tenso/tenso.h"
@@ -16,9 +18,20 @@
 namespace tenso::capi {
 
 Limits read_limits(const tenso_decode_options *opts);  // not NULL
-inline Limits limits(const tenso_decode_options *opts) {
-    return opts ? read_limits(opts) : Limits();
-}  // NULL: the defaults
+// The engine's limits for `opts`, passed on as a `const Limits &`: NULL is the defaults, which
+// are not copied (a small packet's decode makes a hundred or so stores; a copy was nine more).
+class DecodeLimits {
+public:
+    explicit DecodeLimits(const tenso_decode_options *opts) {
+        if (opts) own_.emplace(read_limits(opts));
+    }
+    operator const Limits &() const { return own_ ? *own_ : kDefaults; }
+
+private:
+    static constexpr Limits kDefaults{};
+    std::optional<Limits> own_;
+};
+inline DecodeLimits limits(const tenso_decode_options *opts) { return DecodeLimits(opts); }
 EncodeOptions read_encode_options(const tenso_encode_options *opts);     // not NULL
 inline EncodeOptions encode_options(const tenso_encode_options *opts) {  // NULL: the defaults
     return opts ? read_encode_options(opts) : EncodeOptions();

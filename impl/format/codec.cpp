@@ -706,24 +706,32 @@ void bind_strings(View &v, const Node &n, const uint8_t *buf, const Limits &lim)
         fail(TENSO_E_MALFORMED, "string payload is not valid UTF-8");
 }
 
-// scan() of a whole packet: too few bytes is TRUNCATED. (Returned, not assigned: loads is hot.)
+[[noreturn]] __attribute__((noinline, cold)) void fail_truncated(size_t need, size_t len) {
+    fail(TENSO_E_TRUNCATED, "packet is truncated: needs at least " + num(need) + " bytes, has " + num(len));
+}
+
+// scan() of a whole packet: too few bytes is TRUNCATED. (Returned, not assigned, and inlined
+// into its callers: loads is hot, and a call level is a few percent of a small packet's.)
 // The catch (...) { throw; } here and in as_loads_says (decoder.cpp) is for ThreadSanitizer:
 // clang's TSan pass (14) calls __tsan_func_exit for an unwinding frame only from a cleanup
 // landing pad, so each Error passing a frame whose only catch is NeedMore's left an entry on the
 // thread's TSan shadow stack (65,536 entries): hostile-input loops overflowed it (a SEGV in the
 // runtime's FuncEntry, past the stack's mapping). Other typed-only catches on failure paths that
 // inputs can repeat should do the same.
-Node scan_whole(const uint8_t *buf, size_t len, const Limits &limits) {
+__attribute__((always_inline)) inline Node scan_whole(const uint8_t *buf, size_t len, const Limits &limits) {
     try {
         return scan(buf, len, limits);
     } catch (const NeedMore &m) {
-        fail(TENSO_E_TRUNCATED, "packet is truncated: needs at least " + num(m.need) + " bytes, has " + num(len));
+        fail_truncated(m.need, len);
     } catch (...) {
         throw;  // for TSan: see above
     }
 }
 
-void bind(View &v, const Node &n, const uint8_t *buf, const Limits &lim, const std::shared_ptr<const void> &keep) {
+// Assigns every field of `v` (bare(): a freed view is reused) as for a packet without a body;
+// bind() and decode_into() go on from there.
+inline void bind_fields(View &v, const Node &n, const uint8_t *buf, const Limits &lim,
+                        const std::shared_ptr<const void> &keep) {
     v.kind = n.kind;
     v.version = n.version;
     v.flags = n.flags;
@@ -734,7 +742,20 @@ void bind(View &v, const Node &n, const uint8_t *buf, const Limits &lim, const s
     v.packet_size = n.end - n.start;
     v.keep = keep;
     v.owns_data = bool(keep);
+    v.data = nullptr;  // containers have no body
+    v.nbytes = 0;
     check_footer(n, buf, lim);
+}
+
+// The body of a dense packet that is not compressed: in the bytes bound.
+inline void bind_body(View &v, const Node &n, const uint8_t *buf) {
+    v.nbytes = n.nbytes;
+    v.data = n.nbytes ? buf + n.body_off : nullptr;
+}
+
+// bind_fields(), then the children, extra parts and body the packet has.
+void bind(View &v, const Node &n, const uint8_t *buf, const Limits &lim, const std::shared_ptr<const void> &keep) {
+    bind_fields(v, n, buf, lim, keep);
     switch (n.kind) {
     case TENSO_KIND_BUNDLE: bind_children(v, n, buf, lim, keep); return;
     case TENSO_KIND_SPARSE_COO:
@@ -752,17 +773,13 @@ void bind(View &v, const Node &n, const uint8_t *buf, const Limits &lim, const s
         return;
     default: break;
     }
-    const uint8_t *body = buf + n.body_off;
+    if (!n.compressed) return bind_body(v, n, buf);
+    std::shared_ptr<uint8_t> out = alloc_aligned(n.nbytes);
+    lz4_frame_decompress(out.get(), n.nbytes, buf + n.body_off, n.body_len, lim.threads);
     v.nbytes = n.nbytes;
-    if (n.compressed) {
-        std::shared_ptr<uint8_t> out = alloc_aligned(n.nbytes);
-        lz4_frame_decompress(out.get(), n.nbytes, body, n.body_len, lim.threads);
-        v.data = n.nbytes ? out.get() : nullptr;
-        v.keep = std::move(out);
-        v.owns_data = true;
-    } else {
-        v.data = n.nbytes ? body : nullptr;
-    }
+    v.data = n.nbytes ? out.get() : nullptr;
+    v.keep = std::move(out);
+    v.owns_data = true;
 }
 
 }  // namespace
@@ -786,10 +803,19 @@ bool scan_detached(Node *out, const uint8_t *head, size_t have, size_t len, cons
     return true;
 }
 
-std::unique_ptr<View> decode(const uint8_t *buf, size_t len, const Limits &limits, std::shared_ptr<const void> keep) {
+void decode_into(View &v, const uint8_t *buf, size_t len, const Limits &limits,
+                 const std::shared_ptr<const void> &keep) {
     const Node n = scan_whole(buf, len, limits);
+    if (n.kind == TENSO_KIND_DENSE && !n.compressed) {  // most packets: bind() without its call
+        bind_fields(v, n, buf, limits, keep);
+        return bind_body(v, n, buf);
+    }
+    tenso::bind(v, n, buf, limits, keep);
+}
+
+std::unique_ptr<View> decode(const uint8_t *buf, size_t len, const Limits &limits, std::shared_ptr<const void> keep) {
     std::unique_ptr<View> v(new View);
-    tenso::bind(*v, n, buf, limits, keep);
+    decode_into(*v, buf, len, limits, keep);
     return v;
 }
 

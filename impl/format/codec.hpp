@@ -270,7 +270,8 @@ std::shared_ptr<uint8_t> alloc_aligned(size_t n);
 // ------------------------------------------------------------------------------------------
 
 // Views are kept small (a tree of tiny packets costs a few times its bytes): the shape is sized
-// by ndim and what only some kinds need lives in `extra`.
+// by ndim and what only some kinds need lives in `extra`. Decoding assigns every field (see
+// bare()): a field added here is assigned in bind() (codec.cpp) too.
 struct View {
     struct Entry;
     struct Extra;
@@ -287,6 +288,11 @@ struct View {
     std::shared_ptr<const void> keep;  // whatever keeps `data` alive, when the view owns it
     std::vector<Entry> entries;        // bundle entries; sparse components (no keys)
     std::unique_ptr<Extra> extra;      // quantized, strings and direct ragged views
+
+    // Holds nothing beyond its fields (no keep, children, extra or heap shape): decode_into()
+    // then makes it another packet's view by assignment alone, which is how the C ABI reuses
+    // a freed view without constructing it again.
+    bool bare() const { return !keep && entries.capacity() == 0 && !extra && !shape.on_heap(); }
 };
 struct View::Extra {
     QuantDesc quant;  // quantized: scales/zero points point into qparams
@@ -304,6 +310,10 @@ static_assert(sizeof(View::Extra) <= kViewExtraBytes, "max_decoded_bytes charges
 // Decodes the packet at buf[0]. `keep` owns buf when the caller hands ownership to the view
 // (stream buffers, mappings); null when the view borrows the caller's bytes.
 std::unique_ptr<View> decode(const uint8_t *buf, size_t len, const Limits &limits, std::shared_ptr<const void> keep);
+// decode() into `v`, which must be bare() (a new View is; the C ABI reuses a freed one rather
+// than allocate another). On failure `v` may hold part of the packet: destroy it.
+void decode_into(View &v, const uint8_t *buf, size_t len, const Limits &limits,
+                 const std::shared_ptr<const void> &keep = nullptr);
 // Binds the Node scan() made of buf, without scanning again: what a caller checked on the Node
 // is what the view gets, even if others rewrite the bytes meanwhile.
 std::unique_ptr<View> bind_scanned(const Node &n, const uint8_t *buf, const Limits &limits,

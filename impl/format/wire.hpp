@@ -152,9 +152,24 @@ class Shape {
 public:
     static constexpr uint32_t kInline = 4;
     Shape() {}  // not zero-filled: loads is hot
-    Shape(const Shape &o) { assign(o.data(), o.n_); }
+    Shape(const Shape &o) { *this = o; }
     Shape &operator=(const Shape &o) {
-        if (this != &o) assign(o.data(), o.n_);
+        if (this == &o) return *this;
+        if (o.heap_) {
+            assign(o.heap_.get(), o.n_);
+            return *this;
+        }
+        // In place, a dim at a time: no call to memcpy, and each load matches the store that
+        // wrote the dim (a scan just did), so the store forwards (a wider load would stall).
+        heap_.reset();
+        switch (o.n_) {
+        case 4: in_[3] = o.in_[3]; [[fallthrough]];
+        case 3: in_[2] = o.in_[2]; [[fallthrough]];
+        case 2: in_[1] = o.in_[1]; [[fallthrough]];
+        case 1: in_[0] = o.in_[0]; [[fallthrough]];
+        default: break;
+        }
+        n_ = o.n_;
         return *this;
     }
     Shape(Shape &&) noexcept = default;
@@ -170,6 +185,7 @@ public:
         uint64_t *d = resize(ndim);
         if (ndim) std::memcpy(d, p, sizeof(uint64_t) * ndim);  // a scalar's p may be null
     }
+    bool on_heap() const { return bool(heap_); }
     uint64_t *data() { return heap_ ? heap_.get() : in_; }
     const uint64_t *data() const { return heap_ ? heap_.get() : in_; }
     uint64_t &operator[](size_t i) { return data()[i]; }
@@ -192,23 +208,24 @@ struct Node {
     uint32_t flags = 0;
     int dtype = 0;
     uint32_t ndim = 0;
-    Shape shape;
     uint32_t alignment = 1;
     size_t start = 0;     // first byte of the packet
     size_t body_off = 0;  // first byte of the body (0 for containers)
     size_t body_len = 0;  // body bytes as stored (compressed length for LZ4)
     uint64_t nbytes = 0;  // logical body bytes (numel * itemsize for dense)
     size_t end = 0;       // one past the last byte, footer included
-    uint32_t count = 0;   // bundle entries
     size_t meta_off = 0;  // quantized: scheme byte .. last zero point
     size_t meta_len = 0;
+    uint32_t count = 0;  // bundle entries
     // Quantized metadata as checked: bind uses these, never a second read of bytes that
     // another process may rewrite in between (shared memory).
-    uint8_t scheme = 0, axis = 0;
     uint32_t group_size = 0, num_scales = 0;
+    uint8_t scheme = 0, axis = 0;
     bool footer = false;
     bool compressed = false;
     std::vector<Child> children;  // bundle entries, sparse components
+    // Last, so that what is zeroed above is contiguous: a scan constructs a Node per packet.
+    Shape shape;
 };
 
 struct Node::Child {

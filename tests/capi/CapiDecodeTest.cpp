@@ -8,11 +8,13 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <cppunit/extensions/HelperMacros.h>
 
 #include "check.hpp"
+#include "hostile_util.hpp"
 #include "tenso/tenso.h"
 
 namespace {
@@ -47,6 +49,20 @@ struct ViewPtr {
         return &v;
     }
 };
+
+// The golden vectors' names, in directory order (kinds mixed).
+std::vector<std::string> golden_names() {
+    std::vector<std::string> names;
+    if (DIR *d = ::opendir(TENSO_VECTORS_DIR)) {
+        while (const dirent *e = ::readdir(d)) {
+            const std::string n = e->d_name;
+            if (n.size() > 6 && n.compare(n.size() - 6, 6, ".tenso") == 0) names.push_back(n.substr(0, n.size() - 6));
+        }
+        ::closedir(d);
+    }
+    CPPUNIT_ASSERT(names.size() > 50);
+    return names;
+}
 
 const float kF32Five[5] = {1, 2, 3, 4, 5};
 const uint64_t kShape5[1] = {5};
@@ -122,6 +138,8 @@ class CapiDecodeTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(testGoldenV4Packets);
     CPPUNIT_TEST(testEmptyAndScalarViews);
     CPPUNIT_TEST(testLoadsTensorAgreesWithLoads);
+    CPPUNIT_TEST(testFreedViewIsReused);
+    CPPUNIT_TEST(testViewsFreedOnOtherThreads);
     CPPUNIT_TEST_SUITE_END();
 
 public:
@@ -597,16 +615,7 @@ public:
     // other packet tenso_loads takes is UNSUPPORTED_KIND; every packet tenso_loads refuses is
     // refused with the same status. *out is untouched on failure.
     void testLoadsTensorAgreesWithLoads() {
-        std::vector<std::string> names;
-        if (DIR *d = ::opendir(TENSO_VECTORS_DIR)) {
-            while (const dirent *e = ::readdir(d)) {
-                const std::string n = e->d_name;
-                if (n.size() > 6 && n.compare(n.size() - 6, 6, ".tenso") == 0)
-                    names.push_back(n.substr(0, n.size() - 6));
-            }
-            ::closedir(d);
-        }
-        CPPUNIT_ASSERT(names.size() > 50);
+        const std::vector<std::string> names = golden_names();
         size_t dense = 0, other = 0, refused = 0;
         tenso_decode_options skip = dopts();
         skip.flags = TENSO_DECODE_SKIP_CHECKSUM;
@@ -720,6 +729,76 @@ public:
         CPPUNIT_ASSERT(tenso_view_shape(v.v) == nullptr);  // documented: NULL for ndim 0
         CPPUNIT_ASSERT_EQUAL(uint64_t(4), tenso_view_nbytes(v.v));
         CPPUNIT_ASSERT_EQUAL(3.5f, *static_cast<const float *>(tenso_view_data(v.v)));
+    }
+
+    // tenso_loads decodes into the view this thread freed last rather than allocate one (a small
+    // packet's decode costs about what the allocation does). Whatever kind came before, the
+    // reused view is the one a fresh view would be: every golden vector after every other kind.
+    void testFreedViewIsReused() {
+        std::vector<Bytes> pkts;
+        for (const std::string &name : golden_names()) {
+            Bytes p = golden(name);
+            tenso_view *v = nullptr;
+            if (tenso_loads(&v, p.data(), p.size(), nullptr) == TENSO_OK) pkts.push_back(std::move(p));
+            tenso_view_free(v);
+        }
+        CPPUNIT_ASSERT(pkts.size() > 50);
+        pkts.push_back(pkts.front());  // the last kind is followed too
+        for (size_t i = 1; i < pkts.size(); ++i) {
+            const Bytes &prev = pkts[i - 1], &next = pkts[i];
+            tenso_view *before = nullptr, *reused = nullptr, *fresh = nullptr;
+            TENSO_CHECK_OK(tenso_loads(&before, prev.data(), prev.size(), nullptr));
+            tenso_view_free(before);
+            TENSO_CHECK_OK(tenso_loads(&reused, next.data(), next.size(), nullptr));
+            TENSO_CHECK_OK(tenso_loads(&fresh, next.data(), next.size(), nullptr));  // the spare is taken
+            const std::string where = "vector " + std::to_string(i);
+            CPPUNIT_ASSERT_MESSAGE(where + ": the freed view was not reused", reused == before);
+            CPPUNIT_ASSERT_MESSAGE(where + ": two live views share storage", fresh != reused);
+            const std::string diff = hostile::view_diff(reused, fresh);
+            CPPUNIT_ASSERT_MESSAGE(where + ": " + diff, diff.empty());
+            CPPUNIT_ASSERT_EQUAL_MESSAGE(where, tenso_view_owns_data(fresh), tenso_view_owns_data(reused));
+            if (!tenso_view_owns_data(fresh))  // both borrow `next` (NULL without a body)
+                CPPUNIT_ASSERT_MESSAGE(where, tenso_view_data(fresh) == tenso_view_data(reused));
+            CPPUNIT_ASSERT_EQUAL_MESSAGE(where, tenso_view_bundle_count(fresh), tenso_view_bundle_count(reused));
+            tenso_view_free(fresh);
+            tenso_view_free(reused);
+        }
+        // A failed decode hands out nothing and keeps the spare for the next one.
+        Bytes p = encode(kTensorF32Five);
+        tenso_view *a = nullptr, *b = nullptr;
+        TENSO_CHECK_OK(tenso_loads(&a, p.data(), p.size(), nullptr));
+        tenso_view_free(a);
+        TENSO_CHECK_STATUS(TENSO_E_TRUNCATED, tenso_loads(&b, p.data(), p.size() - 1, nullptr));
+        CPPUNIT_ASSERT(b == nullptr);
+        TENSO_CHECK_OK(tenso_loads(&b, p.data(), p.size(), nullptr));
+        CPPUNIT_ASSERT(b == a);
+        CPPUNIT_ASSERT_EQUAL(uint64_t(sizeof kF32Five), tenso_view_nbytes(b));
+        tenso_view_free(b);
+    }
+
+    // A view may be freed on any thread; each thread keeps its own spare and frees it when it
+    // exits (under ASan, LeakSanitizer reports a spare that outlives its thread).
+    void testViewsFreedOnOtherThreads() {
+        const Bytes p = encode(kTensorF32Five);
+        for (int round = 0; round < 20; ++round) {
+            std::vector<tenso_view *> made(8, nullptr);
+            std::vector<tenso_status> st(made.size() + 1, TENSO_E_INTERNAL);
+            uint64_t nbytes = 0;
+            std::thread maker([&] {
+                for (size_t i = 0; i < made.size(); ++i) st[i] = tenso_loads(&made[i], p.data(), p.size(), nullptr);
+            });
+            maker.join();
+            std::thread freer([&] {
+                for (tenso_view *v : made) tenso_view_free(v);
+                tenso_view *again = nullptr;  // the spare, taken and given back
+                st.back() = tenso_loads(&again, p.data(), p.size(), nullptr);
+                nbytes = tenso_view_nbytes(again);
+                tenso_view_free(again);
+            });
+            freer.join();
+            for (tenso_status s : st) TENSO_CHECK_OK(s);
+            CPPUNIT_ASSERT_EQUAL(uint64_t(sizeof kF32Five), nbytes);
+        }
     }
 };
 

@@ -64,6 +64,7 @@ class CapiFileTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(testBundleRoundTrip);
     CPPUNIT_TEST(testViewsOutliveTheFile);
     CPPUNIT_TEST(testMappedBodiesAreAligned);
+    CPPUNIT_TEST(testFreeUnmapsAtOnce);
     CPPUNIT_TEST(testSaveReplacesAtomically);
     CPPUNIT_TEST(testFailedSavesKeepTheOldFile);
     CPPUNIT_TEST(testSaveFailingMidWrite);
@@ -198,6 +199,22 @@ public:
             CPPUNIT_ASSERT_EQUAL_MESSAGE("read, alignment " + std::to_string(align), uintptr_t(0),
                                          reinterpret_cast<uintptr_t>(tenso_view_data(r.get())) % 64);
         }
+    }
+
+    // tenso_view_free releases a mapping at once, though the view's storage is kept for this
+    // thread's next tenso_loads.
+    void testFreeUnmapsAtOnce() {
+        OwnedTensor t(TENSO_DTYPE_FLOAT32, {1000}, 1);
+        const std::string path = at("unmapped.tenso");
+        TENSO_CHECK_OK(tenso_save_file(path.c_str(), &t.t, nullptr));
+        auto mapped = [&] {
+            const Bytes maps = slurp("/proc/self/maps");
+            return std::string(maps.begin(), maps.end()).find(path) != std::string::npos;
+        };
+        ViewPtr m = load(path, TENSO_LOAD_MMAP);
+        CPPUNIT_ASSERT_MESSAGE("the view maps " + path, mapped());
+        m.reset();
+        CPPUNIT_ASSERT_MESSAGE("the freed view still maps " + path, !mapped());
     }
 
     void testSaveReplacesAtomically() {

@@ -703,7 +703,12 @@ TENSO_API tenso_status tenso_packet_length(size_t *length_out, const void *data,
  */
 TENSO_API tenso_status tenso_loads(tenso_view **out, const void *data, size_t len, const tenso_decode_options *opts);
 
-/** Frees a view and its children; NULL is accepted. Child views must not be freed. @since 1.0 */
+/**
+ * Frees a view and its children; NULL is accepted. Child views must not be freed. What the view
+ * holds (children, a mapping, a decompressed body) is released at once; the calling thread keeps
+ * the view's own small allocation for its next tenso_loads(), which then allocates nothing.
+ * @since 1.0
+ */
 TENSO_API void tenso_view_free(tenso_view *v);
 
 /**

@@ -48,6 +48,7 @@ unsafe impl Send for View<'_> {}
 unsafe impl Sync for View<'_> {}
 
 impl Drop for View<'_> {
+    #[inline]
     fn drop(&mut self) {
         // SAFETY: we own the root view (children are freed with it).
         unsafe { sys::tenso_view_free(self.raw.as_ptr()) }
@@ -56,6 +57,7 @@ impl Drop for View<'_> {
 
 impl Deref for View<'_> {
     type Target = ViewRef;
+    #[inline]
     fn deref(&self) -> &ViewRef {
         // SAFETY: live view for as long as self is borrowed.
         unsafe { ViewRef::from_ptr(self.raw.as_ptr()) }
@@ -142,9 +144,16 @@ impl<'a> View<'a> {
 
     /// SAFETY: `p` is a root view whose data points into `input` (alive for 'a) or memory
     /// the view owns.
+    #[inline]
     pub(crate) unsafe fn from_raw(p: *mut sys::tenso_view, input: &'a [u8]) -> Result<View<'a>> {
         let raw = NonNull::new(p).ok_or_else(|| Error::new(ErrorKind::Internal, "libtenso returned a NULL view"))?;
-        Ok(View { raw, input: (input.as_ptr() as usize, input.len()), _bytes: PhantomData })
+        Ok(View::from_root(raw, input))
+    }
+
+    /// SAFETY: as [`from_raw`](View::from_raw).
+    #[inline]
+    unsafe fn from_root(raw: NonNull<sys::tenso_view>, input: &'a [u8]) -> View<'a> {
+        View { raw, input: (input.as_ptr() as usize, input.len()), _bytes: PhantomData }
     }
 }
 
@@ -156,18 +165,37 @@ impl<'a> View<'a> {
 /// let err = tenso::loads(b"TNSO").unwrap_err();
 /// assert_eq!(err.kind(), tenso::ErrorKind::Truncated);
 /// ```
+#[inline]
 pub fn loads(bytes: &[u8]) -> Result<View<'_>> {
     DecodeOptions::default().loads(bytes)
 }
 
 impl DecodeOptions {
     /// Decodes the packet at the start of `bytes` under these options; see [`loads`].
+    // Inline, so that the caller keeps the View in registers: returned through memory, its
+    // words were stored separately and read back as one (a stalled store forward).
+    #[inline]
     pub fn loads<'a>(&self, bytes: &'a [u8]) -> Result<View<'a>> {
         let mut out = ptr::null_mut();
         // SAFETY: valid pointers; the view borrows `bytes`, tied to 'a.
-        check(unsafe { sys::tenso_loads(&mut out, bytes.as_ptr().cast(), bytes.len(), self.ptr()) })?;
-        // SAFETY: success gives a root view over `bytes`.
-        unsafe { View::from_raw(out, bytes) }
+        let st = unsafe { sys::tenso_loads(&mut out, bytes.as_ptr().cast(), bytes.len(), self.ptr()) };
+        match NonNull::new(out) {
+            // SAFETY: success gives a root view over `bytes`.
+            Some(raw) if st == sys::TENSO_OK => Ok(unsafe { View::from_root(raw, bytes) }),
+            _ => Err(loads_failed(st)),
+        }
+    }
+}
+
+/// The error of a `tenso_loads` that returned `status` (a NULL view with TENSO_OK is libtenso's
+/// fault). Out of line: the caller's success path then keeps its `View` in registers.
+#[cold]
+#[inline(never)]
+fn loads_failed(status: i32) -> Error {
+    if status == sys::TENSO_OK {
+        Error::new(ErrorKind::Internal, "libtenso returned a NULL view")
+    } else {
+        Error::last(status)
     }
 }
 
@@ -363,26 +391,31 @@ fn cow_slice<'x, T: Element>(v: &ViewRef, bytes: &'x [u8]) -> Result<Cow<'x, [T]
 
 impl ViewRef {
     /// SAFETY: `p` is a live view; the reference must not outlive it.
+    #[inline]
     pub(crate) unsafe fn from_ptr<'x>(p: *const sys::tenso_view) -> &'x ViewRef {
         &*(p as *const ViewRef)
     }
 
+    #[inline]
     fn as_ptr(&self) -> *const sys::tenso_view {
         &self.0
     }
 
     /// What the packet holds.
+    #[inline]
     pub fn kind(&self) -> Kind {
         // SAFETY: live view (all accessors below likewise).
         Kind::from_code(unsafe { sys::tenso_view_kind(self.as_ptr()) })
     }
 
     /// The dtype; `None` for bundles, sparse containers and IPC references.
+    #[inline]
     pub fn dtype(&self) -> Option<Dtype> {
         Dtype::from_code(unsafe { sys::tenso_view_dtype(self.as_ptr()) })
     }
 
     /// The dimensions (empty for scalars and bundles).
+    #[inline]
     pub fn shape(&self) -> &[usize] {
         crate::tensor::dims(unsafe {
             slice_from(sys::tenso_view_shape(self.as_ptr()), sys::tenso_view_ndim(self.as_ptr()) as usize)
@@ -395,38 +428,45 @@ impl ViewRef {
     }
 
     /// Body bytes (decompressed size for LZ4 packets).
+    #[inline]
     pub fn nbytes(&self) -> u64 {
         unsafe { sys::tenso_view_nbytes(self.as_ptr()) }
     }
 
     /// The body's bytes: the elements of a dense view, the packed codes of a quantized one,
     /// the payload of a string view. Empty for containers.
+    #[inline]
     pub fn bytes(&self) -> &[u8] {
         unsafe { slice_from(sys::tenso_view_data(self.as_ptr()).cast::<u8>(), self.nbytes() as usize) }
     }
 
     /// Header flags as on the wire (`TENSO_FLAG_*`).
+    #[inline]
     pub fn flags(&self) -> u32 {
         unsafe { sys::tenso_view_flags(self.as_ptr()) }
     }
 
     /// Wire version the packet was written with (1 to 4).
+    #[inline]
     pub fn version(&self) -> u32 {
         unsafe { sys::tenso_view_version(self.as_ptr()) }
     }
 
     /// Declared body alignment, relative to the packet start (1 when unpadded).
+    #[inline]
     pub fn alignment(&self) -> u32 {
         unsafe { sys::tenso_view_alignment(self.as_ptr()) }
     }
 
     /// Exact length of the packet the view was decoded from.
+    #[inline]
     pub fn packet_size(&self) -> u64 {
         unsafe { sys::tenso_view_packet_size(self.as_ptr()) }
     }
 
     /// Whether the data lives in memory the view owns (a decompressed body, a stream buffer,
     /// a mapping) rather than in the caller's bytes.
+    #[inline]
     pub fn owns_data(&self) -> bool {
         unsafe { sys::tenso_view_owns_data(self.as_ptr()) != 0 }
     }
