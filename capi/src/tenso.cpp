@@ -13,90 +13,61 @@
 
 #include <pthread.h>
 
-#if defined(__SANITIZE_ADDRESS__)
-#define TENSO_CAPI_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define TENSO_CAPI_ASAN 1
-#endif
-#endif
-#ifdef TENSO_CAPI_ASAN
-#include <sanitizer/asan_interface.h>  // ASAN_(UN)POISON_MEMORY_REGION: the spare view, below
-#else
-#define ASAN_POISON_MEMORY_REGION(p, n)   ((void)(p), (void)(n))
-#define ASAN_UNPOISON_MEMORY_REGION(p, n) ((void)(p), (void)(n))
-#endif
-
 #include "convert.hpp"
 #include "firewall.hpp"
 
 #include "format/composites.hpp"
 #include "format/dlpack.hpp"
+#include "format/spare_view.hpp"
 #include "io/io.hpp"
 
 namespace tenso::capi {
 
 namespace {
-// The calling thread's state, plain data in initial-exec TLS: every call clears the message,
-// so that is one store. (A thread_local std::string needs a guard variable for its destructor,
-// which the general TLS model reaches through __tls_get_addr on every call; a 40-byte slot
-// fits the static TLS reserve a dlopen()ed library gets.) It holds
-//  - the message: its text is on the heap, grown on failure;
-//  - a spare view: the last root view tenso_view_free() released on this thread, bare, which
-//    the next tenso_loads() decodes into instead of allocating one (for a small packet, new and
-//    delete of a View cost a third of the decode).
-// Both are freed at thread exit by the destructor of a pthread key that holds the slot.
-struct ThreadSlot {
+// The calling thread's message. Every call clears it, so it is plain data in initial-exec TLS:
+// one store. (A thread_local std::string needs a guard variable for its destructor, which the
+// general TLS model reaches through __tls_get_addr on every call; a 24-byte slot fits the
+// static TLS reserve a dlopen()ed library gets.) The text is on the heap, grown on failure, and
+// freed at thread exit by the destructor of a pthread key that holds it.
+struct ErrorSlot {
     char *text;  // null until this thread's first failure
     size_t len, cap;
-    View *spare;  // bare (View::bare()); poisoned for ASan while kept
-    bool keyed;   // the key's destructor will run for this thread
 };
-thread_local ThreadSlot t_slot __attribute__((tls_model("initial-exec")));
-pthread_key_t g_slot_key;
-bool g_slot_key_ok = false;
+thread_local ErrorSlot t_error __attribute__((tls_model("initial-exec")));
+pthread_key_t g_error_key;
+bool g_error_key_ok = false;
 
-void free_slot(void *) {
-    std::free(t_slot.text);
-    if (t_slot.spare) ASAN_UNPOISON_MEMORY_REGION(t_slot.spare, sizeof(View));
-    delete t_slot.spare;
-    t_slot = ThreadSlot{};  // runs on the exiting thread: a later failure or free keys it anew
-}
-
-// Whether the key's destructor will free what this thread's slot holds; false when there is no
-// key (then no spare view is kept).
-bool key_slot() {
-    if (t_slot.keyed) return true;
-    static pthread_once_t once = PTHREAD_ONCE_INIT;
-    ::pthread_once(&once, [] { g_slot_key_ok = ::pthread_key_create(&g_slot_key, free_slot) == 0; });
-    t_slot.keyed = g_slot_key_ok && ::pthread_setspecific(g_slot_key, &t_slot) == 0;
-    return t_slot.keyed;
+void free_error_text(void *text) {
+    std::free(text);
+    t_error = ErrorSlot{};  // runs on the exiting thread: a later failure allocates anew
 }
 
 // Room for n bytes and a NUL; false when there is none (the message is then dropped).
 bool reserve_error(size_t n) {
-    ThreadSlot &e = t_slot;
+    ErrorSlot &e = t_error;
     if (n < e.cap) return true;
-    key_slot();  // without a key the text is still kept, and left behind at thread exit
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    ::pthread_once(&once, [] { g_error_key_ok = ::pthread_key_create(&g_error_key, free_error_text) == 0; });
     const size_t cap = std::max<size_t>(n + 1, 256);
     char *p = static_cast<char *>(std::realloc(e.text, cap));
     if (!p) return false;
     e.text = p;
     e.cap = cap;
+    if (g_error_key_ok) ::pthread_setspecific(g_error_key, p);
     return true;
 }
 
 // When the library is unloaded (dlclose), its key must not call back into unmapped code at a
 // later thread exit: the key goes, and what threads still hold is left to the process.
-__attribute__((destructor)) void drop_slot_key() {
-    if (g_slot_key_ok) ::pthread_key_delete(g_slot_key);
-    g_slot_key_ok = false;
+__attribute__((destructor)) void drop_error_key() {
+    if (g_error_key_ok) ::pthread_key_delete(g_error_key);
+    g_error_key_ok = false;
 }
 }  // namespace
 
 tenso_status set_error(tenso_status st, const char *msg) noexcept {
     const size_t n = std::strlen(msg);
-    ThreadSlot &e = t_slot;
+    ErrorSlot &e = t_error;
     e.len = 0;
     if (reserve_error(n)) {
         std::memcpy(e.text, msg, n + 1);
@@ -104,48 +75,8 @@ tenso_status set_error(tenso_status st, const char *msg) noexcept {
     }
     return st;
 }
-void clear_error() noexcept { t_slot.len = 0; }
-const char *last_error() noexcept { return t_slot.len ? t_slot.text : ""; }
-
-namespace {
-// A bare View for tenso_loads(): this thread's spare, or a new one.
-View *take_view() {
-    View *v = t_slot.spare;
-    if (!v) return new View;
-    t_slot.spare = nullptr;
-    ASAN_UNPOISON_MEMORY_REGION(v, sizeof(View));
-    return v;
-}
-
-void keep_spare(View *v) noexcept {
-    ASAN_POISON_MEMORY_REGION(v, sizeof(View));
-    t_slot.spare = v;
-}
-
-// give_view() of a view that is not bare, or on a thread that holds a spare or has no key yet.
-__attribute__((noinline)) void give_view_slow(View *v) noexcept {
-    if (t_slot.spare || !key_slot()) {
-        delete v;
-        return;
-    }
-    v->~View();
-    new (v) View;
-    keep_spare(v);
-}
-
-// tenso_view_free(): what the view holds (children, a mapping, a decompressed body) is freed
-// now, and the view, bare, kept as this thread's spare unless it has one. A dense view is bare
-// already (constructing it again cost a tenth of a small packet's decode), and freeing it is
-// a few loads and a store.
-void give_view(View *v) noexcept {
-    if (!v) return;
-    if (t_slot.spare || !t_slot.keyed || !v->bare()) return give_view_slow(v);
-    keep_spare(v);
-}
-struct GiveView {
-    void operator()(View *v) const noexcept { give_view(v); }
-};
-}  // namespace
+void clear_error() noexcept { t_error.len = 0; }
+const char *last_error() noexcept { return t_error.len ? t_error.text : ""; }
 
 }  // namespace tenso::capi
 
@@ -741,7 +672,7 @@ tenso_status tenso_loads(tenso_view **out, const void *data, size_t len, const t
     *out = nullptr;
     CHECK_ARG(data || !len);
     TENSO_API_BEGIN
-    std::unique_ptr<tenso::View, GiveView> v(take_view());  // a failed decode gives it back
+    std::unique_ptr<tenso::View, tenso::GiveView> v(tenso::take_view());  // a failed decode gives it back
     tenso::decode_into(*v, static_cast<const uint8_t *>(data), len, limits(opts));
     *out = const_cast<tenso_view *>(H(v.release()));
     TENSO_API_END
@@ -756,7 +687,7 @@ tenso_status tenso_loads_tensor(tenso_tensor_view *out, const void *data, size_t
     TENSO_API_END
 }
 
-void tenso_view_free(tenso_view *v) { give_view(const_cast<tenso::View *>(V(v))); }
+void tenso_view_free(tenso_view *v) { tenso::give_view(const_cast<tenso::View *>(V(v))); }
 
 tenso_kind tenso_view_kind(const tenso_view *v) { return v ? V(v)->kind : 0; }
 tenso_dtype tenso_view_dtype(const tenso_view *v) { return v ? V(v)->dtype : 0; }

@@ -310,8 +310,8 @@ static_assert(sizeof(View::Extra) <= kViewExtraBytes, "max_decoded_bytes charges
 // Decodes the packet at buf[0]. `keep` owns buf when the caller hands ownership to the view
 // (stream buffers, mappings); null when the view borrows the caller's bytes.
 std::unique_ptr<View> decode(const uint8_t *buf, size_t len, const Limits &limits, std::shared_ptr<const void> keep);
-// decode() into `v`, which must be bare() (a new View is; the C ABI reuses a freed one rather
-// than allocate another). On failure `v` may hold part of the packet: destroy it.
+// decode() into `v`, which must be bare() (a new View is, and so is take_view()'s spare:
+// spare_view.hpp). On failure `v` may hold part of the packet: destroy it or give_view() it.
 void decode_into(View &v, const uint8_t *buf, size_t len, const Limits &limits,
                  const std::shared_ptr<const void> &keep = nullptr);
 // Binds the Node scan() made of buf, without scanning again: what a caller checked on the Node

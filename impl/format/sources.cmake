@@ -6,6 +6,7 @@ set(TENSO_FORMAT_SOURCES
   ${_tenso_format}/wire.cpp
   ${_tenso_format}/decoder.cpp
   ${_tenso_format}/codec.cpp
+  ${_tenso_format}/spare_view.cpp
   ${_tenso_format}/lz4.cpp
   ${_tenso_format}/dlpack.cpp
   ${_tenso_format}/quant.cpp
