@@ -138,7 +138,8 @@ struct Node::Impl : std::enable_shared_from_this<Node::Impl> {
     std::vector<Listener> listeners;
     int stop_fd = -1, recv_fd = -1;
     std::atomic<bool> stopped{false};
-    BusyPoll busy;  // the calls' waits for answers (socket.hpp); set up by start()
+    BusyPoll busy;       // the calls' waits for answers (socket.hpp); set up by start()
+    BusyPoll loop_busy;  // the event loop's wait for more work (run_loop)
     std::mutex stop_mu;
 
     // inbound connections; under in_mu, the slots they hold (see pre_auth_slots)
@@ -218,6 +219,7 @@ struct Node::Impl : std::enable_shared_from_this<Node::Impl> {
 
     // node.cpp
     void start();
+    void run_loop();
     void stop();
     // listener.cpp
     std::vector<Address> listen_addresses() const;  // opts.listen, parsed

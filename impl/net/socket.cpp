@@ -55,7 +55,7 @@ void Waker::pause(int ms) const {
     check();
 }
 
-bool BusyPoll::spin(pollfd *p, unsigned n) {
+bool BusyPoll::begin() {
     if (!on_) return false;
     const uint32_t skip = skip_.load(std::memory_order_relaxed);
     if (skip != 0) {
@@ -63,19 +63,24 @@ bool BusyPoll::spin(pollfd *p, unsigned n) {
         return false;
     }
     polls_.fetch_add(1, std::memory_order_relaxed);
-    const Clock::time_point until = Clock::now() + std::chrono::nanoseconds(kBudgetNs);
-    do {
-        if (::poll(p, n, 0) > 0) {
-            hits_.fetch_add(1, std::memory_order_relaxed);
-            misses_.store(0, std::memory_order_relaxed);
-            return true;
-        }
-        sched_yield();
-    } while (Clock::now() < until);
+    return true;
+}
+
+bool BusyPoll::hit() {
+    hits_.fetch_add(1, std::memory_order_relaxed);
+    misses_.store(0, std::memory_order_relaxed);
+    return true;
+}
+
+bool BusyPoll::miss() {
     const uint32_t k = std::min<uint32_t>(misses_.load(std::memory_order_relaxed) + 1, 8);
     misses_.store(k, std::memory_order_relaxed);
     skip_.store((1u << k) - 1, std::memory_order_relaxed);
     return false;
+}
+
+bool BusyPoll::spin(pollfd *p, unsigned n) {
+    return spin_until([&] { return ::poll(p, n, 0) > 0; });
 }
 
 void Waker::wait_answer(int fd, const Deadline &d) const {

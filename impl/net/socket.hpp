@@ -14,6 +14,7 @@
 
 #include <netdb.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/uio.h>
 
 #include <openssl/ssl.h>
@@ -52,6 +53,17 @@ public:
     void enable(bool on) { on_ = on; }
     // Polls p (the socket first) until one is ready or the budget is spent; true when one is.
     bool spin(struct pollfd *p, unsigned n);
+    // Calls ready() until it returns true or the budget is spent; true when it did.
+    template <class Ready>
+    bool spin_until(Ready ready) {
+        if (!begin()) return false;
+        const Clock::time_point until = Clock::now() + std::chrono::nanoseconds(kBudgetNs);
+        do {
+            if (ready()) return hit();
+            sched_yield();
+        } while (Clock::now() < until);
+        return miss();
+    }
     // Spins so far, and those that found their answer (tenso_node_stats).
     void counts(uint64_t *polls, uint64_t *hits) const {
         *polls = polls_.load(std::memory_order_relaxed);
@@ -59,6 +71,9 @@ public:
     }
 
 private:
+    bool begin();  // false: off, or a wait that backs off
+    bool hit();
+    bool miss();
     bool on_ = false;
     std::atomic<uint32_t> skip_{0}, misses_{0};
     std::atomic<uint64_t> polls_{0}, hits_{0};

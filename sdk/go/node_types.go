@@ -11,8 +11,9 @@ type NodeOptions struct {
 	AllowPlaintext bool // allow tcp:// and unix:// listeners and peers (no TLS)
 	NoFDPassing    bool // never pass descriptors over Unix sockets
 	NoListen       bool // a node that only dials
-	// A send waiting for its acknowledgement, or a request for its value, sleeps at once
-	// instead of polling its socket for up to 100 µs first: less CPU, more latency.
+	// No busy polling: a send waiting for its acknowledgement, or a request for its value,
+	// sleeps at once instead of polling its socket for up to 100 µs first, and so does the
+	// node's event loop between requests. Less CPU, more latency.
 	NoBusyPoll bool
 	// This node's identity (PEM); empty: an ephemeral P-256 key and self-signed certificate.
 	CertPEM, KeyPEM string

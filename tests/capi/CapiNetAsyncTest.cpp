@@ -9,6 +9,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -226,6 +227,7 @@ class CapiNetAsyncTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(testKernelTlsOrFallbackCounted);
     CPPUNIT_TEST(testHostileRepliesFailTheOperation);
     CPPUNIT_TEST(testBusyPollCountedAndBacksOff);
+    CPPUNIT_TEST(testIdleLoopBacksOff);
     CPPUNIT_TEST(testOnlyTheExpectedReplyAtItsAnnouncedLength);
     CPPUNIT_TEST_SUITE_END();
 
@@ -837,6 +839,41 @@ public:
         CPPUNIT_ASSERT_EQUAL_MESSAGE("every poll missed", before.busy_poll_hits, a.busy_poll_hits);
         CPPUNIT_ASSERT_MESSAGE("the waits poll", polled >= 1);
         CPPUNIT_ASSERT_MESSAGE("misses back off (100 without)", polled <= 7);
+    }
+
+    // The event loop polls for more work after serving any (busy polling), and backs off while
+    // nothing comes: an idle node whose loop wakes every 5 ms (its reaper, for a 20 ms idle
+    // timeout) costs about what one that never polls does. Without the back-off, each of the
+    // ~200 wake-ups a second would spin 100 us: 20 ms of CPU a second.
+    void testIdleLoopBacksOff() {
+        auto idle_cpu_ms = [](uint32_t flags) {
+            tenso_node_options o;
+            tenso_node_options_init(&o, TENSO_NODE_OPTIONS_VERSION);
+            o.listen = "tcp://127.0.0.1:0";
+            o.flags = TENSO_NODE_ALLOW_PLAINTEXT | flags;
+            o.idle_timeout_ms = 20;
+            NodePtr rx = nettest::make_node(o);
+            NodePtr tx = dialer(TENSO_NODE_ALLOW_PLAINTEXT | flags);
+            Floats f(10, 1.0f);
+            ValuePtr v = f.value();
+            const std::string addr = addr_of(rx.get());
+            for (int i = 0; i < 20; ++i) {  // the loop served something: it polls after
+                TENSO_CHECK_OK(tenso_node_send(tx.get(), addr.c_str(), "s", 1, v.get(), 0, nullptr));
+                MsgPtr m;
+                receive_name(rx.get(), &m);
+            }
+            const auto cpu_ms = [] {
+                rusage u{};
+                getrusage(RUSAGE_SELF, &u);
+                return (u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1e3 + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e3;
+            };
+            const double t0 = cpu_ms();
+            std::this_thread::sleep_for(std::chrono::seconds(1));
+            return cpu_ms() - t0;
+        };
+        const double sleeping = idle_cpu_ms(TENSO_NODE_NO_BUSY_POLL), polling = idle_cpu_ms(0);
+        std::printf("\n  [busy poll] an idle node for 1 s: %.1f ms of CPU polling, %.1f ms not\n", polling, sleeping);
+        CPPUNIT_ASSERT_MESSAGE("an idle loop backs off", polling < sleeping + 10);
     }
 
     // A peer that answers a request with garbage, or closes, or trickles a frame and stops: each

@@ -100,11 +100,13 @@ TENSO_API void tenso_cancel_free(tenso_cancel *c);
 #define TENSO_NODE_NO_FD_PASSING 0x2u
 /** tenso_node_options.flags: do not listen at all (a node that only dials). */
 #define TENSO_NODE_NO_LISTEN 0x4u
-/** tenso_node_options.flags: a send waiting for its acknowledgement, or a request for its
- *  value, sleeps at once instead of polling its socket for up to 100 us first (posts and
- *  flushes never poll). Polling saves the 30-80 us a sleeping thread takes to wake through an
- *  idle CPU (notably in virtual machines), at the cost of that CPU time; it backs off by itself
- *  while answers take longer (see docs/net-protocol.md "Latency"). @since 1.5 */
+/** tenso_node_options.flags: no busy polling. Without it, a send waiting for its
+ *  acknowledgement, or a request for its value, polls its socket for up to 100 us before it
+ *  sleeps (posts and flushes never poll), and the node's event loop, after work, polls for
+ *  more for up to 100 us before it sleeps. Polling saves the 30-80 us a sleeping thread takes
+ *  to wake through an idle CPU (notably in virtual machines), at the cost of that CPU time;
+ *  each backs off by itself while nothing comes in time (see docs/net-protocol.md
+ *  "Latency"). @since 1.5 */
 #define TENSO_NODE_NO_BUSY_POLL 0x8u
 
 /** Zero means "default" in every field. */

@@ -69,7 +69,8 @@ class TensorNode:
     - ``allow_plaintext``, ``fd_passing`` (Unix peers: large packets travel as a descriptor),
       ``listen_enabled`` (False: a node that only dials), ``busy_poll`` (False: a send waiting
       for its acknowledgement, or a request for its value, sleeps at once instead of polling
-      up to 100 us for it; see ``TENSO_NODE_NO_BUSY_POLL``).
+      up to 100 us for it, and so does the node's event loop between requests; see
+      ``TENSO_NODE_NO_BUSY_POLL``).
     - ``cert_pem``/``key_pem`` (this node's identity; default an ephemeral key), ``ca_pem`` and
       ``pinned_keys`` (which dialers the listener trusts).
     - ``timeout``: the default deadline of blocking calls in seconds (default 60).

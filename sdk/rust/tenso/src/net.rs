@@ -37,9 +37,10 @@ pub struct NodeOptions {
     pub no_fd_passing: bool,
     /// A node that only dials.
     pub no_listen: bool,
-    /// A send waiting for its acknowledgement, or a request for its value, sleeps at once
-    /// instead of polling its socket for up to 100 µs first: less CPU, more latency (a sleeping
-    /// thread wakes through an idle CPU, 30-80 µs on a virtual machine).
+    /// No busy polling: a send waiting for its acknowledgement, or a request for its value,
+    /// sleeps at once instead of polling its socket for up to 100 µs first, and so does the
+    /// node's event loop between requests. Less CPU, more latency (a sleeping thread wakes
+    /// through an idle CPU, 30-80 µs on a virtual machine).
     pub no_busy_poll: bool,
     /// This node's certificate chain and key (PEM); `None`: an ephemeral P-256 key.
     pub cert_pem: Option<String>,
