@@ -254,42 +254,86 @@ struct Block {
     }
 };
 
-// The default allocator's spare buffer: the last packet buffer whose views are all gone, kept
-// for the next packet. Shared with the deleters of live buffers, which may run on any thread
-// and after the decoder is gone.
+// The default allocator's reusable buffers, shared with the deleters of live buffers, which may
+// run on any thread and after the decoder is gone. Two kinds are kept:
+// - the largest buffer freed (as one spare always was): a reader of big packets reuses its pages;
+// - small buffers (under kSmallBytes), up to kPoolBlocks of them and kPoolBytes in all: pushes
+//   that queue up while the application holds their views (a node's receive queue holds up to
+//   max_queued of them) would otherwise each cost a fresh allocation on the reading thread and
+//   a free on the application's, and glibc consolidates the freeing thread's chunks on every
+//   allocation of this size.
+// So a peer can make a decoder hold at most kPoolBytes more than the one spare it held before,
+// and only while the decoder lives. A small buffer serves a packet only if it wastes little
+// (slack()): what a receive queue charges (the packet's length) stays what the buffer holds.
 struct Decoder::Spare {
-    std::mutex m;
-    Block b;
-    bool open = true;  // the decoder is alive
+    static constexpr size_t kSmallBytes = size_t(64) << 10;
+    static constexpr size_t kPoolBlocks = 1024;
+    static constexpr size_t kPoolBytes = size_t(1) << 20;
+    static constexpr size_t kLook = 8;  // newest pooled buffers a packet looks at
+    static size_t slack(size_t size) { return size / 8 + 64; }
 
-    ~Spare() { b.drop(); }
-    // Takes the spare when it fits, else drops it and makes a new block.
+    std::mutex m;
+    Block b;  // the large spare
+    // The small buffers: a ring, oldest at `first`, newest at first + n - 1.
+    std::vector<Block> ring;
+    size_t first = 0, n = 0, pooled = 0;  // pooled: their bytes
+    bool open = true;                     // the decoder is alive
+
+    Spare() : ring(kPoolBlocks) {}  // give() never allocates: deleters call it
+    ~Spare() { clear(); }
+    Block &at(size_t i) { return ring[(first + i) % kPoolBlocks]; }
+    void drop_oldest() {
+        pooled -= ring[first].cap;
+        ring[first].drop();
+        first = (first + 1) % kPoolBlocks;
+        --n;
+    }
+    void clear() {
+        b.drop();
+        while (n) drop_oldest();
+    }
     Block take(size_t size, size_t alignment) {
-        {
-            std::lock_guard<std::mutex> g(m);
-            if (b.p && b.cap >= size && b.align >= alignment) {
-                Block q = b;
-                b.p = nullptr;
-                return q;
+        std::lock_guard<std::mutex> g(m);
+        if (alloc_size(size) <= kSmallBytes) {
+            for (size_t i = n, looked = 0; i-- > 0 && looked++ < kLook;) {
+                const Block q = at(i);
+                if (q.cap >= size && q.cap - size <= slack(size) && q.align >= alignment) {
+                    at(i) = at(n - 1);
+                    --n;
+                    pooled -= q.cap;
+                    return q;
+                }
             }
-            if (b.p) b.drop();
+            if (n) drop_oldest();  // a size that no longer comes ages out
+        } else if (b.p && b.cap >= size && b.align >= alignment) {
+            Block q = b;
+            b.p = nullptr;
+            return q;
+        } else {
+            b.drop();  // does not fit
         }
         return Block::make(size, alignment);
     }
-    // Keeps the larger of the spare and `q`, drops the other.
+    // Keeps a small buffer (the oldest kept go to make room), or the larger of the spare and a
+    // large one; drops what it does not keep.
     void give(Block q) {
         std::lock_guard<std::mutex> g(m);
-        if (!open || (b.p && b.cap >= q.cap)) {
+        if (!open) return q.drop();
+        if (q.cap <= kSmallBytes) {
+            while (n == kPoolBlocks || pooled + q.cap > kPoolBytes) drop_oldest();
+            at(n++) = q;
+            pooled += q.cap;
+        } else if (b.p && b.cap >= q.cap) {
             q.drop();
-            return;
+        } else {
+            b.drop();
+            b = q;
         }
-        if (b.p) b.drop();
-        b = q;
     }
     void close() {
         std::lock_guard<std::mutex> g(m);
         open = false;
-        if (b.p) b.drop();
+        clear();
     }
 };
 
