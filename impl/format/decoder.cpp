@@ -273,15 +273,19 @@ struct Decoder::Spare {
     static size_t slack(size_t size) { return size / 8 + 64; }
 
     std::mutex m;
-    Block b;  // the large spare
-    // The small buffers: a ring, oldest at `first`, newest at first + n - 1.
-    std::vector<Block> ring;
+    Block b;  // the one spare: the largest buffer freed (small ones too while there is no ring)
+    // The small buffers: a ring, oldest at `first`, newest at first + n - 1. Made once two small
+    // buffers are out at once, so a decoder per packet (tenso_read_fd) never pays for it.
+    std::unique_ptr<Block[]> ring;
     size_t first = 0, n = 0, pooled = 0;  // pooled: their bytes
+    size_t out = 0;                       // small buffers handed out and not given back
     bool open = true;                     // the decoder is alive
 
-    Spare() : ring(kPoolBlocks) {}  // give() never allocates: deleters call it
     ~Spare() { clear(); }
     Block &at(size_t i) { return ring[(first + i) % kPoolBlocks]; }
+    static bool serves(const Block &q, size_t size, size_t alignment) {
+        return q.p && q.cap >= size && q.align >= alignment && (size > kSmallBytes || q.cap - size <= slack(size));
+    }
     void drop_oldest() {
         pooled -= ring[first].cap;
         ring[first].drop();
@@ -294,32 +298,38 @@ struct Decoder::Spare {
     }
     Block take(size_t size, size_t alignment) {
         std::lock_guard<std::mutex> g(m);
-        if (alloc_size(size) <= kSmallBytes) {
-            for (size_t i = n, looked = 0; i-- > 0 && looked++ < kLook;) {
-                const Block q = at(i);
-                if (q.cap >= size && q.cap - size <= slack(size) && q.align >= alignment) {
+        const bool small = alloc_size(size) <= kSmallBytes;
+        Block q;
+        if (small)
+            for (size_t i = n, looked = 0; i-- > 0 && looked++ < kLook;)
+                if (serves(at(i), size, alignment)) {
+                    q = at(i);
                     at(i) = at(n - 1);
                     --n;
                     pooled -= q.cap;
-                    return q;
+                    break;
                 }
-            }
-            if (n) drop_oldest();  // a size that no longer comes ages out
-        } else if (b.p && b.cap >= size && b.align >= alignment) {
-            Block q = b;
+        if (!q.p && serves(b, size, alignment)) {
+            q = b;
             b.p = nullptr;
-            return q;
-        } else {
-            b.drop();  // does not fit
         }
-        return Block::make(size, alignment);
+        if (!q.p) {
+            if (small && !ring && out) ring.reset(new Block[kPoolBlocks]);  // on the decoder's thread
+            if (small && n) drop_oldest();                                  // a size that no longer comes ages out
+            if (!small) b.drop();                                           // a large spare that does not fit goes
+            q = Block::make(size, alignment);
+        }
+        if (q.cap <= kSmallBytes) ++out;
+        return q;
     }
-    // Keeps a small buffer (the oldest kept go to make room), or the larger of the spare and a
-    // large one; drops what it does not keep.
+    // Keeps a small buffer in the ring (the oldest kept go to make room), else the larger of the
+    // spare and this one; drops what it does not keep.
     void give(Block q) {
         std::lock_guard<std::mutex> g(m);
-        if (!open) return q.drop();
-        if (q.cap <= kSmallBytes) {
+        if (q.cap <= kSmallBytes) --out;
+        if (!open) {
+            q.drop();
+        } else if (ring && q.cap <= kSmallBytes) {
             while (n == kPoolBlocks || pooled + q.cap > kPoolBytes) drop_oldest();
             at(n++) = q;
             pooled += q.cap;
