@@ -233,7 +233,7 @@ const char *tenso_node_message_name(const tenso_node_message *m, size_t *len_out
     if (len_out) *len_out = m ? m->m->name.size() : 0;
     return m ? m->m->name.data() : nullptr;
 }
-const char *tenso_node_message_sender(const tenso_node_message *m) { return m ? m->m->sender.c_str() : nullptr; }
+const char *tenso_node_message_sender(const tenso_node_message *m) { return m ? m->m->sender->c_str() : nullptr; }
 const tenso_view *tenso_node_message_view(const tenso_node_message *m) {
     return m ? tenso::capi::H(m->m->view.get()) : nullptr;
 }

@@ -254,42 +254,96 @@ struct Block {
     }
 };
 
-// The default allocator's spare buffer: the last packet buffer whose views are all gone, kept
-// for the next packet. Shared with the deleters of live buffers, which may run on any thread
-// and after the decoder is gone.
+// The default allocator's reusable buffers, shared with the deleters of live buffers, which may
+// run on any thread and after the decoder is gone. Two kinds are kept:
+// - the largest buffer freed (as one spare always was): a reader of big packets reuses its pages;
+// - small buffers (under kSmallBytes), up to kPoolBlocks of them and kPoolBytes in all: pushes
+//   that queue up while the application holds their views (a node's receive queue holds up to
+//   max_queued of them) would otherwise each cost a fresh allocation on the reading thread and
+//   a free on the application's, and glibc consolidates the freeing thread's chunks on every
+//   allocation of this size.
+// So a peer can make a decoder hold at most kPoolBytes more than the one spare it held before,
+// and only while the decoder lives. A small buffer serves a packet only if it wastes little
+// (slack()): what a receive queue charges (the packet's length) stays what the buffer holds.
 struct Decoder::Spare {
-    std::mutex m;
-    Block b;
-    bool open = true;  // the decoder is alive
+    static constexpr size_t kSmallBytes = size_t(64) << 10;
+    static constexpr size_t kPoolBlocks = 1024;
+    static constexpr size_t kPoolBytes = size_t(1) << 20;
+    static constexpr size_t kLook = 8;  // newest pooled buffers a packet looks at
+    static size_t slack(size_t size) { return size / 8 + 64; }
 
-    ~Spare() { b.drop(); }
-    // Takes the spare when it fits, else drops it and makes a new block.
-    Block take(size_t size, size_t alignment) {
-        {
-            std::lock_guard<std::mutex> g(m);
-            if (b.p && b.cap >= size && b.align >= alignment) {
-                Block q = b;
-                b.p = nullptr;
-                return q;
-            }
-            if (b.p) b.drop();
-        }
-        return Block::make(size, alignment);
+    std::mutex m;
+    Block b;  // the one spare: the largest buffer freed (small ones too while there is no ring)
+    // The small buffers: a ring, oldest at `first`, newest at first + n - 1. Made once two small
+    // buffers are out at once, so a decoder per packet (tenso_read_fd) never pays for it.
+    std::unique_ptr<Block[]> ring;
+    size_t first = 0, n = 0, pooled = 0;  // pooled: their bytes
+    size_t out = 0;                       // small buffers handed out and not given back
+    bool open = true;                     // the decoder is alive
+
+    ~Spare() { clear(); }
+    Block &at(size_t i) { return ring[(first + i) % kPoolBlocks]; }
+    static bool serves(const Block &q, size_t size, size_t alignment) {
+        return q.p && q.cap >= size && q.align >= alignment && (size > kSmallBytes || q.cap - size <= slack(size));
     }
-    // Keeps the larger of the spare and `q`, drops the other.
+    void drop_oldest() {
+        pooled -= ring[first].cap;
+        ring[first].drop();
+        first = (first + 1) % kPoolBlocks;
+        --n;
+    }
+    void clear() {
+        b.drop();
+        while (n) drop_oldest();
+    }
+    Block take(size_t size, size_t alignment) {
+        std::lock_guard<std::mutex> g(m);
+        const bool small = alloc_size(size) <= kSmallBytes;
+        Block q;
+        if (small)
+            for (size_t i = n, looked = 0; i-- > 0 && looked++ < kLook;)
+                if (serves(at(i), size, alignment)) {
+                    q = at(i);
+                    at(i) = at(n - 1);
+                    --n;
+                    pooled -= q.cap;
+                    break;
+                }
+        if (!q.p && serves(b, size, alignment)) {
+            q = b;
+            b.p = nullptr;
+        }
+        if (!q.p) {
+            if (small && !ring && out) ring.reset(new Block[kPoolBlocks]);  // on the decoder's thread
+            if (small && n) drop_oldest();                                  // a size that no longer comes ages out
+            if (!small) b.drop();                                           // a large spare that does not fit goes
+            q = Block::make(size, alignment);
+        }
+        if (q.cap <= kSmallBytes) ++out;
+        return q;
+    }
+    // Keeps a small buffer in the ring (the oldest kept go to make room), else the larger of the
+    // spare and this one; drops what it does not keep.
     void give(Block q) {
         std::lock_guard<std::mutex> g(m);
-        if (!open || (b.p && b.cap >= q.cap)) {
+        if (q.cap <= kSmallBytes) --out;
+        if (!open) {
             q.drop();
-            return;
+        } else if (ring && q.cap <= kSmallBytes) {
+            while (n == kPoolBlocks || pooled + q.cap > kPoolBytes) drop_oldest();
+            at(n++) = q;
+            pooled += q.cap;
+        } else if (b.p && b.cap >= q.cap) {
+            q.drop();
+        } else {
+            b.drop();
+            b = q;
         }
-        if (b.p) b.drop();
-        b = q;
     }
     void close() {
         std::lock_guard<std::mutex> g(m);
         open = false;
-        if (b.p) b.drop();
+        clear();
     }
 };
 

@@ -293,7 +293,9 @@ void Inbound::on_control(std::unique_ptr<View> v) {
         return refuse_push(TENSO_E_AUTH, "this peer may not push '" + req_.name + "' (the node's access hook)");
     msg_.reset(new Message);
     msg_->name = req_.name;
-    msg_->sender = sock_.peer;
+    // The peer's name is fixed once it may push (plaintext: at accept; TLS: at the handshake).
+    if (!sender_) sender_ = std::make_shared<const std::string>(sock_.peer);
+    msg_->sender = sender_;
     state_ = kReserve;
 }
 

@@ -56,6 +56,8 @@ private:
     Decoder ctl_, val_;
     State state_ = kReadControl;
     Control req_;
+    // sock_.peer for the messages it queues, once it is known: one string per connection.
+    std::shared_ptr<const std::string> sender_;
     std::unique_ptr<Message> msg_;
     int push_fd_ = -1;               // a push-fd's descriptor until it is read
     uint64_t reserved_ = 0;          // queue budget this push holds

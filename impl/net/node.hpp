@@ -58,7 +58,8 @@ struct NodeStats {
 };
 
 struct Message {
-    std::string name, sender;
+    std::string name;
+    std::shared_ptr<const std::string> sender;  // never null; one per connection, not per push
     std::unique_ptr<View> view;
     uint64_t bytes = 0;      // bytes it holds (packet and inflated bodies), charged to the queue
     bool overshoot = false;  // its inflation was let past max_queued_bytes (one push at a time)

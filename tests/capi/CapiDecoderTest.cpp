@@ -10,6 +10,7 @@
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <malloc.h>
 #include <unistd.h>
 
 #include <cstring>
@@ -21,6 +22,14 @@
 #include "check.hpp"
 #include "hostile_util.hpp"
 #include "tenso/tenso.h"
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define DECODER_TEST_SANITIZED 1  // their allocator keeps its own books: mallinfo2 says nothing
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define DECODER_TEST_SANITIZED 1
+#endif
+#endif
 
 using namespace hostile;
 
@@ -244,6 +253,7 @@ class CapiDecoderTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(testBufferReuse);
     CPPUNIT_TEST(testReadAheadManySmallPackets);
     CPPUNIT_TEST(testViewsOutliveDecoder);
+    CPPUNIT_TEST(testSmallBuffersPooledUpToTheBound);
     CPPUNIT_TEST(testOptions);
     CPPUNIT_TEST_SUITE_END();
 
@@ -770,6 +780,66 @@ public:
         CPPUNIT_ASSERT_EQUAL(0, r.releases);
         v2.reset();
         CPPUNIT_ASSERT_EQUAL(1, r.releases);
+    }
+
+    // Many small packets held at once, then freed on another thread (a node's receive queue):
+    // the decoder keeps their buffers for the next packets, up to its stated bound (1 MiB of
+    // buffers under 64 KiB, tenso.h) and no further, and gives them back when it is freed; views
+    // still held then stay valid. The bytes held are glibc's in-use count (mallinfo2).
+    void testSmallBuffersPooledUpToTheBound() {
+        const size_t kCount = 1500, kBound = size_t(1) << 20;
+        std::vector<Bytes> in;
+        for (size_t i = 0; i < kCount; ++i) in.push_back(dense_f32(256, float(i)));  // 1088-byte packets
+        auto in_use = [] { return size_t(mallinfo2().uordblks); };
+        auto feed_all = [&](tenso_decoder *d, size_t count) {
+            std::vector<ViewPtr> views;
+            for (size_t i = 0; i < count; ++i) {
+                size_t used = 0;
+                tenso_view *v = nullptr;
+                TENSO_CHECK_OK(tenso_decoder_feed(d, in[i].data(), in[i].size(), &used, &v));
+                CPPUNIT_ASSERT(v != nullptr);
+                views.emplace_back(v);
+            }
+            return views;
+        };
+        auto free_elsewhere = [](std::vector<ViewPtr> &views) { std::thread([&] { views.clear(); }).join(); };
+
+        // One view out at a time (a decoder per packet, as tenso_read_fd makes): one spare, no pool.
+        size_t start = in_use();
+        DecoderPtr d = make_decoder();
+        for (size_t i = 0; i < 100; ++i) feed_all(d.get(), 1);
+        const size_t one_at_a_time = in_use() - start;  // the decoder and its one spare
+        d = make_decoder();
+        start = in_use();
+        std::vector<ViewPtr> views = feed_all(d.get(), kCount);
+        free_elsewhere(views);
+        const size_t kept = in_use() - start;   // what freeing every view did not give back
+        views = feed_all(d.get(), kCount / 2);  // within the bound: every buffer is a pooled one
+        const size_t grew = in_use() - start - kept;
+        for (size_t i = 0; i < views.size(); i += 97)
+            CPPUNIT_ASSERT_EQUAL(std::string(), loads_diff(views[i].get(), in[i]));
+        d.reset();  // the views outlive it; their buffers go when they do
+        for (size_t i = 0; i < views.size(); i += 97)
+            CPPUNIT_ASSERT_EQUAL(std::string(), loads_diff(views[i].get(), in[i]));
+        const size_t held = in_use();
+        free_elsewhere(views);
+        const size_t after = in_use();
+#ifndef DECODER_TEST_SANITIZED
+        const std::string got = "one at a time kept " + std::to_string(one_at_a_time) + "; many: kept " +
+                                std::to_string(kept) + ", then grew " + std::to_string(grew) + ", gave back " +
+                                std::to_string(held - after);
+        CPPUNIT_ASSERT_MESSAGE(got, one_at_a_time <= 8192);                      // 24 KiB if it made the pool
+        CPPUNIT_ASSERT_MESSAGE(got, kept >= kBound * 3 / 4);                     // the pool kept them...
+        CPPUNIT_ASSERT_MESSAGE(got, kept <= kBound + (kBound >> 3));             // ...up to the bound
+        CPPUNIT_ASSERT_MESSAGE(got, grew < kCount / 2 * in[0].size() / 2);       // no packet buffer allocated
+        CPPUNIT_ASSERT_MESSAGE(got, held - after >= kCount / 2 * in[0].size());  // not pooled: the decoder is gone
+#else
+        (void)one_at_a_time;
+        (void)kept;
+        (void)grew;
+        (void)held;
+        (void)after;
+#endif
     }
 
     void testOptions() {

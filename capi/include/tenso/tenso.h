@@ -839,10 +839,12 @@ TENSO_API tenso_status tenso_load_file(tenso_view **out, const char *path, uint3
  *
  * Memory: a packet is received into one buffer of its exact length, asked for once the headers
  * have fixed that length (before that, a small header area that grows with the bytes received,
- * never with a claimed length). By default tenso allocates it 64-byte aligned and reuses the
- * previous packet's buffer once every view of that packet is freed; with an allocator the
- * caller provides it. Views own their buffer (tenso_view_owns_data() = 1) and may outlive the
- * decoder. A decoder is used from one thread at a time.
+ * never with a claimed length). By default tenso allocates it 64-byte aligned and reuses
+ * buffers whose views are all freed (on any thread): it keeps the largest one, and up to 1024
+ * buffers under 64 KiB (1 MiB in all), so many small packets held at once and then freed
+ * cost no allocation each; the decoder gives them back when it is freed. With an allocator
+ * the caller provides the memory. Views own their buffer (tenso_view_owns_data() = 1) and may
+ * outlive the decoder. A decoder is used from one thread at a time.
  * ------------------------------------------------------------------------------------------ */
 
 /** A stream decoder. @since 1.3 */
@@ -877,8 +879,8 @@ typedef struct tenso_decoder_options {
     uint32_t version;                   /**< TENSO_DECODER_OPTIONS_VERSION (1) */
     uint32_t flags;                     /**< TENSO_DECODER_* */
     const tenso_decode_options *decode; /**< limits, flags, timeout; copied by _new; NULL = defaults */
-    tenso_alloc_fn alloc;               /**< NULL: tenso allocates (64-byte aligned) and reuses the
-                                           previous packet's buffer once its views are freed */
+    tenso_alloc_fn alloc;               /**< NULL: tenso allocates (64-byte aligned) and reuses
+                                           buffers once their views are freed (see above) */
     tenso_release_fn release;           /**< required with alloc */
     void *alloc_user;                   /**< passed to alloc and release */
 } tenso_decoder_options;
