@@ -55,6 +55,11 @@ void Waker::pause(int ms) const {
     check();
 }
 
+void BusyPoll::enable(bool on) {
+    cpu_set_t cpus;
+    on_ = on && (::sched_getaffinity(0, sizeof cpus, &cpus) != 0 || CPU_COUNT(&cpus) > 1);
+}
+
 bool BusyPoll::begin() {
     if (!on_) return false;
     const uint32_t skip = skip_.load(std::memory_order_relaxed);

@@ -14,7 +14,6 @@
 
 #include <netdb.h>
 #include <poll.h>
-#include <sched.h>
 #include <sys/uio.h>
 
 #include <openssl/ssl.h>
@@ -42,26 +41,36 @@ struct Deadline {
 // Busy polling for an answer. A peer answers a small request in 10-30 us here, but a thread
 // that sleeps for the answer is woken through a CPU that went idle meanwhile, which on a
 // virtual machine costs 30-80 us more (raw TCP, 1 KiB and a 1-byte answer: 105 us median
-// sleeping, 38 us polling). So a wait for an answer first polls its socket for up to kBudget,
-// yielding the CPU between polls (a busy CPU goes to whoever needs it, the peer included).
-// A spin that runs out is a miss: the next 2^k waits sleep at once (k = misses in a row, up
-// to 8), so a slow peer costs one spin per 256 calls, not one per call. Per node; the counters
-// are hints, shared without order.
+// sleeping, 38 us polling). So a wait for an answer first polls its socket for up to kBudget
+// before it sleeps. A spin that runs out is a miss: the next 2^k waits sleep at once (k =
+// misses in a row, up to 8), so a slow peer costs one spin per 256 calls, not one per call.
+// Per node; the counters are hints, shared without order.
+//
+// The spin never yields: sched_yield() hands the CPU to whatever else is runnable there (a
+// build, on a busy host) for the rest of its time slice, and the answer then waited ~4 ms
+// behind it, where a sleeping thread is woken at once (measured: sends of 700 us instead of
+// 20 us beside two CPU hogs). A spinner that loses its CPU all the same (a gap of kPreemptedNs
+// between two polls) stops, as a miss. With one CPU there is nothing to spin for: the peer
+// needs that CPU to answer.
 class BusyPoll {
 public:
     static constexpr int64_t kBudgetNs = 100000;
-    void enable(bool on) { on_ = on; }
+    static constexpr int64_t kPreemptedNs = 50000;
+    void enable(bool on);  // on only where this process may run on more than one CPU
     // Polls p (the socket first) until one is ready or the budget is spent; true when one is.
     bool spin(struct pollfd *p, unsigned n);
     // Calls ready() until it returns true or the budget is spent; true when it did.
     template <class Ready>
     bool spin_until(Ready ready) {
         if (!begin()) return false;
-        const Clock::time_point until = Clock::now() + std::chrono::nanoseconds(kBudgetNs);
+        Clock::time_point now = Clock::now();
+        const Clock::time_point until = now + std::chrono::nanoseconds(kBudgetNs);
         do {
             if (ready()) return hit();
-            sched_yield();
-        } while (Clock::now() < until);
+            const Clock::time_point then = now;
+            now = Clock::now();
+            if (now - then >= std::chrono::nanoseconds(kPreemptedNs)) break;
+        } while (now < until);
         return miss();
     }
     // Spins so far, and those that found their answer (tenso_node_stats).
