@@ -327,13 +327,11 @@ struct Decoder::Spare {
     void give(Block q) {
         std::lock_guard<std::mutex> g(m);
         if (q.cap <= kSmallBytes) --out;
-        if (!open) {
-            q.drop();
-        } else if (ring && q.cap <= kSmallBytes) {
+        if (open && ring && q.cap <= kSmallBytes) {
             while (n == kPoolBlocks || pooled + q.cap > kPoolBytes) drop_oldest();
             at(n++) = q;
             pooled += q.cap;
-        } else if (b.p && b.cap >= q.cap) {
+        } else if (!open || (b.p && b.cap >= q.cap)) {
             q.drop();
         } else {
             b.drop();

@@ -865,7 +865,8 @@ public:
             const auto cpu_ms = [] {
                 rusage u{};
                 getrusage(RUSAGE_SELF, &u);
-                return (u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1e3 + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e3;
+                return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1e3 +
+                       double(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e3;
             };
             const double t0 = cpu_ms();
             std::this_thread::sleep_for(std::chrono::seconds(1));
