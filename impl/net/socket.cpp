@@ -77,8 +77,8 @@ bool BusyPoll::hit() {
     return true;
 }
 
-bool BusyPoll::miss() {
-    const uint32_t k = std::min<uint32_t>(misses_.load(std::memory_order_relaxed) + 1, 8);
+bool BusyPoll::miss(bool preempted) {
+    const uint32_t k = preempted ? 8 : std::min<uint32_t>(misses_.load(std::memory_order_relaxed) + 1, 8);
     misses_.store(k, std::memory_order_relaxed);
     skip_.store((1u << k) - 1, std::memory_order_relaxed);
     return false;

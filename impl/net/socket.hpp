@@ -14,6 +14,7 @@
 
 #include <netdb.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/uio.h>
 
 #include <openssl/ssl.h>
@@ -42,20 +43,22 @@ struct Deadline {
 // that sleeps for the answer is woken through a CPU that went idle meanwhile, which on a
 // virtual machine costs 30-80 us more (raw TCP, 1 KiB and a 1-byte answer: 105 us median
 // sleeping, 38 us polling). So a wait for an answer first polls its socket for up to kBudget
-// before it sleeps. A spin that runs out is a miss: the next 2^k waits sleep at once (k =
-// misses in a row, up to 8), so a slow peer costs one spin per 256 calls, not one per call.
-// Per node; the counters are hints, shared without order.
+// before it sleeps, yielding the CPU between polls: the peer, or this process's other threads
+// (a receiver's), may need it. A spin that runs out is a miss: the next 2^k waits sleep at
+// once (k = misses in a row, up to 8), so a slow peer costs one spin per 256 calls, not one
+// per call. Per node; the counters are hints, shared without order.
 //
-// The spin never yields: sched_yield() hands the CPU to whatever else is runnable there (a
-// build, on a busy host) for the rest of its time slice, and the answer then waited ~4 ms
-// behind it, where a sleeping thread is woken at once (measured: sends of 700 us instead of
-// 20 us beside two CPU hogs). A spinner that loses its CPU all the same (a gap of kPreemptedNs
-// between two polls) stops, as a miss. With one CPU there is nothing to spin for: the peer
-// needs that CPU to answer.
+// A yield that comes back kPreemptedNs or more later gave the CPU to a thread with more to do
+// (another process, on a busy host) for the rest of its time slice, several ms, where a
+// sleeping thread would have been woken at once (beside two CPU hogs, with no such check:
+// sends of 700 us instead of 20 us). Then the next 255 waits sleep at once, as after 8 misses.
+// Not yielding at all is worse: a spinner then holds the CPU that this process's other
+// threads (a receiver's, the peer's) need to answer it (tenso_bench's acknowledged send: 50 us
+// median instead of 18-26 us). With one CPU there is nothing to spin for.
 class BusyPoll {
 public:
     static constexpr int64_t kBudgetNs = 100000;
-    static constexpr int64_t kPreemptedNs = 50000;
+    static constexpr int64_t kPreemptedNs = 500000;
     void enable(bool on);  // on only where this process may run on more than one CPU
     // Polls p (the socket first) until one is ready or the budget is spent; true when one is.
     bool spin(struct pollfd *p, unsigned n);
@@ -67,11 +70,12 @@ public:
         const Clock::time_point until = now + std::chrono::nanoseconds(kBudgetNs);
         do {
             if (ready()) return hit();
+            sched_yield();
             const Clock::time_point then = now;
             now = Clock::now();
-            if (now - then >= std::chrono::nanoseconds(kPreemptedNs)) break;
+            if (now - then >= std::chrono::nanoseconds(kPreemptedNs)) return miss(true);
         } while (now < until);
-        return miss();
+        return miss(false);
     }
     // Spins so far, and those that found their answer (tenso_node_stats).
     void counts(uint64_t *polls, uint64_t *hits) const {
@@ -82,7 +86,7 @@ public:
 private:
     bool begin();  // false: off, or a wait that backs off
     bool hit();
-    bool miss();
+    bool miss(bool preempted);
     bool on_ = false;
     std::atomic<uint32_t> skip_{0}, misses_{0};
     std::atomic<uint64_t> polls_{0}, hits_{0};
