@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -342,7 +343,8 @@ func TestNodeBusyPollCountedAndOff(t *testing.T) {
 	if err1 != nil || err2 != nil || err3 != nil {
 		t.Fatal(err1, err2, err3)
 	}
-	if a.BusyPolls < 1 || a.BusyPollHits != 0 {
+	// A process allowed one CPU never polls (its peer needs that CPU to answer).
+	if oneCPU := runtime.NumCPU() == 1; (oneCPU && a.BusyPolls != 0) || (!oneCPU && a.BusyPolls < 1) || a.BusyPollHits != 0 {
 		t.Fatalf("busy-polling node: %+v", a)
 	}
 	if s.BusyPolls != 0 || s.BusyPollHits != 0 || r.BusyPolls != 0 {

@@ -911,7 +911,10 @@ def test_busy_poll_counted_and_off():
                     node.send_tensor_sync(addr, "x", np.ones(3))
                     await node.send_tensor(addr, "x", np.ones(3))
             s, q, r = tx.stats(), sleeper.stats(), rx.stats()
-            assert s["busy_polls"] >= 1 and s["busy_poll_hits"] == 0
+            # A process allowed one CPU never polls (its peer needs that CPU to answer).
+            one_cpu = len(os.sched_getaffinity(0)) == 1
+            assert (s["busy_polls"] == 0) if one_cpu else (s["busy_polls"] >= 1)
+            assert s["busy_poll_hits"] == 0
             assert q["busy_polls"] == 0 and q["busy_poll_hits"] == 0
             assert r["busy_polls"] == 0
 
