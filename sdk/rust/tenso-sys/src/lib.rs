@@ -728,8 +728,8 @@ pub const TENSO_NODE_ALLOW_PLAINTEXT: u32 = 0x1;
 pub const TENSO_NODE_NO_FD_PASSING: u32 = 0x2;
 /// `tenso_node_options.flags`: do not listen at all.
 pub const TENSO_NODE_NO_LISTEN: u32 = 0x4;
-/// `tenso_node_options.flags`: a call waiting for a peer's answer sleeps at once instead of
-/// polling for it first (since 1.5).
+/// `tenso_node_options.flags`: no busy polling: a call waiting for a peer's answer, and the
+/// node's event loop between requests, sleep at once instead of polling first (since 1.5).
 pub const TENSO_NODE_NO_BUSY_POLL: u32 = 0x8;
 
 /// Node options; zero means "default" in every field (see `tenso/net.h`).
