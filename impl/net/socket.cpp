@@ -7,6 +7,7 @@
 #include <mutex>
 #include <new>
 #include <thread>
+#include <utility>
 
 #include <fcntl.h>
 #include <linux/tls.h>
@@ -270,10 +271,32 @@ bool Sock::start_kernel_tls() {
 Io Sock::read(void *p, size_t cap, size_t *n) {
     *n = 0;
     if (ssl && !ktls_rx) {
+        if (later) std::rethrow_exception(std::exchange(later, nullptr));
+        if (eof_later) return Io::kEof;
         const NoSigpipe guard(kernel_bio);
         // Sequenced: *n is set by the read (an argument list may evaluate *n before the call).
         const int r = SSL_read_ex(ssl, p, cap, n);
-        return ssl_result(r, *n, counter_in, "TLS read");
+        const Io io = ssl_result(r, *n, counter_in, "TLS read");
+        // OpenSSL returns one record (16 KiB at most) a call: the records it has read ahead
+        // are taken too, so that a node's reader (which acknowledges once per read) fills its
+        // 64 KiB. What ends that is the next read's answer (ssl_fail clears the thread's error
+        // queue, which every SSL call on the thread depends on).
+        while (io == Io::kDone && *n < cap && SSL_has_pending(ssl)) {
+            size_t more = 0;
+            const int m = SSL_read_ex(ssl, static_cast<uint8_t *>(p) + *n, cap - *n, &more);
+            if (m == 1) {
+                *n += more;
+                if (counter_in) __atomic_add_fetch(counter_in, more, __ATOMIC_RELAXED);
+                continue;
+            }
+            try {
+                eof_later = ssl_result(m, 0, nullptr, "TLS read") == Io::kEof;
+            } catch (const Error &) {
+                later = std::current_exception();
+            }
+            break;
+        }
+        return io;
     }
     ssize_t r;
     if (ktls_rx) {

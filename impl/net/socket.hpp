@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <exception>
 #include <memory>
 #include <string>
 #include <vector>
@@ -162,6 +163,9 @@ struct Sock {
     FdBudget *fd_budget = nullptr;  // counts `fds` (set on Unix connections)
     std::string peer;               // the sender name of messages from it
     uint64_t *counter_in = nullptr, *counter_out = nullptr;
+    // What ended a TLS read that had bytes to return already: the next read's answer.
+    std::exception_ptr later;
+    bool eof_later = false;
 
     Sock() = default;
     Sock(const Sock &) = delete;

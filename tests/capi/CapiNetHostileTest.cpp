@@ -22,6 +22,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -295,6 +298,50 @@ struct Identity {
     }
 };
 
+// A TLS peer in this process, whose records the test sends by hand: after the handshake what
+// SSL_write makes goes to a memory BIO and comes back as bytes, so a test can send records in one
+// write with bytes no TLS peer would send (a forged record, close_notify).
+struct TlsHand {
+    SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+    SSL *ssl = nullptr;
+    int fd = -1;
+    BIO *out = nullptr;
+    TlsHand(const std::string &tls_addr, const Identity &id) {
+        CPPUNIT_ASSERT(ctx);
+        SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION);
+        CPPUNIT_ASSERT_EQUAL(1, SSL_CTX_use_certificate_file(ctx, id.cert.c_str(), SSL_FILETYPE_PEM));
+        CPPUNIT_ASSERT_EQUAL(1, SSL_CTX_use_PrivateKey_file(ctx, id.key.c_str(), SSL_FILETYPE_PEM));
+        SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, nullptr);  // the node is not what is tested
+        fd = raw_connect("tcp://" + tls_addr.substr(tls_addr.find('@') + 1));
+        ssl = SSL_new(ctx);
+        CPPUNIT_ASSERT(ssl && SSL_set_fd(ssl, fd) == 1);
+        CPPUNIT_ASSERT_EQUAL_MESSAGE("handshake", 1, SSL_connect(ssl));
+        out = BIO_new(BIO_s_mem());
+        SSL_set0_wbio(ssl, out);  // owned by ssl; reads stay on the socket
+    }
+    ~TlsHand() {
+        SSL_free(ssl);
+        SSL_CTX_free(ctx);
+        ::close(fd);
+    }
+    std::vector<uint8_t> taken() const {
+        char *p = nullptr;
+        const long n = BIO_get_mem_data(out, &p);
+        std::vector<uint8_t> b(p, p + n);
+        (void)BIO_reset(out);
+        return b;
+    }
+    std::vector<uint8_t> records(const std::vector<uint8_t> &plain) const {
+        size_t n = 0;
+        CPPUNIT_ASSERT_EQUAL(1, SSL_write_ex(ssl, plain.data(), plain.size(), &n));
+        return taken();
+    }
+    std::vector<uint8_t> close_notify() const {
+        SSL_shutdown(ssl);
+        return taken();
+    }
+};
+
 // A peer played by a thread on listener l: joined (its accept or reads ended by shutting l and
 // by the dialer going first) however the test ends.
 struct FakePeer {
@@ -387,6 +434,7 @@ class CapiNetHostileTest : public CppUnit::TestFixture {
     CPPUNIT_TEST(testEncryptedKeyRefused);
     CPPUNIT_TEST(testKeyTextNotKept);
     CPPUNIT_TEST(testAccessHook);
+    CPPUNIT_TEST(testTlsRecordsBeforeTheirEndAreServed);
     CPPUNIT_TEST_SUITE_END();
 
 public:
@@ -904,6 +952,38 @@ public:
         TENSO_CHECK_STATUS(TENSO_E_LIMIT, send(a.get(), addr, "over", f, 5000));
         TENSO_CHECK_OK(send(h.get(), addr, "again", f));
         CPPUNIT_ASSERT(stats_of(b.get()).refused >= 1);
+    }
+
+    // A TLS read takes every record OpenSSL has read ahead (socket.cpp, Sock::read): what ends
+    // them in the same bytes (a forged record, close_notify) is the next read's answer. The pushes
+    // before it are queued and acknowledged, the forgery closes the connection, and nothing of
+    // it stays in the loop thread's OpenSSL error queue, which every connection's SSL calls read:
+    // a legitimate peer is served at once after it.
+    void testTlsRecordsBeforeTheirEndAreServed() {
+        NodePtr b = make_node("tls://127.0.0.1:0");
+        const std::string addr = addr_of(b.get());
+        const Identity id("hostile-tls-ends-id");
+        const std::vector<uint8_t> p = zeros_packet(64, false);
+        const std::vector<uint8_t> push = concat(control("push", "a", p.size()), p);
+        std::vector<uint8_t> forged = {0x17, 0x03, 0x03, 0x00, 0x40};  // application data, 64 bytes
+        forged.resize(5 + 64, 0x5a);                                     // that no key sealed
+        for (const bool forge : {true, false}) {
+            TlsHand t(addr, id);
+            const std::vector<uint8_t> two = t.records(concat(push, push));
+            write_all(t.fd, concat(two, forge ? forged : t.close_notify()));
+            for (int i = 0; i < 2; ++i) {
+                MsgPtr m = receive(b.get(), kRecoverMs);
+                CPPUNIT_ASSERT_MESSAGE(forge ? "pushes before a forged record" : "pushes before close_notify", m);
+                CPPUNIT_ASSERT_EQUAL(std::string("a"), name_of(m.get()));
+            }
+            // The node answers (its acknowledgement, then a close or an alert) and closes.
+            uint8_t buf[4096];
+            ssize_t r;
+            while ((r = ::read(t.fd, buf, sizeof buf)) > 0) {}
+            CPPUNIT_ASSERT_EQUAL(ssize_t(0), r);
+            check_served(b.get(), addr);
+        }
+        ERR_clear_error();  // the test's own client may have queued some
     }
 
     // Item 13: a peer could announce a large push and trickle it in, holding its connection
