@@ -2,6 +2,7 @@
 #include "format/decoder.hpp"
 
 #include <algorithm>
+#include <cassert>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -345,6 +346,44 @@ struct Decoder::Spare {
     }
 };
 
+namespace {
+// A small buffer's shared_ptr keeps its control block (the counts) in the buffer's own last
+// kCountBytes, past the packet: std::shared_ptr places it where this allocator says, and
+// deallocate(), the last thing a control block does (after the counts and any weak reference
+// are done with), gives the buffer back to the pool. So a pooled buffer costs no allocation: a
+// receiving node's loop thread allocates one per push and the application frees it on another
+// thread, and glibc takes its arena lock on both sides for such pairs (futex waits at ~300k/s).
+constexpr size_t kCountBytes = 128;
+template <class T>
+struct InBlock {
+    using value_type = T;
+    std::shared_ptr<Decoder::Spare> spare;
+    Block blk;
+    size_t at = 0;  // where the control block goes (16-aligned, past the packet)
+    InBlock(std::shared_ptr<Decoder::Spare> s, Block b, size_t a) : spare(std::move(s)), blk(b), at(a) {}
+    template <class U>
+    InBlock(const InBlock<U> &o) : spare(o.spare), blk(o.blk), at(o.at) {}
+    T *allocate(size_t n) {
+        static_assert(sizeof(T) <= kCountBytes && alignof(T) <= 16, "the control block fits its slot");
+        assert(n == 1);
+        (void)n;
+        return reinterpret_cast<T *>(blk.p + at);
+    }
+    void deallocate(T *, size_t) noexcept;
+    template <class U>
+    bool operator==(const InBlock<U> &o) const {
+        return blk.p == o.blk.p;
+    }
+    template <class U>
+    bool operator!=(const InBlock<U> &o) const {
+        return blk.p != o.blk.p;
+    }
+};
+struct KeepsNothing {
+    void operator()(uint8_t *) const {}  // the allocator's deallocate() gives the buffer back
+};
+}  // namespace
+
 Decoder::Decoder(const DecoderConfig &cfg) : cfg_(cfg), framer_(cfg_.limits), spare_(std::make_shared<Spare>()) {
     reset();
 }
@@ -386,9 +425,19 @@ std::shared_ptr<uint8_t> Decoder::allocate(size_t size, size_t alignment) {
                  "the allocator returned memory that is not " + num(alignment) + "-byte aligned");
         return mem;
     }
+    const size_t at = (size + 15) & ~size_t(15);
+    if (alloc_size(at + kCountBytes) <= Spare::kSmallBytes) {
+        const Block blk = spare_->take(at + kCountBytes, alignment);
+        return std::shared_ptr<uint8_t>(blk.p, KeepsNothing{}, InBlock<uint8_t>(spare_, blk, at));
+    }
     const Block blk = spare_->take(size, alignment);
     std::shared_ptr<Spare> spare = spare_;
     return std::shared_ptr<uint8_t>(blk.p, [spare, blk](uint8_t *) { spare->give(blk); });
+}
+
+template <class T>
+void InBlock<T>::deallocate(T *, size_t) noexcept {
+    spare->give(blk);
 }
 
 size_t Decoder::needed() const { return failed_ ? 0 : want_ - have_; }
