@@ -819,10 +819,15 @@ std::unique_ptr<View> decode(const uint8_t *buf, size_t len, const Limits &limit
     return v;
 }
 
+void bind_scanned_into(View &v, const Node &n, const uint8_t *buf, const Limits &limits,
+                       const std::shared_ptr<const void> &keep) {
+    tenso::bind(v, n, buf, limits, keep);
+}
+
 std::unique_ptr<View> bind_scanned(const Node &n, const uint8_t *buf, const Limits &limits,
                                    std::shared_ptr<const void> keep) {
     std::unique_ptr<View> v(new View);
-    tenso::bind(*v, n, buf, limits, keep);
+    bind_scanned_into(*v, n, buf, limits, keep);
     return v;
 }
 

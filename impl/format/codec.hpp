@@ -318,6 +318,9 @@ void decode_into(View &v, const uint8_t *buf, size_t len, const Limits &limits,
 // is what the view gets, even if others rewrite the bytes meanwhile.
 std::unique_ptr<View> bind_scanned(const Node &n, const uint8_t *buf, const Limits &limits,
                                    std::shared_ptr<const void> keep);
+// bind_scanned() into `v`, which must be bare() (as for decode_into()).
+void bind_scanned_into(View &v, const Node &n, const uint8_t *buf, const Limits &limits,
+                       const std::shared_ptr<const void> &keep);
 
 // A dense, uncompressed packet whose body lies in memory the engine cannot read (sdk/js: the
 // caller's ArrayBuffer, outside WebAssembly memory). `head` holds the first `have` of its `len`

@@ -266,7 +266,7 @@ struct Block {
 // So a peer can make a decoder hold at most kPoolBytes more than the one spare it held before,
 // and only while the decoder lives. A small buffer serves a packet only if it wastes little
 // (slack()): what a receive queue charges (the packet's length) stays what the buffer holds.
-struct Decoder::Spare {
+struct Decoder::Spare : std::enable_shared_from_this<Decoder::Spare> {
     static constexpr size_t kSmallBytes = size_t(64) << 10;
     static constexpr size_t kPoolBlocks = 1024;
     static constexpr size_t kPoolBytes = size_t(1) << 20;
@@ -281,6 +281,10 @@ struct Decoder::Spare {
     size_t first = 0, n = 0, pooled = 0;  // pooled: their bytes
     size_t out = 0;                       // small buffers handed out and not given back
     bool open = true;                     // the decoder is alive
+    // Buffers whose control block is in them (InBlock) refer to this by pointer, which costs no
+    // atomic count shared with the thread freeing them: while any is out, this owns itself.
+    size_t pinned = 0;
+    std::shared_ptr<Spare> self;
 
     ~Spare() { clear(); }
     Block &at(size_t i) { return ring[(first + i) % kPoolBlocks]; }
@@ -299,6 +303,15 @@ struct Decoder::Spare {
     }
     Block take(size_t size, size_t alignment) {
         std::lock_guard<std::mutex> g(m);
+        return take_locked(size, alignment);
+    }
+    Block take_pinned(size_t size, size_t alignment) {
+        std::lock_guard<std::mutex> g(m);
+        const Block q = take_locked(size, alignment);
+        if (pinned++ == 0) self = shared_from_this();
+        return q;
+    }
+    Block take_locked(size_t size, size_t alignment) {
         const bool small = alloc_size(size) <= kSmallBytes;
         Block q;
         if (small)
@@ -323,10 +336,19 @@ struct Decoder::Spare {
         if (q.cap <= kSmallBytes) ++out;
         return q;
     }
+    void give_pinned(Block q) {
+        std::shared_ptr<Spare> last;  // released after the lock: it may own this
+        std::lock_guard<std::mutex> g(m);
+        keep_or_drop(q);
+        if (--pinned == 0) last = std::move(self);
+    }
     // Keeps a small buffer in the ring (the oldest kept go to make room), else the larger of the
     // spare and this one; drops what it does not keep.
     void give(Block q) {
         std::lock_guard<std::mutex> g(m);
+        keep_or_drop(q);
+    }
+    void keep_or_drop(Block q) {
         if (q.cap <= kSmallBytes) --out;
         if (open && ring && q.cap <= kSmallBytes) {
             while (n == kPoolBlocks || pooled + q.cap > kPoolBytes) drop_oldest();
@@ -357,10 +379,10 @@ constexpr size_t kCountBytes = 128;
 template <class T>
 struct InBlock {
     using value_type = T;
-    std::shared_ptr<Decoder::Spare> spare;
+    Decoder::Spare *spare;  // pinned (Spare::take_pinned) until the buffer is given back
     Block blk;
     size_t at = 0;  // where the control block goes (16-aligned, past the packet)
-    InBlock(std::shared_ptr<Decoder::Spare> s, Block b, size_t a) : spare(std::move(s)), blk(b), at(a) {}
+    InBlock(Decoder::Spare *s, Block b, size_t a) : spare(s), blk(b), at(a) {}
     template <class U>
     InBlock(const InBlock<U> &o) : spare(o.spare), blk(o.blk), at(o.at) {}
     T *allocate(size_t n) {
@@ -427,8 +449,8 @@ std::shared_ptr<uint8_t> Decoder::allocate(size_t size, size_t alignment) {
     }
     const size_t at = (size + 15) & ~size_t(15);
     if (alloc_size(at + kCountBytes) <= Spare::kSmallBytes) {
-        const Block blk = spare_->take(at + kCountBytes, alignment);
-        return std::shared_ptr<uint8_t>(blk.p, KeepsNothing{}, InBlock<uint8_t>(spare_, blk, at));
+        const Block blk = spare_->take_pinned(at + kCountBytes, alignment);
+        return std::shared_ptr<uint8_t>(blk.p, KeepsNothing{}, InBlock<uint8_t>(spare_.get(), blk, at));
     }
     const Block blk = spare_->take(size, alignment);
     std::shared_ptr<Spare> spare = spare_;
@@ -437,7 +459,17 @@ std::shared_ptr<uint8_t> Decoder::allocate(size_t size, size_t alignment) {
 
 template <class T>
 void InBlock<T>::deallocate(T *, size_t) noexcept {
-    spare->give(blk);
+    spare->give_pinned(blk);
+}
+
+size_t Decoder::whole(const uint8_t *src, size_t len) const {
+    if (!idle()) return 0;
+    Framer f(cfg_.limits);
+    try {
+        return f.run(src, len) == 0 && f.end() <= len ? f.end() : 0;
+    } catch (const Error &) {
+        return 0;
+    }
 }
 
 size_t Decoder::needed() const { return failed_ ? 0 : want_ - have_; }

@@ -262,8 +262,8 @@ void Inbound::serve_get() {
     start_write(&c, false, kReadControl);
 }
 
-void Inbound::on_control(std::unique_ptr<View> v) {
-    req_ = parse_control(*v, n_.opts.max_name_bytes);
+void Inbound::on_control(const View &v) {
+    req_ = parse_control(v, n_.opts.max_name_bytes);
     if (req_.op != Op::kGet && req_.op != Op::kPush && req_.op != Op::kPushFd)
         fail(TENSO_E_MALFORMED, "unexpected control frame from a dialer");
     // A plaintext peer is trusted by the transport: its first frame takes an authenticated slot.
@@ -342,9 +342,9 @@ void Inbound::step() {
                     continue;
                 }
                 std::unique_ptr<View> v;
-                io = reader_.frame(sock_, ctl_, &v);
+                io = reader_.frame_here(sock_, ctl_, &ctl_here_, &v);
                 if (io == Io::kDone) {
-                    on_control(std::move(v));
+                    on_control(v ? *v : ctl_here_);
                     continue;
                 }
                 break;

@@ -54,6 +54,7 @@ private:
     asio::posix::stream_descriptor sd_;
     Reader reader_;
     Decoder ctl_, val_;
+    View ctl_here_;  // the last control frame decoded where it lay (Reader::frame_here)
     State state_ = kReadControl;
     Control req_;
     // sock_.peer for the messages it queues, once it is known: one string per connection.
@@ -111,7 +112,7 @@ private:
     // Queues the received push (its acknowledgement is pending).
     void deliver(std::unique_ptr<View> v);
     void serve_get();
-    void on_control(std::unique_ptr<View> v);
+    void on_control(const View &v);
     // Runs the state machine until it must wait.
     void step();
 };

@@ -481,6 +481,17 @@ Io Reader::frame(Sock &s, Decoder &d, std::unique_ptr<View> *out) {
     }
 }
 
+Io Reader::frame_here(Sock &s, Decoder &d, View *here, std::unique_ptr<View> *out) {
+    if (pos < end)
+        if (const size_t len = d.whole(buf.get() + pos, end - pos)) {
+            *here = View();
+            decode_into(*here, buf.get() + pos, len, d.config().limits);
+            pos += len;
+            return Io::kDone;
+        }
+    return frame(s, d, out);
+}
+
 Io Reader::skip(Sock &s, uint64_t *left) {
     while (*left) {
         if (pos < end) {

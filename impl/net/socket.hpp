@@ -224,6 +224,10 @@ struct Reader {
     size_t pos = 0, end = 0;
 
     Io frame(Sock &s, Decoder &d, std::unique_ptr<View> *out);
+    // frame(), but a packet all in the read-ahead bytes is decoded where it lies, into *here
+    // (what it held before is dropped), and *out stays null: no copy, buffer or view is made.
+    // *here is good until the next read: for control frames, parsed at once.
+    Io frame_here(Sock &s, Decoder &d, View *here, std::unique_ptr<View> *out);
     // Drops n bytes (a refused push's body); returns what is left to drop.
     Io skip(Sock &s, uint64_t *left);
 };

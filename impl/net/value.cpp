@@ -26,7 +26,13 @@ Scanned scan_received(std::unique_ptr<View> raw, const Limits &lim) {
 }
 
 std::unique_ptr<View> bind_received(Scanned &s, const Limits &lim) {
-    return bind_scanned(s.node, s.raw->data, lim, s.raw->keep);
+    // The frame's view becomes the value's: one view a push, not two.
+    std::unique_ptr<View> v = std::move(s.raw);
+    const uint8_t *bytes = v->data;
+    const std::shared_ptr<const void> keep = std::move(v->keep);
+    *v = View();
+    bind_scanned_into(*v, s.node, bytes, lim, keep);
+    return v;
 }
 
 }  // namespace tenso::net

@@ -26,7 +26,8 @@ struct Scanned {
 // Scans raw against lim (max_decoded_bytes bounds what the decode allocates). A packet that is
 // not whole is TENSO_E_MALFORMED: its length was fixed before.
 Scanned scan_received(std::unique_ptr<View> raw, const Limits &lim);
-// The value: its bodies inflated and checksums verified. Any thread.
+// The value: its bodies inflated and checksums verified, in s.raw's view (taken: s holds no
+// bytes after). Any thread.
 std::unique_ptr<View> bind_received(Scanned &s, const Limits &lim);
 
 }  // namespace tenso::net
