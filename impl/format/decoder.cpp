@@ -463,8 +463,8 @@ void InBlock<T>::deallocate(T *, size_t) noexcept {
 }
 
 size_t Decoder::whole(const uint8_t *src, size_t len) const {
-    if (!idle()) return 0;
-    Framer f(cfg_.limits);
+    if (!idle() || cfg_.frame_only) return 0;
+    Framer f(framer_);  // idle: a fresh framer, but for a length expect() set
     try {
         return f.run(src, len) == 0 && f.end() <= len ? f.end() : 0;
     } catch (const Error &) {

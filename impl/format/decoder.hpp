@@ -107,8 +107,9 @@ public:
     // packet's view when it completes.
     size_t feed(const uint8_t *src, size_t len, std::unique_ptr<View> *out);
     // The length of the packet at src[0] when all of it is in src[0, len) and the decoder is
-    // between packets; else 0, and also for headers that fail (feed() then says how). Lets a
-    // reader decode a small packet where it lies, without a copy into a buffer of its own.
+    // between packets (and not frame_only); else 0, and also for headers that fail or a length
+    // other than expect()'s (feed() then says how). Lets a reader decode a small packet where
+    // it lies, as feed() would, without a copy into a buffer of its own.
     size_t whole(const uint8_t *src, size_t len) const;
     // Where the next bytes go and how many are needed (never 0).
     uint8_t *buffer(size_t *len);

@@ -181,11 +181,12 @@ void Inbound::drop_push() {
 
 void Inbound::received(std::unique_ptr<View> raw) {
     scanned_ = scan_received(std::move(raw), n_.plim);
-    if (scanned_.held() > n_.opts.max_queued_bytes) {
+    const uint64_t held = scanned_.held();  // read before drop_push() empties scanned_
+    if (held > n_.opts.max_queued_bytes) {
         // Framed, so the connection stays in step.
         drop_push();
         return refuse(TENSO_E_LIMIT,
-                      "the value decodes to " + std::to_string(scanned_.held()) +
+                      "the value decodes to " + std::to_string(held) +
                           " bytes, more than the receiver's max_queued_bytes (" +
                           std::to_string(n_.opts.max_queued_bytes) + ")",
                       false);

@@ -106,9 +106,9 @@ void Node::Impl::checkin(std::unique_ptr<Outbound> c) {
     --p.busy;
     pool_cv.notify_all();
     notify_waiters();
-    // Out of step (bytes or descriptors left over from the peer): not reused.
+    // Out of step (bytes or descriptors left over from the peer) or ended: not reused.
     if (stopped || p.idle.size() >= opts.max_pool_per_peer || !c->val.idle() || !c->ctl.idle() ||
-        !c->sock.fds.empty() || c->reader.pos != c->reader.end) {
+        !c->sock.fds.empty() || c->reader.pos != c->reader.end || c->sock.later || c->sock.eof_later) {
         drop = std::move(c);
         return;
     }

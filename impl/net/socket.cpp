@@ -271,7 +271,7 @@ bool Sock::start_kernel_tls() {
 Io Sock::read(void *p, size_t cap, size_t *n) {
     *n = 0;
     if (ssl && !ktls_rx) {
-        if (later) std::rethrow_exception(std::exchange(later, nullptr));
+        if (later) std::rethrow_exception(later);
         if (eof_later) return Io::kEof;
         const NoSigpipe guard(kernel_bio);
         // Sequenced: *n is set by the read (an argument list may evaluate *n before the call).
@@ -280,7 +280,9 @@ Io Sock::read(void *p, size_t cap, size_t *n) {
         // OpenSSL returns one record (16 KiB at most) a call: the records it has read ahead
         // are taken too, so that a node's reader (which acknowledges once per read) fills its
         // 64 KiB. What ends that is the next read's answer (ssl_fail clears the thread's error
-        // queue, which every SSL call on the thread depends on).
+        // queue, which every SSL call on the thread depends on), and a failure every later
+        // call's: OpenSSL has sent its alert, so the pushes of this read go unacknowledged, as
+        // on any connection cut before its `ok`.
         while (io == Io::kDone && *n < cap && SSL_has_pending(ssl)) {
             size_t more = 0;
             const int m = SSL_read_ex(ssl, static_cast<uint8_t *>(p) + *n, cap - *n, &more);
@@ -397,6 +399,7 @@ Io Sock::tls_write(const iovec *iov, size_t cnt, size_t *n) {
 
 Io Sock::write(const iovec *iov, size_t cnt, size_t *n, int pass_fd) {
     *n = 0;
+    if (later) std::rethrow_exception(later);  // the connection failed (read())
     if (ssl && !ktls_tx) return tls_write(iov, cnt, n);
     msghdr m{};
     m.msg_iov = const_cast<iovec *>(iov);

@@ -163,7 +163,8 @@ struct Sock {
     FdBudget *fd_budget = nullptr;  // counts `fds` (set on Unix connections)
     std::string peer;               // the sender name of messages from it
     uint64_t *counter_in = nullptr, *counter_out = nullptr;
-    // What ended a TLS read that had bytes to return already: the next read's answer.
+    // What ended a TLS read that had bytes to return already: the answer of every later read
+    // (and, a failure, of every write); a pooled connection holding one is not reused.
     std::exception_ptr later;
     bool eof_later = false;
 
