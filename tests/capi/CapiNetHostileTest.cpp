@@ -996,7 +996,7 @@ public:
         const std::vector<uint8_t> p = zeros_packet(64, false);
         const std::vector<uint8_t> push = concat(control("push", "a", p.size()), p);
         std::vector<uint8_t> forged = {0x17, 0x03, 0x03, 0x00, 0x40};  // application data, 64 bytes
-        forged.resize(5 + 64, 0x5a);                                     // that no key sealed
+        forged.resize(5 + 64, 0x5a);                                   // that no key sealed
         for (const bool forge : {true, false}) {
             const uint64_t refused = stats_of(b.get()).refused;
             TlsHand t(addr, id);
