@@ -189,17 +189,22 @@ inline std::vector<uint8_t> strings_packet(const std::vector<std::string> &field
     return out;
 }
 
-// The node's answer on a raw connection: the strings of its control frame (empty when it closed).
-inline std::vector<std::string> raw_reply(int fd) {
-    tenso_view *v = nullptr;
-    if (tenso_read_fd(&v, fd, nullptr) != TENSO_OK) return {};
-    ViewPtr hold(v);
+// The strings of a control frame's view.
+inline std::vector<std::string> control_fields(const tenso_view *v) {
     const uint64_t *offs;
     const char *payload;
     TENSO_CHECK_OK(tenso_view_string_offsets(&offs, &payload, v));
     std::vector<std::string> out;
     for (uint64_t i = 0; i < tenso_view_shape(v)[0]; ++i) out.emplace_back(payload + offs[i], offs[i + 1] - offs[i]);
     return out;
+}
+
+// The node's answer on a raw connection: the strings of its control frame (empty when it closed).
+inline std::vector<std::string> raw_reply(int fd) {
+    tenso_view *v = nullptr;
+    if (tenso_read_fd(&v, fd, nullptr) != TENSO_OK) return {};
+    ViewPtr hold(v);
+    return control_fields(v);
 }
 
 inline void write_all(int fd, const std::vector<uint8_t> &b) {
