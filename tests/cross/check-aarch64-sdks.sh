@@ -54,7 +54,7 @@ if [[ ! -e /proc/sys/fs/binfmt_misc/qemu-aarch64 ]]; then
 fi
 
 step "Rust: cargo test --target aarch64-unknown-linux-gnu"
-rustup target list --installed | grep -qx aarch64-unknown-linux-gnu ||
+rustup target list --installed | grep -x aarch64-unknown-linux-gnu >/dev/null ||
     rustup target add aarch64-unknown-linux-gnu
 (
     cd sdk/rust

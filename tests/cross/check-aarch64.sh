@@ -85,7 +85,7 @@ cmake -S . -B "$CROSS_BUILD" $(generator "$CROSS_BUILD") \
     -DTENSO_NATIVE_GOLDEN_OUT="$native_out"
 cmake --build "$CROSS_BUILD" -j "$JOBS"
 # What was built is what the suites test: aarch64 code, linked against the arm64 libraries.
-readelf -h "$CROSS_BUILD/libtenso.so" | grep -q 'Machine:.*AArch64' ||
+readelf -h "$CROSS_BUILD/libtenso.so" | grep 'Machine:.*AArch64' >/dev/null ||
     { echo "check-aarch64: $CROSS_BUILD/libtenso.so is not an aarch64 library" >&2; exit 1; }
 built=$((SECONDS - start))
 

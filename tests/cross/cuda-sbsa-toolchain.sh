@@ -45,7 +45,7 @@ if ! "${TENSO_CUDA_VENV:-$repo/build/venv-cuda}/bin/python" -m pip download --di
 fi
 python3 -m zipfile -e "$dir"/wheel/*.whl "$dir/unpacked"
 lib="$dir/unpacked/nvidia/cu13/lib"
-if ! readelf -h "$lib/libcudart.so.13" | grep -q 'Machine:.*AArch64'; then
+if ! readelf -h "$lib/libcudart.so.13" | grep 'Machine:.*AArch64' >/dev/null; then
     log "$lib/libcudart.so.13 is not an aarch64 library"
     exit 1
 fi

@@ -48,10 +48,10 @@ for case in system private; do
     system)
         [[ -z "$runpath" ]] || { log "a system install needs no run path"; exit 1; }
         [[ "$loaded" == /usr/local/lib/libtenso.so.1 ]]
-        ldconfig -p | grep -q '/usr/local/lib/libtenso\.so\.1$'
+        ldconfig -p | grep '/usr/local/lib/libtenso\.so\.1$' >/dev/null
         # Split debug information: the library is stripped, its .debug file beside it.
-        readelf -S /usr/local/lib/libtenso.so.1 | grep -q gnu_debuglink
-        if readelf -S /usr/local/lib/libtenso.so.1 | grep -q '\.debug_info'; then
+        readelf -S /usr/local/lib/libtenso.so.1 | grep gnu_debuglink >/dev/null
+        if readelf -S /usr/local/lib/libtenso.so.1 | grep '\.debug_info' >/dev/null; then
             log "the installed library still has its debug information"; exit 1
         fi
         [[ -f "/usr/local/lib/.debug/$(readlink /usr/local/lib/libtenso.so.1).debug" ]]

@@ -109,7 +109,7 @@ if ((${#missing[@]})); then
         fi
     fi
     export DEBIAN_FRONTEND=noninteractive
-    if ((want_aarch64)) && ! dpkg --print-foreign-architectures | grep -qx arm64; then
+    if ((want_aarch64)) && ! dpkg --print-foreign-architectures | grep -x arm64 >/dev/null; then
         log "adding the dpkg architecture arm64 (for the cross-build's -dev packages)"
         "${sudo_cmd[@]}" dpkg --add-architecture arm64
     fi
