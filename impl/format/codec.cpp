@@ -28,6 +28,7 @@
 #include "format/hash.hpp"
 #include "format/lz4.hpp"
 #include "format/sparse.hpp"
+#include "format/spare_view.hpp"
 
 namespace tenso {
 
@@ -731,7 +732,7 @@ __attribute__((always_inline)) inline Node scan_whole(const uint8_t *buf, size_t
 // Assigns every field of `v` (bare(): a freed view is reused) as for a packet without a body;
 // bind() and decode_into() go on from there.
 inline void bind_fields(View &v, const Node &n, const uint8_t *buf, const Limits &lim,
-                        const std::shared_ptr<const void> &keep) {
+                        std::shared_ptr<const void> keep) {
     v.kind = n.kind;
     v.version = n.version;
     v.flags = n.flags;
@@ -740,8 +741,8 @@ inline void bind_fields(View &v, const Node &n, const uint8_t *buf, const Limits
     v.shape = n.shape;
     v.alignment = n.alignment;
     v.packet_size = n.end - n.start;
-    v.keep = keep;
     v.owns_data = bool(keep);
+    v.keep = std::move(keep);
     v.data = nullptr;  // containers have no body
     v.nbytes = 0;
     check_footer(n, buf, lim);
@@ -803,19 +804,20 @@ bool scan_detached(Node *out, const uint8_t *head, size_t have, size_t len, cons
     return true;
 }
 
-void decode_into(View &v, const uint8_t *buf, size_t len, const Limits &limits,
-                 const std::shared_ptr<const void> &keep) {
+void decode_into(View &v, const uint8_t *buf, size_t len, const Limits &limits, std::shared_ptr<const void> keep) {
     const Node n = scan_whole(buf, len, limits);
     if (n.kind == TENSO_KIND_DENSE && !n.compressed) {  // most packets: bind() without its call
-        bind_fields(v, n, buf, limits, keep);
+        bind_fields(v, n, buf, limits, std::move(keep));  // moved: a shared count not touched
         return bind_body(v, n, buf);
     }
     tenso::bind(v, n, buf, limits, keep);
 }
 
+// The View is this thread's spare (spare_view.hpp) when it keeps one: views these return end
+// in tenso_view_free, which gives the spare back, so a get-and-free loop allocates no View.
 std::unique_ptr<View> decode(const uint8_t *buf, size_t len, const Limits &limits, std::shared_ptr<const void> keep) {
-    std::unique_ptr<View> v(new View);
-    decode_into(*v, buf, len, limits, keep);
+    std::unique_ptr<View> v(take_view());
+    decode_into(*v, buf, len, limits, std::move(keep));
     return v;
 }
 
@@ -826,7 +828,7 @@ void bind_scanned_into(View &v, const Node &n, const uint8_t *buf, const Limits 
 
 std::unique_ptr<View> bind_scanned(const Node &n, const uint8_t *buf, const Limits &limits,
                                    std::shared_ptr<const void> keep) {
-    std::unique_ptr<View> v(new View);
+    std::unique_ptr<View> v(take_view());
     bind_scanned_into(*v, n, buf, limits, keep);
     return v;
 }

@@ -313,7 +313,7 @@ std::unique_ptr<View> decode(const uint8_t *buf, size_t len, const Limits &limit
 // decode() into `v`, which must be bare() (a new View is, and so is take_view()'s spare:
 // spare_view.hpp). On failure `v` may hold part of the packet: destroy it or give_view() it.
 void decode_into(View &v, const uint8_t *buf, size_t len, const Limits &limits,
-                 const std::shared_ptr<const void> &keep = nullptr);
+                 std::shared_ptr<const void> keep = nullptr);
 // Binds the Node scan() made of buf, without scanning again: what a caller checked on the Node
 // is what the view gets, even if others rewrite the bytes meanwhile.
 std::unique_ptr<View> bind_scanned(const Node &n, const uint8_t *buf, const Limits &limits,
