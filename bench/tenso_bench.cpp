@@ -1095,14 +1095,15 @@ void bench_stream(const Config &c, uint64_t size) {
         // Apart: each sample's 64 MiB of page faults and munmap slowed the operation timed next.
         Group(c, S, size)
             .ref("read()", "read() loop into a reused buffer (reference, again)", size, read_reused)
-            .op("read() loop into a fresh malloc (reference)", size, [&] {
-                peer.send(pkt.data(), len);
-                auto *p = static_cast<uint8_t *>(std::aligned_alloc(64, (len + 63) & ~size_t(63)));
-                if (!p) die("out of memory");
-                read_all(sp.fd[0], p, len);
-                std::free(p);
-                peer.wait();
-            })
+            .op("read() loop into a fresh malloc (reference)", size,
+                [&] {
+                    peer.send(pkt.data(), len);
+                    auto *p = static_cast<uint8_t *>(std::aligned_alloc(64, (len + 63) & ~size_t(63)));
+                    if (!p) die("out of memory");
+                    read_all(sp.fd[0], p, len);
+                    std::free(p);
+                    peer.wait();
+                })
             .run();
         tenso_decoder_free(dec);
         tenso_decoder_free(dec_caller);

@@ -806,7 +806,7 @@ bool scan_detached(Node *out, const uint8_t *head, size_t have, size_t len, cons
 
 void decode_into(View &v, const uint8_t *buf, size_t len, const Limits &limits, std::shared_ptr<const void> keep) {
     const Node n = scan_whole(buf, len, limits);
-    if (n.kind == TENSO_KIND_DENSE && !n.compressed) {  // most packets: bind() without its call
+    if (n.kind == TENSO_KIND_DENSE && !n.compressed) {    // most packets: bind() without its call
         bind_fields(v, n, buf, limits, std::move(keep));  // moved: a shared count not touched
         return bind_body(v, n, buf);
     }

@@ -5,7 +5,7 @@
 #   tests/tools/lint.sh [format] [python] [rust] [go] [c]     (default: all, in that order)
 #
 #   format  tests/tools/format.sh --check: clang-format 14, ruff format, rustfmt, gofmt; no
-#           shell script pipes into grep -q (a SIGPIPE under pipefail)
+#           shell script or Makefile recipe pipes into grep -q (a SIGPIPE under pipefail)
 #   python  ruff check (ruff.toml) over every Python file; mypy --strict over the tenso package
 #           (sdk/python/mypy.ini); mypy.stubtest of _tenso.pyi against the built extension
 #           (sdk/python/stubtest-allowlist.txt) and tests/tools/stubsig.py for its parameters
@@ -71,7 +71,7 @@ for s in "${steps[@]}"; do
         # match and the producer, still writing, dies of SIGPIPE (141); whether it does depends
         # on output size and timing (dist.source failed so in CI). Read all instead:
         # `| grep PATTERN >/dev/null`.
-        if git grep -nE '\|[[:space:]]*grep -[a-zA-Z]*q' -- '*.sh'; then
+        if git grep -nE '\|[[:space:]]*grep -[a-zA-Z]*q' -- '*.sh' Makefile; then
             log "the lines above pipe into grep -q; write '| grep PATTERN >/dev/null'"
             exit 1
         fi
